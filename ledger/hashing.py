@@ -1,0 +1,50 @@
+"""RFC 9162 §2.1.1 hashing: the only place that knows the domain-separation prefixes.
+
+Leaves and interior nodes are hashed with different one-byte prefixes so that a leaf can never be
+passed off as an interior node (second-preimage resistance of the tree).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+HASH_SIZE = 32
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+
+_sha256 = hashlib.sha256
+
+
+def leaf_hash(entry: bytes) -> bytes:
+    """MTH of a one-leaf tree: SHA-256(0x00 ‖ entry)."""
+    return _sha256(b"\x00" + entry).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """Interior node: SHA-256(0x01 ‖ left ‖ right)."""
+    return _sha256(b"\x01" + left + right).digest()
+
+
+def fold_right(hashes: Sequence[bytes]) -> bytes:
+    """Combine adjacent subtree roots, largest first, into the root of their union.
+
+    The roots of the perfect subtrees that decompose a range (largest leftmost) combine
+    right to left, which is how RFC 9162 builds the root of a tree whose size is not a power of two.
+    """
+    if not hashes:
+        return EMPTY_ROOT
+    acc = hashes[-1]
+    for h in reversed(hashes[:-1]):
+        acc = _sha256(b"\x01" + h + acc).digest()
+    return acc
+
+
+def merkle_root(leaf_hashes: Sequence[bytes]) -> bytes:
+    """Reference MTH over leaf hashes by the RFC's recursive definition (tests and audits only)."""
+    n = len(leaf_hashes)
+    if n == 0:
+        return EMPTY_ROOT
+    if n == 1:
+        return leaf_hashes[0]
+    k = 1 << ((n - 1).bit_length() - 1)
+    return node_hash(merkle_root(leaf_hashes[:k]), merkle_root(leaf_hashes[k:]))

@@ -1,0 +1,167 @@
+"""Serving reads from tiles: subtree hashes, proofs, entries, with a cache of expanded tiles.
+
+Full tiles never change, so they are cached expanded (every node inside the tile) in an LRU; a
+proof then costs a handful of dictionary lookups and at most one tile read per level that is not
+cached yet. Partial tiles at the right edge are re-read when a wider one is needed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+
+from .compact import decode_bundle
+from .proofs import Coord, ProofError, assemble, consistency_plan, inclusion_plan, plan_coords
+from .storage.base import LogStore, TileKey
+from .tilehash import ExpandedTile, tile_of
+from .hashing import HASH_SIZE
+from .tiles import ENTRIES_LEVEL, TILE_WIDTH, level_size
+
+
+
+class MissingTileError(RuntimeError):
+    """The store lacks a tile that a committed checkpoint needs: the store is damaged."""
+
+
+class LogReader:
+    """Read side of one log store; safe to share between many concurrent requests."""
+
+    def __init__(self, store: LogStore, *, cache_tiles: int = 4096) -> None:
+        self.store = store
+        self._cache: OrderedDict[TileKey, ExpandedTile] = OrderedDict()
+        self._cache_max = cache_tiles
+        self._edge: dict[TileKey, ExpandedTile] = {}
+
+    def offer(self, tiles: Mapping[TileKey, bytes]) -> None:
+        """Accept tiles just committed by an in-process writer so proofs need no store read."""
+        for key, data in tiles.items():
+            if key[0] == ENTRIES_LEVEL:
+                continue
+            if len(data) == TILE_WIDTH * HASH_SIZE:
+                self._edge.pop(key, None)
+                self._remember(key, ExpandedTile(data))
+            else:
+                self._edge[key] = ExpandedTile(data)
+
+    def _remember(self, key: TileKey, tile: ExpandedTile) -> None:
+        self._cache[key] = tile
+        self._cache.move_to_end(key)
+        while len(self._cache) > self._cache_max:
+            self._cache.popitem(last=False)
+
+    def _cached(self, key: TileKey, need: int) -> ExpandedTile | None:
+        tile = self._cache.get(key)
+        if tile is not None:
+            self._cache.move_to_end(key)
+            return tile
+        edge = self._edge.get(key)
+        if edge is not None and edge.width >= need:
+            return edge
+        return None
+
+    async def hashes(self, coords: Iterable[Coord], tree_size: int) -> dict[Coord, bytes]:
+        """The stored subtree hashes at ``coords``, each of which must be complete in the tree."""
+        wanted = list(coords)
+        needs: dict[TileKey, int] = {}
+        for level, index in wanted:
+            if (index + 1) << level > tree_size:
+                raise ProofError(f"subtree {(level, index)} is not complete at size {tree_size}")
+            tl, tn, need = tile_of((level, index))
+            needs[(tl, tn)] = max(needs.get((tl, tn), 0), need)
+        tiles: dict[TileKey, ExpandedTile] = {}
+        missing = []
+        for key, need in needs.items():
+            tile = self._cached(key, need)
+            if tile is None:
+                missing.append(key)
+            else:
+                tiles[key] = tile
+        if missing:
+            got = await self.store.read_tiles(missing)
+            for key in missing:
+                data = got.get(key)
+                if data is None or len(data) < needs[key] * HASH_SIZE:
+                    raise MissingTileError(f"tile {key} is missing or too short in the store")
+                tile = ExpandedTile(data)
+                if tile.width == TILE_WIDTH:
+                    self._remember(key, tile)
+                else:
+                    self._edge[key] = tile
+                tiles[key] = tile
+        out = {}
+        for c in wanted:
+            tl, tn, _ = tile_of(c)
+            out[c] = tiles[(tl, tn)].get(c)
+        return out
+
+    async def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
+        plan = inclusion_plan(index, tree_size)
+        return assemble(plan, await self.hashes(plan_coords(plan), tree_size))
+
+    async def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
+        if old_size == new_size:
+            return []
+        plan = consistency_plan(old_size, new_size)
+        return assemble(plan, await self.hashes(plan_coords(plan), new_size))
+
+    async def leaf_hashes(self, start: int, end: int, tree_size: int) -> list[bytes]:
+        return list((await self.hashes([(0, i) for i in range(start, end)], tree_size)).values())
+
+    async def tile(self, level: int, index: int, width: int) -> bytes | None:
+        """Raw tile (or bundle) bytes of exactly ``width`` hashes/entries, or None if not stored."""
+        got = (await self.store.read_tiles([(level, index)])).get((level, index))
+        if got is None:
+            return None
+        if level == ENTRIES_LEVEL:
+            entries = decode_bundle(got)
+            if len(entries) < width:
+                return None
+            if len(entries) == width:
+                return got
+            return b"".join(len(e).to_bytes(2, "big") + e for e in entries[:width])
+        if len(got) < width * HASH_SIZE:
+            return None
+        return got[: width * HASH_SIZE]
+
+    async def entries(self, start: int, end: int) -> list[bytes]:
+        """Entries [start, end) from their bundles (the caller checks ``end`` <= tree size)."""
+        keys = [(ENTRIES_LEVEL, n) for n in range(start // TILE_WIDTH, (end - 1) // TILE_WIDTH + 1)]
+        got = await self.store.read_tiles(keys) if end > start else {}
+        out: list[bytes] = []
+        for key in keys:
+            if key not in got:
+                raise MissingTileError(f"entry bundle {key[1]} is missing from the store")
+            bundle = decode_bundle(got[key])
+            base = key[1] * TILE_WIDTH
+            lo, hi = max(start - base, 0), min(end - base, len(bundle))
+            if hi < min(end - base, TILE_WIDTH):
+                raise MissingTileError(f"entry bundle {key[1]} is shorter than expected")
+            out.extend(bundle[lo:hi])
+        return out
+
+
+def stack_coords(size: int) -> list[Coord]:
+    """Coordinates of the perfect subtrees that decompose [0, size): the compact range."""
+    out: list[Coord] = []
+    start = 0
+    for level in range(size.bit_length() - 1, -1, -1):
+        if size >> level & 1:
+            out.append((level, start >> level))
+            start += 1 << level
+    return out
+
+
+def edge_tiles_needed(size: int) -> list[tuple[TileKey, int]]:
+    """(key, width) of each partial tile a writer must hold at this size, bundle included."""
+    out: list[tuple[TileKey, int]] = []
+    if size % TILE_WIDTH:
+        out.append(((ENTRIES_LEVEL, size // TILE_WIDTH), size % TILE_WIDTH))
+    level = 0
+    while level_size(size, level):
+        count = level_size(size, level)
+        if count % TILE_WIDTH:
+            out.append(((level, count // TILE_WIDTH), count % TILE_WIDTH))
+        level += 1
+    return out
+
+

@@ -1,0 +1,221 @@
+"""The single writer: group commit of pending appends, one signed checkpoint per batch.
+
+Every pending entry is integrated in one transaction together with the newly signed checkpoint
+that commits to it, and only after that transaction is durable is any waiter answered. So a crash
+at any point loses nothing that was acknowledged, and the stored checkpoint always matches the
+stored tiles. Under load, entries pile up while a commit is in flight and the next batch grows:
+latency stays about one commit, throughput rises with the batch size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from .compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
+from .hashing import HASH_SIZE
+from .note import Ed25519Signer, NoteError
+from .reader import LogReader, edge_tiles_needed, stack_coords
+from .storage.base import CheckpointRecord, LogStore, TileKey, WriteTx
+from .tilehash import ExpandedTile, tile_of
+from .tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE
+
+BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
+"""Runs inside the batch's transaction with (index, context) of each entry, to add rows atomically."""
+
+BatchObserver = Callable[[int, float], None]
+"""Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
+
+
+class LogIntegrityError(RuntimeError):
+    """The stored tiles do not match the signed checkpoint: the log must not run."""
+
+
+class SequencerClosedError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Appended:
+    """Where an entry landed, and the durable signed checkpoint that first commits to it."""
+
+    index: int
+    size: int
+    checkpoint: bytes
+
+
+async def load_state(
+    read_tiles: Callable[[Sequence[TileKey]], Awaitable[dict[TileKey, bytes]]],
+    size: int,
+) -> TreeState:
+    """Rebuild the writer's state at ``size`` from stored tiles (O(log n) hashes, few reads)."""
+    coords = stack_coords(size)
+    edges = edge_tiles_needed(size)
+    keys = list(dict.fromkeys([tile_of(c)[:2] for c in coords] + [k for k, _ in edges]))
+    got = await read_tiles(keys)
+    for key in keys:
+        if key not in got:
+            raise LogIntegrityError(f"tile {key} needed at size {size} is missing from the store")
+    expanded: dict[TileKey, ExpandedTile] = {}
+    stack = []
+    for c in coords:
+        key = tile_of(c)[:2]
+        tile = expanded.get(key) or expanded.setdefault(key, ExpandedTile(got[key]))
+        try:
+            stack.append(tile.get(c))
+        except KeyError as e:
+            raise LogIntegrityError(f"tile {key} is too short for size {size}") from e
+    edge_tiles: dict[int, bytes] = {}
+    bundle = b""
+    for key, width in edges:
+        data = got[key]
+        if key[0] == ENTRIES_LEVEL:
+            entries = decode_bundle(data)
+            if len(entries) != width:
+                raise LogIntegrityError(
+                    f"entry bundle {key[1]} holds {len(entries)} entries, expected {width}"
+                )
+            bundle = data
+        else:
+            if len(data) != width * HASH_SIZE:
+                raise LogIntegrityError(
+                    f"tile {key} holds {len(data) // HASH_SIZE} hashes, expected {width}"
+                )
+            edge_tiles[key[0]] = data
+    return TreeState(size, tuple(stack), edge_tiles, bundle)
+
+
+class Sequencer:
+    """Owns appends to one log. Create, ``await start()``, then ``append`` from any task."""
+
+    def __init__(
+        self,
+        store: LogStore,
+        signer: Ed25519Signer,
+        *,
+        reader: LogReader | None = None,
+        max_batch: int = 4096,
+        hook: BatchHook | None = None,
+        observer: BatchObserver | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.signer = signer
+        self.origin = signer.name
+        self.reader = reader
+        self.max_batch = max_batch
+        self.hook = hook
+        self.observer = observer
+        self.clock = clock
+        self.state = TreeState()
+        self.checkpoint: CheckpointRecord | None = None
+        self._pending: list[tuple[bytes, Any, asyncio.Future[Appended]]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def start(self) -> None:
+        """Load and check the stored log, signing the empty tree for a brand-new store."""
+        async with self.store.transaction() as tx:
+            latest = await tx.latest()
+            if latest is None:
+                latest = self._sign(TreeState())
+                await tx.write({}, latest)
+            self.state = await self._verified_state(tx, latest)
+            self.checkpoint = latest
+        self._task = asyncio.create_task(self._run(), name=f"sequencer {self.origin}")
+
+    async def _verified_state(self, tx: WriteTx, latest: CheckpointRecord) -> TreeState:
+        try:
+            cp, _ = open_checkpoint(latest.note, self.signer.verifier())
+        except NoteError as e:
+            raise LogIntegrityError(
+                f"the stored checkpoint does not verify under this log's key: {e}"
+            ) from e
+        if cp.origin != self.origin or cp.size != latest.size:
+            raise LogIntegrityError(
+                f"the stored checkpoint is for {cp.origin!r} size {cp.size}, expected "
+                f"{self.origin!r} size {latest.size}"
+            )
+        state = await load_state(tx.read_tiles, cp.size)
+        if state.root() != cp.root_hash:
+            raise LogIntegrityError(
+                f"the root recomputed from stored tiles at size {cp.size} is "
+                f"{state.root().hex()}, but the signed checkpoint says {cp.root_hash.hex()}"
+            )
+        return state
+
+    def _sign(self, state: TreeState) -> CheckpointRecord:
+        note = sign_checkpoint(Checkpoint(self.origin, state.size, state.root()), self.signer)
+        return CheckpointRecord(state.size, self.clock(), note)
+
+    async def append(self, entry: bytes, context: Any = None) -> Appended:
+        """Resolve, once durable, to the entry's index and the checkpoint that commits to it."""
+        if len(entry) > MAX_ENTRY_SIZE:
+            raise EntryTooLargeError(
+                f"entry is {len(entry)} bytes; the limit is {MAX_ENTRY_SIZE}"
+            )
+        if self._closing or self._task is None:
+            raise SequencerClosedError("the log is not accepting appends")
+        fut: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
+        self._pending.append((entry, context, fut))
+        self._wake.set()
+        return await asyncio.shield(fut)
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch = self._pending[: self.max_batch]
+                del self._pending[: self.max_batch]
+                await self._commit(batch)
+            if self._closing:
+                return
+
+    async def _commit(self, batch: list[tuple[bytes, Any, asyncio.Future[Appended]]]) -> None:
+        started = time.perf_counter()
+        try:
+            async with self.store.transaction() as tx:
+                latest = await tx.latest()
+                if latest is None or self.checkpoint is None or latest.size != self.state.size \
+                        or latest.note != self.checkpoint.note:
+                    # Another process appended since our last commit: catch up from its tiles.
+                    if latest is None:
+                        raise LogIntegrityError("the stored checkpoint disappeared")
+                    self.state = await self._verified_state(tx, latest)
+                    self.checkpoint = latest
+                first = self.state.size
+                done: Integrated = integrate(self.state, [e for e, _, _ in batch])
+                record = self._sign(done.state)
+                await tx.write(done.tiles, record)
+                if self.hook is not None:
+                    await self.hook(tx, [(first + i, c) for i, (_, c, _) in enumerate(batch)])
+        except BaseException as e:
+            for _, _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
+            if not isinstance(e, Exception):
+                raise
+            return
+        self.state = done.state
+        self.checkpoint = record
+        if self.reader is not None:
+            self.reader.offer(done.tiles)
+        if self.observer is not None:
+            self.observer(len(batch), time.perf_counter() - started)
+        for i, (_, _, fut) in enumerate(batch):
+            if not fut.done():
+                fut.set_result(Appended(first + i, record.size, record.note))
+
+    async def close(self) -> None:
+        """Stop taking appends, commit everything already pending, then stop."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+            self._task = None

@@ -1,0 +1,69 @@
+"""An in-memory store with the same transaction semantics, for tests and throwaway logs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+
+from .base import CheckpointRecord, TileKey
+
+
+class MemoryWriteTx:
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self.tiles: dict[TileKey, bytes] = {}
+        self.checkpoint: CheckpointRecord | None = None
+
+    @property
+    def handle(self) -> MemoryStore:
+        return self._store
+
+    async def latest(self) -> CheckpointRecord | None:
+        return self.checkpoint or self._store._latest
+
+    async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+        out = await self._store.read_tiles(keys)
+        out.update({k: self.tiles[k] for k in keys if k in self.tiles})
+        return out
+
+    async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
+        self.tiles.update(tiles)
+        self.checkpoint = checkpoint
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.tiles: dict[TileKey, bytes] = {}
+        self._latest: CheckpointRecord | None = None
+        self._history: list[CheckpointRecord] = []
+        self._meta: dict[str, str] = {}
+        self._lock = asyncio.Lock()
+
+    async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+        return {k: self.tiles[k] for k in keys if k in self.tiles}
+
+    async def latest(self) -> CheckpointRecord | None:
+        return self._latest
+
+    async def history(self, limit: int = 100) -> list[CheckpointRecord]:
+        return self._history[::-1][:limit]
+
+    async def get_meta(self, key: str) -> str | None:
+        return self._meta.get(key)
+
+    async def set_meta(self, key: str, value: str) -> None:
+        self._meta[key] = value
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[MemoryWriteTx]:
+        async with self._lock:
+            tx = MemoryWriteTx(self)
+            yield tx
+            self.tiles.update(tx.tiles)
+            if tx.checkpoint is not None:
+                self._latest = tx.checkpoint
+                self._history.append(tx.checkpoint)
+
+    async def close(self) -> None:
+        return None

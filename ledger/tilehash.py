@@ -1,0 +1,59 @@
+"""Reading any stored subtree hash out of tiles: which tile holds it, and how to derive it.
+
+A tile stores only its bottom row (tree level 8·L); the seven levels above it are recomputed
+when the tile is first expanded. Expanded full tiles never change, so callers may cache them.
+"""
+
+from __future__ import annotations
+
+from .hashing import HASH_SIZE, node_hash
+from .proofs import Coord
+from .tiles import TILE_HEIGHT
+
+
+def tile_of(coord: Coord) -> tuple[int, int, int]:
+    """(tile level, tile index, hashes of the tile needed) for the subtree hash ``coord``."""
+    level, index = coord
+    tl = level // TILE_HEIGHT
+    sub = level - tl * TILE_HEIGHT
+    first = index << sub
+    return tl, first >> TILE_HEIGHT, (first & 0xFF) + (1 << sub)
+
+
+class ExpandedTile:
+    """A tile's bottom row and every complete node above it inside the tile."""
+
+    __slots__ = ("_data", "_offsets", "width")
+
+    def __init__(self, row: bytes) -> None:
+        if len(row) % HASH_SIZE or not row:
+            raise ValueError(f"tile data of {len(row)} bytes is not a whole number of hashes")
+        self.width = len(row) // HASH_SIZE
+        parts = [row]
+        offsets = [0]
+        pos = len(row)
+        cur = row
+        for _ in range(TILE_HEIGHT):
+            n = len(cur) // (2 * HASH_SIZE)
+            if n == 0:
+                break
+            nxt = b"".join(
+                node_hash(cur[2 * i * HASH_SIZE : (2 * i + 1) * HASH_SIZE],
+                          cur[(2 * i + 1) * HASH_SIZE : (2 * i + 2) * HASH_SIZE])
+                for i in range(n)
+            )
+            offsets.append(pos)
+            pos += len(nxt)
+            parts.append(nxt)
+            cur = nxt
+        self._data = b"".join(parts)
+        self._offsets = offsets
+
+    def get(self, coord: Coord) -> bytes:
+        level, index = coord
+        sub = level % TILE_HEIGHT
+        pos = index & ((1 << (TILE_HEIGHT - sub)) - 1)
+        if sub >= len(self._offsets) or (pos + 1) << sub > self.width:
+            raise KeyError(f"hash {coord} is not complete in a tile of width {self.width}")
+        start = self._offsets[sub] + pos * HASH_SIZE
+        return self._data[start : start + HASH_SIZE]

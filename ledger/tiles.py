@@ -1,0 +1,126 @@
+"""C2SP tlog-tiles coordinates and paths: pure arithmetic, no storage.
+
+A hash tile at level L holds tree-level 8·L hashes; the levels in between are recomputed from the
+tile when needed. Only full subtrees are ever stored, so a stored hash never changes, and a partial
+tile is always a prefix of the tile it will become.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TILE_HEIGHT = 8
+TILE_WIDTH = 1 << TILE_HEIGHT  # 256
+MAX_LEVEL = 63
+MAX_ENTRY_SIZE = 0xFFFF
+
+
+class TilePathError(ValueError):
+    """A tile path that is not in the exact tlog-tiles form."""
+
+
+@dataclass(frozen=True, order=True)
+class Tile:
+    """A hash tile (level >= 0) or an entry bundle (level == -1); width 1..256."""
+
+    level: int
+    index: int
+    width: int = TILE_WIDTH
+
+    @property
+    def is_entries(self) -> bool:
+        return self.level == ENTRIES_LEVEL
+
+    @property
+    def is_full(self) -> bool:
+        return self.width == TILE_WIDTH
+
+    def path(self) -> str:
+        head = "tile/entries/" if self.is_entries else f"tile/{self.level}/"
+        tail = "" if self.is_full else f".p/{self.width}"
+        return head + encode_index(self.index) + tail
+
+
+ENTRIES_LEVEL = -1
+
+
+def encode_index(n: int) -> str:
+    """Write N in 3-digit groups, every group but the last prefixed with ``x``."""
+    if n < 0:
+        raise ValueError("tile index must be non-negative")
+    groups = []
+    while True:
+        groups.append(f"{n % 1000:03d}")
+        n //= 1000
+        if n == 0:
+            break
+    groups.reverse()
+    return "/".join(["x" + g for g in groups[:-1]] + [groups[-1]])
+
+
+_INDEX_RE = re.compile(r"(?:x\d{3}/)*\d{3}")
+_TILE_RE = re.compile(r"tile/(entries|0|[1-9]\d?)/((?:x\d{3}/)*\d{3})(?:\.p/([1-9]\d{0,2}))?")
+
+
+def decode_index(text: str) -> int:
+    """Inverse of :func:`encode_index`; refuses any non-canonical spelling."""
+    if not _INDEX_RE.fullmatch(text):
+        raise TilePathError(f"malformed tile index {text!r}")
+    n = int(text.replace("x", "").replace("/", ""))
+    if encode_index(n) != text:
+        raise TilePathError(f"non-canonical tile index {text!r}")
+    return n
+
+
+def parse_tile_path(path: str) -> Tile:
+    """Parse ``tile/<L>/<N>[.p/<W>]`` or ``tile/entries/<N>[.p/<W>]`` strictly."""
+    m = _TILE_RE.fullmatch(path)
+    if m is None:
+        raise TilePathError(f"malformed tile path {path!r}")
+    level_s, index_s, width_s = m.groups()
+    level = ENTRIES_LEVEL if level_s == "entries" else int(level_s)
+    if level > MAX_LEVEL:
+        raise TilePathError(f"tile level {level} is above {MAX_LEVEL}")
+    width = TILE_WIDTH
+    if width_s is not None:
+        width = int(width_s)
+        if width >= TILE_WIDTH:
+            raise TilePathError(f"partial tile width {width} must be 1..{TILE_WIDTH - 1}")
+    return Tile(level, decode_index(index_s), width)
+
+
+def level_size(tree_size: int, level: int) -> int:
+    """Number of complete hashes at tile level ``level`` (tree level 8·level) for a tree size."""
+    return tree_size >> (TILE_HEIGHT * level)
+
+
+def tiles_for_size(tree_size: int, *, entries: bool = False) -> list[Tile]:
+    """Every tile (full and partial) that a tree of this size publishes, lowest level first."""
+    out: list[Tile] = []
+    levels = [ENTRIES_LEVEL] if entries else []
+    level = 0
+    while level_size(tree_size, level) > 0:
+        levels.append(level)
+        level += 1
+    for lv in levels:
+        count = tree_size if lv == ENTRIES_LEVEL else level_size(tree_size, lv)
+        out.extend(Tile(lv, i) for i in range(count // TILE_WIDTH))
+        if count % TILE_WIDTH:
+            out.append(Tile(lv, count // TILE_WIDTH, count % TILE_WIDTH))
+    return out
+
+
+def tile_for(level: int, index: int, tree_size: int) -> Tile:
+    """The tile, with the width a tree of ``tree_size`` publishes, holding hash ``index``."""
+    count = tree_size if level == ENTRIES_LEVEL else level_size(tree_size, level)
+    if index >= count:
+        raise ValueError(f"hash {index} at tile level {level} is beyond tree size {tree_size}")
+    n = index // TILE_WIDTH
+    full = (count // TILE_WIDTH) > n
+    return Tile(level, n, TILE_WIDTH if full else count % TILE_WIDTH)
+
+
+def tile_count(tree_size: int, level: int) -> int:
+    """Hashes (or entries, for level -1) a tree of this size has at a tile level."""
+    return tree_size if level == ENTRIES_LEVEL else level_size(tree_size, level)
