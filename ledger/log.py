@@ -1,0 +1,118 @@
+"""An opened log: its store, a reader for proofs and tiles, and (when writable) its sequencer.
+
+This is the one object the HTTP routes, the CLI and the notary hold; it keeps "which checkpoint is
+current" in one place so that proofs and the checkpoint they are against always agree.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .checkpoint import Checkpoint, open_checkpoint
+from .note import Ed25519Signer, Ed25519Verifier
+from .proofbundle import ProofBundle
+from .reader import LogReader
+from .sequencer import Appended, BatchHook, BatchObserver, Sequencer
+from .storage.base import CheckpointRecord, LogStore
+
+
+@dataclass(frozen=True)
+class Head:
+    """A committed checkpoint, parsed once."""
+
+    record: CheckpointRecord
+    checkpoint: Checkpoint
+
+    @property
+    def size(self) -> int:
+        return self.record.size
+
+    @property
+    def note(self) -> bytes:
+        return self.record.note
+
+
+class Log:
+    """Open with :meth:`open`; call :meth:`close` when done."""
+
+    def __init__(self, store: LogStore, verifier: Ed25519Verifier, reader: LogReader,
+                 sequencer: Sequencer | None) -> None:
+        self.store = store
+        self.verifier = verifier
+        self.reader = reader
+        self.sequencer = sequencer
+        self._head: Head | None = None
+        self._head_read = 0.0
+
+    @property
+    def origin(self) -> str:
+        return self.verifier.name
+
+    @classmethod
+    async def open(
+        cls,
+        store: LogStore,
+        *,
+        signer: Ed25519Signer | None = None,
+        verifier: Ed25519Verifier | None = None,
+        max_batch: int = 4096,
+        hook: BatchHook | None = None,
+        observer: BatchObserver | None = None,
+        cache_tiles: int = 4096,
+    ) -> Log:
+        """A writable log when given the signer (which checks the stored tree on start)."""
+        if signer is None and verifier is None:
+            raise ValueError("a log needs its signer (to write) or its verifier (to read)")
+        reader = LogReader(store, cache_tiles=cache_tiles)
+        sequencer = None
+        if signer is not None:
+            sequencer = Sequencer(store, signer, reader=reader, max_batch=max_batch,
+                                  hook=hook, observer=observer)
+            try:
+                await sequencer.start()
+            except BaseException:
+                await store.close()
+                raise
+            verifier = signer.verifier()
+        assert verifier is not None
+        return cls(store, verifier, reader, sequencer)
+
+    async def head(self, max_age: float = 0.2) -> Head | None:
+        """The newest committed checkpoint, re-read from the store at most every ``max_age`` s.
+
+        Another process may append (``ledger add`` beside ``ledger serve``), so the store, not
+        this process's sequencer, is the authority; the short cache keeps hot paths cheap.
+        """
+        seq = self.sequencer
+        if seq is not None and seq.checkpoint is not None and (
+            self._head is None or seq.checkpoint.size >= self._head.size
+        ) and seq.checkpoint is not (self._head.record if self._head else None):
+            self._set_head(seq.checkpoint)
+        now = time.monotonic()
+        if self._head is None or now - self._head_read > max_age:
+            rec = await self.store.latest()
+            self._head_read = now
+            if rec is not None and (self._head is None or rec.note != self._head.note):
+                if self._head is None or rec.size >= self._head.size:
+                    self._set_head(rec)
+        return self._head
+
+    def _set_head(self, rec: CheckpointRecord) -> None:
+        cp, _ = open_checkpoint(rec.note, self.verifier)
+        self._head = Head(rec, cp)
+
+    async def append(self, entry: bytes) -> Appended:
+        if self.sequencer is None:
+            raise RuntimeError("this log was opened read-only")
+        return await self.sequencer.append(entry)
+
+    async def proof_bundle(self, index: int, head: Head) -> ProofBundle:
+        """The tlog-proof bundle of entry ``index`` against ``head``."""
+        proof = await self.reader.inclusion_proof(index, head.size)
+        return ProofBundle(index, tuple(proof), head.note)
+
+    async def close(self) -> None:
+        if self.sequencer is not None:
+            await self.sequencer.close()
+        await self.store.close()

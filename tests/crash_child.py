@@ -1,0 +1,41 @@
+"""Child process for the crash tests: appends under load and reports every acknowledgement.
+
+Each acknowledged entry is printed as ``A <index> <entry hex>`` and every new checkpoint it was
+handed as ``C <base64 note>``, flushed at once, so the parent knows exactly what was promised
+before it sends SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sys
+from pathlib import Path
+
+from ledger.log import Log
+from ledger.note import Ed25519Signer
+from ledger.storage.sqlite import SqliteStore
+
+
+async def main(directory: Path, key: str) -> None:
+    store = await SqliteStore.open(directory / "log.db", create=True)
+    log = await Log.open(store, signer=Ed25519Signer.from_private_key(key), max_batch=512)
+    seen: set[int] = set()
+    out = sys.stdout
+
+    async def worker() -> None:
+        while True:
+            entry = os.urandom(8 + int.from_bytes(os.urandom(1), "big") % 64)
+            res = await log.append(entry)
+            if res.size not in seen:
+                seen.add(res.size)
+                out.write(f"C {base64.b64encode(res.checkpoint).decode()}\n")
+            out.write(f"A {res.index} {entry.hex()}\n")
+            out.flush()
+
+    await asyncio.gather(*(worker() for _ in range(64)))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1]), sys.argv[2]))

@@ -1,0 +1,96 @@
+"""The sequencer's contract: durable group commit, refusals, and the start-up integrity check."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ledger.checkpoint import open_checkpoint
+from ledger.compact import EntryTooLargeError
+from ledger.hashing import leaf_hash, merkle_root
+from ledger.log import Log
+from ledger.note import Ed25519Signer
+from ledger.sequencer import LogIntegrityError
+from ledger.storage.sqlite import SqliteStore
+from ledger.tiles import MAX_ENTRY_SIZE
+
+
+@pytest.fixture
+def signer() -> Ed25519Signer:
+    return Ed25519Signer.generate("seq.test/log")
+
+
+async def open_log(path: Path, signer: Ed25519Signer) -> Log:
+    return await Log.open(await SqliteStore.open(path / "log.db", create=True), signer=signer)
+
+
+async def test_append_resolves_to_durable_index_and_checkpoint(tmp_path: Path,
+                                                               signer: Ed25519Signer) -> None:
+    log = await open_log(tmp_path, signer)
+    entries = [b"e%d" % i for i in range(1000)]
+    results = await asyncio.gather(*(log.append(e) for e in entries))
+    assert sorted(r.index for r in results) == list(range(1000))
+    assert len({r.size for r in results}) < 1000, "concurrent appends were not grouped"
+    for r in results:
+        cp, _ = open_checkpoint(r.checkpoint, signer.verifier())
+        assert cp.size == r.size > r.index
+        assert cp.root_hash == merkle_root([leaf_hash(e) for e in entries[: cp.size]])
+    await log.close()
+    # A fresh process sees everything that was acknowledged.
+    log = await open_log(tmp_path, signer)
+    head = await log.head(0)
+    assert head is not None and head.size == 1000
+    assert await log.reader.entries(0, 1000) == entries
+    await log.close()
+
+
+async def test_entry_limit(tmp_path: Path, signer: Ed25519Signer) -> None:
+    log = await open_log(tmp_path, signer)
+    await log.append(b"x" * MAX_ENTRY_SIZE)
+    with pytest.raises(EntryTooLargeError, match="65535"):
+        await log.append(b"x" * (MAX_ENTRY_SIZE + 1))
+    head = await log.head(0)
+    assert head is not None and head.size == 1
+    await log.close()
+
+
+async def test_refuses_to_start_when_tiles_do_not_match_checkpoint(
+    tmp_path: Path, signer: Ed25519Signer
+) -> None:
+    log = await open_log(tmp_path, signer)
+    await asyncio.gather(*(log.append(b"%d" % i) for i in range(300)))
+    await log.close()
+    db = sqlite3.connect(tmp_path / "log.db")
+    edge = (1 << 48) | 1  # level-0 tile 1, the partial edge the root depends on
+    (data,) = db.execute("SELECT data FROM tiles WHERE id = ?", (edge,)).fetchone()
+    db.execute("UPDATE tiles SET data = ? WHERE id = ?", (bytes([data[0] ^ 1]) + data[1:], edge))
+    db.commit()
+    db.close()
+    with pytest.raises(LogIntegrityError, match="root recomputed"):
+        await open_log(tmp_path, signer)
+
+
+async def test_refuses_a_checkpoint_signed_by_another_key(tmp_path: Path,
+                                                          signer: Ed25519Signer) -> None:
+    log = await open_log(tmp_path, signer)
+    await log.append(b"a")
+    await log.close()
+    other = Ed25519Signer.generate("seq.test/log")
+    with pytest.raises(LogIntegrityError, match="does not verify"):
+        await open_log(tmp_path, other)
+
+
+async def test_two_writers_share_one_log(tmp_path: Path, signer: Ed25519Signer) -> None:
+    a = await open_log(tmp_path, signer)
+    b = await open_log(tmp_path, signer)
+    got = []
+    for i in range(20):
+        got.append(await (a if i % 2 else b).append(b"w%d" % i))
+    assert [r.index for r in got] == list(range(20))
+    head = await a.head(0)
+    assert head is not None and head.size == 20
+    await a.close()
+    await b.close()
