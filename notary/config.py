@@ -1,0 +1,90 @@
+"""Settings: flags, then environment variables, then a TOML file, then defaults (first wins)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    data: Path = Path("notary-data")
+    listen: str = "127.0.0.1:8080"
+    public_url: str = ""  # defaults to http://<listen>
+    origin: str = ""  # fixed at first run; defaults to the public URL without its scheme
+    max_body: int = 64 * 1024
+    max_batch: int = 4096
+    log_format: str = "auto"  # auto (console on a TTY, else JSON), json or console
+    log_level: str = "info"
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ConfigError(f"listen address {self.listen!r} is not HOST:PORT")
+        return host.strip("[]") or "127.0.0.1", int(port)
+
+    @property
+    def base_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host, port = self.host_port
+        return f"http://{host}:{port}"
+
+    @property
+    def default_origin(self) -> str:
+        return self.origin or self.base_url.split("://", 1)[-1]
+
+
+_ENV_PREFIX = "NOTARY_"
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind = {f.name: f.type for f in fields(Settings)}[name]
+    try:
+        if kind == "Path":
+            return Path(value)
+        if kind == "int":
+            if isinstance(value, bool):
+                raise ValueError
+            return int(value)
+        return str(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"setting {name!r}: {value!r} is not a valid {kind}") from e
+
+
+def resolve(flags: Mapping[str, Any], env: Mapping[str, str] | None = None,
+            config_file: Path | None = None) -> Settings:
+    """Merge the four sources; unknown keys in the TOML file are an error, not ignored."""
+    env = os.environ if env is None else env
+    names = [f.name for f in fields(Settings)]
+    file_values: dict[str, Any] = {}
+    path = config_file or (Path(env["NOTARY_CONFIG"]) if env.get("NOTARY_CONFIG") else None)
+    if path is not None:
+        try:
+            raw = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"cannot read config file {path}: {e}") from e
+        for key, value in raw.items():
+            name = key.replace("-", "_")
+            if name not in names:
+                raise ConfigError(f"{path}: unknown setting {key!r}")
+            file_values[name] = value
+    chosen: dict[str, Any] = {}
+    for name in names:
+        for source in (flags.get(name), env.get(_ENV_PREFIX + name.upper()),
+                       file_values.get(name)):
+            if source is not None and source != "":
+                chosen[name] = _coerce(name, source)
+                break
+    settings = Settings(**chosen)
+    settings.host_port  # noqa: B018 - validate early
+    return settings

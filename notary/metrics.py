@@ -1,0 +1,56 @@
+"""Prometheus metrics, one registry per application (so tests can run several apps at once)."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("notary_http_requests_total", "HTTP requests",
+                                ["route", "method", "status"], registry=r)
+        self.latency = Histogram("notary_http_request_duration_seconds",
+                                 "HTTP request latency", ["route", "method"],
+                                 buckets=_LATENCY_BUCKETS, registry=r)
+        self.log_size = Gauge("ledger_tree_size", "Entries in the log (latest checkpoint)",
+                              registry=r)
+        self.batch_size = Histogram("ledger_batch_size", "Entries per committed batch",
+                                    buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000),
+                                    registry=r)
+        self.commit_seconds = Histogram("ledger_commit_duration_seconds",
+                                        "Time to integrate, sign and durably commit a batch",
+                                        buckets=_LATENCY_BUCKETS, registry=r)
+        self.receipts = Counter("notary_receipts_issued_total", "Receipts issued", registry=r)
+
+    def observe_batch(self, size: int, seconds: float) -> None:
+        self.batch_size.observe(size)
+        self.commit_seconds.observe(seconds)
+
+    def middleware(self) -> web.middleware:  # type: ignore[valid-type]
+        @web.middleware
+        async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+            started = time.perf_counter()
+            status = 500
+            try:
+                resp = await handler(request)
+                status = resp.status
+                return resp
+            except web.HTTPException as e:
+                status = e.status
+                raise
+            finally:
+                info = request.match_info.route.resource
+                route = info.canonical if info is not None else "unmatched"
+                self.requests.labels(route, request.method, str(status)).inc()
+                self.latency.labels(route, request.method).observe(
+                    time.perf_counter() - started)
+
+        return metrics_middleware

@@ -1,0 +1,1 @@
+"""HTTP route modules of the notary application, each adding its routes to an app."""

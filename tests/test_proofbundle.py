@@ -1,0 +1,149 @@
+"""Tests of ledger.proofbundle: the C2SP tlog-proof text format."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from ledger.note import Ed25519Signer, sign_note
+from ledger.proofbundle import (
+    HEADER,
+    MAX_PROOF_HASHES,
+    ProofBundle,
+    ProofBundleError,
+    decode_proof_bundle,
+)
+
+LOG = Ed25519Signer("example.com/fancylog", hashlib.sha256(b"test log key, not secret").digest())
+CP = Checkpoint("example.com/fancylog", 109482, hashlib.sha256(b"root").digest())
+SIGNED_CP = sign_checkpoint(CP, LOG)
+H = [hashlib.sha256(bytes([i])).digest() for i in range(70)]
+
+
+def b64(h: bytes) -> str:
+    return base64.b64encode(h).decode()
+
+
+def bundle_text(*lines: str, checkpoint: bytes = SIGNED_CP) -> bytes:
+    return "".join(line + "\n" for line in lines).encode() + checkpoint
+
+
+def test_encode_exact_layout() -> None:
+    pb = ProofBundle(index=73894, proof=(H[0], H[1]), checkpoint=SIGNED_CP)
+    assert pb.encode() == bundle_text(HEADER, "index 73894", b64(H[0]), b64(H[1]), "")
+    pb2 = ProofBundle(index=0, proof=(), checkpoint=SIGNED_CP, extra=b"age-v1.2.1")
+    assert pb2.encode() == bundle_text(HEADER, "extra " + b64(b"age-v1.2.1"), "index 0", "")
+    assert decode_proof_bundle(pb.encode()) == pb
+    assert decode_proof_bundle(pb2.encode()) == pb2
+
+
+def test_decoded_checkpoint_still_verifies() -> None:
+    pb = decode_proof_bundle(ProofBundle(5, (H[0],), SIGNED_CP).encode())
+    cp, _ = open_checkpoint(pb.checkpoint, LOG.verifier())
+    assert cp == CP
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    index=st.integers(0, (1 << 64) - 1),
+    proof=st.lists(st.binary(min_size=32, max_size=32), max_size=MAX_PROOF_HASHES).map(tuple),
+    extra=st.none() | st.binary(min_size=1, max_size=100),
+)
+def test_round_trip(index: int, proof: tuple[bytes, ...], extra: bytes | None) -> None:
+    pb = ProofBundle(index=index, proof=proof, checkpoint=SIGNED_CP, extra=extra)
+    data = pb.encode()
+    assert decode_proof_bundle(data) == pb
+    assert decode_proof_bundle(data).encode() == data
+
+
+GOOD_HASH = b64(H[0])
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        SIGNED_CP,
+        bundle_text("c2sp.org/tlog-proof@v2", "index 1", ""),
+        bundle_text("C2SP.org/tlog-proof@v1", "index 1", ""),
+        bundle_text(HEADER + " ", "index 1", ""),
+        bundle_text(HEADER, ""),  # no index line
+        bundle_text(HEADER, "index", ""),
+        bundle_text(HEADER, "index ", ""),
+        bundle_text(HEADER, "index 01", ""),
+        bundle_text(HEADER, "index -1", ""),
+        bundle_text(HEADER, "index +1", ""),
+        bundle_text(HEADER, "index  1", ""),
+        bundle_text(HEADER, "index 1 ", ""),
+        bundle_text(HEADER, "index 0x10", ""),
+        bundle_text(HEADER, "index \u0661", ""),
+        bundle_text(HEADER, f"index {1 << 64}", ""),
+        bundle_text(HEADER, "Index 1", ""),
+        bundle_text(HEADER, "index 1", "extra " + b64(b"x"), ""),  # extra after index
+        bundle_text(HEADER, "extra ", "index 1", ""),  # empty extra
+        bundle_text(HEADER, "extra !!!!", "index 1", ""),
+        bundle_text(HEADER, "extra " + b64(b"x"), "extra " + b64(b"y"), "index 1", ""),
+        bundle_text(HEADER, "index 1", GOOD_HASH[:-1], ""),
+        bundle_text(HEADER, "index 1", GOOD_HASH + "=", ""),
+        bundle_text(HEADER, "index 1", GOOD_HASH[:-2] + "B=", ""),  # non-canonical bits
+        bundle_text(HEADER, "index 1", "CsUYapGGPo4dkMgIAUqom_Xajj7h2fB2MPA3j2jxq2I=", ""),
+        bundle_text(HEADER, "index 1", b64(bytes(31)), ""),
+        bundle_text(HEADER, "index 1", b64(bytes(33)), ""),
+        bundle_text(HEADER, "index 1", " " + GOOD_HASH, ""),
+        bundle_text(HEADER, "index 1", *[b64(h) for h in H[: MAX_PROOF_HASHES + 1]], ""),
+        bundle_text(HEADER, "index 1", GOOD_HASH),  # no blank line: hash, then the note
+        bundle_text(HEADER, "index 1", "", checkpoint=b""),  # no checkpoint
+        (HEADER + "\r\nindex 1\r\n\r\n").encode() + SIGNED_CP,
+        bundle_text(HEADER, "index 1", "", checkpoint=CP.text().encode()),  # unsigned
+        bundle_text(HEADER, "index 1", "", checkpoint=SIGNED_CP + b"trailing\n"),
+        bundle_text(HEADER, "index 1", "", checkpoint=SIGNED_CP[:-1]),
+        bundle_text(HEADER, "index 1", "", checkpoint=sign_note("not\na checkpoint\n", LOG)),
+        bundle_text(HEADER, "index 1", "", "", checkpoint=SIGNED_CP),  # two blank lines
+        bundle_text("\ufeff" + HEADER, "index 1", ""),
+    ],
+)
+def test_rejects(data: bytes) -> None:
+    with pytest.raises(ProofBundleError):
+        decode_proof_bundle(data)
+
+
+def test_minimal_bundle_accepted() -> None:
+    # The control for test_rejects: the same layout with nothing wrong decodes.
+    pb = decode_proof_bundle(bundle_text(HEADER, "index 1", ""))
+    assert (pb.index, pb.proof, pb.checkpoint, pb.extra) == (1, (), SIGNED_CP, None)
+
+
+def test_max_proof_length_accepted() -> None:
+    proof = tuple(H[:MAX_PROOF_HASHES])
+    pb = ProofBundle(3, proof, SIGNED_CP)
+    assert decode_proof_bundle(pb.encode()).proof == proof
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"index": -1},
+        {"index": 1 << 64},
+        {"index": True},
+        {"proof": (H[0][:31],)},
+        {"proof": [H[0]]},
+        {"proof": tuple(H[: MAX_PROOF_HASHES + 1])},
+        {"checkpoint": b"not a note"},
+        {"checkpoint": CP.text().encode()},
+        {"extra": b""},
+    ],
+)
+def test_constructor_rejects(kwargs: dict[str, object]) -> None:
+    args: dict[str, object] = {"index": 1, "proof": (H[0],), "checkpoint": SIGNED_CP}
+    args.update(kwargs)
+    with pytest.raises(ProofBundleError):
+        ProofBundle(**args)  # type: ignore[arg-type]
+
+
+def test_error_is_value_error() -> None:
+    assert issubclass(ProofBundleError, ValueError)
