@@ -1,0 +1,208 @@
+"""Canonical JSON (RFC 8785, JCS) for everything the notary hashes or signs (pure, no I/O).
+
+The serialization itself is the ``rfc8785`` package's; this module only decides which
+Python values are allowed in. The rule is that a value must mean the same thing to a
+JavaScript implementation as to us, because the rs-tool-call/1 SDKs hash the same records
+in Node: a value JavaScript would silently change (2^53+1 rounded to the nearest double,
+a lone surrogate replaced on the way to UTF-8) is refused with the path of the offending
+value instead of producing a digest nobody else can reproduce.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, cast
+
+import rfc8785
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "CanonicalizationError",
+    "canonical_json",
+    "check_js_safe",
+    "child_path",
+]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""JavaScript's ``Number.MAX_SAFE_INTEGER``: every integer up to it is exactly a double."""
+
+MAX_DEPTH = 256
+"""Deepest nesting of arrays and objects accepted.
+
+Real tool arguments and results are nowhere near this; the bound keeps the recursive
+serializer far from Python's recursion limit (and stops reference cycles) so hostile input
+gets a clear error instead of a RecursionError.
+"""
+
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+class CanonicalizationError(ValueError):
+    """A value cannot be canonicalized faithfully; ``path`` names it (``$.a.items[3].n``)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+def child_path(parent: str, key: str | int) -> str:
+    """Path of a member (``str`` key) or array element (``int`` index) of ``parent``.
+
+    Keys that are plain identifiers read as ``$.name``; anything else is written as an
+    ASCII JSON string in brackets (``$["a b"]``, ``$["\\ud800"]``) so the path itself stays
+    printable and unambiguous even when the key is the problem.
+    """
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if _IDENTIFIER_RE.fullmatch(key):
+        return f"{parent}.{key}"
+    return f"{parent}[{json.dumps(key, ensure_ascii=True)}]"
+
+
+def _surrogate_problem(text: str, what: str) -> str | None:
+    m = _SURROGATE_RE.search(text)
+    if m is None:
+        return None
+    return (
+        f"{what} contains a lone surrogate U+{ord(m.group()):04X} at index {m.start()}; "
+        "it is not valid Unicode and cannot be encoded as UTF-8"
+    )
+
+
+def _int_problem(n: int) -> str | None:
+    """Why JavaScript cannot hold ``n`` faithfully, or None if it can.
+
+    Safe integers always can. Beyond ±(2^53−1), ``JSON.parse`` turns the digits into the
+    nearest double, so ``n`` is accepted only when that loses nothing: ``n`` is exactly
+    that double (2^53, 10^18, 10^21), or the double's own ECMAScript spelling is ``n``'s
+    digits (35818508739113130, which is how JavaScript itself writes that double, so a
+    float accepted once is accepted again after a trip through ``json.loads``). Any
+    other integer (2^53+1, most nanosecond timestamps) would come out as a different
+    number and is refused.
+    """
+    if -MAX_SAFE_INTEGER <= n <= MAX_SAFE_INTEGER:
+        return None
+    try:
+        nearest = float(n)
+    except OverflowError:
+        # Described by size: printing a huge int can itself fail (int max_str_digits).
+        return f"a {n.bit_length()}-bit integer is too large for a JavaScript number"
+    if nearest == n:  # int/float comparison in Python is exact
+        return None
+    spelled = rfc8785.dumps(nearest).decode("ascii")
+    if spelled == str(n):
+        return None
+    return (
+        f"integer {n} is beyond ±(2^53−1) and JavaScript would read it as {spelled}; "
+        "send such numbers as strings"
+    )
+
+
+def _walk(value: object, path: str) -> bool:
+    """Validate ``value``; return True if it holds an integer beyond ±(2^53−1).
+
+    Iterative (depth-first, in document order, so the first problem in the document is the
+    one reported) to keep depth bounded by :data:`MAX_DEPTH` rather than the Python stack.
+    """
+    has_big_int = False
+    stack: list[tuple[object, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            problem = _int_problem(item)
+            if problem is not None:
+                raise CanonicalizationError(where, problem)
+            has_big_int = has_big_int or not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise CanonicalizationError(
+                    where, f"{item!r} is not a JSON number (NaN and infinities are refused)"
+                )
+            continue
+        if isinstance(item, str):
+            problem = _surrogate_problem(item, "string")
+            if problem is not None:
+                raise CanonicalizationError(where, problem)
+            continue
+        if isinstance(item, list | dict):
+            if depth >= MAX_DEPTH:
+                raise CanonicalizationError(
+                    where, f"nesting is deeper than {MAX_DEPTH} arrays/objects"
+                )
+            children: list[tuple[object, str, int]] = []
+            if isinstance(item, list):
+                children = [(elem, child_path(where, i), depth + 1) for i, elem in enumerate(item)]
+            else:
+                for key, elem in item.items():
+                    if not isinstance(key, str):
+                        raise CanonicalizationError(
+                            where,
+                            f"object key {key!r} is a {type(key).__name__}, "
+                            "JSON object keys must be strings",
+                        )
+                    key_path = child_path(where, key)
+                    problem = _surrogate_problem(key, "object key")
+                    if problem is not None:
+                        raise CanonicalizationError(key_path, problem)
+                    children.append((elem, key_path, depth + 1))
+            stack.extend(reversed(children))
+            continue
+        hint = " (use a list for a JSON array)" if isinstance(item, tuple | set | frozenset) else ""
+        raise CanonicalizationError(where, f"{type(item).__name__} is not a JSON value{hint}")
+    return has_big_int
+
+
+def check_js_safe(value: object, path: str = "$") -> None:
+    """Refuse, naming the path, any value JavaScript and JCS cannot represent faithfully.
+
+    Accepted: ``None``, ``bool``, finite ``float``, ``int`` that a JavaScript number holds
+    faithfully (every integer within ±(2^53−1); beyond that only those ``JSON.parse``
+    reads without change, see ``_int_problem``), ``str`` without
+    surrogate code points, ``list`` (JSON array) and ``dict`` with ``str`` keys (JSON
+    object), nested at most :data:`MAX_DEPTH` deep. Everything else is refused, including
+    tuples, sets, bytes and other mappings: only the types ``json.loads`` produces are
+    accepted, so what is hashed is exactly what a JSON parser would see.
+    Raises :class:`CanonicalizationError`.
+    """
+    _walk(value, path)
+
+
+def _big_ints_as_floats(value: object) -> object:
+    """Copy of ``value`` with integers beyond ±(2^53−1) as floats (already validated).
+
+    JSON has one number type; JavaScript writes such a number with ECMAScript formatting
+    (10^21 as ``1e+21``), so it must go through the float path of the serializer to give
+    the same bytes. Recursion is bounded by MAX_DEPTH, already checked.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else float(value)
+    if isinstance(value, list):
+        return [_big_ints_as_floats(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _big_ints_as_floats(v) for k, v in value.items()}
+    return value
+
+
+def canonical_json(value: object) -> bytes:
+    """The RFC 8785 (JCS) bytes of ``value`` after :func:`check_js_safe` accepts it.
+
+    Object members sorted by UTF-16 code units, no whitespace, ECMAScript number
+    formatting (so ``-0.0`` becomes ``0`` and ``1e21`` becomes ``1e+21``), strings as raw
+    UTF-8 with only the required escapes: the bytes a JavaScript JCS implementation writes.
+    The output is a fixed point: parsing it with ``json.loads`` and canonicalizing again
+    gives the same bytes.
+    """
+    if _walk(value, "$"):
+        value = _big_ints_as_floats(value)
+    try:
+        return rfc8785.dumps(cast(Any, value))
+    except rfc8785.CanonicalizationError as exc:  # pragma: no cover - _walk is stricter
+        raise CanonicalizationError("$", str(exc)) from exc

@@ -1,0 +1,244 @@
+"""End to end: the notary app on a loopback socket, driven over HTTP with aiohttp's client."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import socket
+import sqlite3
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from ledger.note import Ed25519Verifier
+from notary.app import create_app, init_data_dir
+from notary.appkeys import NOTARY
+from notary.cli import main as notary_cli
+from notary.config import Settings
+from notary.receipts import Jwks
+from notary.records import CallRecord, new_salt
+from notary.verify import verify_receipt
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(*args: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert notary_cli(list(args)) == 0
+    return out.getvalue()
+
+
+@dataclass
+class Server:
+    url: str
+    data: Path
+    app: web.Application
+    http: aiohttp.ClientSession
+    vkey: str
+
+    def new_key(self, account: str = "alice", allowance: int | None = None) -> str:
+        extra = [] if allowance is None else ["--monthly-allowance", str(allowance)]
+        return cli("apikey", "create", "--data", str(self.data), "--account", account,
+                   *extra).strip().splitlines()[-1]
+
+    async def post(self, path: str, body: Any, key: str | None = None,
+                   raw: bytes | None = None) -> tuple[int, Any, aiohttp.ClientResponse]:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        data = raw if raw is not None else json.dumps(body).encode()
+        async with self.http.post(self.url + path, data=data, headers=headers) as r:
+            return r.status, await r.json(content_type=None), r
+
+    async def get(self, path: str) -> tuple[int, Any]:
+        async with self.http.get(self.url + path) as r:
+            return r.status, await r.json(content_type=None)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    port = free_port()
+    settings = Settings(data=tmp_path / "data", listen=f"127.0.0.1:{port}", max_body=4096)
+    first = init_data_dir(settings)
+    assert first is not None
+    app = create_app(settings)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    async with aiohttp.ClientSession() as http:
+        yield Server(f"http://127.0.0.1:{port}", settings.data, app, http, first.vkey)
+    await runner.cleanup()
+
+
+def record(tool: str = "echo", **arguments: Any) -> CallRecord:
+    return CallRecord(server="srv", tool=tool, arguments=arguments,
+                      result={"content": [{"type": "text", "text": json.dumps(arguments)}]},
+                      salt=new_salt())
+
+
+def issue_body(rec: CallRecord) -> dict[str, str]:
+    return {"server": rec.server, "tool": rec.tool, "call_sha256": rec.call_sha256()}
+
+
+async def test_issue_fetch_lookup_and_verify_offline(server: Server) -> None:
+    key = server.new_key()
+    rec = record(x=1)
+    status, receipt, _ = await server.post("/v1/tool-calls", issue_body(rec), key)
+    assert status == 201
+    assert receipt["id"].startswith("tc_") and "proof" in receipt
+    # Offline: only the JWKS and the log verifier key.
+    _, jwks = await server.get("/.well-known/jwks.json")
+    verdict = verify_receipt(receipt, record=rec.to_json(), jwks=Jwks(jwks),
+                             log_verifier=Ed25519Verifier.from_vkey(server.vkey))
+    assert verdict.valid, verdict.to_json()
+
+    status, again, _ = await server.post("/v1/tool-calls", issue_body(rec), key)
+    assert status == 200 and again["id"] == receipt["id"]
+    assert again["signature"] == receipt["signature"]
+
+    status, fetched = await server.get(f"/v1/tool-calls/{receipt['id']}")
+    assert status == 200 and fetched["signature"] == receipt["signature"]
+    status, found = await server.get(f"/v1/tool-calls?call_sha256={rec.call_sha256()}")
+    assert status == 200 and found["id"] == receipt["id"]
+    status, _ = await server.get("/v1/tool-calls/tc_AAAAAAAAAAAAAAAAAAAAAA")
+    assert status == 404
+
+    # The retry was not counted twice.
+    usage = json.loads(cli("apikey", "list", "--data", str(server.data), "--json"))
+    assert usage[0]["used_this_month"] == 1
+
+
+async def test_verify_endpoint_levels_and_no_trace(server: Server) -> None:
+    key = server.new_key()
+    rec = record(secret="hunter2-do-not-log")
+    _, receipt, _ = await server.post("/v1/tool-calls", issue_body(rec), key)
+    db = server.data / "notary.db"
+
+    def dump() -> list[Any]:
+        with sqlite3.connect(db) as c:
+            return [(t, c.execute(f"SELECT * FROM {t}").fetchall()) for (t,) in
+                    c.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+
+    before = dump()
+    body = {"id": receipt["id"], "record": {k: v for k, v in rec.to_json().items()
+                                             if k not in ("spec", "server")}}
+    status, verdict, _ = await server.post("/v1/tool-calls/verify", body)
+    assert status == 200 and verdict["valid"] is True
+    assert {k: v["status"] for k, v in verdict["levels"].items()
+            if k in ("record", "signature", "inclusion")} == dict.fromkeys(
+        ("record", "signature", "inclusion"), "passed")
+    body["record"]["arguments"] = {"secret": "changed"}
+    status, verdict, _ = await server.post("/v1/tool-calls/verify", body)
+    assert status == 200 and verdict["valid"] is False
+    assert verdict["levels"]["record"]["status"] == "failed"
+    assert verdict["levels"]["signature"]["status"] == "passed"
+    assert dump() == before
+    blob = db.read_bytes() + (db.with_name("notary.db-wal").read_bytes()
+                              if db.with_name("notary.db-wal").exists() else b"")
+    assert b"hunter2-do-not-log" not in blob and b"changed" not in blob
+
+
+async def test_authentication(server: Server) -> None:
+    body = issue_body(record())
+    status, err, _ = await server.post("/v1/tool-calls", body)
+    assert (status, err["error"]["code"]) == (401, "unauthorized")
+    status, err, _ = await server.post("/v1/tool-calls", body, "nk_000000000000_" + "A" * 43)
+    assert status == 401
+    key = server.new_key()
+    wrong = key[:-1] + ("B" if key[-1] != "B" else "C")
+    status, _, _ = await server.post("/v1/tool-calls", body, wrong)
+    assert status == 401
+    cli("apikey", "revoke", "--data", str(server.data), key)
+    status, err, _ = await server.post("/v1/tool-calls", body, key)
+    assert status == 401 and "revoked" in err["error"]["message"]
+
+
+async def test_monthly_allowance(server: Server) -> None:
+    key = server.new_key("small", allowance=2)
+    first = issue_body(record(n=1))
+    for body in (first, issue_body(record(n=2))):
+        status, _, _ = await server.post("/v1/tool-calls", body, key)
+        assert status == 201
+    status, err, resp = await server.post("/v1/tool-calls", issue_body(record(n=3)), key)
+    assert (status, err["error"]["code"]) == (429, "quota_exceeded")
+    assert int(resp.headers["Retry-After"]) > 0
+    # A retried digest is still answered: it costs nothing.
+    status, _, _ = await server.post("/v1/tool-calls", first, key)
+    assert status == 200
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b"{not json", "invalid_json"),
+        (b"[]", "invalid_json"),
+        (b'{"server":"s","tool":"t"}', "missing_field"),
+        (b'{"server":"s","tool":"t","call_sha256":"' + b"a" * 64 + b'","x":1}', "unknown_field"),
+        (b'{"server":"","tool":"t","call_sha256":"' + b"a" * 64 + b'"}', "invalid_name"),
+        (b'{"server":"' + b"s" * 257 + b'","tool":"t","call_sha256":"' + b"a" * 64 + b'"}',
+         "invalid_name"),
+        (b'{"server":"s\\n","tool":"t","call_sha256":"' + b"a" * 64 + b'"}', "invalid_name"),
+        (b'{"server":"s","tool":7,"call_sha256":"' + b"a" * 64 + b'"}', "invalid_name"),
+        (b'{"server":"s","tool":"t","call_sha256":"' + b"A" * 64 + b'"}', "invalid_call_sha256"),
+        (b'{"server":"s","tool":"t","call_sha256":"' + b"a" * 63 + b'"}', "invalid_call_sha256"),
+    ],
+)
+async def test_validation(server: Server, raw: bytes, code: str) -> None:
+    key = server.new_key()
+    status, err, _ = await server.post("/v1/tool-calls", None, key, raw=raw)
+    assert (status, err["error"]["code"]) == (400, code)
+    _, ledger = await server.get("/v1/ledger")
+    assert ledger["size"] == 0
+
+
+async def test_conflict_and_body_limit(server: Server) -> None:
+    key = server.new_key()
+    rec = record()
+    await server.post("/v1/tool-calls", issue_body(rec), key)
+    status, err, _ = await server.post(
+        "/v1/tool-calls", {**issue_body(rec), "tool": "other"}, key)
+    assert (status, err["error"]["code"]) == (409, "digest_conflict")
+    status, err, _ = await server.post("/v1/tool-calls", None, key, raw=b" " * 5000)
+    assert (status, err["error"]["code"]) == (413, "payload_too_large")
+    assert "4096" in err["error"]["message"]
+
+
+async def test_key_rotation_keeps_old_receipts_valid(server: Server) -> None:
+    key = server.new_key()
+    rec1 = record(a=1)
+    _, old, _ = await server.post("/v1/tool-calls", issue_body(rec1), key)
+    cli("keys", "rotate", "--data", str(server.data))
+    await server.app[NOTARY].refresh_keys(force=True)
+    rec2 = record(a=2)
+    _, new, _ = await server.post("/v1/tool-calls", issue_body(rec2), key)
+    assert new["signature"]["kid"] != old["signature"]["kid"]
+    _, jwks = await server.get("/.well-known/jwks.json")
+    assert {k["kid"] for k in jwks["keys"]} == {old["signature"]["kid"], new["signature"]["kid"]}
+    vkey = Ed25519Verifier.from_vkey(server.vkey)
+    _, old_now = await server.get(f"/v1/tool-calls/{old['id']}")
+    for receipt, rec in ((old, rec1), (new, rec2), (old_now, rec1)):
+        v = verify_receipt(receipt, record=rec.to_json(), jwks=Jwks(jwks), log_verifier=vkey)
+        assert v.valid, v.to_json()
+
+
+async def test_health_and_metrics(server: Server) -> None:
+    key = server.new_key()
+    await server.post("/v1/tool-calls", issue_body(record()), key)
+    status, health = await server.get("/healthz")
+    assert status == 200 and health["size"] == 1
+    async with server.http.get(server.url + "/metrics") as r:
+        text = await r.text()
+    assert 'notary_http_requests_total{method="POST",route="/v1/tool-calls",status="201"} 1.0' \
+        in text
+    assert "ledger_batch_size_count 1.0" in text
+    assert "ledger_tree_size 1.0" in text
+    assert "notary_receipts_issued_total 1.0" in text
