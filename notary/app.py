@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ def init_data_dir(settings: Settings) -> FirstRun | None:
         return None
     paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     signer = create_log_key(paths, settings.default_origin)
+    os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
     init_schema(paths.db)
     with connect_admin(paths.db) as conn:
         key = create_receipt_key(paths, conn)

@@ -1,0 +1,89 @@
+"""``notary serve`` killed with SIGKILL under load: every receipt a client got still verifies."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ledger.checkpoint import open_checkpoint
+from ledger.note import Ed25519Verifier
+from ledger.proofbundle import decode_proof_bundle
+from ledger.proofs import verify_consistency
+from notary.receipts import Jwks
+from notary.verify import verify_receipt
+from tests.notary_server import NotaryProcess
+
+ROUNDS = 4
+CLIENTS = 32
+
+
+async def _load(url: str, key: str, received: list[dict[str, Any]], stop: asyncio.Event) -> int:
+    """Issue receipts until ``stop``; keep every complete 2xx answer. Returns failures seen."""
+    failures = 0
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        async def client() -> None:
+            nonlocal failures
+            while not stop.is_set():
+                body = {"server": "crash", "tool": "t", "call_sha256": os.urandom(32).hex()}
+                try:
+                    async with http.post(url + "/v1/tool-calls", json=body,
+                                         headers={"Authorization": f"Bearer {key}"}) as r:
+                        data = await r.json()
+                        if r.status == 201:
+                            received.append(data)
+                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+                    failures += 1  # the server died mid-request: nothing was promised
+                    await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(client() for _ in range(CLIENTS)))
+    return failures
+
+
+async def test_sigkill_under_load_loses_no_receipt(tmp_path: Path) -> None:
+    rng = random.Random()
+    server = NotaryProcess(tmp_path / "notary-data").start()
+    try:
+        key = server.create_api_key("crash")
+        received: list[dict[str, Any]] = []
+        for _ in range(ROUNDS):
+            stop = asyncio.Event()
+            load = asyncio.create_task(_load(server.url, key, received, stop))
+            before = len(received)
+            for _ in range(400):  # bounded: until some receipts arrived in this round
+                await asyncio.sleep(0.02)
+                if len(received) - before > rng.randint(20, 400):
+                    break
+            await asyncio.to_thread(server.kill9)
+            stop.set()
+            await load
+            await asyncio.to_thread(server.start)
+        assert len(received) > 100, "the load produced too few receipts to mean anything"
+
+        jwks = Jwks(server.get("/.well-known/jwks.json").json())
+        vkey = Ed25519Verifier.from_vkey(server.get("/v1/ledger").json()["vkey"])
+        latest = server.get("/v1/ledger").json()
+        latest_root = base64.b64decode(latest["root"])
+        sizes: dict[int, bytes] = {}
+        for receipt in received:
+            verdict = verify_receipt(receipt, record=None, jwks=jwks, log_verifier=vkey)
+            assert verdict.levels["signature"].status == "passed", verdict.to_json()
+            assert verdict.levels["inclusion"].status == "passed", verdict.to_json()
+            stored = server.get(f"/v1/tool-calls/{receipt['id']}")
+            assert stored.status == 200, f"receipt {receipt['id']} was lost"
+            assert stored.json()["signature"] == receipt["signature"]
+            cp, _ = open_checkpoint(decode_proof_bundle(receipt["proof"].encode()).checkpoint,
+                                    vkey)
+            sizes[cp.size] = cp.root_hash
+        # Every checkpoint handed out is consistent with the log as it stands now.
+        for size, root in sizes.items():
+            proof = server.get(f"/v1/ledger/proofs/consistency?old={size}&new={latest['size']}")
+            hashes = [base64.b64decode(h) for h in proof.json()["proof"]]
+            verify_consistency(size, latest["size"], root, latest_root, hashes)
+    finally:
+        server.stop()
