@@ -18,6 +18,7 @@ bundle that decodes is guaranteed to re-encode to the same bytes.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from dataclasses import dataclass
 
@@ -44,7 +45,9 @@ class ProofBundleError(ValueError):
     """A tlog-proof text is malformed."""
 
 
+@functools.lru_cache(maxsize=64)
 def _check_checkpoint(checkpoint: bytes) -> None:
+    """Parse once per distinct checkpoint: a busy log puts one checkpoint in many bundles."""
     try:
         note = parse_note(checkpoint)
         parse_checkpoint_text(note.text)

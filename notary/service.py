@@ -235,11 +235,9 @@ class Notary:
                 call_sha256_hex=pending.call_sha256, issued_at=pending.issued_at,
                 origin=self.log.origin, index=index, entry_url=self.entry_url(index),
             )
-            sig = key.sign(unsigned)["signature"]
-            assert isinstance(sig, dict)
             row = ReceiptRow(pending.id, pending.call_sha256, index, pending.server,
-                             pending.tool, pending.issued_at, key.kid, sig["sig"],
-                             pending.account)
+                             pending.tool, pending.issued_at, key.kid,
+                             key.signature_for(unsigned), pending.account)
             pending.row = row
             rows.append(row)
             usage[(pending.account, pending.month)] = usage.get(
