@@ -145,37 +145,52 @@ class Notary:
 
     async def notarize(self, account: Account, server: str, tool: str, call_sha256: str
                        ) -> tuple[dict[str, object], bool]:
-        """(receipt with proof, newly issued?). A known digest returns its receipt, uncounted."""
-        existing = await self._existing(server, tool, call_sha256)
-        if existing is not None:
-            return await self.with_proof(existing), False
+        """(receipt with proof, newly issued?). A known digest returns its receipt, uncounted.
+
+        The in-flight future is registered before the first await, so concurrent requests for
+        one digest share one entry however the store's reads are scheduled.
+        """
         waiting = self._inflight.get(call_sha256)
         if waiting is not None:
             row = await asyncio.shield(waiting)
             self._check_same(row, server, tool)
             return await self.with_proof(row), False
+        fut: asyncio.Future[ReceiptRow] = asyncio.get_running_loop().create_future()
+        self._inflight[call_sha256] = fut
+        try:
+            result = await self._notarize_new(account, server, tool, call_sha256, fut)
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+                fut.exception()  # retrieved: waiters, if any, get it too
+            raise
+        finally:
+            del self._inflight[call_sha256]
+        return result
+
+    async def _notarize_new(self, account: Account, server: str, tool: str, call_sha256: str,
+                            fut: asyncio.Future[ReceiptRow]) -> tuple[dict[str, object], bool]:
+        existing = await self.db.receipt_by_digest(call_sha256)
+        if existing is not None:
+            fut.set_result(existing)
+            self._check_same(existing, server, tool)
+            return await self.with_proof(existing), False
         assert self.log is not None and self.log.sequencer is not None
         await self.refresh_keys()
         now = datetime.now(UTC)
         month = month_of(now)
         await self._reserve(account, month, now)
-        fut: asyncio.Future[ReceiptRow] = asyncio.get_running_loop().create_future()
-        self._inflight[call_sha256] = fut
         pending = _Pending(new_receipt_id(), server, tool, call_sha256, format_issued_at(now),
                            account.name, month)
         try:
             entry = LogEntry(id=pending.id, server=server, tool=tool,
                              call_sha256=bytes.fromhex(call_sha256), issued_at=pending.issued_at)
             appended = await self.log.sequencer.append(entry.encode(), pending)
-            assert pending.row is not None
-            fut.set_result(pending.row)
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()  # mark retrieved: the waiters, if any, get it too
-            raise
         finally:
+            # Committed writes are counted in the database by now; failed ones never were.
             self._reserved[(account.name, month)] -= 1
-            del self._inflight[call_sha256]
+        assert pending.row is not None
+        fut.set_result(pending.row)
         proof = await self.log.reader.inclusion_proof(appended.index, appended.size)
         return self._complete(pending.row, appended.index, proof, appended.checkpoint), True
 
@@ -192,12 +207,6 @@ class Notary:
         assert head is not None and head.size > row.index
         proof = await self.log.reader.inclusion_proof(row.index, head.size)
         return self._complete(row, row.index, proof, head.note)
-
-    async def _existing(self, server: str, tool: str, call_sha256: str) -> ReceiptRow | None:
-        row = await self.db.receipt_by_digest(call_sha256)
-        if row is not None:
-            self._check_same(row, server, tool)
-        return row
 
     @staticmethod
     def _check_same(row: ReceiptRow, server: str, tool: str) -> None:

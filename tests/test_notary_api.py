@@ -242,3 +242,15 @@ async def test_health_and_metrics(server: Server) -> None:
     assert "ledger_batch_size_count 1.0" in text
     assert "ledger_tree_size 1.0" in text
     assert "notary_receipts_issued_total 1.0" in text
+
+
+async def test_concurrent_retries_share_one_entry(server: Server) -> None:
+    import asyncio
+
+    key = server.new_key()
+    body = issue_body(record(same=True))
+    answers = await asyncio.gather(*(server.post("/v1/tool-calls", body, key) for _ in range(8)))
+    assert sorted(a[0] for a in answers) == [200] * 7 + [201]
+    assert len({a[1]["id"] for a in answers}) == 1
+    _, ledger = await server.get("/v1/ledger")
+    assert ledger["size"] == 1
