@@ -84,6 +84,7 @@ class LogReader:
                     raise MissingTileError(f"tile {key} is missing or too short in the store")
                 tile = ExpandedTile(data)
                 if tile.width == TILE_WIDTH:
+                    self._edge.pop(key, None)  # the tile is full now: drop its partial copy
                     self._remember(key, tile)
                 else:
                     self._edge[key] = tile

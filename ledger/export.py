@@ -1,0 +1,152 @@
+"""Write a log as a static tlog-tiles tree that any web server or bucket can serve as is.
+
+Each file is written to a temporary name and renamed into place, so a reader never sees a torn
+tile. The checkpoint is written last: a mirror that is read while an export runs only ever
+advertises a tree whose tiles are all present. Tiles already exported are compared, not rewritten:
+a tile path names bytes that never change, so different bytes there mean the directory holds
+another log (or a forked one) and the export stops rather than hide it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checkpoint import open_checkpoint
+from .compact import decode_bundle
+from .hashing import HASH_SIZE
+from .log import Log
+from .note import NoteError
+from .tiles import TILE_WIDTH, Tile, tiles_for_size
+
+__all__ = ["ExportError", "ExportResult", "export_log"]
+
+Progress = Callable[[int, int], None]
+"""Told (files done, files in total) as the export advances."""
+
+_CHUNK = 256  # tiles read from the store per query
+
+
+class ExportError(RuntimeError):
+    """The export cannot proceed without hiding a problem (damaged store, foreign directory)."""
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    size: int
+    written: int  # files created or replaced (the checkpoint included)
+    unchanged: int  # files already present with the same bytes
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Create or replace ``path`` with ``data`` durably, via a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # a static tree is public; mkstemp creates files 0600
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_tile(path: Path, data: bytes) -> bool:
+    """Write a tile unless it is already there; True if written. Raise on different bytes."""
+    try:
+        existing = path.read_bytes()
+    except FileNotFoundError:
+        _write_atomic(path, data)
+        return True
+    if existing != data:
+        raise ExportError(
+            f"{path} already exists with different bytes; a tile never changes, so this "
+            "directory holds another log's tiles or a damaged copy"
+        )
+    return False
+
+
+def _write_tiles(out: Path, pairs: list[tuple[Tile, bytes]]) -> int:
+    return sum(_write_tile(out / t.path(), data) for t, data in pairs)
+
+
+def _check_full(tile: Tile, data: bytes | None) -> bytes:
+    """A full tile read from the store, refusing one that is missing or not full."""
+    if data is None:
+        raise ExportError(f"{tile.path()} is missing from the store: the store is damaged")
+    if tile.is_entries:
+        try:
+            ok = len(decode_bundle(data)) == TILE_WIDTH
+        except ValueError:
+            ok = False
+    else:
+        ok = len(data) == TILE_WIDTH * HASH_SIZE
+    if not ok:
+        raise ExportError(f"{tile.path()} in the store is not a full tile: the store is damaged")
+    return data
+
+
+async def _tile_bytes(log: Log, chunk: list[Tile]) -> list[tuple[Tile, bytes]]:
+    full = await log.store.read_tiles([(t.level, t.index) for t in chunk if t.is_full])
+    out = []
+    for t in chunk:
+        if t.is_full:
+            data = _check_full(t, full.get((t.level, t.index)))
+        else:
+            partial = await log.reader.tile(t.level, t.index, t.width)
+            if partial is None:
+                raise ExportError(f"{t.path()} is missing from the store: the store is damaged")
+            data = partial
+        out.append((t, data))
+    return out
+
+
+def _check_existing_checkpoint(log: Log, path: Path, size: int) -> None:
+    """Refuse to move a mirror backwards, or over another log's mirror."""
+    try:
+        existing = path.read_bytes()
+    except FileNotFoundError:
+        return
+    try:
+        cp, _ = open_checkpoint(existing, log.verifier)
+    except NoteError as e:
+        raise ExportError(f"{path} is not a checkpoint of this log ({e})") from None
+    if cp.size > size:
+        raise ExportError(
+            f"{path} is for tree size {cp.size}, newer than this log's {size}; refusing to roll "
+            "the mirror back"
+        )
+
+
+async def export_log(log: Log, out: Path, *, progress: Progress | None = None) -> ExportResult:
+    """Export the tree of the log's current checkpoint into ``out`` (created if needed)."""
+    head = await log.head()
+    if head is None:
+        raise ExportError("the log has no signed checkpoint yet")
+    checkpoint_path = out / "checkpoint"
+    _check_existing_checkpoint(log, checkpoint_path, head.size)
+    tiles = tiles_for_size(head.size, entries=True)
+    total = len(tiles) + 1
+    written = unchanged = 0
+    for i in range(0, len(tiles), _CHUNK):
+        pairs = await _tile_bytes(log, tiles[i : i + _CHUNK])
+        new = await asyncio.to_thread(_write_tiles, out, pairs)
+        written += new
+        unchanged += len(pairs) - new
+        if progress is not None:
+            progress(i + len(pairs), total)
+    if checkpoint_path.exists() and checkpoint_path.read_bytes() == head.note:
+        unchanged += 1
+    else:
+        await asyncio.to_thread(_write_atomic, checkpoint_path, head.note)
+        written += 1
+    if progress is not None:
+        progress(total, total)
+    return ExportResult(head.size, written, unchanged)
