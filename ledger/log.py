@@ -85,18 +85,19 @@ class Log:
         this process's sequencer, is the authority; the short cache keeps hot paths cheap.
         """
         seq = self.sequencer
-        if seq is not None and seq.checkpoint is not None and (
-            self._head is None or seq.checkpoint.size >= self._head.size
-        ) and seq.checkpoint is not (self._head.record if self._head else None):
+        if seq is not None and seq.checkpoint is not None and self._newer(seq.checkpoint):
             self._set_head(seq.checkpoint)
         now = time.monotonic()
         if self._head is None or now - self._head_read > max_age:
             rec = await self.store.latest()
             self._head_read = now
-            if rec is not None and (self._head is None or rec.note != self._head.note):
-                if self._head is None or rec.size >= self._head.size:
-                    self._set_head(rec)
+            if rec is not None and self._newer(rec):
+                self._set_head(rec)
         return self._head
+
+    def _newer(self, rec: CheckpointRecord) -> bool:
+        head = self._head
+        return head is None or (rec.note != head.note and rec.size >= head.size)
 
     def _set_head(self, rec: CheckpointRecord) -> None:
         cp, _ = open_checkpoint(rec.note, self.verifier)

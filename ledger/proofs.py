@@ -123,7 +123,9 @@ def root_from_inclusion_proof(index: int, size: int, leaf: bytes, proof: Sequenc
     return r
 
 
-def verify_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes) -> None:
+def verify_inclusion(
+    index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes
+) -> None:
     """Raise :class:`ProofError` unless ``proof`` shows ``leaf`` at ``index`` under ``root``."""
     _check_hash("root", root)
     if root_from_inclusion_proof(index, size, leaf, proof) != root:

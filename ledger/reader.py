@@ -8,15 +8,14 @@ cached yet. Partial tiles at the right edge are re-read when a wider one is need
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 from .compact import decode_bundle
+from .hashing import HASH_SIZE
 from .proofs import Coord, ProofError, assemble, consistency_plan, inclusion_plan, plan_coords
 from .storage.base import LogStore, TileKey
 from .tilehash import ExpandedTile, tile_of
-from .hashing import HASH_SIZE
 from .tiles import ENTRIES_LEVEL, TILE_WIDTH, level_size
-
 
 
 class MissingTileError(RuntimeError):

@@ -25,7 +25,8 @@ from .tilehash import ExpandedTile, tile_of
 from .tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE
 
 BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
-"""Runs inside the batch's transaction with (index, context) of each entry, to add rows atomically."""
+"""Runs inside the batch's transaction with (index, context) of each entry: rows added there
+commit atomically with the entries."""
 
 BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""

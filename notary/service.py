@@ -267,7 +267,8 @@ class Notary:
             raise NotFound("no receipt for this call_sha256")
         return await self.with_proof(row)
 
-    async def verify(self, receipt_id: str, record: dict[str, object]) -> tuple[Verdict, dict[str, object]]:
+    async def verify(self, receipt_id: str, record: dict[str, object]
+                     ) -> tuple[Verdict, dict[str, object]]:
         """Hash the record in memory against the stored receipt; nothing is written or logged."""
         assert self.log is not None
         await self.refresh_keys()

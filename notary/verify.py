@@ -36,7 +36,7 @@ class LevelResult:
     reason: str = ""
 
     def to_json(self) -> dict[str, str]:
-        out = {"status": self.status}
+        out: dict[str, str] = {"status": self.status}
         if self.reason:
             out["reason"] = self.reason
         return out

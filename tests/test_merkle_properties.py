@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ def build(entries: list[bytes], cuts: list[int]) -> tuple[TreeState, MemoryStore
     store = MemoryStore()
     state = TreeState()
     bounds = sorted({c % (len(entries) + 1) for c in cuts} | {0, len(entries)})
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         done = integrate(state, entries[a:b])
         state = done.state
         store.tiles.update(done.tiles)

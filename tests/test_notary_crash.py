@@ -37,7 +37,7 @@ async def _load(url: str, key: str, received: list[dict[str, Any]], stop: asynci
                         data = await r.json()
                         if r.status == 201:
                             received.append(data)
-                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+                except (TimeoutError, aiohttp.ClientError, ValueError):
                     failures += 1  # the server died mid-request: nothing was promised
                     await asyncio.sleep(0.01)
 
