@@ -1,0 +1,121 @@
+"""The ``notary`` command line: first run, settings precedence, key files, hashing, SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from notary.config import ConfigError, Settings, resolve
+from notary.records import CallRecord
+from tests.notary_server import NotaryProcess
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "notary.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=60, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
+
+
+def test_settings_precedence(tmp_path: Path) -> None:
+    toml = tmp_path / "n.toml"
+    toml.write_text('listen = "127.0.0.1:7000"\nmax_body = 100\norigin = "from.toml"\n'
+                    'public_url = "https://toml.example"\n')
+    env = {"NOTARY_LISTEN": "127.0.0.1:7001", "NOTARY_MAX_BODY": "200"}
+    s = resolve({"listen": "127.0.0.1:7002"}, env=env, config_file=toml)
+    assert s.listen == "127.0.0.1:7002"  # flag beats everything
+    assert s.max_body == 200  # environment beats the file
+    assert s.origin == "from.toml"  # file beats the default
+    assert s.data == Settings().data  # default
+    assert s.base_url == "https://toml.example"
+    with pytest.raises(ConfigError, match="unknown setting"):
+        bad = tmp_path / "bad.toml"
+        bad.write_text('lisen = "x"\n')
+        resolve({}, env={}, config_file=bad)
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        resolve({"listen": "nonsense"}, env={})
+
+
+def test_first_run_prints_keys_and_refuses_readable_key(tmp_path: Path) -> None:
+    server = NotaryProcess(tmp_path / "data")
+    server.start()
+    server.stop()
+    out = server.log_text()
+    assert "Log verifier key:" in out and "/.well-known/jwks.json" in out
+    assert "notary apikey create" in out
+    key = tmp_path / "data" / "log.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "data" / "notary.db").stat().st_mode & 0o077 == 0
+    for seed in (tmp_path / "data" / "receipt-keys").iterdir():
+        assert seed.stat().st_mode & 0o777 == 0o600
+    key.chmod(0o644)
+    res = run("serve", "--data", str(tmp_path / "data"), "--listen", "127.0.0.1:1", cwd=tmp_path)
+    assert res.returncode == 2 and "chmod 600" in res.stderr
+
+
+def test_hash_command(tmp_path: Path) -> None:
+    rec = CallRecord(server="s", tool="t", arguments={"a": [1, 2.5, "é"]},
+                     result={"content": [{"type": "text", "text": "ok"}], "isError": False},
+                     salt="00" * 16)
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps({**rec.to_json(), "result": {**rec.result, "_meta": {"x": 1}}}))
+    res = run("hash", str(path), cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout.strip() == rec.call_sha256()
+    path.write_text(json.dumps({**rec.to_json(), "arguments": {"n": 2**60 + 1}}))
+    res = run("hash", str(path), cwd=tmp_path)
+    assert res.returncode == 2 and "$.arguments.n" in res.stderr
+
+
+def test_apikey_lifecycle(tmp_path: Path) -> None:
+    with NotaryProcess(tmp_path / "data") as server:
+        created = server.cli("apikey", "create", "--data", str(server.data_dir), "--account",
+                             "ops", "--monthly-allowance", "5")
+        token = created.stdout.strip().splitlines()[-1]
+        assert token.startswith("nk_") and len(created.stdout.strip().splitlines()) == 1
+        listed = server.cli("apikey", "list", "--data", str(server.data_dir)).stdout
+        assert "ops" in listed and "active" in listed and token not in listed
+        server.cli("apikey", "revoke", "--data", str(server.data_dir), token.split("_")[1])
+        assert "revoked" in server.cli("apikey", "list", "--data", str(server.data_dir)).stdout
+        again = server.cli("apikey", "revoke", "--data", str(server.data_dir), "nosuchkey",
+                           check=False)
+        assert again.returncode == 2
+        bad = server.cli("apikey", "create", "--data", str(server.data_dir), "--account",
+                         "bad name!", check=False)
+        assert bad.returncode == 2
+
+
+async def test_sigterm_drains_pending_appends(tmp_path: Path) -> None:
+    server = NotaryProcess(tmp_path / "data").start()
+    key = server.create_api_key("drain")
+    statuses: list[int] = []
+    async with aiohttp.ClientSession() as http:
+        async def one() -> None:
+            body = {"server": "s", "tool": "t", "call_sha256": os.urandom(32).hex()}
+            try:
+                async with http.post(server.url + "/v1/tool-calls", json=body,
+                                     headers={"Authorization": f"Bearer {key}"}) as r:
+                    await r.read()
+                    statuses.append(r.status)
+            except aiohttp.ClientError:
+                statuses.append(0)  # refused after shutdown began: nothing was promised
+
+        tasks = [asyncio.create_task(one()) for _ in range(200)]
+        await asyncio.sleep(0.05)
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        await asyncio.gather(*tasks)
+    assert server.proc.wait(30) == 0
+    assert set(statuses) <= {201, 0, 503}
+    issued = statuses.count(201)
+    server.start()
+    size = server.get("/v1/ledger").json()["size"]
+    server.stop()
+    # Every answered request is in the log, and nothing unanswered is missing from it unseen.
+    assert size >= issued > 0
