@@ -59,8 +59,11 @@ def encode_index(n: int) -> str:
     return "/".join(["x" + g for g in groups[:-1]] + [groups[-1]])
 
 
-_INDEX_RE = re.compile(r"(?:x\d{3}/)*\d{3}")
-_TILE_RE = re.compile(r"tile/(entries|0|[1-9]\d?)/((?:x\d{3}/)*\d{3})(?:\.p/([1-9]\d{0,2}))?")
+_INDEX_RE = re.compile(r"(?:x[0-9]{3}/)*[0-9]{3}")
+# [0-9], not \d: \d also matches non-ASCII digits, which would give one tile several paths.
+_TILE_RE = re.compile(
+    r"tile/(entries|0|[1-9][0-9]?)/((?:x[0-9]{3}/)*[0-9]{3})(?:\.p/([1-9][0-9]{0,2}))?"
+)
 
 
 def decode_index(text: str) -> int:

@@ -254,3 +254,15 @@ async def test_concurrent_retries_share_one_entry(server: Server) -> None:
     assert len({a[1]["id"] for a in answers}) == 1
     _, ledger = await server.get("/v1/ledger")
     assert ledger["size"] == 1
+
+
+async def test_non_json_constants_and_repeated_lookup_are_refused(server: Server) -> None:
+    key = server.new_key()
+    status, err, _ = await server.post(
+        "/v1/tool-calls/verify", None, raw=b'{"id":"tc_AAAAAAAAAAAAAAAAAAAAAA","record":NaN}')
+    assert (status, err["error"]["code"]) == (400, "invalid_json")
+    status, err, _ = await server.post("/v1/tool-calls", None, key, raw=b'{"server":Infinity}')
+    assert (status, err["error"]["code"]) == (400, "invalid_json")
+    status, err = await server.get("/v1/tool-calls?call_sha256=" + "a" * 64 + "&call_sha256=" +
+                                   "b" * 64)
+    assert (status, err["error"]["code"]) == (400, "invalid_call_sha256")

@@ -78,3 +78,9 @@ def test_malformed_paths_rejected(path: str) -> None:
 def test_path_round_trip(level: int, index: int, width: int) -> None:
     t = Tile(level, index, width)
     assert parse_tile_path(t.path()) == t
+
+
+@pytest.mark.parametrize("path", ["tile/1\u0661/000", "tile/0/000.p/1\u0660", "tile/0/\u0660\u0660\u0660"])
+def test_non_ascii_digits_rejected(path: str) -> None:
+    with pytest.raises(TilePathError):
+        parse_tile_path(path)

@@ -19,13 +19,24 @@ ISSUE_FIELDS = ("server", "tool", "call_sha256")
 VERIFY_FIELDS = ("id", "record")
 
 
+def _no_constants(name: str) -> object:
+    """NaN and Infinity are not JSON (RFC 8259), whatever Python's parser allows."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
 async def _json_object(request: web.Request, fields: tuple[str, ...]) -> dict[str, Any]:
     """The body as an object with exactly ``fields``; anything else is a precise 400."""
-    raw = await request.read()
     try:
-        body = json.loads(raw)
+        raw = await request.read()
+    except web.RequestPayloadError as e:  # e.g. a Content-Encoding the body does not match
+        raise ApiError(400, "invalid_body", "the request body cannot be read (does it match "
+                       "its Content-Encoding?)") from e
+    try:
+        body = json.loads(raw, parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError) as e:
         raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {e}") from e
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "the request body must be a JSON object")
     unknown = sorted(set(body) - set(fields))
@@ -83,6 +94,8 @@ async def lookup(request: web.Request) -> web.Response:
         raise ApiError(400, "unknown_field", f"unknown query parameter(s) {unknown}")
     if "call_sha256" not in request.query:
         raise ApiError(400, "missing_field", "query parameter call_sha256 is required")
+    if len(request.query.getall("call_sha256")) > 1:
+        raise ApiError(400, "invalid_call_sha256", "give call_sha256 once")
     receipt = await request.app[NOTARY].lookup(_digest(request.query["call_sha256"]))
     return web.json_response(receipt)
 
@@ -102,4 +115,5 @@ def add_tool_call_routes(app: web.Application) -> None:
     app.router.add_post("/v1/tool-calls", issue)
     app.router.add_get("/v1/tool-calls", lookup)
     app.router.add_post("/v1/tool-calls/verify", verify)
-    app.router.add_get("/v1/tool-calls/{id}", get_receipt)
+    # Not "verify": GET /v1/tool-calls/verify is a 405 (Allow: POST), not a malformed receipt id.
+    app.router.add_get(r"/v1/tool-calls/{id:(?!verify$)[^/]+}", get_receipt)

@@ -1,0 +1,407 @@
+"""``notary mcp``: the verifier as an MCP server (official ``mcp`` SDK, ``MCPServer``).
+
+An agent that receives a notarized tool result can hand it to this server and get the five
+per-level verdicts back as structured content, without shelling out to ``notary verify``. Tools:
+
+- ``verify_tool_call``: a saved tool call, a tool result plus tool name and arguments, or a
+  receipt plus call record; trust from the tool arguments, else the server's flags, else the
+  keys a notary publishes (``notary_url`` or ``--notary``). Verification failures are a normal
+  result with ``valid: false``; only unusable input is an error result.
+- ``get_receipt``: a receipt with its proof, by id, from the configured notary (``--notary``).
+- ``get_checkpoint``: the configured notary's latest checkpoint, parsed, and verified when a
+  log key is configured.
+
+Tool arguments may name URLs to fetch but never local files: the caller of a tool is not
+necessarily the person who started the server. Stdio is the default transport; ``--http
+HOST:PORT`` serves streamable HTTP (``MCPServer.streamable_http_app()`` under uvicorn) at ``/mcp``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NotRequired
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ContentBlock, TextContent
+from pydantic import Field
+from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
+
+from ledger.checkpoint import open_checkpoint, parse_checkpoint_text
+from ledger.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
+
+from .ids import is_receipt_id
+from .receipts import Jwks, ReceiptFormatError, validate_receipt_shape
+from .verifier import (
+    Fetcher,
+    FetchError,
+    HttpFetcher,
+    ToolCall,
+    Trust,
+    VerifierInputError,
+    add_trust_arguments,
+    call_from_document,
+    call_from_receipt_and_record,
+    call_from_saved_call,
+    call_from_tool_result,
+    check_network_args,
+    get_json,
+    load_jwks,
+    parse_log_keys,
+    parse_witness_keys,
+    state_from_args,
+    trust_from_notary,
+    verify_tool_call,
+)
+from .verify_state import StateError, StateFile
+
+__all__ = ["ServerConfig", "build_server", "register"]
+
+SERVER_NAME = "mcp-notary-verifier"
+
+
+class LevelOut(TypedDict):
+    status: Literal["passed", "failed", "skipped"]
+    required: bool
+    reason: NotRequired[str]
+    evidence: NotRequired[list[dict[str, Any]]]
+
+
+class VerifyOut(TypedDict):
+    """Per-level verdicts; ``valid`` only when every required level passed and none failed."""
+
+    valid: bool
+    levels: dict[str, LevelOut]
+    required: list[str]
+    receipt: dict[str, Any] | None
+    checkpoint: dict[str, Any] | None
+    notes: list[str]
+
+
+class LedgerOut(TypedDict):
+    origin: str
+    index: int
+    entry_url: str
+
+
+class SignatureOut(TypedDict):
+    alg: str
+    kid: str
+    sig: str
+
+
+class ReceiptOut(TypedDict):
+    """An rs-tool-call/1 receipt; ``proof`` is the tlog-proof text to the latest checkpoint."""
+
+    spec: str
+    id: str
+    server: str
+    tool: str
+    call_sha256: str
+    issued_at: str
+    ledger: LedgerOut
+    signature: NotRequired[SignatureOut]
+    proof: NotRequired[str]
+
+
+class SignatureLineOut(TypedDict):
+    name: str
+    key_id: str
+
+
+class CheckpointOut(TypedDict):
+    """The log's latest signed checkpoint and its fields.
+
+    ``verified`` is None when the server has no log key to check it with.
+    """
+
+    url: str
+    checkpoint: str
+    origin: str
+    size: int
+    root: str
+    root_hex: str
+    extensions: list[str]
+    signatures: list[SignatureLineOut]
+    verified: bool | None
+    verification: str
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What the server was started with; tool arguments may add to it, never widen file access.
+
+    ``jwks`` is a loaded key set, or a URL fetched per call (keys may rotate while the server
+    runs).
+    """
+
+    notary_url: str | None = None
+    jwks: Jwks | str | None = None
+    log_keys: tuple[Ed25519Verifier, ...] = ()
+    witnesses: tuple[NoteVerifier, ...] = ()
+    quorum: int | None = None
+    state: StateFile | None = None
+    offline: bool = False
+    log_url: str | None = None
+    timeout: float = 10.0
+
+
+@contextlib.asynccontextmanager
+async def _fetcher(config: ServerConfig, offline: bool) -> AsyncIterator[Fetcher | None]:
+    if offline or config.offline:
+        yield None
+        return
+    async with HttpFetcher(config.timeout) as fetcher:
+        yield fetcher
+
+
+def _no_files(values: list[str] | None, what: str) -> list[str]:
+    out = list(values or [])
+    if any(v.startswith("@") for v in out):
+        raise VerifierInputError(f"{what}: @FILE is not accepted in tool arguments")
+    return out
+
+
+async def _trust(config: ServerConfig, fetcher: Fetcher | None, *, jwks: dict[str, Any] | str |
+                 None, log_keys: list[str] | None, witnesses: list[str] | None,
+                 quorum: int | None, notary_url: str | None) -> tuple[Trust, list[str]]:
+    """Trust anchors: tool arguments first, then the server's flags, then the notary's own keys."""
+    notes: list[str] = []
+    if isinstance(jwks, str) and not jwks.startswith(("http://", "https://")):
+        raise VerifierInputError("jwks must be a JWKS object or an http(s) URL")
+    source = jwks if jwks is not None else config.jwks
+    trusted_jwks = source if isinstance(source, Jwks) else (
+        await load_jwks(source, fetcher) if source is not None else None)
+    keys = parse_log_keys(_no_files(log_keys, "log_keys")) or config.log_keys
+    url = notary_url or config.notary_url
+    if (trusted_jwks is None or not keys) and url is not None:
+        if fetcher is None:
+            notes.append(f"offline: the keys of {url} were not fetched")
+        else:
+            notary_jwks, notary_key = await trust_from_notary(url, fetcher)
+            trusted_jwks = trusted_jwks or notary_jwks
+            keys = keys or (notary_key,)
+            notes.append(f"trust: keys fetched from {url} (trusting that notary for its own keys)")
+    if witnesses:
+        wit = parse_witness_keys(_no_files(witnesses, "witnesses"))
+        k = quorum if quorum is not None else len({(w.name, w.key_id) for w in wit})
+    else:
+        wit = config.witnesses
+        default = len({(w.name, w.key_id) for w in wit})
+        k = quorum if quorum is not None else (config.quorum if config.quorum is not None
+                                                else default)
+    return Trust(trusted_jwks, keys, wit, k), notes
+
+
+def _call(*, call: dict[str, Any] | None, result: dict[str, Any] | None, tool: str | None,
+          arguments: dict[str, Any] | None, receipt: dict[str, Any] | None,
+          record: dict[str, Any] | None) -> ToolCall:
+    given = [n for n, v in (("call", call), ("result", result), ("record", record))
+             if v is not None]
+    if len(given) != 1:
+        raise VerifierInputError("give exactly one of: call (a saved tool call), result (a tool "
+                                 "result, with tool and arguments), or receipt with record")
+    if record is not None:
+        if receipt is None:
+            raise VerifierInputError("a call record needs its receipt")
+        return call_from_receipt_and_record(receipt, record)
+    if result is not None:
+        if "jsonrpc" in result:
+            return call_from_document(result, tool=tool, arguments=arguments, receipt=receipt)
+        if tool is None:
+            raise VerifierInputError("a tool result needs the tool name (tool)")
+        return call_from_tool_result(result, tool=tool, arguments=arguments, receipt=receipt)
+    assert call is not None
+    if tool is not None or arguments is not None:
+        raise VerifierInputError("tool and arguments go with result; a saved call has its own")
+    return call_from_saved_call(call, receipt)
+
+
+def _notary(config: ServerConfig) -> str:
+    if config.notary_url is None:
+        raise ToolError("no notary is configured: start the server with --notary URL")
+    if config.offline:
+        raise ToolError("the server runs --offline and fetches nothing")
+    return config.notary_url.rstrip("/")
+
+
+def _text(obj: object) -> list[ContentBlock]:
+    return [TextContent(type="text", text=json.dumps(obj, indent=2, ensure_ascii=False))]
+
+
+def build_server(config: ServerConfig | None = None) -> MCPServer:
+    """The verifier MCP server; ``config`` holds the flags of ``notary mcp``."""
+    cfg = config or ServerConfig()
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        instructions="Verify notarized MCP tool calls (rs-tool-call/1): call verify_tool_call "
+                     "with a tool result that carries _meta['com.rightshold/tool-call'], the "
+                     "tool name and arguments; read levels and valid in the structured result.",
+    )
+
+    @server.tool(name="verify_tool_call", description=(
+        "Verify a notarized tool call at five levels: record (the call hashes to call_sha256), "
+        "signature (receipt signed by a trusted key), inclusion (entry in a checkpoint signed by "
+        "the trusted log key), witnesses (cosignature quorum), consistency (with checkpoints "
+        "seen before, online). Give exactly one of call, result (+ tool, arguments) or "
+        "receipt + record."))
+    async def verify_tool_call_tool(
+        call: Annotated[dict[str, Any] | None, Field(description=(
+            "a saved tool call {tool, arguments, result, server?}; result is the "
+            "CallToolResult wire JSON with _meta"))] = None,
+        result: Annotated[dict[str, Any] | None, Field(description=(
+            "a CallToolResult (wire JSON with _meta['com.rightshold/tool-call'])"))] = None,
+        tool: Annotated[str | None, Field(description="the tool name, with result")] = None,
+        arguments: Annotated[dict[str, Any] | None, Field(description=(
+            "the call's arguments exactly as sent, with result (default {})"))] = None,
+        receipt: Annotated[dict[str, Any] | None, Field(description=(
+            "a receipt with its proof: with record, or instead of the one in _meta"))] = None,
+        record: Annotated[dict[str, Any] | None, Field(description=(
+            "an rs-tool-call/1 call record {tool, arguments, result, salt, server?}"))] = None,
+        jwks: Annotated[dict[str, Any] | str | None, Field(description=(
+            "trusted receipt keys: a JWKS object or an http(s) URL"))] = None,
+        log_keys: Annotated[list[str] | None, Field(description=(
+            "trusted log verifier keys <origin>+<hex id>+<base64>"))] = None,
+        witnesses: Annotated[list[str] | None, Field(description=(
+            "witness cosignature verifier keys"))] = None,
+        quorum: Annotated[int | None, Field(ge=0, description=(
+            "how many witnesses must have cosigned (default: all given)"))] = None,
+        notary_url: Annotated[str | None, Field(description=(
+            "fetch receipt keys and log key from this notary when not given otherwise"))] = None,
+        offline: Annotated[bool, Field(description=(
+            "use no network: level 5 then only checks what it can locally"))] = False,
+    ) -> Annotated[CallToolResult, VerifyOut]:
+        try:
+            tool_call = _call(call=call, result=result, tool=tool, arguments=arguments,
+                              receipt=receipt, record=record)
+            async with _fetcher(cfg, offline) as fetcher:
+                trust, notes = await _trust(cfg, fetcher, jwks=jwks, log_keys=log_keys,
+                                            witnesses=witnesses, quorum=quorum,
+                                            notary_url=notary_url)
+                report = await verify_tool_call(tool_call, trust, fetcher=fetcher,
+                                                state=cfg.state, log_url=cfg.log_url)
+        except (VerifierInputError, StateError) as e:
+            raise ToolError(str(e)) from e
+        report.notes[:0] = notes
+        content: list[ContentBlock] = [TextContent(type="text", text=report.render())]
+        return CallToolResult(content=content, structured_content=report.to_json())
+
+    @server.tool(description="Fetch a receipt with its inclusion proof (to the latest "
+                             "checkpoint) by id (tc_...) from the configured notary.")
+    async def get_receipt(
+        id: Annotated[str, Field(description="the receipt id, tc_...")],
+    ) -> Annotated[CallToolResult, ReceiptOut]:
+        base = _notary(cfg)
+        if not is_receipt_id(id):
+            raise ToolError(f"{id!r} is not a receipt id (tc_ + 22 base64url characters)")
+        async with HttpFetcher(cfg.timeout) as fetcher:
+            try:
+                receipt = await get_json(fetcher, f"{base}/v1/tool-calls/{id}")
+            except FetchError as e:
+                raise ToolError(f"cannot fetch receipt {id}: {e}") from e
+        try:
+            if not isinstance(receipt, dict):
+                raise ReceiptFormatError("the notary's answer is not an object")
+            validate_receipt_shape(receipt)
+        except ReceiptFormatError as e:
+            raise ToolError(f"the notary returned a malformed receipt: {e}") from e
+        return CallToolResult(content=_text(receipt), structured_content=receipt)
+
+    @server.tool(description="The configured notary's latest signed checkpoint (tree size and "
+                             "root hash), with its fields parsed and, when the server has the "
+                             "log key, its signature (and witness quorum) verified.")
+    async def get_checkpoint() -> Annotated[CallToolResult, CheckpointOut]:
+        url = _notary(cfg) + "/checkpoint"
+        async with HttpFetcher(cfg.timeout) as fetcher:
+            try:
+                note = await fetcher.get_bytes(url)
+            except FetchError as e:
+                raise ToolError(f"cannot fetch the checkpoint: {e}") from e
+        out = _checkpoint_out(cfg, url, note)
+        return CallToolResult(content=_text(out), structured_content=dict(out))
+
+    return server
+
+
+def _checkpoint_out(cfg: ServerConfig, url: str, note_bytes: bytes) -> CheckpointOut:
+    try:
+        note = parse_note(note_bytes)
+        cp = parse_checkpoint_text(note.text)
+    except NoteError as e:
+        raise ToolError(f"{url} served something that is not a signed checkpoint: {e}") from e
+    keys = [k for k in cfg.log_keys if k.name == cp.origin]
+    verified: bool | None
+    if not keys:
+        verified, how = None, ("no log key configured for this origin (start the server with "
+                               "--log-key) so the signature is not checked")
+    else:
+        quorum = cfg.quorum if cfg.quorum is not None else len(cfg.witnesses)
+        try:
+            open_checkpoint(note_bytes, keys[0], cfg.witnesses, quorum)
+            verified, how = True, f"signed by {keys[0].vkey}" + (
+                f"; cosigned by {quorum} of {len(cfg.witnesses)} witnesses" if quorum else "")
+        except (NoteError, ValueError) as e:
+            verified, how = False, str(e)
+    return CheckpointOut(
+        url=url, checkpoint=note_bytes.decode("utf-8"), origin=cp.origin, size=cp.size,
+        root=base64.b64encode(cp.root_hash).decode(), root_hex=cp.root_hash.hex(),
+        extensions=list(cp.extensions),
+        signatures=[SignatureLineOut(name=s.name, key_id=f"{s.key_id:08x}")
+                    for s in note.signatures],
+        verified=verified, verification=how)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI: notary mcp
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise VerifierInputError(f"--http wants HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """Validate the flags now, so a bad key or file fails at start (exit 2), not per call."""
+    check_network_args(args)
+    jwks: Jwks | str | None = None
+    if args.jwks and args.jwks.startswith(("http://", "https://")):
+        jwks = args.jwks
+    elif args.jwks:
+        import asyncio
+
+        jwks = asyncio.run(load_jwks(args.jwks, None))
+    witnesses = parse_witness_keys(args.witness)
+    if args.quorum and not witnesses:
+        raise VerifierInputError("--quorum needs witness keys (--witness)")
+    log_keys = parse_log_keys(args.log_key)
+    Trust(None, log_keys, witnesses, args.quorum if args.quorum is not None else len(witnesses))
+    return ServerConfig(notary_url=args.notary, jwks=jwks, log_keys=log_keys,
+                        witnesses=witnesses, quorum=args.quorum, state=state_from_args(args),
+                        offline=args.offline, log_url=args.log_url, timeout=args.timeout)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .cli import CliError
+
+    try:
+        config = config_from_args(args)
+        address = _host_port(args.http) if args.http else None
+    except (VerifierInputError, StateError) as e:
+        raise CliError(str(e)) from e
+    server = build_server(config)
+    if address is None:
+        server.run("stdio")
+        return 0
+    import uvicorn
+
+    host, port = address
+    app = server.streamable_http_app(host=host)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0

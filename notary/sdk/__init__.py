@@ -1,0 +1,44 @@
+"""The notary SDK: an HTTP client for the notary and notarization for mcp 2.x servers.
+
+``NotaryClient`` talks to the notary (retries, typed errors); ``Notarizer`` and
+``notarize_server`` attach rs-tool-call/1 receipts to MCP tool results; ``record_for`` and
+``verify_tool_result`` check them on the client side. See ``examples/README.md``.
+"""
+
+from __future__ import annotations
+
+from .client import (
+    NotaryClient,
+    NotaryError,
+    NotaryHTTPError,
+    NotaryResponseError,
+    NotaryUnavailableError,
+)
+from .mcp import (
+    META_KEY,
+    NotarizationFailedError,
+    Notarizer,
+    OnUnavailable,
+    notarization_of,
+    notarize_server,
+    record_for,
+    result_to_wire,
+    verify_tool_result,
+)
+
+__all__ = [
+    "META_KEY",
+    "NotarizationFailedError",
+    "Notarizer",
+    "NotaryClient",
+    "NotaryError",
+    "NotaryHTTPError",
+    "NotaryResponseError",
+    "NotaryUnavailableError",
+    "OnUnavailable",
+    "notarization_of",
+    "notarize_server",
+    "record_for",
+    "result_to_wire",
+    "verify_tool_result",
+]

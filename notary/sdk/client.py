@@ -1,0 +1,330 @@
+"""An asyncio HTTP client for the notary's API (``/v1/tool-calls``, JWKS, ledger).
+
+Why retries are safe: issuing a receipt is keyed by ``call_sha256``. If a ``POST
+/v1/tool-calls`` reached the notary but its answer was lost (connection reset, timeout, a
+5xx from a proxy), sending the same digest again returns the receipt that already exists
+(200 instead of 201) and is not counted twice against the allowance. So the client retries
+connection errors, timeouts and 5xx answers with exponential backoff and jitter, and never
+retries a 4xx: a 4xx is the notary's considered answer (bad key, quota, malformed input), and
+asking again would only get the same answer later.
+
+Errors are typed so callers can choose a policy: :class:`NotaryHTTPError` (the notary refused,
+with its stable ``code``), :class:`NotaryUnavailableError` (it could not be reached or kept
+failing), :class:`NotaryResponseError` (it answered something that is not a valid reply).
+All derive from :class:`NotaryError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+__all__ = [
+    "NotaryClient",
+    "NotaryError",
+    "NotaryHTTPError",
+    "NotaryResponseError",
+    "NotaryUnavailableError",
+]
+
+_log = logging.getLogger("notary.sdk")
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_RECEIPT_FIELDS = ("server", "tool", "call_sha256")
+
+MAX_BACKOFF = 2.0
+"""Longest single wait between two attempts, in seconds (also caps ``Retry-After``).
+
+A tool call is waiting on the notary while it retries; waiting longer than this between
+attempts would hold the caller for an unreasonable time, and by then the policy of the
+caller (fail or mark) is the better answer than another attempt.
+"""
+
+
+class NotaryError(Exception):
+    """Base class of every error the notary client raises."""
+
+
+class NotaryHTTPError(NotaryError):
+    """The notary answered with a 4xx: a refusal that retrying would not change.
+
+    ``code`` is the stable machine-readable code of the JSON error body
+    (``unauthorized``, ``quota_exceeded``, ``invalid_call_sha256``...), ``message`` the
+    human-readable text, ``retry_after`` the ``Retry-After`` header in seconds when present.
+    """
+
+    def __init__(self, status: int, code: str, message: str,
+                 *, retry_after: float | None = None) -> None:
+        super().__init__(f"notary answered {status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+class NotaryUnavailableError(NotaryError):
+    """The notary could not be reached, timed out or kept failing with 5xx after all retries.
+
+    ``attempts`` is how many requests were made; ``status`` the last 5xx status if the last
+    failure was one (None for connection errors and timeouts). The last underlying error is
+    chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, attempts: int, status: int | None = None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.status = status
+
+
+class NotaryResponseError(NotaryError):
+    """The notary answered 2xx with something that is not the documented reply.
+
+    Not retried: a notary that returns garbage, or a receipt for another call than the one
+    asked for, is broken or impersonated, and a receipt from it must not be embedded.
+    """
+
+
+class _Retryable(Exception):
+    """Internal: one attempt failed in a way worth another attempt."""
+
+    def __init__(self, description: str, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(description)
+        self.description = description
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # an HTTP date: not worth parsing for a wait capped at MAX_BACKOFF
+    return seconds if seconds >= 0 else None
+
+
+def _error_body(status: int, reason: str | None, body: bytes) -> tuple[str, str]:
+    """(code, message) from the notary's ``{"error": {"code", "message"}}`` body, if any."""
+    try:
+        doc = json.loads(body)
+        err = doc["error"]
+        code, message = err["code"], err["message"]
+        if isinstance(code, str) and isinstance(message, str):
+            return code, message
+    except (ValueError, KeyError, TypeError):
+        pass
+    text = body[:200].decode("utf-8", "replace").strip()
+    return f"http_{status}", text or (reason or "no message")
+
+
+class NotaryClient:
+    """Client for one notary. Use as ``async with NotaryClient(url, key) as notary: ...``.
+
+    ``api_key`` is only needed for :meth:`notarize`; verifying and reading are
+    unauthenticated. ``timeout`` bounds each attempt (seconds). ``retries`` is the number of
+    *additional* attempts after the first for transient failures, so at most
+    ``retries + 1`` requests are made; the wait before retry ``n`` (0-based) is
+    ``backoff * 2**n`` seconds with "equal jitter" (half fixed, half random, so many
+    servers retrying together spread out), capped at :data:`MAX_BACKOFF`, and never shorter
+    than a ``Retry-After`` the notary sent with a 5xx (also capped).
+
+    ``session`` lets an application share its own ``aiohttp.ClientSession`` (it is then not
+    closed by this client). Without one, a session is created lazily on first use inside
+    the running event loop and closed by :meth:`close` / ``__aexit__``; a closed client
+    reopens a fresh session if used again, so a client can outlive one MCP server lifespan
+    and serve the next.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 5.0,
+        retries: int = 3,
+        backoff: float = 0.05,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        if backoff < 0:
+            raise ValueError("backoff must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._session = session
+        self._owns_session = session is None
+
+    def __repr__(self) -> str:
+        # Never show the API key.
+        return f"NotaryClient({self.base_url!r}, retries={self.retries}, timeout={self.timeout})"
+
+    # Lifetime -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> NotaryClient:
+        self._get_session()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the session this client created (a caller-supplied one is left open)."""
+        if self._owns_session and self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or (self._owns_session and self._session.closed):
+            self._session = aiohttp.ClientSession()
+            self._owns_session = True
+        return self._session
+
+    # URLs -----------------------------------------------------------------------------------
+
+    def receipt_url(self, receipt_id: str) -> str:
+        """Where anyone can fetch this receipt with a proof to the latest checkpoint."""
+        return f"{self.base_url}/v1/tool-calls/{quote(receipt_id, safe='')}"
+
+    @property
+    def verify_url(self) -> str:
+        """The online verification endpoint (``POST {id, record}``, no auth)."""
+        return f"{self.base_url}/v1/tool-calls/verify"
+
+    # API ------------------------------------------------------------------------------------
+
+    async def notarize(self, server: str, tool: str, call_sha256: str) -> dict[str, Any]:
+        """Notarize one call digest; the receipt with its top-level ``proof``.
+
+        Sends only the server name, the tool name and the digest. A digest already notarized
+        returns its existing receipt. The receipt is checked to be *for this call* (same
+        server, tool and digest, and a ``proof`` present) before it is returned, because a
+        receipt for anything else would be embedded in a result it does not describe.
+        """
+        if self._api_key is None:
+            raise ValueError("notarize() needs an API key; pass api_key to NotaryClient")
+        if not isinstance(call_sha256, str) or _HEX64.fullmatch(call_sha256) is None:
+            raise ValueError("call_sha256 must be 64 lower-case hex characters")
+        body = {"server": server, "tool": tool, "call_sha256": call_sha256}
+        receipt = await self._request("POST", "/v1/tool-calls", body, auth=True)
+        for key in _RECEIPT_FIELDS:
+            if receipt.get(key) != body[key]:
+                raise NotaryResponseError(
+                    f"the notary returned a receipt whose {key} is {receipt.get(key)!r}, "
+                    f"not {body[key]!r}"
+                )
+        if not isinstance(receipt.get("id"), str) or not isinstance(receipt.get("proof"), str):
+            raise NotaryResponseError("the notary's receipt lacks its id or its proof")
+        return receipt
+
+    async def get_receipt(self, receipt_id: str) -> dict[str, Any]:
+        """The receipt ``receipt_id`` with a proof to the notary's latest checkpoint."""
+        return await self._request("GET", f"/v1/tool-calls/{quote(receipt_id, safe='')}")
+
+    async def lookup(self, call_sha256: str) -> dict[str, Any]:
+        """The receipt issued for ``call_sha256`` (raises NotaryHTTPError 404 if none)."""
+        return await self._request("GET", "/v1/tool-calls", params={"call_sha256": call_sha256})
+
+    async def verify(self, receipt_id: str, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Online verification: the notary's per-level verdict for ``record``.
+
+        The notary hashes the record in memory and does not store it; still, this sends the
+        arguments and the result to the notary. Prefer offline verification
+        (:func:`notary.verify.verify_receipt`) when they are confidential.
+        """
+        return await self._request("POST", "/v1/tool-calls/verify",
+                                   {"id": receipt_id, "record": dict(record)})
+
+    async def jwks(self) -> dict[str, Any]:
+        """The receipt keys (``/.well-known/jwks.json``), for :class:`notary.receipts.Jwks`."""
+        return await self._request("GET", "/.well-known/jwks.json")
+
+    async def ledger(self) -> dict[str, Any]:
+        """The log's description: ``origin``, ``vkey`` (note verifier key), ``size``..."""
+        return await self._request("GET", "/v1/ledger")
+
+    # Transport ------------------------------------------------------------------------------
+
+    async def _request(self, method: str, path: str, body: Any = None, *, auth: bool = False,
+                       params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        url = self.base_url + path
+        headers = {"Accept": "application/json"}
+        if auth and self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        data: bytes | None = None
+        if body is not None:
+            data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
+            headers["Content-Type"] = "application/json"
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return await self._attempt(method, url, headers, data, params)
+            except _Retryable as failure:
+                if attempts > self.retries:
+                    raise NotaryUnavailableError(
+                        f"notary at {self.base_url} unavailable after {attempts} attempt(s): "
+                        f"{failure.description}",
+                        attempts=attempts, status=failure.status,
+                    ) from failure.__cause__ or failure
+                delay = self._delay(attempts - 1, failure.retry_after)
+                _log.info("notary %s %s failed (%s); retry %d/%d in %.3fs", method, path,
+                          failure.description, attempts, self.retries, delay)
+                await asyncio.sleep(delay)
+
+    def _delay(self, retry: int, retry_after: float | None) -> float:
+        base = min(self.backoff * 2.0**retry, MAX_BACKOFF)
+        delay = base / 2 + random.uniform(0, base / 2)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, MAX_BACKOFF))
+        return delay
+
+    async def _attempt(self, method: str, url: str, headers: Mapping[str, str],
+                       data: bytes | None, params: Mapping[str, str] | None) -> dict[str, Any]:
+        session = self._get_session()
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        try:
+            async with session.request(method, url, data=data, headers=headers, params=params,
+                                       timeout=timeout, allow_redirects=False) as resp:
+                payload = await resp.read()
+                status, reason, resp_headers = resp.status, resp.reason, resp.headers
+        except TimeoutError as exc:
+            raise _Retryable(f"timed out after {self.timeout}s") from exc
+        except aiohttp.ClientError as exc:
+            # Connection refused/reset, DNS, a response cut short: transient by nature.
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        if status >= 500:
+            code, message = _error_body(status, reason, payload)
+            raise _Retryable(f"HTTP {status} {code}: {message}", status,
+                             _retry_after(resp_headers))
+        if status >= 400:
+            code, message = _error_body(status, reason, payload)
+            raise NotaryHTTPError(status, code, message, retry_after=_retry_after(resp_headers))
+        if not 200 <= status < 300:
+            raise NotaryResponseError(f"unexpected HTTP {status} from {url}")
+        try:
+            doc = json.loads(payload)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise NotaryResponseError(f"the notary's answer from {url} is not JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise NotaryResponseError(f"the notary's answer from {url} is not a JSON object")
+        return doc

@@ -1,0 +1,386 @@
+"""Notarize MCP tool results (server side) and check them (client side), for the mcp 2.x SDK.
+
+Server side. :class:`Notarizer` turns a final ``tools/call`` result into a notarized one: it
+builds the rs-tool-call/1 call record (arguments exactly as received, the result's
+``content``/``structuredContent``/``isError``, a fresh salt), sends only its SHA-256 to the
+notary, and returns the result with ``_meta["com.rightshold/tool-call"]`` added. Three ways to
+use it, all built on the same code:
+
+* ``notarize_server(server, notarizer)`` for an ``MCPServer`` *or* a low-level ``Server``:
+  installs :meth:`Notarizer.middleware` in ``server.middleware``. This is the recommended
+  integration. The SDK's middleware sees every ``tools/call`` with its raw params (before any
+  validation or argument coercion) and, on the way out, the result *already shaped for the
+  wire* of the connection's protocol version (sieved to the version's schema; on 2026-07-28
+  stamped with ``resultType`` and the ``serverInfo`` ``_meta``). What is hashed is therefore
+  exactly what the client receives, typed tools' ``structuredContent`` included, and tool
+  errors that ``MCPServer`` turns into ``isError`` results are covered as well.
+* ``server.middleware.append(notarizer.middleware)``: the same, by hand.
+* ``await notarizer.notarize_result(tool, arguments, result)`` on a ``CallToolResult`` (for a
+  gateway, or code that builds results itself).
+
+Only final results are notarized (``resultType`` absent or ``complete``); an
+``input_required`` result asks the client for more, so it passes through untouched.
+
+When notarization fails (notary unreachable, key refused, quota exhausted, a record that
+cannot be hashed faithfully) the tool has *already run*. ``on_unavailable="fail"`` (default)
+withholds the result and answers the ``tools/call`` with a JSON-RPC error (INTERNAL_ERROR,
+``data["com.rightshold/tool-call"] = {spec, notarized: false, reason, tool_executed: true}``)
+rather than an ``isError`` result: an ``isError`` result is a tool outcome, and under this SDK
+every tool outcome a client receives carries a receipt, so a client that requires receipts
+never has to tell "the tool failed" from "the notary failed". ``tool_executed`` tells a
+careful client not to retry a non-idempotent call blindly. ``on_unavailable="mark"`` returns
+the result with ``_meta["com.rightshold/tool-call"] = {spec, notarized: false, reason}``,
+for servers where availability matters more than receipts; never silently.
+
+Client side. :func:`record_for` rebuilds the call record from what the client sent and
+received, and :func:`verify_tool_result` checks it offline with
+:func:`notary.verify.verify_receipt` (record, signature, inclusion).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, overload
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, CallToolResult, InputRequiredResult
+from pydantic import BaseModel, ValidationError
+
+from ledger.note import NoteVerifier
+
+from ..canonical import CanonicalizationError
+from ..receipts import Jwks
+from ..records import SPEC, CallRecord, RecordError, hashed_result, is_final, new_salt
+from ..verify import Verdict, verify_receipt
+from .client import NotaryClient, NotaryError
+
+__all__ = [
+    "META_KEY",
+    "NotarizationFailedError",
+    "Notarizer",
+    "OnUnavailable",
+    "notarization_of",
+    "notarize_server",
+    "record_for",
+    "result_to_wire",
+    "verify_tool_result",
+]
+
+_log = logging.getLogger("notary.sdk")
+
+META_KEY = "com.rightshold/tool-call"
+"""The ``_meta`` key of the rs-tool-call/1 notarization block in a tool result."""
+
+OnUnavailable = Literal["fail", "mark"]
+
+_HASHED_KEYS = ("content", "structuredContent", "isError")
+
+
+class NotarizationFailedError(MCPError):
+    """A final tool result could not be notarized under ``on_unavailable="fail"``.
+
+    An :class:`mcp.shared.exceptions.MCPError`, so raised from a handler or middleware it
+    reaches the client as a JSON-RPC error (code INTERNAL_ERROR) whose ``data`` carries
+    ``{"com.rightshold/tool-call": {spec, notarized: false, reason, tool_executed: true}}``.
+    ``tool_executed`` is always true: the tool ran, only its receipt is missing.
+    """
+
+    def __init__(self, tool: str, reason: str) -> None:
+        super().__init__(
+            INTERNAL_ERROR,
+            f"tool {tool!r} ran but its result could not be notarized ({reason}); the result "
+            "is withheld. Its side effects, if any, have happened: do not blindly retry a "
+            "non-idempotent call.",
+            {META_KEY: {"spec": SPEC, "notarized": False, "reason": reason,
+                        "tool_executed": True}},
+        )
+        self.tool = tool
+        self.reason = reason
+
+
+def result_to_wire(result: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+    """A tool result as wire JSON (camelCase, no nulls), the form the call record hashes.
+
+    Accepts the SDK model or an already-dumped mapping (copied). This is the same dump the
+    SDK's server runner applies to handler results.
+    """
+    if isinstance(result, BaseModel):
+        return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return dict(result)
+
+
+def _normalized(wire: Mapping[str, Any]) -> dict[str, Any]:
+    """The wire result with its hashed members in the form every client rebuilds.
+
+    A client using the SDK never sees the wire JSON, only a parsed ``CallToolResult``, and
+    the model cannot tell an absent ``isError`` from ``false`` (it defaults to False). So
+    the hashed members are passed through the model once here and *sent in that form*:
+    ``isError`` is then always explicit, and a client reading raw JSON and one reading the
+    model rebuild the same record. For results the SDK produced this changes nothing else
+    (checked in the tests). If the model refuses the result, it is left as it is.
+    """
+    out = dict(wire)
+    try:
+        model = CallToolResult.model_validate({k: wire[k] for k in _HASHED_KEYS if k in wire})
+    except ValidationError:
+        return out
+    dumped = model.model_dump(by_alias=True, exclude_none=True, mode="json",
+                              include={"content", "structured_content", "is_error"})
+    for key in _HASHED_KEYS:
+        if key in dumped:
+            out[key] = dumped[key]
+        else:
+            out.pop(key, None)
+    return out
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, NotaryError):
+        return str(exc)
+    if isinstance(exc, RecordError | CanonicalizationError):
+        return f"the call record cannot be hashed: {exc}"
+    return f"{type(exc).__name__}: {exc}"  # pragma: no cover - only the types above are caught
+
+
+class Notarizer:
+    """Notarizes final tool results of one MCP server through one notary.
+
+    ``server_name`` is the name the receipts carry (and the record hashes); verifiers see it
+    in every receipt, so pick a stable, meaningful one. ``embed_receipt`` puts the full
+    receipt with its ``proof`` inside the ``_meta`` block, so the result verifies offline
+    with no further request; turn it off to keep results small (clients then fetch
+    ``receipt_url``). ``on_unavailable`` is the policy when notarization fails (see the
+    module docstring). ``public_url`` is the notary's address as verifiers should see it in
+    ``receipt_url``/``verify_url``, when it differs from the one the server uses
+    (defaults to ``client.base_url``).
+    """
+
+    def __init__(
+        self,
+        client: NotaryClient,
+        server_name: str,
+        *,
+        embed_receipt: bool = True,
+        on_unavailable: OnUnavailable = "fail",
+        public_url: str | None = None,
+    ) -> None:
+        if on_unavailable not in ("fail", "mark"):
+            raise ValueError(f"on_unavailable must be 'fail' or 'mark', not {on_unavailable!r}")
+        if not isinstance(server_name, str) or not server_name:
+            raise ValueError("server_name must be a non-empty string")
+        self.client = client
+        self.server_name = server_name
+        self.embed_receipt = embed_receipt
+        self.on_unavailable: OnUnavailable = on_unavailable
+        self.public_url = (public_url or client.base_url).rstrip("/")
+
+    def __repr__(self) -> str:
+        return (f"Notarizer({self.server_name!r}, {self.client!r}, "
+                f"embed_receipt={self.embed_receipt}, on_unavailable={self.on_unavailable!r})")
+
+    # The core, on wire JSON ------------------------------------------------------------------
+
+    async def notarize_wire(self, tool: str, arguments: Mapping[str, Any] | None,
+                            result: Mapping[str, Any]) -> dict[str, Any]:
+        """Notarize a result given as wire JSON; a new dict (the input is not modified).
+
+        Non-final results come back as an unchanged copy. ``arguments`` must be the call's
+        arguments exactly as received (None means the call had none and is recorded as
+        ``{}``). Raises :class:`NotarizationFailedError` under ``on_unavailable="fail"``.
+        """
+        if not is_final(result):
+            return dict(result)
+        wire = _normalized(result)
+        args = {} if arguments is None else arguments
+        try:
+            record = CallRecord(
+                server=self.server_name, tool=tool,
+                arguments=dict(args) if isinstance(args, Mapping) else args,
+                result=wire, salt=new_salt(),
+            )
+            digest = record.call_sha256()
+            receipt = await self.client.notarize(self.server_name, tool, digest)
+        except (NotaryError, RecordError, CanonicalizationError) as exc:
+            return self._failed(tool, wire, _describe(exc))
+        block: dict[str, Any] = {
+            "spec": SPEC,
+            "id": receipt["id"],
+            "call_sha256": digest,
+            "salt": record.salt,
+            "receipt_url": f"{self.public_url}/v1/tool-calls/{receipt['id']}",
+            "verify_url": f"{self.public_url}/v1/tool-calls/verify",
+        }
+        if self.embed_receipt:
+            block["receipt"] = copy.deepcopy(receipt)
+        return self._with_block(tool, wire, block)
+
+    def _with_block(self, tool: str, wire: dict[str, Any], block: dict[str, Any]
+                    ) -> dict[str, Any]:
+        """``wire`` with the block added to ``_meta``, every other ``_meta`` key kept."""
+        existing = wire.get("_meta")
+        meta: dict[str, Any] = dict(existing) if isinstance(existing, Mapping) else {}
+        if existing is not None and not isinstance(existing, Mapping):
+            _log.warning("tool %r returned a non-object _meta; it is replaced", tool)
+        if META_KEY in meta:
+            # Not hashed, so nothing is lost from the commitment; but say so.
+            _log.warning("tool %r result already had %s in _meta; it is replaced", tool, META_KEY)
+        meta[META_KEY] = block
+        return {**wire, "_meta": meta}
+
+    def _failed(self, tool: str, wire: dict[str, Any], reason: str) -> dict[str, Any]:
+        _log.warning("could not notarize a result of tool %r (%s); policy %r",
+                     tool, reason, self.on_unavailable)
+        if self.on_unavailable == "fail":
+            raise NotarizationFailedError(tool, reason)
+        return self._with_block(tool, wire, {"spec": SPEC, "notarized": False, "reason": reason})
+
+    # On SDK models -------------------------------------------------------------------------
+
+    @overload
+    async def notarize_result(self, tool: str, arguments: Mapping[str, Any] | None,
+                              result: CallToolResult) -> CallToolResult: ...
+
+    @overload
+    async def notarize_result(self, tool: str, arguments: Mapping[str, Any] | None,
+                              result: InputRequiredResult) -> InputRequiredResult: ...
+
+    async def notarize_result(self, tool: str, arguments: Mapping[str, Any] | None,
+                              result: CallToolResult | InputRequiredResult
+                              ) -> CallToolResult | InputRequiredResult:
+        """A copy of ``result`` carrying its notarization in ``_meta`` (see the module doc).
+
+        ``InputRequiredResult`` (and any result whose ``result_type`` is not ``complete``) is
+        returned as is, unnotarized. ``is_error`` results are notarized like any final
+        result. Use this where you build results yourself; a handler returning the notarized
+        result keeps it, as the SDK's later wire shaping keeps extra ``_meta`` keys.
+        """
+        if isinstance(result, InputRequiredResult) or result.result_type not in (None, "complete"):
+            return result
+        out = await self.notarize_wire(tool, arguments, result_to_wire(result))
+        return CallToolResult.model_validate(out)
+
+    # As SDK middleware ---------------------------------------------------------------------
+
+    async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+                         ) -> HandlerResult:
+        """A ``Server.middleware`` entry: notarize every final ``tools/call`` result.
+
+        Reads the tool name and arguments from the raw request params (a deep copy taken
+        before the handler runs, so nothing downstream can change what is recorded), and
+        the result as ``call_next`` returns it, which for ``tools/call`` is the wire dict
+        the SDK is about to send. Errors raised by the handler (JSON-RPC errors) pass
+        through: there is no result to notarize.
+        """
+        if ctx.method != "tools/call" or ctx.request_id is None:
+            return await call_next(ctx)
+        params = ctx.params if isinstance(ctx.params, Mapping) else {}
+        tool = params.get("name")
+        arguments = copy.deepcopy(params.get("arguments"))
+        result = await call_next(ctx)
+        if not isinstance(tool, str) or result is None:
+            return result
+        if isinstance(result, BaseModel):
+            wire = result_to_wire(result)
+        elif isinstance(result, Mapping):
+            wire = dict(result)
+        else:  # pragma: no cover - the runner only produces dicts and models
+            return result
+        return await self.notarize_wire(tool, arguments, wire)
+
+
+_ServerT = TypeVar("_ServerT", MCPServer[Any], Server[Any])
+
+
+def notarize_server(server: _ServerT, notarizer: Notarizer) -> _ServerT:
+    """Notarize every final ``tools/call`` result of ``server``; returns ``server``.
+
+    Works for ``MCPServer`` and the low-level ``Server`` alike, by appending
+    :meth:`Notarizer.middleware` to ``server.middleware`` (the SDK's built-ins, OpenTelemetry
+    and MCPServer's request-state boundary, stay outside it; they do not change final
+    results). Middleware appended *after* this call runs inside the notarizer, so it may
+    rewrite results before they are hashed; middleware registered *before* it (e.g. through
+    ``MCPServer(middleware=[...])``) must not rewrite ``tools/call`` results, or receipts
+    will not match what clients receive. Installing a second notarizer is refused: a result
+    carries one notarization block.
+    """
+    chain = server.middleware
+    for mw in chain:
+        if isinstance(getattr(mw, "__self__", None), Notarizer):
+            raise ValueError("this server already has a Notarizer installed")
+    chain.append(notarizer.middleware)
+    return server
+
+
+# Client side ---------------------------------------------------------------------------------
+
+
+def notarization_of(result: CallToolResult | Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``_meta["com.rightshold/tool-call"]`` block of a received result, or None."""
+    meta = result.meta if isinstance(result, BaseModel) else result.get("_meta")
+    if not isinstance(meta, Mapping):
+        return None
+    block = meta.get(META_KEY)
+    return dict(block) if isinstance(block, Mapping) else None
+
+
+def record_for(tool: str, arguments: Mapping[str, Any] | None,
+               result: CallToolResult | Mapping[str, Any], *,
+               server: str | None = None) -> dict[str, Any]:
+    """Rebuild the call record from what the client sent and received.
+
+    ``arguments`` are the arguments the client passed to ``call_tool`` (None → ``{}``);
+    ``result`` the ``CallToolResult`` it got back (or its wire JSON). The salt comes from
+    the result's notarization block. ``server`` is omitted unless given: the verifier then
+    takes it from the receipt; pass the server name you expect to pin it. Raises
+    ``ValueError`` if the result carries no usable notarization block.
+    """
+    block = notarization_of(result)
+    if block is None:
+        raise ValueError(f"the result has no {META_KEY} block in _meta")
+    if block.get("notarized") is False:
+        raise ValueError(f"the result was not notarized: {block.get('reason')}")
+    salt = block.get("salt")
+    if not isinstance(salt, str):
+        raise ValueError(f"the {META_KEY} block has no salt")
+    record: dict[str, Any] = {
+        "tool": tool,
+        "arguments": {} if arguments is None else dict(arguments),
+        "result": hashed_result(result_to_wire(result)),
+        "salt": salt,
+    }
+    if server is not None:
+        record["server"] = server
+    return record
+
+
+def verify_tool_result(
+    tool: str,
+    arguments: Mapping[str, Any] | None,
+    result: CallToolResult | Mapping[str, Any],
+    *,
+    jwks: Jwks | None,
+    log_verifier: NoteVerifier | None,
+    receipt: Mapping[str, Any] | None = None,
+    server: str | None = None,
+) -> Verdict:
+    """Verify a received tool result offline: record, receipt signature, inclusion.
+
+    ``receipt`` defaults to the one embedded in the result (pass the one fetched from
+    ``receipt_url`` for results notarized with ``embed_receipt=False``). ``jwks`` and
+    ``log_verifier`` are the trust anchors: fetch them once from the notary (or, better, pin
+    them) rather than per result. Raises ``ValueError`` if the result carries no
+    notarization or no receipt; every check itself is reported in the :class:`Verdict`.
+    """
+    record = record_for(tool, arguments, result, server=server)
+    if receipt is None:
+        block = notarization_of(result) or {}
+        embedded = block.get("receipt")
+        if not isinstance(embedded, Mapping):
+            raise ValueError("the result embeds no receipt; fetch it from receipt_url")
+        receipt = embedded
+    return verify_receipt(receipt, record=record, jwks=jwks, log_verifier=log_verifier)

@@ -1,0 +1,291 @@
+"""Run the real ``notary serve`` in a subprocess for integration and end-to-end tests.
+
+:class:`NotaryProcess` starts the daemon exactly as an operator would
+(``python -m notary.cli serve --data DIR --listen 127.0.0.1:PORT``) on a free loopback port,
+waits until ``/healthz`` answers, creates API keys with ``notary apikey create`` and stops the
+process gracefully (SIGTERM, then SIGKILL after a timeout) or brutally (:meth:`kill9`).
+All traffic goes to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = ["HttpResponse", "NotaryProcess", "NotaryStartError", "free_port"]
+
+HOST = "127.0.0.1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class NotaryStartError(RuntimeError):
+    """The daemon exited or did not answer /healthz in time; the message has its log's tail."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    reason: str = ""
+
+    @property
+    def content_type(self) -> str:
+        """The media type without parameters, lower case (``application/json``)."""
+        return self.header("Content-Type").split(";", 1)[0].strip().lower()
+
+    def header(self, name: str, default: str = "") -> str:
+        lname = name.lower()
+        for key, value in self.headers.items():
+            if key.lower() == lname:
+                return value
+        return default
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def _child_env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The parent's environment minus NOTARY_* settings (they would override our flags'
+    defaults), with the repository importable even without an installed package."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTARY_")}
+    path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + path if path else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+@dataclass
+class NotaryProcess:
+    """One ``notary serve`` subprocess with its own data directory.
+
+    ``args`` are extra flags for ``serve`` (``--max-body``, ``--origin``...). The port is
+    chosen once and kept across :meth:`restart`, so URLs in issued receipts stay valid.
+    """
+
+    data_dir: Path
+    port: int = 0
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    startup_timeout: float = 30.0
+    stop_timeout: float = 15.0
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _auto_port: bool = field(default=False, init=False, repr=False)
+    _starts: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        if not self.port:
+            self._auto_port = True
+            self.port = free_port()
+
+    # Addresses -----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        """stdout and stderr of the daemon (kept outside the data directory)."""
+        return self.data_dir.parent / f"{self.data_dir.name}.serve.log"
+
+    def log_text(self, tail: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-tail:]
+        except OSError:
+            return ""
+
+    # Lifetime ------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> NotaryProcess:
+        """Start the daemon and return once /healthz answers 200 (bounded wait)."""
+        if self.running:
+            raise RuntimeError("the notary is already running")
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):
+            self._spawn()
+            try:
+                self.wait_ready()
+                return self
+            except NotaryStartError:
+                in_use = "address already in use" in self.log_text().lower()
+                self._reap()
+                # Another process took the port between free_port() and bind: pick another
+                # one, unless receipts may already carry this port in their URLs.
+                if in_use and self._auto_port and self._starts == 1 and attempt < 2:
+                    self._starts = 0
+                    self.port = free_port()
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _spawn(self) -> None:
+        cmd = [sys.executable, "-m", "notary.cli", "serve", "--data", str(self.data_dir),
+               "--listen", f"{HOST}:{self.port}", "--log-format", "json", *self.args]
+        self._starts += 1
+        with self.log_path.open("ab") as log:
+            log.write(f"--- start {self._starts}: {' '.join(cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.data_dir.parent, env=_child_env(self.env), start_new_session=True,
+            )
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                raise NotaryStartError(
+                    f"notary serve exited with {code} before it was ready; log:\n{self.log_text()}"
+                )
+            try:
+                resp = self.request("GET", "/healthz", timeout=2.0)
+                if resp.status == 200:
+                    return
+                last = f"/healthz answered {resp.status}"
+            except OSError as e:
+                last = repr(e)
+            time.sleep(0.05)
+        raise NotaryStartError(
+            f"notary serve did not answer /healthz within the timeout ({last}); "
+            f"log:\n{self.log_text()}"
+        )
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """SIGTERM, then SIGKILL if it has not exited within ``timeout``; the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_timeout if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self._reap()
+
+    def kill9(self) -> int | None:
+        """SIGKILL at once, as a crash would (no draining, no cleanup)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        return self._reap()
+
+    def restart(self, *, crash: bool = False) -> NotaryProcess:
+        """Stop (gracefully, or with SIGKILL when ``crash``) and start again on the same port."""
+        if crash:
+            self.kill9()
+        else:
+            self.stop()
+        return self.start()
+
+    def _reap(self) -> int | None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        return proc.returncode
+
+    def __enter__(self) -> NotaryProcess:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # Administration ------------------------------------------------------------------------
+
+    def cli(self, *argv: str, check: bool = True, timeout: float = 60.0
+            ) -> subprocess.CompletedProcess[str]:
+        """Run ``python -m notary.cli ARGV...`` beside the daemon (same environment)."""
+        result = subprocess.run(
+            [sys.executable, "-m", "notary.cli", *argv], capture_output=True, text=True,
+            cwd=self.data_dir.parent, env=_child_env(self.env), timeout=timeout,
+            stdin=subprocess.DEVNULL, check=False,
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(f"notary {' '.join(argv)} exited with {result.returncode}:\n"
+                               f"{result.stdout}\n{result.stderr}")
+        return result
+
+    def create_api_key(self, account: str = "test", monthly_allowance: int | None = None) -> str:
+        """A new API key for ``account`` (the last stdout line of ``notary apikey create``)."""
+        argv = ["apikey", "create", "--data", str(self.data_dir), "--account", account]
+        if monthly_allowance is not None:
+            argv += ["--monthly-allowance", str(monthly_allowance)]
+        lines = self.cli(*argv).stdout.strip().splitlines()
+        if not lines:
+            raise RuntimeError("notary apikey create printed no key")
+        return lines[-1].strip()
+
+    # HTTP ----------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        body: bytes | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+    ) -> HttpResponse:
+        """One HTTP request to this notary; never raises for a 4xx or 5xx status."""
+        hdrs = dict(headers or {})
+        if json_body is not None:
+            body = json.dumps(json_body)
+            hdrs.setdefault("Content-Type", "application/json")
+        if api_key is not None:
+            hdrs["Authorization"] = f"Bearer {api_key}"
+        data = body.encode() if isinstance(body, str) else body
+        conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=data, headers=hdrs)
+            resp = conn.getresponse()
+            payload = resp.read()
+            return HttpResponse(resp.status, dict(resp.getheaders()), payload, resp.reason)
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kwargs: Any) -> HttpResponse:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> HttpResponse:
+        return self.request("POST", path, **kwargs)

@@ -1,0 +1,235 @@
+"""``notary mcp``: the verifier MCP server, through ``mcp.Client`` in process, over stdio and
+over streamable HTTP, in both protocol modes (``auto`` = 2026-07-28, ``legacy`` = 2025-11-25).
+
+The notary it talks to is the real app on 127.0.0.1 (see test_verifier.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.server.mcpserver import MCPServer
+
+from notary.mcp_server import ServerConfig, build_server
+from notary.receipts import ReceiptKey
+from notary.verifier import META_KEY, parse_log_keys
+from notary.verify_state import StateFile
+from tests.test_verifier import Call, Notary, free_port, json_out, run_cli, running_notary
+
+MODES = ["auto", "legacy"]
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+async def notary(tmp_path: Path) -> AsyncIterator[Notary]:
+    async with running_notary(tmp_path) as n:
+        yield n
+
+
+def levels(structured: dict[str, Any] | None) -> dict[str, str]:
+    assert structured is not None
+    return {k: v["status"] for k, v in structured["levels"].items()}
+
+
+async def exercise(client: Client, notary: Notary, call: Call) -> None:
+    """List the tools and call all three, checking the structured results."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"verify_tool_call", "get_receipt", "get_checkpoint"}
+    assert tools["verify_tool_call"].output_schema is not None
+
+    # A tool result plus tool name and arguments; keys from the configured notary and log key.
+    r = await client.call_tool("verify_tool_call", {
+        "result": call.result, "tool": call.tool, "arguments": call.arguments})
+    assert not r.is_error, r.content
+    assert r.structured_content is not None and r.structured_content["valid"] is True
+    assert levels(r.structured_content) == {
+        "record": "passed", "signature": "passed", "inclusion": "passed",
+        "witnesses": "skipped", "consistency": "passed"}
+    assert "record" in r.content[0].text  # type: ignore[union-attr]
+
+    # A tampered call is a normal result that says why it is not valid.
+    r = await client.call_tool("verify_tool_call", {
+        "result": call.result, "tool": call.tool, "arguments": {"x": "forged"}})
+    assert not r.is_error and r.structured_content is not None
+    assert r.structured_content["valid"] is False
+    assert levels(r.structured_content)["record"] == "failed"
+
+    # A saved call with explicit trust, offline.
+    r = await client.call_tool("verify_tool_call", {
+        "call": call.saved, "jwks": notary.jwks, "log_keys": [notary.vkey], "offline": True})
+    assert not r.is_error and r.structured_content is not None
+    assert r.structured_content["valid"] is True
+    # Receipt and record.
+    r = await client.call_tool("verify_tool_call", {
+        "receipt": call.receipt, "record": call.record.to_json(), "jwks": notary.jwks})
+    assert r.structured_content is not None and r.structured_content["valid"] is True
+    # Receipt keys that did not sign it: level 2 fails, the rest stands.
+    r = await client.call_tool("verify_tool_call", {
+        "call": call.saved, "jwks": {"keys": [ReceiptKey.generate().public_jwk()]}})
+    assert not r.is_error and r.structured_content is not None
+    assert r.structured_content["valid"] is False
+    assert levels(r.structured_content)["signature"] == "failed"
+    assert levels(r.structured_content)["inclusion"] == "passed"
+    # A malformed JWKS is unusable input: an error result.
+    r = await client.call_tool("verify_tool_call", {
+        "call": call.saved, "jwks": {"keys": [{**notary.jwks["keys"][0], "kid": "x"}]}})
+    assert r.is_error
+    r = await client.call_tool("verify_tool_call", {})
+    assert r.is_error and "exactly one" in r.content[0].text  # type: ignore[union-attr]
+    r = await client.call_tool("verify_tool_call", {"call": call.saved, "log_keys": ["@/etc/x"]})
+    assert r.is_error
+
+    # get_receipt: the receipt with a proof to the latest checkpoint.
+    r = await client.call_tool("get_receipt", {"id": call.receipt["id"]})
+    assert not r.is_error and r.structured_content is not None
+    assert r.structured_content["signature"] == call.receipt["signature"]
+    assert r.structured_content["proof"].startswith("c2sp.org/tlog-proof@v1\n")
+    r = await client.call_tool("get_receipt", {"id": "tc_AAAAAAAAAAAAAAAAAAAAAA"})
+    assert r.is_error and "404" in r.content[0].text  # type: ignore[union-attr]
+    r = await client.call_tool("get_receipt", {"id": "nope"})
+    assert r.is_error
+
+    # get_checkpoint: parsed and verified under the configured log key.
+    r = await client.call_tool("get_checkpoint", {})
+    assert not r.is_error and r.structured_content is not None
+    cp = r.structured_content
+    assert cp["origin"] == call.receipt["ledger"]["origin"] and cp["size"] >= 1
+    assert cp["verified"] is True and cp["checkpoint"].startswith(cp["origin"] + "\n")
+    assert len(bytes.fromhex(cp["root_hex"])) == 32
+
+
+def config(notary: Notary, tmp_path: Path) -> ServerConfig:
+    return ServerConfig(notary_url=notary.url, log_keys=parse_log_keys([notary.vkey]),
+                        state=StateFile(tmp_path / "state.json"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_in_process(notary: Notary, tmp_path: Path, mode: str) -> None:
+    call = await notary.notarize(q="in-process")
+    async with Client(build_server(config(notary, tmp_path)), mode=mode) as client:
+        await exercise(client, notary, call)
+
+
+async def test_unconfigured_and_offline_server(notary: Notary, tmp_path: Path) -> None:
+    call = await notary.notarize(q="bare")
+    async with Client(build_server(ServerConfig(offline=True))) as client:
+        r = await client.call_tool("get_receipt", {"id": call.receipt["id"]})
+        assert r.is_error and "--notary" in r.content[0].text  # type: ignore[union-attr]
+        r = await client.call_tool("get_checkpoint", {})
+        assert r.is_error
+        # No trust at all: levels 2-3 are skipped, so the call is not valid (never a silent pass).
+        r = await client.call_tool("verify_tool_call", {"call": call.saved})
+        assert not r.is_error and r.structured_content is not None
+        assert r.structured_content["valid"] is False
+        assert levels(r.structured_content)["signature"] == "skipped"
+        # The result without an embedded receipt cannot be fetched offline.
+        result = copy.deepcopy(call.result)
+        del result["_meta"][META_KEY]["receipt"]
+        r = await client.call_tool("verify_tool_call", {**{"call": {**call.saved,
+                                                                    "result": result}}})
+        assert r.is_error and "offline" in r.content[0].text  # type: ignore[union-attr]
+
+
+def _argv(notary: Notary, tmp_path: Path) -> list[str]:
+    return ["-m", "notary.cli", "mcp", "--notary", notary.url, "--log-key", notary.vkey,
+            "--state", str(tmp_path / "state.json")]
+
+
+def _env() -> dict[str, str]:
+    return {"PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_stdio(notary: Notary, tmp_path: Path, mode: str) -> None:
+    call = await notary.notarize(q="stdio")
+    params = StdioServerParameters(command=sys.executable, args=_argv(notary, tmp_path),
+                                   env=_env(), cwd=str(tmp_path))
+    async with Client(params, mode=mode) as client:
+        await exercise(client, notary, call)
+
+
+async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        assert proc.poll() is None, "notary mcp --http exited early"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+async def test_streamable_http(notary: Notary, tmp_path: Path) -> None:
+    call = await notary.notarize(q="http")
+    port = free_port()
+    log = (tmp_path / "mcp-http.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, *_argv(notary, tmp_path), "--http", f"127.0.0.1:{port}"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+        env={**os.environ, **_env()})
+    try:
+        await _wait_port(port, proc)
+        for mode in MODES:
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+                await exercise(client, notary, call)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_results_of_the_sdk_verify(notary: Notary, tmp_path: Path, mode: str) -> None:
+    """End to end: a tool notarized by notary.sdk, called through mcp.Client, then verified
+    from what the client received, by the CLI and by the verifier MCP server."""
+    sdk = pytest.importorskip("notary.sdk.mcp")
+    from notary.sdk.client import NotaryClient
+
+    app: MCPServer = MCPServer("calc")
+
+    @app.tool()
+    def add(a: int, b: int) -> dict[str, int]:
+        return {"sum": a + b}
+
+    async with NotaryClient(notary.url, notary.api_key) as nc:
+        sdk.notarize_server(app, sdk.Notarizer(nc, "calc-server"))
+        async with Client(app, mode=mode) as client:
+            received = await client.call_tool("add", {"a": 2, "b": 3})
+    wire = received.model_dump(by_alias=True, exclude_none=True, mode="json")
+    assert META_KEY in wire["_meta"]
+    saved = tmp_path / "call.json"
+    saved.write_text(json.dumps({"tool": "add", "arguments": {"a": 2, "b": 3}, "result": wire}))
+    code, out, _ = await run_cli("verify", str(saved), *notary.trust_args(), "--state",
+                                 str(tmp_path / "state.json"), "--json")
+    assert code == 0, out
+    assert json_out(out)["receipt"]["server"] == "calc-server"
+    async with Client(build_server(config(notary, tmp_path))) as verifier:
+        r = await verifier.call_tool("verify_tool_call", {
+            "result": wire, "tool": "add", "arguments": {"a": 2, "b": 3}})
+        assert r.structured_content is not None and r.structured_content["valid"] is True
+        r = await verifier.call_tool("verify_tool_call", {
+            "result": wire, "tool": "add", "arguments": {"a": 2, "b": 4}})
+        assert r.structured_content is not None and r.structured_content["valid"] is False
+
+
+async def test_cli_flag_errors(tmp_path: Path) -> None:
+    for argv in (["mcp", "--http", "nope"], ["mcp", "--log-key", "bad"],
+                 ["mcp", "--quorum", "1"], ["mcp", "--offline", "--notary", "http://x"],
+                 ["mcp", "--jwks", str(tmp_path / "missing.json")]):
+        code, _, err = await run_cli(*argv)
+        assert code == 2, (argv, err)

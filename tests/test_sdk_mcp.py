@@ -1,0 +1,597 @@
+"""The MCP SDK integration end to end: mcp.Client ↔ notarized server ↔ the real notary app.
+
+Every test runs the real notary application on a loopback socket in this process, and talks
+to notarized MCP servers through the real ``mcp.Client``: in process and over stdio (the
+example server as a subprocess), in both protocol modes (``auto`` = 2026-07-28, ``legacy`` =
+2025-11-25). Results are verified offline with ``notary.verify.verify_receipt``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import importlib.util
+import io
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+from aiohttp import web
+from mcp import Client, MCPError
+from mcp.server import Server
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+)
+
+from ledger.note import Ed25519Verifier, NoteVerifier
+from notary.app import create_app, init_data_dir
+from notary.cli import main as notary_cli
+from notary.config import Settings
+from notary.receipts import Jwks
+from notary.records import SPEC
+from notary.sdk import (
+    META_KEY,
+    NotarizationFailedError,
+    Notarizer,
+    NotaryClient,
+    NotaryUnavailableError,
+    notarization_of,
+    notarize_server,
+    record_for,
+    verify_tool_result,
+)
+from notary.verify import Verdict, verify_receipt
+
+REPO = Path(__file__).resolve().parent.parent
+LEVELS = ("record", "signature", "inclusion")
+
+
+def _load(name: str) -> ModuleType:
+    path = REPO / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_example_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+example_server = _load("notarized_server")
+example_client = _load("verifying_client")
+SAMPLE_CALLS: list[tuple[str, dict[str, Any] | None]] = example_client.SAMPLE_CALLS
+
+
+# The notary ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def closed_url() -> str:
+    """A loopback URL nobody listens on (connection refused at once)."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+@dataclass
+class LiveNotary:
+    url: str
+    data: Path
+    key: str
+    jwks: Jwks
+    log_key: NoteVerifier
+    runner: web.AppRunner
+    clients: list[NotaryClient] = field(default_factory=list)
+
+    def new_key(self, account: str, allowance: int | None = None) -> str:
+        extra = [] if allowance is None else ["--monthly-allowance", str(allowance)]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            assert notary_cli(["apikey", "create", "--data", str(self.data),
+                               "--account", account, *extra]) == 0
+        return out.getvalue().strip().splitlines()[-1]
+
+    def client(self, **kwargs: Any) -> NotaryClient:
+        """A client for this notary, closed at teardown (servers without a lifespan that
+        closes it, like the low-level ones here, would otherwise leak its session)."""
+        client = NotaryClient(self.url, kwargs.pop("api_key", self.key), **kwargs)
+        self.clients.append(client)
+        return client
+
+    def notarizer(self, server_name: str = "example", **kwargs: Any) -> Notarizer:
+        return Notarizer(self.client(), server_name, **kwargs)
+
+    async def size(self) -> int:
+        async with NotaryClient(self.url) as c:
+            return int((await c.ledger())["size"])
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+@pytest.fixture
+async def notary(tmp_path: Path) -> AsyncIterator[LiveNotary]:
+    port = free_port()
+    settings = Settings(data=tmp_path / "data", listen=f"127.0.0.1:{port}")
+    first = init_data_dir(settings)
+    assert first is not None
+    runner = web.AppRunner(create_app(settings))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    url = f"http://127.0.0.1:{port}"
+    async with NotaryClient(url) as c:
+        jwks = Jwks(await c.jwks())
+    live = LiveNotary(url, settings.data, "", jwks, Ed25519Verifier.from_vkey(first.vkey), runner)
+    live.key = live.new_key("sdk-tests")
+    yield live
+    for client in live.clients:
+        await client.close()
+    await runner.cleanup()
+
+
+@pytest.fixture(params=["auto", "legacy"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def statuses(verdict: Verdict) -> dict[str, str]:
+    return {name: verdict.levels[name].status for name in LEVELS}
+
+
+ALL_PASSED = dict.fromkeys(LEVELS, "passed")
+
+
+def assert_verifies(notary: LiveNotary, tool: str, arguments: dict[str, Any] | None,
+                    result: CallToolResult, **kwargs: Any) -> dict[str, Any]:
+    """Verify a received result offline; its notarization block."""
+    verdict = verify_tool_result(tool, arguments, result, jwks=notary.jwks,
+                                 log_verifier=notary.log_key, **kwargs)
+    assert statuses(verdict) == ALL_PASSED, (tool, verdict.to_json())
+    assert verdict.valid
+    block = notarization_of(result)
+    assert block is not None
+    return block
+
+
+# MCPServer, in process -----------------------------------------------------------------------
+
+
+async def test_mcpserver_in_process(notary: LiveNotary, mode: str) -> None:
+    server = example_server.build_server(notary.notarizer())
+    async with Client(server, mode=mode) as client:
+        results: dict[str, CallToolResult] = {}
+        for tool, arguments in SAMPLE_CALLS:
+            result = await client.call_tool(tool, arguments)
+            block = assert_verifies(notary, tool, arguments, result)
+            receipt = block["receipt"]
+            assert set(block) == {"spec", "id", "call_sha256", "salt", "receipt_url",
+                                  "verify_url", "receipt"}
+            assert block["spec"] == SPEC and block["id"] == receipt["id"]
+            assert block["call_sha256"] == receipt["call_sha256"]
+            assert len(block["salt"]) >= 32
+            assert block["receipt_url"] == f"{notary.url}/v1/tool-calls/{block['id']}"
+            assert block["verify_url"] == f"{notary.url}/v1/tool-calls/verify"
+            assert isinstance(receipt["proof"], str)
+            assert (receipt["server"], receipt["tool"]) == ("example", tool)
+            results[tool] = result
+        # A tool's typed return: structuredContent is hashed exactly as the client sees it.
+        assert results["add"].structured_content == {"result": 42}
+        assert results["forecast"].structured_content == {
+            "city": "Lisbon", "temperature_c": 19.5, "conditions": "sunny"}
+        # isError results, raised and returned, are notarized like any final result.
+        assert results["divide"].is_error and results["check_stock"].is_error
+        # Existing _meta keys are kept (and the SDK's serverInfo stamp on 2026-07-28).
+        meta = results["echo"].meta or {}
+        assert meta["example.com/trace"] == {"tags": ["a", "b"]}
+        if mode == "auto":
+            for result in results.values():
+                assert (result.meta or {})["io.modelcontextprotocol/serverInfo"]["name"] == \
+                    "notarized-example"
+        # Arguments that fail validation give an isError result, notarized with the
+        # arguments exactly as sent.
+        bad = {"a": "not a number", "b": 1}
+        result = await client.call_tool("add", bad)
+        assert result.is_error
+        assert_verifies(notary, "add", bad, result)
+        # The server name can be pinned by the verifier.
+        assert_verifies(notary, "add", {"a": 2, "b": 40}, results["add"], server="example")
+        verdict = verify_tool_result("add", {"a": 2, "b": 40}, results["add"], server="other",
+                                     jwks=notary.jwks, log_verifier=notary.log_key)
+        assert verdict.levels["record"].status == "failed"
+    assert await notary.size() == len(SAMPLE_CALLS) + 1
+
+
+# The low-level Server, through the middleware ----------------------------------------------
+
+
+def lowlevel_server(notarizer: Notarizer) -> Server[Any]:
+    tools = [Tool(name=n, input_schema={"type": "object"})
+             for n in ("plain_dict", "structured", "failed", "protocol_error", "no_args")]
+
+    async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> Any:
+        args = params.arguments or {}
+        if params.name == "plain_dict":
+            # A bare dict without isError: the notarizer makes isError explicit so that
+            # raw-JSON clients and model clients rebuild the same record. (2026-07-28 needs
+            # resultType in a dict result; the 2025-11-25 sieve drops it.)
+            return {"content": [{"type": "text", "text": f"n={args.get('n')}"}],
+                    "resultType": "complete"}
+        if params.name == "structured":
+            return CallToolResult(
+                content=[TextContent(type="text", text="see structuredContent")],
+                structured_content={"price": 1.5, "qty": 3, "big": 2**53 - 1, "name": "é☃",
+                                    "nested": {"b": [1, None, True], "a": {}}},
+                _meta={"vendor/key": [1, 2]},
+            )
+        if params.name == "failed":
+            return CallToolResult(content=[TextContent(type="text", text="nope")], is_error=True)
+        if params.name == "protocol_error":
+            raise MCPError(-32602, "refused before running")
+        return CallToolResult(content=[])
+
+    server: Server[Any] = Server("lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
+    return notarize_server(server, notarizer)
+
+
+async def test_lowlevel_server_middleware(notary: LiveNotary, mode: str) -> None:
+    server = lowlevel_server(notary.notarizer("lowlevel"))
+    calls: list[tuple[str, dict[str, Any] | None]] = [
+        ("plain_dict", {"n": 1}), ("plain_dict", {"n": 2.5}), ("structured", {"x": [1, "a"]}),
+        ("failed", {}), ("no_args", None),
+    ]
+    async with Client(server, mode=mode) as client:
+        assert len((await client.list_tools()).tools) == 5  # other methods pass through
+        results: list[CallToolResult | None] = [None] * len(calls)
+
+        async def call(i: int) -> None:
+            results[i] = await client.call_tool(*calls[i])
+
+        async with anyio.create_task_group() as tg:  # concurrent calls share a batch
+            for i in range(len(calls)):
+                tg.start_soon(call, i)
+        for (tool, arguments), result in zip(calls, results, strict=True):
+            assert result is not None
+            assert_verifies(notary, tool, arguments, result)
+        assert results[0] is not None and results[0].is_error is False
+        structured = results[2]
+        assert structured is not None and (structured.meta or {})["vendor/key"] == [1, 2]
+        failed = results[3]
+        assert failed is not None and failed.is_error
+        size = await notary.size()
+        with pytest.raises(MCPError, match="refused before running"):
+            await client.call_tool("protocol_error", {})
+    assert await notary.size() == size == len(calls)
+
+
+async def test_notarize_server_refuses_a_second_notarizer(notary: LiveNotary) -> None:
+    server = MCPServer("twice")
+    notarize_server(server, notary.notarizer())
+    with pytest.raises(ValueError, match="already"):
+        notarize_server(server, notary.notarizer())
+
+
+# Over stdio: the example server as a subprocess ---------------------------------------------
+
+
+async def test_stdio_example_server(notary: LiveNotary, mode: str) -> None:
+    params = example_client.server_params(notary.url, notary.key)
+    async with Client(params, mode=mode) as client:
+        for tool, arguments in SAMPLE_CALLS:
+            result = await client.call_tool(tool, arguments)
+            block = notarization_of(result)
+            assert block is not None and block["spec"] == SPEC
+            # Exactly what the example client does: rebuild and check offline.
+            verdict = verify_receipt(block["receipt"], record=record_for(tool, arguments, result),
+                                     jwks=notary.jwks, log_verifier=notary.log_key)
+            assert statuses(verdict) == ALL_PASSED, (tool, verdict.to_json())
+            assert result.is_error == (tool in ("divide", "check_stock"))
+
+
+async def test_verifying_client_example_end_to_end(notary: LiveNotary) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(REPO / "examples" / "verifying_client.py"), "--notary", notary.url,
+        "--api-key", notary.key, "--mode", "legacy",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    text = out.decode()
+    assert proc.returncode == 0, text + err.decode()[-2000:]
+    assert "all results verified" in text
+    assert text.count("VALID") == len(SAMPLE_CALLS) and "INVALID" not in text
+
+
+# input_required ----------------------------------------------------------------------------
+
+
+async def test_input_required_passes_through_unnotarized(notary: LiveNotary) -> None:
+    server: MCPServer[Any] = MCPServer("confirming")
+
+    @server.tool()
+    async def confirm(what: str, ctx: Context) -> CallToolResult | InputRequiredResult:
+        if not ctx.input_responses:
+            ask = ElicitRequest(params=ElicitRequestFormParams(
+                message=f"really {what}?", requested_schema={"type": "object", "properties": {}}))
+            return InputRequiredResult(input_requests={"ok": ask}, request_state="asked")
+        return CallToolResult(content=[TextContent(type="text", text=f"done: {what}")])
+
+    notarize_server(server, notary.notarizer())
+
+    async def accept(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="accept", content={})
+
+    # input_required exists from protocol 2026-07-28 on (a legacy connection cannot carry it).
+    async with Client(server, mode="auto", elicitation_callback=accept) as client:
+        interim = await client.session.call_tool("confirm", {"what": "x"},
+                                                 allow_input_required=True)
+        assert isinstance(interim, InputRequiredResult)
+        assert META_KEY not in (interim.meta or {})
+        assert await notary.size() == 0
+        final = await client.call_tool("confirm", {"what": "y"})  # SDK drives the rounds
+        assert_verifies(notary, "confirm", {"what": "y"}, final)
+    assert await notary.size() == 1
+
+
+async def test_notarize_result_directly(notary: LiveNotary) -> None:
+    async with notary.client() as c:
+        notarizer = Notarizer(c, "direct")
+        original = CallToolResult(content=[TextContent(type="text", text="hi")],
+                                  is_error=True, _meta={"mine": {"a": 1}})
+        out = await notarizer.notarize_result("greet", None, original)
+        assert isinstance(out, CallToolResult)
+        assert out.meta is not None and out.meta["mine"] == {"a": 1} and META_KEY in out.meta
+        assert original.meta == {"mine": {"a": 1}}  # the input is not modified
+        assert_verifies(notary, "greet", None, out)
+        assert_verifies(notary, "greet", {}, out)  # no arguments == {}
+        pending = InputRequiredResult(request_state="s")
+        assert await notarizer.notarize_result("greet", None, pending) is pending
+        marked_pending = CallToolResult(content=[], result_type="input_required")
+        assert await notarizer.notarize_result("greet", None, marked_pending) is marked_pending
+    assert await notary.size() == 1
+
+
+# Tampering: exactly the right level fails --------------------------------------------------
+
+
+def _flip_b64(text: str) -> str:
+    raw = bytearray(base64.b64decode(text))
+    raw[0] ^= 1
+    return base64.b64encode(bytes(raw)).decode()
+
+
+def _tamper_proof_hash(proof: str) -> str:
+    lines = proof.split("\n")
+    assert lines[0] == "c2sp.org/tlog-proof@v1" and lines[1].startswith("index ")
+    assert lines[2], "the proof must have at least one hash"
+    lines[2] = _flip_b64(lines[2])
+    return "\n".join(lines)
+
+
+def _tamper_checkpoint_root(proof: str) -> str:
+    head, checkpoint = proof.split("\n\n", 1)
+    lines = checkpoint.split("\n")
+    lines[2] = _flip_b64(lines[2])  # origin, size, root hash
+    return head + "\n\n" + "\n".join(lines)
+
+
+def _tamper_checkpoint_signature(proof: str) -> str:
+    head, checkpoint = proof.split("\n\n", 1)
+    text, sigs = checkpoint.split("\n\n", 1)
+    name, sig = sigs.rstrip("\n").rsplit(" ", 1)
+    raw = bytearray(base64.b64decode(sig))
+    raw[-1] ^= 1
+    return f"{head}\n\n{text}\n\n{name} {base64.b64encode(bytes(raw)).decode()}\n"
+
+
+def _other_hex(h: str) -> str:
+    return ("0" if h[0] != "0" else "1") + h[1:]
+
+
+Mutation = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
+PPP, FPP, PFF, FFF, PFP, PPF = (
+    ("passed", "passed", "passed"), ("failed", "passed", "passed"),
+    ("passed", "failed", "failed"), ("failed", "failed", "failed"),
+    ("passed", "failed", "passed"), ("passed", "passed", "failed"),
+)
+
+
+def _set(path: tuple[str | int, ...], value: Any) -> Mutation:
+    """A mutation of the arguments (``a``), the result wire JSON (``r``) or the receipt."""
+    def apply(args: dict[str, Any], result: dict[str, Any], receipt: dict[str, Any]) -> None:
+        roots: dict[str | int, Any] = {"a": args, "r": result, "receipt": receipt}
+        target: Any = roots[path[0]]
+        for key in path[1:-1]:
+            target = target[key]
+        target[path[-1]] = value(target[path[-1]]) if callable(value) else value
+    return apply
+
+
+def _add_argument(args: dict[str, Any], result: dict[str, Any], receipt: dict[str, Any]) -> None:
+    args["extra"] = True
+
+
+TAMPERING: list[tuple[str, Mutation, tuple[str, str, str]]] = [
+    ("nothing", lambda a, r, rc: None, PPP),
+    ("argument value", _set(("a", "city"), "Porto"), FPP),
+    ("argument added", _add_argument, FPP),
+    ("argument type", _set(("a", "days"), 2.5), FPP),
+    ("result text", _set(("r", "content", 0, "text"), lambda t: t + " "), FPP),
+    ("result structuredContent", _set(("r", "structuredContent", "conditions"), "rain"), FPP),
+    ("result isError", _set(("r", "isError"), True), FPP),
+    ("salt", _set(("r", "_meta", META_KEY, "salt"), _other_hex), FPP),
+    ("receipt id", _set(("receipt", "id"), lambda i: i[:5] + ("B" if i[5] != "B" else "C")
+                        + i[6:]), PFF),
+    ("receipt server", _set(("receipt", "server"), "example2"), FFF),
+    ("receipt tool", _set(("receipt", "tool"), "add"), FFF),
+    ("receipt call_sha256", _set(("receipt", "call_sha256"), _other_hex), FFF),
+    ("receipt issued_at", _set(("receipt", "issued_at"), lambda t: t[:-2] + (
+        "1" if t[-2] != "1" else "2") + "Z"), PFF),
+    ("receipt ledger.index", _set(("receipt", "ledger", "index"), lambda i: i + 1), PFF),
+    ("receipt ledger.entry_url", _set(("receipt", "ledger", "entry_url"),
+                                      lambda u: u + "0"), PFP),
+    ("proof hash", _set(("receipt", "proof"), _tamper_proof_hash), PPF),
+    ("checkpoint root", _set(("receipt", "proof"), _tamper_checkpoint_root), PPF),
+    ("checkpoint signature", _set(("receipt", "proof"), _tamper_checkpoint_signature), PPF),
+]
+
+
+async def test_tampering_fails_exactly_the_right_level(notary: LiveNotary) -> None:
+    server = example_server.build_server(notary.notarizer())
+    arguments = {"city": "Lisbon", "days": 1}
+    async with Client(server, mode="auto") as client:
+        for _ in range(3):  # earlier entries, so the inclusion proof has hashes
+            await client.call_tool("server_time", None)
+        received = await client.call_tool("forecast", arguments)
+    wire = received.model_dump(by_alias=True, exclude_none=True, mode="json")
+    for name, mutate, expected in TAMPERING:
+        args, result = copy.deepcopy(arguments), copy.deepcopy(wire)
+        receipt = copy.deepcopy(result["_meta"][META_KEY]["receipt"])
+        mutate(args, result, receipt)
+        verdict = verify_receipt(receipt, record=record_for("forecast", args, result),
+                                 jwks=notary.jwks, log_verifier=notary.log_key)
+        got = tuple(verdict.levels[n].status for n in LEVELS)
+        assert got == expected, (name, verdict.to_json())
+        assert verdict.valid == (expected == PPP), name
+
+
+async def test_verification_is_offline(notary: LiveNotary) -> None:
+    server = example_server.build_server(notary.notarizer())
+    async with Client(server, mode="legacy") as client:
+        received = [(tool, arguments, await client.call_tool(tool, arguments))
+                    for tool, arguments in SAMPLE_CALLS]
+    url = notary.url
+    await notary.stop()
+    with pytest.raises(NotaryUnavailableError):
+        async with NotaryClient(url, retries=0) as c:
+            await c.ledger()
+    for tool, arguments, result in received:
+        assert_verifies(notary, tool, arguments, result)
+
+
+async def test_receipt_not_embedded_is_fetched_from_receipt_url(notary: LiveNotary) -> None:
+    server = example_server.build_server(notary.notarizer(embed_receipt=False))
+    async with Client(server, mode="auto") as client:
+        result = await client.call_tool("add", {"a": 1, "b": 2})
+    block = notarization_of(result)
+    assert block is not None and "receipt" not in block
+    with pytest.raises(ValueError, match="embeds no receipt"):
+        verify_tool_result("add", {"a": 1, "b": 2}, result, jwks=notary.jwks,
+                           log_verifier=notary.log_key)
+    async with aiohttp.ClientSession() as http, http.get(block["receipt_url"]) as resp:
+        assert resp.status == 200
+        receipt = await resp.json()
+    assert_verifies(notary, "add", {"a": 1, "b": 2}, result, receipt=receipt)
+    # The online endpoint agrees.
+    async with NotaryClient(block["verify_url"].rsplit("/v1/", 1)[0]) as c:
+        online = await c.verify(block["id"], record_for("add", {"a": 1, "b": 2}, result))
+    assert online["valid"] is True
+
+
+# When notarization fails -------------------------------------------------------------------
+
+
+def unreachable_notarizer(policy: str, **kwargs: Any) -> Notarizer:
+    client = NotaryClient(closed_url(), "nk_unused", retries=1, backoff=0.01, timeout=2.0)
+    return Notarizer(client, "example", on_unavailable=policy, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_unreachable_notary_fail_policy_withholds_the_result(mode: str) -> None:
+    server = example_server.build_server(unreachable_notarizer("fail"))
+    async with Client(server, mode=mode) as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("add", {"a": 1, "b": 2})
+    error = info.value
+    assert "could not be notarized" in error.message and "unavailable" in error.message
+    assert error.data[META_KEY] == {
+        "spec": SPEC, "notarized": False, "tool_executed": True,
+        "reason": error.data[META_KEY]["reason"]}
+
+
+async def test_unreachable_notary_mark_policy_marks_the_result(mode: str) -> None:
+    server = example_server.build_server(unreachable_notarizer("mark"))
+    async with Client(server, mode=mode) as client:
+        result = await client.call_tool("echo", {"text": "hi"})
+    assert not result.is_error and result.content[0].text == "hi"  # type: ignore[union-attr]
+    meta = result.meta or {}
+    assert meta["example.com/trace"] == {"tags": []}
+    block = meta[META_KEY]
+    assert set(block) == {"spec", "notarized", "reason"}
+    assert block["spec"] == SPEC and block["notarized"] is False
+    assert "unavailable after 2 attempt(s)" in block["reason"]
+    with pytest.raises(ValueError, match="not notarized"):
+        record_for("echo", {"text": "hi"}, result)
+
+
+async def test_refusals_follow_the_policy(notary: LiveNotary) -> None:
+    # A key with an allowance of one call: the second distinct call is refused (429).
+    limited = Notarizer(notary.client(api_key=notary.new_key("small", allowance=1)), "example",
+                        on_unavailable="mark")
+    async with Client(example_server.build_server(limited), mode="auto") as client:
+        first = await client.call_tool("add", {"a": 1, "b": 1})
+        assert_verifies(notary, "add", {"a": 1, "b": 1}, first)
+        second = await client.call_tool("add", {"a": 1, "b": 2})
+    block = notarization_of(second)
+    assert block is not None and block["notarized"] is False
+    assert "429 quota_exceeded" in block["reason"]
+    # A wrong key under "fail": a JSON-RPC error, never an unmarked result.
+    wrong = Notarizer(notary.client(api_key="nk_000000000000_" + "A" * 43), "example")
+    async with Client(example_server.build_server(wrong), mode="legacy") as client:
+        with pytest.raises(MCPError, match="401 unauthorized"):
+            await client.call_tool("add", {"a": 1, "b": 1})
+
+
+async def test_results_that_cannot_be_hashed_follow_the_policy(notary: LiveNotary) -> None:
+    async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(tools=[Tool(name=n, input_schema={"type": "object"})
+                                      for n in ("array", "huge")])
+
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        if params.name == "array":  # any JSON value is allowed on 2026-07-28
+            return CallToolResult(content=[], structured_content=[1, 2])
+        return CallToolResult(content=[], structured_content={"n": 2**53 + 1})
+
+    for policy in ("mark", "fail"):
+        server: Server[Any] = Server("odd", on_list_tools=list_tools, on_call_tool=call_tool)
+        notarize_server(server, notary.notarizer(on_unavailable=policy))
+        async with Client(server, mode="auto") as client:
+            if policy == "mark":
+                array = await client.call_tool("array", {})
+                assert array.structured_content == [1, 2]
+                reason = (array.meta or {})[META_KEY]["reason"]
+                assert "structuredContent" in reason and "must be an object" in reason
+                huge = await client.call_tool("huge", {})
+                assert "2^53" in (huge.meta or {})[META_KEY]["reason"]
+            else:
+                with pytest.raises(MCPError, match="cannot be hashed"):
+                    await client.call_tool("huge", {})
+    assert await notary.size() == 0
+
+
+async def test_notarization_failed_error_is_an_mcp_error() -> None:
+    notarizer = unreachable_notarizer("fail")
+    with pytest.raises(NotarizationFailedError) as info:
+        await notarizer.notarize_result("t", {}, CallToolResult(content=[]))
+    assert isinstance(info.value, MCPError) and info.value.tool == "t"
+    await notarizer.client.close()

@@ -1,0 +1,861 @@
+"""The verifier (``notary.verifier``, ``notary verify``) against real receipts.
+
+A real notary app runs in process on a 127.0.0.1 socket (as in test_notary_api.py); forks and
+rollbacks are made with a second log under the same log key (``Log`` + ``MemoryStore``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import io
+import json
+import os
+import socket
+import stat
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from ledger.cosignature import CosignatureSigner
+from ledger.http import LOG, add_ledger_routes, create_ledger_app
+from ledger.log import Log
+from ledger.note import Ed25519Signer, merge_signatures, parse_note
+from ledger.proofbundle import ProofBundle, decode_proof_bundle
+from ledger.storage.memory import MemoryStore
+from notary.app import create_app, init_data_dir
+from notary.cli import main as notary_cli
+from notary.config import Settings
+from notary.entry import LogEntry
+from notary.ids import new_receipt_id, now_issued_at
+from notary.keys import Paths, load_log_key
+from notary.receipts import Jwks
+from notary.records import CallRecord, new_salt
+from notary.verifier import (
+    META_KEY,
+    HttpFetcher,
+    Report,
+    ToolCall,
+    Trust,
+    VerifierInputError,
+    call_from_document,
+    call_from_receipt_and_record,
+    log_base_url,
+    parse_log_keys,
+    parse_witness_keys,
+    verify_tool_call,
+)
+from notary.verify_state import ProofResult, Reconciler, Seen, StateError, StateFile
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures and helpers (test_notary_mcp.py uses them too)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Call:
+    """One notarized call as a client would hold it."""
+
+    tool: str
+    arguments: dict[str, Any]
+    record: CallRecord
+    receipt: dict[str, Any]
+    result: dict[str, Any]  # CallToolResult wire JSON with _meta
+
+    @property
+    def saved(self) -> dict[str, Any]:
+        return {"tool": self.tool, "arguments": self.arguments, "result": self.result}
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = self.result["_meta"][META_KEY]
+        return meta
+
+
+@dataclass
+class Notary:
+    url: str
+    data: Path
+    vkey: str
+    api_key: str
+    jwks: dict[str, Any]
+    runner: web.AppRunner | None
+    http: aiohttp.ClientSession
+    tmp: Path
+    calls: list[Call] = field(default_factory=list)
+
+    @property
+    def jwks_file(self) -> Path:
+        path = self.tmp / "jwks.json"
+        if not path.exists():
+            path.write_text(json.dumps(self.jwks))
+        return path
+
+    def trust(self, **kw: Any) -> Trust:
+        return Trust(Jwks(self.jwks), parse_log_keys([self.vkey]), **kw)
+
+    def trust_args(self) -> list[str]:
+        return ["--jwks", str(self.jwks_file), "--log-key", self.vkey]
+
+    @property
+    def signer(self) -> Ed25519Signer:
+        return load_log_key(Paths(self.data))
+
+    async def notarize(self, tool: str = "echo", **arguments: Any) -> Call:
+        wire = {"content": [{"type": "text", "text": json.dumps(arguments)}],
+                "structuredContent": {"echo": arguments}, "isError": False,
+                "resultType": "complete"}
+        rec = CallRecord(server="srv", tool=tool, arguments=arguments, result=wire,
+                         salt=new_salt())
+        async with self.http.post(
+                self.url + "/v1/tool-calls", headers={"Authorization": f"Bearer {self.api_key}"},
+                json={"server": "srv", "tool": tool, "call_sha256": rec.call_sha256()}) as r:
+            assert r.status == 201, await r.text()
+            receipt = await r.json()
+        meta = {"spec": "rs-tool-call/1", "id": receipt["id"],
+                "call_sha256": receipt["call_sha256"], "salt": rec.salt,
+                "receipt_url": f"{self.url}/v1/tool-calls/{receipt['id']}",
+                "verify_url": f"{self.url}/v1/tool-calls/verify", "receipt": receipt}
+        result = {**wire, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv"},
+                                    META_KEY: meta}}
+        call = Call(tool, arguments, rec, receipt, result)
+        self.calls.append(call)
+        return call
+
+    async def fetch_receipt(self, receipt_id: str) -> dict[str, Any]:
+        async with self.http.get(f"{self.url}/v1/tool-calls/{receipt_id}") as r:
+            assert r.status == 200
+            out: dict[str, Any] = await r.json()
+            return out
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+
+
+@contextlib.asynccontextmanager
+async def running_notary(tmp: Path) -> AsyncIterator[Notary]:
+    port = free_port()
+    settings = Settings(data=tmp / "data", listen=f"127.0.0.1:{port}")
+    first = init_data_dir(settings)
+    assert first is not None
+    runner = web.AppRunner(create_app(settings))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    url = f"http://127.0.0.1:{port}"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+        assert notary_cli(["apikey", "create", "--data", str(settings.data),
+                           "--account", "t"]) == 0
+    api_key = buf.getvalue().strip().splitlines()[-1]
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url + "/.well-known/jwks.json") as r:
+            jwks = await r.json()
+        notary = Notary(url, settings.data, first.vkey, api_key, jwks, runner, http, tmp)
+        try:
+            yield notary
+        finally:
+            await notary.stop()
+
+
+@pytest.fixture
+async def notary(tmp_path: Path) -> AsyncIterator[Notary]:
+    async with running_notary(tmp_path) as n:
+        yield n
+
+
+async def run_cli(*argv: str) -> tuple[int, str, str]:
+    """``notary ARGV`` in a worker thread (it runs its own event loop), output captured."""
+    def go() -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = notary_cli(list(argv))
+            except SystemExit as e:  # argparse
+                code = int(e.code or 0)
+        return code, out.getvalue(), err.getvalue()
+    return await asyncio.to_thread(go)
+
+
+def json_out(out: str) -> Any:
+    """The JSON report in captured stdout (the in-process notary logs to stdout too)."""
+    start = out.index("{\n") if out.startswith("{\n") else out.index("\n{\n") + 1
+    end = out.index("\n}\n", start) + 2
+    return json.loads(out[start:end])
+
+
+def statuses(report: Report | dict[str, Any]) -> dict[str, str]:
+    doc = report.to_json() if isinstance(report, Report) else report
+    return {name: level["status"] for name, level in doc["levels"].items()}
+
+
+def failed_levels(report: Report) -> set[str]:
+    return {n for n, s in statuses(report).items() if s == "failed"}
+
+
+def cosign(receipt: dict[str, Any], *witnesses: CosignatureSigner) -> dict[str, Any]:
+    """The receipt with witness cosignatures added to its proof's checkpoint (proof is unsigned)."""
+    bundle = decode_proof_bundle(receipt["proof"].encode())
+    text = parse_note(bundle.checkpoint).text
+    note = merge_signatures(bundle.checkpoint, [w.cosign(text, 1_700_000_000) for w in witnesses])
+    out = copy.deepcopy(receipt)
+    out["proof"] = ProofBundle(bundle.index, bundle.proof, note).encode().decode()
+    return out
+
+
+def other_entry() -> bytes:
+    return LogEntry(id=new_receipt_id(), server="evil", tool="t", call_sha256=os.urandom(32),
+                    issued_at=now_issued_at()).encode()
+
+
+async def forked_log(signer: Ed25519Signer, entries: list[bytes]) -> Log:
+    """A second log under the same key, with the given history."""
+    log = await Log.open(MemoryStore(), signer=signer)
+    for e in entries:
+        await log.append(e)
+    return log
+
+
+async def with_proof_from(log: Log, receipt: dict[str, Any]) -> dict[str, Any]:
+    """The receipt with a proof into ``log``'s head instead of the notary's."""
+    head = await log.head(0)
+    assert head is not None
+    bundle = await log.proof_bundle(receipt["ledger"]["index"], head)
+    return {**receipt, "proof": bundle.encode().decode()}
+
+
+@contextlib.asynccontextmanager
+async def serve_log(log: Log) -> AsyncIterator[str]:
+    runner = web.AppRunner(create_ledger_app(log))
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+        await log.close()
+
+
+def entries_of(*calls: Call) -> list[bytes]:
+    return [LogEntry.from_receipt(c.receipt).encode() for c in calls]
+
+
+async def verify(call: ToolCall, trust: Trust, state: StateFile | None = None,
+                 online: bool = True, log_url: str | None = None) -> Report:
+    if not online:
+        return await verify_tool_call(call, trust, fetcher=None, state=state, log_url=log_url)
+    async with HttpFetcher(5.0) as fetcher:
+        return await verify_tool_call(call, trust, fetcher=fetcher, state=state, log_url=log_url)
+
+
+def saved(call: Call, receipt: dict[str, Any] | None = None) -> ToolCall:
+    return call_from_document(call.saved, receipt=receipt)
+
+
+# ---------------------------------------------------------------------------------------------
+# All levels, each input format
+
+
+async def test_every_level_online_and_state_progression(notary: Notary, tmp_path: Path) -> None:
+    c0 = await notary.notarize(x=1)
+    await notary.notarize(x=2)
+    state = StateFile(tmp_path / "cfg" / "state.json")
+
+    first = await verify(saved(c0), notary.trust(), state)
+    assert statuses(first) == {"record": "passed", "signature": "passed", "inclusion": "passed",
+                               "witnesses": "skipped", "consistency": "passed"}
+    # Nothing stored before: consistency was checked against the log but is not required.
+    assert first.valid and first.exit_code == 0
+    assert first.verdict.required == ("record", "signature", "inclusion")
+    assert "the log's latest checkpoint (size 2)" in first.verdict.levels["consistency"].reason
+    assert state.get(c0.receipt["ledger"]["origin"]).size == 2  # type: ignore[union-attr]
+    mode = stat.S_IMODE(state.path.stat().st_mode)
+    assert mode == 0o600
+
+    c2 = await notary.notarize(x=3)
+    again = await verify(saved(c2), notary.trust(), state)
+    assert again.valid and "consistency" in again.verdict.required
+    assert "the checkpoint already seen (state file) (size 2)" in \
+        again.verdict.levels["consistency"].reason
+    assert state.get(c2.receipt["ledger"]["origin"]).size == 3  # type: ignore[union-attr]
+    # An old receipt with its issue-time proof (size 1) is proven consistent with size 3.
+    old = await verify(saved(c0), notary.trust(), state)
+    assert old.valid and old.checkpoint is not None and old.checkpoint.size == 1
+    assert state.get(c0.receipt["ledger"]["origin"]).size == 3  # type: ignore[union-attr]
+
+
+async def test_input_formats(notary: Notary) -> None:
+    c = await notary.notarize("add", a=1, b=2)
+    trust = notary.trust()
+    bare = call_from_document(c.result, tool="add", arguments={"a": 1, "b": 2})
+    rpc = call_from_document({"jsonrpc": "2.0", "id": 7, "result": c.result}, tool="add",
+                             arguments={"a": 1, "b": 2})
+    record = {k: v for k, v in c.record.to_json().items() if k != "server"}
+    pair = call_from_receipt_and_record(c.receipt, record)
+    with_server = call_from_document({**c.saved, "server": "srv"})
+    for tc in (saved(c), bare, rpc, pair, with_server):
+        report = await verify(tc, trust, online=False)
+        assert report.valid, report.to_json()
+    wrong_server = await verify(call_from_document({**c.saved, "server": "other"}), trust,
+                                online=False)
+    assert failed_levels(wrong_server) == {"record"}
+    wrong_args = await verify(call_from_document(c.result, tool="add", arguments={}), trust,
+                              online=False)
+    assert failed_levels(wrong_args) == {"record"}
+
+    bad_inputs: list[tuple[object, str | None]] = [
+        ({"tool": "add"}, None), (c.result, None), ({**c.saved, "extra": 1}, None),
+        ({"nothing": 1}, None), (c.saved, "add"), ([], None),
+        ({**c.result, "_meta": {}}, "add"), ({**c.saved, "tool": 7}, None),
+        ({**c.result, "_meta": {META_KEY: {"spec": "rs-tool-call/1", "notarized": False,
+                                           "reason": "notary down"}}}, "add")]
+    for bad, tool in bad_inputs:
+        with pytest.raises(VerifierInputError):
+            call_from_document(bad, tool=tool)
+
+
+async def test_receipt_not_embedded_is_fetched_online_only(notary: Notary) -> None:
+    c = await notary.notarize(q="x")
+    result = copy.deepcopy(c.result)
+    del result["_meta"][META_KEY]["receipt"]
+    tc = call_from_document({**c.saved, "result": result})
+    report = await verify(tc, notary.trust())
+    assert report.valid and any("receipt fetched from" in n for n in report.notes)
+    with pytest.raises(VerifierInputError, match="offline"):
+        await verify(tc, notary.trust(), online=False)
+    # A receipt without its proof gets one online; offline inclusion is skipped, not passed.
+    bare = {k: v for k, v in c.receipt.items() if k != "proof"}
+    report = await verify(call_from_receipt_and_record(bare, c.record.to_json()), notary.trust())
+    assert report.valid
+    offline = await verify(call_from_receipt_and_record(bare, c.record.to_json()),
+                           notary.trust(), online=False)
+    assert statuses(offline)["inclusion"] == "skipped" and not offline.valid
+
+
+# ---------------------------------------------------------------------------------------------
+# Tampering: exactly the levels that cover the field fail
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def apply(receipt: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        obj = receipt
+        for p in parents:
+            obj = obj[p]
+        obj[last] = value(obj[last]) if callable(value) else value
+    return apply
+
+
+def _flip_b64(text: str) -> str:
+    raw = bytearray(base64.b64decode(text))
+    raw[0] ^= 1
+    return base64.b64encode(bytes(raw)).decode()
+
+
+def _tamper_proof_hash(receipt: dict[str, Any]) -> None:
+    lines = receipt["proof"].split("\n")
+    lines[2] = _flip_b64(lines[2])  # the first hash after header and index
+    receipt["proof"] = "\n".join(lines)
+
+
+def _tamper_checkpoint_root(receipt: dict[str, Any]) -> None:
+    bundle = decode_proof_bundle(receipt["proof"].encode())
+    note = bundle.checkpoint.decode()
+    origin, size, root, rest = note.split("\n", 3)
+    note = "\n".join([origin, size, _flip_b64(root), rest])
+    receipt["proof"] = receipt["proof"].replace(bundle.checkpoint.decode(), note)
+
+
+def _tamper_checkpoint_signature(receipt: dict[str, Any]) -> None:
+    text = receipt["proof"].rstrip("\n")
+    head, sig = text.rsplit(" ", 1)
+    receipt["proof"] = f"{head} {_flip_b64(sig)}\n"
+
+
+RECEIPT_TAMPERING: list[tuple[str, Callable[[dict[str, Any]], None], set[str]]] = [
+    ("id", _set("id", lambda _: new_receipt_id()), {"signature", "inclusion"}),
+    ("server", _set("server", "other"), {"record", "signature", "inclusion"}),
+    ("tool", _set("tool", "other"), {"record", "signature", "inclusion"}),
+    ("call_sha256", _set("call_sha256", "ab" * 32), {"record", "signature", "inclusion"}),
+    ("issued_at", _set("issued_at", "2020-01-01T00:00:00.000Z"), {"signature", "inclusion"}),
+    ("ledger.index", _set("ledger.index", lambda i: i + 1), {"signature", "inclusion"}),
+    ("ledger.origin", _set("ledger.origin", "other.example/log"), {"signature", "inclusion"}),
+    ("ledger.entry_url", _set("ledger.entry_url", "https://elsewhere.example/x"),
+     {"signature"}),
+    ("signature.sig", _set("signature.sig", lambda s: ("B" if s[0] == "A" else "A") + s[1:]),
+     {"signature"}),
+    ("signature.kid", _set("signature.kid", "A" * 43), {"signature"}),
+    ("proof hash", _tamper_proof_hash, {"inclusion"}),
+    ("checkpoint root", _tamper_checkpoint_root, {"inclusion"}),
+    ("checkpoint signature", _tamper_checkpoint_signature, {"inclusion"}),
+]
+
+
+@pytest.mark.parametrize(("field_name", "tamper", "expected"), RECEIPT_TAMPERING,
+                         ids=[t[0] for t in RECEIPT_TAMPERING])
+async def test_tampered_receipt_fails_exactly_its_levels(
+        notary: Notary, field_name: str, tamper: Callable[[dict[str, Any]], None],
+        expected: set[str]) -> None:
+    for i in range(3):
+        await notary.notarize(i=i)
+    c = notary.calls[1]
+    receipt = await notary.fetch_receipt(c.receipt["id"])  # proof with several hashes
+    assert len(decode_proof_bundle(receipt["proof"].encode()).proof) >= 2
+    good = await verify(call_from_receipt_and_record(receipt, c.record.to_json()),
+                        notary.trust(), online=False)
+    assert good.valid
+    bad = copy.deepcopy(receipt)
+    tamper(bad)
+    report = await verify(call_from_receipt_and_record(bad, c.record.to_json()),
+                          notary.trust(), online=False)
+    assert failed_levels(report) == expected, report.to_json()
+    assert report.exit_code == 1
+
+
+RECORD_TAMPERING: list[tuple[str, Callable[[Call], ToolCall]]] = [
+    ("arguments", lambda c: call_from_document({**c.saved, "arguments": {"x": 2}})),
+    ("content", lambda c: call_from_document({**c.saved, "result": {
+        **c.result, "content": [{"type": "text", "text": "forged"}]}})),
+    ("structuredContent", lambda c: call_from_document({**c.saved, "result": {
+        **c.result, "structuredContent": {"echo": {"x": 2}}}})),
+    ("isError", lambda c: call_from_document({**c.saved, "result": {**c.result,
+                                                                    "isError": True}})),
+    ("salt", lambda c: call_from_document({**c.saved, "result": {**c.result, "_meta": {
+        META_KEY: {**c.meta, "salt": "00" * 16}}}})),
+    ("meta call_sha256", lambda c: call_from_document({**c.saved, "result": {
+        **c.result, "_meta": {META_KEY: {**c.meta, "call_sha256": "cd" * 32}}}})),
+    ("meta id", lambda c: call_from_document({**c.saved, "result": {
+        **c.result, "_meta": {META_KEY: {**c.meta, "id": new_receipt_id()}}}})),
+    ("tool", lambda c: call_from_document(c.result, tool="other", arguments=c.arguments)),
+    ("input_required", lambda c: call_from_document({**c.saved, "result": {
+        **c.result, "resultType": "input_required"}})),
+]
+
+
+@pytest.mark.parametrize(("what", "build"), RECORD_TAMPERING, ids=[t[0] for t in RECORD_TAMPERING])
+async def test_tampered_record_fails_level_1_only(
+        notary: Notary, what: str, build: Callable[[Call], ToolCall]) -> None:
+    c = await notary.notarize(x=1)
+    report = await verify(build(c), notary.trust(), online=False)
+    assert failed_levels(report) == {"record"}, report.to_json()
+    # resultType and the rest of _meta are not hashed.
+    same = {**c.result, "resultType": "complete", "_meta": {"other": 1, META_KEY: c.meta}}
+    assert (await verify(call_from_document({**c.saved, "result": same}), notary.trust(),
+                         online=False)).valid
+
+
+async def test_untrusted_keys_fail_signature_and_inclusion(notary: Notary) -> None:
+    c = await notary.notarize(x=1)
+    other_jwks = Jwks({"keys": []})
+    other_log = Ed25519Signer.generate(c.receipt["ledger"]["origin"]).verifier()
+    report = await verify(saved(c), Trust(other_jwks, (other_log,)), online=False)
+    assert failed_levels(report) == {"signature", "inclusion"}
+    stranger = Ed25519Signer.generate("another.example/log").verifier()
+    report = await verify(saved(c), Trust(Jwks(notary.jwks), (stranger,)), online=False)
+    assert failed_levels(report) == {"inclusion"}
+    assert "no trusted log key for origin" in report.verdict.levels["inclusion"].reason
+    # Missing inputs skip the level; the report is then not valid.
+    report = await verify(ToolCall(c.receipt, None), notary.trust(), online=False)
+    assert statuses(report)["record"] == "skipped" and not report.valid
+    report = await verify(saved(c), Trust(Jwks(notary.jwks)), online=False)
+    assert statuses(report)["inclusion"] == "skipped" and not report.valid
+    report = await verify(saved(c), Trust(), online=False)
+    assert statuses(report)["signature"] == "skipped" and not report.valid
+
+
+# ---------------------------------------------------------------------------------------------
+# Level 4
+
+
+async def test_witness_quorum(notary: Notary) -> None:
+    c = await notary.notarize(x=1)
+    w1, w2, w3 = (CosignatureSigner.generate(f"witness-{i}.example") for i in (1, 2, 3))
+    keys = parse_witness_keys([w.verifier_key_text() for w in (w1, w2, w3)])
+    receipt = cosign(c.receipt, w1, w2)
+    tc = saved(c, receipt)
+    ok = await verify(tc, notary.trust(witnesses=keys, quorum=2), online=False)
+    assert statuses(ok)["witnesses"] == "passed" and ok.valid
+    assert "witnesses" in ok.verdict.required
+    short = await verify(tc, notary.trust(witnesses=keys, quorum=3), online=False)
+    assert failed_levels(short) == {"witnesses"} and short.exit_code == 1
+    assert statuses(short)["consistency"] == "skipped"  # not remembered either
+    # A forged cosignature is refused, not ignored.
+    forged = cosign(c.receipt, w1)
+    forged["proof"] = forged["proof"].replace(
+        forged["proof"].rstrip("\n").rsplit(" ", 1)[1],
+        _flip_b64(forged["proof"].rstrip("\n").rsplit(" ", 1)[1]))
+    bad = await verify(saved(c, forged), notary.trust(witnesses=keys[:1], quorum=1),
+                       online=False)
+    assert failed_levels(bad) == {"witnesses"}
+    with pytest.raises(VerifierInputError):
+        notary.trust(witnesses=keys[:1], quorum=2)
+
+
+async def test_online_fetches_a_witnessed_proof(notary: Notary) -> None:
+    """A fresh receipt's proof ends in a checkpoint witnesses have not cosigned yet; online,
+    the verifier asks receipt_url for the current proof (the notary upgrades it)."""
+    c = await notary.notarize(x=1)
+    w = CosignatureSigner.generate("witness.example")
+    trust = notary.trust(witnesses=parse_witness_keys([w.verifier_key_text()]), quorum=1)
+    witnessed = cosign(await notary.fetch_receipt(c.receipt["id"]), w)
+
+    async def receipt(request: web.Request) -> web.Response:
+        return web.json_response(witnessed)
+
+    app = web.Application()
+    app.router.add_get("/r", receipt)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    meta = {**c.meta, "receipt_url": f"http://127.0.0.1:{port}/r"}
+    tc = call_from_document({**c.saved, "result": {**c.result, "_meta": {META_KEY: meta}}})
+    try:
+        offline = await verify(tc, trust, online=False)
+        assert failed_levels(offline) == {"witnesses"}
+        report = await verify(tc, trust)
+    finally:
+        await runner.cleanup()
+    assert report.valid and statuses(report)["witnesses"] == "passed", report.to_json()
+    assert any("lacked the witness quorum" in n for n in report.notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Level 5: forks, rollbacks, offline
+
+
+async def test_fork_same_size_is_flagged_offline(notary: Notary, tmp_path: Path) -> None:
+    c0 = await notary.notarize(x=0)
+    c1 = await notary.notarize(x=1)
+    state = StateFile(tmp_path / "state.json")
+    assert (await verify(saved(c1), notary.trust(), state)).valid  # stores size 2
+    fork = await forked_log(notary.signer, [*entries_of(c0), other_entry()])
+    forged = await with_proof_from(fork, c0.receipt)
+    report = await verify(saved(c0, forged), notary.trust(), state, online=False)
+    assert statuses(report)["record"] == "passed" and statuses(report)["inclusion"] == "passed"
+    assert failed_levels(report) == {"consistency"} and report.exit_code == 1
+    (conflict,) = report.conflicts
+    assert conflict.kind == "fork"
+    evidence = report.to_json()["levels"]["consistency"]["evidence"][0]
+    assert {e["source"] for e in evidence["checkpoints"]} == {"stored", "receipt"}
+    assert all(e["note"].count("\n") >= 4 for e in evidence["checkpoints"])
+    assert "EVIDENCE of a FORK" in report.render()
+    assert state.get(fork.origin).size == 2  # type: ignore[union-attr]
+    await fork.close()
+
+
+async def test_fork_bigger_tree_fails_consistency_proof_online(notary: Notary,
+                                                               tmp_path: Path) -> None:
+    c0 = await notary.notarize(x=0)
+    c1 = await notary.notarize(x=1)
+    state = StateFile(tmp_path / "state.json")
+    assert (await verify(saved(c1), notary.trust(), state)).valid  # stores size 2
+    stored_before = state.path.read_bytes()
+    fork = await forked_log(notary.signer, [*entries_of(c0), *(other_entry() for _ in range(3))])
+    forged = await with_proof_from(fork, c0.receipt)
+    await notary.notarize(x=2)
+    await notary.notarize(x=3)  # the real log is at size 4 too
+    report = await verify(saved(c0, forged), notary.trust(), state)
+    assert failed_levels(report) == {"consistency"}
+    kinds = {(c.kind, c.first.label, c.second.label) for c in report.conflicts}
+    assert ("fork", "stored", "receipt") in kinds  # the 2 -> 4 proof does not verify
+    assert ("fork", "receipt", "latest") in kinds  # same size 4, different roots
+    assert state.path.read_bytes() == stored_before
+    await fork.close()
+
+
+async def test_rollback_older_inconsistent_checkpoint(notary: Notary, tmp_path: Path) -> None:
+    c0 = await notary.notarize(x=0)
+    await notary.notarize(x=1)
+    c2 = await notary.notarize(x=2)
+    state = StateFile(tmp_path / "state.json")
+    assert (await verify(saved(c2), notary.trust(), state)).valid  # stores size 3
+    fork = await forked_log(notary.signer, [*entries_of(c0), other_entry()])
+    forged = await with_proof_from(fork, c0.receipt)
+    report = await verify(saved(c0, forged), notary.trust(), state)
+    assert failed_levels(report) == {"consistency"}
+    assert "rollback" in {c.kind for c in report.conflicts}
+    # Offline the same receipt cannot be checked: skipped, never passed.
+    offline = await verify(saved(c0, forged), notary.trust(), state, online=False)
+    assert statuses(offline)["consistency"] == "skipped" and offline.valid
+    assert "consistency" not in offline.verdict.required
+    await fork.close()
+
+
+async def test_rollback_log_serving_smaller_tree(notary: Notary, tmp_path: Path) -> None:
+    c0, c1, c2 = [await notary.notarize(x=i) for i in range(3)]
+    state = StateFile(tmp_path / "state.json")
+    assert (await verify(saved(c2), notary.trust(), state)).valid  # stores size 3
+    latest = await notary.fetch_receipt(c0.receipt["id"])  # proof at size 3
+    rolled_back = await forked_log(notary.signer, entries_of(c0, c1))  # honest prefix, size 2
+    async with serve_log(rolled_back) as url:
+        report = await verify(saved(c0, latest), notary.trust(), state, log_url=url)
+    assert failed_levels(report) == {"consistency"}
+    assert {c.kind for c in report.conflicts} == {"rollback"}
+    assert "the log now serves size 2" in report.verdict.levels["consistency"].reason
+    assert state.get(rolled_back.origin).size == 3  # type: ignore[union-attr]
+
+
+async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: Notary,
+                                                            tmp_path: Path) -> None:
+    """A log that publishes an older (say, witnessed) checkpoint than its tree is fine as long
+    as it proves that checkpoint a prefix of the newer ones seen."""
+    calls = [await notary.notarize(x=i) for i in range(3)]
+    state = StateFile(tmp_path / "state.json")
+    assert (await verify(saved(calls[2]), notary.trust(), state)).valid  # stores size 3
+    mirror = await Log.open(MemoryStore(), signer=notary.signer)  # same key, same history
+    published = [(await mirror.append(e)).checkpoint for e in entries_of(*calls)][1]
+
+    @web.middleware
+    async def lagging(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path == "/checkpoint":
+            return web.Response(body=published, content_type="text/plain")
+        return await handler(request)  # type: ignore[no-any-return]
+
+    app = web.Application(middlewares=[lagging])
+    app[LOG] = mirror
+    add_ledger_routes(app)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        report = await verify(saved(calls[0], await notary.fetch_receipt(calls[0].receipt["id"])),
+                              notary.trust(), state, log_url=f"http://127.0.0.1:{port}")
+    finally:
+        await runner.cleanup()
+        await mirror.close()
+    assert report.valid, report.to_json()
+    assert "the log's latest checkpoint (size 2)" in report.verdict.levels["consistency"].reason
+    assert state.get(mirror.origin).size == 3  # type: ignore[union-attr]
+
+
+async def test_offline_with_notary_stopped_makes_no_connection(
+        notary: Notary, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    c0 = await notary.notarize(x=0)
+    c1 = await notary.notarize(x=1)
+    witness = CosignatureSigner.generate("witness.example")
+    state = tmp_path / "state.json"
+    await notary.stop()
+    port = int(notary.url.rsplit(":", 1)[1])
+
+    # A listener on the notary's old port counts any connection attempt.
+    accepted: list[int] = []
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        writer.close()
+
+    listener = await asyncio.start_server(on_connect, "127.0.0.1", port, reuse_address=True)
+
+    def no_sessions(*a: Any, **k: Any) -> None:
+        raise AssertionError("offline verification opened an HTTP session")
+
+    monkeypatch.setattr(aiohttp.ClientSession, "__init__", no_sessions)
+    try:
+        base = [*notary.trust_args(), "--state", str(state), "--offline",
+                "--witness", witness.verifier_key_text()]
+        call_file = tmp_path / "call.json"
+        call_file.write_text(json.dumps(
+            {**c0.saved, "result": {**c0.result, "_meta": {META_KEY: {
+                **c0.meta, "receipt": cosign(c0.receipt, witness)}}}}))
+        code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
+        doc = json_out(out)
+        assert code == 0, out
+        assert statuses(doc) == {"record": "passed", "signature": "passed",
+                                 "inclusion": "passed", "witnesses": "passed",
+                                 "consistency": "skipped"}
+        assert "offline" in doc["levels"]["consistency"]["reason"]
+        # First sight of the log: remembered even offline (nothing to be inconsistent with).
+        assert json.loads(state.read_text())["logs"]
+
+        # Stored size 1; c1's checkpoint is size 2: needs a proof, so skipped with the reason.
+        call_file.write_text(json.dumps({**c1.saved, "result": {**c1.result, "_meta": {
+            META_KEY: {**c1.meta, "receipt": cosign(c1.receipt, witness)}}}}))
+        code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
+        doc = json_out(out)
+        assert code == 0 and doc["levels"]["consistency"]["status"] == "skipped"
+        assert "needs a consistency proof" in doc["levels"]["consistency"]["reason"]
+        assert json.loads(state.read_text())["logs"][c0.receipt["ledger"]["origin"]]["size"] == 1
+
+        # The same checkpoint again is decided offline (equal sizes): passed and required.
+        call_file.write_text(json.dumps({**c0.saved, "result": {**c0.result, "_meta": {
+            META_KEY: {**c0.meta, "receipt": cosign(c0.receipt, witness)}}}}))
+        code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
+        doc = json_out(out)
+        assert code == 0 and doc["levels"]["consistency"]["status"] == "passed"
+        assert "consistency" in doc["required"]
+    finally:
+        listener.close()
+        await listener.wait_closed()
+    assert accepted == []
+
+
+async def test_online_with_log_down_skips_level_5(notary: Notary, tmp_path: Path) -> None:
+    c0 = await notary.notarize(x=0)
+    await notary.stop()
+    report = await verify(saved(c0), notary.trust(), StateFile(tmp_path / "s.json"))
+    assert report.valid and statuses(report)["consistency"] == "skipped"
+    assert "could not be fetched" in report.verdict.levels["consistency"].reason
+
+
+async def test_state_file_tampered_or_corrupt(notary: Notary, tmp_path: Path) -> None:
+    c0 = await notary.notarize(x=0)
+    state = StateFile(tmp_path / "state.json")
+    assert (await verify(saved(c0), notary.trust(), state)).valid
+    doc = json.loads(state.path.read_text())
+    origin = c0.receipt["ledger"]["origin"]
+    doc["logs"][origin]["checkpoint"] = doc["logs"][origin]["checkpoint"].replace(
+        "\n1\n", "\n9\n")
+    state.path.write_text(json.dumps(doc))
+    report = await verify(saved(c0), notary.trust(), state)
+    assert failed_levels(report) == {"consistency"}
+    assert "does not verify under the trusted log key" in \
+        report.verdict.levels["consistency"].reason
+    state.path.write_text("{not json")
+    with pytest.raises(StateError):
+        await verify(saved(c0), notary.trust(), state)
+    code, _, err = await run_cli("verify", *notary.trust_args(), "--state", str(state.path),
+                                 "--offline", str(_write(tmp_path / "c.json", c0.saved)))
+    assert code == 2 and "not valid JSON" in err
+
+
+def test_reconciler_rules() -> None:
+    signer = Ed25519Signer.generate("example.com/log")
+
+    def seen(label: str, size: int, root: bytes) -> Seen:
+        from ledger.checkpoint import Checkpoint, sign_checkpoint
+        cp = Checkpoint(signer.name, size, root)
+        return Seen(label, cp, sign_checkpoint(cp, signer))  # type: ignore[arg-type]
+
+    a, b = b"\x01" * 32, b"\x02" * 32
+    same = Reconciler(seen("stored", 3, a), seen("receipt", 3, a), None).finish({})
+    assert not same.conflicts and same.newest is None
+    fork = Reconciler(seen("stored", 3, a), seen("receipt", 3, b), None).finish({})
+    assert [c.kind for c in fork.conflicts] == ["fork"]
+    # The log's latest smaller than a checkpoint seen: fine if the log proves it a prefix (a
+    # log publishing witnessed checkpoints lags), a rollback if it cannot.
+    lagging = Reconciler(seen("stored", 3, a), seen("receipt", 3, a), seen("latest", 2, b))
+    assert lagging.proofs_needed() == [(2, 3)]
+    res = lagging.finish({(2, 3): ProofResult(problem="HTTP 404: beyond the tree", refused=True)})
+    assert {c.kind for c in res.conflicts} == {"rollback"}
+    res = Reconciler(seen("stored", 3, a), seen("receipt", 3, a), seen("latest", 2, b)).finish(
+        {(2, 3): ProofResult(problem="connection refused")})
+    assert not res.conflicts and res.unchecked
+    pending = Reconciler(None, seen("receipt", 2, a), None)
+    assert pending.finish({}).newest is not None  # first sight is remembered
+    needs = Reconciler(seen("stored", 2, a), seen("receipt", 4, b), None)
+    assert needs.proofs_needed() == [(2, 4)]
+    res = needs.finish({})
+    assert res.unchecked and res.newest is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI
+
+
+def _write(path: Path, obj: Any) -> Path:
+    path.write_text(json.dumps(obj))
+    return path
+
+
+async def test_cli_formats_and_exit_codes(notary: Notary, tmp_path: Path) -> None:
+    c = await notary.notarize("add", a=1, b=2)
+    state = ["--state", str(tmp_path / "state.json")]
+    trust = notary.trust_args()
+    saved_file = _write(tmp_path / "saved.json", c.saved)
+    result_file = _write(tmp_path / "result.json", c.result)
+    receipt_file = _write(tmp_path / "receipt.json", c.receipt)
+    record_file = _write(tmp_path / "record.json", c.record.to_json())
+    args_file = _write(tmp_path / "args.json", c.arguments)
+
+    code, out, _ = await run_cli("verify", str(saved_file), *trust, *state)
+    assert code == 0, out
+    assert "1. record       PASSED" in out and "VALID" in out
+    code, out, _ = await run_cli("verify", str(result_file), "--tool", "add", "--arguments",
+                                 '{"a": 1, "b": 2}', *trust, *state, "--json")
+    assert code == 0 and json_out(out)["valid"] is True
+    code, out, _ = await run_cli("verify", str(result_file), "--tool", "add", "--arguments",
+                                 str(args_file), *trust, "--no-state")
+    assert code == 0, out
+    code, out, _ = await run_cli("verify", "--receipt", str(receipt_file), "--record",
+                                 str(record_file), *trust, *state, "--json")
+    assert code == 0 and json_out(out)["receipt"]["id"] == c.receipt["id"]
+    # Keys from the notary itself (trust on first use) and from a JWKS URL, and @FILE keys.
+    code, out, _ = await run_cli("verify", str(saved_file), "--notary", notary.url, *state)
+    assert code == 0, out
+    vkey_file = tmp_path / "log.vkey"
+    vkey_file.write_text(f"# the log\n{notary.vkey}\n")
+    code, out, _ = await run_cli("verify", str(saved_file), "--jwks",
+                                 notary.url + "/.well-known/jwks.json", "--log-key",
+                                 f"@{vkey_file}", *state)
+    assert code == 0, out
+
+    # Verification failures: exit 1, with the reason.
+    code, out, _ = await run_cli("verify", str(result_file), "--tool", "add", *trust, *state)
+    assert code == 1 and "1. record       FAILED" in out and "NOT VALID" in out
+    w = CosignatureSigner.generate("w.example")
+    code, out, _ = await run_cli("verify", str(saved_file), *trust, *state, "--witness",
+                                 w.verifier_key_text(), "--json")
+    assert code == 1 and json_out(out)["levels"]["witnesses"]["status"] == "failed"
+
+    # Usage and input errors: exit 2.
+    usage = [
+        ["verify", str(saved_file)],  # no trust
+        ["verify", str(saved_file), "--jwks", str(notary.jwks_file)],  # no log key
+        ["verify", *trust],  # no input
+        ["verify", str(tmp_path / "missing.json"), *trust],
+        ["verify", str(_write(tmp_path / "junk.json", {"x": 1})), *trust],
+        ["verify", str(result_file), *trust],  # bare result without --tool
+        ["verify", str(saved_file), "--record", str(record_file), *trust],
+        ["verify", str(saved_file), "--jwks", str(notary.jwks_file), "--log-key", "nope"],
+        ["verify", str(saved_file), *trust, "--offline", "--notary", notary.url],
+        ["verify", str(saved_file), "--jwks", notary.url + "/x", "--log-key", notary.vkey,
+         "--offline"],
+        ["verify", str(saved_file), *trust, "--quorum", "1"],
+        ["verify", str(saved_file), *trust, "--witness", w.verifier_key_text(), "--quorum", "2"],
+        ["verify", str(saved_file), *trust, "--state", "x", "--no-state"],
+        ["verify", str(saved_file), "--jwks", str(record_file), "--log-key", notary.vkey],
+    ]
+    for argv in usage:
+        code, out, err = await run_cli(*argv)
+        assert code == 2, (argv, out, err)
+
+
+def test_log_base_url() -> None:
+    def r(url: str) -> dict[str, Any]:
+        return {"ledger": {"entry_url": url}}
+    assert log_base_url(r("https://n.example/v1/ledger/entries/7")) == "https://n.example"
+    assert log_base_url(r("https://n.example/api/v1/ledger/entries/7")) == \
+        "https://n.example/api"
+    assert log_base_url(r("https://n.example/elsewhere/7")) == "https://n.example"
+    assert log_base_url(r("file:///etc/passwd")) is None
+
+
+@pytest.fixture
+def _no_home_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    yield
+
+
+@pytest.mark.usefixtures("_no_home_state")
+async def test_default_state_path_is_under_home(notary: Notary, tmp_path: Path) -> None:
+    c = await notary.notarize(x=1)
+    code, out, _ = await run_cli("verify", str(_write(tmp_path / "c.json", c.saved)),
+                                 *notary.trust_args())
+    assert code == 0, out
+    assert (tmp_path / "home/.config/mcp-notary/verifier-state.json").exists()
