@@ -44,7 +44,6 @@ from .verifier import (
     ToolCall,
     Trust,
     VerifierInputError,
-    add_trust_arguments,
     call_from_document,
     call_from_receipt_and_record,
     call_from_saved_call,
@@ -60,7 +59,7 @@ from .verifier import (
 )
 from .verify_state import StateError, StateFile
 
-__all__ = ["ServerConfig", "build_server", "register"]
+__all__ = ["ServerConfig", "build_server", "cmd_mcp"]
 
 SERVER_NAME = "mcp-notary-verifier"
 

@@ -80,7 +80,9 @@ def test_path_round_trip(level: int, index: int, width: int) -> None:
     assert parse_tile_path(t.path()) == t
 
 
-@pytest.mark.parametrize("path", ["tile/1\u0661/000", "tile/0/000.p/1\u0660", "tile/0/\u0660\u0660\u0660"])
+@pytest.mark.parametrize(
+    "path", ["tile/1\u0661/000", "tile/0/000.p/1\u0660", "tile/0/\u0660\u0660\u0660"]
+)
 def test_non_ascii_digits_rejected(path: str) -> None:
     with pytest.raises(TilePathError):
         parse_tile_path(path)
