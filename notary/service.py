@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -81,6 +81,8 @@ class Notary:
         self.paths = paths
         self.base_url = base_url.rstrip("/")
         self.log: Log | None = None
+        #: Set by witnessing: (size, note) of the newest witnessed checkpoint, or None.
+        self.published_checkpoint: Callable[[], tuple[int, bytes] | None] | None = None
         self.jwks = Jwks({"keys": []})
         self._current: ReceiptKey | None = None
         self._keys_read = 0.0
@@ -138,7 +140,7 @@ class Notary:
         receipt = build_receipt(
             id=row.id, server=row.server, tool=row.tool, call_sha256_hex=row.call_sha256,
             issued_at=row.issued_at, origin=self.log.origin, index=row.index,
-            entry_url=self.entry_url(row.index),
+            entry_url=self.entry_url(row.index), check=False,
         )
         receipt["signature"] = {"alg": "EdDSA", "kid": row.kid, "sig": row.sig}
         return receipt
@@ -205,8 +207,12 @@ class Notary:
         assert self.log is not None
         head = await self.log.head()
         assert head is not None and head.size > row.index
-        proof = await self.log.reader.inclusion_proof(row.index, head.size)
-        return self._complete(row, row.index, proof, head.note)
+        size, note = head.size, head.note
+        witnessed = self.published_checkpoint() if self.published_checkpoint else None
+        if witnessed is not None and row.index < witnessed[0] <= head.size:
+            size, note = witnessed  # upgraded: the proof's checkpoint carries cosignatures
+        proof = await self.log.reader.inclusion_proof(row.index, size)
+        return self._complete(row, row.index, proof, note)
 
     @staticmethod
     def _check_same(row: ReceiptRow, server: str, tool: str) -> None:
