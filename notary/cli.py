@@ -172,6 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = keys.add_parser("rotate", help="start signing receipts with a new key")
     _common(p)
     p.set_defaults(func=cmd_keys_rotate)
+
+    from . import mcp_cli, monitor, verifier, witness  # they define their own subcommands
+    for module in (verifier, mcp_cli, witness, monitor):
+        module.register(sub)
+    from .gateway import register as register_gateway  # notary gateway (issue 6)
+    register_gateway(sub)
     return parser
 
 

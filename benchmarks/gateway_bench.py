@@ -1,0 +1,294 @@
+"""Latency the authorization gateway adds to a tool call, and where that time goes.
+
+One ``mcp.Client`` calls a tool of an in-process upstream MCP server (``tests/gateway_upstream``)
+directly, then the same tool through the gateway (in process, with the upstream in process
+behind it), sequentially, one call at a time; the difference of the medians is the latency
+the gateway adds. The notary is the real ``notary serve`` in its own process on loopback.
+
+Per call the gateway does: the policy check, one notarization of the decision record (before
+forwarding), one local SQLite write of the decision evidence, the upstream call, one
+notarization of the final result, and the receipts (authorization block, rs-tool-call/1,
+AER-1). A non-idempotent tool adds two fsync'ed SQLite writes (the key claimed before the
+upstream call, the outcome recorded before the answer). Each part is timed separately.
+
+Two storage settings, because the notary acknowledges a receipt only after its entry is
+durable (fsync) and that dominates: ``disk`` (notary data and gateway state on the working
+disk) and ``tmpfs`` (both on /dev/shm, where fsync costs nothing: the gateway's own CPU cost
+plus loopback HTTP).
+
+    .venv/bin/python benchmarks/gateway_bench.py [--calls 300] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from _common import (  # noqa: E402
+    REPO,
+    RESULTS,
+    command_line,
+    machine_info,
+    now_utc,
+    percentile,
+    table,
+    write_json,
+)
+
+TARGET_P50_MS = 5.0
+POLICY = """\
+version = 1
+[gateway]
+name = "bench-gateway"
+agent = "BenchAgent"
+[tools.echo]
+[tools."payments.transfer"]
+idempotent = false
+facts.amount = { from = "amount", type = "integer" }
+facts.approved = { from = "approval.approved", type = "boolean", default = false }
+rules = [
+  { fact = "amount", op = "<=", value = 5000 },
+  { fact = "approved", op = "==", value = true },
+  { fact = "agent", op = "in", value = ["BenchAgent"] },
+]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_notary(data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "notary.cli", "serve", "--data", str(data), "--listen",
+         f"127.0.0.1:{port}", "--log-format", "json"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("notary serve did not start") from None
+            time.sleep(0.05)
+    key = subprocess.run(
+        [sys.executable, "-m", "notary.cli", "apikey", "create", "--data", str(data),
+         "--account", "bench"], capture_output=True, text=True, env=env, cwd=REPO, check=True
+    ).stdout.strip().splitlines()[-1]
+    return proc, url, key
+
+
+class Parts:
+    """Time spent in each part of the current call (calls are sequential)."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, float] = defaultdict(float)
+        self.calls: list[dict[str, float]] = []
+
+    def wrap(self, owner: Any, name: str, label: Callable[..., str] | str) -> None:
+        original: Callable[..., Awaitable[Any]] = getattr(owner, name)
+
+        @functools.wraps(original)
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                key = label(*args, **kwargs) if callable(label) else label
+                self.current[key] += time.perf_counter() - started
+
+        setattr(owner, name, timed)
+
+    def next_call(self, total: float) -> None:
+        self.current["total"] = total
+        self.calls.append(dict(self.current))
+        self.current = defaultdict(float)
+
+
+async def measure(client: Any, tool: str, args: dict[str, Any], calls: int, warmup: int,
+                  meta: Callable[[int], dict[str, Any] | None], parts: Parts | None
+                  ) -> list[float]:
+    out: list[float] = []
+    for i in range(warmup + calls):
+        started = time.perf_counter()
+        result = await client.call_tool(tool, args, meta=meta(i))
+        elapsed = time.perf_counter() - started
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result}")
+        if i >= warmup:
+            out.append(elapsed)
+            if parts is not None:
+                parts.next_call(elapsed)
+        elif parts is not None:
+            parts.current = defaultdict(float)
+    return out
+
+
+def ms(values: list[float], q: float) -> float:
+    return percentile(sorted(values), q) * 1e3
+
+
+async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[str, Any]:
+    import structlog
+    from mcp import Client
+
+    from notary.gateway import GatewayConfig, build_gateway
+    from notary.gateway.salt import ensure_salt
+    from notary.gateway.server import GatewayRuntime
+    from notary.gateway.store import GatewayStore
+    from notary.sdk import NotaryClient
+    from tests.gateway_upstream import build_server
+
+    base.mkdir(parents=True, exist_ok=True)
+    notary, url, key = start_notary(base / "notary-data")
+    try:
+        policy = base / "policy.toml"
+        policy.write_text(POLICY)
+        ensure_salt(base / "policy.salt")
+        upstream = build_server(None)
+        config = GatewayConfig(upstream=upstream, policy_path=policy,
+                               salt_path=base / "policy.salt", state_path=base / "gateway.db",
+                               notary_url=url, api_key=key)
+        parts = Parts()
+
+        def notary_label(_self: Any, server: str, tool: str, digest: str) -> str:
+            return "notarize decision" if tool == "policy.decision" else "notarize result"
+
+        parts.wrap(NotaryClient, "notarize", notary_label)
+        parts.wrap(GatewayStore, "save_decision", "save decision (SQLite, no fsync)")
+        parts.wrap(GatewayStore, "begin", "claim key (SQLite fsync)")
+        parts.wrap(GatewayStore, "finish", "record outcome (SQLite fsync)")
+        parts.wrap(GatewayRuntime, "_forward", "upstream call")
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(
+            open(os.devnull, "w")))  # noqa: SIM115 - the operator log is formatted, not shown
+
+        echo = {"text": "hello"}
+        transfer = {"amount": 100, "recipient": "acct", "approval": {"approved": True}}
+        async with Client(upstream, mode="auto") as direct:
+            direct_echo = await measure(direct, "echo", echo, calls, warmup, lambda i: None,
+                                        None)
+            direct_transfer = await measure(direct, "payments.transfer", transfer, calls,
+                                            warmup, lambda i: None, None)
+        async with Client(build_gateway(config), mode="auto") as gw:
+            parts.calls.clear()
+            gw_echo = await measure(gw, "echo", echo, calls, warmup, lambda i: None, parts)
+            echo_parts = parts.calls[:]
+            parts.calls.clear()
+            gw_transfer = await measure(
+                gw, "payments.transfer", transfer, calls, warmup,
+                lambda i: {"io.zkmcp/idempotency-key": f"{name}-{i}"}, parts)
+            transfer_parts = parts.calls[:]
+    finally:
+        notary.terminate()
+        notary.wait(15)
+
+    def summarize(direct: list[float], through: list[float], per_call: list[dict[str, float]]
+                  ) -> dict[str, Any]:
+        labels = sorted({k for c in per_call for k in c if k != "total"})
+        medians = {k: ms([c.get(k, 0.0) for c in per_call], 50) for k in labels}
+        rest = [c["total"] - sum(c.get(k, 0.0) for k in labels) for c in per_call]
+        return {
+            "direct_p50_ms": ms(direct, 50), "direct_p99_ms": ms(direct, 99),
+            "gateway_p50_ms": ms(through, 50), "gateway_p99_ms": ms(through, 99),
+            "added_p50_ms": ms(through, 50) - ms(direct, 50),
+            "added_p99_ms": ms(through, 99) - ms(direct, 99),
+            "parts_p50_ms": medians,
+            "gateway_cpu_and_client_p50_ms": ms(rest, 50),
+        }
+
+    return {
+        "setting": name,
+        "storage": machine_info(base)["workdir_fs"],
+        "idempotent_tool": summarize(direct_echo, gw_echo, echo_parts),
+        "non_idempotent_tool": summarize(direct_transfer, gw_transfer, transfer_parts),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="60 calls, 10 warm-up")
+    args = parser.parse_args()
+    calls, warmup = (60, 10) if args.quick else (args.calls, args.warmup)
+
+    settings: list[tuple[str, Path]] = []
+    disk = Path(tempfile.mkdtemp(prefix="gateway-bench-", dir=REPO / "benchmarks"))
+    settings.append(("disk", disk))
+    shm = Path("/dev/shm")
+    tmpfs = Path(tempfile.mkdtemp(prefix="gateway-bench-", dir=shm)) if shm.is_dir() else None
+    if tmpfs is not None:
+        settings.append(("tmpfs", tmpfs))
+    results = []
+    load_before = os.getloadavg()
+    try:
+        for name, base in settings:
+            results.append(asyncio.run(run_setting(name, base, calls, warmup)))
+    finally:
+        for _, base in settings:
+            shutil.rmtree(base, ignore_errors=True)
+
+    rows = []
+    for r in results:
+        for kind in ("idempotent_tool", "non_idempotent_tool"):
+            s = r[kind]
+            rows.append([f"{r['setting']} / {kind.replace('_', ' ')}",
+                         f"{s['direct_p50_ms']:.2f}", f"{s['gateway_p50_ms']:.2f}",
+                         f"{s['added_p50_ms']:.2f}", f"{s['direct_p99_ms']:.2f}",
+                         f"{s['gateway_p99_ms']:.2f}", f"{s['added_p99_ms']:.2f}"])
+    print(table(["setting / tool", "direct p50", "gateway p50", "added p50", "direct p99",
+                 "gateway p99", "added p99"], rows))
+    print("(milliseconds per call, sequential, in-process mcp.Client, protocol 2026-07-28)")
+    for r in results:
+        for kind in ("idempotent_tool", "non_idempotent_tool"):
+            s = r[kind]
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in s["parts_p50_ms"].items())
+            print(f"{r['setting']} / {kind}: median parts (ms): {parts}; gateway CPU + "
+                  f"in-process MCP plumbing {s['gateway_cpu_and_client_p50_ms']:.2f}")
+    load_after = os.getloadavg()
+    print(f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f} on "
+          f"{os.cpu_count()} CPUs (other work on the machine shows up in the notary parts)")
+    out = {
+        "benchmark": "gateway_bench",
+        "loadavg_1min": {"before": load_before[0], "after": load_after[0]},
+        "when": now_utc(),
+        "command": command_line(),
+        "machine": machine_info(REPO),
+        "calls": calls,
+        "warmup": warmup,
+        "target": {"added_p50_ms": TARGET_P50_MS},
+        "results": results,
+    }
+    path = write_json(RESULTS / "gateway_bench.json", out)
+    print(f"wrote {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""Re-check past gateway decisions once the policy and its salt are revealed.
+
+Inputs: the revealed policy file(s) and salt, and the decision evidence the gateway kept (its
+state file, or JSON lines ``{record, facts, receipt}`` exported with ``notary gateway
+decisions``). For every decision, four checks, each reported on its own:
+
+- ``policy``: the record's ``policy_commitment`` is the commitment of one of the revealed
+  policies under the salt (so the decision was made under a policy now in the open);
+- ``facts``: the saved facts hash to the record's ``facts_sha256`` and name the record's tool;
+- ``decision``: re-evaluating that policy on those facts gives the recorded decision;
+- ``ledger``: the record hashes to the notary receipt's ``call_sha256``, the receipt is a
+  ``policy.decision`` entry (of the expected gateway, when named), its signature verifies
+  under the receipt keys and its entry is included in a checkpoint signed by the log key.
+
+Each revealed policy's own ``policy.commit`` receipt (from the state file) is checked the
+same way. Everything here is pure apart from reading the evidence; no network is needed when
+the trust anchors are files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.note import Ed25519Verifier
+from notary.receipts import Jwks
+from notary.verify import LevelResult, failed, passed, skipped, verify_receipt
+
+from . import codes
+from .policy import Policy, sha256_jcs
+from .store import DecisionEvidence
+
+__all__ = ["AUDIT_LEVELS", "DecisionCheck", "PolicyCheck", "audit_decision", "check_policy",
+           "parse_jsonl"]
+
+AUDIT_LEVELS = ("policy", "facts", "decision", "ledger")
+
+
+@dataclass
+class DecisionCheck:
+    """The audit of one decision."""
+
+    number: int
+    record: dict[str, Any]
+    levels: dict[str, LevelResult] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return all(self.levels.get(n, skipped("")).status == "passed" for n in AUDIT_LEVELS)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "valid": self.valid, "record": self.record,
+                "levels": {n: self.levels.get(n, skipped("not checked")).to_json()
+                           for n in AUDIT_LEVELS}}
+
+
+@dataclass
+class PolicyCheck:
+    """Whether a revealed policy's commitment is in the ledger."""
+
+    source: str
+    commitment: str
+    ledger: LevelResult
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "commitment": self.commitment,
+                "ledger": self.ledger.to_json()}
+
+
+def _log_key_for(receipt: Mapping[str, Any], keys: Sequence[Ed25519Verifier]
+                 ) -> Ed25519Verifier | None:
+    ledger = receipt.get("ledger")
+    origin = ledger.get("origin") if isinstance(ledger, Mapping) else None
+    for key in keys:
+        if key.name == origin:
+            return key
+    return None
+
+
+def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str,
+                       server: str | None, jwks: Jwks | None,
+                       log_keys: Sequence[Ed25519Verifier]) -> LevelResult:
+    """A notary receipt commits to ``digest`` as ``tool`` (of ``server``), signed and included."""
+    if receipt is None:
+        return failed("no notary receipt: the entry was never made (the notary was "
+                      "unavailable) or the evidence lost it")
+    if receipt.get("call_sha256") != digest:
+        return failed(f"the receipt commits to {receipt.get('call_sha256')}, the record "
+                      f"hashes to {digest}")
+    if receipt.get("tool") != tool:
+        return failed(f"the receipt is a {receipt.get('tool')!r} entry, not {tool!r}")
+    if server is not None and receipt.get("server") != server:
+        return failed(f"the receipt is from {receipt.get('server')!r}, not {server!r}")
+    if jwks is None or not log_keys:
+        return skipped("no trust anchors (--jwks/--log-key or --notary) to check the receipt")
+    log_key = _log_key_for(receipt, log_keys)
+    if log_key is None:
+        return failed(f"no trusted log key for the receipt's origin "
+                      f"{receipt.get('ledger', {}).get('origin')!r}")
+    verdict = verify_receipt(receipt, record=None, jwks=jwks, log_verifier=log_key)
+    for level in ("signature", "inclusion"):
+        result = verdict.levels.get(level, skipped("not checked"))
+        if result.status != "passed":
+            return LevelResult(result.status, f"{level}: {result.reason}")
+    return passed(f"receipt {receipt.get('id')}: {verdict.levels['inclusion'].reason}")
+
+
+def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[str, Policy],
+                   *, server: str | None, jwks: Jwks | None,
+                   log_keys: Sequence[Ed25519Verifier]) -> DecisionCheck:
+    """The four checks of one decision against the revealed ``policies`` (commitment → policy)."""
+    record = evidence.record
+    check = DecisionCheck(number, dict(record))
+    tool, decision = record.get("tool"), record.get("decision")
+    policy = policies.get(str(record.get("policy_commitment")))
+    check.levels["policy"] = (
+        passed(f"commitment {record.get('policy_commitment')}") if policy is not None
+        else failed(f"commitment {record.get('policy_commitment')} is not the commitment of "
+                    "any revealed policy under this salt"))
+    facts = evidence.facts
+    if sha256_jcs(facts) != record.get("facts_sha256"):
+        check.levels["facts"] = failed("the saved facts do not hash to facts_sha256")
+    elif facts.get("tool") != tool:
+        check.levels["facts"] = failed("the saved facts are for another tool")
+    else:
+        check.levels["facts"] = passed(f"{len(facts)} facts")
+    if policy is None or not isinstance(tool, str):
+        check.levels["decision"] = skipped("no revealed policy to re-evaluate")
+    elif check.levels["facts"].status != "passed":
+        check.levels["decision"] = skipped("the facts are not the ones decided on")
+    else:
+        allowed, reasons = policy.evaluate(tool, facts)
+        expected = "allow" if allowed else "deny"
+        check.levels["decision"] = (
+            passed(expected if allowed else f"deny ({'; '.join(reasons)})")
+            if expected == decision
+            else failed(f"the policy gives {expected!r}, the gateway recorded {decision!r}"
+                        + (f" ({'; '.join(reasons)})" if reasons else "")))
+    check.levels["ledger"] = check_ledger_entry(
+        evidence.receipt, sha256_jcs(record), codes.POLICY_DECISION_TOOL, server, jwks, log_keys)
+    return check
+
+
+def check_policy(source: str, commitment: str, receipt: Mapping[str, Any] | None,
+                 *, server: str | None, jwks: Jwks | None,
+                 log_keys: Sequence[Ed25519Verifier]) -> PolicyCheck:
+    """A revealed policy's ``policy.commit`` entry (its receipt from the state file)."""
+    if receipt is None:
+        return PolicyCheck(source, commitment, skipped(
+            "no policy.commit receipt for it in the evidence (look it up by call_sha256 at "
+            "the notary)"))
+    return PolicyCheck(source, commitment, check_ledger_entry(
+        receipt, commitment, codes.POLICY_COMMIT_TOOL, server, jwks, log_keys))
+
+
+def parse_jsonl(text: str) -> list[DecisionEvidence]:
+    """Decision evidence as JSON lines ``{record, facts, receipt}``; raises ValueError."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        doc = json.loads(line)
+        if not isinstance(doc, dict) or not isinstance(doc.get("record"), dict) \
+                or not isinstance(doc.get("facts"), dict):
+            raise ValueError(f"line {n}: expected an object with 'record' and 'facts'")
+        receipt = doc.get("receipt")
+        out.append(DecisionEvidence(doc["record"], doc["facts"],
+                                    receipt if isinstance(receipt, dict) else None))
+    return out

@@ -1,0 +1,78 @@
+"""Public codes and ``_meta`` keys of the gateway (the wire contract in one place).
+
+Every refusal is an ``isError: true`` tool result whose ``_meta["io.zkmcp/authorization-error"]``
+is ``{"code": <one of these>}`` and nothing else: the detailed reason goes to the operator's log
+only. The codes say *what kind* of refusal it is, never which rule failed, so a caller cannot
+probe the policy with near-boundary requests.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "AGENT_META_KEY",
+    "AUTHORIZATION_DENIED",
+    "AUTHORIZATION_UNAVAILABLE",
+    "AUTH_ERROR_META_KEY",
+    "AUTH_RECEIPT_META_KEY",
+    "DECISION_SPEC",
+    "IDEMPOTENCY_KEY_CONFLICT",
+    "IDEMPOTENCY_KEY_REQUIRED",
+    "IDEMPOTENCY_META_KEY",
+    "IDEMPOTENCY_OUTCOME_UNKNOWN",
+    "POLICY_COMMIT_TOOL",
+    "POLICY_DECISION_TOOL",
+    "REPLAY_META_KEY",
+    "SERVER_INFO_META_KEY",
+    "UPSTREAM_SERVER_INFO_META_KEY",
+    "UPSTREAM_TOOL_FAILED",
+]
+
+# Refusal codes ------------------------------------------------------------------------------
+
+AUTHORIZATION_DENIED: Final = "policy.AUTHORIZATION_DENIED"
+"""The policy does not allow this call (any rule, an unknown tool, unreadable facts)."""
+
+UPSTREAM_TOOL_FAILED: Final = "gateway.UPSTREAM_TOOL_FAILED"
+"""The call was authorized and forwarded, and the upstream failed (an ``isError`` result, a
+protocol error, a timeout, or a result that breaks the tool's own output schema). The
+authorization receipt is attached and stays valid: the authorization really happened."""
+
+IDEMPOTENCY_KEY_REQUIRED: Final = "gateway.IDEMPOTENCY_KEY_REQUIRED"
+"""The tool is marked ``idempotent = false`` and the request carries no usable
+``_meta["io.zkmcp/idempotency-key"]`` (a string of 1-255 characters). Nothing was evaluated
+or forwarded."""
+
+IDEMPOTENCY_KEY_CONFLICT: Final = "gateway.IDEMPOTENCY_KEY_CONFLICT"
+"""The idempotency key was used before for a different request (tool, arguments or agent)."""
+
+IDEMPOTENCY_OUTCOME_UNKNOWN: Final = "gateway.IDEMPOTENCY_OUTCOME_UNKNOWN"
+"""The key's first call was forwarded but the gateway stopped before recording its outcome:
+the upstream may or may not have acted, and it is not called again. Reconcile by hand."""
+
+AUTHORIZATION_UNAVAILABLE: Final = "gateway.AUTHORIZATION_UNAVAILABLE"
+"""The policy allows the call, but the decision could not be recorded in the ledger (the
+notary is unreachable): the gateway fails closed and forwards nothing."""
+
+# _meta keys ---------------------------------------------------------------------------------
+
+AUTH_ERROR_META_KEY: Final = "io.zkmcp/authorization-error"
+AUTH_RECEIPT_META_KEY: Final = "io.zkmcp/authorization-receipt"
+IDEMPOTENCY_META_KEY: Final = "io.zkmcp/idempotency-key"
+"""Request ``_meta`` key carrying the caller's idempotency key."""
+AGENT_META_KEY: Final = "io.zkmcp/agent"
+"""Request ``_meta`` key naming the agent, used when the operator configured none."""
+REPLAY_META_KEY: Final = "io.zkmcp/idempotent-replay"
+"""Set to true on a result that is the recorded outcome of an earlier call with the same key."""
+SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
+UPSTREAM_SERVER_INFO_META_KEY: Final = "io.zkmcp/upstream-server-info"
+"""Where the upstream's own serverInfo stamp goes (renamed, never passed off as the gateway's)."""
+
+# Ledger entries -----------------------------------------------------------------------------
+
+POLICY_COMMIT_TOOL: Final = "policy.commit"
+POLICY_DECISION_TOOL: Final = "policy.decision"
+DECISION_SPEC: Final = "notary-gateway-decision/1"
+"""``spec`` of the authorization receipt block: the decision record is the block's
+``decision``, ``tool``, ``facts_sha256``, ``policy_commitment`` and ``time``."""

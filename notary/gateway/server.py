@@ -1,0 +1,636 @@
+"""The authorization gateway: an MCP server in front of one upstream MCP server.
+
+Shape (the ``mcp`` 2.x SDK has no proxy helper): a low-level :class:`mcp.server.Server` whose
+lifespan holds a :class:`GatewayRuntime`, which owns an upstream :class:`mcp.Client` (stdio
+command, streamable HTTP URL, or an in-process server), a :class:`~notary.sdk.NotaryClient`,
+the gateway's SQLite state and the committed policy. ``tools/list`` is forwarded (and the
+output schemas seen are recorded); ``tools/call`` goes through :meth:`GatewayRuntime.call_tool`.
+
+Order of a ``tools/call`` (see :meth:`GatewayRuntime.call_tool`):
+
+1. the policy file is re-read if its mtime, size or inode changed, and the new policy's
+   commitment is notarized (``policy.commit``) before it is used;
+2. for a non-idempotent tool: the idempotency key is required, and a key seen before returns
+   its recorded outcome here, without evaluating or forwarding anything;
+3. **authorization**: the facts are extracted, the policy evaluated, and the decision record
+   notarized (``policy.decision``) and saved with its facts, whether allowed or denied;
+4. only with the resulting :class:`Authorized` value can :meth:`GatewayRuntime._forward` be
+   called, and it is the only code that sends ``tools/call`` upstream: no path reaches the
+   upstream before step 3 succeeded (a denial, or a decision the ledger did not take, returns
+   before it);
+5. the upstream result is projected onto the tool's output schema, gets the authorization
+   receipt, the rs-tool-call/1 notarization of the final result (the SDK's ``Notarizer``) and
+   an AER-1 receipt (``result._receipt`` on the wire, mirrored in ``_meta``), and for a keyed
+   call is stored durably before it is returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, cast
+
+import mcp_types as types
+import structlog
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.server import Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+
+from notary import aer1
+from notary.canonical import CanonicalizationError
+from notary.ids import now_issued_at
+from notary.records import CallRecord, RecordError, name_problem, new_salt
+from notary.sdk import Notarizer, NotaryClient, NotaryError
+from notary.sdk.mcp import META_KEY as RS_META_KEY
+
+from . import codes
+from .policy import Decision, Policy, PolicyError, decision_record, load_policy_text, sha256_jcs
+from .projection import OutputSchemas, project_result
+from .salt import read_salt
+from .store import DecisionEvidence, GatewayStore
+
+__all__ = [
+    "DEFAULT_NAME",
+    "Authorized",
+    "GatewayConfig",
+    "GatewayRuntime",
+    "UpstreamTarget",
+    "build_gateway",
+]
+
+DEFAULT_NAME: Final = "notary-gateway"
+MAX_KEY_CHARS: Final = 255
+
+UpstreamTarget = str | StdioServerParameters | Server[Any] | MCPServer[Any]
+"""A streamable HTTP URL, a stdio command, or an in-process server (tests, benchmarks)."""
+
+_log = structlog.get_logger("notary.gateway")
+
+
+@dataclass
+class GatewayConfig:
+    """Everything a gateway needs; the CLI builds one from its flags.
+
+    ``name`` (default: the policy's ``gateway.name``, else ``notary-gateway``) is the MCP
+    server name and the ``server`` of every ledger entry the gateway makes. ``agent`` fixes the
+    ``agent`` fact (else the policy's ``gateway.agent``, else the request's
+    ``_meta["io.zkmcp/agent"]``, a claim the gateway cannot authenticate).
+    """
+
+    upstream: UpstreamTarget
+    policy_path: Path
+    salt_path: Path
+    state_path: Path
+    notary_url: str
+    api_key: str
+    name: str | None = None
+    agent: str | None = None
+    upstream_mode: str = "auto"
+    notary_public_url: str | None = None
+    notary_timeout: float = 5.0
+    upstream_timeout: float | None = 120.0
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """The policy in force, its commitment, and the file stamp it was read at."""
+
+    policy: Policy
+    commitment: str
+    stamp: tuple[int, int, int]
+    receipt: dict[str, Any] | None
+
+
+_GRANT: Final = object()
+
+
+@dataclass(frozen=True)
+class Authorized:
+    """A successful authorization, the only ticket to the upstream.
+
+    Made only by :meth:`GatewayRuntime._authorize` (with this module's private grant) after
+    the policy allowed the call and the ledger took the decision; consumed only by
+    :meth:`GatewayRuntime._forward`, which refuses anything else.
+    """
+
+    tool: str
+    decision: Decision
+    block: dict[str, Any]
+    grant: object = field(repr=False, compare=False)
+
+
+def _check_grant(auth: object) -> None:
+    if not isinstance(auth, Authorized) or auth.grant is not _GRANT:
+        raise PermissionError("the upstream is only called with an authorization")
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}]
+
+
+def refusal(code: str, message: str, extra_meta: Mapping[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """An ``isError`` result carrying only ``code`` in ``_meta[authorization-error]``."""
+    meta: dict[str, Any] = dict(extra_meta or {})
+    meta[codes.AUTH_ERROR_META_KEY] = {"code": code}
+    return {"content": _text(f"{code}: {message}"), "isError": True, "_meta": meta}
+
+
+def _string_meta(meta: Mapping[str, Any] | None, key: str) -> str | None:
+    value = meta.get(key) if meta is not None else None
+    if isinstance(value, str) and 0 < len(value) <= MAX_KEY_CHARS and value.isprintable():
+        return value
+    return None
+
+
+def _forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Request ``_meta`` for the upstream: the caller's own keys only.
+
+    Protocol keys (``io.modelcontextprotocol/*``, the progress token) belong to the client's
+    connection with the gateway; the upstream client sets its own. The gateway's keys
+    (``io.zkmcp/*``, e.g. the idempotency key) are for the gateway.
+    """
+    if not meta:
+        return None
+    out = {k: v for k, v in meta.items()
+           if not k.startswith(("io.modelcontextprotocol/", "io.zkmcp/"))
+           and k != "progressToken"}
+    return out or None
+
+
+def _request_digest(tool: str, arguments: Mapping[str, Any] | None, agent: str | None) -> str:
+    """What an idempotency key is bound to (local only, so plain sorted JSON is enough)."""
+    body = json.dumps({"tool": tool, "arguments": arguments or {}, "agent": agent},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class GatewayRuntime:
+    """The gateway's state for the lifetime of its server (the lifespan context)."""
+
+    def __init__(self, config: GatewayConfig, name: str, store: GatewayStore,
+                 notary: NotaryClient) -> None:
+        self.config = config
+        self.name = name
+        self.store = store
+        self.notary = notary
+        self.notarizer = Notarizer(notary, name, embed_receipt=True, on_unavailable="mark",
+                                   public_url=config.notary_public_url)
+        self.schemas = OutputSchemas()
+        self.salt = read_salt(config.salt_path)
+        self._policy: PolicyState | None = None
+        self._bad_stamp: tuple[int, int, int] | None = None
+        self._reload_lock = asyncio.Lock()
+        self._upstream: Client | None = None
+        self._key_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self.upstream_name = "upstream"
+        self.upstream_version = "unknown"
+
+    # Policy -----------------------------------------------------------------------------
+
+    @property
+    def policy(self) -> PolicyState:
+        if self._policy is None:
+            raise RuntimeError("no policy loaded")
+        return self._policy
+
+    async def load_policy(self) -> PolicyState:
+        """Read, commit (notarize ``policy.commit``) and install the policy file.
+
+        Raises :class:`PolicyError` for a malformed file and :class:`NotaryError` when the
+        commitment cannot be notarized: a policy the ledger has not taken is never used.
+        """
+        path = self.config.policy_path
+        stamp = _file_stamp(path)
+        policy = load_policy_text(path.read_text("utf-8"))
+        commitment = policy.commitment(self.salt)
+        receipt = await self.notary.notarize(self.name, codes.POLICY_COMMIT_TOOL, commitment)
+        await self.store.save_policy(commitment, now_issued_at(), receipt)
+        state = PolicyState(policy, commitment, stamp, receipt)
+        self._policy = state
+        await _log.ainfo("policy_committed", policy=str(path), commitment=commitment,
+                         receipt=receipt.get("id"), tools=sorted(policy.tools))
+        return state
+
+    async def _current_policy(self) -> PolicyState:
+        """The policy in force, reloading it first when the file changed (mtime/size/inode).
+
+        Reloading on change rather than on SIGHUP works the same under every transport, in
+        process and on every platform, and costs one ``stat`` per call. A new file that does
+        not parse leaves the previous (committed) policy in force until the file changes
+        again; one whose commitment the notary does not take (yet) is retried on the next
+        call, the previous policy staying in force meanwhile.
+        """
+        state = self.policy
+        try:
+            stamp = _file_stamp(self.config.policy_path)
+        except OSError as e:
+            await _log.aerror("policy_unreadable", error=str(e), keeping=state.commitment)
+            return state
+        if stamp == state.stamp or stamp == self._bad_stamp:
+            return state
+        async with self._reload_lock:
+            if self.policy.stamp != stamp and stamp != self._bad_stamp:
+                try:
+                    await self.load_policy()
+                except (OSError, PolicyError, UnicodeDecodeError) as e:
+                    # Not retried until the file changes again (no error per call).
+                    self._bad_stamp = stamp
+                    await _log.aerror("policy_reload_failed", error=str(e),
+                                      keeping=self.policy.commitment)
+                except NotaryError as e:  # retried on the next call
+                    await _log.aerror("policy_commit_failed", error=str(e),
+                                      keeping=self.policy.commitment)
+        return self.policy
+
+    # Upstream ---------------------------------------------------------------------------
+
+    def attach_upstream(self, client: Client) -> None:
+        self._upstream = client
+        info = client.server_info
+        if info is not None:
+            self.upstream_name = info.name or self.upstream_name
+            self.upstream_version = info.version or self.upstream_version
+
+    @property
+    def upstream(self) -> Client:
+        if self._upstream is None:
+            raise RuntimeError("the upstream is not connected")
+        return self._upstream
+
+    def _record_tools(self, tools: list[types.Tool]) -> None:
+        for tool in tools:
+            self.schemas.record(tool.name, tool.input_schema, tool.output_schema)
+
+    async def refresh_tools(self) -> None:
+        """List every upstream tool (all pages) to learn their input and output schemas."""
+        cursor: str | None = None
+        for _ in range(100):
+            page = await self.upstream.list_tools(cursor=cursor, cache_mode="refresh")
+            self._record_tools(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+    async def list_tools(self, cursor: str | None) -> types.ListToolsResult:
+        """``tools/list`` forwarded; the schemas seen are recorded for projection."""
+        page = await self.upstream.list_tools(cursor=cursor)
+        self._record_tools(page.tools)
+        return types.ListToolsResult(tools=page.tools, next_cursor=page.next_cursor)
+
+    # tools/call -------------------------------------------------------------------------
+
+    def agent_for(self, meta: Mapping[str, Any] | None, policy: Policy) -> str | None:
+        """The ``agent`` fact: configured (flag, then policy) or else claimed in ``_meta``."""
+        configured = self.config.agent or policy.agent
+        if configured is not None:
+            return configured
+        return _string_meta(meta, codes.AGENT_META_KEY)
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any] | None,
+                        meta: Mapping[str, Any] | None) -> dict[str, Any]:
+        """One ``tools/call``: the wire result (see the module docstring for the order)."""
+        started = time.perf_counter()
+        problem = name_problem(tool)
+        if problem is not None:
+            # Such a name cannot be in a ledger entry (or in any policy): refused unrecorded.
+            await _log.ainfo("denied", reasons=[f"tool name {problem}"])
+            return refusal(codes.AUTHORIZATION_DENIED,
+                           "this call is not authorized by the gateway's policy")
+        state = await self._current_policy()
+        policy = state.policy
+        agent = self.agent_for(meta, policy)
+        spec = policy.tools.get(tool)
+        if spec is None or spec.idempotent:
+            result = await self._authorize_and_run(state, tool, arguments, meta, agent)
+        else:
+            key = _string_meta(meta, codes.IDEMPOTENCY_META_KEY)
+            if key is None:
+                await _log.ainfo("tool_call", tool=tool, outcome=codes.IDEMPOTENCY_KEY_REQUIRED)
+                return refusal(codes.IDEMPOTENCY_KEY_REQUIRED,
+                               f"this tool is not idempotent: send a unique key (1-"
+                               f"{MAX_KEY_CHARS} characters) in _meta"
+                               f"[{codes.IDEMPOTENCY_META_KEY!r}] and reuse it to retry")
+            async with self._key_lock(key):
+                result = await self._keyed_call(state, tool, arguments, meta, agent, key)
+        await _log.ainfo("tool_call", tool=tool, ms=round((time.perf_counter() - started) * 1e3, 2),
+                         outcome=_outcome(result))
+        return result
+
+    @asynccontextmanager
+    async def _key_lock(self, key: str) -> AsyncIterator[None]:
+        """Serialize calls sharing an idempotency key inside this process."""
+        lock, users = self._key_locks.get(key, (asyncio.Lock(), 0))
+        self._key_locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._key_locks[key]
+            if users <= 1:
+                del self._key_locks[key]
+            else:
+                self._key_locks[key] = (lock, users - 1)
+
+    async def _keyed_call(self, state: PolicyState, tool: str, arguments: dict[str, Any] | None,
+                          meta: Mapping[str, Any] | None, agent: str | None,
+                          key: str) -> dict[str, Any]:
+        digest = _request_digest(tool, arguments, agent)
+        replay = await self._replay(key, digest)
+        if replay is not None:
+            return replay
+        auth = await self._authorize(state, tool, arguments, agent)
+        if not isinstance(auth, Authorized):
+            return auth  # denied: nothing is recorded under the key, a retry is re-evaluated
+        if not await self.store.begin(key, tool, digest, now_issued_at()):
+            replay = await self._replay(key, digest)  # claimed by another gateway process
+            assert replay is not None
+            return replay
+        result = await self._run(auth, arguments, meta)
+        await self.store.finish(key, result)
+        return result
+
+    async def _replay(self, key: str, digest: str) -> dict[str, Any] | None:
+        row = await self.store.lookup(key)
+        if row is None:
+            return None
+        if row.request_sha256 != digest:
+            await _log.awarning("idempotency_conflict", key_sha256=_key_digest(key))
+            return refusal(codes.IDEMPOTENCY_KEY_CONFLICT,
+                           "this idempotency key was used for a different request")
+        if row.state != "done" or row.result is None:
+            await _log.aerror("idempotency_outcome_unknown", key_sha256=_key_digest(key),
+                              tool=row.tool)
+            return refusal(codes.IDEMPOTENCY_OUTCOME_UNKNOWN,
+                           "the first call with this key was forwarded but its outcome was "
+                           "not recorded; it is not executed again")
+        result = copy.deepcopy(row.result)
+        meta = result.get("_meta")
+        result["_meta"] = {**(meta if isinstance(meta, dict) else {}),
+                           codes.REPLAY_META_KEY: True}
+        return result
+
+    async def _authorize_and_run(self, state: PolicyState, tool: str,
+                                 arguments: dict[str, Any] | None,
+                                 meta: Mapping[str, Any] | None,
+                                 agent: str | None) -> dict[str, Any]:
+        auth = await self._authorize(state, tool, arguments, agent)
+        if not isinstance(auth, Authorized):
+            return auth
+        return await self._run(auth, arguments, meta)
+
+    async def _authorize(self, state: PolicyState, tool: str, arguments: dict[str, Any] | None,
+                         agent: str | None) -> Authorized | dict[str, Any]:
+        """Evaluate, notarize and save the decision; an :class:`Authorized` or a refusal.
+
+        Every decision goes to the ledger, denials included. An allowed decision the ledger
+        did not take is refused (``gateway.AUTHORIZATION_UNAVAILABLE``): an authorization
+        nobody can later audit is not one.
+        """
+        decision = state.policy.decide(tool, arguments, agent)
+        record = decision_record(decision.value, tool, decision.facts_sha256,
+                                 state.commitment, now_issued_at())
+        digest = sha256_jcs(record)
+        receipt: dict[str, Any] | None
+        try:
+            receipt = await self.notary.notarize(self.name, codes.POLICY_DECISION_TOOL, digest)
+        except NotaryError as e:
+            receipt = None
+            await _log.aerror("decision_not_notarized", tool=tool, error=str(e))
+        await self.store.save_decision(DecisionEvidence(record, decision.facts, receipt))
+        if not decision.allowed:
+            # The reason is the operator's alone: the caller gets the generic code.
+            await _log.ainfo("denied", tool=tool, agent=agent, reasons=list(decision.reasons),
+                             facts_sha256=decision.facts_sha256,
+                             receipt=receipt.get("id") if receipt else None)
+            return refusal(codes.AUTHORIZATION_DENIED,
+                           "this call is not authorized by the gateway's policy")
+        if receipt is None:
+            return refusal(codes.AUTHORIZATION_UNAVAILABLE,
+                           "the authorization could not be recorded; nothing was forwarded")
+        block = {"spec": codes.DECISION_SPEC, **record, "receipt": receipt}
+        return Authorized(tool, decision, block, _GRANT)
+
+    async def _forward(self, auth: Authorized, arguments: dict[str, Any] | None,
+                       meta: Mapping[str, Any] | None) -> types.CallToolResult:
+        """The one place that sends ``tools/call`` upstream; needs an :class:`Authorized`.
+
+        The arguments go exactly as received. The SDK's client-side output validation is
+        bypassed (``send_request`` rather than ``call_tool``) so that the gateway's projection
+        decides what a non-conforming result becomes.
+        """
+        _check_grant(auth)
+        forwarded = cast(types.RequestParamsMeta | None, _forwarded_meta(meta))
+        request = types.CallToolRequest(params=types.CallToolRequestParams(
+            name=auth.tool, arguments=arguments, _meta=forwarded))
+        return await self.upstream.session.send_request(
+            request, types.CallToolResult,
+            request_read_timeout_seconds=self.config.upstream_timeout)
+
+    async def _run(self, auth: Authorized, arguments: dict[str, Any] | None,
+                   meta: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Forward an authorized call and build the final result with its receipts."""
+        _check_grant(auth)  # outside the try below: a forged ticket is an error, not a result
+        tool = auth.tool
+        record_arguments = copy.deepcopy(arguments) if arguments is not None else {}
+        observed = True
+        try:
+            upstream = await self._forward(auth, arguments, meta)
+        except Exception as e:  # protocol error, timeout, closed connection, bad result shape
+            observed = False
+            await _log.awarning("upstream_failed", tool=tool, error=f"{type(e).__name__}: {e}")
+            wire = refusal(codes.UPSTREAM_TOOL_FAILED, "the upstream tool failed after "
+                           "authorization")
+        else:
+            wire = self._shape(tool, upstream)
+        meta_out = dict(wire.get("_meta") or {})
+        meta_out[codes.AUTH_RECEIPT_META_KEY] = auth.block
+        wire["_meta"] = meta_out
+        wire = await self.notarizer.notarize_wire(tool, record_arguments, wire)
+        wire["_meta"][aer1.META_KEY] = self._aer1(tool, record_arguments, wire, observed)
+        return wire
+
+    def _shape(self, tool: str, result: types.CallToolResult) -> dict[str, Any]:
+        """The upstream result as wire JSON: serverInfo renamed, projected, failures coded."""
+        wire = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        wire.pop("resultType", None)  # the gateway's own runner sets it for its client
+        meta = wire.get("_meta")
+        if isinstance(meta, dict) and codes.SERVER_INFO_META_KEY in meta:
+            meta = dict(meta)
+            meta[codes.UPSTREAM_SERVER_INFO_META_KEY] = meta.pop(codes.SERVER_INFO_META_KEY)
+            wire["_meta"] = meta
+        if wire.get("isError") is True:
+            err_meta = dict(wire.get("_meta") or {})
+            err_meta[codes.AUTH_ERROR_META_KEY] = {"code": codes.UPSTREAM_TOOL_FAILED}
+            wire["_meta"] = err_meta
+            return wire
+        projected, problem = project_result(wire, self.schemas.validator(tool))
+        if problem is None:
+            return projected
+        _log.warning("upstream_output_invalid", tool=tool, problem=problem)
+        kept = {k: v for k, v in (wire.get("_meta") or {}).items()}
+        return refusal(codes.UPSTREAM_TOOL_FAILED, "the upstream tool returned a result that "
+                       "does not match its declared output schema", kept)
+
+    def _aer1(self, tool: str, arguments: dict[str, Any], wire: dict[str, Any],
+              observed: bool) -> dict[str, Any]:
+        """The AER-1 receipt of the final result, from the SDK's notarization block."""
+        block = wire["_meta"].get(RS_META_KEY)
+        block = block if isinstance(block, dict) else {}
+        notarized = block.get("notarized") is not False and isinstance(block.get("salt"), str)
+        salt = block["salt"] if notarized else new_salt()
+        try:
+            record = CallRecord(server=self.name, tool=tool, arguments=arguments, result=wire,
+                                salt=salt)
+        except (RecordError, CanonicalizationError):
+            # The notarizer refused the same record (so it is marked unnotarized); AER-1 still
+            # needs bytes, so it describes the result without the arguments it cannot encode.
+            record = CallRecord(server=self.name, tool=tool, arguments={}, result=wire,
+                                salt=new_salt())
+            notarized = False
+        receipt = block.get("receipt") if notarized else None
+        kwargs: dict[str, Any] = {
+            "record": record, "provenance": aer1.PROVENANCE_GATEWAY,
+            "verification_status": "execution_observed" if observed
+            else "execution_not_observed",
+            "status": "error" if wire.get("isError") else "success",
+            "tool_context": {"name": tool, "version": self.upstream_version,
+                             "scope": f"mcp:{self.upstream_name}"}}
+        try:
+            return aer1.build_aer1(notary_receipt=receipt, **kwargs)
+        except ValueError:
+            # The receipt is for other bytes (cannot happen with the SDK's notarizer, which
+            # hashed this very record): never anchor bytes to someone else's commitment.
+            return aer1.build_aer1(notary_receipt=None, **kwargs)
+
+
+def _outcome(result: Mapping[str, Any]) -> str:
+    meta = result.get("_meta")
+    if isinstance(meta, Mapping):
+        if meta.get(codes.REPLAY_META_KEY):
+            return "replayed"
+        err = meta.get(codes.AUTH_ERROR_META_KEY)
+        if isinstance(err, Mapping):
+            return str(err.get("code"))
+    return "ok"
+
+
+def _key_digest(key: str) -> str:
+    """Idempotency keys may be meaningful to the caller; logs get a digest."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# The MCP server
+
+
+async def _on_list_tools(ctx: ServerRequestContext[GatewayRuntime],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return await ctx.lifespan_context.list_tools(params.cursor if params is not None else None)
+
+
+async def _on_call_tool(ctx: ServerRequestContext[GatewayRuntime],
+                        params: types.CallToolRequestParams) -> HandlerResult:
+    # The wire dict goes back as is: the SDK validates it against the protocol version's
+    # result schema anyway (dropping resultType on 2025-11-25), so building a model here
+    # first would only cost time.
+    wire = await ctx.lifespan_context.call_tool(
+        params.name, params.arguments, dict(ctx.meta) if ctx.meta is not None else None)
+    return {**wire, "resultType": "complete"}
+
+
+async def aer1_result_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext
+                                 ) -> HandlerResult:
+    """Put the AER-1 receipt at ``result._receipt`` on the wire.
+
+    The SDK shapes each result to its protocol version's schema *inside* the middleware
+    chain, dropping members the schema does not know (``_receipt`` among them); a middleware
+    sees the shaped wire dict after that, so a member added here reaches the client in both
+    protocol modes. The receipt itself is already in ``_meta[aer1.META_KEY]``.
+    """
+    result = await call_next(ctx)
+    if ctx.method != "tools/call" or not isinstance(result, dict):
+        return result
+    meta = result.get("_meta")
+    receipt = meta.get(aer1.META_KEY) if isinstance(meta, dict) else None
+    if isinstance(receipt, dict):
+        result = {**result, aer1.RESULT_KEY: receipt}
+    return result
+
+
+def resolve_name(config: GatewayConfig) -> str:
+    """The gateway's name: the flag, else the policy's ``gateway.name``, else the default."""
+    if config.name:
+        return config.name
+    policy = load_policy_text(config.policy_path.read_text("utf-8"))
+    return policy.name or DEFAULT_NAME
+
+
+def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
+    """The gateway as a low-level MCP server; its lifespan connects everything.
+
+    The policy is parsed here once, so a malformed file fails before anything starts. On
+    lifespan entry: the state file opens, the policy commitment is notarized, *then* the
+    upstream is connected and its tools listed; on exit all of it is closed again.
+    """
+    name = resolve_name(config)
+    if not structlog.is_configured():
+        # structlog's default writes to stdout, which is the MCP channel of a stdio server:
+        # the operator log goes to stderr instead (the CLI configures this itself).
+        from notary.logs import configure
+
+        configure("auto", "info")
+    live: list[GatewayRuntime] = []
+
+    @asynccontextmanager
+    async def lifespan(_: Server[GatewayRuntime]) -> AsyncIterator[GatewayRuntime]:
+        async with AsyncExitStack() as stack:
+            store = await GatewayStore(config.state_path).open()
+            stack.push_async_callback(store.close)
+            notary = NotaryClient(config.notary_url, config.api_key,
+                                  timeout=config.notary_timeout)
+            stack.push_async_callback(notary.close)
+            runtime = GatewayRuntime(config, name, store, notary)
+            await runtime.load_policy()
+            client = Client(config.upstream, mode=config.upstream_mode,
+                            read_timeout_seconds=config.upstream_timeout)
+            runtime.attach_upstream(await stack.enter_async_context(client))
+            await runtime.refresh_tools()
+            live.append(runtime)
+            try:
+                yield runtime
+            finally:
+                live.remove(runtime)
+
+    def input_schema(tool: str) -> dict[str, Any] | None:
+        # For the SDK's Mcp-Param-* header check on modern streamable HTTP: answer from the
+        # schemas already seen instead of forwarding a tools/list upstream per call.
+        return live[-1].schemas.input_schemas.get(tool) if live else None
+
+    server: Server[GatewayRuntime] = Server(
+        name,
+        version="1",
+        instructions="An authorization gateway: every tools/call is checked against a "
+                     "committed policy before it is forwarded, and carries receipts.",
+        lifespan=lifespan,
+        get_tool_input_schema=input_schema,
+        on_list_tools=_on_list_tools,
+    )
+    server.add_request_handler("tools/call", types.CallToolRequestParams, _on_call_tool)
+    server.middleware.append(aer1_result_middleware)
+    return server

@@ -1,0 +1,634 @@
+"""The authorization gateway end to end, through the real ``mcp`` client.
+
+Every test runs the real notary application on a loopback socket in this process and a real
+upstream MCP server (``tests/gateway_upstream.py``) as a stdio subprocess that appends every
+``tools/call`` it receives to a log file, so "the upstream saw nothing" is checked against what
+the upstream process itself recorded. The gateway runs in process (``mcp.Client(server)``,
+protocol modes ``auto`` = 2026-07-28 and ``legacy`` = 2025-11-25) and, for the wire checks, as
+``notary gateway`` over stdio. Receipts are verified offline with ``notary.verify`` and every
+AER-1 receipt is validated against the schema with ``jsonschema``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import pytest
+from aiohttp import web
+from jsonschema import Draft202012Validator
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import CallToolResult, RequestParamsMeta, TextContent
+
+from ledger.note import Ed25519Verifier
+from notary import aer1
+from notary.app import create_app, init_data_dir
+from notary.cli import main as notary_cli
+from notary.config import Settings
+from notary.gateway import GatewayConfig, build_gateway, codes
+from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
+from notary.gateway.policy import facts_sha256, load_policy_text, sha256_jcs
+from notary.gateway.salt import ensure_salt
+from notary.gateway.server import _request_digest as request_digest
+from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
+from notary.receipts import Jwks
+from notary.sdk import NotaryClient, verify_tool_result
+from notary.verify import verify_receipt
+from tests.gateway_upstream import read_log
+
+REPO = Path(__file__).resolve().parent.parent
+AER1_SCHEMA = json.loads((REPO / "notary" / "aer-1-receipt.schema.json").read_text())
+AER1_VALIDATOR = Draft202012Validator(AER1_SCHEMA,
+                                      format_checker=Draft202012Validator.FORMAT_CHECKER)
+GATEWAY = "test-gateway"
+AGENT = cast(RequestParamsMeta, {codes.AGENT_META_KEY: "LegalAgent"})
+APPROVED = {"amount": 2750, "recipient": "client-settlement-account",
+            "memo": "Thompson settlement disbursement", "approval": {"approved": True}}
+
+POLICY = """\
+version = 1
+
+[gateway]
+name = "test-gateway"
+
+[tools.echo]
+
+[tools."payments.transfer"]
+idempotent = false
+facts.amount = { from = "amount", type = "integer" }
+facts.approved = { from = "approval.approved", type = "boolean", default = false }
+rules = [
+  { fact = "amount", op = "<=", value = LIMIT },
+  { fact = "approved", op = "==", value = true },
+  { fact = "agent", op = "in", value = ["LegalAgent"] },
+]
+
+[tools."weather.forecast"]
+[tools."weather.legacy"]
+[tools."weather.broken"]
+[tools.crash]
+[tools.fail]
+idempotent = false
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def key_meta(key: str, **extra: Any) -> RequestParamsMeta:
+    return cast(RequestParamsMeta, {**AGENT, codes.IDEMPOTENCY_META_KEY: key, **extra})
+
+
+@dataclass
+class Rig:
+    """A notary, a policy with its salt, and where the gateway and the upstream keep state."""
+
+    url: str
+    data: Path
+    key: str
+    jwks: Jwks
+    log_key: Ed25519Verifier
+    vkey: str
+    tmp: Path
+    policy: Path = field(init=False)
+    salt: Path = field(init=False)
+    state: Path = field(init=False)
+    log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.policy = self.tmp / "policy.toml"
+        self.salt = self.tmp / "policy.salt"
+        self.state = self.tmp / "gateway.db"
+        self.log = self.tmp / "upstream-calls.jsonl"
+        self.write_policy(5000)
+        ensure_salt(self.salt)
+
+    def write_policy(self, limit: int | str) -> None:
+        self.policy.write_text(POLICY.replace("LIMIT", str(limit)))
+
+    @property
+    def commitment(self) -> str:
+        return load_policy_text(self.policy.read_text()).commitment(
+            self.salt.read_text().strip())
+
+    def upstream_command(self) -> list[str]:
+        return [sys.executable, "-m", "tests.gateway_upstream", "--log", str(self.log)]
+
+    def config(self, **kwargs: Any) -> GatewayConfig:
+        upstream = StdioServerParameters(command=sys.executable,
+                                         args=self.upstream_command()[1:], cwd=str(REPO))
+        return GatewayConfig(upstream=upstream, policy_path=self.policy, salt_path=self.salt,
+                             state_path=self.state, notary_url=self.url, api_key=self.key,
+                             **kwargs)
+
+    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
+        return [c for c in read_log(self.log) if tool is None or c["tool"] == tool]
+
+    async def size(self) -> int:
+        async with NotaryClient(self.url) as c:
+            return int((await c.ledger())["size"])
+
+    async def cli(self, *argv: str) -> tuple[int, str]:
+        """``notary ARGV`` in a thread (the CLI runs its own event loop)."""
+        def run() -> tuple[int, str]:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                code = notary_cli(list(argv))
+            return code, out.getvalue()
+
+        return await asyncio.to_thread(run)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    port = free_port()
+    settings = Settings(data=tmp_path / "notary-data", listen=f"127.0.0.1:{port}")
+    first = init_data_dir(settings)
+    assert first is not None
+    runner = web.AppRunner(create_app(settings))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    url = f"http://127.0.0.1:{port}"
+    async with NotaryClient(url) as c:
+        jwks = Jwks(await c.jwks())
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert notary_cli(["apikey", "create", "--data", str(settings.data),
+                           "--account", "gateway"]) == 0
+    key = out.getvalue().strip().splitlines()[-1]
+    yield Rig(url, settings.data, key, jwks, Ed25519Verifier.from_vkey(first.vkey), first.vkey,
+              tmp_path)
+    await runner.cleanup()
+
+
+@pytest.fixture(params=["auto", "legacy"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+# Checks ----------------------------------------------------------------------------------------
+
+
+def gateway_meta(result: CallToolResult) -> dict[str, Any]:
+    """The result's _meta without the SDK's own serverInfo stamp (2026-07-28 only)."""
+    return {k: v for k, v in (result.meta or {}).items() if k != codes.SERVER_INFO_META_KEY}
+
+
+def assert_receipt_verifies(rig: Rig, receipt: dict[str, Any]) -> None:
+    verdict = verify_receipt(receipt, record=None, jwks=rig.jwks, log_verifier=rig.log_key)
+    assert verdict.levels["signature"].status == "passed", verdict.to_json()
+    assert verdict.levels["inclusion"].status == "passed", verdict.to_json()
+
+
+def assert_authorized(rig: Rig, result: CallToolResult, tool: str,
+                      facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The authorization receipt: public commitments only, and in the ledger."""
+    block: dict[str, Any] = (result.meta or {})[codes.AUTH_RECEIPT_META_KEY]
+    assert set(block) == {"spec", "decision", "tool", "facts_sha256", "policy_commitment",
+                          "time", "receipt"}
+    assert block["spec"] == codes.DECISION_SPEC
+    assert (block["decision"], block["tool"]) == ("allow", tool)
+    assert block["policy_commitment"] == rig.commitment
+    if facts is not None:
+        assert block["facts_sha256"] == facts_sha256(facts)
+    record = {k: block[k] for k in ("decision", "tool", "facts_sha256", "policy_commitment",
+                                    "time")}
+    receipt = block["receipt"]
+    assert receipt["call_sha256"] == sha256_jcs(record)
+    assert (receipt["server"], receipt["tool"]) == (GATEWAY, codes.POLICY_DECISION_TOOL)
+    assert_receipt_verifies(rig, receipt)
+    return block
+
+
+def assert_aer1(rig: Rig, receipt: dict[str, Any], tool: str, provenance: str,
+                status: str = "success") -> None:
+    AER1_VALIDATOR.validate(receipt)
+    assert receipt["provenance_class"] == provenance
+    assert (receipt["tool"], receipt["status"], receipt["receipt_schema_version"]) == (
+        tool, status, "0.3")
+    verdict = aer1.verify_aer1(receipt, jwks=rig.jwks, log_verifier=rig.log_key)
+    assert verdict.valid, verdict.to_json()
+    assert receipt["output_hash"] == "sha256:" + receipt["anchor"]["receipt"]["call_sha256"]
+
+
+def assert_notarized(rig: Rig, result: CallToolResult, tool: str,
+                     arguments: dict[str, Any] | None) -> None:
+    """The rs-tool-call/1 notarization of the final result, and its AER-1 view."""
+    verdict = verify_tool_result(tool, arguments, result, jwks=rig.jwks,
+                                 log_verifier=rig.log_key, server=GATEWAY)
+    assert verdict.valid, verdict.to_json()
+    receipt = (result.meta or {})[aer1.META_KEY]
+    status = "error" if result.is_error else "success"
+    assert_aer1(rig, receipt, tool, aer1.PROVENANCE_GATEWAY, status)
+    block = (result.meta or {})["com.rightshold/tool-call"]
+    assert receipt["output_hash"] == "sha256:" + block["call_sha256"]
+
+
+def assert_refused(result: CallToolResult, code: str) -> None:
+    """An isError result carrying only the public code (and nothing about the policy)."""
+    assert result.is_error
+    assert gateway_meta(result) == {codes.AUTH_ERROR_META_KEY: {"code": code}}
+    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
+    assert result.content[0].text.startswith(code + ":")
+    assert result.structured_content is None
+
+
+# In process: authorization -----------------------------------------------------------------
+
+
+async def test_allowed_denied_and_unknown(rig: Rig, mode: str) -> None:
+    async with Client(build_gateway(rig.config()), mode=mode) as client:
+        listed = await client.list_tools()
+        assert {t.name for t in listed.tools} == {
+            "payments.transfer", "echo", "weather.forecast", "weather.legacy",
+            "weather.broken", "fail", "crash", "admin.delete"}
+        assert rig.calls() == []  # listing is not calling
+
+        # Allowed: forwarded with the arguments unchanged; upstream _meta kept.
+        result = await client.call_tool("echo", {"text": "hi"}, meta=AGENT)
+        assert not result.is_error and result.content[0].text == "hi"  # type: ignore[union-attr]
+        meta = result.meta or {}
+        assert meta["example.com/trace"] == "t-1"
+        assert_authorized(rig, result, "echo", {"tool": "echo", "agent": "LegalAgent"})
+        assert_notarized(rig, result, "echo", {"text": "hi"})
+        if mode == "auto":
+            # The upstream's serverInfo stamp is renamed, never passed off as the gateway's.
+            assert meta[codes.SERVER_INFO_META_KEY]["name"] == GATEWAY
+            assert meta[codes.UPSTREAM_SERVER_INFO_META_KEY]["name"] == "recording-upstream"
+        call = rig.calls()[-1]
+        assert (call["tool"], call["arguments"]) == ("echo", {"text": "hi"})
+        assert not any(k.startswith("io.zkmcp/") for k in call["meta_keys"])
+
+        # A string amount is coerced for the facts, but forwarded exactly as sent.
+        args = {**APPROVED, "amount": "2750"}
+        result = await client.call_tool("payments.transfer", args, meta=key_meta(f"a-{mode}"))
+        assert not result.is_error, result
+        assert result.structured_content == {"transfer_id": "tr_1", "amount": 2750,
+                                             "recipient": "client-settlement-account"}
+        assert_authorized(rig, result, "payments.transfer",
+                          {"tool": "payments.transfer", "agent": "LegalAgent", "amount": 2750,
+                           "approved": True})
+        assert_notarized(rig, result, "payments.transfer", args)
+        assert rig.calls()[-1]["arguments"] == args
+
+        seen = len(rig.calls())
+        denied: list[tuple[str, dict[str, Any], RequestParamsMeta]] = [
+            ("payments.transfer", {**APPROVED, "amount": 9000}, key_meta(f"b-{mode}")),
+            ("payments.transfer", {"amount": 10, "recipient": "x"}, key_meta(f"c-{mode}")),
+            ("payments.transfer", APPROVED, key_meta(f"d-{mode}", **{
+                codes.AGENT_META_KEY: "Mallory"})),
+            ("payments.transfer", APPROVED,
+             cast(RequestParamsMeta, {codes.IDEMPOTENCY_META_KEY: f"e-{mode}"})),
+            ("admin.delete", {"what": "everything"}, AGENT),   # offered upstream, not allowed
+            ("no.such.tool", {}, AGENT),                        # unknown everywhere
+            ("x" * 300, {}, AGENT),                             # not even a valid name
+        ]
+        for tool, arguments, request_meta in denied:
+            result = await client.call_tool(tool, arguments, meta=request_meta)
+            assert_refused(result, codes.AUTHORIZATION_DENIED)
+        # Non-idempotent without a key: its own code, nothing evaluated.
+        result = await client.call_tool("payments.transfer", APPROVED, meta=AGENT)
+        assert_refused(result, codes.IDEMPOTENCY_KEY_REQUIRED)
+        assert len(rig.calls()) == seen  # the upstream saw none of them
+
+    decisions = [e async for e in read_decisions(rig.state)]
+    assert [e.record["decision"] for e in decisions] == ["allow"] * 2 + ["deny"] * 6
+    for evidence in decisions:  # denials are in the ledger too
+        assert evidence.receipt is not None
+        assert evidence.receipt["call_sha256"] == sha256_jcs(evidence.record)
+        assert_receipt_verifies(rig, evidence.receipt)
+
+
+async def test_upstream_failures_keep_the_authorization(rig: Rig) -> None:
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        # An isError result from the tool: its content is kept, the code added.
+        result = await client.call_tool("fail", {}, meta=key_meta("f-1"))
+        assert result.is_error and result.content[0].text == "disk on fire"  # type: ignore[union-attr]
+        assert gateway_meta(result)[codes.AUTH_ERROR_META_KEY] == {
+            "code": codes.UPSTREAM_TOOL_FAILED}
+        assert_authorized(rig, result, "fail")
+        assert_notarized(rig, result, "fail", {})
+        assert (result.meta or {})[aer1.META_KEY]["verification_status"] == "execution_observed"
+        first_failure = result
+
+        # A JSON-RPC error from the upstream.
+        result = await client.call_tool("crash", {}, meta=AGENT)
+        assert result.is_error
+        assert gateway_meta(result)[codes.AUTH_ERROR_META_KEY] == {
+            "code": codes.UPSTREAM_TOOL_FAILED}
+        assert "crashed" not in result.content[0].text  # type: ignore[union-attr]
+        assert_authorized(rig, result, "crash")
+        assert_notarized(rig, result, "crash", {})
+        assert (result.meta or {})[aer1.META_KEY]["verification_status"] == \
+            "execution_not_observed"
+
+        # A result that breaks the tool's own output schema.
+        result = await client.call_tool("weather.broken", {"city": "Oslo"}, meta=AGENT)
+        assert result.is_error and result.structured_content is None
+        assert gateway_meta(result)[codes.AUTH_ERROR_META_KEY] == {
+            "code": codes.UPSTREAM_TOOL_FAILED}
+        assert_authorized(rig, result, "weather.broken")
+
+        # A retry of the failed non-idempotent call returns the recorded failure.
+        again = await client.call_tool("fail", {}, meta=key_meta("f-1"))
+        assert again.is_error and (again.meta or {})[codes.REPLAY_META_KEY] is True
+        assert again.content == first_failure.content
+        assert (again.meta or {})[codes.AUTH_RECEIPT_META_KEY] == \
+            (first_failure.meta or {})[codes.AUTH_RECEIPT_META_KEY]
+    assert [c["tool"] for c in rig.calls()] == ["fail", "crash", "weather.broken"]
+
+
+async def test_output_schema_projection(rig: Rig, mode: str) -> None:
+    async with Client(build_gateway(rig.config()), mode=mode) as client:
+        # The client validates results against the schemas the gateway lists (the upstream's).
+        result = await client.call_tool("weather.forecast", {"city": "Oslo"}, meta=AGENT)
+        assert result.structured_content == {"city": "Oslo", "temperature_c": 19.5}
+        assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+        assert_notarized(rig, result, "weather.forecast", {"city": "Oslo"})
+
+        result = await client.call_tool("weather.legacy", {"city": "Bergen"}, meta=AGENT)
+        assert result.structured_content == {"city": "Bergen", "temperature_c": 7}
+        assert_notarized(rig, result, "weather.legacy", {"city": "Bergen"})
+
+
+# Idempotency ---------------------------------------------------------------------------------
+
+
+async def test_idempotent_retries_never_run_twice(rig: Rig) -> None:
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        first = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("K1"))
+        assert not first.is_error
+        assert (first.structured_content or {})["transfer_id"] == "tr_1"
+        again = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("K1"))
+        assert again.structured_content == first.structured_content
+        assert (again.meta or {})[codes.REPLAY_META_KEY] is True
+        # The replay carries the original receipts, which still verify.
+        assert (again.meta or {})[codes.AUTH_RECEIPT_META_KEY] == \
+            (first.meta or {})[codes.AUTH_RECEIPT_META_KEY]
+        assert_notarized(rig, again, "payments.transfer", APPROVED)
+
+        other = await client.call_tool("payments.transfer", {**APPROVED, "amount": 100},
+                                       meta=key_meta("K1"))
+        assert_refused(other, codes.IDEMPOTENCY_KEY_CONFLICT)
+
+        # Concurrent duplicates: one execution.
+        results = await asyncio.gather(*[
+            client.call_tool("payments.transfer", APPROVED, meta=key_meta("K2"))
+            for _ in range(5)])
+        assert len({r.structured_content["transfer_id"] for r in results}) == 1
+        assert len(rig.calls("payments.transfer")) == 2
+
+    # The response was lost and the gateway restarted: the retry gets the recorded outcome.
+    async with Client(build_gateway(rig.config()), mode="legacy") as client:
+        again = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("K1"))
+        assert again.structured_content == first.structured_content
+        # A crash between forwarding and recording: never executed a second time.
+        store = await GatewayStore(rig.state).open()
+        try:
+            digest = request_digest("payments.transfer", APPROVED, "LegalAgent")
+            assert await store.begin("K3", "payments.transfer", digest, "now")
+        finally:
+            await store.close()
+        unknown = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("K3"))
+        assert_refused(unknown, codes.IDEMPOTENCY_OUTCOME_UNKNOWN)
+    assert len(rig.calls("payments.transfer")) == 2
+
+
+# Ledger, audit, reload ------------------------------------------------------------------------
+
+
+async def test_ledger_entries_and_audit(rig: Rig) -> None:
+    size0 = await rig.size()
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        await client.call_tool("echo", {"text": "one"}, meta=AGENT)
+        await client.call_tool("payments.transfer", APPROVED, meta=key_meta("L1"))
+        await client.call_tool("payments.transfer", {**APPROVED, "amount": 6000},
+                               meta=key_meta("L2"))
+        await client.call_tool("admin.delete", {"what": "x"}, meta=AGENT)
+    # 1 policy commitment + 4 decisions + 2 notarized results.
+    assert await rig.size() == size0 + 7
+    policies = await read_policy_receipts(rig.state)
+    receipt = policies[rig.commitment]
+    assert receipt is not None and receipt["call_sha256"] == rig.commitment
+    assert (receipt["server"], receipt["tool"]) == (GATEWAY, codes.POLICY_COMMIT_TOOL)
+    assert_receipt_verifies(rig, receipt)
+
+    jwks_file = rig.tmp / "jwks.json"
+    jwks_file.write_text(json.dumps(rig.jwks.to_json()))
+    trust = ["--jwks", str(jwks_file), "--log-key", rig.vkey, "--server", GATEWAY]
+    base = ["gateway", "audit", "--policy", str(rig.policy), "--salt-file", str(rig.salt)]
+    code, out = await rig.cli(*base, "--decisions", str(rig.state), *trust, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["valid"], out
+    assert report["summary"] == {"decisions": 4, "valid": 4}
+    assert report["policies"][0]["ledger"]["status"] == "passed"
+    assert [d["record"]["decision"] for d in report["decisions"]] == [
+        "allow", "allow", "deny", "deny"]
+    code, text = await rig.cli(*base, "--decisions", str(rig.state), *trust)
+    assert code == 0 and "4 of 4 decisions re-checked: ALL VALID" in text, text
+    assert "in the ledger: PASSED" in text
+
+    # Exported evidence, tampered: the audit catches each kind of lie.
+    code, lines = await rig.cli("gateway", "decisions", "--state", str(rig.state))
+    evidence = [json.loads(line) for line in lines.splitlines()]
+    evidence[1]["facts"]["amount"] = 1            # facts that were not decided on
+    evidence[2]["record"]["decision"] = "allow"   # a denial rewritten as an allowance
+    tampered = rig.tmp / "tampered.jsonl"
+    tampered.write_text("\n".join(json.dumps(e) for e in evidence) + "\n")
+    code, out = await rig.cli(*base, "--decisions", str(tampered), *trust, "--json")
+    report = json.loads(out)
+    assert code == 1 and [d["valid"] for d in report["decisions"]] == [True, False, False, True]
+    assert report["decisions"][1]["levels"]["facts"]["status"] == "failed"
+    assert report["decisions"][2]["levels"]["decision"]["status"] == "failed"
+    assert report["decisions"][2]["levels"]["ledger"]["status"] == "failed"
+
+    # Another salt: the revealed policy is not the committed one.
+    wrong = rig.tmp / "wrong.salt"
+    wrong.write_text("ab" * 32 + "\n")
+    code, out = await rig.cli("gateway", "audit", "--policy", str(rig.policy), "--salt-file",
+                        str(wrong), "--decisions", str(rig.state), *trust, "--json")
+    assert code == 1
+    assert all(d["levels"]["policy"]["status"] == "failed" for d in json.loads(out)["decisions"])
+
+
+async def test_policy_reload_is_committed_first(rig: Rig) -> None:
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        first = await client.call_tool("payments.transfer", {**APPROVED, "amount": 3000},
+                                       meta=key_meta("R1"))
+        old = (first.meta or {})[codes.AUTH_RECEIPT_META_KEY]["policy_commitment"]
+        rig.write_policy(900)
+        denied = await client.call_tool("payments.transfer", {**APPROVED, "amount": 3000},
+                                        meta=key_meta("R2"))
+        assert_refused(denied, codes.AUTHORIZATION_DENIED)
+        small = await client.call_tool("payments.transfer", {**APPROVED, "amount": 800},
+                                       meta=key_meta("R3"))
+        new = assert_authorized(rig, small, "payments.transfer")["policy_commitment"]
+        assert new != old and new == rig.commitment
+        # A broken edit is not used: the last committed policy stays in force.
+        rig.policy.write_text("version = 1\n[tools.echo]\nrulez = []\n")
+        kept = await client.call_tool("payments.transfer", {**APPROVED, "amount": 850},
+                                      meta=key_meta("R4"))
+        assert (kept.meta or {})[codes.AUTH_RECEIPT_META_KEY]["policy_commitment"] == new
+    policies = await read_policy_receipts(rig.state)
+    assert set(policies) == {old, new}
+    for commitment, receipt in policies.items():
+        assert receipt is not None and receipt["call_sha256"] == commitment
+        assert_receipt_verifies(rig, receipt)
+
+
+# Over stdio: the wire -------------------------------------------------------------------------
+
+
+class TapStream:
+    """A client read stream that keeps every raw message (the JSON-RPC results as dicts)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seen: list[Any] = []
+
+    async def receive(self) -> Any:
+        message = await self.inner.receive()
+        self.seen.append(message)
+        return message
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def __aiter__(self) -> TapStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> TapStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self.inner.__aexit__(*exc)
+        return result
+
+    def results(self) -> list[dict[str, Any]]:
+        out = []
+        for message in self.seen:
+            result = getattr(getattr(message, "message", None), "result", None)
+            if isinstance(result, dict) and "content" in result:
+                out.append(result)
+        return out
+
+
+@contextlib.asynccontextmanager
+async def tapped_stdio(params: StdioServerParameters, taps: list[TapStream]
+                       ) -> AsyncIterator[Any]:
+    with open(os.devnull, "w") as devnull:
+        async with stdio_client(params, errlog=devnull) as (read, write):
+            tap = TapStream(read)
+            taps.append(tap)
+            yield tap, write
+
+
+def gateway_command(rig: Rig, *extra: str) -> list[str]:
+    key_file = rig.tmp / "notary.key"
+    key_file.write_text(rig.key)
+    return ["-m", "notary.cli", "gateway",
+            "--upstream", " ".join(rig.upstream_command()), "--upstream-cwd", str(REPO),
+            "--policy", str(rig.policy), "--salt-file", str(rig.salt),
+            "--state", str(rig.state), "--notary", rig.url, "--api-key-file", str(key_file),
+            "--agent", "LegalAgent", "--log-format", "json", *extra]
+
+
+async def test_stdio_gateway_puts_receipt_on_the_wire(rig: Rig, mode: str) -> None:
+    params = StdioServerParameters(command=sys.executable, args=gateway_command(rig),
+                                   cwd=str(REPO), env={"PYTHONPATH": str(REPO)})
+    taps: list[TapStream] = []
+    async with Client(tapped_stdio(params, taps), mode=mode) as client:
+        result = await client.call_tool("payments.transfer", APPROVED, meta=cast(
+            RequestParamsMeta, {codes.IDEMPOTENCY_META_KEY: f"w-{mode}"}))
+        assert not result.is_error
+        denied = await client.call_tool("admin.delete", {"what": "x"})
+        assert_refused(denied, codes.AUTHORIZATION_DENIED)
+    raw = taps[0].results()
+    assert len(raw) == 2
+    wire, refused = raw
+    # result._receipt is on the wire in both protocol modes, equal to the _meta mirror ...
+    receipt = wire[aer1.RESULT_KEY]
+    assert receipt == wire["_meta"][aer1.META_KEY]
+    assert_aer1(rig, receipt, "payments.transfer", aer1.PROVENANCE_GATEWAY)
+    # ... but the SDK's result model drops unknown top-level members.
+    assert aer1.RESULT_KEY not in result.model_dump(by_alias=True)
+    assert aer1.RESULT_KEY not in refused  # nothing ran, nothing observed
+    if mode == "auto":
+        assert wire["_meta"][codes.SERVER_INFO_META_KEY]["name"] == GATEWAY
+        assert wire["_meta"][codes.UPSTREAM_SERVER_INFO_META_KEY]["name"] == \
+            "recording-upstream"
+    assert [c["tool"] for c in rig.calls()] == ["payments.transfer"]
+
+
+# The agent side -------------------------------------------------------------------------------
+
+
+async def test_agent_recorder_logs_what_the_agent_received(rig: Rig) -> None:
+    async with Client(build_gateway(rig.config()), mode="auto") as client, \
+            NotaryClient(rig.url, rig.key) as notary:
+        agent = AgentRecorder(client, notary, server_name="agent-view")
+        result = await agent.call_tool("echo", {"text": "seen"}, meta=AGENT)
+        receipt = aer1_of(result)
+        assert receipt is not None
+        assert_aer1(rig, receipt, "echo", aer1.PROVENANCE_AGENT)
+        assert receipt["verification_status"] == "not_verified"
+        assert receipt["anchor"]["receipt"]["server"] == "agent-view"
+        # The gateway's own receipts are kept beside the agent's.
+        meta = result.meta or {}
+        assert meta[aer1.META_KEY]["provenance_class"] == aer1.PROVENANCE_GATEWAY
+        assert_notarized(rig, result, "echo", {"text": "seen"})
+        assert to_wire(result)[aer1.RESULT_KEY] == receipt
+        # Agent and gateway hashed the same content (different salts and servers).
+        assert receipt["output_hash"] != meta[aer1.META_KEY]["output_hash"]
+
+
+# Over streamable HTTP -------------------------------------------------------------------------
+
+
+async def test_http_gateway_both_modes(rig: Rig) -> None:
+    port = free_port()
+    with open(rig.tmp / "gateway.err", "wb") as errlog:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, *gateway_command(rig, "--http", f"127.0.0.1:{port}"),
+            cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=asyncio.subprocess.DEVNULL, stdout=errlog, stderr=errlog)
+    try:
+        for _ in range(300):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                assert proc.returncode is None, (rig.tmp / "gateway.err").read_text()
+                await asyncio.sleep(0.05)
+        for mode in ("auto", "legacy"):
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+                result = await client.call_tool("weather.forecast", {"city": mode})
+                assert result.structured_content == {"city": mode, "temperature_c": 19.5}
+                assert_notarized(rig, result, "weather.forecast", {"city": mode})
+                denied = await client.call_tool("admin.delete", {"what": mode})
+                assert_refused(denied, codes.AUTHORIZATION_DENIED)
+    finally:
+        proc.terminate()
+        await proc.wait()
+    assert [c["arguments"] for c in rig.calls()] == [{"city": "auto"}, {"city": "legacy"}]
