@@ -24,10 +24,10 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
+    from mcp.client.stdio import StdioServerParameters
 
 from .policy import Policy, PolicyError, explain, load_policy_text, render_explanation
 from .salt import SaltError, default_salt_path, ensure_salt, read_salt
@@ -63,6 +63,8 @@ def parse_upstream(text: str, env: Sequence[str] = (), cwd: str | None = None
         if not sep or not key:
             raise _error(f"--upstream-env {item!r} is not KEY=VALUE")
         extra[key] = value
+    from mcp.client.stdio import StdioServerParameters
+
     return StdioServerParameters(command=argv[0], args=argv[1:], env=extra or None, cwd=cwd)
 
 
@@ -148,6 +150,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 async def _input_schemas(upstream: str | StdioServerParameters, mode: str
                          ) -> dict[str, dict[str, Any] | None]:
     out: dict[str, dict[str, Any] | None] = {}
+    from mcp import Client
+
     async with Client(upstream, mode=mode) as client:
         cursor: str | None = None
         for _ in range(100):
