@@ -12,12 +12,14 @@ caught by byte comparisons, and because what we accept we must be able to re-ser
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ledger.note import (
     Ed25519Signer,
+    Ed25519Verifier,
     Note,
     NoteError,
     NoteSignature,
@@ -154,9 +156,37 @@ def open_checkpoint(
     ``log_verifier`` nor ``witnesses`` are ignored; one by a known key that fails to verify
     rejects the note. At least ``quorum`` distinct witness keys must have verifying cosignatures.
     Returns the parsed checkpoint and the whole note (every signature line, for re-serving).
+
+    The common case, the log key alone (an :class:`Ed25519Verifier`, no witnesses), is
+    memoized on the exact note bytes and the key (name and public key): many receipts carry
+    the same checkpoint, and opening it again would give the same answer. Only successes are
+    remembered; a note that fails is checked afresh every time.
     """
     if isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 0:
         raise ValueError("quorum must be a non-negative integer")
+    if (not witnesses and quorum == 0 and type(data) is bytes
+            and type(log_verifier) is Ed25519Verifier):
+        return _open_with_log_key(data, log_verifier)
+    return _open_checkpoint(data, log_verifier, witnesses, quorum)
+
+
+@functools.lru_cache(maxsize=256)
+def _open_with_log_key(data: bytes, log_verifier: Ed25519Verifier) -> tuple[Checkpoint, Note]:
+    """:func:`open_checkpoint` without witnesses, remembered per (note bytes, log key).
+
+    Ed25519Verifier hashes and compares by name and public key (its key ID derives from
+    them) and its ``verify`` is deterministic, so an entry is exactly the bytes and the key
+    that were verified. The result is immutable (frozen dataclasses and tuples).
+    """
+    return _open_checkpoint(data, log_verifier, (), 0)
+
+
+def _open_checkpoint(
+    data: bytes,
+    log_verifier: NoteVerifier,
+    witnesses: Sequence[NoteVerifier],
+    quorum: int,
+) -> tuple[Checkpoint, Note]:
     note = parse_note(data)
     cp = parse_checkpoint_text(note.text)
     if log_verifier.name != cp.origin:

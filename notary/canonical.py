@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any, cast
 
 import rfc8785
@@ -103,60 +104,93 @@ def _int_problem(n: int) -> str | None:
     )
 
 
+def _path(chain: tuple[str | int, ...]) -> str:
+    """The path string of a chain ``(root, key or index, ...)``, built only when reporting."""
+    root, *keys = chain
+    out = str(root)
+    for key in keys:
+        out = child_path(out, key)
+    return out
+
+
+def _scalar_problem(item: object) -> tuple[str | None, bool]:
+    """(why ``item`` is refused or None, whether it is an integer beyond ±(2^53−1))."""
+    if item is None or isinstance(item, bool):
+        return None, False
+    if isinstance(item, int):
+        if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+            return None, False
+        return _int_problem(item), True
+    if isinstance(item, float):
+        if math.isfinite(item):
+            return None, False
+        return f"{item!r} is not a JSON number (NaN and infinities are refused)", False
+    if isinstance(item, str):
+        # An ASCII string (a flag CPython keeps, so no scan) cannot hold a surrogate.
+        return (None if item.isascii() else _surrogate_problem(item, "string")), False
+    hint = " (use a list for a JSON array)" if isinstance(item, tuple | set | frozenset) else ""
+    return f"{type(item).__name__} is not a JSON value{hint}", False
+
+
+def _children(item: list[object] | dict[object, object], chain: tuple[str | int, ...]
+              ) -> Iterator[tuple[str | int, object]]:
+    """(key or index, value) of a container's members, after checking an object's keys.
+
+    Every key of an object is checked before any of its values, in order, as the path of
+    the first problem in document order is the one reported.
+    """
+    if isinstance(item, list):
+        return enumerate(item)
+    for key in item:
+        if not isinstance(key, str):
+            raise CanonicalizationError(
+                _path(chain),
+                f"object key {key!r} is a {type(key).__name__}, JSON object keys must be strings",
+            )
+        if not key.isascii():
+            problem = _surrogate_problem(key, "object key")
+            if problem is not None:
+                raise CanonicalizationError(_path((*chain, key)), problem)
+    return iter(item.items())  # type: ignore[arg-type]  # every key was just checked
+
+
 def _walk(value: object, path: str) -> bool:
     """Validate ``value``; return True if it holds an integer beyond ±(2^53−1).
 
-    Iterative (depth-first, in document order, so the first problem in the document is the
-    one reported) to keep depth bounded by :data:`MAX_DEPTH` rather than the Python stack.
+    Depth-first in document order, so the first problem in the document is the one
+    reported, and iterative (a stack of the open containers) to keep depth bounded by
+    :data:`MAX_DEPTH` rather than the Python stack. Paths are built only for the error
+    message: the walk itself carries a tuple of keys per open container.
     """
+    if not isinstance(value, list | dict):
+        problem, big = _scalar_problem(value)
+        if problem is not None:
+            raise CanonicalizationError(path, problem)
+        return big
     has_big_int = False
-    stack: list[tuple[object, str, int]] = [(value, path, 0)]
+    root: tuple[str | int, ...] = (path,)
+    stack: list[tuple[Iterator[tuple[str | int, object]], tuple[str | int, ...]]] = [
+        (_children(value, root), root)
+    ]
     while stack:
-        item, where, depth = stack.pop()
-        if item is None or isinstance(item, bool):
-            continue
-        if isinstance(item, int):
-            problem = _int_problem(item)
+        members, chain = stack[-1]
+        for key, item in members:
+            if isinstance(item, list | dict):
+                child = (*chain, key)
+                if len(stack) >= MAX_DEPTH:
+                    raise CanonicalizationError(
+                        _path(child), f"nesting is deeper than {MAX_DEPTH} arrays/objects"
+                    )
+                stack.append((_children(item, child), child))
+                break
+            if isinstance(item, str) and item.isascii():
+                continue  # the common case, decided without a call
+            problem, big = _scalar_problem(item)
             if problem is not None:
-                raise CanonicalizationError(where, problem)
-            has_big_int = has_big_int or not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER
-            continue
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise CanonicalizationError(
-                    where, f"{item!r} is not a JSON number (NaN and infinities are refused)"
-                )
-            continue
-        if isinstance(item, str):
-            problem = _surrogate_problem(item, "string")
-            if problem is not None:
-                raise CanonicalizationError(where, problem)
-            continue
-        if isinstance(item, list | dict):
-            if depth >= MAX_DEPTH:
-                raise CanonicalizationError(
-                    where, f"nesting is deeper than {MAX_DEPTH} arrays/objects"
-                )
-            children: list[tuple[object, str, int]] = []
-            if isinstance(item, list):
-                children = [(elem, child_path(where, i), depth + 1) for i, elem in enumerate(item)]
-            else:
-                for key, elem in item.items():
-                    if not isinstance(key, str):
-                        raise CanonicalizationError(
-                            where,
-                            f"object key {key!r} is a {type(key).__name__}, "
-                            "JSON object keys must be strings",
-                        )
-                    key_path = child_path(where, key)
-                    problem = _surrogate_problem(key, "object key")
-                    if problem is not None:
-                        raise CanonicalizationError(key_path, problem)
-                    children.append((elem, key_path, depth + 1))
-            stack.extend(reversed(children))
-            continue
-        hint = " (use a list for a JSON array)" if isinstance(item, tuple | set | frozenset) else ""
-        raise CanonicalizationError(where, f"{type(item).__name__} is not a JSON value{hint}")
+                raise CanonicalizationError(_path((*chain, key)), problem)
+            has_big_int = has_big_int or big
+        else:
+            stack.pop()
     return has_big_int
 
 
