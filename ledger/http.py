@@ -11,7 +11,7 @@ proof and the checkpoint served with it always agree even while another process 
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from aiohttp import web
 
@@ -21,9 +21,14 @@ from .log import Head, Log
 from .storage.base import CheckpointRecord
 from .tiles import TILE_WIDTH, TilePathError, parse_tile_path, tile_count
 
-__all__ = ["LOG", "add_ledger_routes", "create_ledger_app"]
+__all__ = ["LOG", "PUBLISHED_CHECKPOINT", "add_ledger_routes", "create_ledger_app"]
 
 LOG = web.AppKey("ledger.log", Log)
+
+CheckpointProvider = Callable[[Head], tuple[bytes, Mapping[str, str]]]
+#: Optional: chooses what /checkpoint serves given the log's head, as (note, extra headers), so
+#: an application can publish e.g. the newest witness-cosigned checkpoint instead of the head.
+PUBLISHED_CHECKPOINT: web.AppKey[CheckpointProvider] = web.AppKey("ledger.published_checkpoint")
 
 MAX_SIZE = (1 << 64) - 1  # tree sizes and indexes are uint64 everywhere in the tlog ecosystem
 MAX_HISTORY = 1000
@@ -85,8 +90,14 @@ def _beyond(what: str, head: Head) -> ApiError:
 async def get_checkpoint(request: web.Request) -> web.Response:
     """The signed checkpoint exactly as stored, so cosignatures and clients see the same bytes."""
     _, head = await _head(request)
-    resp = web.Response(body=head.note, content_type="text/plain", charset="utf-8")
+    note: bytes = head.note
+    extra: Mapping[str, str] = {}
+    provider = request.config_dict.get(PUBLISHED_CHECKPOINT)
+    if provider is not None:
+        note, extra = provider(head)
+    resp = web.Response(body=note, content_type="text/plain", charset="utf-8")
     resp.headers["Cache-Control"] = _SHORT
+    resp.headers.update(extra)
     return resp
 
 

@@ -24,6 +24,7 @@ from .metrics import Metrics
 from .routes.meta import add_meta_routes
 from .routes.tool_calls import add_tool_call_routes
 from .service import Notary
+from .witnessing import witnessing_context
 
 _log = structlog.get_logger("notary")
 
@@ -63,6 +64,7 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app.cleanup_ctx.append(_notary_ctx)
+    app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
     add_ledger_routes(app)
     add_tool_call_routes(app)
     add_meta_routes(app)

@@ -24,6 +24,13 @@ class Settings:
     max_batch: int = 4096
     log_format: str = "auto"  # auto (console on a TTY, else JSON), json or console
     log_level: str = "info"
+    # Witnessing (notary/witnessing.py): "URL=VKEY" per witness (a TOML list; in the
+    # environment, separated by spaces or commas), cosignatures required (0: a majority),
+    # seconds between submissions of a grown tree, and per-request timeout in seconds.
+    witnesses: tuple[str, ...] = ()
+    witness_quorum: int = 0
+    witness_interval: float = 2.0
+    witness_timeout: float = 5.0
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -56,6 +63,15 @@ def _coerce(name: str, value: Any) -> Any:
             if isinstance(value, bool):
                 raise ValueError
             return int(value)
+        if kind == "float":
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if kind == "tuple[str, ...]":
+            items = value.replace(",", " ").split() if isinstance(value, str) else value
+            if not isinstance(items, list | tuple) or not all(isinstance(v, str) for v in items):
+                raise ValueError
+            return tuple(items)
         return str(value)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"setting {name!r}: {value!r} is not a valid {kind}") from e

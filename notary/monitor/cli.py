@@ -1,0 +1,233 @@
+"""``notary monitor``: watch a log's checkpoints (and optionally audit its tiles) for misbehaviour.
+
+Modes: one poll and exit (the default, or ``--once``), or a daemon polling every ``--interval``
+seconds that keeps alarming while the log misbehaves and exposes Prometheus metrics on
+``--metrics HOST:PORT``.
+
+Exit status of a one-shot run: 0 verified, 1 alarm (evidence written to ``--evidence-dir``),
+2 usage or state-file error, 3 the log could not be reached or answered nonsense.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+from ledger.cosignature import parse_verifier_key
+from ledger.note import Ed25519Verifier, NoteError, NoteVerifier
+
+__all__ = ["EXIT_ALARM", "EXIT_FETCH", "EXIT_OK", "EXIT_USAGE", "main", "register", "run"]
+
+EXIT_OK, EXIT_ALARM, EXIT_USAGE, EXIT_FETCH = 0, 1, 2, 3
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class MonitorCliError(Exception):
+    """Bad arguments; the message is all the user sees."""
+
+
+def _read_key(text: str) -> str:
+    """A key given inline, or the path of a file holding it (e.g. ``notary-data/log.vkey``)."""
+    if "+" not in text and Path(text).is_file():
+        return Path(text).read_text().strip()
+    return text.strip()
+
+
+def _log_verifier(text: str) -> tuple[Ed25519Verifier, str]:
+    vkey = _read_key(text)
+    try:
+        return Ed25519Verifier.from_vkey(vkey), vkey
+    except NoteError as e:
+        raise MonitorCliError(f"--vkey: not a log verifier key: {e}") from None
+
+
+def _witness(text: str) -> NoteVerifier:
+    try:
+        return parse_verifier_key(_read_key(text))
+    except NoteError as e:
+        raise MonitorCliError(f"--witness {text!r}: {e}") from None
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise MonitorCliError(f"--metrics must be HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
+              err: IO[str] | None = None, stop: asyncio.Event | None = None) -> int:
+    """Run the monitor as the command line asked; returns the exit status.
+
+    Importable so that tests and other programs can run it inside their own event loop;
+    ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
+    """
+    import aiohttp
+    from aiohttp import web
+    from prometheus_client import generate_latest
+
+    from .core import Alarm, Monitor, MonitorConfig, MonitorMetrics
+    from .source import FetchError, LogSource
+    from .state import StateError
+
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    verifier, vkey = _log_verifier(args.vkey)
+    witnesses = tuple(_witness(w) for w in args.witness or ())
+    quorum = len(witnesses) if args.quorum is None else args.quorum
+    policy = None
+    if args.policy:
+        from ..witness.policy import PolicyError, parse_policy
+
+        if witnesses or args.quorum is not None:
+            raise MonitorCliError("--policy replaces --witness and --quorum; give one or the "
+                                  "other")
+        try:
+            policy = parse_policy(Path(args.policy).read_bytes())
+        except (OSError, PolicyError) as e:
+            raise MonitorCliError(f"--policy {args.policy}: {e}") from None
+    if quorum < 0 or quorum > len(witnesses):
+        raise MonitorCliError(f"--quorum {quorum} needs at least that many --witness keys "
+                              f"(got {len(witnesses)})")
+    if args.interval is not None and args.interval <= 0:
+        raise MonitorCliError("--interval must be positive")
+    config = MonitorConfig(
+        url=args.log, log_verifier=verifier, log_vkey=vkey, witnesses=witnesses, quorum=quorum,
+        state_path=Path(args.state) if args.state else None,
+        watch=tuple(args.watch_server or ()), audit=bool(args.audit or args.watch_server),
+        evidence_dir=Path(args.evidence_dir), timeout=args.timeout, policy=policy)
+    daemon = args.interval is not None and not args.once
+    metrics = MonitorMetrics()
+    stop = stop or asyncio.Event()
+    async with aiohttp.ClientSession() as session:
+        source = LogSource(config.url, session, timeout=config.timeout)
+        try:
+            monitor = Monitor(config, source, metrics, out=out)
+        except StateError as e:
+            await source.close()
+            print(f"notary: error: {e}", file=err)
+            return EXIT_USAGE
+        runner: web.AppRunner | None = None
+        if args.metrics:
+            host, port = _listen(args.metrics)
+
+            async def serve_metrics(request: web.Request) -> web.Response:
+                resp = web.Response(body=generate_latest(metrics.registry))
+                resp.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
+                return resp
+
+            app = web.Application()
+            app.router.add_get("/metrics", serve_metrics)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, host, port).start()
+        last_code = EXIT_OK
+        try:
+            while True:
+                code = EXIT_OK
+                try:
+                    report = await monitor.poll()
+                except Alarm as alarm:
+                    path = monitor.record(alarm)
+                    print(f"notary monitor: ALARM {alarm.kind}: {alarm.message} "
+                          f"(evidence: {path})", file=err, flush=True)
+                    code = EXIT_ALARM
+                except FetchError as e:
+                    metrics.fetch_errors.inc()
+                    print(f"notary monitor: cannot read the log: {e}", file=err, flush=True)
+                    code = EXIT_FETCH
+                else:
+                    metrics.alarm_active.set(0)
+                    since = ("first seen" if report.previous is None
+                             else f"consistent with {report.previous}")
+                    audited = (f"; audited {report.audited} entries in "
+                               f"{report.audit_seconds:.1f}s" if config.audit else "")
+                    line = f"ok: {verifier.name} size {report.size} ({since}){audited}"
+                    # A daemon reports changes only, not every quiet poll.
+                    if not daemon or report.size != report.previous or last_code != EXIT_OK:
+                        print(line, file=err if daemon else out, flush=True)
+                last_code = code
+                if not daemon:
+                    if config.state_path is None and code == EXIT_OK:
+                        print("notary monitor: no --state file: the next run cannot check "
+                              "consistency with this one", file=err)
+                    return code
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), args.interval)
+                if stop.is_set():
+                    return EXIT_OK
+        finally:
+            await source.close()
+            if runner is not None:
+                await runner.cleanup()
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from ..logs import configure
+
+    configure("auto", "info")
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await run(args, stop=stop)
+
+    try:
+        return asyncio.run(main())
+    except MonitorCliError as e:
+        print(f"notary: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``monitor`` to the ``notary`` command."""
+    p = subparsers.add_parser(
+        "monitor", help="verify a log's checkpoints stay consistent; audit its tiles",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--log", required=True, metavar="URL",
+                   help="the log's base URL (where /checkpoint and /tile/ are served)")
+    p.add_argument("--vkey", required=True, metavar="VKEY",
+                   help="the log's verifier key, or a file holding it")
+    p.add_argument("--witness", action="append", metavar="VKEY",
+                   help="a witness's cosignature verifier key (repeatable)")
+    p.add_argument("--quorum", type=int, metavar="K",
+                   help="cosignatures required (default: every --witness)")
+    p.add_argument("--policy", metavar="FILE",
+                   help="a C2SP tlog-policy file (witnesses, groups, quorum) instead of "
+                        "--witness and --quorum")
+    p.add_argument("--state", metavar="FILE",
+                   help="where the last verified checkpoint and audit position are kept")
+    p.add_argument("--watch-server", action="append", metavar="NAME",
+                   help="report new entries of this MCP server (repeatable; implies --audit)")
+    p.add_argument("--audit", action="store_true",
+                   help="download new entries and tiles, recompute every tile and the root")
+    p.add_argument("--interval", type=float, metavar="S",
+                   help="run as a daemon, polling every S seconds")
+    p.add_argument("--once", action="store_true", help="poll once and exit (the default)")
+    p.add_argument("--evidence-dir", default="monitor-evidence", metavar="DIR",
+                   help="where alarm evidence is written (default ./monitor-evidence)")
+    p.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                   help="per-request timeout (default 30)")
+    p.set_defaults(func=cmd_monitor)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="notary")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,315 @@
+"""End to end on loopback: the notary with three witnesses and a 2-of-3 quorum.
+
+The notary app runs in process (as in test_notary_api.py), the witnesses are real witness apps
+with their own SQLite stores, one of them down or hanging. Only functional behaviour is asserted:
+issuance keeps working whatever the witnesses do, and receipts end up verifying under the
+witness policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from ledger.checkpoint import open_checkpoint
+from ledger.cosignature import CosignatureSigner, CosignatureVerifier
+from ledger.note import Ed25519Verifier, parse_note
+from ledger.proofbundle import decode_proof_bundle
+from notary.app import create_app, init_data_dir
+from notary.cli import main as notary_cli
+from notary.config import ConfigError, Settings
+from notary.receipts import Jwks
+from notary.records import CallRecord, new_salt
+from notary.verify import verify_receipt
+from notary.witness.server import Witness, create_witness_app
+from notary.witness.store import WitnessStore
+from notary.witnessing import STATE_FILE, parse_witness_spec
+
+T = TypeVar("T")
+RECORDS: dict[str, dict[str, Any]] = {}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli(*args: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert notary_cli(list(args)) == 0
+    return out.getvalue()
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], what: str,
+                     timeout: float = 15.0) -> T:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        got = await probe()
+        if got is not None:
+            return got
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@dataclass
+class WitnessProc:
+    """A witness app on a fixed loopback port, which can be stopped and started again."""
+
+    signer: CosignatureSigner
+    port: int
+    data: Path
+    log_vkey: str
+    runner: web.AppRunner | None = None
+    store: WitnessStore | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.url}={self.signer.verifier_key_text()}"
+
+    async def start(self) -> None:
+        self.store = await WitnessStore.open(self.data, self.signer.verifier_key_text())
+        verifier = Ed25519Verifier.from_vkey(self.log_vkey)
+        app = create_witness_app(Witness(self.signer, {verifier.name: [verifier]}, self.store))
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+        if self.store is not None:
+            await self.store.close()
+            self.store = None
+
+
+class Hanging:
+    """Accepts connections and requests, never answers: the slowest possible witness."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(Exception):
+                await reader.read(-1)
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", self.port)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+@dataclass
+class Notary:
+    url: str
+    settings: Settings
+    runner: web.AppRunner
+    http: aiohttp.ClientSession
+    vkey: str
+
+    async def get(self, path: str) -> tuple[int, Any, Any]:
+        async with self.http.get(self.url + path) as r:
+            body = await r.read()
+            return r.status, body, r.headers
+
+    async def issue(self, key: str, n: int) -> dict[str, Any]:
+        """A new receipt; its call record is kept in ``records`` by receipt id."""
+        rec = CallRecord(server="srv", tool="echo", arguments={"n": n},
+                         result={"content": [{"type": "text", "text": str(n)}]}, salt=new_salt())
+        body = {"server": rec.server, "tool": rec.tool, "call_sha256": rec.call_sha256()}
+        async with self.http.post(self.url + "/v1/tool-calls", json=body,
+                                  headers={"Authorization": f"Bearer {key}"}) as r:
+            assert r.status == 201, await r.text()
+            receipt: dict[str, Any] = await r.json()
+        RECORDS[receipt["id"]] = rec.to_json()
+        return receipt
+
+
+async def start_notary(settings: Settings, http: aiohttp.ClientSession, vkey: str) -> Notary:
+    app = create_app(settings)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, port = settings.host_port
+    await web.TCPSite(runner, host, port).start()
+    return Notary(settings.base_url, settings, runner, http, vkey)
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def checkpoint_size(note: bytes) -> int:
+    return int(parse_note(note).text.split("\n")[1])
+
+
+def test_witness_spec_parsing() -> None:
+    signer = CosignatureSigner.generate("w.test/1")
+    vkey = signer.verifier_key_text()
+    spec = parse_witness_spec(f"http://127.0.0.1:7380/sub?a=b={vkey}")
+    assert spec.url == "http://127.0.0.1:7380/sub?a=b" and spec.verifier.vkey == vkey
+    for bad in (vkey, f"ftp://x={vkey}", "http://x=not-a-key"):
+        with pytest.raises(ConfigError):
+            parse_witness_spec(bad)
+
+
+async def test_two_of_three_with_one_witness_down(tmp_path: Path,
+                                                  http: aiohttp.ClientSession) -> None:
+    port = free_port()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{port}")
+    first = init_data_dir(base)
+    assert first is not None
+    signers = [CosignatureSigner.generate(f"witness.test/w{i}") for i in range(3)]
+    verifiers: list[CosignatureVerifier] = [s.verifier() for s in signers]
+    w = [WitnessProc(s, free_port(), tmp_path / f"w{i}.db", first.vkey)
+         for i, s in enumerate(signers)]
+    await w[0].start()
+    await w[1].start()  # w[2] is down: nothing listens on its port
+    settings = Settings(data=base.data, listen=base.listen, witnesses=tuple(x.spec for x in w),
+                        witness_quorum=2, witness_interval=0.05, witness_timeout=0.5)
+    notary = await start_notary(settings, http, first.vkey)
+    log_verifier = Ed25519Verifier.from_vkey(first.vkey)
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        receipts = [await notary.issue(key, n) for n in range(5)]
+
+        async def witnessed_checkpoint(min_size: int) -> bytes | None:
+            status, body, headers = await notary.get("/checkpoint")
+            assert status == 200
+            if headers["Notary-Witnessed"] != "true" or checkpoint_size(body) < min_size:
+                return None
+            assert headers["Notary-Witness-Quorum"] == "2"
+            return bytes(body)
+
+        note = await eventually(lambda: witnessed_checkpoint(5), "a witnessed checkpoint")
+        open_checkpoint(note, log_verifier, verifiers, 2)
+        _, jwks, _ = await notary.get("/.well-known/jwks.json")
+
+        async def upgraded(receipt: dict[str, Any]) -> dict[str, Any]:
+            _, body, _ = await notary.get(f"/v1/tool-calls/{receipt['id']}")
+            fetched: dict[str, Any] = json.loads(body)
+            return fetched
+
+        for receipt in receipts:
+            # Born complete with the log-signed checkpoint: valid, but not witnessed.
+            born = verify_receipt(receipt, record=RECORDS[receipt["id"]],
+                                  jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
+                                  witnesses=verifiers, quorum=2)
+            assert born.levels["witnesses"].status == "failed"
+            # Fetched again: the proof now leads to the witnessed checkpoint.
+            fetched = await upgraded(receipt)
+            verdict = verify_receipt(fetched, record=RECORDS[receipt["id"]],
+                                     jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
+                                     witnesses=verifiers, quorum=2)
+            assert verdict.valid, verdict.to_json()
+            assert verdict.levels["witnesses"].status == "passed"
+
+        # A second witness goes down: writes go on, /checkpoint never goes backwards.
+        await w[1].stop()
+        more = [await notary.issue(key, n) for n in range(5, 10)]
+        assert [r["ledger"]["index"] for r in more] == list(range(5, 10))
+        for _ in range(5):
+            _, body, headers = await notary.get("/checkpoint")
+            assert headers["Notary-Witnessed"] == "true"
+            assert checkpoint_size(body) >= checkpoint_size(note)
+            await asyncio.sleep(0.05)
+        fetched = await upgraded(more[-1])  # beyond the witnessed size: the log-signed head
+        bundle = decode_proof_bundle(fetched["proof"].encode())
+        assert checkpoint_size(bundle.checkpoint) >= 10
+
+        # The witness that was down from the start comes up, and catches up from old 0.
+        await w[2].start()
+        note = await eventually(lambda: witnessed_checkpoint(10), "witnessing to resume")
+        cp, _ = open_checkpoint(note, log_verifier, verifiers, 2)
+        assert cp.size == 10
+        fetched = await upgraded(more[-1])
+        verdict = verify_receipt(fetched, record=RECORDS[more[-1]["id"]],
+                                 jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
+                                 witnesses=verifiers, quorum=2)
+        assert verdict.valid, verdict.to_json()
+
+        async def persisted() -> int | None:
+            state = json.loads((settings.data / STATE_FILE).read_text())
+            size = state["witnesses"].get(w[2].signer.verifier_key_text(), {}).get("size")
+            return size if size == 10 else None
+
+        await eventually(persisted, "the witness's size to be persisted")
+    finally:
+        await notary.runner.cleanup()
+        for x in w:
+            await x.stop()
+
+    # Restart with every witness unreachable: the witnessed checkpoint is served at once.
+    notary = await start_notary(settings, http, first.vkey)
+    try:
+        status, body, headers = await notary.get("/checkpoint")
+        assert status == 200 and headers["Notary-Witnessed"] == "true"
+        assert bytes(body) == note
+        await notary.issue(key, 99)  # writes still work with no witness at all
+    finally:
+        await notary.runner.cleanup()
+
+
+async def test_hanging_witness_never_blocks_writes(tmp_path: Path,
+                                                   http: aiohttp.ClientSession) -> None:
+    port = free_port()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{port}")
+    first = init_data_dir(base)
+    assert first is not None
+    signer = CosignatureSigner.generate("witness.test/slow")
+    hanging = Hanging()
+    await hanging.start()
+    settings = Settings(data=base.data, listen=base.listen,
+                        witnesses=(f"http://127.0.0.1:{hanging.port}="
+                                   f"{signer.verifier_key_text()}",),
+                        witness_interval=0.05, witness_timeout=30.0)
+    notary = await start_notary(settings, http, first.vkey)
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        # The witness holds its request for 30 s; issuance must not wait for it.
+        receipts = await asyncio.wait_for(
+            asyncio.gather(*(notary.issue(key, n) for n in range(20))), 10)
+        assert sorted(r["ledger"]["index"] for r in receipts) == list(range(20))
+        status, body, headers = await notary.get("/checkpoint")
+        assert status == 200 and headers["Notary-Witnessed"] == "false"
+        assert headers["Notary-Witness-Cosignatures"] == "0"
+        open_checkpoint(body, Ed25519Verifier.from_vkey(first.vkey))
+    finally:
+        await notary.runner.cleanup()
+        await hanging.stop()
+
+
+def test_bad_witness_configuration_is_refused(tmp_path: Path) -> None:
+    """Refused when the app is built, before anything is opened (no half-started notary)."""
+    vkey = CosignatureSigner.generate("w.test/1").verifier_key_text()
+    for witnesses, quorum in [(("http://127.0.0.1:1=nonsense",), 0),
+                              ((f"http://127.0.0.1:1={vkey}",), 2),
+                              ((f"http://127.0.0.1:1={vkey}", f"http://127.0.0.1:2={vkey}"), 1)]:
+        settings = Settings(data=tmp_path / "notary", witnesses=witnesses,
+                            witness_quorum=quorum)
+        with pytest.raises(ConfigError):
+            create_app(settings)
