@@ -25,7 +25,8 @@ class CliError(Exception):
 
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {k: v for k, v in vars(args).items()
-             if k in ("data", "listen", "public_url", "origin", "max_body", "log_format")}
+             if k in ("data", "listen", "public_url", "origin", "max_body", "log_format",
+                      "witnesses", "witness_quorum", "witness_interval")}
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
@@ -143,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--origin", help="log origin (fixed at first run)")
     p.add_argument("--max-body", type=int, help="request body limit in bytes")
     p.add_argument("--log-format", choices=["auto", "json", "console"])
+    p.add_argument("--witness", dest="witnesses", action="append", metavar="URL=VKEY",
+                   help="a witness to collect cosignatures from (repeatable)")
+    p.add_argument("--witness-quorum", type=int, metavar="K",
+                   help="cosignatures a published checkpoint needs (default: a majority)")
+    p.add_argument("--witness-interval", type=float, metavar="S",
+                   help="seconds between submissions of a grown tree (default 2)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("hash", help="print the call_sha256 of a call record file ('-': stdin)")
