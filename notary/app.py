@@ -19,7 +19,6 @@ from .appkeys import METRICS, NOTARY, SETTINGS
 from .config import ConfigError, Settings
 from .db import NotaryDB, connect_admin, init_schema
 from .keys import Paths, create_log_key, create_receipt_key, load_log_key
-from .logs import access_log_middleware
 from .metrics import Metrics
 from .routes.meta import add_meta_routes
 from .routes.tool_calls import add_tool_call_routes
@@ -59,7 +58,7 @@ def create_app(settings: Settings) -> web.Application:
     metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_body,
-        middlewares=[metrics.middleware(), access_log_middleware, error_middleware],
+        middlewares=[metrics.middleware(), error_middleware],
     )
     app[SETTINGS] = settings
     app[METRICS] = metrics

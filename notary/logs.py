@@ -1,18 +1,11 @@
-"""structlog set-up: JSON lines for machines, readable lines on a terminal.
-
-Access logs carry method, route, status and duration only; never bodies, queries or headers,
-which may hold API keys, call records or digests a user would not want in a log.
-"""
+"""structlog set-up: JSON lines for machines, readable lines on a terminal."""
 
 from __future__ import annotations
 
 import logging
 import sys
-import time
 
 import structlog
-from aiohttp import web
-from aiohttp.typedefs import Handler
 
 
 def configure(fmt: str = "auto", level: str = "info") -> None:
@@ -35,26 +28,3 @@ def configure(fmt: str = "auto", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
-
-
-_access = structlog.get_logger("notary.access")
-
-
-@web.middleware
-async def access_log_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    started = time.perf_counter()
-    status = 500
-    try:
-        resp = await handler(request)
-        status = resp.status
-        return resp
-    except web.HTTPException as e:
-        status = e.status
-        raise
-    finally:
-        resource = request.match_info.route.resource
-        await _access.adebug(
-            "request", method=request.method,
-            route=resource.canonical if resource is not None else "unmatched",
-            status=status, ms=round((time.perf_counter() - started) * 1000, 2),
-        )

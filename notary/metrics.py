@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 
+import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_access = structlog.get_logger("notary.access")
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
@@ -35,6 +38,12 @@ class Metrics:
         self.commit_seconds.observe(seconds)
 
     def middleware(self) -> web.middleware:  # type: ignore[valid-type]
+        """Count and time every request, and write its access-log line (debug level).
+
+        The log line carries method, route, status and duration only: never bodies, queries or
+        headers, which may hold API keys, call records or digests.
+        """
+
         @web.middleware
         async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
             started = time.perf_counter()
@@ -49,8 +58,10 @@ class Metrics:
             finally:
                 info = request.match_info.route.resource
                 route = info.canonical if info is not None else "unmatched"
+                seconds = time.perf_counter() - started
                 self.requests.labels(route, request.method, str(status)).inc()
-                self.latency.labels(route, request.method).observe(
-                    time.perf_counter() - started)
+                self.latency.labels(route, request.method).observe(seconds)
+                _access.debug("request", method=request.method, route=route, status=status,
+                              ms=round(seconds * 1000, 2))
 
         return metrics_middleware
