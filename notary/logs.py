@@ -22,8 +22,7 @@ def configure(fmt: str = "auto", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelName(level.upper()) if isinstance(
-                logging.getLevelName(level.upper()), int) else logging.INFO
+            logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
         ),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
