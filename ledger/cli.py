@@ -170,7 +170,7 @@ async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
     try:
         for i in range(0, len(entries), APPEND_BATCH):
             batch = entries[i : i + APPEND_BATCH]
-            results = await asyncio.gather(*(log.append(e) for e in batch))
+            results = await log.append_many(batch)
             for r in results:
                 print(r.index)
             sys.stdout.flush()

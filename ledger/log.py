@@ -7,6 +7,7 @@ current" in one place so that proofs and the checkpoint they are against always 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .checkpoint import Checkpoint, open_checkpoint
@@ -107,6 +108,11 @@ class Log:
         if self.sequencer is None:
             raise RuntimeError("this log was opened read-only")
         return await self.sequencer.append(entry)
+
+    async def append_many(self, entries: Sequence[bytes]) -> list[Appended]:
+        if self.sequencer is None:
+            raise RuntimeError("this log was opened read-only")
+        return await self.sequencer.append_many(entries)
 
     async def proof_bundle(self, index: int, head: Head) -> ProofBundle:
         """The tlog-proof bundle of entry ``index`` against ``head``."""

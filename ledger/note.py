@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol, Self
 
 import nacl.exceptions
 import nacl.signing
@@ -358,32 +358,28 @@ def format_note(note: Note) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------
-# Ed25519 keys (signature type 0x01)
+# Ed25519 keys: the shared base of signature types 0x01 (here) and 0x04 (ledger.cosignature)
 
 
-class Ed25519Verifier:
-    """An Ed25519 note verifier key (type 0x01), as Go's ``note.NewVerifier`` reads them."""
+class _Ed25519Key:
+    """What every Ed25519-based note key holds: a name and the key ID derived under KEY_TYPE.
 
-    __slots__ = ("_key_id", "_name", "_public_key", "_verify_key")
+    Plain note keys (0x01) and cosignature/v1 keys (0x04) are the same Ed25519 key material read
+    and written the same way; only the type byte, and so the key ID and text forms, differ. Each
+    concrete class sets KEY_TYPE and the two labels its error messages use, which keeps every
+    message what it was before the classes shared this code.
+    """
 
-    def __init__(self, name: str, public_key: bytes) -> None:
-        _check_key_name(name)
-        if not isinstance(public_key, bytes) or len(public_key) != _PUBLIC_KEY_SIZE:
-            raise NoteError("Ed25519 public key must be 32 bytes")
-        self._name = name
-        self._public_key = public_key
-        self._key_id = key_id(name, KEY_TYPE_ED25519, public_key)
-        self._verify_key = nacl.signing.VerifyKey(public_key)
+    __slots__ = ("_key_id", "_name")
+    _key_id: int
+    _name: str
 
-    @classmethod
-    def from_vkey(cls, text: str) -> Ed25519Verifier:
-        """Read ``<name>+<hex id>+<base64(0x01 ‖ 32-byte key)>``; the key ID must match."""
-        name, _, key_type, material = parse_vkey_text(text)
-        if key_type != KEY_TYPE_ED25519:
-            raise NoteError(f"verifier key type 0x{key_type:02x} is not Ed25519 (0x01)")
-        if len(material) != _PUBLIC_KEY_SIZE:
-            raise NoteError("Ed25519 verifier key must hold 32 bytes of key")
-        return cls(name, material)
+    #: Signature type byte: part of the key ID and of the key texts.
+    KEY_TYPE: ClassVar[int]
+    #: What a key of another type "is not", e.g. "Ed25519" (the type byte is appended).
+    _TYPE_LABEL: ClassVar[str]
+    #: How messages about the key's length name it, e.g. "Ed25519" or "cosignature".
+    _KIND: ClassVar[str]
 
     @property
     def name(self) -> str:
@@ -392,6 +388,41 @@ class Ed25519Verifier:
     @property
     def key_id(self) -> int:
         return self._key_id
+
+    @classmethod
+    def _check_type(cls, what: str, key_type: int, accepted: tuple[int, ...]) -> None:
+        if key_type not in accepted:
+            raise NoteError(
+                f"{what} key type 0x{key_type:02x} is not {cls._TYPE_LABEL} (0x{cls.KEY_TYPE:02x})"
+            )
+
+
+class _Ed25519PublicKey(_Ed25519Key):
+    """An Ed25519 verifier key of type KEY_TYPE; subclasses say what ``verify`` checks.
+
+    Equality is per concrete class: the same name and key under another type is another key
+    (another key ID), so an Ed25519Verifier never equals a CosignatureVerifier.
+    """
+
+    __slots__ = ("_public_key", "_verify_key")
+
+    def __init__(self, name: str, public_key: bytes) -> None:
+        _check_key_name(name)
+        if not isinstance(public_key, bytes) or len(public_key) != _PUBLIC_KEY_SIZE:
+            raise NoteError("Ed25519 public key must be 32 bytes")
+        self._name = name
+        self._public_key = public_key
+        self._key_id = key_id(name, self.KEY_TYPE, public_key)
+        self._verify_key = nacl.signing.VerifyKey(public_key)
+
+    @classmethod
+    def from_vkey(cls, text: str) -> Self:
+        """Read ``<name>+<hex id>+<base64(KEY_TYPE ‖ 32-byte key)>``; the key ID must match."""
+        name, _, key_type, material = parse_vkey_text(text)
+        cls._check_type("verifier", key_type, (cls.KEY_TYPE,))
+        if len(material) != _PUBLIC_KEY_SIZE:
+            raise NoteError(f"{cls._KIND} verifier key must hold 32 bytes of key")
+        return cls(name, material)
 
     @property
     def public_key(self) -> bytes:
@@ -400,13 +431,14 @@ class Ed25519Verifier:
     @property
     def vkey(self) -> str:
         """The verifier key text, the form operators publish and pin."""
-        blob = bytes([KEY_TYPE_ED25519]) + self._public_key
+        blob = bytes([self.KEY_TYPE]) + self._public_key
         return f"{self._name}+{self._key_id:08x}+{_b64(blob)}"
 
-    def verify(self, message: bytes, signature: bytes) -> bool:
-        """Whether ``signature`` is a valid Ed25519 signature of ``message`` by this key."""
-        if len(signature) != _ED25519_SIGNATURE_SIZE:
-            return False
+    def _verify_ed25519(self, message: bytes, signature: bytes) -> bool:
+        """Whether ``signature`` is this key's raw Ed25519 signature of ``message``.
+
+        Any failure, malformed input included, is a plain False: a verifier answers yes or no.
+        """
         try:
             self._verify_key.verify(bytes(message), bytes(signature))
         except (nacl.exceptions.BadSignatureError, nacl.exceptions.CryptoError, ValueError):
@@ -414,21 +446,29 @@ class Ed25519Verifier:
         return True
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Ed25519Verifier):
+        if not isinstance(other, type(self)):
             return NotImplemented
         return self._name == other._name and self._public_key == other._public_key
 
     def __hash__(self) -> int:
-        return hash((Ed25519Verifier, self._name, self._public_key))
+        # KEY_TYPE rather than the class, so a subclass instance equal to its base hashes alike.
+        return hash((self.KEY_TYPE, self._name, self._public_key))
 
     def __repr__(self) -> str:
-        return f"Ed25519Verifier({self.vkey!r})"
+        return f"{type(self).__name__}({self.vkey!r})"
 
 
-class Ed25519Signer:
-    """An Ed25519 note signing key (type 0x01), in Go's ``PRIVATE+KEY+…`` text form."""
+class _Ed25519PrivateKey(_Ed25519Key):
+    """An Ed25519 signing key (a 32-byte seed) of type KEY_TYPE, in ``PRIVATE+KEY+…`` text form.
 
-    __slots__ = ("_key_id", "_name", "_seed", "_signing_key")
+    Subclasses give the matching verifier class and what they sign.
+    """
+
+    __slots__ = ("_seed", "_signing_key")
+
+    #: Further type bytes ``from_private_key`` accepts (the key ID is checked under the type
+    #: written in the text, but the key still signs under KEY_TYPE).
+    _ALSO_ACCEPTED_TYPES: ClassVar[tuple[int, ...]] = ()
 
     def __init__(self, name: str, seed: bytes) -> None:
         _check_key_name(name)
@@ -437,33 +477,24 @@ class Ed25519Signer:
         self._name = name
         self._seed = seed
         self._signing_key = nacl.signing.SigningKey(seed)
-        self._key_id = key_id(name, KEY_TYPE_ED25519, self.public_key)
+        self._key_id = key_id(name, self.KEY_TYPE, self.public_key)
 
     @classmethod
-    def generate(cls, name: str) -> Ed25519Signer:
+    def generate(cls, name: str) -> Self:
         """A fresh key from the operating system's CSPRNG."""
         return cls(name, os.urandom(_SEED_SIZE))
 
     @classmethod
-    def from_private_key(cls, text: str) -> Ed25519Signer:
-        """Read ``PRIVATE+KEY+<name>+<hex id>+<base64(0x01 ‖ seed)>``; the key ID must match."""
+    def from_private_key(cls, text: str) -> Self:
+        """Read ``PRIVATE+KEY+<name>+<hex id>+<base64(KEY_TYPE ‖ seed)>``; the key ID must match."""
         name, kid, key_type, material = parse_private_key_text(text)
-        if key_type != KEY_TYPE_ED25519:
-            raise NoteError(f"private key type 0x{key_type:02x} is not Ed25519 (0x01)")
+        cls._check_type("private", key_type, (cls.KEY_TYPE, *cls._ALSO_ACCEPTED_TYPES))
         if len(material) != _SEED_SIZE:
-            raise NoteError("Ed25519 private key must hold a 32-byte seed")
+            raise NoteError(f"{cls._KIND} private key must hold a 32-byte seed")
         signer = cls(name, material)
-        if signer.key_id != kid:
+        if key_id(name, key_type, signer.public_key) != kid:
             raise NoteError(f"private key ID {kid:08x} does not match name and key")
         return signer
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def key_id(self) -> int:
-        return self._key_id
 
     @property
     def public_key(self) -> bytes:
@@ -474,22 +505,53 @@ class Ed25519Signer:
         return self._seed
 
     def private_key_text(self) -> str:
-        """The secret key text; whoever holds it can sign as this log."""
-        blob = bytes([KEY_TYPE_ED25519]) + self._seed
+        """The secret key text; whoever holds it can sign as this key."""
+        blob = bytes([self.KEY_TYPE]) + self._seed
         return f"PRIVATE+KEY+{self._name}+{self._key_id:08x}+{_b64(blob)}"
 
     def verifier_key_text(self) -> str:
         return self.verifier().vkey
+
+    def verifier(self) -> _Ed25519PublicKey:
+        raise NotImplementedError  # each concrete signer returns its own verifier class
+
+    def _sign_ed25519(self, message: bytes) -> bytes:
+        """The raw 64-byte Ed25519 signature of ``message`` (deterministic, RFC 8032)."""
+        return bytes(self._signing_key.sign(bytes(message)).signature)
+
+    def __repr__(self) -> str:  # never print the seed
+        return f"{type(self).__name__}(name={self._name!r}, key_id={self._key_id:08x})"
+
+
+class Ed25519Verifier(_Ed25519PublicKey):
+    """An Ed25519 note verifier key (type 0x01), as Go's ``note.NewVerifier`` reads them."""
+
+    __slots__ = ()
+    KEY_TYPE = KEY_TYPE_ED25519
+    _TYPE_LABEL = "Ed25519"
+    _KIND = "Ed25519"
+
+    def verify(self, message: bytes, signature: bytes) -> bool:
+        """Whether ``signature`` is a valid Ed25519 signature of ``message`` by this key."""
+        if len(signature) != _ED25519_SIGNATURE_SIZE:
+            return False
+        return self._verify_ed25519(message, signature)
+
+
+class Ed25519Signer(_Ed25519PrivateKey):
+    """An Ed25519 note signing key (type 0x01), in Go's ``PRIVATE+KEY+…`` text form."""
+
+    __slots__ = ()
+    KEY_TYPE = KEY_TYPE_ED25519
+    _TYPE_LABEL = "Ed25519"
+    _KIND = "Ed25519"
 
     def verifier(self) -> Ed25519Verifier:
         return Ed25519Verifier(self._name, self.public_key)
 
     def sign(self, message: bytes) -> bytes:
         """The raw 64-byte Ed25519 signature of ``message`` (deterministic, RFC 8032)."""
-        return bytes(self._signing_key.sign(bytes(message)).signature)
-
-    def __repr__(self) -> str:  # never print the seed
-        return f"Ed25519Signer(name={self._name!r}, key_id={self._key_id:08x})"
+        return self._sign_ed25519(message)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Serving reads from tiles: subtree hashes, proofs, entries, with a cache of expanded tiles.
 
-Full tiles never change, so they are cached expanded (every node inside the tile) in an LRU; a
-proof then costs a handful of dictionary lookups and at most one tile read per level that is not
-cached yet. Partial tiles at the right edge are re-read when a wider one is needed.
+Full tiles never change, so they are cached in an LRU, expanded (every node inside the tile) on
+first use; a proof then costs a handful of dictionary lookups and at most one tile read per level
+that is not cached yet. Partial tiles at the right edge are re-read when a wider one is needed.
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
 from .compact import decode_bundle
-from .hashing import HASH_SIZE
-from .proofs import Coord, ProofError, assemble, consistency_plan, inclusion_plan, plan_coords
+from .hashing import HASH_SIZE, fold_right
+from .proofs import Coord, ProofError, Range, consistency_plan, inclusion_plan, range_coords
 from .storage.base import LogStore, TileKey
-from .tilehash import ExpandedTile, tile_of
-from .tiles import ENTRIES_LEVEL, TILE_WIDTH, level_size
+from .tilehash import ExpandedTile
+from .tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH, level_size
+
+_TILE_MASK = TILE_WIDTH - 1
 
 
 class MissingTileError(RuntimeError):
@@ -27,9 +29,11 @@ class LogReader:
 
     def __init__(self, store: LogStore, *, cache_tiles: int = 4096) -> None:
         self.store = store
-        self._cache: OrderedDict[TileKey, ExpandedTile] = OrderedDict()
+        # Values are expanded on first use: tiles offered by the writer stay raw bytes until a
+        # read needs them, so appends that nobody reads never pay for expanding them.
+        self._cache: OrderedDict[TileKey, ExpandedTile | bytes] = OrderedDict()
         self._cache_max = cache_tiles
-        self._edge: dict[TileKey, ExpandedTile] = {}
+        self._edge: dict[TileKey, ExpandedTile | bytes] = {}
 
     def offer(self, tiles: Mapping[TileKey, bytes]) -> None:
         """Accept tiles just committed by an in-process writer so proofs need no store read."""
@@ -38,11 +42,11 @@ class LogReader:
                 continue
             if len(data) == TILE_WIDTH * HASH_SIZE:
                 self._edge.pop(key, None)
-                self._remember(key, ExpandedTile(data))
+                self._remember(key, data)
             else:
-                self._edge[key] = ExpandedTile(data)
+                self._edge[key] = data
 
-    def _remember(self, key: TileKey, tile: ExpandedTile) -> None:
+    def _remember(self, key: TileKey, tile: ExpandedTile | bytes) -> None:
         self._cache[key] = tile
         self._cache.move_to_end(key)
         while len(self._cache) > self._cache_max:
@@ -52,21 +56,39 @@ class LogReader:
         tile = self._cache.get(key)
         if tile is not None:
             self._cache.move_to_end(key)
+            if isinstance(tile, bytes):
+                tile = self._cache[key] = ExpandedTile(tile)
             return tile
         edge = self._edge.get(key)
-        if edge is not None and edge.width >= need:
-            return edge
-        return None
+        if edge is None:
+            return None
+        if isinstance(edge, bytes):
+            if len(edge) < need * HASH_SIZE:
+                return None
+            edge = self._edge[key] = ExpandedTile(edge)
+        return edge if edge.width >= need else None
 
     async def hashes(self, coords: Iterable[Coord], tree_size: int) -> dict[Coord, bytes]:
         """The stored subtree hashes at ``coords``, each of which must be complete in the tree."""
         wanted = list(coords)
+        return dict(zip(wanted, await self._lookup(wanted, tree_size), strict=True))
+
+    async def _lookup(self, wanted: list[Coord], tree_size: int) -> list[bytes]:
+        """The hashes at ``wanted``, in order (what :meth:`hashes` maps them to)."""
+        height, mask = TILE_HEIGHT, _TILE_MASK
         needs: dict[TileKey, int] = {}
+        spots: list[tuple[TileKey, int, int]] = []  # (tile, height in the tile, position there)
         for level, index in wanted:
             if (index + 1) << level > tree_size:
                 raise ProofError(f"subtree {(level, index)} is not complete at size {tree_size}")
-            tl, tn, need = tile_of((level, index))
-            needs[(tl, tn)] = max(needs.get((tl, tn), 0), need)
+            # tile_of((level, index)), inlined: this loop runs for every hash of every proof.
+            sub = level % height
+            first = index << sub
+            key = (level // height, first >> height)
+            need = (first & mask) + (1 << sub)
+            spots.append((key, sub, index & (mask >> sub)))
+            if needs.get(key, 0) < need:
+                needs[key] = need
         tiles: dict[TileKey, ExpandedTile] = {}
         missing = []
         for key, need in needs.items():
@@ -88,21 +110,39 @@ class LogReader:
                 else:
                     self._edge[key] = tile
                 tiles[key] = tile
-        out = {}
-        for c in wanted:
-            tl, tn, _ = tile_of(c)
-            out[c] = tiles[(tl, tn)].get(c)
+        # Every tile is at least as wide as its widest need, so each spot is a complete node.
+        return [tiles[key].at(sub, pos) for key, sub, pos in spots]
+
+    async def _proof(self, plan: list[Range], tree_size: int) -> list[bytes]:
+        """What ``assemble(plan, await self.hashes(plan_coords(plan)))`` gives, decomposing
+        each range into stored subtrees once instead of twice."""
+        flat: list[Coord] = []
+        spans: list[int] = []  # how many of ``flat`` each range of the plan folds
+        for a, b in plan:
+            width = b - a
+            if width > 0 and not width & (width - 1) and not a & (width - 1):
+                level = width.bit_length() - 1  # one aligned perfect subtree: the common case
+                flat.append((level, a >> level))
+                spans.append(1)
+            else:
+                coords = range_coords(a, b)
+                flat.extend(coords)
+                spans.append(len(coords))
+        got = await self._lookup(flat, tree_size)
+        out = []
+        at = 0
+        for n in spans:
+            out.append(got[at] if n == 1 else fold_right(got[at : at + n]))
+            at += n
         return out
 
     async def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
-        plan = inclusion_plan(index, tree_size)
-        return assemble(plan, await self.hashes(plan_coords(plan), tree_size))
+        return await self._proof(inclusion_plan(index, tree_size), tree_size)
 
     async def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
         if old_size == new_size:
             return []
-        plan = consistency_plan(old_size, new_size)
-        return assemble(plan, await self.hashes(plan_coords(plan), new_size))
+        return await self._proof(consistency_plan(old_size, new_size), new_size)
 
     async def leaf_hashes(self, start: int, end: int, tree_size: int) -> list[bytes]:
         return list((await self.hashes([(0, i) for i in range(start, end)], tree_size)).values())

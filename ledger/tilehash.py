@@ -6,9 +6,14 @@ when the tile is first expanded. Expanded full tiles never change, so callers ma
 
 from __future__ import annotations
 
-from .hashing import HASH_SIZE, node_hash
+import hashlib
+
+from .hashing import HASH_SIZE
 from .proofs import Coord
 from .tiles import TILE_HEIGHT
+
+_sha256 = hashlib.sha256
+_PAIR = 2 * HASH_SIZE
 
 
 def tile_of(coord: Coord) -> tuple[int, int, int]:
@@ -37,17 +42,22 @@ class ExpandedTile:
             n = len(cur) // (2 * HASH_SIZE)
             if n == 0:
                 break
-            nxt = b"".join(
-                node_hash(cur[2 * i * HASH_SIZE : (2 * i + 1) * HASH_SIZE],
-                          cur[(2 * i + 1) * HASH_SIZE : (2 * i + 2) * HASH_SIZE])
-                for i in range(n)
-            )
+            # Siblings are adjacent in the row, so each 64-byte slice is left ‖ right:
+            # node_hash(left, right) = SHA-256(0x01 ‖ slice), with one copy fewer.
+            nxt = b"".join([_sha256(b"\x01" + cur[j : j + _PAIR]).digest()
+                            for j in range(0, n * _PAIR, _PAIR)])
             offsets.append(pos)
             pos += len(nxt)
             parts.append(nxt)
             cur = nxt
         self._data = b"".join(parts)
         self._offsets = offsets
+
+    def at(self, sub: int, pos: int) -> bytes:
+        """Hash ``pos`` at height ``sub`` inside the tile, unchecked: the caller has made sure
+        that the tile is wide enough, ``(pos + 1) << sub <= width`` (see :meth:`get`)."""
+        start = self._offsets[sub] + pos * HASH_SIZE
+        return self._data[start : start + HASH_SIZE]
 
     def get(self, coord: Coord) -> bytes:
         level, index = coord

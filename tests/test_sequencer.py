@@ -94,3 +94,24 @@ async def test_two_writers_share_one_log(tmp_path: Path, signer: Ed25519Signer) 
     assert head is not None and head.size == 20
     await a.close()
     await b.close()
+
+
+async def test_append_many_is_one_group_at_consecutive_indexes(tmp_path: Path,
+                                                               signer: Ed25519Signer) -> None:
+    store = await SqliteStore.open(tmp_path / "log.db", create=True)
+    log = await Log.open(store, signer=signer, max_batch=100)
+    singles = [asyncio.create_task(log.append(b"s%d" % i)) for i in range(5)]
+    group = [b"g%d" % i for i in range(250)]  # larger than max_batch: committed on its own
+    results = await log.append_many(group)
+    await asyncio.gather(*singles)
+    indexes = [r.index for r in results]
+    assert indexes == list(range(indexes[0], indexes[0] + 250))
+    assert len({r.size for r in results}) == 1 and results[0].size > indexes[-1]
+    entries = await log.reader.entries(0, (await log.head(0)).size)  # type: ignore[union-attr]
+    assert entries[indexes[0]: indexes[0] + 250] == group
+    with pytest.raises(EntryTooLargeError):
+        await log.append_many([b"ok", b"x" * (MAX_ENTRY_SIZE + 1)])
+    head = await log.head(0)
+    assert head is not None and head.size == 255  # the refused group added nothing
+    assert await log.append_many([]) == []
+    await log.close()

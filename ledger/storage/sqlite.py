@@ -45,16 +45,20 @@ async def _read_tiles(conn: aiosqlite.Connection, keys: Sequence[TileKey]) -> di
     for i in range(0, len(keys), 500):
         chunk = [_tile_id(k) for k in keys[i : i + 500]]
         marks = ",".join("?" * len(chunk))
-        async with conn.execute(f"SELECT id, data FROM tiles WHERE id IN ({marks})", chunk) as cur:
-            async for rowid, data in cur:
-                out[_tile_key(rowid)] = bytes(data)
+        # One round trip to aiosqlite's thread (iterating a cursor costs one per chunk and close).
+        rows = await conn.execute_fetchall(f"SELECT id, data FROM tiles WHERE id IN ({marks})",
+                                           chunk)
+        for rowid, data in rows:
+            out[_tile_key(rowid)] = bytes(data)
     return out
 
 
 async def _latest(conn: aiosqlite.Connection) -> CheckpointRecord | None:
-    async with conn.execute("SELECT size, time, note FROM log_state WHERE one = 1") as cur:
-        row = await cur.fetchone()
-    return None if row is None else CheckpointRecord(row[0], row[1], bytes(row[2]))
+    rows = list(await conn.execute_fetchall("SELECT size, time, note FROM log_state WHERE one = 1"))
+    if not rows:
+        return None
+    row = rows[0]
+    return CheckpointRecord(row[0], row[1], bytes(row[2]))
 
 
 class SqliteWriteTx:
@@ -86,9 +90,8 @@ class SqliteWriteTx:
         )
         last = self._store._last_history
         if last is None:
-            async with conn.execute("SELECT max(time) FROM checkpoints") as cur:
-                row = await cur.fetchone()
-            last = row[0] if row and row[0] is not None else float("-inf")
+            rows = list(await conn.execute_fetchall("SELECT max(time) FROM checkpoints"))
+            last = rows[0][0] if rows and rows[0][0] is not None else float("-inf")
         if cp.time - last >= HISTORY_INTERVAL:
             await conn.execute(
                 "INSERT OR REPLACE INTO checkpoints (size, time, note) VALUES (?, ?, ?)",
@@ -132,16 +135,16 @@ class SqliteStore:
         return await _latest(self._reader)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        async with self._reader.execute(
+        rows = await self._reader.execute_fetchall(
             "SELECT size, time, note FROM checkpoints ORDER BY size DESC LIMIT ?", (limit,)
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         return [CheckpointRecord(r[0], r[1], bytes(r[2])) for r in rows]
 
     async def get_meta(self, key: str) -> str | None:
-        async with self._reader.execute("SELECT value FROM meta WHERE key = ?", (key,)) as cur:
-            row = await cur.fetchone()
-        return None if row is None else str(row[0])
+        rows = list(await self._reader.execute_fetchall(
+            "SELECT value FROM meta WHERE key = ?", (key,)
+        ))
+        return str(rows[0][0]) if rows else None
 
     async def set_meta(self, key: str, value: str) -> None:
         await self._writer.execute(
