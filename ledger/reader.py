@@ -2,19 +2,22 @@
 
 Full tiles never change, so they are cached in an LRU, expanded (every node inside the tile) on
 first use; a proof then costs a handful of dictionary lookups and at most one tile read per level
-that is not cached yet. Partial tiles at the right edge are re-read when a wider one is needed.
+that is not cached yet. Behind that LRU, a much larger one keeps only the *tops* of tiles (see
+:mod:`ledger.tilehash`): a proof through such a tile reads its row and hashes one 16-leaf block
+instead of re-expanding the tile. Partial tiles at the right edge are re-read when a wider one
+is needed.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .compact import decode_bundle
 from .hashing import HASH_SIZE, fold_right
 from .proofs import Coord, ProofError, Range, consistency_plan, inclusion_plan, range_coords
 from .storage.base import LogStore, TileKey
-from .tilehash import ExpandedTile
+from .tilehash import TOP_FROM, ExpandedTile, TopTile
 from .tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH, level_size
 
 _TILE_MASK = TILE_WIDTH - 1
@@ -27,8 +30,14 @@ class MissingTileError(RuntimeError):
 class LogReader:
     """Read side of one log store; safe to share between many concurrent requests."""
 
-    def __init__(self, store: LogStore, *, cache_tiles: int = 4096) -> None:
+    def __init__(self, store: LogStore, *, cache_tiles: int = 4096, cache_tops: int = 65536
+                 ) -> None:
         self.store = store
+        # A store may offer a synchronous point read (SQLite does): cheaper than a thread hop.
+        self._read_now: Callable[[Sequence[TileKey]], dict[TileKey, bytes]] | None = getattr(
+            store, "read_tiles_now", None)
+        self._tops: OrderedDict[TileKey, bytes] = OrderedDict()  # ~1 KiB each
+        self._tops_max = cache_tops
         # Values are expanded on first use: tiles offered by the writer stay raw bytes until a
         # read needs them, so appends that nobody reads never pay for expanding them.
         self._cache: OrderedDict[TileKey, ExpandedTile | bytes] = OrderedDict()
@@ -57,7 +66,7 @@ class LogReader:
         if tile is not None:
             self._cache.move_to_end(key)
             if isinstance(tile, bytes):
-                tile = self._cache[key] = ExpandedTile(tile)
+                tile = self._cache[key] = self._expand_full(key, tile)
             return tile
         edge = self._edge.get(key)
         if edge is None:
@@ -68,6 +77,19 @@ class LogReader:
             edge = self._edge[key] = ExpandedTile(edge)
         return edge if edge.width >= need else None
 
+    def _expand_full(self, key: TileKey, row: bytes) -> ExpandedTile:
+        tile = ExpandedTile(row)
+        self._tops[key] = tile.top()
+        self._tops.move_to_end(key)
+        while len(self._tops) > self._tops_max:
+            self._tops.popitem(last=False)
+        return tile
+
+    async def _read(self, keys: list[TileKey]) -> dict[TileKey, bytes]:
+        if self._read_now is not None and len(keys) <= 16:
+            return self._read_now(keys)
+        return await self.store.read_tiles(keys)
+
     async def hashes(self, coords: Iterable[Coord], tree_size: int) -> dict[Coord, bytes]:
         """The stored subtree hashes at ``coords``, each of which must be complete in the tree."""
         wanted = list(coords)
@@ -77,6 +99,7 @@ class LogReader:
         """The hashes at ``wanted``, in order (what :meth:`hashes` maps them to)."""
         height, mask = TILE_HEIGHT, _TILE_MASK
         needs: dict[TileKey, int] = {}
+        low: set[TileKey] = set()  # tiles some wanted hash of which lies below a top
         spots: list[tuple[TileKey, int, int]] = []  # (tile, height in the tile, position there)
         for level, index in wanted:
             if (index + 1) << level > tree_size:
@@ -89,26 +112,40 @@ class LogReader:
             spots.append((key, sub, index & (mask >> sub)))
             if needs.get(key, 0) < need:
                 needs[key] = need
-        tiles: dict[TileKey, ExpandedTile] = {}
+            if sub < TOP_FROM:
+                low.add(key)
+        tiles: dict[TileKey, ExpandedTile | TopTile] = {}
         missing = []
+        rows_for_tops = []
         for key, need in needs.items():
             tile = self._cached(key, need)
-            if tile is None:
-                missing.append(key)
-            else:
+            if tile is not None:
                 tiles[key] = tile
-        if missing:
-            got = await self.store.read_tiles(missing)
+            elif key in self._tops:
+                self._tops.move_to_end(key)
+                if key in low:
+                    rows_for_tops.append(key)
+                else:
+                    tiles[key] = TopTile(self._tops[key], None)
+            else:
+                missing.append(key)
+        if missing or rows_for_tops:
+            got = await self._read(missing + rows_for_tops)
+            for key in rows_for_tops:
+                row = got.get(key)
+                if row is None or len(row) != TILE_WIDTH * HASH_SIZE:
+                    raise MissingTileError(f"tile {key} is missing or too short in the store")
+                tiles[key] = TopTile(self._tops[key], row)
             for key in missing:
                 data = got.get(key)
                 if data is None or len(data) < needs[key] * HASH_SIZE:
                     raise MissingTileError(f"tile {key} is missing or too short in the store")
-                tile = ExpandedTile(data)
-                if tile.width == TILE_WIDTH:
+                if len(data) == TILE_WIDTH * HASH_SIZE:
                     self._edge.pop(key, None)  # the tile is full now: drop its partial copy
+                    tile = self._expand_full(key, data)
                     self._remember(key, tile)
                 else:
-                    self._edge[key] = tile
+                    tile = self._edge[key] = ExpandedTile(data)
                 tiles[key] = tile
         # Every tile is at least as wide as its widest need, so each spot is a complete node.
         return [tiles[key].at(sub, pos) for key, sub, pos in spots]

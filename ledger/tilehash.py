@@ -2,6 +2,11 @@
 
 A tile stores only its bottom row (tree level 8·L); the seven levels above it are recomputed
 when the tile is first expanded. Expanded full tiles never change, so callers may cache them.
+
+An expanded tile holds 511 hashes. Its *top* (heights 4 to 8: 31 hashes, 992 bytes) is an
+eighth of that and is what makes a cold tile expensive (240 of its 255 hashes), so a reader can
+keep the tops of many more tiles than whole expansions: a proof through a tile whose top is
+known needs only the 16-leaf block under the path, 15 hashes.
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ from .tiles import TILE_HEIGHT
 
 _sha256 = hashlib.sha256
 _PAIR = 2 * HASH_SIZE
+TOP_FROM = 4  # a top starts at this height inside the tile
+_BLOCK = 1 << TOP_FROM  # leaves under one node of the top's lowest row
+# Offset of each height of a top, in hashes: 16, 8, 4, 2, 1 hashes for heights 4 to 8.
+_TOP_OFFSETS = {h: sum(1 << (TILE_HEIGHT - k) for k in range(TOP_FROM, h))
+                for h in range(TOP_FROM, TILE_HEIGHT + 1)}
 
 
 def tile_of(coord: Coord) -> tuple[int, int, int]:
@@ -59,6 +69,10 @@ class ExpandedTile:
         start = self._offsets[sub] + pos * HASH_SIZE
         return self._data[start : start + HASH_SIZE]
 
+    def top(self) -> bytes:
+        """Heights ``TOP_FROM`` to 8 of a full tile, for :class:`TopTile`."""
+        return self._data[self._offsets[TOP_FROM]:]
+
     def get(self, coord: Coord) -> bytes:
         level, index = coord
         sub = level % TILE_HEIGHT
@@ -67,3 +81,31 @@ class ExpandedTile:
             raise KeyError(f"hash {coord} is not complete in a tile of width {self.width}")
         start = self._offsets[sub] + pos * HASH_SIZE
         return self._data[start : start + HASH_SIZE]
+
+
+class TopTile:
+    """A full tile read through its cached top, plus the bottom row when heights < 4 are needed.
+
+    Heights ``TOP_FROM`` and up come from the top; a lower hash is recomputed from the 16-leaf
+    block that holds it (15 hashes), which is all a proof path through the tile needs.
+    """
+
+    __slots__ = ("_blocks", "_row", "_top")
+
+    def __init__(self, top: bytes, row: bytes | None) -> None:
+        self._top = top
+        self._row = row
+        self._blocks: dict[int, ExpandedTile] = {}
+
+    def at(self, sub: int, pos: int) -> bytes:
+        if sub >= TOP_FROM:
+            start = (_TOP_OFFSETS[sub] + pos) * HASH_SIZE
+            return self._top[start : start + HASH_SIZE]
+        if self._row is None:
+            raise KeyError("this tile was read without its bottom row")
+        block = (pos << sub) // _BLOCK
+        tile = self._blocks.get(block)
+        if tile is None:
+            tile = self._blocks[block] = ExpandedTile(
+                self._row[block * _BLOCK * HASH_SIZE : (block + 1) * _BLOCK * HASH_SIZE])
+        return tile.at(sub, pos - (block << (TOP_FROM - sub)))
