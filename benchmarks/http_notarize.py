@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, RESULTS, command_line, machine_info, now_utc, table, write_json  # noqa: E402
+from _common import REPO, RESULTS, command_line, machine_info, now_utc, table, write_json
 
 HERE = Path(__file__).resolve().parent
 
