@@ -29,6 +29,7 @@ from .export import ExportError, export_log
 from .http import create_ledger_app
 from .keyfile import KeyFileError, read_secret, write_secret
 from .log import Log
+from .netaddr import parse_host_port
 from .note import Ed25519Signer, Ed25519Verifier, NoteError
 from .sequencer import LogIntegrityError
 from .storage.base import StoreError
@@ -201,10 +202,10 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def _listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535 or not host:
-        raise CliError(f"--listen must be HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError:
+        raise CliError(f"--listen must be HOST:PORT, got {text!r}") from None
 
 
 async def _serve(directory: Path, host: str, port: int) -> None:

@@ -10,12 +10,11 @@ another log (or a forked one) and the export stops rather than hide it.
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomic import write_atomic
 from .checkpoint import open_checkpoint
 from .compact import decode_bundle
 from .hashing import HASH_SIZE
@@ -43,19 +42,8 @@ class ExportResult:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Create or replace ``path`` with ``data`` durably, via a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # a static tree is public; mkstemp creates files 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # A static tree is public; directories are not synced per tile (a re-run completes it).
+    write_atomic(path, data, mode=0o644, sync_dir=False)
 
 
 def _write_tile(path: Path, data: bytes) -> bool:

@@ -6,6 +6,8 @@ import os
 import stat
 from pathlib import Path
 
+from .atomic import fsync_dir
+
 
 class KeyFileError(RuntimeError):
     pass
@@ -21,7 +23,7 @@ def write_secret(path: Path, text: str) -> None:
         f.write(text.rstrip("\n") + "\n")
         f.flush()
         os.fsync(f.fileno())
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def read_secret(path: Path) -> str:
@@ -36,11 +38,3 @@ def read_secret(path: Path) -> str:
             f"run: chmod 600 {path}"
         )
     return path.read_text().strip()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ledger.netaddr import parse_host_port
+
 
 class ConfigError(ValueError):
     pass
@@ -34,10 +36,10 @@ class Settings:
 
     @property
     def host_port(self) -> tuple[str, int]:
-        host, sep, port = self.listen.rpartition(":")
-        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-            raise ConfigError(f"listen address {self.listen!r} is not HOST:PORT")
-        return host.strip("[]") or "127.0.0.1", int(port)
+        try:
+            return parse_host_port(self.listen, default_host="127.0.0.1")
+        except ValueError:
+            raise ConfigError(f"listen address {self.listen!r} is not HOST:PORT") from None
 
     @property
     def base_url(self) -> str:

@@ -33,6 +33,7 @@ from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from ledger.checkpoint import open_checkpoint, parse_checkpoint_text
+from ledger.netaddr import parse_host_port
 from ledger.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
 
 from .ids import is_receipt_id
@@ -360,10 +361,10 @@ def _checkpoint_out(cfg: ServerConfig, url: str, note_bytes: bytes) -> Checkpoin
 
 
 def _host_port(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise VerifierInputError(f"--http wants HOST:PORT, got {value!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(value)
+    except ValueError:
+        raise VerifierInputError(f"--http wants HOST:PORT, got {value!r}") from None
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:

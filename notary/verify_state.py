@@ -34,13 +34,13 @@ import base64
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from ledger.atomic import write_atomic
 from ledger.checkpoint import Checkpoint
 from ledger.proofs import ProofError, verify_consistency
 
@@ -164,25 +164,7 @@ class StateFile:
         doc = {"version": STATE_VERSION,
                "logs": {o: logs[o].to_json() for o in sorted(logs)}}
         data = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".",
-                                   suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        with contextlib.suppress(OSError):  # directory fsync: not possible everywhere
-            dfd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        write_atomic(self.path, data)
 
     def remember(self, checkpoint: Checkpoint, note: bytes, vkey: str) -> bool:
         """Store ``checkpoint`` as the newest seen for its origin; False if a newer one is there.

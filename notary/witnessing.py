@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -53,6 +51,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from ledger.atomic import write_atomic
 from ledger.checkpoint import open_checkpoint
 from ledger.cosignature import CosignatureVerifier
 from ledger.hashing import EMPTY_ROOT, fold_right
@@ -370,7 +369,7 @@ class Witnessing:
             "published": (pub.note.decode("utf-8")
                           if pub is not None and pub.witnessed else None),
         }
-        await asyncio.to_thread(_write_atomic, self.state_path,
+        await asyncio.to_thread(write_atomic, self.state_path,
                                 json.dumps(doc, indent=1).encode("utf-8"))
 
     async def _load(self) -> None:
@@ -407,19 +406,6 @@ class Witnessing:
         count = len([s for s in parse_note(note).signatures
                      if any((s.name, s.key_id) == (v.name, v.key_id) for v in self._verifiers)])
         return Published(note, cp.size, True, count)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _quorum(settings: Settings, endpoints: Sequence[WitnessEndpoint]) -> int:

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
     from mcp.client.stdio import StdioServerParameters
 
+from ledger.netaddr import parse_host_port
+
 from .policy import Policy, PolicyError, explain, load_policy_text, render_explanation
 from .salt import SaltError, default_salt_path, ensure_salt, read_salt
 
@@ -124,9 +126,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.http:
         import uvicorn
 
-        host, _, port = args.http.rpartition(":")
-        if not host or not port.isdigit():
-            raise _error("--http takes HOST:PORT")
+        try:
+            host, port = parse_host_port(args.http)
+        except ValueError:
+            raise _error("--http takes HOST:PORT") from None
         app = server.streamable_http_app(host=host)
         print(f"notary gateway: serving MCP at http://{args.http}/mcp", file=sys.stderr)
         uvicorn.run(app, host=host, port=int(port), log_level="warning")

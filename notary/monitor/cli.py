@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from ledger.cosignature import parse_verifier_key
+from ledger.netaddr import parse_host_port
 from ledger.note import Ed25519Verifier, NoteError, NoteVerifier
 
 __all__ = ["EXIT_ALARM", "EXIT_FETCH", "EXIT_OK", "EXIT_USAGE", "main", "register", "run"]
@@ -56,10 +57,10 @@ def _witness(text: str) -> NoteVerifier:
 
 
 def _listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise MonitorCliError(f"--metrics must be HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError:
+        raise MonitorCliError(f"--metrics must be HOST:PORT, got {text!r}") from None
 
 
 async def run(args: argparse.Namespace, *, out: IO[str] | None = None,

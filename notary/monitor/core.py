@@ -22,9 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ import cbor2
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from ledger.atomic import write_atomic
 from ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint, parse_checkpoint_text
 from ledger.compact import TreeState
 from ledger.hashing import EMPTY_ROOT
@@ -347,14 +346,7 @@ def write_evidence(directory: Path, alarm: Alarm, log: dict[str, str]) -> Path:
     if path.exists():
         return path
     doc["time"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".evidence.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     return path
 
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ledger.atomic import write_atomic
 from ledger.compact import TreeState
 
 __all__ = ["MonitorState", "StateError", "load_state", "save_state"]
@@ -133,21 +132,4 @@ def save_state(path: Path, state: MonitorState) -> None:
 
     A crash leaves either the old file or the new one, never a torn one.
     """
-    data = json.dumps(state.to_json(), separators=(",", ":")).encode("utf-8")
-    directory = path.parent if str(path.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_atomic(path, json.dumps(state.to_json(), separators=(",", ":")).encode("utf-8"))

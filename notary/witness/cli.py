@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ledger.cosignature import CosignatureSigner
 from ledger.keyfile import KeyFileError, read_secret, write_secret
+from ledger.netaddr import parse_host_port
 from ledger.note import Ed25519Verifier, NoteError, NoteVerifier
 
 from .store import WitnessStoreError
@@ -59,10 +60,10 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
 
 
 def _listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise WitnessCliError(f"--listen must be HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError:
+        raise WitnessCliError(f"--listen must be HOST:PORT, got {text!r}") from None
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
