@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
-from aiohttp import web
 from tqdm import tqdm
 
 from .audit import AuditError, audit_log
@@ -32,6 +30,7 @@ from .log import Log
 from .netaddr import parse_host_port
 from .note import Ed25519Signer, Ed25519Verifier, NoteError
 from .sequencer import LogIntegrityError
+from .serve import serve_until_signalled
 from .storage.base import StoreError
 from .storage.sqlite import SqliteStore
 from .tiles import MAX_ENTRY_SIZE
@@ -210,24 +209,12 @@ def _listen(text: str) -> tuple[str, int]:
 
 async def _serve(directory: Path, host: str, port: int) -> None:
     log = await _open_readonly(directory)
-    runner = web.AppRunner(create_ledger_app(log), access_log=None)
     try:
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        try:
-            await site.start()
-        except OSError as e:
-            raise CliError(f"cannot listen on {host}:{port}: {e.strerror}") from None
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        bound_host, bound_port = runner.addresses[0][:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        print(f"http://{shown}:{bound_port}", flush=True)  # after the handlers: stoppable now
-        await stop.wait()
+        await serve_until_signalled(create_ledger_app(log), host, port,
+                                    lambda url: print(url, flush=True))
+    except OSError as e:
+        raise CliError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     finally:
-        await runner.cleanup()
         await log.close()
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -80,34 +79,26 @@ async def _serve(signer: CosignatureSigner, logs: dict[str, list[NoteVerifier]],
                  host: str, port: int) -> None:
     # Imported here so that ``notary --help`` and the other commands do not load aiohttp.
     import structlog
-    from aiohttp import web
+
+    from ledger.serve import serve_until_signalled
 
     from .server import Witness, create_witness_app
     from .store import WitnessStore
 
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = await WitnessStore.open(data / DB_NAME, signer.verifier_key_text())
-    runner = web.AppRunner(create_witness_app(Witness(signer, logs, store)), access_log=None)
-    try:
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        try:
-            await site.start()
-        except OSError as e:
-            raise WitnessCliError(f"cannot listen on {host}:{port}: {e.strerror}") from None
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        bound_host, bound_port = runner.addresses[0][:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    app = create_witness_app(Witness(signer, logs, store))
+
+    def announce(url: str) -> None:
         structlog.get_logger("notary.witness").info(
-            "witness_started", vkey=signer.verifier_key_text(), logs=sorted(logs),
-            url=f"http://{shown}:{bound_port}")
-        print(f"http://{shown}:{bound_port}", flush=True)
-        await stop.wait()
+            "witness_started", vkey=signer.verifier_key_text(), logs=sorted(logs), url=url)
+        print(url, flush=True)
+
+    try:
+        await serve_until_signalled(app, host, port, announce)
+    except OSError as e:
+        raise WitnessCliError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     finally:
-        await runner.cleanup()
         await store.close()
 
 
