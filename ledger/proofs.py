@@ -25,20 +25,21 @@ def _largest_pow2_below(n: int) -> int:
 
 
 def inclusion_plan(index: int, size: int) -> list[Range]:
-    """The leaf ranges whose roots form PATH(index, D[0:size]), bottom-up as RFC 9162 orders it."""
+    """The leaf ranges whose roots form PATH(index, D[0:size]), bottom-up as RFC 9162 orders it.
+
+    Bottom-up directly: at each height the sibling of the leaf's ancestor is a proof element if
+    any of its leaves exist (cut at ``size`` on the right edge); a sibling wholly beyond the tree
+    is skipped, since there the RFC's recursion promotes the ancestor unchanged.
+    """
     if not 0 <= index < size:
         raise ProofError(f"index {index} is not in a tree of size {size}")
     out: list[Range] = []
-    lo, hi = 0, size
-    while hi - lo > 1:
-        k = _largest_pow2_below(hi - lo)
-        if index < lo + k:
-            out.append((lo + k, hi))
-            hi = lo + k
-        else:
-            out.append((lo, lo + k))
-            lo = lo + k
-    out.reverse()
+    height = 0
+    while (1 << height) < size:
+        start = ((index >> height) ^ 1) << height
+        if start < size:
+            out.append((start, min(start + (1 << height), size)))
+        height += 1
     return out
 
 

@@ -118,3 +118,24 @@ def test_any_bit_flip_breaks_proofs(n: int, data: st.DataObject) -> None:
         except ProofError:
             continue
         raise AssertionError("tampered consistency proof verified")
+
+
+def _path_ranges(index: int, size: int) -> list[tuple[int, int]]:
+    """RFC 9162 §2.1.3.1 PATH(m, D[n]) as its recursive definition, top-down, then reversed."""
+    out = []
+    lo, hi = 0, size
+    while hi - lo > 1:
+        k = 1 << ((hi - lo - 1).bit_length() - 1)
+        if index < lo + k:
+            out.append((lo + k, hi))
+            hi = lo + k
+        else:
+            out.append((lo, lo + k))
+            lo = lo + k
+    return out[::-1]
+
+
+@given(st.integers(min_value=1, max_value=2**62), st.data())
+def test_inclusion_plan_is_the_rfc_path(size: int, data: st.DataObject) -> None:
+    index = data.draw(st.integers(min_value=0, max_value=size - 1))
+    assert inclusion_plan(index, size) == _path_ranges(index, size)
