@@ -145,7 +145,7 @@ class CoercionError(ValueError):
 
 def _js_int(n: int) -> int:
     if not -MAX_SAFE_INTEGER <= n <= MAX_SAFE_INTEGER:
-        raise CoercionError(f"{n} is beyond ±(2^53−1)")
+        raise CoercionError("the integer is beyond ±(2^53−1)")
     return n
 
 
@@ -302,15 +302,8 @@ class Rule:
             ok = member if self.op == "in" else not member
         if ok:
             return None
-        return f"rule {self.describe()} does not hold for {self.fact}={_short(actual)}"
-
-
-def _short(value: object) -> str:
-    try:
-        text = canonical_json(value).decode()
-    except CanonicalizationError:
-        text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+        # The rule, not the value: facts come from the call's arguments, which stay out of logs.
+        return f"rule {self.describe()} does not hold"
 
 
 # ---------------------------------------------------------------------------------------------
