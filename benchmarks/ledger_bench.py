@@ -697,17 +697,11 @@ async def profile_appends(path: Path, seconds: float, pool: EntryPool, batch: in
         seq._sign = ph.sync("sign checkpoint (Ed25519 + note)", seq._sign)  # type: ignore[method-assign]
         seq._commit = ph.coro("_commit total", seq._commit)  # type: ignore[method-assign]
         lg.reader.offer = ph.sync("reader.offer (expand new tiles)", lg.reader.offer)  # type: ignore[method-assign]
-        conn = lg.store._writer  # type: ignore[attr-defined]
-        raw_execute = conn.execute
-
-        def execute(sql: str, *args: Any) -> Any:
-            res = raw_execute(sql, *args)
-            if sql in ("COMMIT", "BEGIN IMMEDIATE"):
-                return ph.coro("COMMIT (fsync)" if sql == "COMMIT" else "BEGIN IMMEDIATE",
-                               lambda: res)()
-            return res
-
-        conn.execute = execute
+        store = lg.store
+        store._begin = ph.sync("BEGIN IMMEDIATE + read checkpoint",  # type: ignore[attr-defined]
+                               store._begin)  # type: ignore[attr-defined]
+        store._finish = ph.sync("statements + COMMIT (fsync)",  # type: ignore[attr-defined]
+                                store._finish)  # type: ignore[attr-defined]
         for _ in range(2):
             await asyncio.gather(*(lg.append(e) for e in pool.take(batch)))
         ph.seconds.clear()
@@ -726,7 +720,6 @@ async def profile_appends(path: Path, seconds: float, pool: EntryPool, batch: in
         for _ in range(rounds):
             await asyncio.gather(*(lg.append(e) for e in pool.take(batch)))
         prof.disable()
-        conn.execute = raw_execute
         await lg.close()
     finally:
         ledger_sequencer.integrate, SqliteWriteTx.write, SqliteWriteTx.latest = saved  # type: ignore[method-assign]

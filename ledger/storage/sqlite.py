@@ -1,17 +1,22 @@
-"""SQLite backend (aiosqlite): one file, WAL, ``synchronous=FULL`` so a commit survives power loss.
+"""SQLite backend: one file, WAL, ``synchronous=FULL`` so a commit survives power loss.
 
 Writes go through their own connection inside ``BEGIN IMMEDIATE``, which is also the lock that
-keeps a second writer process (``ledger add`` beside ``ledger serve``) from interleaving. Reads use
-a second connection, so they only ever see committed data.
+keeps a second writer process (``ledger add`` beside ``ledger serve``) from interleaving. A write
+transaction costs two trips to a worker thread: one to take the lock and read the stored
+checkpoint, one to run every buffered statement and ``COMMIT`` (its fsync included). Reads use
+other connections (aiosqlite for bulk reads, a synchronous one for point reads), so they only
+ever see committed data.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
@@ -61,51 +66,77 @@ async def _latest(conn: aiosqlite.Connection) -> CheckpointRecord | None:
     return CheckpointRecord(row[0], row[1], bytes(row[2]))
 
 
+def _read_tiles_sync(conn: sqlite3.Connection, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+    out: dict[TileKey, bytes] = {}
+    keys = list(dict.fromkeys(keys))
+    for i in range(0, len(keys), 500):
+        chunk = [_tile_id(k) for k in keys[i : i + 500]]
+        marks = ",".join("?" * len(chunk))
+        for rowid, data in conn.execute(f"SELECT id, data FROM tiles WHERE id IN ({marks})", chunk):
+            out[_tile_key(rowid)] = bytes(data)
+    return out
+
+
+def _latest_sync(conn: sqlite3.Connection) -> CheckpointRecord | None:
+    row = conn.execute("SELECT size, time, note FROM log_state WHERE one = 1").fetchone()
+    return None if row is None else CheckpointRecord(row[0], row[1], bytes(row[2]))
+
+
+class StatementBuffer:
+    """What a batch hook writes through: statements queued to run inside the transaction."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, list[Sequence[Any]]]] = []
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.statements.append((sql, list(rows)))
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.statements.append((sql, [params]))
+
+
 class SqliteWriteTx:
-    def __init__(self, store: SqliteStore) -> None:
+    """One write transaction: the lock is held, writes are buffered until the commit."""
+
+    def __init__(self, store: SqliteStore, latest: CheckpointRecord | None) -> None:
         self._store = store
-        self._conn = store._writer
+        self._latest = latest
+        self._buffer = StatementBuffer()
         self._pending_history: float | None = None
 
     @property
-    def handle(self) -> aiosqlite.Connection:
-        return self._conn
+    def handle(self) -> StatementBuffer:
+        return self._buffer
 
     async def latest(self) -> CheckpointRecord | None:
-        return await _latest(self._conn)
+        return self._latest
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        return await _read_tiles(self._conn, keys)
+        return await asyncio.to_thread(_read_tiles_sync, self._store._wconn, keys)
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
-        conn = self._conn
-        await conn.executemany(
-            "INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
-            [(_tile_id(k), v) for k, v in tiles.items()],
-        )
         cp = checkpoint
-        await conn.execute(
-            "INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
-            (cp.size, cp.time, cp.note),
-        )
+        buf = self._buffer.statements
+        buf.append(("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
+                    [(_tile_id(k), v) for k, v in tiles.items()]))
+        buf.append(("INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
+                    [(cp.size, cp.time, cp.note)]))
         last = self._store._last_history
         if last is None:
-            rows = list(await conn.execute_fetchall("SELECT max(time) FROM checkpoints"))
-            last = rows[0][0] if rows and rows[0][0] is not None else float("-inf")
+            last = await asyncio.to_thread(self._store._last_history_time)
         if cp.time - last >= HISTORY_INTERVAL:
-            await conn.execute(
-                "INSERT OR REPLACE INTO checkpoints (size, time, note) VALUES (?, ?, ?)",
-                (cp.size, cp.time, cp.note),
-            )
+            buf.append(("INSERT OR REPLACE INTO checkpoints (size, time, note) VALUES (?, ?, ?)",
+                        [(cp.size, cp.time, cp.note)]))
             self._pending_history = cp.time
 
 
 class SqliteStore:
     """A log in one SQLite file. Use :meth:`open`; close with :meth:`close`."""
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+    def __init__(self, path: Path, writer: sqlite3.Connection, reader: aiosqlite.Connection):
         self.path = path
-        self._writer = writer
+        self._wconn = writer  # used only from worker threads, one call at a time (_wlock)
+        self._wlock = asyncio.Lock()
         self._reader = reader
         self._last_history: float | None = None
         # Point reads of a few tiles for proofs: in WAL mode a reader never waits for the writer,
@@ -121,11 +152,7 @@ class SqliteStore:
             raise StoreError(f"no log database at {path}")
         ms = int(busy_timeout * 1000)
         try:
-            writer = await aiosqlite.connect(path, isolation_level=None)
-            await writer.execute(f"PRAGMA busy_timeout = {ms}")
-            await writer.execute("PRAGMA journal_mode = WAL")
-            await writer.execute("PRAGMA synchronous = FULL")
-            await writer.executescript(_SCHEMA)
+            writer = await asyncio.to_thread(_connect_writer, path, ms)
             reader = await aiosqlite.connect(path, isolation_level=None)
             await reader.execute(f"PRAGMA busy_timeout = {ms}")
         except sqlite3.DatabaseError as e:
@@ -151,33 +178,62 @@ class SqliteStore:
         return str(rows[0][0]) if rows else None
 
     async def set_meta(self, key: str, value: str) -> None:
-        await self._writer.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value)
-        )
+        async with self._wlock:
+            await asyncio.to_thread(
+                self._wconn.execute, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                (key, value))
+
+    def _last_history_time(self) -> float:
+        row = self._wconn.execute("SELECT max(time) FROM checkpoints").fetchone()
+        return float(row[0]) if row and row[0] is not None else float("-inf")
+
+    def _begin(self) -> CheckpointRecord | None:
+        """Take the write lock (``BEGIN IMMEDIATE``, waiting up to the busy timeout)."""
+        started = time.monotonic()
+        try:
+            self._wconn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                raise WriterBusyError(
+                    f"another process is writing to {self.path} "
+                    f"(waited {time.monotonic() - started:.1f}s)"
+                ) from e
+            raise
+        try:
+            return _latest_sync(self._wconn)
+        except BaseException:
+            self._wconn.execute("ROLLBACK")
+            raise
+
+    def _finish(self, statements: list[tuple[str, list[Sequence[Any]]]]) -> None:
+        """Run the buffered statements and COMMIT; roll back if anything fails."""
+        conn = self._wconn
+        try:
+            for sql, rows in statements:
+                conn.executemany(sql, rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _abort(self) -> None:
+        if self._wconn.in_transaction:
+            self._wconn.execute("ROLLBACK")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteWriteTx]:
-        conn = self._writer
-        started = time.monotonic()
-        try:
-            await conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e) or "busy" in str(e):
-                waited = time.monotonic() - started
-                raise WriterBusyError(
-                    f"another process is writing to {self.path} (waited {waited:.1f}s)"
-                ) from e
-            raise
-        tx = SqliteWriteTx(self)
-        try:
-            yield tx
-            await conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                await conn.execute("ROLLBACK")
-            raise
-        if tx._pending_history is not None:
-            self._last_history = tx._pending_history
+        async with self._wlock:
+            latest = await _in_thread(self._begin)
+            tx = SqliteWriteTx(self, latest)
+            try:
+                yield tx
+                await _in_thread(self._finish, tx._buffer.statements)
+            except BaseException:
+                await _in_thread(self._abort)
+                raise
+            if tx._pending_history is not None:
+                self._last_history = tx._pending_history
 
     def read_tiles_now(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         """Synchronous :meth:`read_tiles` for a handful of keys (see ``_point``)."""
@@ -189,6 +245,30 @@ class SqliteStore:
     async def close(self) -> None:
         self._point.close()
         await self._reader.close()
-        await self._writer.close()
+        async with self._wlock:
+            await asyncio.to_thread(self._wconn.close)
 
 
+
+
+def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.executescript(_SCHEMA)
+    return conn
+
+
+async def _in_thread(fn: Any, *args: Any) -> Any:
+    """Run ``fn`` in a worker thread and wait for it even if the caller is cancelled.
+
+    A commit that has started must finish (or fail) before anything else touches the
+    connection, or a rollback could race it; the cancellation is delivered afterwards.
+    """
+    task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
