@@ -1,15 +1,18 @@
-"""Run the real ``notary serve`` in a subprocess for integration and end-to-end tests.
+"""Run the real notary for integration and end-to-end tests: in a subprocess or in process.
 
 :class:`NotaryProcess` starts the daemon exactly as an operator would
 (``python -m notary.cli serve --data DIR --listen 127.0.0.1:PORT``) on a free loopback port,
 waits until ``/healthz`` answers, creates API keys with ``notary apikey create`` and stops the
 process gracefully (SIGTERM, then SIGKILL after a timeout) or brutally (:meth:`kill9`).
-All traffic goes to 127.0.0.1 only.
+:func:`app_notary` runs the same application in the test's own event loop on a loopback port,
+for tests that need its internals or many quick starts. All traffic goes to 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import io
 import json
 import os
 import signal
@@ -17,13 +20,20 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["HttpResponse", "NotaryProcess", "NotaryStartError", "free_port"]
+from aiohttp import web
+
+from notary.app import create_app, init_data_dir
+from notary.cli import main as notary_cli
+from notary.config import Settings
+
+__all__ = ["AppNotary", "HttpResponse", "NotaryProcess", "NotaryStartError", "app_notary",
+           "create_api_key", "free_port", "run_cli"]
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +49,58 @@ def free_port() -> int:
         s.bind((HOST, 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    """``notary ARGV`` in this process: (exit status, standard output)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = notary_cli(list(argv))
+    return code, out.getvalue()
+
+
+def create_api_key(data: Path, account: str, allowance: int | None = None) -> str:
+    """A new API key (the last line ``notary apikey create`` prints)."""
+    extra = [] if allowance is None else ["--monthly-allowance", str(allowance)]
+    code, out = run_cli("apikey", "create", "--data", str(data), "--account", account, *extra)
+    assert code == 0, out
+    return out.strip().splitlines()[-1]
+
+
+@dataclass
+class AppNotary:
+    """A notary application serving on a loopback port inside the test's event loop."""
+
+    url: str
+    data: Path
+    vkey: str
+    runner: web.AppRunner
+
+    @property
+    def app(self) -> web.Application:
+        return self.runner.app
+
+    def create_api_key(self, account: str = "test", allowance: int | None = None) -> str:
+        return create_api_key(self.data, account, allowance)
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()  # idempotent: the context manager calls it again
+
+
+@contextlib.asynccontextmanager
+async def app_notary(data: Path, **settings: Any) -> AsyncIterator[AppNotary]:
+    """A fresh data directory (keys created as on first run) served on 127.0.0.1."""
+    port = free_port()
+    config = Settings(data=data, listen=f"{HOST}:{port}", **settings)
+    first = init_data_dir(config)
+    assert first is not None, f"{data} already holds a notary"
+    runner = web.AppRunner(create_app(config))
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, HOST, port).start()
+        yield AppNotary(f"http://{HOST}:{port}", config.data, first.vkey, runner)
+    finally:
+        await runner.cleanup()
 
 
 @dataclass

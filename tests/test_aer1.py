@@ -9,24 +9,21 @@ import copy
 import hashlib
 import io
 import json
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from jsonschema import Draft202012Validator
 
 from ledger.note import Ed25519Verifier
 from notary import aer1
-from notary.app import create_app, init_data_dir
 from notary.cli import main as notary_cli
-from notary.config import Settings
 from notary.receipts import Jwks
 from notary.records import CallRecord, new_salt
 from notary.sdk import NotaryClient
+from tests.notary_server import app_notary
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_SCHEMA = REPO.parent / "shared" / "specs" / "aer-1-receipt.schema.json"
@@ -53,25 +50,11 @@ class Notary:
 
 @pytest.fixture
 async def notary(tmp_path: Path) -> AsyncIterator[Notary]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    settings = Settings(data=tmp_path / "data", listen=f"127.0.0.1:{port}")
-    first = init_data_dir(settings)
-    assert first is not None
-    runner = web.AppRunner(create_app(settings))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert notary_cli(["apikey", "create", "--data", str(settings.data),
-                           "--account", "aer1"]) == 0
-    url = f"http://127.0.0.1:{port}"
-    async with NotaryClient(url) as c:
-        jwks = Jwks(await c.jwks())
-    yield Notary(url, out.getvalue().strip().splitlines()[-1], jwks,
-                 Ed25519Verifier.from_vkey(first.vkey), first.vkey)
-    await runner.cleanup()
+    async with app_notary(tmp_path / "data") as app:
+        async with NotaryClient(app.url) as c:
+            jwks = Jwks(await c.jwks())
+        yield Notary(app.url, app.create_api_key("aer1"), jwks,
+                     Ed25519Verifier.from_vkey(app.vkey), app.vkey)
 
 
 def record() -> CallRecord:

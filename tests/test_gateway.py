@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -25,7 +23,6 @@ from typing import Any, cast
 
 import anyio
 import pytest
-from aiohttp import web
 from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -33,9 +30,6 @@ from mcp_types import CallToolResult, RequestParamsMeta, TextContent
 
 from ledger.note import Ed25519Verifier
 from notary import aer1
-from notary.app import create_app, init_data_dir
-from notary.cli import main as notary_cli
-from notary.config import Settings
 from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
 from notary.gateway.policy import facts_sha256, load_policy_text, sha256_jcs
@@ -46,6 +40,7 @@ from notary.receipts import Jwks
 from notary.sdk import NotaryClient, verify_tool_result
 from notary.verify import verify_receipt
 from tests.gateway_upstream import read_log
+from tests.notary_server import app_notary, free_port, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 AER1_SCHEMA = json.loads((REPO / "notary" / "aer-1-receipt.schema.json").read_text())
@@ -81,12 +76,6 @@ rules = [
 [tools.fail]
 idempotent = false
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def key_meta(key: str, **extra: Any) -> RequestParamsMeta:
@@ -144,35 +133,16 @@ class Rig:
 
     async def cli(self, *argv: str) -> tuple[int, str]:
         """``notary ARGV`` in a thread (the CLI runs its own event loop)."""
-        def run() -> tuple[int, str]:
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                code = notary_cli(list(argv))
-            return code, out.getvalue()
-
-        return await asyncio.to_thread(run)
+        return await asyncio.to_thread(run_cli, *argv)
 
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    port = free_port()
-    settings = Settings(data=tmp_path / "notary-data", listen=f"127.0.0.1:{port}")
-    first = init_data_dir(settings)
-    assert first is not None
-    runner = web.AppRunner(create_app(settings))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    url = f"http://127.0.0.1:{port}"
-    async with NotaryClient(url) as c:
-        jwks = Jwks(await c.jwks())
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert notary_cli(["apikey", "create", "--data", str(settings.data),
-                           "--account", "gateway"]) == 0
-    key = out.getvalue().strip().splitlines()[-1]
-    yield Rig(url, settings.data, key, jwks, Ed25519Verifier.from_vkey(first.vkey), first.vkey,
-              tmp_path)
-    await runner.cleanup()
+    async with app_notary(tmp_path / "notary-data") as app:
+        async with NotaryClient(app.url) as c:
+            jwks = Jwks(await c.jwks())
+        yield Rig(app.url, app.data, app.create_api_key("gateway"), jwks,
+                  Ed25519Verifier.from_vkey(app.vkey), app.vkey, tmp_path)
 
 
 @pytest.fixture(params=["auto", "legacy"])

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import socket
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,26 +14,17 @@ import pytest
 from aiohttp import web
 
 from ledger.note import Ed25519Verifier
-from notary.app import create_app, init_data_dir
 from notary.appkeys import NOTARY
-from notary.cli import main as notary_cli
-from notary.config import Settings
 from notary.receipts import Jwks
 from notary.records import CallRecord, new_salt
 from notary.verify import verify_receipt
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.notary_server import app_notary, create_api_key, run_cli
 
 
 def cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert notary_cli(list(args)) == 0
-    return out.getvalue()
+    code, out = run_cli(*args)
+    assert code == 0, out
+    return out
 
 
 @dataclass
@@ -48,9 +36,7 @@ class Server:
     vkey: str
 
     def new_key(self, account: str = "alice", allowance: int | None = None) -> str:
-        extra = [] if allowance is None else ["--monthly-allowance", str(allowance)]
-        return cli("apikey", "create", "--data", str(self.data), "--account", account,
-                   *extra).strip().splitlines()[-1]
+        return create_api_key(self.data, account, allowance)
 
     async def post(self, path: str, body: Any, key: str | None = None,
                    raw: bytes | None = None) -> tuple[int, Any, aiohttp.ClientResponse]:
@@ -66,17 +52,9 @@ class Server:
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    port = free_port()
-    settings = Settings(data=tmp_path / "data", listen=f"127.0.0.1:{port}", max_body=4096)
-    first = init_data_dir(settings)
-    assert first is not None
-    app = create_app(settings)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    async with aiohttp.ClientSession() as http:
-        yield Server(f"http://127.0.0.1:{port}", settings.data, app, http, first.vkey)
-    await runner.cleanup()
+    async with app_notary(tmp_path / "data", max_body=4096) as notary, \
+            aiohttp.ClientSession() as http:
+        yield Server(notary.url, notary.data, notary.app, http, notary.vkey)
 
 
 def record(tool: str = "echo", **arguments: Any) -> CallRecord:

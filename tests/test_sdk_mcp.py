@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import copy
 import importlib.util
-import io
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -43,9 +40,6 @@ from mcp_types import (
 )
 
 from ledger.note import Ed25519Verifier, NoteVerifier
-from notary.app import create_app, init_data_dir
-from notary.cli import main as notary_cli
-from notary.config import Settings
 from notary.receipts import Jwks
 from notary.records import SPEC
 from notary.sdk import (
@@ -60,6 +54,7 @@ from notary.sdk import (
     verify_tool_result,
 )
 from notary.verify import Verdict, verify_receipt
+from tests.notary_server import app_notary, create_api_key, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 LEVELS = ("record", "signature", "inclusion")
@@ -82,12 +77,6 @@ SAMPLE_CALLS: list[tuple[str, dict[str, Any] | None]] = example_client.SAMPLE_CA
 # The notary ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def closed_url() -> str:
     """A loopback URL nobody listens on (connection refused at once)."""
     return f"http://127.0.0.1:{free_port()}"
@@ -104,12 +93,7 @@ class LiveNotary:
     clients: list[NotaryClient] = field(default_factory=list)
 
     def new_key(self, account: str, allowance: int | None = None) -> str:
-        extra = [] if allowance is None else ["--monthly-allowance", str(allowance)]
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            assert notary_cli(["apikey", "create", "--data", str(self.data),
-                               "--account", account, *extra]) == 0
-        return out.getvalue().strip().splitlines()[-1]
+        return create_api_key(self.data, account, allowance)
 
     def client(self, **kwargs: Any) -> NotaryClient:
         """A client for this notary, closed at teardown (servers without a lifespan that
@@ -131,22 +115,15 @@ class LiveNotary:
 
 @pytest.fixture
 async def notary(tmp_path: Path) -> AsyncIterator[LiveNotary]:
-    port = free_port()
-    settings = Settings(data=tmp_path / "data", listen=f"127.0.0.1:{port}")
-    first = init_data_dir(settings)
-    assert first is not None
-    runner = web.AppRunner(create_app(settings))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    url = f"http://127.0.0.1:{port}"
-    async with NotaryClient(url) as c:
-        jwks = Jwks(await c.jwks())
-    live = LiveNotary(url, settings.data, "", jwks, Ed25519Verifier.from_vkey(first.vkey), runner)
-    live.key = live.new_key("sdk-tests")
-    yield live
-    for client in live.clients:
-        await client.close()
-    await runner.cleanup()
+    async with app_notary(tmp_path / "data") as app:
+        async with NotaryClient(app.url) as c:
+            jwks = Jwks(await c.jwks())
+        live = LiveNotary(app.url, app.data, "", jwks, Ed25519Verifier.from_vkey(app.vkey),
+                          app.runner)
+        live.key = live.new_key("sdk-tests")
+        yield live
+        for client in live.clients:
+            await client.close()
 
 
 @pytest.fixture(params=["auto", "legacy"])

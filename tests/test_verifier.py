@@ -13,7 +13,6 @@ import copy
 import io
 import json
 import os
-import socket
 import stat
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,9 +29,7 @@ from ledger.log import Log
 from ledger.note import Ed25519Signer, merge_signatures, parse_note
 from ledger.proofbundle import ProofBundle, decode_proof_bundle
 from ledger.storage.memory import MemoryStore
-from notary.app import create_app, init_data_dir
 from notary.cli import main as notary_cli
-from notary.config import Settings
 from notary.entry import LogEntry
 from notary.ids import new_receipt_id, now_issued_at
 from notary.keys import Paths, load_log_key
@@ -53,15 +50,10 @@ from notary.verifier import (
     verify_tool_call,
 )
 from notary.verify_state import ProofResult, Reconciler, Seen, StateError, StateFile
+from tests.notary_server import app_notary, free_port
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures and helpers (test_notary_mcp.py uses them too)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -148,23 +140,11 @@ class Notary:
 
 @contextlib.asynccontextmanager
 async def running_notary(tmp: Path) -> AsyncIterator[Notary]:
-    port = free_port()
-    settings = Settings(data=tmp / "data", listen=f"127.0.0.1:{port}")
-    first = init_data_dir(settings)
-    assert first is not None
-    runner = web.AppRunner(create_app(settings))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    url = f"http://127.0.0.1:{port}"
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-        assert notary_cli(["apikey", "create", "--data", str(settings.data),
-                           "--account", "t"]) == 0
-    api_key = buf.getvalue().strip().splitlines()[-1]
-    async with aiohttp.ClientSession() as http:
-        async with http.get(url + "/.well-known/jwks.json") as r:
+    async with app_notary(tmp / "data") as app, aiohttp.ClientSession() as http:
+        async with http.get(app.url + "/.well-known/jwks.json") as r:
             jwks = await r.json()
-        notary = Notary(url, settings.data, first.vkey, api_key, jwks, runner, http, tmp)
+        notary = Notary(app.url, app.data, app.vkey, app.create_api_key("t"), jwks, app.runner,
+                        http, tmp)
         try:
             yield notary
         finally:
