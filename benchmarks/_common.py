@@ -14,8 +14,10 @@ import platform
 import shlex
 import sqlite3
 import statistics
+import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -200,3 +202,46 @@ def write_json(path: str | os.PathLike[str], data: Any) -> Path:
     tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     os.replace(tmp, out)
     return out
+
+
+# --- a notary to measure against -----------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_notary(data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``notary serve`` on a fresh data directory and loopback port: (process, URL, API key).
+
+    Run as its own process, as an operator would, so that its CPU is its own.
+    """
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "notary.cli", "serve", "--data", str(data), "--listen",
+         f"127.0.0.1:{port}", "--log-format", "json"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("notary serve did not start") from None
+            time.sleep(0.05)
+    key = subprocess.run(
+        [sys.executable, "-m", "notary.cli", "apikey", "create", "--data", str(data),
+         "--account", "bench"], capture_output=True, text=True, env=env, cwd=REPO, check=True,
+    ).stdout.strip().splitlines()[-1]
+    return proc, url, key

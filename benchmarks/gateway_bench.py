@@ -26,12 +26,9 @@ import asyncio
 import functools
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -48,6 +45,7 @@ from _common import (  # noqa: E402
     machine_info,
     now_utc,
     percentile,
+    start_notary,
     table,
     write_json,
 )
@@ -69,38 +67,6 @@ rules = [
   { fact = "agent", op = "in", value = ["BenchAgent"] },
 ]
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_notary(data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "notary.cli", "serve", "--data", str(data), "--listen",
-         f"127.0.0.1:{port}", "--log-format", "json"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=env, cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("notary serve did not start") from None
-            time.sleep(0.05)
-    key = subprocess.run(
-        [sys.executable, "-m", "notary.cli", "apikey", "create", "--data", str(data),
-         "--account", "bench"], capture_output=True, text=True, env=env, cwd=REPO, check=True
-    ).stdout.strip().splitlines()[-1]
-    return proc, url, key
 
 
 class Parts:

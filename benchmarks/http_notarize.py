@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,15 +21,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, RESULTS, command_line, machine_info, now_utc, table, write_json
+from _common import (
+    RESULTS,
+    command_line,
+    free_port,
+    machine_info,
+    now_utc,
+    start_notary,
+    table,
+    write_json,
+)
 
 HERE = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -80,22 +82,10 @@ def bench_bare(seconds: float, concurrency: int) -> dict[str, Any]:
 
 
 def bench_notary(seconds: float, concurrency: int, workdir: Path) -> dict[str, Any]:
-    port = free_port()
-    data = workdir / "notary-data"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "notary.cli", "serve", "--data", str(data),
-         "--listen", f"127.0.0.1:{port}", "--log-format", "json"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=workdir)
+    proc, url, key = start_notary(workdir / "notary-data")
     try:
-        wait_healthy(port, proc)
-        key = subprocess.run(
-            [sys.executable, "-m", "notary.cli", "apikey", "create", "--data", str(data),
-             "--account", "bench"], capture_output=True, text=True, check=True, env=env,
-        ).stdout.strip().splitlines()[-1]
-        res = loadgen(f"http://127.0.0.1:{port}/v1/tool-calls", key, seconds, concurrency,
-                      proc.pid)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        res = loadgen(url + "/v1/tool-calls", key, seconds, concurrency, proc.pid)
+        with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
             metrics = r.read().decode()
         res["batches"] = _metric(metrics, "ledger_batch_size_count")
         res["entries"] = _metric(metrics, "ledger_batch_size_sum")

@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -62,9 +61,11 @@ from _common import (  # noqa: E402
     RESULTS,
     command_line,
     filesystem_of,
+    free_port,
     latency_summary,
     machine_info,
     now_utc,
+    start_notary,
     table,
     write_json,
 )
@@ -114,12 +115,6 @@ def serve_mcp(port: int, notary_url: str | None, api_key: str | None) -> None:
 # --- processes ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -132,32 +127,6 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: floa
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{what} did not start listening") from None
             time.sleep(0.05)
-
-
-def start_notary(data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "notary.cli", "serve", "--data", str(data), "--listen",
-         f"127.0.0.1:{port}", "--log-format", "json"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=env, cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("notary serve did not start") from None
-            time.sleep(0.05)
-    key = subprocess.run(
-        [sys.executable, "-m", "notary.cli", "apikey", "create", "--data", str(data),
-         "--account", "bench"], capture_output=True, text=True, env=env, cwd=REPO, check=True,
-    ).stdout.strip().splitlines()[-1]
-    return proc, url, key
 
 
 def start_mcp_http(notary_url: str | None, key: str | None) -> tuple[subprocess.Popen[bytes], str]:
