@@ -224,7 +224,7 @@ def start_notary(data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "notary.cli", "serve", "--data", str(data), "--listen",
+        [sys.executable, "-m", "notary.cli.main", "serve", "--data", str(data), "--listen",
          f"127.0.0.1:{port}", "--log-format", "json"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=env, cwd=REPO)
@@ -241,7 +241,7 @@ def start_notary(data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
                 raise RuntimeError("notary serve did not start") from None
             time.sleep(0.05)
     key = subprocess.run(
-        [sys.executable, "-m", "notary.cli", "apikey", "create", "--data", str(data),
+        [sys.executable, "-m", "notary.cli.main", "apikey", "create", "--data", str(data),
          "--account", "bench"], capture_output=True, text=True, env=env, cwd=REPO, check=True,
     ).stdout.strip().splitlines()[-1]
     return proc, url, key

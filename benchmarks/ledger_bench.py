@@ -18,7 +18,7 @@ One run measures, in this order:
    in child processes that only grow the log (their peak RSS is VmHWM), through the real sequencer
    with batches of 16,384; pymerkle trees of the same entries the same way (no root per batch);
 4. inclusion and consistency proof latency, warm, random indexes and size pairs, both systems;
-5. inclusion (and consistency) proof verification rate with ``ledger.proofs``;
+5. inclusion (and consistency) proof verification rate with ``ledger.core.proofs``;
 6. bytes on disk per entry beyond the 64-byte entry (db + wal after a TRUNCATE checkpoint).
 
 ``--profile`` adds a phase breakdown and a cProfile of the append path at batch 1,000 and of the
@@ -70,10 +70,10 @@ from _common import (  # noqa: E402
 
 import ledger.reader as ledger_reader  # noqa: E402
 import ledger.sequencer as ledger_sequencer  # noqa: E402
-from ledger.hashing import fold_right, leaf_hash  # noqa: E402
+from ledger.core.hashing import fold_right, leaf_hash  # noqa: E402
+from ledger.core.note import Ed25519Signer  # noqa: E402
+from ledger.core.proofs import verify_consistency, verify_inclusion  # noqa: E402
 from ledger.log import Log  # noqa: E402
-from ledger.note import Ed25519Signer  # noqa: E402
-from ledger.proofs import verify_consistency, verify_inclusion  # noqa: E402
 from ledger.reader import LogReader, stack_coords  # noqa: E402
 from ledger.sequencer import Sequencer  # noqa: E402
 from ledger.storage.sqlite import SqliteStore, SqliteWriteTx  # noqa: E402
@@ -946,8 +946,9 @@ def render(res: dict[str, Any], *, markdown: bool = False) -> str:
     d = res["disk"]
     b = res["builds"]
     rows = [
-        ["inclusion proofs verified/s (ledger.proofs)", f"{si(v.get('inclusion_per_s'))}/s"],
-        ["consistency proofs verified/s (ledger.proofs)", f"{si(v.get('consistency_per_s'))}/s"],
+        ["inclusion proofs verified/s (ledger.core.proofs)", f"{si(v.get('inclusion_per_s'))}/s"],
+        ["consistency proofs verified/s (ledger.core.proofs)",
+         f"{si(v.get('consistency_per_s'))}/s"],
     ]
     pm_small = next((p for p in res["proofs"] if p["system"] == "pymerkle"
                      and p["size"] == res["sizes"]["small"]), None)

@@ -13,7 +13,8 @@ In one run, side by side:
    (the ``NotaryClient.notarize`` round trip, the SDK's own CPU, the rest), and profiled.
    The latency part runs twice, with the notary's data on disk and on tmpfs (where an fsync
    costs nothing), which separates the durability cost from CPU.
-2. **Offline verifications/s.** ``notary.verify.verify_receipt`` with the call record, the
+2. **Offline verifications/s.** ``notary.core.verification.verify_receipt`` with the call record,
+  the
    JWKS and the log verifier key (levels record, signature, inclusion) over many distinct real
    receipts, each with its proof bundle: receipts issued by concurrent notarized MCP calls, so
    that they share checkpoints the way group commit produces them, and, for contrast, the
@@ -221,7 +222,7 @@ async def latency_phase(url: str, key: str, calls: int, warmup: int, http: bool,
     import aiohttp
     from mcp import Client
 
-    from notary.records import CallRecord, new_salt
+    from notary.core.records import CallRecord, new_salt
     from notary.sdk import Notarizer, NotaryClient
 
     parts = Parts()
@@ -378,10 +379,10 @@ async def trust_anchors(url: str) -> tuple[dict[str, Any], str]:
 
 def clear_verify_caches() -> None:
     """Empty every memo on the verification path, so a timed pass pays its misses."""
-    import ledger.checkpoint
-    import ledger.proofbundle
+    import ledger.core.checkpoint
+    import ledger.core.tlog_proof
 
-    for module in (ledger.checkpoint, ledger.proofbundle):
+    for module in (ledger.core.checkpoint, ledger.core.tlog_proof):
         for value in vars(module).values():
             clear = getattr(value, "cache_clear", None)
             if callable(clear):
@@ -393,7 +394,7 @@ def verify_rate(cases: list[tuple[dict[str, Any], dict[str, Any]]], jwks: Any, l
     """Full verifications/s over ``cases``: mean over the passes (wall and CPU time) and the
     best pass (wall), as ``timeit`` advises on a machine shared with other work. Each pass
     starts with cold caches, so it pays one checkpoint verification per distinct checkpoint."""
-    from notary.verify import verify_receipt
+    from notary.core.verification import verify_receipt
 
     for receipt, record in cases:  # correctness first, and warm the code paths
         verdict = verify_receipt(receipt, record=record, jwks=jwks, log_verifier=log_key)
@@ -423,8 +424,8 @@ def stage_costs(cases: list[tuple[dict[str, Any], dict[str, Any]]], jwks: Any, l
                 ) -> dict[str, float]:
     """Mean CPU µs of each stage of verify_receipt over ``cases`` (best of 3 passes, each
     with cold caches)."""
-    from notary.receipts import validate_receipt_shape
-    from notary.verify import check_inclusion, check_record, check_signature
+    from notary.core.receipts import validate_receipt_shape
+    from notary.core.verification import check_inclusion, check_record, check_signature
 
     stages: dict[str, Callable[[dict[str, Any], dict[str, Any]], object]] = {
         "receipt shape": lambda r, rec: validate_receipt_shape(r),
@@ -485,7 +486,7 @@ def machine_limits(sample_receipt: dict[str, Any], min_seconds: float) -> dict[s
 
 def profile_verification(cases: list[tuple[dict[str, Any], dict[str, Any]]], jwks: Any,
                          log_key: Any) -> dict[str, Any]:
-    from notary.verify import verify_receipt
+    from notary.core.verification import verify_receipt
 
     clear_verify_caches()
     prof = cProfile.Profile()
@@ -540,8 +541,8 @@ def run_setting(name: str, base: Path, a: argparse.Namespace, with_verification:
 
 def verification(shared: list[Any], sequential: list[Any], jwks_doc: dict[str, Any], vkey: str,
                  a: argparse.Namespace) -> dict[str, Any]:
-    from ledger.note import Ed25519Verifier
-    from notary.receipts import Jwks
+    from ledger.core.note import Ed25519Verifier
+    from notary.core.receipts import Jwks
 
     jwks, log_key = Jwks(jwks_doc), Ed25519Verifier.from_vkey(vkey)
     shared_cases, seq_cases = as_cases(shared), as_cases(sequential)

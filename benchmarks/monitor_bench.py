@@ -9,7 +9,7 @@
    and the root matched against the signed checkpoint.
 
 Side by side, for the machine's limits: the pure re-hashing rate of the same entries
-(``ledger.compact.integrate``, no I/O), and the download rate of the same tiles without any
+(``ledger.core.compact.integrate``, no I/O), and the download rate of the same tiles without any
 hashing. The table is printed and the figures written to benchmarks/results/monitor_bench.json.
 
     .venv/bin/python benchmarks/monitor_bench.py [--entries N] [--data DIR]
@@ -44,17 +44,17 @@ from benchmarks._common import (
     table,
     write_json,
 )
-from ledger.checkpoint import parse_checkpoint_text
-from ledger.compact import TreeState, decode_bundle, integrate
+from ledger.client.tiles import LogSource, tile_at
+from ledger.core.checkpoint import parse_checkpoint_text
+from ledger.core.compact import TreeState, decode_bundle, integrate
+from ledger.core.note import Ed25519Signer, parse_note
+from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH
 from ledger.keyfile import write_secret
 from ledger.log import Log
-from ledger.note import Ed25519Signer, parse_note
+from ledger.monitor.audit import audit_range
 from ledger.storage.sqlite import SqliteStore
-from ledger.tiles import ENTRIES_LEVEL, TILE_WIDTH
-from notary.entry import LogEntry
-from notary.ids import format_issued_at, new_receipt_id
-from notary.monitor.audit import audit_range
-from notary.monitor.source import LogSource, tile_at
+from notary.core.entry import LogEntry
+from notary.core.ids import format_issued_at, new_receipt_id
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 300_000
@@ -102,7 +102,7 @@ async def build(directory: Path, entries: list[bytes], batch: int = 65536) -> st
 
 def serve(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ledger.cli", "serve", str(directory), "--listen",
+        [sys.executable, "-m", "ledger.cli.main", "serve", str(directory), "--listen",
          "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert proc.stdout is not None
@@ -162,7 +162,8 @@ async def download_only(url: str, size: int) -> dict[str, Any]:
 
 
 def rehash_only(entries: list[bytes]) -> dict[str, Any]:
-    """ledger.compact.integrate over the entries in 16,384-entry chunks, plus bundle decoding."""
+    """ledger.core.compact.integrate over the entries in 16,384-entry chunks, plus bundle
+    decoding."""
     bundles = integrate(TreeState(), entries).tiles  # encoded bundles, to decode as the audit does
     blobs = [bundles[(ENTRIES_LEVEL, n)] for n in range(-(-len(entries) // TILE_WIDTH))]
     t0 = time.perf_counter()

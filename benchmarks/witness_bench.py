@@ -40,11 +40,11 @@ from benchmarks._common import (
     table,
     write_json,
 )
-from ledger.cosignature import CosignatureSigner
+from ledger.core.cosignature import CosignatureSigner
+from ledger.core.note import Ed25519Signer, parse_note
+from ledger.core.witness_protocol import format_add_checkpoint, verify_cosignatures
 from ledger.log import Log
-from ledger.note import Ed25519Signer, parse_note
 from ledger.storage.memory import MemoryStore
-from notary.witness.protocol import format_add_checkpoint, verify_cosignatures
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_P99_MS = 10.0
@@ -72,7 +72,7 @@ async def checkpoints(n: int, per_step: int) -> tuple[str, list[tuple[int, list[
 
 def start_witness(key: Path, data: Path, vkey: str) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "notary.cli", "witness", "serve", "--key", str(key), "--log",
+        [sys.executable, "-m", "notary.cli.main", "witness", "serve", "--key", str(key), "--log",
          f"{ORIGIN}={vkey}", "--listen", "127.0.0.1:0", "--data", str(data),
          "--log-format", "json", "--log-level", "warning"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

@@ -9,7 +9,7 @@ real deployment pin these instead of fetching them (trust on first use is only a
 that first fetch). Then it starts the server as a subprocess (``mcp.Client`` with
 ``StdioServerParameters``; the API key goes to the *server's* environment only), calls each
 tool, and for each result rebuilds the call record from the arguments it sent and the
-result it received and checks it with ``notary.verify.verify_receipt``: (1) the record
+result it received and checks it with ``notary.core.verification.verify_receipt``: (1) the record
 rebuilds ``call_sha256``, (2) the receipt signature verifies under the JWKS, (3) the entry
 is included in a checkpoint signed by the log key. No request reaches the notary after the
 trust anchors are fetched. Exit status 0 when every result verified, 1 otherwise.
@@ -28,10 +28,10 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
-from ledger.note import Ed25519Verifier, NoteVerifier
-from notary.receipts import Jwks
+from ledger.core.note import Ed25519Verifier, NoteVerifier
+from notary.core.receipts import Jwks
+from notary.core.verification import verify_receipt
 from notary.sdk import NotaryClient, notarization_of, record_for
-from notary.verify import verify_receipt
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("notarized_server.py")
 

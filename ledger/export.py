@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import write_atomic
-from .checkpoint import open_checkpoint
-from .compact import decode_bundle
-from .hashing import HASH_SIZE
-from .log import Log
-from .note import NoteError
-from .tiles import TILE_WIDTH, Tile, tiles_for_size
+from ledger.atomic import write_atomic
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.compact import decode_bundle
+from ledger.core.hashing import HASH_SIZE
+from ledger.core.note import NoteError
+from ledger.core.tiles import TILE_WIDTH, Tile, tiles_for_size
+from ledger.log import Log
 
 __all__ = ["ExportError", "ExportResult", "export_log"]
 

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from .atomic import fsync_dir
+from ledger.atomic import fsync_dir
 
 
 class KeyFileError(RuntimeError):

@@ -10,12 +10,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .checkpoint import Checkpoint, open_checkpoint
-from .note import Ed25519Signer, Ed25519Verifier
-from .proofbundle import ProofBundle
-from .reader import LogReader
-from .sequencer import Appended, BatchHook, BatchObserver, Sequencer
-from .storage.base import CheckpointRecord, LogStore
+from ledger.core.checkpoint import Checkpoint, open_checkpoint
+from ledger.core.note import Ed25519Signer, Ed25519Verifier
+from ledger.core.tlog_proof import ProofBundle
+from ledger.reader import LogReader
+from ledger.sequencer import Appended, BatchHook, BatchObserver, Sequencer
+from ledger.storage.base import CheckpointRecord, LogStore
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Full tiles never change, so they are cached in an LRU, expanded (every node inside the tile) on
 first use; a proof then costs a handful of dictionary lookups and at most one tile read per level
 that is not cached yet. Behind that LRU, a much larger one keeps only the *tops* of tiles (see
-:mod:`ledger.tilehash`): a proof through such a tile reads its row and hashes one 16-leaf block
+:mod:`ledger.core.tilehash`): a proof through such a tile reads its row and hashes one 16-leaf block
 instead of re-expanding the tile. Partial tiles at the right edge are re-read when a wider one
 is needed.
 """
@@ -13,12 +13,19 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from .compact import decode_bundle
-from .hashing import HASH_SIZE, fold_right
-from .proofs import Coord, ProofError, Range, consistency_plan, inclusion_plan, range_coords
-from .storage.base import LogStore, TileKey
-from .tilehash import TOP_FROM, ExpandedTile, TopTile
-from .tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH, level_size
+from ledger.core.compact import decode_bundle
+from ledger.core.hashing import HASH_SIZE, fold_right
+from ledger.core.proofs import (
+    Coord,
+    ProofError,
+    Range,
+    consistency_plan,
+    inclusion_plan,
+    range_coords,
+)
+from ledger.core.tilehash import TOP_FROM, ExpandedTile, TopTile
+from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH, level_size
+from ledger.storage.base import LogStore, TileKey
 
 _TILE_MASK = TILE_WIDTH - 1
 

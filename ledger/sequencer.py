@@ -15,14 +15,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from .compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
-from .hashing import HASH_SIZE
-from .note import Ed25519Signer, NoteError
-from .reader import LogReader, edge_tiles_needed, stack_coords
-from .storage.base import CheckpointRecord, LogStore, TileKey, WriteTx
-from .tilehash import ExpandedTile, tile_of
-from .tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE
+from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
+from ledger.core.hashing import HASH_SIZE
+from ledger.core.note import Ed25519Signer, NoteError
+from ledger.core.tilehash import ExpandedTile, tile_of
+from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE
+from ledger.reader import LogReader, edge_tiles_needed, stack_coords
+from ledger.storage.base import CheckpointRecord, LogStore, TileKey, WriteTx
 
 BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there

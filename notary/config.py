@@ -26,7 +26,7 @@ class Settings:
     max_batch: int = 4096
     log_format: str = "auto"  # auto (console on a TTY, else JSON), json or console
     log_level: str = "info"
-    # Witnessing (notary/witnessing.py): "URL=VKEY" per witness (a TOML list; in the
+    # Witnessing (ledger/witnessing.py): "URL=VKEY" per witness (a TOML list; in the
     # environment, separated by spaces or commas), cosignatures required (0: a majority),
     # seconds between submissions of a grown tree, and per-request timeout in seconds.
     witnesses: tuple[str, ...] = ()

@@ -2,7 +2,7 @@
 
 Layout of the data directory::
 
-    notary.db              log tiles, checkpoints, receipts, accounts
+    notary.store.sqlite              log tiles, checkpoints, receipts, accounts
     log.key  log.vkey      the log's note key (PRIVATE+KEY+… form) and its verifier key
     receipt-keys/<kid>.key receipt signing seeds (base64url); the public halves sit in the
                            database, so the JWKS keeps old keys after a rotation
@@ -15,14 +15,13 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger.core.note import Ed25519Signer
 from ledger.keyfile import KeyFileError, read_secret, write_secret
-from ledger.note import Ed25519Signer
+from notary.core.ids import b64url_decode, b64url_encode
+from notary.core.receipts import Jwks, ReceiptKey
+from notary.store.sqlite import add_receipt_key
 
-from .db import add_receipt_key
-from .ids import b64url_decode, b64url_encode
-from .receipts import Jwks, ReceiptKey
-
-DB_NAME = "notary.db"
+DB_NAME = "notary.store.sqlite"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ HOST:PORT`` serves streamable HTTP (``MCPServer.streamable_http_app()`` under uv
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import json
@@ -32,35 +31,28 @@ from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
-from ledger.checkpoint import open_checkpoint, parse_checkpoint_text
-from ledger.netaddr import parse_host_port
-from ledger.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
-
-from .ids import is_receipt_id
-from .receipts import Jwks, ReceiptFormatError, validate_receipt_shape
-from .verifier import (
-    Fetcher,
-    FetchError,
-    HttpFetcher,
+from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
+from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
+from notary.core.ids import is_receipt_id
+from notary.core.receipts import Jwks, ReceiptFormatError, validate_receipt_shape
+from notary.verifier.fetch import Fetcher, FetchError, HttpFetcher, get_json
+from notary.verifier.inputs import (
     ToolCall,
-    Trust,
     VerifierInputError,
     call_from_document,
     call_from_receipt_and_record,
     call_from_saved_call,
     call_from_tool_result,
-    check_network_args,
-    get_json,
+)
+from notary.verifier.state import StateError, StateFile
+from notary.verifier.trust import (
+    Trust,
     load_jwks,
     parse_log_keys,
     parse_witness_keys,
-    state_from_args,
     trust_from_notary,
-    verify_tool_call,
 )
-from .verify_state import StateError, StateFile
-
-__all__ = ["ServerConfig", "build_server", "cmd_mcp"]
+from notary.verifier.verify import verify_tool_call
 
 SERVER_NAME = "mcp-notary-verifier"
 
@@ -354,54 +346,3 @@ def _checkpoint_out(cfg: ServerConfig, url: str, note_bytes: bytes) -> Checkpoin
         signatures=[SignatureLineOut(name=s.name, key_id=f"{s.key_id:08x}")
                     for s in note.signatures],
         verified=verified, verification=how)
-
-
-# ---------------------------------------------------------------------------------------------
-# CLI: notary mcp
-
-
-def _host_port(value: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(value)
-    except ValueError:
-        raise VerifierInputError(f"--http wants HOST:PORT, got {value!r}") from None
-
-
-def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    """Validate the flags now, so a bad key or file fails at start (exit 2), not per call."""
-    check_network_args(args)
-    jwks: Jwks | str | None = None
-    if args.jwks and args.jwks.startswith(("http://", "https://")):
-        jwks = args.jwks
-    elif args.jwks:
-        import asyncio
-
-        jwks = asyncio.run(load_jwks(args.jwks, None))
-    witnesses = parse_witness_keys(args.witness)
-    if args.quorum and not witnesses:
-        raise VerifierInputError("--quorum needs witness keys (--witness)")
-    log_keys = parse_log_keys(args.log_key)
-    Trust(None, log_keys, witnesses, args.quorum if args.quorum is not None else len(witnesses))
-    return ServerConfig(notary_url=args.notary, jwks=jwks, log_keys=log_keys,
-                        witnesses=witnesses, quorum=args.quorum, state=state_from_args(args),
-                        offline=args.offline, log_url=args.log_url, timeout=args.timeout)
-
-
-def cmd_mcp(args: argparse.Namespace) -> int:
-    from .cli import CliError
-
-    try:
-        config = config_from_args(args)
-        address = _host_port(args.http) if args.http else None
-    except (VerifierInputError, StateError) as e:
-        raise CliError(str(e)) from e
-    server = build_server(config)
-    if address is None:
-        server.run("stdio")
-        return 0
-    import uvicorn
-
-    host, port = address
-    app = server.streamable_http_app(host=host)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
-    return 0

@@ -15,18 +15,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger.errors import ApiError
+from ledger.core.tlog_proof import ProofBundle
+from ledger.http.errors import ApiError
 from ledger.log import Log
-from ledger.proofbundle import ProofBundle
 from ledger.storage.base import WriteTx
-
-from .accounts import digests_match, month_of, seconds_until_next_month, split_api_key
-from .db import NotaryDB, ReceiptRow, insert_receipts
-from .entry import LogEntry
-from .ids import format_issued_at, new_receipt_id
-from .keys import Paths, jwks_from_rows, load_receipt_key
-from .receipts import Jwks, ReceiptKey, build_receipt
-from .verify import Verdict, verify_receipt
+from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
+from notary.core.entry import LogEntry
+from notary.core.ids import format_issued_at, new_receipt_id
+from notary.core.receipts import Jwks, ReceiptKey, build_receipt
+from notary.core.verification import Verdict, verify_receipt
+from notary.keys import Paths, jwks_from_rows, load_receipt_key
+from notary.store.sqlite import NotaryDB, ReceiptRow, insert_receipts
 
 KEY_REFRESH_SECONDS = 5.0
 

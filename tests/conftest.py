@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+import structlog
 
 from tests.notary_server import NotaryProcess
 
@@ -56,3 +57,11 @@ def notary_factory(tmp_path: Path) -> Iterator[NotaryFactory]:
     yield make
     for server in started:
         server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog() -> Iterator[None]:
+    """Commands run in process configure structlog globally (onto the stream pytest captured for
+    that test); undo it so a later test never logs to a closed stream."""
+    yield
+    structlog.reset_defaults()

@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from ledger.core.note import Ed25519Signer
 from ledger.log import Log
-from ledger.note import Ed25519Signer
 from ledger.storage.sqlite import SqliteStore
 
 

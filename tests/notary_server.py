@@ -1,7 +1,7 @@
 """Run the real notary for integration and end-to-end tests: in a subprocess or in process.
 
 :class:`NotaryProcess` starts the daemon exactly as an operator would
-(``python -m notary.cli serve --data DIR --listen 127.0.0.1:PORT``) on a free loopback port,
+(``python -m notary.cli.main serve --data DIR --listen 127.0.0.1:PORT``) on a free loopback port,
 waits until ``/healthz`` answers, creates API keys with ``notary apikey create`` and stops the
 process gracefully (SIGTERM, then SIGKILL after a timeout) or brutally (:meth:`kill9`).
 :func:`app_notary` runs the same application in the test's own event loop on a loopback port,
@@ -28,9 +28,9 @@ from typing import Any
 
 from aiohttp import web
 
-from notary.app import create_app, init_data_dir
-from notary.cli import main as notary_cli
+from notary.cli.main import main as notary_cli
 from notary.config import Settings
+from notary.http.app import create_app, init_data_dir
 
 __all__ = ["AppNotary", "HttpResponse", "NotaryProcess", "NotaryStartError", "app_notary",
            "create_api_key", "free_port", "run_cli"]
@@ -212,7 +212,7 @@ class NotaryProcess:
         raise AssertionError("unreachable")
 
     def _spawn(self) -> None:
-        cmd = [sys.executable, "-m", "notary.cli", "serve", "--data", str(self.data_dir),
+        cmd = [sys.executable, "-m", "notary.cli.main", "serve", "--data", str(self.data_dir),
                "--listen", f"{HOST}:{self.port}", "--log-format", "json", *self.args]
         self._starts += 1
         with self.log_path.open("ab") as log:
@@ -295,9 +295,9 @@ class NotaryProcess:
 
     def cli(self, *argv: str, check: bool = True, timeout: float = 60.0
             ) -> subprocess.CompletedProcess[str]:
-        """Run ``python -m notary.cli ARGV...`` beside the daemon (same environment)."""
+        """Run ``python -m notary.cli.main ARGV...`` beside the daemon (same environment)."""
         result = subprocess.run(
-            [sys.executable, "-m", "notary.cli", *argv], capture_output=True, text=True,
+            [sys.executable, "-m", "notary.cli.main", *argv], capture_output=True, text=True,
             cwd=self.data_dir.parent, env=_child_env(self.env), timeout=timeout,
             stdin=subprocess.DEVNULL, check=False,
         )

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from notary.canonical import (
+from notary.core.canonical import (
     MAX_DEPTH,
     MAX_SAFE_INTEGER,
     CanonicalizationError,

@@ -1,4 +1,4 @@
-"""Tests of ledger.checkpoint: the tlog-checkpoint text, log signatures and witness quorums."""
+"""Tests of ledger.core.checkpoint: the tlog-checkpoint text, log signatures and witness quorums."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.checkpoint import (
+from ledger.core.checkpoint import (
     MAX_TREE_SIZE,
     Checkpoint,
     CheckpointError,
@@ -18,8 +18,8 @@ from ledger.checkpoint import (
     sign_checkpoint,
     witness_signatures,
 )
-from ledger.cosignature import CosignatureSigner, CosignatureVerifier, parse_verifier_key
-from ledger.note import (
+from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier, parse_verifier_key
+from ledger.core.note import (
     Ed25519Signer,
     InvalidSignatureError,
     Note,

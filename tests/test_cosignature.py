@@ -1,4 +1,4 @@
-"""Tests of ledger.cosignature: Ed25519 cosignature/v1 (tlog-cosignature, key type 0x04)."""
+"""Tests of ledger.core.cosignature: Ed25519 cosignature/v1 (tlog-cosignature, key type 0x04)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.cosignature import (
+from ledger.core.cosignature import (
     COSIGNATURE_SIZE,
     MAX_TIMESTAMP,
     CosignatureSigner,
@@ -17,7 +17,7 @@ from ledger.cosignature import (
     cosigned_message,
     parse_verifier_key,
 )
-from ledger.note import (
+from ledger.core.note import (
     KEY_TYPE_COSIGNATURE_V1,
     KEY_TYPE_ED25519,
     Ed25519Signer,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from notary.entry import MAX_ENTRY_BYTES, EntryError, LogEntry, decode_entry
-from notary.ids import (
+from notary.core.entry import MAX_ENTRY_BYTES, EntryError, LogEntry, decode_entry
+from notary.core.ids import (
     b64url_decode,
     b64url_encode,
     format_issued_at,
@@ -21,7 +21,7 @@ from notary.ids import (
     now_issued_at,
     parse_issued_at,
 )
-from notary.records import MAX_NAME_CHARS, SPEC
+from notary.core.records import MAX_NAME_CHARS, SPEC
 
 ID = "tc_AAECAwQFBgcICQoLDA0ODw"  # base64url of bytes 0..15
 ISSUED_AT = "2026-11-29T20:49:44.123Z"

@@ -5,7 +5,8 @@ upstream MCP server (``tests/gateway_upstream.py``) as a stdio subprocess that a
 ``tools/call`` it receives to a log file, so "the upstream saw nothing" is checked against what
 the upstream process itself recorded. The gateway runs in process (``mcp.Client(server)``,
 protocol modes ``auto`` = 2026-07-28 and ``legacy`` = 2025-11-25) and, for the wire checks, as
-``notary gateway`` over stdio. Receipts are verified offline with ``notary.verify`` and every
+``notary gateway`` over stdio. Receipts are verified offline with ``notary.core.verification``
+and every
 AER-1 receipt is validated against the schema with ``jsonschema``.
 """
 
@@ -28,17 +29,18 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, RequestParamsMeta, TextContent
 
-from ledger.note import Ed25519Verifier
-from notary import aer1
+from ledger.core.note import Ed25519Verifier
+from notary.core import aer1
+from notary.core.meta import AER1_META_KEY
+from notary.core.receipts import Jwks
+from notary.core.verification import verify_receipt
 from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
 from notary.gateway.policy import facts_sha256, load_policy_text, sha256_jcs
 from notary.gateway.salt import ensure_salt
 from notary.gateway.server import _request_digest as request_digest
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
-from notary.receipts import Jwks
 from notary.sdk import NotaryClient, verify_tool_result
-from notary.verify import verify_receipt
 from tests.gateway_upstream import read_log
 from tests.notary_server import app_notary, free_port, run_cli
 
@@ -201,7 +203,7 @@ def assert_notarized(rig: Rig, result: CallToolResult, tool: str,
     verdict = verify_tool_result(tool, arguments, result, jwks=rig.jwks,
                                  log_verifier=rig.log_key, server=GATEWAY)
     assert verdict.valid, verdict.to_json()
-    receipt = (result.meta or {})[aer1.META_KEY]
+    receipt = (result.meta or {})[AER1_META_KEY]
     status = "error" if result.is_error else "success"
     assert_aer1(rig, receipt, tool, aer1.PROVENANCE_GATEWAY, status)
     block = (result.meta or {})["com.rightshold/tool-call"]
@@ -292,7 +294,7 @@ async def test_upstream_failures_keep_the_authorization(rig: Rig) -> None:
             "code": codes.UPSTREAM_TOOL_FAILED}
         assert_authorized(rig, result, "fail")
         assert_notarized(rig, result, "fail", {})
-        assert (result.meta or {})[aer1.META_KEY]["verification_status"] == "execution_observed"
+        assert (result.meta or {})[AER1_META_KEY]["verification_status"] == "execution_observed"
         first_failure = result
 
         # A JSON-RPC error from the upstream.
@@ -303,7 +305,7 @@ async def test_upstream_failures_keep_the_authorization(rig: Rig) -> None:
         assert "crashed" not in result.content[0].text  # type: ignore[union-attr]
         assert_authorized(rig, result, "crash")
         assert_notarized(rig, result, "crash", {})
-        assert (result.meta or {})[aer1.META_KEY]["verification_status"] == \
+        assert (result.meta or {})[AER1_META_KEY]["verification_status"] == \
             "execution_not_observed"
 
         # A result that breaks the tool's own output schema.
@@ -516,7 +518,7 @@ async def tapped_stdio(params: StdioServerParameters, taps: list[TapStream]
 def gateway_command(rig: Rig, *extra: str) -> list[str]:
     key_file = rig.tmp / "notary.key"
     key_file.write_text(rig.key)
-    return ["-m", "notary.cli", "gateway",
+    return ["-m", "notary.cli.main", "gateway",
             "--upstream", " ".join(rig.upstream_command()), "--upstream-cwd", str(REPO),
             "--policy", str(rig.policy), "--salt-file", str(rig.salt),
             "--state", str(rig.state), "--notary", rig.url, "--api-key-file", str(key_file),
@@ -538,7 +540,7 @@ async def test_stdio_gateway_puts_receipt_on_the_wire(rig: Rig, mode: str) -> No
     wire, refused = raw
     # result._receipt is on the wire in both protocol modes, equal to the _meta mirror ...
     receipt = wire[aer1.RESULT_KEY]
-    assert receipt == wire["_meta"][aer1.META_KEY]
+    assert receipt == wire["_meta"][AER1_META_KEY]
     assert_aer1(rig, receipt, "payments.transfer", aer1.PROVENANCE_GATEWAY)
     # ... but the SDK's result model drops unknown top-level members.
     assert aer1.RESULT_KEY not in result.model_dump(by_alias=True)
@@ -565,11 +567,11 @@ async def test_agent_recorder_logs_what_the_agent_received(rig: Rig) -> None:
         assert receipt["anchor"]["receipt"]["server"] == "agent-view"
         # The gateway's own receipts are kept beside the agent's.
         meta = result.meta or {}
-        assert meta[aer1.META_KEY]["provenance_class"] == aer1.PROVENANCE_GATEWAY
+        assert meta[AER1_META_KEY]["provenance_class"] == aer1.PROVENANCE_GATEWAY
         assert_notarized(rig, result, "echo", {"text": "seen"})
         assert to_wire(result)[aer1.RESULT_KEY] == receipt
         # Agent and gateway hashed the same content (different salts and servers).
-        assert receipt["output_hash"] != meta[aer1.META_KEY]["output_hash"]
+        assert receipt["output_hash"] != meta[AER1_META_KEY]["output_hash"]
 
 
 # Over streamable HTTP -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from notary.cli import main as notary_cli
+from notary.cli.main import main as notary_cli
 from notary.gateway.policy import (
     CoercionError,
     Policy,

@@ -17,12 +17,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from ledger.checkpoint import Checkpoint, open_checkpoint
-from ledger.hashing import leaf_hash, merkle_root
-from ledger.note import Ed25519Signer, Ed25519Verifier
+from ledger.core.checkpoint import Checkpoint, open_checkpoint
+from ledger.core.hashing import leaf_hash, merkle_root
+from ledger.core.note import Ed25519Signer, Ed25519Verifier
+from ledger.core.tiles import tiles_for_size
 from ledger.reader import LogReader
 from ledger.storage.sqlite import SqliteStore
-from ledger.tiles import tiles_for_size
 
 ORIGIN = "example.com/cli-test"
 Run = subprocess.CompletedProcess[bytes]
@@ -30,7 +30,7 @@ Run = subprocess.CompletedProcess[bytes]
 
 def ledger(*args: str | Path, stdin: bytes | None = None, timeout: float = 60) -> Run:
     return subprocess.run(
-        [sys.executable, "-m", "ledger.cli", *map(str, args)],
+        [sys.executable, "-m", "ledger.cli.main", *map(str, args)],
         input=stdin, capture_output=True, timeout=timeout, check=False,
     )
 
@@ -81,7 +81,8 @@ def lines(prefix: str, n: int) -> bytes:
 def serving(directory: Path) -> Iterator[str]:
     """``ledger serve`` on an ephemeral loopback port; yields its URL; SIGTERM must end it."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ledger.cli", "serve", str(directory), "--listen", "127.0.0.1:0"],
+        [sys.executable, "-m", "ledger.cli.main", "serve", str(directory),
+         "--listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:
@@ -202,7 +203,7 @@ def test_concurrent_adds_get_disjoint_indexes(logdir: Path, tmp_path: Path) -> N
     for f in inputs:
         with f.open("rb") as fh:
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "ledger.cli", "add", str(logdir)],
+                [sys.executable, "-m", "ledger.cli.main", "add", str(logdir)],
                 stdin=fh, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             ))
     outs = [p.communicate(timeout=120) for p in procs]
@@ -225,7 +226,7 @@ def test_a_second_writer_waits_then_fails_clearly(logdir: Path) -> None:
         err = fails(ledger("add", logdir, "--wait", "0.3", stdin=b"blocked\n"))
         assert "another process is writing" in err
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ledger.cli", "add", str(logdir), "--wait", "30"],
+            [sys.executable, "-m", "ledger.cli.main", "add", str(logdir), "--wait", "30"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         assert proc.stdin is not None
@@ -265,7 +266,7 @@ async def test_serve_shows_entries_added_by_another_process(logdir: Path) -> Non
 
 def test_serve_stops_cleanly_on_sigint(logdir: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ledger.cli", "serve", str(logdir), "--listen", "127.0.0.1:0"],
+        [sys.executable, "-m", "ledger.cli.main", "serve", str(logdir), "--listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None

@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from ledger.checkpoint import open_checkpoint
-from ledger.hashing import leaf_hash
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.hashing import leaf_hash
+from ledger.core.note import Ed25519Signer
+from ledger.core.proofs import verify_consistency, verify_inclusion
 from ledger.log import Log
-from ledger.note import Ed25519Signer
-from ledger.proofs import verify_consistency, verify_inclusion
 from ledger.storage.sqlite import SqliteStore
 
 CHILD = Path(__file__).with_name("crash_child.py")

@@ -14,16 +14,16 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.checkpoint import Checkpoint, open_checkpoint
-from ledger.errors import ApiError, error_middleware
-from ledger.hashing import leaf_hash, merkle_root
-from ledger.http import LOG, add_ledger_routes, create_ledger_app
+from ledger.core.checkpoint import Checkpoint, open_checkpoint
+from ledger.core.hashing import leaf_hash, merkle_root
+from ledger.core.note import Ed25519Signer, Ed25519Verifier
+from ledger.core.proofs import ProofError, verify_consistency, verify_inclusion
+from ledger.core.tiles import TILE_WIDTH, tiles_for_size
+from ledger.core.tlog_proof import decode_proof_bundle
+from ledger.http.errors import ApiError, error_middleware
+from ledger.http.routes import LOG, add_ledger_routes, create_ledger_app
 from ledger.log import Log
-from ledger.note import Ed25519Signer, Ed25519Verifier
-from ledger.proofbundle import decode_proof_bundle
-from ledger.proofs import ProofError, verify_consistency, verify_inclusion
 from ledger.storage.sqlite import SqliteStore
-from ledger.tiles import TILE_WIDTH, tiles_for_size
 
 ORIGIN = "example.com/http-test"
 IMMUTABLE = "public, max-age=31536000, immutable"

@@ -8,12 +8,12 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.compact import TreeState, decode_bundle, integrate
-from ledger.hashing import leaf_hash, merkle_root
-from ledger.proofs import ProofError, inclusion_plan, verify_consistency, verify_inclusion
+from ledger.core.compact import TreeState, decode_bundle, integrate
+from ledger.core.hashing import leaf_hash, merkle_root
+from ledger.core.proofs import ProofError, inclusion_plan, verify_consistency, verify_inclusion
+from ledger.core.tiles import ENTRIES_LEVEL
 from ledger.reader import LogReader
 from ledger.storage.memory import MemoryStore
-from ledger.tiles import ENTRIES_LEVEL
 
 entries_st = st.lists(st.binary(max_size=24), min_size=1, max_size=700)
 

@@ -21,16 +21,20 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.cosignature import CosignatureSigner
-from ledger.http import create_ledger_app
+from ledger.cli.monitor import register, run
+from ledger.core.checkpoint import Checkpoint, sign_checkpoint
+from ledger.core.cosignature import CosignatureSigner
+from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
+from ledger.exitcodes import ExitCode
+from ledger.http.routes import create_ledger_app
 from ledger.log import Log
-from ledger.note import Ed25519Signer, merge_signatures, parse_note
+from ledger.monitor.state import load_state
 from ledger.storage.memory import MemoryStore
-from notary.entry import LogEntry
-from notary.ids import format_issued_at, new_receipt_id
-from notary.monitor.cli import EXIT_ALARM, EXIT_FETCH, EXIT_OK, register, run
-from notary.monitor.state import load_state
+from notary.core.entry import LogEntry
+from notary.core.ids import format_issued_at, new_receipt_id
+from notary.watch import server_filter
+
+EXIT_OK, EXIT_ALARM, EXIT_FETCH = ExitCode.OK, ExitCode.CHECK_FAILED, ExitCode.UNREACHABLE
 
 ORIGIN = "monitor.test/log"
 REPO = Path(__file__).resolve().parents[1]
@@ -107,7 +111,7 @@ async def monitor(*argv: str) -> tuple[int, str, str]:
     import argparse
 
     parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
+    register(parser.add_subparsers(dest="command"), watch=server_filter)
     out, err = io.StringIO(), io.StringIO()
     code = await run(parser.parse_args(list(argv)), out=out, err=err)
     return code, out.getvalue(), err.getvalue()
@@ -347,7 +351,7 @@ async def test_daemon_keeps_alarming_and_exposes_metrics(served: Served) -> None
 async def test_command_line_exit_status(served: Served) -> None:
     async def cli(*argv: str) -> int:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "notary.cli", *argv, stdout=asyncio.subprocess.DEVNULL,
+            sys.executable, "-m", "notary.cli.main", *argv, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(REPO)))
         return await proc.wait()
 
@@ -424,7 +428,7 @@ class RawServer:
 @pytest.mark.parametrize("mode", ["chunked", "close-every-2", "no-length", "drop-after-3",
                                   "gzip"])
 async def test_pipelined_fetcher_framing(mode: str) -> None:
-    from notary.monitor.source import LogSource
+    from ledger.client.tiles import LogSource
 
     server = RawServer(mode)
     await server.start()
@@ -433,7 +437,7 @@ async def test_pipelined_fetcher_framing(mode: str) -> None:
         async with aiohttp.ClientSession() as http:
             source = LogSource(server.url + "/base", http)
             try:
-                from ledger.tiles import Tile
+                from ledger.core.tiles import Tile
 
                 for _ in range(2):  # the second round reuses (or reopens) connections
                     got = await source.tiles([Tile(0, i) for i in range(9)])
@@ -448,8 +452,8 @@ async def test_pipelined_fetcher_framing(mode: str) -> None:
 
 
 async def test_pipelined_fetcher_errors() -> None:
-    from notary.monitor.pipeline import PipelinedFetcher
-    from notary.monitor.source import FetchError
+    from ledger.client.pipeline import PipelinedFetcher
+    from ledger.client.tiles import FetchError
 
     server = RawServer("plain")
     await server.start()
@@ -470,10 +474,10 @@ async def test_pipelined_fetcher_errors() -> None:
 
 async def test_audit_resumes_from_saved_progress(served: Served,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from ledger.checkpoint import parse_checkpoint_text
-    from ledger.compact import TreeState
-    from notary.monitor import audit as audit_module
-    from notary.monitor.source import LogSource
+    from ledger.client.tiles import LogSource
+    from ledger.core.checkpoint import parse_checkpoint_text
+    from ledger.core.compact import TreeState
+    from ledger.monitor import audit as audit_module
 
     monkeypatch.setattr(audit_module, "_SAVE_EVERY", 0.0)
     saved: list[TreeState] = []

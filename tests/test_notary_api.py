@@ -13,11 +13,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.note import Ed25519Verifier
-from notary.appkeys import NOTARY
-from notary.receipts import Jwks
-from notary.records import CallRecord, new_salt
-from notary.verify import verify_receipt
+from ledger.core.note import Ed25519Verifier
+from notary.core.receipts import Jwks
+from notary.core.records import CallRecord, new_salt
+from notary.core.verification import verify_receipt
+from notary.http.appkeys import NOTARY
 from tests.notary_server import app_notary, create_api_key, run_cli
 
 
@@ -99,7 +99,7 @@ async def test_verify_endpoint_levels_and_no_trace(server: Server) -> None:
     key = server.new_key()
     rec = record(secret="hunter2-do-not-log")
     _, receipt, _ = await server.post("/v1/tool-calls", issue_body(rec), key)
-    db = server.data / "notary.db"
+    db = server.data / "notary.store.sqlite"
 
     def dump() -> list[Any]:
         with sqlite3.connect(db) as c:
@@ -120,8 +120,8 @@ async def test_verify_endpoint_levels_and_no_trace(server: Server) -> None:
     assert verdict["levels"]["record"]["status"] == "failed"
     assert verdict["levels"]["signature"]["status"] == "passed"
     assert dump() == before
-    blob = db.read_bytes() + (db.with_name("notary.db-wal").read_bytes()
-                              if db.with_name("notary.db-wal").exists() else b"")
+    blob = db.read_bytes() + (db.with_name("notary.store.sqlite-wal").read_bytes()
+                              if db.with_name("notary.store.sqlite-wal").exists() else b"")
     assert b"hunter2-do-not-log" not in blob and b"changed" not in blob
 
 

@@ -14,12 +14,12 @@ import aiohttp
 import pytest
 
 from notary.config import ConfigError, Settings, resolve
-from notary.records import CallRecord
+from notary.core.records import CallRecord
 from tests.notary_server import NotaryProcess
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "notary.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "notary.cli.main", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=60, stdin=subprocess.DEVNULL,
                           env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
 
@@ -52,7 +52,7 @@ def test_first_run_prints_keys_and_refuses_readable_key(tmp_path: Path) -> None:
     assert "notary apikey create" in out
     key = tmp_path / "data" / "log.key"
     assert key.stat().st_mode & 0o777 == 0o600
-    assert (tmp_path / "data" / "notary.db").stat().st_mode & 0o077 == 0
+    assert (tmp_path / "data" / "notary.store.sqlite").stat().st_mode & 0o077 == 0
     for seed in (tmp_path / "data" / "receipt-keys").iterdir():
         assert seed.stat().st_mode & 0o777 == 0o600
     key.chmod(0o644)

@@ -11,12 +11,12 @@ from typing import Any
 
 import aiohttp
 
-from ledger.checkpoint import open_checkpoint
-from ledger.note import Ed25519Verifier
-from ledger.proofbundle import decode_proof_bundle
-from ledger.proofs import verify_consistency
-from notary.receipts import Jwks
-from notary.verify import verify_receipt
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.note import Ed25519Verifier
+from ledger.core.proofs import verify_consistency
+from ledger.core.tlog_proof import decode_proof_bundle
+from notary.core.receipts import Jwks
+from notary.core.verification import verify_receipt
 from tests.notary_server import NotaryProcess
 
 ROUNDS = 4

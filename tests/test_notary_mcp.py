@@ -21,10 +21,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 
+from notary.core.meta import TOOL_CALL_META_KEY
+from notary.core.receipts import ReceiptKey
 from notary.mcp_server import ServerConfig, build_server
-from notary.receipts import ReceiptKey
-from notary.verifier import META_KEY, parse_log_keys
-from notary.verify_state import StateFile
+from notary.verifier.state import StateFile
+from notary.verifier.trust import parse_log_keys
 from tests.test_verifier import Call, Notary, free_port, json_out, run_cli, running_notary
 
 MODES = ["auto", "legacy"]
@@ -135,14 +136,14 @@ async def test_unconfigured_and_offline_server(notary: Notary, tmp_path: Path) -
         assert levels(r.structured_content)["signature"] == "skipped"
         # The result without an embedded receipt cannot be fetched offline.
         result = copy.deepcopy(call.result)
-        del result["_meta"][META_KEY]["receipt"]
+        del result["_meta"][TOOL_CALL_META_KEY]["receipt"]
         r = await client.call_tool("verify_tool_call", {**{"call": {**call.saved,
                                                                     "result": result}}})
         assert r.is_error and "offline" in r.content[0].text  # type: ignore[union-attr]
 
 
 def _argv(notary: Notary, tmp_path: Path) -> list[str]:
-    return ["-m", "notary.cli", "mcp", "--notary", notary.url, "--log-key", notary.vkey,
+    return ["-m", "notary.cli.main", "mcp", "--notary", notary.url, "--log-key", notary.vkey,
             "--state", str(tmp_path / "state.json")]
 
 
@@ -211,7 +212,7 @@ async def test_results_of_the_sdk_verify(notary: Notary, tmp_path: Path, mode: s
         async with Client(app, mode=mode) as client:
             received = await client.call_tool("add", {"a": 2, "b": 3})
     wire = received.model_dump(by_alias=True, exclude_none=True, mode="json")
-    assert META_KEY in wire["_meta"]
+    assert TOOL_CALL_META_KEY in wire["_meta"]
     saved = tmp_path / "call.json"
     saved.write_text(json.dumps({"tool": "add", "arguments": {"a": 2, "b": 3}, "result": wire}))
     code, out, _ = await run_cli("verify", str(saved), *notary.trust_args(), "--state",

@@ -1,4 +1,4 @@
-"""Tests of ledger.note: the C2SP signed-note codec, key texts and Ed25519 signatures."""
+"""Tests of ledger.core.note: the C2SP signed-note codec, key texts and Ed25519 signatures."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.note import (
+from ledger.core.note import (
     KEY_TYPE_ED25519,
     MAX_NOTE_SIZE,
     MAX_SIGNATURES,

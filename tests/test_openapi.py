@@ -33,10 +33,10 @@ from referencing.jsonschema import DRAFT202012
 from schemathesis import Case, GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from notary.app import create_app
 from notary.config import Settings
-from notary.records import CallRecord, new_salt
-from notary.routes.meta import openapi_document
+from notary.core.records import CallRecord, new_salt
+from notary.http.app import create_app
+from notary.http.routes.meta import openapi_document
 from tests.notary_server import HttpResponse, NotaryProcess
 
 REPO = Path(__file__).resolve().parent.parent

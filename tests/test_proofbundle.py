@@ -1,4 +1,4 @@
-"""Tests of ledger.proofbundle: the C2SP tlog-proof text format."""
+"""Tests of ledger.core.tlog_proof: the C2SP tlog-proof text format."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from ledger.note import Ed25519Signer, sign_note
-from ledger.proofbundle import (
+from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from ledger.core.note import Ed25519Signer, sign_note
+from ledger.core.tlog_proof import (
     HEADER,
     MAX_PROOF_HASHES,
     ProofBundle,

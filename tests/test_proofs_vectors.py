@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.compact import TreeState, integrate
-from ledger.hashing import EMPTY_ROOT, leaf_hash, merkle_root
-from ledger.proofs import ProofError, verify_consistency, verify_inclusion
+from ledger.core.compact import TreeState, integrate
+from ledger.core.hashing import EMPTY_ROOT, leaf_hash, merkle_root
+from ledger.core.proofs import ProofError, verify_consistency, verify_inclusion
 
 VECTORS = Path(__file__).parent / "vectors" / "rfc9162"
 INCLUSION = sorted((VECTORS / "inclusion").rglob("*.json"))

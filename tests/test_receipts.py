@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from notary.entry import LogEntry
-from notary.ids import b64url_decode, b64url_encode, format_issued_at
-from notary.receipts import (
+from notary.core.entry import LogEntry
+from notary.core.ids import b64url_decode, b64url_encode, format_issued_at
+from notary.core.receipts import (
     Jwks,
     JwksError,
     ReceiptFormatError,
@@ -25,7 +25,7 @@ from notary.receipts import (
     signed_bytes,
     validate_receipt_shape,
 )
-from notary.records import SPEC
+from notary.core.records import SPEC
 
 # RFC 8037 Appendix A.1 (private key) and A.3 (its RFC 7638 thumbprint).
 RFC8037_D = "nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"

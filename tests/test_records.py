@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from notary.canonical import CanonicalizationError
-from notary.records import (
+from notary.core.canonical import CanonicalizationError
+from notary.core.records import (
     MAX_NAME_CHARS,
     SPEC,
     CallRecord,

@@ -16,7 +16,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from notary.records import CallRecord, new_salt
+from notary.core.records import CallRecord, new_salt
+from notary.core.verification import verify_receipt
 from notary.sdk import (
     NotaryClient,
     NotaryHTTPError,
@@ -24,7 +25,6 @@ from notary.sdk import (
     NotaryUnavailableError,
 )
 from notary.sdk import client as client_module
-from notary.verify import verify_receipt
 from tests.test_sdk_mcp import LiveNotary, closed_url, free_port, notary  # noqa: F401
 
 DIGEST = "ab" * 32

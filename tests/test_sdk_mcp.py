@@ -3,7 +3,7 @@
 Every test runs the real notary application on a loopback socket in this process, and talks
 to notarized MCP servers through the real ``mcp.Client``: in process and over stdio (the
 example server as a subprocess), in both protocol modes (``auto`` = 2026-07-28, ``legacy`` =
-2025-11-25). Results are verified offline with ``notary.verify.verify_receipt``.
+2025-11-25). Results are verified offline with ``notary.core.verification.verify_receipt``.
 """
 
 from __future__ import annotations
@@ -39,11 +39,12 @@ from mcp_types import (
     Tool,
 )
 
-from ledger.note import Ed25519Verifier, NoteVerifier
-from notary.receipts import Jwks
-from notary.records import SPEC
+from ledger.core.note import Ed25519Verifier, NoteVerifier
+from notary.core.receipts import Jwks
+from notary.core.records import SPEC
+from notary.core.verification import Verdict, verify_receipt
 from notary.sdk import (
-    META_KEY,
+    TOOL_CALL_META_KEY,
     NotarizationFailedError,
     Notarizer,
     NotaryClient,
@@ -53,7 +54,6 @@ from notary.sdk import (
     record_for,
     verify_tool_result,
 )
-from notary.verify import Verdict, verify_receipt
 from tests.notary_server import app_notary, create_api_key, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -324,7 +324,7 @@ async def test_input_required_passes_through_unnotarized(notary: LiveNotary) -> 
         interim = await client.session.call_tool("confirm", {"what": "x"},
                                                  allow_input_required=True)
         assert isinstance(interim, InputRequiredResult)
-        assert META_KEY not in (interim.meta or {})
+        assert TOOL_CALL_META_KEY not in (interim.meta or {})
         assert await notary.size() == 0
         final = await client.call_tool("confirm", {"what": "y"})  # SDK drives the rounds
         assert_verifies(notary, "confirm", {"what": "y"}, final)
@@ -338,7 +338,8 @@ async def test_notarize_result_directly(notary: LiveNotary) -> None:
                                   is_error=True, _meta={"mine": {"a": 1}})
         out = await notarizer.notarize_result("greet", None, original)
         assert isinstance(out, CallToolResult)
-        assert out.meta is not None and out.meta["mine"] == {"a": 1} and META_KEY in out.meta
+        assert out.meta is not None and out.meta["mine"] == {"a": 1}
+        assert TOOL_CALL_META_KEY in out.meta
         assert original.meta == {"mine": {"a": 1}}  # the input is not modified
         assert_verifies(notary, "greet", None, out)
         assert_verifies(notary, "greet", {}, out)  # no arguments == {}
@@ -417,7 +418,7 @@ TAMPERING: list[tuple[str, Mutation, tuple[str, str, str]]] = [
     ("result text", _set(("r", "content", 0, "text"), lambda t: t + " "), FPP),
     ("result structuredContent", _set(("r", "structuredContent", "conditions"), "rain"), FPP),
     ("result isError", _set(("r", "isError"), True), FPP),
-    ("salt", _set(("r", "_meta", META_KEY, "salt"), _other_hex), FPP),
+    ("salt", _set(("r", "_meta", TOOL_CALL_META_KEY, "salt"), _other_hex), FPP),
     ("receipt id", _set(("receipt", "id"), lambda i: i[:5] + ("B" if i[5] != "B" else "C")
                         + i[6:]), PFF),
     ("receipt server", _set(("receipt", "server"), "example2"), FFF),
@@ -444,7 +445,7 @@ async def test_tampering_fails_exactly_the_right_level(notary: LiveNotary) -> No
     wire = received.model_dump(by_alias=True, exclude_none=True, mode="json")
     for name, mutate, expected in TAMPERING:
         args, result = copy.deepcopy(arguments), copy.deepcopy(wire)
-        receipt = copy.deepcopy(result["_meta"][META_KEY]["receipt"])
+        receipt = copy.deepcopy(result["_meta"][TOOL_CALL_META_KEY]["receipt"])
         mutate(args, result, receipt)
         verdict = verify_receipt(receipt, record=record_for("forecast", args, result),
                                  jwks=notary.jwks, log_verifier=notary.log_key)
@@ -501,9 +502,9 @@ async def test_unreachable_notary_fail_policy_withholds_the_result(mode: str) ->
             await client.call_tool("add", {"a": 1, "b": 2})
     error = info.value
     assert "could not be notarized" in error.message and "unavailable" in error.message
-    assert error.data[META_KEY] == {
+    assert error.data[TOOL_CALL_META_KEY] == {
         "spec": SPEC, "notarized": False, "tool_executed": True,
-        "reason": error.data[META_KEY]["reason"]}
+        "reason": error.data[TOOL_CALL_META_KEY]["reason"]}
 
 
 async def test_unreachable_notary_mark_policy_marks_the_result(mode: str) -> None:
@@ -513,7 +514,7 @@ async def test_unreachable_notary_mark_policy_marks_the_result(mode: str) -> Non
     assert not result.is_error and result.content[0].text == "hi"  # type: ignore[union-attr]
     meta = result.meta or {}
     assert meta["example.com/trace"] == {"tags": []}
-    block = meta[META_KEY]
+    block = meta[TOOL_CALL_META_KEY]
     assert set(block) == {"spec", "notarized", "reason"}
     assert block["spec"] == SPEC and block["notarized"] is False
     assert "unavailable after 2 attempt(s)" in block["reason"]
@@ -556,10 +557,10 @@ async def test_results_that_cannot_be_hashed_follow_the_policy(notary: LiveNotar
             if policy == "mark":
                 array = await client.call_tool("array", {})
                 assert array.structured_content == [1, 2]
-                reason = (array.meta or {})[META_KEY]["reason"]
+                reason = (array.meta or {})[TOOL_CALL_META_KEY]["reason"]
                 assert "structuredContent" in reason and "must be an object" in reason
                 huge = await client.call_tool("huge", {})
-                assert "2^53" in (huge.meta or {})[META_KEY]["reason"]
+                assert "2^53" in (huge.meta or {})[TOOL_CALL_META_KEY]["reason"]
             else:
                 with pytest.raises(MCPError, match="cannot be hashed"):
                     await client.call_tool("huge", {})

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ledger.checkpoint import open_checkpoint
-from ledger.compact import EntryTooLargeError
-from ledger.hashing import leaf_hash, merkle_root
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.compact import EntryTooLargeError
+from ledger.core.hashing import leaf_hash, merkle_root
+from ledger.core.note import Ed25519Signer
+from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.log import Log
-from ledger.note import Ed25519Signer
 from ledger.sequencer import LogIntegrityError
 from ledger.storage.sqlite import SqliteStore
-from ledger.tiles import MAX_ENTRY_SIZE
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.tiles import (
+from ledger.core.tiles import (
     ENTRIES_LEVEL,
     Tile,
     TilePathError,

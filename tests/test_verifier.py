@@ -23,33 +23,31 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.cosignature import CosignatureSigner
-from ledger.http import LOG, add_ledger_routes, create_ledger_app
+from ledger.core.cosignature import CosignatureSigner
+from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
+from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
+from ledger.http.routes import LOG, add_ledger_routes, create_ledger_app
 from ledger.log import Log
-from ledger.note import Ed25519Signer, merge_signatures, parse_note
-from ledger.proofbundle import ProofBundle, decode_proof_bundle
 from ledger.storage.memory import MemoryStore
-from notary.cli import main as notary_cli
-from notary.entry import LogEntry
-from notary.ids import new_receipt_id, now_issued_at
+from notary.cli.main import main as notary_cli
+from notary.core.entry import LogEntry
+from notary.core.ids import new_receipt_id, now_issued_at
+from notary.core.meta import TOOL_CALL_META_KEY
+from notary.core.receipts import Jwks
+from notary.core.records import CallRecord, new_salt
 from notary.keys import Paths, load_log_key
-from notary.receipts import Jwks
-from notary.records import CallRecord, new_salt
-from notary.verifier import (
-    META_KEY,
-    HttpFetcher,
-    Report,
+from notary.verifier.fetch import HttpFetcher
+from notary.verifier.inputs import (
     ToolCall,
-    Trust,
     VerifierInputError,
     call_from_document,
     call_from_receipt_and_record,
     log_base_url,
-    parse_log_keys,
-    parse_witness_keys,
-    verify_tool_call,
 )
-from notary.verify_state import ProofResult, Reconciler, Seen, StateError, StateFile
+from notary.verifier.report import Report
+from notary.verifier.state import ProofResult, Reconciler, Seen, StateError, StateFile
+from notary.verifier.trust import Trust, parse_log_keys, parse_witness_keys
+from notary.verifier.verify import verify_tool_call
 from tests.notary_server import app_notary, free_port
 
 # ---------------------------------------------------------------------------------------------
@@ -72,7 +70,7 @@ class Call:
 
     @property
     def meta(self) -> dict[str, Any]:
-        meta: dict[str, Any] = self.result["_meta"][META_KEY]
+        meta: dict[str, Any] = self.result["_meta"][TOOL_CALL_META_KEY]
         return meta
 
 
@@ -121,7 +119,7 @@ class Notary:
                 "receipt_url": f"{self.url}/v1/tool-calls/{receipt['id']}",
                 "verify_url": f"{self.url}/v1/tool-calls/verify", "receipt": receipt}
         result = {**wire, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv"},
-                                    META_KEY: meta}}
+                                    TOOL_CALL_META_KEY: meta}}
         call = Call(tool, arguments, rec, receipt, result)
         self.calls.append(call)
         return call
@@ -301,7 +299,7 @@ async def test_input_formats(notary: Notary) -> None:
         ({"tool": "add"}, None), (c.result, None), ({**c.saved, "extra": 1}, None),
         ({"nothing": 1}, None), (c.saved, "add"), ([], None),
         ({**c.result, "_meta": {}}, "add"), ({**c.saved, "tool": 7}, None),
-        ({**c.result, "_meta": {META_KEY: {"spec": "rs-tool-call/1", "notarized": False,
+        ({**c.result, "_meta": {TOOL_CALL_META_KEY: {"spec": "rs-tool-call/1", "notarized": False,
                                            "reason": "notary down"}}}, "add")]
     for bad, tool in bad_inputs:
         with pytest.raises(VerifierInputError):
@@ -311,7 +309,7 @@ async def test_input_formats(notary: Notary) -> None:
 async def test_receipt_not_embedded_is_fetched_online_only(notary: Notary) -> None:
     c = await notary.notarize(q="x")
     result = copy.deepcopy(c.result)
-    del result["_meta"][META_KEY]["receipt"]
+    del result["_meta"][TOOL_CALL_META_KEY]["receipt"]
     tc = call_from_document({**c.saved, "result": result})
     report = await verify(tc, notary.trust())
     assert report.valid and any("receipt fetched from" in n for n in report.notes)
@@ -415,11 +413,11 @@ RECORD_TAMPERING: list[tuple[str, Callable[[Call], ToolCall]]] = [
     ("isError", lambda c: call_from_document({**c.saved, "result": {**c.result,
                                                                     "isError": True}})),
     ("salt", lambda c: call_from_document({**c.saved, "result": {**c.result, "_meta": {
-        META_KEY: {**c.meta, "salt": "00" * 16}}}})),
+        TOOL_CALL_META_KEY: {**c.meta, "salt": "00" * 16}}}})),
     ("meta call_sha256", lambda c: call_from_document({**c.saved, "result": {
-        **c.result, "_meta": {META_KEY: {**c.meta, "call_sha256": "cd" * 32}}}})),
+        **c.result, "_meta": {TOOL_CALL_META_KEY: {**c.meta, "call_sha256": "cd" * 32}}}})),
     ("meta id", lambda c: call_from_document({**c.saved, "result": {
-        **c.result, "_meta": {META_KEY: {**c.meta, "id": new_receipt_id()}}}})),
+        **c.result, "_meta": {TOOL_CALL_META_KEY: {**c.meta, "id": new_receipt_id()}}}})),
     ("tool", lambda c: call_from_document(c.result, tool="other", arguments=c.arguments)),
     ("input_required", lambda c: call_from_document({**c.saved, "result": {
         **c.result, "resultType": "input_required"}})),
@@ -433,7 +431,7 @@ async def test_tampered_record_fails_level_1_only(
     report = await verify(build(c), notary.trust(), online=False)
     assert failed_levels(report) == {"record"}, report.to_json()
     # resultType and the rest of _meta are not hashed.
-    same = {**c.result, "resultType": "complete", "_meta": {"other": 1, META_KEY: c.meta}}
+    same = {**c.result, "resultType": "complete", "_meta": {"other": 1, TOOL_CALL_META_KEY: c.meta}}
     assert (await verify(call_from_document({**c.saved, "result": same}), notary.trust(),
                          online=False)).valid
 
@@ -503,7 +501,8 @@ async def test_online_fetches_a_witnessed_proof(notary: Notary) -> None:
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     meta = {**c.meta, "receipt_url": f"http://127.0.0.1:{port}/r"}
-    tc = call_from_document({**c.saved, "result": {**c.result, "_meta": {META_KEY: meta}}})
+    result = {**c.result, "_meta": {TOOL_CALL_META_KEY: meta}}
+    tc = call_from_document({**c.saved, "result": result})
     try:
         offline = await verify(tc, trust, online=False)
         assert failed_levels(offline) == {"witnesses"}
@@ -651,7 +650,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
                 "--witness", witness.verifier_key_text()]
         call_file = tmp_path / "call.json"
         call_file.write_text(json.dumps(
-            {**c0.saved, "result": {**c0.result, "_meta": {META_KEY: {
+            {**c0.saved, "result": {**c0.result, "_meta": {TOOL_CALL_META_KEY: {
                 **c0.meta, "receipt": cosign(c0.receipt, witness)}}}}))
         code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
         doc = json_out(out)
@@ -665,7 +664,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
 
         # Stored size 1; c1's checkpoint is size 2: needs a proof, so skipped with the reason.
         call_file.write_text(json.dumps({**c1.saved, "result": {**c1.result, "_meta": {
-            META_KEY: {**c1.meta, "receipt": cosign(c1.receipt, witness)}}}}))
+            TOOL_CALL_META_KEY: {**c1.meta, "receipt": cosign(c1.receipt, witness)}}}}))
         code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
         doc = json_out(out)
         assert code == 0 and doc["levels"]["consistency"]["status"] == "skipped"
@@ -674,7 +673,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
 
         # The same checkpoint again is decided offline (equal sizes): passed and required.
         call_file.write_text(json.dumps({**c0.saved, "result": {**c0.result, "_meta": {
-            META_KEY: {**c0.meta, "receipt": cosign(c0.receipt, witness)}}}}))
+            TOOL_CALL_META_KEY: {**c0.meta, "receipt": cosign(c0.receipt, witness)}}}}))
         code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
         doc = json_out(out)
         assert code == 0 and doc["levels"]["consistency"]["status"] == "passed"
@@ -718,7 +717,7 @@ def test_reconciler_rules() -> None:
     signer = Ed25519Signer.generate("example.com/log")
 
     def seen(label: str, size: int, root: bytes) -> Seen:
-        from ledger.checkpoint import Checkpoint, sign_checkpoint
+        from ledger.core.checkpoint import Checkpoint, sign_checkpoint
         cp = Checkpoint(signer.name, size, root)
         return Seen(label, cp, sign_checkpoint(cp, signer))  # type: ignore[arg-type]
 

@@ -18,24 +18,24 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.checkpoint import Checkpoint, sign_checkpoint
-from ledger.cosignature import CosignatureSigner, CosignatureVerifier
-from ledger.hashing import EMPTY_ROOT
-from ledger.log import Log
-from ledger.note import Ed25519Signer, open_note
-from ledger.storage.memory import MemoryStore
-from notary.witness.cli import main as witness_main
-from notary.witness.cli import parse_log_spec
-from notary.witness.client import WitnessClient, WitnessConflict, WitnessRefused
-from notary.witness.protocol import (
+from ledger.cli.main import main as ledger_main
+from ledger.cli.witness import parse_log_spec
+from ledger.client.witness import WitnessClient, WitnessConflict, WitnessRefused
+from ledger.core.checkpoint import Checkpoint, sign_checkpoint
+from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
+from ledger.core.hashing import EMPTY_ROOT
+from ledger.core.note import Ed25519Signer, open_note
+from ledger.core.witness_protocol import (
     SIZE_CONTENT_TYPE,
     ProtocolError,
     format_add_checkpoint,
     parse_add_checkpoint,
     parse_size,
 )
-from notary.witness.server import Witness, create_witness_app
-from notary.witness.store import WitnessStore
+from ledger.log import Log
+from ledger.storage.memory import MemoryStore
+from ledger.witness.server import Witness, create_witness_app
+from ledger.witness.store import WitnessStore
 
 ORIGIN = "example.test/log"
 REPO = Path(__file__).resolve().parents[1]
@@ -138,13 +138,13 @@ def test_log_spec_forms() -> None:
 def test_keygen_writes_0600_and_prints_vkey(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                             ) -> None:
     out = tmp_path / "w.key"
-    assert witness_main(["witness", "keygen", "--name", "witness.test/k", "--out", str(out)]) == 0
+    assert ledger_main(["witness", "keygen", "--name", "witness.test/k", "--out", str(out)]) == 0
     vkey = capsys.readouterr().out.strip()
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     signer = CosignatureSigner.from_private_key(out.read_text().strip())
     assert CosignatureVerifier.from_vkey(vkey).public_key == signer.public_key
     # Never overwrites a key.
-    assert witness_main(["witness", "keygen", "--name", "witness.test/k", "--out", str(out)]) == 2
+    assert ledger_main(["witness", "keygen", "--name", "witness.test/k", "--out", str(out)]) == 2
 
 
 # --- add-checkpoint statuses ------------------------------------------------------------------
@@ -285,7 +285,7 @@ async def test_concurrent_requests_never_roll_back(running: Running,
 def _start_witness(key: Path, data: Path, vkey: str) -> tuple[subprocess.Popen[bytes], str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "notary.cli", "witness", "serve", "--key", str(key),
+        [sys.executable, "-m", "notary.cli.main", "witness", "serve", "--key", str(key),
          "--log", f"{ORIGIN}={vkey}", "--listen", "127.0.0.1:0", "--data", str(data),
          "--log-format", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -367,7 +367,7 @@ def _policy_keys() -> tuple[Ed25519Signer, list[CosignatureSigner]]:
 
 
 def test_policy_groups_and_quorum() -> None:
-    from notary.witness.policy import PolicyNotMet, parse_policy
+    from ledger.core.tlog_policy import PolicyNotMet, parse_policy
 
     log, ws = _policy_keys()
     text = (f"# two operators\nlog {log.verifier_key_text()} https://log.test\n\n"
@@ -380,7 +380,7 @@ def test_policy_groups_and_quorum() -> None:
     assert not policy.satisfied({"X0", "Y1"}) and not policy.satisfied({"X0", "X1", "X2"})
     cp_note = sign_checkpoint(Checkpoint(ORIGIN, 3, b"\x02" * 32), log)
     cptext = cp_note.decode().split("\n\n")[0] + "\n"
-    from ledger.note import merge_signatures
+    from ledger.core.note import merge_signatures
 
     sigs = [ws[i].cosign(cptext, 1_700_000_000) for i in (0, 1, 4)]
     cp, cosigned = policy.verify(merge_signatures(cp_note, sigs))
@@ -410,7 +410,7 @@ def test_policy_groups_and_quorum() -> None:
     "quorum none\x0b\n",
 ])
 def test_policy_rejects(body: str) -> None:
-    from notary.witness.policy import PolicyError, parse_policy
+    from ledger.core.tlog_policy import PolicyError, parse_policy
 
     log, ws = _policy_keys()
     text = body.format(w0=ws[0].verifier_key_text(), w1=ws[1].verifier_key_text(),

@@ -22,19 +22,19 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.checkpoint import open_checkpoint
-from ledger.cosignature import CosignatureSigner, CosignatureVerifier
-from ledger.note import Ed25519Verifier, parse_note
-from ledger.proofbundle import decode_proof_bundle
-from notary.app import create_app, init_data_dir
-from notary.cli import main as notary_cli
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
+from ledger.core.note import Ed25519Verifier, parse_note
+from ledger.core.tlog_proof import decode_proof_bundle
+from ledger.witness.server import Witness, create_witness_app
+from ledger.witness.store import WitnessStore
+from ledger.witnessing import STATE_FILE, WitnessConfigError, parse_witness_spec
+from notary.cli.main import main as notary_cli
 from notary.config import ConfigError, Settings
-from notary.receipts import Jwks
-from notary.records import CallRecord, new_salt
-from notary.verify import verify_receipt
-from notary.witness.server import Witness, create_witness_app
-from notary.witness.store import WitnessStore
-from notary.witnessing import STATE_FILE, parse_witness_spec
+from notary.core.receipts import Jwks
+from notary.core.records import CallRecord, new_salt
+from notary.core.verification import verify_receipt
+from notary.http.app import create_app, init_data_dir
 
 T = TypeVar("T")
 RECORDS: dict[str, dict[str, Any]] = {}
@@ -171,7 +171,7 @@ def test_witness_spec_parsing() -> None:
     spec = parse_witness_spec(f"http://127.0.0.1:7380/sub?a=b={vkey}")
     assert spec.url == "http://127.0.0.1:7380/sub?a=b" and spec.verifier.vkey == vkey
     for bad in (vkey, f"ftp://x={vkey}", "http://x=not-a-key"):
-        with pytest.raises(ConfigError):
+        with pytest.raises(WitnessConfigError):
             parse_witness_spec(bad)
 
 

@@ -1,5 +1,5 @@
 """Storage backends for the log: a small async interface and its implementations."""
 
-from .base import CheckpointRecord, LogStore, StoreError, WriterBusyError, WriteTx
+from ledger.storage.base import CheckpointRecord, LogStore, StoreError, WriterBusyError, WriteTx
 
 __all__ = ["CheckpointRecord", "LogStore", "StoreError", "WriteTx", "WriterBusyError"]

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
-from .base import CheckpointRecord, TileKey
+from ledger.storage.base import CheckpointRecord, TileKey
 
 
 class MemoryWriteTx:

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiosqlite
 
-from .base import CheckpointRecord, StoreError, TileKey, WriterBusyError
+from ledger.storage.base import CheckpointRecord, StoreError, TileKey, WriterBusyError
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 

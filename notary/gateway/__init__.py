@@ -5,31 +5,23 @@ policy format, :mod:`notary.gateway.codes` for the public codes and ``_meta`` ke
 :mod:`notary.gateway.audit` for re-checking past decisions and :mod:`notary.gateway.agent`
 for the agent-side recorder (AER-1 ``LOGGED BY AGENT``).
 
-Importing the package is cheap (the CLI does it on every run); the server, with the ``mcp``
+Importing the package is cheap; the server, with the ``mcp``
 SDK behind it, is imported on first use of :class:`GatewayConfig` or :func:`build_gateway`.
 """
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .server import GatewayConfig, GatewayRuntime, build_gateway
+    from notary.gateway.server import GatewayConfig, GatewayRuntime, build_gateway
 
-__all__ = ["GatewayConfig", "GatewayRuntime", "build_gateway", "register"]
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``notary gateway`` to the CLI."""
-    from .cli import register as _register
-
-    _register(subparsers)
+__all__ = ["GatewayConfig", "GatewayRuntime", "build_gateway"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("GatewayConfig", "GatewayRuntime", "build_gateway"):
-        from . import server
+        from notary.gateway import server
 
         return getattr(server, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,9 +22,10 @@ from typing import Any, Literal
 import mcp_types as types
 from mcp import Client
 
-from notary import aer1
-from notary.canonical import CanonicalizationError
-from notary.records import CallRecord, RecordError, hashed_result, new_salt
+from notary.core import aer1
+from notary.core.canonical import CanonicalizationError
+from notary.core.meta import AER1_AGENT_META_KEY
+from notary.core.records import CallRecord, RecordError, hashed_result, new_salt
 from notary.sdk import NotaryClient, NotaryError
 from notary.sdk.mcp import result_to_wire
 
@@ -35,7 +36,7 @@ def aer1_of(result: types.CallToolResult | Mapping[str, Any]) -> dict[str, Any] 
     """The agent's AER-1 receipt attached to a result by :class:`AgentRecorder`, or None."""
     wire = result_to_wire(result) if isinstance(result, types.CallToolResult) else dict(result)
     meta = wire.get("_meta")
-    receipt = meta.get(aer1.AGENT_META_KEY) if isinstance(meta, Mapping) else None
+    receipt = meta.get(AER1_AGENT_META_KEY) if isinstance(meta, Mapping) else None
     return dict(receipt) if aer1.is_aer1_receipt(receipt) else None
 
 
@@ -78,7 +79,7 @@ class AgentRecorder:
         result = await self.client.call_tool(name, arguments, **kwargs)
         receipt = await self.record(name, arguments, result)
         meta = dict(result.meta or {})
-        meta[aer1.AGENT_META_KEY] = receipt
+        meta[AER1_AGENT_META_KEY] = receipt
         return result.model_copy(update={"meta": meta})
 
     async def record(self, name: str, arguments: Mapping[str, Any] | None,

@@ -24,13 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.note import Ed25519Verifier
-from notary.receipts import Jwks
-from notary.verify import LevelResult, failed, passed, skipped, verify_receipt
-
-from . import codes
-from .policy import Policy, sha256_jcs
-from .store import DecisionEvidence
+from ledger.core.note import Ed25519Verifier
+from notary.core.receipts import Jwks
+from notary.core.verification import LevelResult, failed, passed, skipped, verify_receipt
+from notary.gateway import codes
+from notary.gateway.policy import Policy, sha256_jcs
+from notary.gateway.store import DecisionEvidence
 
 __all__ = ["AUDIT_LEVELS", "DecisionCheck", "PolicyCheck", "audit_decision", "check_policy",
            "parse_jsonl"]

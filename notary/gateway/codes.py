@@ -10,6 +10,16 @@ from __future__ import annotations
 
 from typing import Final
 
+from notary.core.meta import (  # the gateway's keys, re-exported beside its codes
+    AGENT_META_KEY,
+    AUTH_ERROR_META_KEY,
+    AUTH_RECEIPT_META_KEY,
+    IDEMPOTENCY_META_KEY,
+    REPLAY_META_KEY,
+    SERVER_INFO_META_KEY,
+    UPSTREAM_SERVER_INFO_META_KEY,
+)
+
 __all__ = [
     "AGENT_META_KEY",
     "AUTHORIZATION_DENIED",
@@ -54,20 +64,6 @@ the upstream may or may not have acted, and it is not called again. Reconcile by
 AUTHORIZATION_UNAVAILABLE: Final = "gateway.AUTHORIZATION_UNAVAILABLE"
 """The policy allows the call, but the decision could not be recorded in the ledger (the
 notary is unreachable): the gateway fails closed and forwards nothing."""
-
-# _meta keys ---------------------------------------------------------------------------------
-
-AUTH_ERROR_META_KEY: Final = "io.zkmcp/authorization-error"
-AUTH_RECEIPT_META_KEY: Final = "io.zkmcp/authorization-receipt"
-IDEMPOTENCY_META_KEY: Final = "io.zkmcp/idempotency-key"
-"""Request ``_meta`` key carrying the caller's idempotency key."""
-AGENT_META_KEY: Final = "io.zkmcp/agent"
-"""Request ``_meta`` key naming the agent, used when the operator configured none."""
-REPLAY_META_KEY: Final = "io.zkmcp/idempotent-replay"
-"""Set to true on a result that is the recorded outcome of an earlier call with the same key."""
-SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
-UPSTREAM_SERVER_INFO_META_KEY: Final = "io.zkmcp/upstream-server-info"
-"""Where the upstream's own serverInfo stamp goes (renamed, never passed off as the gateway's)."""
 
 # Ledger entries -----------------------------------------------------------------------------
 

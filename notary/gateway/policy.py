@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from typing import Any, Final, Literal
 
-from notary.canonical import (
+from notary.core.canonical import (
     MAX_SAFE_INTEGER,
     CanonicalizationError,
     canonical_json,

@@ -46,18 +46,24 @@ from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
-from notary import aer1
-from notary.canonical import CanonicalizationError
-from notary.ids import now_issued_at
-from notary.records import CallRecord, RecordError, name_problem, new_salt
+from notary.core import aer1
+from notary.core.canonical import CanonicalizationError
+from notary.core.ids import now_issued_at
+from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
+from notary.core.records import CallRecord, RecordError, name_problem, new_salt
+from notary.gateway import codes
+from notary.gateway.policy import (
+    Decision,
+    Policy,
+    PolicyError,
+    decision_record,
+    load_policy_text,
+    sha256_jcs,
+)
+from notary.gateway.projection import OutputSchemas, project_result
+from notary.gateway.salt import read_salt
+from notary.gateway.store import DecisionEvidence, GatewayStore
 from notary.sdk import Notarizer, NotaryClient, NotaryError
-from notary.sdk.mcp import META_KEY as RS_META_KEY
-
-from . import codes
-from .policy import Decision, Policy, PolicyError, decision_record, load_policy_text, sha256_jcs
-from .projection import OutputSchemas, project_result
-from .salt import read_salt
-from .store import DecisionEvidence, GatewayStore
 
 __all__ = [
     "DEFAULT_NAME",
@@ -462,7 +468,7 @@ class GatewayRuntime:
         meta_out[codes.AUTH_RECEIPT_META_KEY] = auth.block
         wire["_meta"] = meta_out
         wire = await self.notarizer.notarize_wire(tool, record_arguments, wire)
-        wire["_meta"][aer1.META_KEY] = self._aer1(tool, record_arguments, wire, observed)
+        wire["_meta"][AER1_META_KEY] = self._aer1(tool, record_arguments, wire, observed)
         return wire
 
     def _shape(self, tool: str, result: types.CallToolResult) -> dict[str, Any]:
@@ -490,7 +496,7 @@ class GatewayRuntime:
     def _aer1(self, tool: str, arguments: dict[str, Any], wire: dict[str, Any],
               observed: bool) -> dict[str, Any]:
         """The AER-1 receipt of the final result, from the SDK's notarization block."""
-        block = wire["_meta"].get(RS_META_KEY)
+        block = wire["_meta"].get(TOOL_CALL_META_KEY)
         block = block if isinstance(block, dict) else {}
         notarized = block.get("notarized") is not False and isinstance(block.get("salt"), str)
         salt = block["salt"] if notarized else new_salt()
@@ -561,13 +567,13 @@ async def aer1_result_middleware(ctx: ServerRequestContext[Any, Any], call_next:
     The SDK shapes each result to its protocol version's schema *inside* the middleware
     chain, dropping members the schema does not know (``_receipt`` among them); a middleware
     sees the shaped wire dict after that, so a member added here reaches the client in both
-    protocol modes. The receipt itself is already in ``_meta[aer1.META_KEY]``.
+    protocol modes. The receipt itself is already in ``_meta[AER1_META_KEY]``.
     """
     result = await call_next(ctx)
     if ctx.method != "tools/call" or not isinstance(result, dict):
         return result
     meta = result.get("_meta")
-    receipt = meta.get(aer1.META_KEY) if isinstance(meta, dict) else None
+    receipt = meta.get(AER1_META_KEY) if isinstance(meta, dict) else None
     if isinstance(receipt, dict):
         result = {**result, aer1.RESULT_KEY: receipt}
     return result
@@ -592,7 +598,7 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
     if not structlog.is_configured():
         # structlog's default writes to stdout, which is the MCP channel of a stdio server:
         # the operator log goes to stderr instead (the CLI configures this itself).
-        from notary.logs import configure
+        from ledger.logs import configure
 
         configure("auto", "info")
     live: list[GatewayRuntime] = []

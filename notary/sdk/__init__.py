@@ -7,15 +7,15 @@
 
 from __future__ import annotations
 
-from .client import (
+from notary.sdk.client import (
     NotaryClient,
     NotaryError,
     NotaryHTTPError,
     NotaryResponseError,
     NotaryUnavailableError,
 )
-from .mcp import (
-    META_KEY,
+from notary.sdk.mcp import (
+    TOOL_CALL_META_KEY,
     NotarizationFailedError,
     Notarizer,
     OnUnavailable,
@@ -27,7 +27,7 @@ from .mcp import (
 )
 
 __all__ = [
-    "META_KEY",
+    "TOOL_CALL_META_KEY",
     "NotarizationFailedError",
     "Notarizer",
     "NotaryClient",

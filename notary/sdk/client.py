@@ -249,13 +249,13 @@ class NotaryClient:
 
         The notary hashes the record in memory and does not store it; still, this sends the
         arguments and the result to the notary. Prefer offline verification
-        (:func:`notary.verify.verify_receipt`) when they are confidential.
+        (:func:`notary.core.verification.verify_receipt`) when they are confidential.
         """
         return await self._request("POST", "/v1/tool-calls/verify",
                                    {"id": receipt_id, "record": dict(record)})
 
     async def jwks(self) -> dict[str, Any]:
-        """The receipt keys (``/.well-known/jwks.json``), for :class:`notary.receipts.Jwks`."""
+        """The receipt keys (``/.well-known/jwks.json``), for :class:`notary.core.receipts.Jwks`."""
         return await self._request("GET", "/.well-known/jwks.json")
 
     async def ledger(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ for servers where availability matters more than receipts; never silently.
 
 Client side. :func:`record_for` rebuilds the call record from what the client sent and
 received, and :func:`verify_tool_result` checks it offline with
-:func:`notary.verify.verify_receipt` (record, signature, inclusion).
+:func:`notary.core.verification.verify_receipt` (record, signature, inclusion).
 """
 
 from __future__ import annotations
@@ -51,16 +51,16 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, CallToolResult, InputRequiredResult
 from pydantic import BaseModel, ValidationError
 
-from ledger.note import NoteVerifier
-
-from ..canonical import CanonicalizationError
-from ..receipts import Jwks
-from ..records import SPEC, CallRecord, RecordError, hashed_result, is_final, new_salt
-from ..verify import Verdict, verify_receipt
-from .client import NotaryClient, NotaryError
+from ledger.core.note import NoteVerifier
+from notary.core.canonical import CanonicalizationError
+from notary.core.meta import TOOL_CALL_META_KEY
+from notary.core.receipts import Jwks
+from notary.core.records import SPEC, CallRecord, RecordError, hashed_result, is_final, new_salt
+from notary.core.verification import Verdict, verify_receipt
+from notary.sdk.client import NotaryClient, NotaryError
 
 __all__ = [
-    "META_KEY",
+    "TOOL_CALL_META_KEY",
     "NotarizationFailedError",
     "Notarizer",
     "OnUnavailable",
@@ -73,8 +73,6 @@ __all__ = [
 
 _log = logging.getLogger("notary.sdk")
 
-META_KEY = "com.rightshold/tool-call"
-"""The ``_meta`` key of the rs-tool-call/1 notarization block in a tool result."""
 
 OnUnavailable = Literal["fail", "mark"]
 
@@ -96,7 +94,7 @@ class NotarizationFailedError(MCPError):
             f"tool {tool!r} ran but its result could not be notarized ({reason}); the result "
             "is withheld. Its side effects, if any, have happened: do not blindly retry a "
             "non-idempotent call.",
-            {META_KEY: {"spec": SPEC, "notarized": False, "reason": reason,
+            {TOOL_CALL_META_KEY: {"spec": SPEC, "notarized": False, "reason": reason,
                         "tool_executed": True}},
         )
         self.tool = tool
@@ -226,10 +224,11 @@ class Notarizer:
         meta: dict[str, Any] = dict(existing) if isinstance(existing, Mapping) else {}
         if existing is not None and not isinstance(existing, Mapping):
             _log.warning("tool %r returned a non-object _meta; it is replaced", tool)
-        if META_KEY in meta:
+        if TOOL_CALL_META_KEY in meta:
             # Not hashed, so nothing is lost from the commitment; but say so.
-            _log.warning("tool %r result already had %s in _meta; it is replaced", tool, META_KEY)
-        meta[META_KEY] = block
+            _log.warning("tool %r result already had %s in _meta; it is replaced", tool,
+                         TOOL_CALL_META_KEY)
+        meta[TOOL_CALL_META_KEY] = block
         return {**wire, "_meta": meta}
 
     def _failed(self, tool: str, wire: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -324,7 +323,7 @@ def notarization_of(result: CallToolResult | Mapping[str, Any]) -> dict[str, Any
     meta = result.meta if isinstance(result, BaseModel) else result.get("_meta")
     if not isinstance(meta, Mapping):
         return None
-    block = meta.get(META_KEY)
+    block = meta.get(TOOL_CALL_META_KEY)
     return dict(block) if isinstance(block, Mapping) else None
 
 
@@ -341,12 +340,12 @@ def record_for(tool: str, arguments: Mapping[str, Any] | None,
     """
     block = notarization_of(result)
     if block is None:
-        raise ValueError(f"the result has no {META_KEY} block in _meta")
+        raise ValueError(f"the result has no {TOOL_CALL_META_KEY} block in _meta")
     if block.get("notarized") is False:
         raise ValueError(f"the result was not notarized: {block.get('reason')}")
     salt = block.get("salt")
     if not isinstance(salt, str):
-        raise ValueError(f"the {META_KEY} block has no salt")
+        raise ValueError(f"the {TOOL_CALL_META_KEY} block has no salt")
     record: dict[str, Any] = {
         "tool": tool,
         "arguments": {} if arguments is None else dict(arguments),

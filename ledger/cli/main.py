@@ -1,0 +1,325 @@
+"""``ledger``: create, append to, serve, export and audit a log kept in one directory.
+
+A log directory holds ``log.db`` (SQLite: tiles, bundles, checkpoints), ``log.key`` (the private
+signing key, mode 0600) and ``log.vkey`` (the public verifier key, for anyone). Only ``init`` and
+``add`` read the private key; ``serve``, ``export`` and ``verify`` need the public key alone, so
+they can run where the signing key is not.
+
+Every expected failure ends with one ``ledger: error: …`` line on stderr and a non-zero exit:
+users of a command-line tool need to know what to fix, not where in the code it was noticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ledger.check import AuditError, audit_log
+from ledger.cli import monitor, witness
+from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError
+from ledger.core.tiles import MAX_ENTRY_SIZE
+from ledger.exitcodes import ExitCode, UsageError
+from ledger.export import ExportError, export_log
+from ledger.http.routes import create_ledger_app
+from ledger.http.serve import serve_until_signalled
+from ledger.keyfile import KeyFileError, read_secret, write_secret
+from ledger.log import Log
+from ledger.logs import configure
+from ledger.netaddr import parse_host_port
+from ledger.sequencer import LogIntegrityError
+from ledger.storage.base import StoreError
+from ledger.storage.sqlite import SqliteStore
+
+DB, KEY, VKEY = "log.db", "log.key", "log.vkey"
+APPEND_BATCH = 4096
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _db(directory: Path) -> Path:
+    db = directory / DB
+    if not db.is_file():
+        raise UsageError(f"no log in {directory} (create one with: ledger init {directory} "
+                       "--origin ORIGIN)")
+    return db
+
+
+def _verifier(directory: Path) -> Ed25519Verifier:
+    try:
+        text = (directory / VKEY).read_text().strip()
+    except FileNotFoundError:
+        raise UsageError(f"{directory / VKEY} is missing; it holds the log's public key") from None
+    try:
+        return Ed25519Verifier.from_vkey(text)
+    except NoteError as e:
+        raise UsageError(f"{directory / VKEY}: {e}") from None
+
+
+async def _open_readonly(directory: Path) -> Log:
+    verifier = _verifier(directory)
+    store = await SqliteStore.open(_db(directory))
+    try:
+        log = await Log.open(store, verifier=verifier)
+        await log.head()  # fail now, not on the first request, if the key does not match
+    except BaseException:
+        await store.close()
+        raise
+    return log
+
+
+def _progress(unit: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A tqdm bar on stderr (only on a terminal), created once the total is known."""
+    bar: list[tqdm[None]] = []
+
+    def update(done: int, total: int) -> None:
+        if not bar:
+            bar.append(tqdm(total=total, unit=unit, unit_scale=True, file=sys.stderr,
+                            disable=None, leave=False))
+        bar[0].update(done - bar[0].n)
+
+    def close() -> None:
+        if bar:
+            bar[0].close()
+
+    return update, close
+
+
+# --- init ---------------------------------------------------------------------------------------
+
+
+async def _create_db(db: Path, signer: Ed25519Signer) -> None:
+    store = await SqliteStore.open(db, create=True)
+    try:
+        log = await Log.open(store, signer=signer)  # signs the empty tree
+    except BaseException:
+        await store.close()
+        raise
+    await log.close()
+
+
+def _write_public(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+    os.chmod(path, 0o644)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    origin: str = args.origin
+    if args.key is None:
+        signer = Ed25519Signer.generate(origin)
+    else:
+        text = sys.stdin.readline().strip() if args.key == "-" else args.key.strip()
+        signer = Ed25519Signer.from_private_key(text)
+        if signer.name != origin:
+            raise UsageError(f"the key is named {signer.name!r}, but the origin is {origin!r}; "
+                           "a log key's name must be its origin")
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in (DB, KEY, VKEY):
+        if (directory / name).exists():
+            raise UsageError(f"{directory} already holds a log ({name} exists); refusing to "
+                           "overwrite it")
+    created: list[Path] = []
+    try:
+        write_secret(directory / KEY, signer.private_key_text())
+        created.append(directory / KEY)
+        created += [directory / (DB + s) for s in ("", "-wal", "-shm")]
+        asyncio.run(_create_db(directory / DB, signer))
+        _write_public(directory / VKEY, signer.verifier_key_text())
+    except BaseException:
+        for path in created:
+            path.unlink(missing_ok=True)
+        raise
+    print(signer.verifier_key_text())
+    return 0
+
+
+# --- add ----------------------------------------------------------------------------------------
+
+
+def _read_entries(files: Sequence[str]) -> list[tuple[str, bytes]]:
+    if files:
+        return [(name, Path(name).read_bytes()) for name in files]
+    data = sys.stdin.buffer.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [(f"stdin line {i + 1}", line) for i, line in enumerate(lines)]
+
+
+async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
+                  wait: float) -> None:
+    store = await SqliteStore.open(_db(directory), busy_timeout=wait)
+    try:
+        log = await Log.open(store, signer=signer)
+    except BaseException:
+        await store.close()
+        raise
+    done = 0
+    try:
+        for i in range(0, len(entries), APPEND_BATCH):
+            batch = entries[i : i + APPEND_BATCH]
+            results = await log.append_many(batch)
+            for r in results:
+                print(r.index)
+            sys.stdout.flush()
+            done += len(batch)
+    except (StoreError, sqlite3.Error) as e:
+        raise UsageError(f"appended {done} of {len(entries)} entries, then: {e}") from None
+    finally:
+        await log.close()
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    _db(directory)
+    named = _read_entries(args.files)
+    too_big = [f"{name} is {len(e)} bytes" for name, e in named if len(e) > MAX_ENTRY_SIZE]
+    if too_big:
+        more = f" (and {len(too_big) - 5} more)" if len(too_big) > 5 else ""
+        raise UsageError(f"entries are at most {MAX_ENTRY_SIZE} bytes: {'; '.join(too_big[:5])}"
+                       f"{more}; nothing was appended")
+    if not named:
+        return 0
+    signer = Ed25519Signer.from_private_key(read_secret(directory / KEY))
+    asyncio.run(_append(directory, signer, [e for _, e in named], args.wait))
+    return 0
+
+
+# --- serve --------------------------------------------------------------------------------------
+
+
+def _listen(text: str) -> tuple[str, int]:
+    try:
+        return parse_host_port(text)
+    except ValueError:
+        raise UsageError(f"--listen must be HOST:PORT, got {text!r}") from None
+
+
+async def _serve(directory: Path, host: str, port: int) -> None:
+    log = await _open_readonly(directory)
+    try:
+        await serve_until_signalled(create_ledger_app(log), host, port,
+                                    lambda url: print(url, flush=True))
+    except OSError as e:
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    finally:
+        await log.close()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    host, port = _listen(args.listen)
+    asyncio.run(_serve(Path(args.dir), host, port))
+    return 0
+
+
+# --- export and verify --------------------------------------------------------------------------
+
+
+async def _export(directory: Path, out: Path) -> str:
+    log = await _open_readonly(directory)
+    update, close = _progress("file")
+    try:
+        result = await export_log(log, out, progress=update)
+    finally:
+        close()
+        await log.close()
+    return (f"exported tree size {result.size} to {out}: {result.written} files written, "
+            f"{result.unchanged} unchanged")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    print(asyncio.run(_export(Path(args.dir), Path(args.out))))
+    return 0
+
+
+async def _verify(directory: Path) -> str:
+    verifier = _verifier(directory)
+    store = await SqliteStore.open(_db(directory))
+    update, close = _progress("entry")
+    try:
+        report = await audit_log(store, verifier, progress=update)
+    finally:
+        close()
+        await store.close()
+    return (f"ok: {report.origin} size {report.size}: {report.tiles} tiles and bundles match "
+            "the entries, and the root matches the signed checkpoint")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        print(asyncio.run(_verify(Path(args.dir))))
+    except AuditError as e:
+        print(f"ledger: verify FAILED: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- entry point --------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ledger", description="A tlog-tiles transparency log.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    witness.register(sub)
+    monitor.register(sub)
+
+    s = sub.add_parser("init", help="create a log and its signing key")
+    s.add_argument("dir", metavar="DIR")
+    s.add_argument("--origin", required=True, help="the log's origin line and key name")
+    s.add_argument("--key", help="existing PRIVATE+KEY+… to use ('-' reads it from stdin)")
+    s.set_defaults(func=cmd_init)
+
+    s = sub.add_parser("add", help="append files, or stdin lines, as entries")
+    s.add_argument("dir", metavar="DIR")
+    s.add_argument("files", metavar="FILE", nargs="*")
+    s.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to wait for another writer (default 10)")
+    s.set_defaults(func=cmd_add)
+
+    s = sub.add_parser("serve", help="serve the tlog-tiles and JSON read API")
+    s.add_argument("dir", metavar="DIR")
+    s.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT")
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("export", help="write the static tlog-tiles tree to a directory")
+    s.add_argument("dir", metavar="DIR")
+    s.add_argument("out", metavar="OUT")
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("verify", help="recompute every tile from the entries and compare")
+    s.add_argument("dir", metavar="DIR")
+    s.set_defaults(func=cmd_verify)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure("json")  # structured logs on stderr; stdout carries only results
+    try:
+        code: int = args.func(args)
+        return code
+    except (UsageError, StoreError, KeyFileError, NoteError, ExportError, LogIntegrityError) as e:
+        message = str(e)
+    except sqlite3.Error as e:
+        message = f"cannot use the log database: {e}"
+    except OSError as e:
+        message = f"{e.filename}: {e.strerror or e}" if e.filename else str(e)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    print(f"ledger: error: {message}", file=sys.stderr)
+    return ExitCode.USAGE
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""``notary monitor``: watch a log's checkpoints (and optionally audit its tiles) for misbehaviour.
+
+Modes: one poll and exit (the default, or ``--once``), or a daemon polling every ``--interval``
+seconds that keeps alarming while the log misbehaves and exposes Prometheus metrics on
+``--metrics HOST:PORT``.
+
+Exit status of a one-shot run: 0 verified, 1 alarm (evidence written to ``--evidence-dir``),
+2 usage or state-file error, 3 the log could not be reached or answered nonsense.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from ledger.core.cosignature import parse_verifier_key
+from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.exitcodes import ExitCode, UsageError
+from ledger.netaddr import parse_host_port
+
+if TYPE_CHECKING:
+    from ledger.monitor.core import EntryFilter
+
+__all__ = ["register", "run"]
+
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _read_key(text: str) -> str:
+    """A key given inline, or the path of a file holding it (e.g. ``notary-data/log.vkey``)."""
+    if "+" not in text and Path(text).is_file():
+        return Path(text).read_text().strip()
+    return text.strip()
+
+
+def _log_verifier(text: str) -> tuple[Ed25519Verifier, str]:
+    vkey = _read_key(text)
+    try:
+        return Ed25519Verifier.from_vkey(vkey), vkey
+    except NoteError as e:
+        raise UsageError(f"--vkey: not a log verifier key: {e}") from None
+
+
+def _witness(text: str) -> NoteVerifier:
+    try:
+        return parse_verifier_key(_read_key(text))
+    except NoteError as e:
+        raise UsageError(f"--witness {text!r}: {e}") from None
+
+
+def _listen(text: str) -> tuple[str, int]:
+    try:
+        return parse_host_port(text)
+    except ValueError:
+        raise UsageError(f"--metrics must be HOST:PORT, got {text!r}") from None
+
+
+async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
+              err: IO[str] | None = None, stop: asyncio.Event | None = None) -> int:
+    """Run the monitor as the command line asked; returns the exit status.
+
+    Importable so that tests and other programs can run it inside their own event loop;
+    ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
+    """
+    import aiohttp
+    from aiohttp import web
+    from prometheus_client import generate_latest
+
+    from ledger.client.tiles import FetchError, LogSource
+    from ledger.monitor.core import Alarm, Monitor, MonitorConfig, MonitorMetrics
+    from ledger.monitor.state import StateError
+
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    verifier, vkey = _log_verifier(args.vkey)
+    witnesses = tuple(_witness(w) for w in args.witness or ())
+    quorum = len(witnesses) if args.quorum is None else args.quorum
+    policy = None
+    if args.policy:
+        from ledger.core.tlog_policy import PolicyError, parse_policy
+
+        if witnesses or args.quorum is not None:
+            raise UsageError("--policy replaces --witness and --quorum; give one or the "
+                                  "other")
+        try:
+            policy = parse_policy(Path(args.policy).read_bytes())
+        except (OSError, PolicyError) as e:
+            raise UsageError(f"--policy {args.policy}: {e}") from None
+    if quorum < 0 or quorum > len(witnesses):
+        raise UsageError(f"--quorum {quorum} needs at least that many --witness keys "
+                              f"(got {len(witnesses)})")
+    if args.interval is not None and args.interval <= 0:
+        raise UsageError("--interval must be positive")
+    watch = getattr(args, "watch_filter", None)
+    entry_filter = watch(args.watch_server) if watch is not None and args.watch_server else None
+    config = MonitorConfig(
+        url=args.log, log_verifier=verifier, log_vkey=vkey, witnesses=witnesses, quorum=quorum,
+        state_path=Path(args.state) if args.state else None,
+        entry_filter=entry_filter, audit=bool(args.audit or entry_filter is not None),
+        evidence_dir=Path(args.evidence_dir), timeout=args.timeout, policy=policy)
+    daemon = args.interval is not None and not args.once
+    metrics = MonitorMetrics()
+    stop = stop or asyncio.Event()
+    async with aiohttp.ClientSession() as session:
+        source = LogSource(config.url, session, timeout=config.timeout)
+        try:
+            monitor = Monitor(config, source, metrics, out=out)
+        except StateError as e:
+            await source.close()
+            print(f"notary: error: {e}", file=err)
+            return ExitCode.USAGE
+        runner: web.AppRunner | None = None
+        if args.metrics:
+            host, port = _listen(args.metrics)
+
+            async def serve_metrics(request: web.Request) -> web.Response:
+                resp = web.Response(body=generate_latest(metrics.registry))
+                resp.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
+                return resp
+
+            app = web.Application()
+            app.router.add_get("/metrics", serve_metrics)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, host, port).start()
+        last_code = ExitCode.OK
+        try:
+            while True:
+                code = ExitCode.OK
+                try:
+                    report = await monitor.poll()
+                except Alarm as alarm:
+                    path = monitor.record(alarm)
+                    print(f"notary monitor: ALARM {alarm.kind}: {alarm.message} "
+                          f"(evidence: {path})", file=err, flush=True)
+                    code = ExitCode.CHECK_FAILED
+                except FetchError as e:
+                    metrics.fetch_errors.inc()
+                    print(f"notary monitor: cannot read the log: {e}", file=err, flush=True)
+                    code = ExitCode.UNREACHABLE
+                else:
+                    metrics.alarm_active.set(0)
+                    since = ("first seen" if report.previous is None
+                             else f"consistent with {report.previous}")
+                    audited = (f"; audited {report.audited} entries in "
+                               f"{report.audit_seconds:.1f}s" if config.audit else "")
+                    line = f"ok: {verifier.name} size {report.size} ({since}){audited}"
+                    # A daemon reports changes only, not every quiet poll.
+                    if not daemon or report.size != report.previous or last_code != ExitCode.OK:
+                        print(line, file=err if daemon else out, flush=True)
+                last_code = code
+                if not daemon:
+                    if config.state_path is None and code == ExitCode.OK:
+                        print("notary monitor: no --state file: the next run cannot check "
+                              "consistency with this one", file=err)
+                    return code
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), args.interval)
+                if stop.is_set():
+                    return ExitCode.OK
+        finally:
+            await source.close()
+            if runner is not None:
+                await runner.cleanup()
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from ledger.logs import configure
+
+    configure("auto", "info")
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await run(args, stop=stop)
+
+    try:
+        return asyncio.run(main())
+    except UsageError as e:
+        print(f"notary: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+             watch: Callable[[Sequence[str]], EntryFilter] | None = None) -> None:
+    """Add ``monitor`` to a command; with ``watch``, also ``--watch-server`` (entries of these
+    MCP servers are reported, through the filter ``watch`` makes for them)."""
+    p = subparsers.add_parser(
+        "monitor", help="verify a log's checkpoints stay consistent; audit its tiles",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--log", required=True, metavar="URL",
+                   help="the log's base URL (where /checkpoint and /tile/ are served)")
+    p.add_argument("--vkey", required=True, metavar="VKEY",
+                   help="the log's verifier key, or a file holding it")
+    p.add_argument("--witness", action="append", metavar="VKEY",
+                   help="a witness's cosignature verifier key (repeatable)")
+    p.add_argument("--quorum", type=int, metavar="K",
+                   help="cosignatures required (default: every --witness)")
+    p.add_argument("--policy", metavar="FILE",
+                   help="a C2SP tlog-policy file (witnesses, groups, quorum) instead of "
+                        "--witness and --quorum")
+    p.add_argument("--state", metavar="FILE",
+                   help="where the last verified checkpoint and audit position are kept")
+    if watch is not None:
+        p.add_argument("--watch-server", action="append", metavar="NAME",
+                       help="report new entries of this MCP server (repeatable; implies --audit)")
+    p.add_argument("--audit", action="store_true",
+                   help="download new entries and tiles, recompute every tile and the root")
+    p.add_argument("--interval", type=float, metavar="S",
+                   help="run as a daemon, polling every S seconds")
+    p.add_argument("--once", action="store_true", help="poll once and exit (the default)")
+    p.add_argument("--evidence-dir", default="monitor-evidence", metavar="DIR",
+                   help="where alarm evidence is written (default ./monitor-evidence)")
+    p.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                   help="per-request timeout (default 30)")
+    p.set_defaults(func=cmd_monitor, watch_filter=watch)

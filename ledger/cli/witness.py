@@ -1,0 +1,155 @@
+"""``notary witness keygen`` and ``notary witness serve``.
+
+A witness key is a cosignature/v1 key (type 0x04): ``keygen`` writes its private form
+(``PRIVATE+KEY+<name>+<id>+…``) to a new 0600 file and prints the verifier key that logs and
+verifiers configure. ``serve`` runs the tlog-witness HTTP service for the logs given with
+``--log ORIGIN=VKEY`` (or just ``--log VKEY``: the origin is then the key's name, as it is for
+every checkpoint of this project), keeping its state in ``--data DIR/witness.db``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ledger.core.cosignature import CosignatureSigner
+from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.exitcodes import ExitCode, UsageError
+from ledger.keyfile import KeyFileError, read_secret, write_secret
+from ledger.netaddr import parse_host_port
+from ledger.witness.store import WitnessStoreError
+
+__all__ = ["parse_log_spec", "register"]
+
+DB_NAME = "witness.db"
+DEFAULT_LISTEN = "127.0.0.1:7380"
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
+    """``ORIGIN=VKEY`` or ``VKEY`` → (origin, Ed25519 log verifier).
+
+    A vkey's base64 may end in ``=``, so a whole-string vkey is tried first, then the text is
+    split at the first ``=`` (origins, being key names, hold none). The vkey may also be given
+    as the path of a file holding it (``notary-data/log.vkey``).
+    """
+    if "+" not in text and Path(text).is_file():
+        text = Path(text).read_text().strip()
+    try:
+        verifier = Ed25519Verifier.from_vkey(text)
+    except NoteError:
+        pass
+    else:
+        return verifier.name, verifier
+    origin, sep, vkey = text.partition("=")
+    if not sep or not origin:
+        raise UsageError(f"--log {text!r}: want ORIGIN=VKEY or a log verifier key")
+    try:
+        return origin, Ed25519Verifier.from_vkey(vkey)
+    except NoteError as e:
+        raise UsageError(f"--log {text!r}: bad log verifier key: {e}") from None
+
+
+def _listen(text: str) -> tuple[str, int]:
+    try:
+        return parse_host_port(text)
+    except ValueError:
+        raise UsageError(f"--listen must be HOST:PORT, got {text!r}") from None
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    try:
+        signer = CosignatureSigner.generate(args.name)
+    except NoteError as e:
+        raise UsageError(f"--name {args.name!r}: {e}") from None
+    write_secret(Path(args.out), signer.private_key_text())
+    print(signer.verifier_key_text())
+    return 0
+
+
+async def _serve(signer: CosignatureSigner, logs: dict[str, list[NoteVerifier]], data: Path,
+                 host: str, port: int) -> None:
+    # Imported here so that ``notary --help`` and the other commands do not load aiohttp.
+    import structlog
+
+    from ledger.http.serve import serve_until_signalled
+    from ledger.witness.server import Witness, create_witness_app
+    from ledger.witness.store import WitnessStore
+
+    data.mkdir(parents=True, exist_ok=True, mode=0o700)
+    store = await WitnessStore.open(data / DB_NAME, signer.verifier_key_text())
+    app = create_witness_app(Witness(signer, logs, store))
+
+    def announce(url: str) -> None:
+        structlog.get_logger("ledger.witness").info(
+            "witness_started", vkey=signer.verifier_key_text(), logs=sorted(logs), url=url)
+        print(url, flush=True)
+
+    try:
+        await serve_until_signalled(app, host, port, announce)
+    except OSError as e:
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    finally:
+        await store.close()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ledger.logs import configure
+
+    configure(args.log_format, args.log_level)
+    try:
+        signer = CosignatureSigner.from_private_key(read_secret(Path(args.key)))
+    except NoteError as e:
+        raise UsageError(f"{args.key}: not a witness private key: {e}") from None
+    logs: dict[str, list[NoteVerifier]] = {}
+    for spec in args.log:
+        origin, verifier = parse_log_spec(spec)
+        logs.setdefault(origin, []).append(verifier)
+    host, port = _listen(args.listen)
+    asyncio.run(_serve(signer, logs, Path(args.data), host, port))
+    return 0
+
+
+def _run(func: Command) -> Command:
+    """Report expected failures as one ``notary: error:`` line and exit status 2."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except (UsageError, WitnessStoreError, KeyFileError) as e:
+            print(f"notary: error: {e}", file=sys.stderr)
+            return ExitCode.USAGE
+        except KeyboardInterrupt:
+            return ExitCode.INTERRUPTED
+
+    return wrapped
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``witness keygen`` and ``witness serve`` to the ``notary`` command."""
+    witness = subparsers.add_parser(
+        "witness", help="run a C2SP tlog-witness that cosigns checkpoints of logs",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = witness.add_subparsers(dest="action", required=True)
+
+    p = sub.add_parser("keygen", help="create a witness key (0600 file); prints its vkey")
+    p.add_argument("--name", required=True,
+                   help="the witness's key name, e.g. witness.example.com/w1")
+    p.add_argument("--out", required=True, metavar="FILE", help="private key file to create")
+    p.set_defaults(func=_run(cmd_keygen))
+
+    p = sub.add_parser("serve", help="serve POST /add-checkpoint")
+    p.add_argument("--key", required=True, metavar="FILE", help="witness private key file")
+    p.add_argument("--log", required=True, action="append", metavar="ORIGIN=VKEY",
+                   help="a log to witness (repeatable; several keys per origin allowed)")
+    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                   help=f"address to listen on (default {DEFAULT_LISTEN})")
+    p.add_argument("--data", default="witness-data", metavar="DIR",
+                   help="state directory (default ./witness-data)")
+    p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=_run(cmd_serve))

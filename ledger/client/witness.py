@@ -1,0 +1,124 @@
+"""A tlog-witness client: submit a checkpoint to one witness and get its verified cosignature.
+
+Used by the notary's witnessing task, the tests and the benchmark. Every outcome other than a
+verified cosignature is an exception, so a caller cannot mistake a refusal for a success:
+:class:`WitnessConflict` carries the size the witness reported in a 409 (the caller retries
+with it), :class:`WitnessRefused` any other refusal, :class:`WitnessUnavailable` a transport
+failure or timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aiohttp
+
+from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.note import NoteError, NoteSignature, parse_note
+from ledger.core.witness_protocol import (
+    SIZE_CONTENT_TYPE,
+    ProtocolError,
+    format_add_checkpoint,
+    parse_size,
+    verify_cosignatures,
+)
+
+__all__ = [
+    "WitnessClient",
+    "WitnessConflict",
+    "WitnessError",
+    "WitnessRefused",
+    "WitnessUnavailable",
+]
+
+_MAX_ANSWER = 64 * 1024
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, or its first ``limit + 1`` bytes: a witness's answer is a few lines."""
+    buf = bytearray()
+    async for chunk in resp.content.iter_any():
+        buf += chunk
+        if len(buf) > limit:
+            break
+    return bytes(buf)
+
+
+class WitnessError(Exception):
+    """The witness did not cosign."""
+
+
+class WitnessUnavailable(WitnessError):
+    """No usable answer: connection refused or reset, timeout, or a 5xx."""
+
+
+class WitnessRefused(WitnessError):
+    """The witness refused the checkpoint (400, 403, 404, 422, …) or answered nonsense."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"witness answered {status}: {message}")
+        self.status = status
+
+
+class WitnessConflict(WitnessError):
+    """409: the witness's size for the origin is ``size``, not the ``old`` that was sent.
+
+    When ``size`` equals the ``old`` that was sent, the 409 is the other kind: the witness
+    already cosigned another root at this size, which a consistent log can never cause.
+    """
+
+    def __init__(self, size: int, sent_old: int) -> None:
+        if size == sent_old:
+            message = f"witness holds another root at size {size}"
+        else:
+            message = f"witness is at size {size}, not {sent_old}"
+        super().__init__(message)
+        self.size = size
+        self.sent_old = sent_old
+
+    @property
+    def root_mismatch(self) -> bool:
+        return self.size == self.sent_old
+
+
+class WitnessClient:
+    """One witness: its submission prefix URL and its cosignature verifier key."""
+
+    def __init__(self, url: str, verifier: CosignatureVerifier,
+                 session: aiohttp.ClientSession, *, timeout: float = 5.0) -> None:
+        self.url = url.rstrip("/")
+        self.verifier = verifier
+        self.session = session
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+
+    async def add_checkpoint(self, old: int, proof: Sequence[bytes], checkpoint: bytes
+                             ) -> list[NoteSignature]:
+        """POST the checkpoint; return the witness's verified cosignature line(s) on it."""
+        text = parse_note(checkpoint).text
+        body = format_add_checkpoint(old, proof, checkpoint)
+        try:
+            async with self.session.post(
+                self.url + "/add-checkpoint", data=body, timeout=self.timeout,
+                headers={"Content-Type": "text/plain; charset=utf-8"},
+            ) as resp:
+                status, ctype = resp.status, resp.content_type
+                answer = await _read_bounded(resp, _MAX_ANSWER)
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            raise WitnessUnavailable(f"{self.url}: {type(e).__name__}: {e}") from e
+        if len(answer) > _MAX_ANSWER:
+            raise WitnessRefused(status, "answer is too large")
+        if status == 200:
+            try:
+                return verify_cosignatures(text, answer, [self.verifier])
+            except (ProtocolError, NoteError) as e:
+                raise WitnessRefused(200, f"no valid cosignature by {self.verifier.name}: {e}"
+                                     ) from None
+        if status == 409 and ctype == SIZE_CONTENT_TYPE:
+            try:
+                raise WitnessConflict(parse_size(answer), old)
+            except ProtocolError as e:
+                raise WitnessRefused(409, str(e)) from None
+        message = answer[:300].decode("utf-8", "replace").strip()
+        if status >= 500:
+            raise WitnessUnavailable(f"{self.url}: {status} {message}")
+        raise WitnessRefused(status, message)

@@ -1,0 +1,148 @@
+"""Incremental append state (a compact range over [0, size)) and batch integration.
+
+:func:`integrate` is the whole write path's arithmetic, with no I/O: given the state after the last
+commit and a batch of entries, it returns the next state and exactly the tiles and entry bundles
+to write. Appending n leaves costs about 2n hashes in total: one leaf hash each, and one node
+hash per merge of two equal perfect subtrees (n − popcount merges overall).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ledger.core.hashing import HASH_SIZE, fold_right
+from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_HEIGHT, TILE_WIDTH
+
+_sha256 = hashlib.sha256
+_FULL_TILE_BYTES = TILE_WIDTH * HASH_SIZE
+_LEVEL_MASK = TILE_HEIGHT - 1
+
+
+class EntryTooLargeError(ValueError):
+    """An entry that cannot be stored: bundles prefix each entry with a uint16 length."""
+
+
+@dataclass(frozen=True)
+class TreeState:
+    """Everything the writer needs to append: the size, the compact range and the right edge.
+
+    ``stack`` holds the roots of the perfect subtrees that decompose [0, size), largest first.
+    ``edge_tiles`` maps each tile level to the bytes of its rightmost, not yet full tile, and
+    ``edge_bundle`` is the rightmost partial entry bundle; both are empty when the edge is aligned.
+    """
+
+    size: int = 0
+    stack: tuple[bytes, ...] = ()
+    edge_tiles: dict[int, bytes] = field(default_factory=dict)
+    edge_bundle: bytes = b""
+
+    def root(self) -> bytes:
+        return fold_right(self.stack)
+
+
+@dataclass(frozen=True)
+class Integrated:
+    """The outcome of one batch: the next state and the tiles to store, keyed (level, index).
+
+    Level :data:`~ledger.core.tiles.ENTRIES_LEVEL` keys are entry bundles. Values are whole tiles as
+    they now stand, full or partial, so a store can simply overwrite.
+    """
+
+    state: TreeState
+    tiles: dict[tuple[int, int], bytes]
+
+
+def encode_bundle_entry(entry: bytes) -> bytes:
+    if len(entry) > MAX_ENTRY_SIZE:
+        raise EntryTooLargeError(
+            f"entry is {len(entry)} bytes; the limit is {MAX_ENTRY_SIZE} (uint16 length prefix)"
+        )
+    return len(entry).to_bytes(2, "big") + entry
+
+
+def decode_bundle(data: bytes) -> list[bytes]:
+    """Split an entry bundle into its entries; raise ValueError if it is not well formed."""
+    out = []
+    pos, end = 0, len(data)
+    while pos < end:
+        if pos + 2 > end:
+            raise ValueError("entry bundle ends inside a length prefix")
+        n = int.from_bytes(data[pos : pos + 2], "big")
+        pos += 2
+        if pos + n > end:
+            raise ValueError("entry bundle ends inside an entry")
+        out.append(data[pos : pos + n])
+        pos += n
+    if len(out) > TILE_WIDTH:
+        raise ValueError(f"entry bundle holds {len(out)} entries, more than {TILE_WIDTH}")
+    return out
+
+
+def integrate(state: TreeState, entries: Sequence[bytes]) -> Integrated:
+    """Append ``entries`` after ``state``; pure and all-or-nothing (bad input raises first).
+
+    The batch is hashed level by level rather than leaf by leaf: the new nodes of a level are
+    paired off in one comprehension (a pending left sibling from ``state.stack`` goes first, an
+    unpaired last node waits in the compact range), which does the same ~2n hashes with far less
+    interpreter work per leaf. Every eighth level's new nodes extend that level's tiles.
+    """
+    if entries and max(map(len, entries)) > MAX_ENTRY_SIZE:
+        for e in entries:
+            encode_bundle_entry(e)  # raises EntryTooLargeError for the first one too large
+    old = state.size
+    edge: dict[int, bytes] = {}
+    if not entries:
+        edge = {lv: bytes(b) for lv, b in state.edge_tiles.items() if b}
+        return Integrated(TreeState(old, tuple(state.stack), edge, bytes(state.edge_bundle)), {})
+    sha = _sha256
+    size = old + len(entries)
+    out: dict[tuple[int, int], bytes] = {}
+
+    # Entry bundles: each entry prefixed by its uint16 length, cut every 256 entries.
+    bundle = bytearray(state.edge_bundle)
+    pos, count, index = 0, len(entries), old
+    while pos < count:
+        take = min(count - pos, TILE_WIDTH - (index & 0xFF))
+        bundle += b"".join([len(e).to_bytes(2, "big") + e for e in entries[pos : pos + take]])
+        pos += take
+        index += take
+        if not index & 0xFF:
+            out[(ENTRIES_LEVEL, (index - 1) >> TILE_HEIGHT)] = bytes(bundle)
+            bundle.clear()
+    if bundle:
+        out[(ENTRIES_LEVEL, size >> TILE_HEIGHT)] = bytes(bundle)
+
+    # The compact range as left siblings waiting for a right one, keyed by tree level.
+    carry = dict(zip([lv for lv in range(old.bit_length() - 1, -1, -1) if old >> lv & 1],
+                     state.stack, strict=True))
+    nodes = [sha(b"\x00" + e).digest() for e in entries]
+    first = old  # index of nodes[0] at the current tree level
+    level = 0
+    while nodes:
+        if not level & _LEVEL_MASK:  # a tile level: the new nodes extend its right edge
+            lv = level >> 3
+            row = state.edge_tiles.get(lv, b"") + b"".join(nodes)
+            n = first >> TILE_HEIGHT
+            full = len(row) - len(row) % _FULL_TILE_BYTES
+            for at in range(0, full, _FULL_TILE_BYTES):
+                out[(lv, n)] = row[at : at + _FULL_TILE_BYTES]
+                n += 1
+            if full < len(row):
+                out[(lv, n)] = edge[lv] = row[full:]
+        if first & 1:  # the first new node is a right child: its left sibling is waiting
+            nodes.insert(0, carry.pop(level))
+            first -= 1
+        if len(nodes) & 1:  # the last node has no right sibling yet
+            carry[level] = nodes.pop()
+        pairs = iter(nodes)
+        nodes = [sha(b"\x01" + left + right).digest()
+                 for left, right in zip(pairs, pairs, strict=False)]
+        first >>= 1
+        level += 1
+    for lv, b in state.edge_tiles.items():  # tile levels this batch did not reach
+        if b and lv << 3 >= level:
+            edge[lv] = b
+    stack = tuple(carry[lv] for lv in sorted(carry, reverse=True))
+    return Integrated(TreeState(size, stack, edge, bytes(bundle)), out)

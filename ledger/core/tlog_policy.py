@@ -1,0 +1,190 @@
+"""C2SP tlog-policy: which logs and witnesses a verifier trusts, and the quorum rule over them.
+
+A policy file is line based::
+
+    log <vkey> [<url>]
+    witness <name> <vkey> [<url>]
+    group <name> all|any|<k> <member>...
+    quorum <name>|none
+
+A checkpoint meets the policy when one of the listed logs signed it and the quorum (a witness,
+or a group that needs k of its members, recursively) has cosigned it. Parsing follows the spec
+strictly (https://c2sp.org/tlog-policy): names are defined before use, witnesses and groups
+share one namespace where ``none`` is reserved, each name is a group member at most once, keys
+are never listed twice (the same public key under another name counts as a duplicate), and
+exactly one quorum line. Names and URLs are opaque bytes; only tab, newline and printable
+ASCII or bytes ≥ 0x80 may appear.
+
+Pure code: parsing and evaluation, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
+from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.note import (
+    Ed25519Verifier,
+    NoteError,
+    NoteVerifier,
+    UnverifiedNoteError,
+    open_note,
+    parse_note,
+)
+
+__all__ = ["Policy", "PolicyError", "PolicyNotMet", "parse_policy"]
+
+NONE = "none"
+
+
+class PolicyError(ValueError):
+    """The policy file is malformed."""
+
+
+class PolicyNotMet(NoteError):
+    """A checkpoint that is not signed by a policy log, or not cosigned by the quorum."""
+
+
+@dataclass(frozen=True)
+class Group:
+    threshold: int
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Policy:
+    logs: tuple[tuple[Ed25519Verifier, str | None], ...]
+    witnesses: Mapping[str, tuple[NoteVerifier, str | None]]
+    groups: Mapping[str, Group]
+    quorum: str  # a witness or group name, or "none"
+
+    @property
+    def witness_verifiers(self) -> list[NoteVerifier]:
+        return [v for v, _ in self.witnesses.values()]
+
+    def satisfied(self, cosigned: set[str]) -> bool:
+        """Whether the witnesses named in ``cosigned`` (policy names) meet the quorum."""
+        return self._holds(self.quorum, cosigned)
+
+    def _holds(self, name: str, cosigned: set[str]) -> bool:
+        if name == NONE:
+            return True
+        if name in self.witnesses:
+            return name in cosigned
+        group = self.groups[name]
+        return sum(self._holds(m, cosigned) for m in group.members) >= group.threshold
+
+    def verify(self, note: bytes, log_verifiers: Sequence[NoteVerifier] = ()
+               ) -> tuple[Checkpoint, set[str]]:
+        """Check a checkpoint note against the policy; returns it and the witnesses that cosigned.
+
+        ``log_verifiers`` adds log keys known from elsewhere (a policy may list no log). Raises
+        :class:`PolicyNotMet`, or NoteError when a known key's signature does not verify.
+        """
+        logs: list[NoteVerifier] = [v for v, _ in self.logs]
+        logs += [v for v in log_verifiers if all(
+            (v.name, v.key_id) != (w.name, w.key_id) for w in logs)]
+        witnesses = self.witness_verifiers
+        try:
+            _, verified = open_note(note, [*logs, *witnesses])
+        except UnverifiedNoteError:
+            raise PolicyNotMet("the checkpoint carries no signature by a policy key") from None
+        ids = {(s.name, s.key_id) for s in verified}
+        cp = parse_checkpoint_text(parse_note(note).text)
+        if not any((v.name, v.key_id) in ids and v.name == cp.origin for v in logs):
+            raise PolicyNotMet(f"checkpoint of {cp.origin!r} is not signed by a policy log")
+        cosigned = {name for name, (v, _) in self.witnesses.items()
+                    if (v.name, v.key_id) in ids}
+        if not self.satisfied(cosigned):
+            raise PolicyNotMet(f"the quorum {self.quorum!r} is not met (cosigned by "
+                               f"{sorted(cosigned) or 'no witness'})")
+        return cp, cosigned
+
+
+def _public_key(v: NoteVerifier) -> bytes:
+    key = getattr(v, "public_key", None)
+    assert isinstance(key, bytes)
+    return key
+
+
+def parse_policy(data: bytes | str) -> Policy:
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    for b in raw:
+        if (b < 0x20 and b not in (0x09, 0x0A)) or b == 0x7F:
+            raise PolicyError(f"policy contains the forbidden byte 0x{b:02x}")
+    text = raw.decode("utf-8", "surrogateescape")  # names are opaque bytes
+    logs: list[tuple[Ed25519Verifier, str | None]] = []
+    witnesses: dict[str, tuple[NoteVerifier, str | None]] = {}
+    groups: dict[str, Group] = {}
+    members_used: set[str] = set()
+    keys: set[bytes] = set()
+    quorum: str | None = None
+    for number, line in enumerate(text.split("\n"), 1):
+        fields = line.replace("\t", " ").split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        where = f"line {number}"
+        keyword, args = fields[0], fields[1:]
+        if keyword == "log":
+            if len(args) not in (1, 2):
+                raise PolicyError(f"{where}: want 'log <vkey> [<url>]'")
+            try:
+                log_key = Ed25519Verifier.from_vkey(args[0])
+            except NoteError as e:
+                raise PolicyError(f"{where}: bad log key: {e}") from None
+            if log_key.public_key in keys:
+                raise PolicyError(f"{where}: duplicate key")
+            keys.add(log_key.public_key)
+            logs.append((log_key, args[1] if len(args) == 2 else None))
+        elif keyword == "witness":
+            if len(args) not in (2, 3):
+                raise PolicyError(f"{where}: want 'witness <name> <vkey> [<url>]'")
+            name = args[0]
+            if name == NONE or name in witnesses or name in groups:
+                raise PolicyError(f"{where}: name {name!r} is reserved or already defined")
+            try:
+                wkey: NoteVerifier = CosignatureVerifier.from_vkey(args[1])
+            except NoteError as e:
+                raise PolicyError(f"{where}: bad witness key: {e}") from None
+            if _public_key(wkey) in keys:
+                raise PolicyError(f"{where}: duplicate key")
+            keys.add(_public_key(wkey))
+            witnesses[name] = (wkey, args[2] if len(args) == 3 else None)
+        elif keyword == "group":
+            if len(args) < 3:
+                raise PolicyError(f"{where}: want 'group <name> all|any|<k> <member>...'")
+            name, k, members = args[0], args[1], args[2:]
+            if name == NONE or name in witnesses or name in groups:
+                raise PolicyError(f"{where}: name {name!r} is reserved or already defined")
+            for m in members:
+                if m not in witnesses and m not in groups:
+                    raise PolicyError(f"{where}: member {m!r} is not defined before")
+                if m in members_used:
+                    raise PolicyError(f"{where}: {m!r} is already a group member")
+                members_used.add(m)
+            if k == "all":
+                threshold = len(members)
+            elif k == "any":
+                threshold = 1
+            elif k.isascii() and k.isdigit() and k == str(int(k)):
+                threshold = int(k)
+                if not 1 <= threshold <= len(members):
+                    raise PolicyError(f"{where}: threshold {k} is not in 1..{len(members)}")
+            else:
+                raise PolicyError(f"{where}: threshold must be all, any or a number")
+            groups[name] = Group(threshold, tuple(members))
+        elif keyword == "quorum":
+            if len(args) != 1:
+                raise PolicyError(f"{where}: want 'quorum <name>'")
+            if quorum is not None:
+                raise PolicyError(f"{where}: a second quorum line")
+            if args[0] != NONE and args[0] not in witnesses and args[0] not in groups:
+                raise PolicyError(f"{where}: quorum {args[0]!r} is not defined before")
+            quorum = args[0]
+        else:
+            raise PolicyError(f"{where}: unknown keyword {keyword!r}")
+    if quorum is None:
+        raise PolicyError("the policy has no quorum line")
+    return Policy(tuple(logs), witnesses, groups, quorum)

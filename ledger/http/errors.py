@@ -1,0 +1,124 @@
+"""One JSON error shape for every HTTP failure: ``{"error": {"code": ..., "message": ...}}``.
+
+Clients (SDKs, monitors, the verifier) branch on ``code``, which is stable, and show ``message``
+to people. aiohttp's own errors (unknown route, wrong method, body too large) would otherwise come
+back as ``text/plain`` with an ad-hoc body, so the middleware rewrites them into the same shape,
+and turns anything unexpected into a 500 that says nothing about the server's internals.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+__all__ = ["ApiError", "error_middleware", "json_error"]
+
+_log = structlog.get_logger("ledger.http.routes")
+
+#: Stable machine-readable codes for the statuses aiohttp raises by itself.
+_CODES: Mapping[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    408: "request_timeout",
+    409: "conflict",
+    410: "gone",
+    411: "length_required",
+    413: "payload_too_large",
+    414: "uri_too_long",
+    415: "unsupported_media_type",
+    416: "range_not_satisfiable",
+    422: "unprocessable_entity",
+    429: "too_many_requests",
+    431: "headers_too_large",
+    500: "internal",
+    501: "not_implemented",
+    503: "unavailable",
+}
+
+# Headers of an aiohttp HTTPException that still mean something on the JSON replacement.
+_KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate", "Location")
+
+
+class ApiError(Exception):
+    """Raise from a handler to answer with a JSON error; the middleware renders it."""
+
+    def __init__(
+        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+    def response(self) -> web.Response:
+        return json_error(self.status, self.code, self.message, headers=self.headers)
+
+
+def json_error(
+    status: int, code: str, message: str, *, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """The JSON error response; errors are never cached, so a retry sees the fixed state."""
+    body = json.dumps({"error": {"code": code, "message": message}})
+    resp = web.Response(status=status, text=body, content_type="application/json")
+    resp.headers["Cache-Control"] = "no-store"
+    if headers:
+        resp.headers.update(headers)
+    return resp
+
+
+def _message(request: web.Request, exc: web.HTTPException) -> str:
+    """A useful message for an aiohttp exception, naming limits rather than echoing input."""
+    status = exc.status
+    if status == 404:
+        return "no such resource"
+    if status == 405:
+        allowed = exc.headers.get("Allow", "")
+        return f"method {request.method} is not allowed here" + (
+            f"; allowed: {allowed.replace(',', ', ')}" if allowed else ""
+        )
+    if status == 413:
+        text = exc.text or ""
+        if text.startswith("Maximum number of form fields"):
+            return text
+        return f"request body is larger than the limit of {request.client_max_size} bytes"
+    text = (exc.text or "").strip()
+    default = f"{status}: {exc.reason}"
+    if text and text != default:
+        return text[:500]
+    return exc.reason.lower()
+
+
+def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Response:
+    code = _CODES.get(exc.status, "client_error" if exc.status < 500 else "server_error")
+    headers = {h: exc.headers[h] for h in _KEPT_HEADERS if h in exc.headers}
+    return json_error(exc.status, code, _message(request, exc), headers=headers)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Render :class:`ApiError`, aiohttp errors and crashes as JSON errors.
+
+    Successful responses and redirects pass through untouched, as does an HTTPException whose
+    body is already JSON (a handler that built its own error). Crashes are logged with the method
+    and path only: query strings and bodies may hold things that must not reach logs.
+    """
+    try:
+        return await handler(request)
+    except ApiError as e:
+        return e.response()
+    except web.HTTPException as e:
+        if e.status < 400 or e.content_type == "application/json":
+            raise
+        return _from_http_exception(request, e)
+    except Exception:
+        _log.exception("unhandled_error", method=request.method, path=request.path)
+        return json_error(500, "internal", "internal server error")

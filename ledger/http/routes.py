@@ -1,0 +1,235 @@
+"""The log's HTTP read API: C2SP tlog-tiles resources plus JSON conveniences under /v1/ledger.
+
+The routes hold no state of their own: they find the :class:`~ledger.log.Log` in the application
+under :data:`LOG` at request time, so the notary can mount them on its own application beside its
+other routes, and ``ledger serve`` can run them alone (:func:`create_ledger_app`).
+
+Every answer is computed against one :class:`~ledger.log.Head`, read once per request, so that a
+proof and the checkpoint served with it always agree even while another process appends.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping, Sequence
+
+from aiohttp import web
+
+from ledger.core.hashing import leaf_hash
+from ledger.core.tiles import TILE_WIDTH, TilePathError, parse_tile_path, tile_count
+from ledger.http.errors import ApiError, error_middleware
+from ledger.log import Head, Log
+from ledger.storage.base import CheckpointRecord
+
+__all__ = ["LOG", "PUBLISHED_CHECKPOINT", "add_ledger_routes", "create_ledger_app"]
+
+LOG = web.AppKey("ledger.log", Log)
+
+CheckpointProvider = Callable[[Head], tuple[bytes, Mapping[str, str]]]
+#: Optional: chooses what /checkpoint serves given the log's head, as (note, extra headers), so
+#: an application can publish e.g. the newest witness-cosigned checkpoint instead of the head.
+PUBLISHED_CHECKPOINT: web.AppKey[CheckpointProvider] = web.AppKey("ledger.published_checkpoint")
+
+MAX_SIZE = (1 << 64) - 1  # tree sizes and indexes are uint64 everywhere in the tlog ecosystem
+MAX_HISTORY = 1000
+DEFAULT_HISTORY = 100
+
+_IMMUTABLE = "public, max-age=31536000, immutable"
+_SHORT = "public, max-age=2"  # mutable resources: a client sees a new checkpoint within seconds
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _uint(name: str, raw: str, *, maximum: int = MAX_SIZE) -> int:
+    """Parse a canonical decimal (no sign, no leading zeros, no spaces) or raise a 400.
+
+    Strictness keeps one spelling per value, which matters for cache keys and for logs that
+    record what was asked, and refusing huge numbers early keeps them away from storage keys.
+    """
+    shown = raw if len(raw) <= 40 else raw[:40] + "…"
+    if not raw or not raw.isascii() or not raw.isdigit():
+        raise ApiError(400, "bad_parameter",
+                       f"{name} must be a non-negative decimal integer, got {shown!r}")
+    if len(raw) > 1 and raw[0] == "0":
+        raise ApiError(400, "bad_parameter", f"{name} must not have leading zeros, got {shown!r}")
+    if len(raw) > len(str(maximum)) or int(raw) > maximum:
+        raise ApiError(400, "bad_parameter", f"{name} must be at most {maximum}, got {shown!r}")
+    return int(raw)
+
+
+def _query_uint(request: web.Request, name: str, *, maximum: int = MAX_SIZE) -> int | None:
+    values = request.query.getall(name, [])
+    if not values:
+        return None
+    if len(values) > 1:
+        raise ApiError(400, "bad_parameter", f"query parameter {name} is given more than once")
+    return _uint(name, values[0], maximum=maximum)
+
+
+def _required(request: web.Request, name: str) -> int:
+    value = _query_uint(request, name)
+    if value is None:
+        raise ApiError(400, "bad_parameter", f"query parameter {name} is required")
+    return value
+
+
+async def _head(request: web.Request) -> tuple[Log, Head]:
+    log = request.config_dict[LOG]
+    head = await log.head()
+    if head is None:
+        raise ApiError(503, "unavailable", "the log has no signed checkpoint yet")
+    return log, head
+
+
+def _beyond(what: str, head: Head) -> ApiError:
+    return ApiError(404, "not_found", f"{what} is beyond the current tree size {head.size}")
+
+
+async def get_checkpoint(request: web.Request) -> web.Response:
+    """The signed checkpoint exactly as stored, so cosignatures and clients see the same bytes."""
+    _, head = await _head(request)
+    note: bytes = head.note
+    extra: Mapping[str, str] = {}
+    provider = request.config_dict.get(PUBLISHED_CHECKPOINT)
+    if provider is not None:
+        note, extra = provider(head)
+    resp = web.Response(body=note, content_type="text/plain", charset="utf-8")
+    resp.headers["Cache-Control"] = _SHORT
+    resp.headers.update(extra)
+    return resp
+
+
+async def get_tile(request: web.Request) -> web.Response:
+    """A hash tile or entry bundle, full or partial.
+
+    A partial tile of width W is served whenever the tree has at least W hashes in that tile,
+    even once the tile is full: clients that verified an older checkpoint ask for exactly that
+    prefix, and a prefix of a stored tile never changes.
+    """
+    path = "tile/" + request.match_info["path"]
+    try:
+        tile = parse_tile_path(path)
+    except TilePathError as e:
+        raise ApiError(400, "bad_tile_path", str(e)) from None
+    log, head = await _head(request)
+    if tile.index * TILE_WIDTH + tile.width > tile_count(head.size, tile.level):
+        raise _beyond(path, head)
+    data = await log.reader.tile(tile.level, tile.index, tile.width)
+    if data is None:
+        raise RuntimeError(f"{path} is within tree size {head.size} but not in the store")
+    resp = web.Response(body=data, content_type="application/octet-stream")
+    resp.headers["Cache-Control"] = _IMMUTABLE if tile.is_full else _SHORT
+    if tile.is_entries:
+        resp.enable_compression()  # tlog-tiles: entry bundles SHOULD be compressed
+    return resp
+
+
+async def get_ledger(request: web.Request) -> web.Response:
+    """What a new client needs to start: the origin, the key to pin and the current head."""
+    log, head = await _head(request)
+    return web.json_response({
+        "origin": log.origin,
+        "vkey": log.verifier.vkey,
+        "size": head.size,
+        "root": _b64(head.checkpoint.root_hash),
+        "checkpoint": head.note.decode("utf-8"),
+    })
+
+
+async def get_entry(request: web.Request) -> web.Response:
+    """One entry with a tlog-proof against the latest checkpoint: checkable with no other call."""
+    index = _uint("index", request.match_info["index"])
+    log, head = await _head(request)
+    if index >= head.size:
+        raise _beyond(f"entry {index}", head)
+    (entry,) = await log.reader.entries(index, index + 1)
+    bundle = await log.proof_bundle(index, head)
+    return web.json_response({
+        "index": index,
+        "entry": _b64(entry),
+        "leaf_hash": leaf_hash(entry).hex(),
+        "size": head.size,
+        "proof": bundle.encode().decode("utf-8"),
+        "checkpoint": head.note.decode("utf-8"),
+    })
+
+
+async def get_inclusion(request: web.Request) -> web.Response:
+    """RFC 9162 inclusion proof for ``index`` in the tree of ``size`` (default: current)."""
+    index = _required(request, "index")
+    size = _query_uint(request, "size")
+    log, head = await _head(request)
+    if size is None:
+        if index >= head.size:
+            raise _beyond(f"entry {index}", head)
+        size = head.size
+    elif size > head.size:
+        raise _beyond(f"size {size}", head)
+    elif index >= size:
+        raise ApiError(400, "bad_parameter", f"index {index} is not below size {size}")
+    leaf = (await log.reader.hashes([(0, index)], size))[(0, index)]
+    proof = await log.reader.inclusion_proof(index, size)
+    return web.json_response({
+        "index": index, "size": size, "leaf_hash": leaf.hex(), "proof": [_b64(h) for h in proof],
+    })
+
+
+async def get_consistency(request: web.Request) -> web.Response:
+    """RFC 9162 consistency proof from ``old`` to ``new`` (default: current), for monitors."""
+    old = _required(request, "old")
+    new = _query_uint(request, "new")
+    if old == 0:
+        raise ApiError(400, "bad_parameter", "old must be at least 1: size 0 has nothing to prove")
+    log, head = await _head(request)
+    if new is None:
+        new = head.size
+    elif new > head.size:
+        raise _beyond(f"size {new}", head)
+    if old > new:
+        raise ApiError(400, "bad_parameter", f"old size {old} is larger than new size {new}")
+    proof = await log.reader.consistency_proof(old, new)
+    return web.json_response({"old": old, "new": new, "proof": [_b64(h) for h in proof]})
+
+
+def _history(head: Head, stored: Sequence[CheckpointRecord], limit: int) -> list[CheckpointRecord]:
+    """Newest first, the current head always first, nothing newer than the head (to agree with
+    /checkpoint), one record per size."""
+    out = [head.record]
+    out.extend(r for r in stored if r.size < head.size)
+    return out[:limit]
+
+
+async def get_checkpoints(request: web.Request) -> web.Response:
+    """Recent checkpoints (``time`` in UNIX seconds), so an auditor can check old ones too."""
+    limit = _query_uint(request, "limit", maximum=MAX_HISTORY)
+    if limit is None:
+        limit = DEFAULT_HISTORY
+    if limit == 0:
+        raise ApiError(400, "bad_parameter", f"limit must be 1..{MAX_HISTORY}")
+    log, head = await _head(request)
+    records = _history(head, await log.store.history(limit + 1), limit)
+    return web.json_response({"checkpoints": [
+        {"size": r.size, "time": r.time, "checkpoint": r.note.decode("utf-8")} for r in records
+    ]})
+
+
+def add_ledger_routes(app: web.Application) -> None:
+    """Register the read API on ``app``; ``app[LOG]`` (or a parent's) must hold the log."""
+    r = app.router
+    r.add_get("/checkpoint", get_checkpoint)
+    r.add_get("/tile/{path:.+}", get_tile)
+    r.add_get("/v1/ledger", get_ledger)
+    r.add_get("/v1/ledger/entries/{index}", get_entry)
+    r.add_get("/v1/ledger/proofs/inclusion", get_inclusion)
+    r.add_get("/v1/ledger/proofs/consistency", get_consistency)
+    r.add_get("/v1/ledger/checkpoints", get_checkpoints)
+
+
+def create_ledger_app(log: Log) -> web.Application:
+    """A standalone application serving one log (what ``ledger serve`` runs)."""
+    app = web.Application(middlewares=[error_middleware], client_max_size=64 * 1024)
+    app[LOG] = log
+    add_ledger_routes(app)
+    return app

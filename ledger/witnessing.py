@@ -1,0 +1,408 @@
+"""The log side of witnessing: get the notary's checkpoints cosigned, publish the witnessed one.
+
+Configured with witnesses (submission URL and cosignature verifier key each) and a quorum k of
+n, a background task of the notary daemon:
+
+- every ``interval`` seconds, when the tree has grown, takes the newest checkpoint as the
+  *target* and submits it to every idle witness (C2SP tlog-witness ``add-checkpoint``) with
+  ``old`` = that witness's last known size and a consistency proof from it (computed from the
+  log's tiles). The first request uses the persisted size, or 0; a 409 ``text/x.tlog.size``
+  answer teaches the witness's size and the request is retried with it;
+- collects the cosignatures concurrently, each request with its own timeout; a witness that
+  fails is retried later with exponential backoff, and one still busy never holds the others
+  back. A new target is taken once the current one met the quorum or every witness has had
+  its say, so that the witnesses converge on the same checkpoint;
+- publishes the newest checkpoint that meets the policy (the log's signature and at least
+  ``quorum`` verified cosignatures), merged with every cosignature collected for it.
+
+What ``GET /checkpoint`` serves (through ledger.http.routes's ``PUBLISHED_CHECKPOINT`` hook):
+
+- the newest checkpoint meeting the policy, with all its cosignatures, once there is one;
+  ``Notary-Witnessed: true``;
+- until then (a new log, or witnesses unreachable since the first start), the log-signed
+  checkpoint currently submitted to the witnesses, with whatever cosignatures it has so far and
+  ``Notary-Witnessed: false``. Once a witnessed checkpoint has been served, an unwitnessed one
+  never is again: the published checkpoint only ever grows, so monitors never see a rollback,
+  and it may lag behind the log by about one interval plus the witnesses' answer time.
+
+``Notary-Witness-Cosignatures`` and ``Notary-Witness-Quorum`` give the counts either way. The
+witnessed checkpoint also backs ``GET /v1/tool-calls/{id}``: a receipt's proof is upgraded to
+it (and so carries the cosignatures) as soon as it covers the entry.
+
+None of this touches the write path: the sequencer never waits for a witness, and a slow or
+unreachable witness only delays cosignatures. The witnesses' sizes and the witnessed checkpoint
+are kept in ``<data>/witnessing.json`` (atomic writes), so a restart resumes without a 409
+round trip and serves the witnessed checkpoint at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from ledger.atomic import write_atomic
+from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.hashing import EMPTY_ROOT, fold_right
+from ledger.core.note import NoteError, NoteSignature, merge_signatures, parse_note
+from ledger.log import Head, Log
+from ledger.reader import stack_coords
+
+__all__ = [
+    "STATE_FILE",
+    "Published",
+    "WitnessConfigError",
+    "WitnessEndpoint",
+    "Witnessing",
+    "parse_witness_spec",
+]
+
+_log = structlog.get_logger("ledger.witnessing")
+
+STATE_FILE = "witnessing.json"
+MAX_BACKOFF = 60.0
+_KEPT_TARGETS = 8
+
+
+class WitnessConfigError(ValueError):
+    """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
+
+
+@dataclass(frozen=True)
+class WitnessEndpoint:
+    """A witness as the notary is configured with it: submission prefix and verifier key."""
+
+    url: str
+    verifier: CosignatureVerifier
+
+    @property
+    def vkey(self) -> str:
+        return self.verifier.vkey
+
+
+def parse_witness_spec(text: str) -> WitnessEndpoint:
+    """``URL=VKEY``. Either side may contain ``=`` (base64 padding, query strings), so every
+    split point is tried and the first whose right side is a cosignature vkey wins."""
+    for i, ch in enumerate(text):
+        if ch != "=":
+            continue
+        url, vkey = text[:i], text[i + 1 :]
+        try:
+            verifier = CosignatureVerifier.from_vkey(vkey)
+        except NoteError:
+            continue
+        if not url.startswith(("http://", "https://")):
+            break
+        return WitnessEndpoint(url.rstrip("/"), verifier)
+    raise WitnessConfigError(f"witness {text!r}: want URL=VKEY (an http(s) URL and a "
+                             "cosignature/v1 verifier key)")
+
+
+@dataclass(frozen=True)
+class Published:
+    """The checkpoint ``/checkpoint`` serves: a log-signed note with merged cosignatures."""
+
+    note: bytes
+    size: int
+    witnessed: bool
+    cosignatures: int
+
+
+@dataclass
+class _Target:
+    """A log checkpoint being cosigned, and the cosignatures it got so far (by witness vkey)."""
+
+    note: bytes
+    size: int
+    cosigs: dict[str, NoteSignature] = field(default_factory=dict)
+    attempted: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Witness:
+    endpoint: WitnessEndpoint
+    client: WitnessClient
+    known: int | None = None  # the witness's size for our origin, when known
+    task: asyncio.Task[None] | None = None
+    busy_with: int | None = None  # size of the target being submitted
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str = ""
+
+
+class Witnessing:
+    """Runs the witnessing loop for one log; create, ``await start()``, ``await close()``."""
+
+    def __init__(self, log: Log, endpoints: Sequence[WitnessEndpoint], *, quorum: int,
+                 interval: float = 2.0, timeout: float = 5.0, state_path: Path | None = None,
+                 registry: CollectorRegistry | None = None) -> None:
+        if not endpoints:
+            raise WitnessConfigError("witnessing needs at least one witness")
+        keys = [e.verifier.public_key for e in endpoints]
+        if len(set(keys)) != len(keys):
+            raise WitnessConfigError("the same witness key is configured twice")
+        if not 1 <= quorum <= len(endpoints):
+            raise WitnessConfigError(f"witness quorum {quorum} must be 1..{len(endpoints)}")
+        if interval <= 0 or timeout <= 0:
+            raise WitnessConfigError("witness interval and timeout must be positive")
+        self.log = log
+        self.endpoints = list(endpoints)
+        self.quorum = quorum
+        self.interval = interval
+        self.timeout = timeout
+        self.state_path = state_path
+        self._verifiers = [e.verifier for e in endpoints]
+        self._session: aiohttp.ClientSession | None = None
+        self._witnesses: dict[str, _Witness] = {}
+        self._targets: OrderedDict[int, _Target] = OrderedDict()
+        self._current: _Target | None = None
+        self._published: Published | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._dirty = False
+        r = registry if registry is not None else CollectorRegistry()
+        self.m_requests = Counter("notary_witness_requests_total",
+                                  "add-checkpoint requests by witness and result",
+                                  ["witness", "result"], registry=r)
+        self.m_published = Gauge("notary_witnessed_checkpoint_size",
+                                 "Size of the newest checkpoint meeting the witness policy",
+                                 registry=r)
+        self.m_cosigs = Gauge("notary_witnessed_checkpoint_cosignatures",
+                              "Cosignatures on the published checkpoint", registry=r)
+
+    # Lifetime ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession()
+        for e in self.endpoints:
+            client = WitnessClient(e.url, e.verifier, self._session, timeout=self.timeout)
+            self._witnesses[e.vkey] = _Witness(e, client)
+        await self._load()
+        head = await self.log.head(0)
+        if head is not None:
+            self._set_target(head)
+        self._republish()
+        self._task = asyncio.create_task(self._run(), name="witnessing")
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._task, *(w.task for w in self._witnesses.values())) if t]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._dirty:
+            await self._save()
+        if self._session is not None:
+            await self._session.close()
+
+    # What is published ------------------------------------------------------------------------
+
+    @property
+    def published(self) -> Published | None:
+        return self._published
+
+    def witnessed(self) -> tuple[int, bytes] | None:
+        """(size, note) of the newest checkpoint meeting the policy, or None (for receipts)."""
+        pub = self._published
+        return (pub.size, pub.note) if pub is not None and pub.witnessed else None
+
+    def checkpoint_for(self, head: Head) -> tuple[bytes, Mapping[str, str]]:
+        """What ``GET /checkpoint`` serves (ledger.http.routes's PUBLISHED_CHECKPOINT provider)."""
+        pub = self._published
+        if pub is None or pub.size > head.size:
+            note, witnessed, count = head.note, False, 0
+        else:
+            note, witnessed, count = pub.note, pub.witnessed, pub.cosignatures
+        return note, {"Notary-Witnessed": "true" if witnessed else "false",
+                      "Notary-Witness-Cosignatures": str(count),
+                      "Notary-Witness-Quorum": str(self.quorum)}
+
+    # The loop ---------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._tick()
+                if self._dirty:
+                    self._dirty = False
+                    await self._save()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let witnessing die with the notary still serving
+                _log.exception("witnessing_tick_failed")
+            await asyncio.sleep(self.interval)
+
+    async def _tick(self) -> None:
+        head = await self.log.head()
+        if head is None:
+            return
+        cur = self._current
+        now = time.monotonic()
+        if cur is None or (head.size > cur.size and (len(cur.cosigs) >= self.quorum
+                                                     or self._round_over(cur, now))):
+            cur = self._set_target(head)
+            self._republish()
+        for vkey, w in self._witnesses.items():
+            if w.task is not None or vkey in cur.cosigs or w.retry_at > now:
+                continue
+            w.busy_with = cur.size
+            w.task = asyncio.create_task(self._submit(w, cur), name=f"witness {w.endpoint.url}")
+
+    def _round_over(self, target: _Target, now: float) -> bool:
+        """Every witness has answered for ``target``, or is busy elsewhere, or backing off."""
+        for vkey, w in self._witnesses.items():
+            if vkey in target.attempted:
+                continue
+            if w.task is not None and w.busy_with == target.size:
+                return False
+            if w.task is None and w.retry_at <= now:
+                return False
+        return True
+
+    def _set_target(self, head: Head) -> _Target:
+        target = self._targets.get(head.size) or _Target(head.note, head.size)
+        self._targets[head.size] = target
+        self._targets.move_to_end(head.size)
+        while len(self._targets) > _KEPT_TARGETS:
+            self._targets.popitem(last=False)
+        self._current = target
+        return target
+
+    async def _submit(self, w: _Witness, target: _Target) -> None:
+        name = w.endpoint.verifier.name
+        try:
+            for _ in range(3):
+                old = w.known or 0
+                if old > target.size:
+                    raise WitnessError(f"{name} is at size {old}, beyond this checkpoint "
+                                       f"({target.size}): was the log rolled back?")
+                proof = (await self.log.reader.consistency_proof(old, target.size)
+                         if 0 < old < target.size else [])
+                try:
+                    sigs = await w.client.add_checkpoint(old, proof, target.note)
+                except WitnessConflict as c:
+                    self.m_requests.labels(name, "conflict").inc()
+                    if c.root_mismatch:
+                        raise WitnessError(f"{name} holds another root at size {c.size}: a "
+                                           "checkpoint inconsistent with this log was signed "
+                                           "with its key") from None
+                    head = await self.log.head()
+                    if head is not None and c.size > head.size:
+                        raise WitnessError(f"{name} has seen size {c.size}, larger than this "
+                                           f"log ({head.size}): was the log rolled back?"
+                                           ) from None
+                    w.known = c.size
+                    self._dirty = True
+                    continue
+                self.m_requests.labels(name, "cosigned").inc()
+                target.cosigs[w.endpoint.vkey] = sigs[0]
+                w.known = target.size
+                w.failures = 0
+                w.retry_at = 0.0
+                w.last_error = ""
+                self._dirty = True
+                self._republish()
+                return
+            raise WitnessError(f"{name} kept answering 409")
+        except (WitnessError, ValueError, RuntimeError) as e:
+            # ValueError covers a proof the reader cannot make; RuntimeError a damaged store.
+            if not isinstance(e, WitnessConflict):
+                self.m_requests.labels(name, "failed").inc()
+            w.failures += 1
+            w.retry_at = time.monotonic() + min(MAX_BACKOFF, self.interval * 2 ** w.failures)
+            if str(e) != w.last_error:
+                _log.warning("witness_failed", witness=name, url=w.endpoint.url, error=str(e),
+                             size=target.size)
+            w.last_error = str(e)
+        finally:
+            target.attempted.add(w.endpoint.vkey)
+            w.task = None
+            w.busy_with = None
+
+    def _republish(self) -> None:
+        pub = self._published
+        best = max((t for t in self._targets.values() if len(t.cosigs) >= self.quorum),
+                   key=lambda t: t.size, default=None)
+        if best is not None and (pub is None or best.size > pub.size or (
+                best.size == pub.size and (not pub.witnessed
+                                           or len(best.cosigs) > pub.cosignatures))):
+            pub = Published(merge_signatures(best.note, best.cosigs.values()), best.size, True,
+                            len(best.cosigs))
+        elif (pub is None or not pub.witnessed) and self._current is not None and (
+                pub is None or self._current.size >= pub.size):
+            cur = self._current
+            note = merge_signatures(cur.note, cur.cosigs.values()) if cur.cosigs else cur.note
+            pub = Published(note, cur.size, False, len(cur.cosigs))
+        if pub is not self._published:
+            if pub is not None and pub.witnessed and (
+                    self._published is None or not self._published.witnessed
+                    or pub.size > self._published.size):
+                _log.info("witnessed_checkpoint", size=pub.size, cosignatures=pub.cosignatures)
+            self._published = pub
+            self._dirty = True
+        if pub is not None:
+            self.m_published.set(pub.size if pub.witnessed else 0)
+            self.m_cosigs.set(pub.cosignatures)
+
+    # Persistence ------------------------------------------------------------------------------
+
+    async def _save(self) -> None:
+        """Write the state file; the document is built here, on the loop, and only the
+        (fsynced) write runs on a thread."""
+        if self.state_path is None:
+            return
+        pub = self._published
+        doc: dict[str, Any] = {
+            "version": 1,
+            "origin": self.log.origin,
+            "witnesses": {vkey: {"size": w.known} for vkey, w in self._witnesses.items()
+                          if w.known is not None},
+            "published": (pub.note.decode("utf-8")
+                          if pub is not None and pub.witnessed else None),
+        }
+        await asyncio.to_thread(write_atomic, self.state_path,
+                                json.dumps(doc, indent=1).encode("utf-8"))
+
+    async def _load(self) -> None:
+        if self.state_path is None or not self.state_path.exists():
+            return
+        try:
+            doc = json.loads(self.state_path.read_text(encoding="utf-8"))
+            if doc.get("version") != 1 or doc.get("origin") != self.log.origin:
+                raise ValueError("not this log's witnessing state")
+            for vkey, item in doc.get("witnesses", {}).items():
+                if vkey in self._witnesses and isinstance(item.get("size"), int):
+                    self._witnesses[vkey].known = item["size"]
+            note = doc.get("published")
+        except (OSError, ValueError, AttributeError, TypeError) as e:
+            _log.warning("witnessing_state_ignored", path=str(self.state_path), error=str(e))
+            return
+        if isinstance(note, str):
+            self._published = await self._check_published(note.encode("utf-8"))
+
+    async def _check_published(self, note: bytes) -> Published | None:
+        """A persisted witnessed checkpoint, if it still meets the policy and is of this tree."""
+        try:
+            cp, _ = open_checkpoint(note, self.log.verifier, self._verifiers, self.quorum)
+            head = await self.log.head(0)
+            if head is None or cp.size > head.size:
+                raise ValueError("it is beyond the log's size")
+            hashes = await self.log.reader.hashes(stack_coords(cp.size), cp.size)
+            root = fold_right(list(hashes.values())) if cp.size else EMPTY_ROOT
+            if root != cp.root_hash:
+                raise ValueError("its root is not this log's root at its size")
+        except (NoteError, ValueError, RuntimeError) as e:
+            _log.warning("witnessed_checkpoint_ignored", error=str(e))
+            return None
+        count = len([s for s in parse_note(note).signatures
+                     if any((s.name, s.key_id) == (v.name, v.key_id) for v in self._verifiers)])
+        return Published(note, cp.size, True, count)

@@ -1,0 +1,198 @@
+"""``notary``: serve the notary, manage API keys and receipt keys, hash call records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ledger.cli import monitor, witness
+from ledger.exitcodes import ExitCode, UsageError
+from ledger.keyfile import KeyFileError
+from notary.cli import gateway, mcp, verify
+from notary.config import ConfigError, Settings, resolve
+from notary.core.accounts import ACCOUNT_RE, month_of, new_api_key
+from notary.core.canonical import CanonicalizationError
+from notary.core.records import RecordError, record_from_json
+from notary.keys import Paths, create_receipt_key
+from notary.store.sqlite import connect_admin, create_account_key, list_keys, revoke_key
+from notary.watch import server_filter
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    flags = {k: v for k, v in vars(args).items()
+             if k in ("data", "listen", "public_url", "origin", "max_body", "log_format",
+                      "witnesses", "witness_quorum", "witness_interval")}
+    return resolve(flags, config_file=getattr(args, "config", None))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from ledger.logs import configure
+    from notary.http.app import create_app, init_data_dir
+
+    settings = _settings(args)
+    configure(settings.log_format, settings.log_level)
+    first = init_data_dir(settings)
+    base = settings.base_url
+    if first is not None:
+        print(f"Created a new notary in {settings.data}/ (keys are 0600; back them up).")
+        print(f"Log verifier key:  {first.vkey}")
+        print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
+        print(f"Create an API key: notary apikey create --data {settings.data} --account NAME")
+    host, port = settings.host_port
+    print(f"Serving on {base} (listening on {host}:{port})", flush=True)
+    web.run_app(create_app(settings), host=host, port=port, print=None, access_log=None,
+                handle_signals=True, shutdown_timeout=30)
+    return 0
+
+
+def _admin(args: argparse.Namespace) -> Any:
+    settings = _settings(args)
+    try:
+        return connect_admin(Paths(settings.data).db)
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from e
+
+
+def cmd_apikey_create(args: argparse.Namespace) -> int:
+    if not ACCOUNT_RE.fullmatch(args.account):
+        raise UsageError("account names are 1-64 characters: letters, digits and ._@- "
+                       "(starting with a letter or digit)")
+    if args.monthly_allowance is not None and args.monthly_allowance < 0:
+        raise UsageError("--monthly-allowance must be zero or more")
+    key = new_api_key()
+    with _admin(args) as conn:
+        create_account_key(conn, args.account, args.monthly_allowance, key.key_id,
+                           key.secret_sha256)
+    allowance = "unlimited" if args.monthly_allowance is None else args.monthly_allowance
+    print(f"Created API key {key.key_id} for account {args.account!r} "
+          f"(monthly allowance: {allowance}). It is shown once; store it now:", file=sys.stderr)
+    print(key.token)
+    return 0
+
+
+def cmd_apikey_list(args: argparse.Namespace) -> int:
+    with _admin(args) as conn:
+        rows = list_keys(conn, month_of(datetime.now(UTC)))
+    if args.json:
+        print(json.dumps([
+            {"key_id": r[0], "account": r[1], "monthly_allowance": r[2], "used_this_month": r[3],
+             "created": r[4], "revoked": r[5]} for r in rows], indent=2))
+        return 0
+    print(f"{'KEY ID':<14}{'ACCOUNT':<24}{'ALLOWANCE':>10}{'USED':>8}  STATUS")
+    for key_id, account, allowance, used, _created, revoked in rows:
+        status = "revoked" if revoked else "active"
+        print(f"{key_id:<14}{account:<24}{allowance if allowance is not None else '-':>10}"
+              f"{used:>8}  {status}")
+    return 0
+
+
+def cmd_apikey_revoke(args: argparse.Namespace) -> int:
+    key_id = args.key_id.removeprefix("nk_").split("_")[0]
+    with _admin(args) as conn:
+        if not revoke_key(conn, key_id):
+            raise UsageError(f"no active API key {key_id!r}")
+    print(f"Revoked API key {key_id}")
+    return 0
+
+
+def cmd_keys_rotate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    paths = Paths(settings.data)
+    with _admin(args) as conn:
+        key = create_receipt_key(paths, conn)
+    print(f"New receipt key {key.kid}; old keys stay in the JWKS. A running notary switches "
+          "within a few seconds.")
+    return 0
+
+
+def cmd_hash(args: argparse.Namespace) -> int:
+    try:
+        raw = sys.stdin.read() if args.record == "-" else Path(args.record).read_text()
+        obj = json.loads(raw)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read {args.record}: {e}") from e
+    try:
+        record = record_from_json(obj)
+        print(record.call_sha256())
+        if args.show_canonical:
+            sys.stderr.write(record.canonical_bytes().decode() + "\n")
+    except (RecordError, CanonicalizationError) as e:
+        raise UsageError(f"not a valid call record: {e}") from e
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, help="data directory (default ./notary-data)")
+    p.add_argument("--config", type=Path, help="TOML settings file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="notary", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the notary HTTP service")
+    _common(p)
+    p.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:8080)")
+    p.add_argument("--public-url", help="URL clients use to reach this notary")
+    p.add_argument("--origin", help="log origin (fixed at first run)")
+    p.add_argument("--max-body", type=int, help="request body limit in bytes")
+    p.add_argument("--log-format", choices=["auto", "json", "console"])
+    p.add_argument("--witness", dest="witnesses", action="append", metavar="URL=VKEY",
+                   help="a witness to collect cosignatures from (repeatable)")
+    p.add_argument("--witness-quorum", type=int, metavar="K",
+                   help="cosignatures a published checkpoint needs (default: a majority)")
+    p.add_argument("--witness-interval", type=float, metavar="S",
+                   help="seconds between submissions of a grown tree (default 2)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("hash", help="print the call_sha256 of a call record file ('-': stdin)")
+    p.add_argument("record")
+    p.add_argument("--show-canonical", action="store_true",
+                   help="also print the canonical JSON bytes to stderr")
+    p.set_defaults(func=cmd_hash)
+
+    apikey = sub.add_parser("apikey", help="manage API keys").add_subparsers(
+        dest="action", required=True)
+    p = apikey.add_parser("create", help="create a key (printed once, alone on the last line)")
+    _common(p)
+    p.add_argument("--account", required=True)
+    p.add_argument("--monthly-allowance", type=int, help="writes per UTC month (default unlimited)")
+    p.set_defaults(func=cmd_apikey_create)
+    p = apikey.add_parser("list", help="list keys and this month's usage")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_apikey_list)
+    p = apikey.add_parser("revoke", help="revoke a key by its id (or the key itself)")
+    _common(p)
+    p.add_argument("key_id")
+    p.set_defaults(func=cmd_apikey_revoke)
+
+    keys = sub.add_parser("keys", help="manage receipt signing keys").add_subparsers(
+        dest="action", required=True)
+    p = keys.add_parser("rotate", help="start signing receipts with a new key")
+    _common(p)
+    p.set_defaults(func=cmd_keys_rotate)
+
+    for module in (verify, mcp, witness, gateway):
+        module.register(sub)
+    monitor.register(sub, watch=server_filter)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (UsageError, ConfigError, KeyFileError) as e:
+        print(f"notary: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""``notary mcp``: the verifier as an MCP server, on stdio or streamable HTTP.
+
+The server module (and the ``mcp`` SDK behind it, most of a second to import) is imported only
+when this command runs, so every other ``notary`` command starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from ledger.exitcodes import UsageError
+from ledger.netaddr import parse_host_port
+from notary.cli.trust_args import add_trust_arguments, check_network_args, state_from_args
+from notary.core.receipts import Jwks
+from notary.verifier.inputs import (
+    VerifierInputError,
+)
+from notary.verifier.state import StateError
+
+if TYPE_CHECKING:
+    from notary.mcp_server import ServerConfig
+from notary.verifier.trust import (
+    Trust,
+    load_jwks,
+    parse_log_keys,
+    parse_witness_keys,
+)
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    try:
+        return parse_host_port(value)
+    except ValueError:
+        raise VerifierInputError(f"--http wants HOST:PORT, got {value!r}") from None
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """Validate the flags now, so a bad key or file fails at start (exit 2), not per call."""
+    from notary.mcp_server import ServerConfig  # deferred: the mcp SDK is heavy to import
+
+    check_network_args(args)
+    jwks: Jwks | str | None = None
+    if args.jwks and args.jwks.startswith(("http://", "https://")):
+        jwks = args.jwks
+    elif args.jwks:
+        import asyncio
+
+        jwks = asyncio.run(load_jwks(args.jwks, None))
+    witnesses = parse_witness_keys(args.witness)
+    if args.quorum and not witnesses:
+        raise VerifierInputError("--quorum needs witness keys (--witness)")
+    log_keys = parse_log_keys(args.log_key)
+    Trust(None, log_keys, witnesses, args.quorum if args.quorum is not None else len(witnesses))
+    return ServerConfig(notary_url=args.notary, jwks=jwks, log_keys=log_keys,
+                        witnesses=witnesses, quorum=args.quorum, state=state_from_args(args),
+                        offline=args.offline, log_url=args.log_url, timeout=args.timeout)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from notary.mcp_server import build_server  # deferred: the mcp SDK is heavy to import
+
+    try:
+        config = config_from_args(args)
+        address = _host_port(args.http) if args.http else None
+    except (VerifierInputError, StateError) as e:
+        raise UsageError(str(e)) from e
+    server = build_server(config)
+    if address is None:
+        server.run("stdio")
+        return 0
+    import uvicorn
+
+    host, port = address
+    app = server.streamable_http_app(host=host)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``notary mcp`` to the CLI."""
+    p = subparsers.add_parser(
+        "mcp", help="run the verifier as an MCP server (stdio, or --http)",
+        description="An MCP server with the tools verify_tool_call, get_receipt and "
+                    "get_checkpoint. The trust flags are the defaults for verify_tool_call.")
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    add_trust_arguments(p, notary_help="the notary get_receipt and get_checkpoint read; also ")
+    p.set_defaults(func=cmd_mcp)

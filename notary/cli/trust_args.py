@@ -1,0 +1,101 @@
+"""The trust and network flags that ``notary verify``, ``notary mcp`` and ``notary gateway audit``
+share, and turning them into trust anchors and a state file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from notary.verifier.fetch import Fetcher, _check_url
+from notary.verifier.inputs import (
+    VerifierInputError,
+)
+from notary.verifier.state import (
+    DEFAULT_STATE_PATH,
+    StateFile,
+)
+from notary.verifier.trust import (
+    Trust,
+    load_jwks,
+    parse_log_keys,
+    parse_witness_keys,
+    trust_from_notary,
+)
+
+
+def _read_json(value: str, what: str) -> Any:
+    """JSON from a file path, ``-`` (stdin), or inline text starting with ``{``."""
+    try:
+        if value.lstrip().startswith("{"):
+            return json.loads(value)
+        text = sys.stdin.read() if value == "-" else Path(value).expanduser().read_text()
+        return json.loads(text)
+    except (OSError, ValueError) as e:
+        raise VerifierInputError(f"cannot read {what} {value!r}: {e}") from e
+
+
+def add_trust_arguments(p: argparse.ArgumentParser, notary_help: str = "") -> None:
+    """The trust and network flags shared by ``notary verify`` and ``notary mcp``."""
+    p.add_argument("--jwks", metavar="FILE|URL",
+                   help="trusted receipt keys: a JWKS file or URL (a URL needs the network)")
+    p.add_argument("--log-key", action="append", default=[], metavar="VKEY|@FILE",
+                   help="trusted log verifier key <origin>+<id>+<key> (repeatable; @FILE reads "
+                        "one key a line)")
+    p.add_argument("--witness", action="append", default=[], metavar="VKEY|@FILE",
+                   help="witness cosignature key (repeatable; @FILE reads one key a line)")
+    p.add_argument("--quorum", type=int, metavar="K",
+                   help="witnesses that must have cosigned (default: all given witnesses; "
+                        "0 when none)")
+    p.add_argument("--notary", metavar="URL",
+                   help=notary_help + "fetch the receipt keys and log key from this notary when "
+                        "--jwks or --log-key is not given (trusts that notary for its own keys)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--state", type=Path, metavar="FILE",
+                       help=f"checkpoints seen so far, per log (default {DEFAULT_STATE_PATH})")
+    group.add_argument("--no-state", action="store_true",
+                       help="neither read nor write a state file")
+    p.add_argument("--offline", action="store_true",
+                   help="never use the network; checks that need it are skipped")
+    p.add_argument("--log-url", metavar="URL",
+                   help="the log's base URL for level 5 (default: from the receipt's entry_url)")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="per HTTP request (default 10)")
+
+
+def state_from_args(args: argparse.Namespace) -> StateFile | None:
+    if args.no_state:
+        return None
+    return StateFile(args.state if args.state is not None else DEFAULT_STATE_PATH)
+
+
+def check_network_args(args: argparse.Namespace) -> None:
+    """Flag combinations that would need the network while ``--offline`` forbids it."""
+    if args.offline and args.notary:
+        raise VerifierInputError("--notary fetches keys, which --offline forbids; pass --jwks "
+                                 "FILE and --log-key")
+    if args.offline and args.jwks and args.jwks.startswith(("http://", "https://")):
+        raise VerifierInputError("--jwks is a URL, which --offline forbids; pass a JWKS file")
+    for url in (args.notary, args.log_url):
+        if url is not None:
+            _check_url(url)
+    if args.timeout <= 0:
+        raise VerifierInputError("--timeout must be positive")
+
+
+async def trust_from_args(args: argparse.Namespace, fetcher: Fetcher | None) -> Trust:
+    """The trust anchors the flags name; the notary's own keys fill in only what is missing."""
+    jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
+    log_keys = parse_log_keys(args.log_key)
+    if (jwks is None or not log_keys) and args.notary and fetcher is not None:
+        notary_jwks, notary_key = await trust_from_notary(args.notary, fetcher)
+        jwks = jwks or notary_jwks
+        log_keys = log_keys or (notary_key,)
+    witnesses = parse_witness_keys(args.witness)
+    quorum = len({(w.name, w.key_id) for w in witnesses}) if args.quorum is None else args.quorum
+    if args.quorum and not witnesses:
+        raise VerifierInputError("--quorum needs witness keys (--witness)")
+    return Trust(jwks, log_keys, witnesses, quorum)

@@ -1,0 +1,116 @@
+"""``notary verify``: the command line of the verifier (rs-tool-call/1 and AER-1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from ledger.exitcodes import UsageError
+from notary.cli.aer1 import verify_command as verify_aer1_command
+from notary.cli.trust_args import (
+    _read_json,
+    add_trust_arguments,
+    check_network_args,
+    state_from_args,
+    trust_from_args,
+)
+from notary.verifier.fetch import HttpFetcher
+from notary.verifier.inputs import (
+    ToolCall,
+    VerifierInputError,
+    _object,
+    call_from_document,
+    call_from_receipt_and_record,
+)
+from notary.verifier.report import Report
+from notary.verifier.state import (
+    StateError,
+)
+from notary.verifier.verify import verify_tool_call
+
+
+def _load_call(args: argparse.Namespace) -> ToolCall:
+    receipt = _object(_read_json(args.receipt, "the receipt"), "the receipt") \
+        if args.receipt else None
+    if args.call is None:
+        if args.record is None or receipt is None:
+            raise VerifierInputError("give a tool call file, or --receipt FILE and --record FILE")
+        if args.tool or args.arguments:
+            raise VerifierInputError("--tool and --arguments go with a bare tool result")
+        return call_from_receipt_and_record(receipt, _read_json(args.record, "the record"))
+    if args.record is not None:
+        raise VerifierInputError("--record goes with --receipt, not with a tool call file")
+    arguments = (_object(_read_json(args.arguments, "the arguments"), "the arguments")
+                 if args.arguments is not None else None)
+    return call_from_document(_read_json(args.call, "the tool call"), tool=args.tool,
+                              arguments=arguments, receipt=receipt)
+
+
+async def _run_verify(args: argparse.Namespace) -> Report:
+    check_network_args(args)
+    if not (args.jwks or args.notary):
+        raise VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)")
+    if not (args.log_key or args.notary):
+        raise VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL)")
+    call = _load_call(args)
+    state = state_from_args(args)
+    if args.offline:
+        trust = await trust_from_args(args, None)
+        return await verify_tool_call(call, trust, fetcher=None, state=state,
+                                      log_url=args.log_url)
+    async with HttpFetcher(args.timeout) as fetcher:
+        trust = await trust_from_args(args, fetcher)
+        return await verify_tool_call(call, trust, fetcher=fetcher, state=state,
+                                      log_url=args.log_url)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    aer1_code = verify_aer1_command(args)  # AER-1 receipts (result._receipt); None otherwise
+    if aer1_code is not None:
+        return aer1_code
+    try:
+        report = asyncio.run(_run_verify(args))
+    except (VerifierInputError, StateError) as e:
+        raise UsageError(str(e)) from e
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        print(report.render())
+    return report.exit_code
+
+
+_VERIFY_EPILOG = """\
+inputs (one of):
+  CALL                      saved tool call {"tool", "arguments", "result", "server"?}
+  CALL --tool T [--arguments A]
+                            bare CallToolResult (wire JSON with _meta), or a JSON-RPC response
+  --receipt R --record C    receipt (with proof) and rs-tool-call/1 call record
+  (CALL --receipt R: use R instead of, or for want of, the receipt embedded in _meta)
+
+levels: 1 record, 2 signature, 3 inclusion, 4 witnesses, 5 consistency.
+exit status: 0 every required level passed (1-3 always; 4 with a quorum; 5 when a checkpoint
+of the log was stored before and the check could be made), 1 a level failed or a required
+level did not pass (a fork or rollback always fails), 2 usage or input error.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``notary verify`` to the CLI."""
+    p = subparsers.add_parser(
+        "verify", help="verify a notarized tool call (five levels)",
+        description="Verify a notarized MCP tool call: the call record, the receipt signature,\n"
+                    "inclusion in the log, witness cosignatures, and consistency with the\n"
+                    "checkpoints seen before (see the notary.verifier package for the formats).",
+        epilog=_VERIFY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("call", nargs="?", metavar="CALL",
+                   help="tool call JSON file ('-': stdin)")
+    p.add_argument("--tool", help="tool name, for a bare tool result")
+    p.add_argument("--arguments", metavar="FILE|JSON",
+                   help="the call's arguments object, for a bare tool result (default {})")
+    p.add_argument("--receipt", metavar="FILE", help="receipt JSON (with its proof)")
+    p.add_argument("--record", metavar="FILE", help="rs-tool-call/1 call record JSON")
+    add_trust_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_verify)

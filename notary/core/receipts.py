@@ -1,0 +1,403 @@
+"""Signed receipts and the receipt-key JWKS (pure, no I/O).
+
+A receipt is JSON: ``spec``, ``id``, ``server``, ``tool``, ``call_sha256``, ``issued_at``,
+``ledger`` (``origin``, ``index``, ``entry_url``), then ``signature`` (``alg`` EdDSA,
+``kid``, ``sig``) over the RFC 8785 bytes of everything except ``signature`` and ``proof``.
+``proof`` (the tlog-proof text) rides along unsigned because it is refreshed as the log
+grows and verifies on its own against the signed checkpoint it contains.
+
+Receipt keys are Ed25519, published as an RFC 8037 OKP JWKS whose ``kid`` is the RFC 7638
+thumbprint. A thumbprint ties the kid to the key bytes, so a JWKS cannot list a key under
+another key's name; old keys stay in the set after rotation so old receipts still verify.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import nacl.exceptions
+import nacl.signing
+import rfc8785
+
+from notary.core.canonical import CanonicalizationError, canonical_json
+from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id, parse_issued_at
+from notary.core.records import SPEC, name_problem
+
+__all__ = [
+    "RECEIPT_ALG",
+    "Jwks",
+    "JwksError",
+    "ReceiptFormatError",
+    "ReceiptKey",
+    "ReceiptSignatureError",
+    "build_receipt",
+    "jwk_thumbprint",
+    "signed_bytes",
+    "validate_receipt_shape",
+]
+
+RECEIPT_ALG: Final = "EdDSA"
+
+_SIGNED_KEYS = frozenset({"spec", "id", "server", "tool", "call_sha256", "issued_at", "ledger"})
+_OPTIONAL_KEYS = frozenset({"proof", "signature"})
+_LEDGER_KEYS = frozenset({"origin", "index", "entry_url"})
+_SIGNATURE_KEYS = frozenset({"alg", "kid", "sig"})
+_HEX64_RE = re.compile(r"[0-9a-f]{64}")
+_MAX_INDEX = 2**53 - 1  # JSON number a JavaScript verifier reads exactly
+
+
+class ReceiptFormatError(ValueError):
+    """A receipt does not have the rs-tool-call/1 shape."""
+
+
+class ReceiptSignatureError(ValueError):
+    """A receipt signature does not verify; ``reason`` is a stable machine-readable code.
+
+    Reasons: ``missing`` (no signature member), ``malformed`` (signature or receipt cannot
+    be read), ``bad_alg`` (not EdDSA), ``unknown_kid`` (no such key in the trusted set),
+    ``bad_signature`` (the Ed25519 check failed: the receipt or signature was altered).
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+class JwksError(ValueError):
+    """A JWKS, or an Ed25519 key in it, is malformed."""
+
+
+def jwk_thumbprint(x: str) -> str:
+    """RFC 7638 SHA-256 thumbprint of the Ed25519 OKP public key whose ``x`` is given.
+
+    The required members of an OKP key (RFC 8037 §2) are ``crv``, ``kty`` and ``x``; the
+    thumbprint input is them in lexicographic order without whitespace, which is exactly
+    their JCS form.
+    """
+    members = {"crv": "Ed25519", "kty": "OKP", "x": x}
+    return b64url_encode(hashlib.sha256(canonical_json(members)).digest())
+
+
+def signed_bytes(receipt: Mapping[str, object]) -> bytes:
+    """The bytes a receipt signature covers: JCS of the receipt minus signature and proof."""
+    body = {k: v for k, v in receipt.items() if k not in ("signature", "proof")}
+    return canonical_json(body)
+
+
+def _check_keys(
+    obj: Mapping[str, object], required: frozenset[str], optional: frozenset[str], where: str
+) -> None:
+    keys = set(obj)
+    missing = sorted(required - keys)
+    extra = sorted(repr(k) for k in keys - required - optional)
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {missing}")
+        if extra:
+            parts.append(f"unexpected {extra}")
+        raise ReceiptFormatError(f"{where}: " + ", ".join(parts))
+
+
+def _nonempty_str(obj: Mapping[str, object], key: str, where: str) -> str:
+    value = obj[key]
+    if not isinstance(value, str) or not value:
+        raise ReceiptFormatError(f"{where}.{key} must be a non-empty string")
+    return value
+
+
+def validate_receipt_shape(receipt: Mapping[str, object]) -> None:
+    """Check a receipt's shape strictly; raises :class:`ReceiptFormatError`.
+
+    Exactly the signed members plus optional ``proof`` (a string) and ``signature``
+    (exactly ``alg``, ``kid``, ``sig``, all strings); ``spec`` is rs-tool-call/1; ``id``
+    a receipt id; ``server``/``tool`` valid names; ``call_sha256`` 64 lower-case hex;
+    ``issued_at`` the one RFC 3339 spelling; ``ledger`` exactly ``origin``, ``index`` (an
+    integer from 0 to 2^53−1) and ``entry_url``. Signature *validity* is
+    :meth:`Jwks.verify`'s job.
+    """
+    if not isinstance(receipt, Mapping):
+        raise ReceiptFormatError(f"receipt must be an object, not {type(receipt).__name__}")
+    _check_keys(receipt, _SIGNED_KEYS, _OPTIONAL_KEYS, "$")
+    if receipt["spec"] != SPEC:
+        raise ReceiptFormatError(f"$.spec must be {SPEC!r}, got {receipt['spec']!r}")
+    if not is_receipt_id(receipt["id"]):
+        raise ReceiptFormatError(f"$.id {receipt['id']!r} is not a receipt id (tc_ + 22 base64url)")
+    for key in ("server", "tool"):
+        problem = name_problem(receipt[key])
+        if problem is not None:
+            raise ReceiptFormatError(f"$.{key} {problem}")
+    digest = receipt["call_sha256"]
+    if not isinstance(digest, str) or _HEX64_RE.fullmatch(digest) is None:
+        raise ReceiptFormatError("$.call_sha256 must be 64 lower-case hex characters")
+    issued_at = receipt["issued_at"]
+    if not isinstance(issued_at, str):
+        raise ReceiptFormatError("$.issued_at must be a string")
+    try:
+        parse_issued_at(issued_at)
+    except ValueError as exc:
+        raise ReceiptFormatError(f"$.issued_at: {exc}") from None
+    ledger = receipt["ledger"]
+    if not isinstance(ledger, Mapping):
+        raise ReceiptFormatError("$.ledger must be an object")
+    _check_keys(ledger, _LEDGER_KEYS, frozenset(), "$.ledger")
+    _nonempty_str(ledger, "origin", "$.ledger")
+    _nonempty_str(ledger, "entry_url", "$.ledger")
+    index = ledger["index"]
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= _MAX_INDEX:
+        raise ReceiptFormatError("$.ledger.index must be an integer from 0 to 2^53-1")
+    if "proof" in receipt and not isinstance(receipt["proof"], str):
+        raise ReceiptFormatError("$.proof must be a string (tlog-proof text)")
+    if "signature" in receipt:
+        signature = receipt["signature"]
+        if not isinstance(signature, Mapping):
+            raise ReceiptFormatError("$.signature must be an object")
+        _check_keys(signature, _SIGNATURE_KEYS, frozenset(), "$.signature")
+        for key in sorted(_SIGNATURE_KEYS):
+            _nonempty_str(signature, key, "$.signature")
+
+
+def build_receipt(
+    *,
+    id: str,
+    server: str,
+    tool: str,
+    call_sha256_hex: str,
+    issued_at: str,
+    origin: str,
+    index: int,
+    entry_url: str,
+    check: bool = True,
+) -> dict[str, object]:
+    """The unsigned receipt, shape-checked (so the notary never signs a malformed one).
+
+    ``check=False`` is for rebuilding a receipt from values that were checked when it was
+    signed (the notary's stored rows); it skips only the shape check.
+    """
+    receipt: dict[str, object] = {
+        "spec": SPEC,
+        "id": id,
+        "server": server,
+        "tool": tool,
+        "call_sha256": call_sha256_hex,
+        "issued_at": issued_at,
+        "ledger": {"origin": origin, "index": index, "entry_url": entry_url},
+    }
+    if check:
+        validate_receipt_shape(receipt)
+    return receipt
+
+
+class ReceiptKey:
+    """An Ed25519 key that signs receipts.
+
+    The 32-byte seed is the whole secret; ``repr`` shows only the kid so the seed does not
+    end up in logs or tracebacks.
+    """
+
+    __slots__ = ("_kid", "_signing_key")
+
+    def __init__(self, signing_key: nacl.signing.SigningKey) -> None:
+        self._signing_key = signing_key
+        self._kid = jwk_thumbprint(b64url_encode(self.public_key))
+
+    @classmethod
+    def generate(cls) -> ReceiptKey:
+        """A new key from the operating system's CSPRNG."""
+        return cls(nacl.signing.SigningKey.generate())
+
+    @classmethod
+    def from_seed(cls, seed: bytes) -> ReceiptKey:
+        """The key for a stored 32-byte seed (RFC 8032 private key, JWK ``d``)."""
+        if not isinstance(seed, bytes) or len(seed) != 32:
+            raise ValueError("an Ed25519 seed is exactly 32 bytes")
+        return cls(nacl.signing.SigningKey(seed))
+
+    @property
+    def seed(self) -> bytes:
+        """The 32-byte secret seed (store it; never publish it)."""
+        return bytes(self._signing_key)
+
+    @property
+    def public_key(self) -> bytes:
+        """The raw 32-byte Ed25519 public key."""
+        return bytes(self._signing_key.verify_key)
+
+    @property
+    def kid(self) -> str:
+        """RFC 7638 thumbprint of the public JWK (base64url SHA-256)."""
+        return self._kid
+
+    def public_jwk(self) -> dict[str, str]:
+        """The public key as published in the JWKS (RFC 8037 OKP)."""
+        return {
+            "kty": "OKP",
+            "crv": "Ed25519",
+            "x": b64url_encode(self.public_key),
+            "kid": self.kid,
+            "alg": RECEIPT_ALG,
+            "use": "sig",
+        }
+
+    def sign(self, receipt_without_signature: Mapping[str, object]) -> dict[str, object]:
+        """A new receipt dict: a deep copy of the input plus ``signature``.
+
+        The input must already be a well-formed receipt without ``signature`` (a present
+        ``proof`` is kept but not signed). The signature is Ed25519 over
+        :func:`signed_bytes`, encoded base64url without padding.
+        """
+        if "signature" in receipt_without_signature:
+            raise ReceiptFormatError("receipt already has a signature; sign the unsigned form")
+        validate_receipt_shape(receipt_without_signature)
+        signed = copy.deepcopy(dict(receipt_without_signature))
+        sig = self._signing_key.sign(signed_bytes(signed)).signature
+        signed["signature"] = {"alg": RECEIPT_ALG, "kid": self.kid, "sig": b64url_encode(sig)}
+        return signed
+
+    def signature_for(self, receipt: Mapping[str, object]) -> str:
+        """The ``sig`` value alone, for a receipt the caller built and checked already.
+
+        The issuing hot path uses this: :meth:`sign`'s copy and re-validation cost more than
+        the signature itself.
+        """
+        body = {k: v for k, v in receipt.items() if k not in ("signature", "proof")}
+        message = rfc8785.dumps(body)  # type: ignore[arg-type]  # a checked receipt is JSON
+        return b64url_encode(self._signing_key.sign(message).signature)
+
+    def __repr__(self) -> str:
+        return f"ReceiptKey(kid={self.kid!r})"
+
+
+def _parse_ed25519_jwk(jwk: Mapping[str, object], where: str) -> tuple[str, bytes]:
+    """(kid, public key) of an OKP/Ed25519 JWK, refusing anything malformed or private."""
+    if "d" in jwk:
+        raise JwksError(f"{where}: contains a private key ('d'); a JWKS must be public")
+    x = jwk.get("x")
+    if not isinstance(x, str):
+        raise JwksError(f"{where}: 'x' must be a base64url string")
+    try:
+        public = b64url_decode(x)
+    except ValueError as exc:
+        raise JwksError(f"{where}: 'x' {exc}") from None
+    if len(public) != 32:
+        raise JwksError(f"{where}: 'x' must encode 32 bytes, got {len(public)}")
+    thumbprint = jwk_thumbprint(x)
+    kid = jwk.get("kid", thumbprint)
+    if kid != thumbprint:
+        raise JwksError(f"{where}: kid {kid!r} is not the key's RFC 7638 thumbprint {thumbprint!r}")
+    alg = jwk.get("alg", RECEIPT_ALG)
+    if alg not in (RECEIPT_ALG, "Ed25519"):
+        raise JwksError(f"{where}: alg {alg!r} does not fit an Ed25519 key")
+    if jwk.get("use", "sig") != "sig":
+        raise JwksError(f"{where}: use {jwk.get('use')!r} is not 'sig'")
+    key_ops = jwk.get("key_ops")
+    if key_ops is not None and (not isinstance(key_ops, list) or "verify" not in key_ops):
+        raise JwksError(f"{where}: key_ops does not allow 'verify'")
+    return thumbprint, public
+
+
+class Jwks:
+    """The trusted receipt keys, by kid; verifies receipt signatures.
+
+    Built from a JWKS document. Keys that are not OKP/Ed25519 (RSA, EC, X25519, Ed448)
+    are skipped, since receipts are only ever signed with Ed25519; an Ed25519 key that is
+    malformed, carries private material or whose kid is not its thumbprint is refused with
+    :class:`JwksError` rather than skipped, because a broken trust anchor should be loud.
+    """
+
+    __slots__ = ("_keys",)
+
+    def __init__(self, jwks: Mapping[str, object]) -> None:
+        if not isinstance(jwks, Mapping):
+            raise JwksError("a JWKS must be an object")
+        keys = jwks.get("keys")
+        if not isinstance(keys, list):
+            raise JwksError("a JWKS needs a 'keys' array")
+        self._keys: dict[str, bytes] = {}
+        for i, jwk in enumerate(keys):
+            where = f"keys[{i}]"
+            if not isinstance(jwk, Mapping):
+                raise JwksError(f"{where}: must be an object")
+            if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
+                continue
+            kid, public = _parse_ed25519_jwk(jwk, where)
+            self._keys[kid] = public
+
+    @classmethod
+    def from_keys(cls, keys: Iterable[ReceiptKey]) -> Jwks:
+        """The JWKS publishing these keys (current and retired ones alike)."""
+        return cls({"keys": [k.public_jwk() for k in keys]})
+
+    @property
+    def kids(self) -> list[str]:
+        """Kids of the trusted keys, in JWKS order."""
+        return list(self._keys)
+
+    def __contains__(self, kid: object) -> bool:
+        return kid in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def to_json(self) -> dict[str, object]:
+        """The JWKS document for ``/.well-known/jwks.json`` (Ed25519 keys only)."""
+        return {
+            "keys": [
+                {
+                    "kty": "OKP",
+                    "crv": "Ed25519",
+                    "x": b64url_encode(public),
+                    "kid": kid,
+                    "alg": RECEIPT_ALG,
+                    "use": "sig",
+                }
+                for kid, public in self._keys.items()
+            ]
+        }
+
+    def verify(self, receipt: Mapping[str, object]) -> None:
+        """Check the receipt's signature; raises :class:`ReceiptSignatureError`.
+
+        Only the signature is checked here (over the receipt as given, minus
+        ``signature`` and ``proof``); use :func:`validate_receipt_shape` for the shape.
+        """
+        if not isinstance(receipt, Mapping):
+            raise ReceiptSignatureError("malformed", "receipt must be an object")
+        if "signature" not in receipt:
+            raise ReceiptSignatureError("missing", "receipt has no signature")
+        signature = receipt["signature"]
+        if not isinstance(signature, Mapping) or set(signature) != _SIGNATURE_KEYS:
+            raise ReceiptSignatureError(
+                "malformed", "signature must be an object with exactly alg, kid and sig"
+            )
+        alg, kid, sig = signature["alg"], signature["kid"], signature["sig"]
+        if alg != RECEIPT_ALG:
+            raise ReceiptSignatureError("bad_alg", f"alg {alg!r} is not {RECEIPT_ALG!r}")
+        if not isinstance(kid, str) or kid not in self._keys:
+            raise ReceiptSignatureError("unknown_kid", f"no trusted receipt key has kid {kid!r}")
+        if not isinstance(sig, str):
+            raise ReceiptSignatureError("malformed", "sig must be a base64url string")
+        try:
+            raw_sig = b64url_decode(sig)
+        except ValueError as exc:
+            raise ReceiptSignatureError("malformed", f"sig: {exc}") from None
+        if len(raw_sig) != 64:
+            raise ReceiptSignatureError(
+                "malformed", f"sig must encode 64 bytes, got {len(raw_sig)}"
+            )
+        try:
+            message = signed_bytes(receipt)
+        except CanonicalizationError as exc:
+            raise ReceiptSignatureError(
+                "malformed", f"receipt is not canonical JSON: {exc}"
+            ) from exc
+        try:
+            nacl.signing.VerifyKey(self._keys[kid]).verify(message, raw_sig)
+        except nacl.exceptions.CryptoError:
+            raise ReceiptSignatureError(
+                "bad_signature", f"Ed25519 signature does not verify under kid {kid!r}"
+            ) from None

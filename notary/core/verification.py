@@ -1,0 +1,178 @@
+"""Receipt verification, level by level, with no I/O (DESIGN.md "Verification levels").
+
+Each level is reported on its own, because a verifier with partial trust inputs (no record, say,
+or no witness keys) can still learn something, and a failure should say exactly what broke.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ledger.core.checkpoint import Checkpoint, open_checkpoint
+from ledger.core.hashing import leaf_hash
+from ledger.core.note import NoteError, NoteVerifier
+from ledger.core.proofs import ProofError, verify_inclusion
+from ledger.core.tlog_proof import ProofBundle, ProofBundleError, decode_proof_bundle
+from notary.core.canonical import CanonicalizationError
+from notary.core.entry import EntryError, LogEntry
+from notary.core.receipts import (
+    Jwks,
+    ReceiptFormatError,
+    ReceiptSignatureError,
+    validate_receipt_shape,
+)
+from notary.core.records import RecordError, record_from_json
+
+Status = Literal["passed", "failed", "skipped"]
+LEVELS = ("record", "signature", "inclusion", "witnesses", "consistency")
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    status: Status
+    reason: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        out: dict[str, str] = {"status": self.status}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def passed(reason: str = "") -> LevelResult:
+    return LevelResult("passed", reason)
+
+
+def failed(reason: str) -> LevelResult:
+    return LevelResult("failed", reason)
+
+
+def skipped(reason: str) -> LevelResult:
+    return LevelResult("skipped", reason)
+
+
+@dataclass
+class Verdict:
+    """Per-level results; ``valid`` only when every required level passed."""
+
+    levels: dict[str, LevelResult] = field(default_factory=dict)
+    required: tuple[str, ...] = ("record", "signature", "inclusion")
+    checkpoint: Checkpoint | None = None
+
+    @property
+    def valid(self) -> bool:
+        return all(self.levels.get(n, skipped("")).status == "passed" for n in self.required)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "valid": self.valid,
+            "levels": {n: r.to_json() for n, r in self.levels.items()},
+        }
+
+
+def check_record(receipt: Mapping[str, object], record: Mapping[str, object] | None
+                 ) -> LevelResult:
+    """Level 1: the call record rebuilds the receipt's ``call_sha256``."""
+    if record is None:
+        return skipped("no call record given")
+    server = receipt.get("server")
+    try:
+        rec = record_from_json(record, server=server if isinstance(server, str) else None)
+        digest = rec.call_sha256()
+    except (RecordError, CanonicalizationError) as e:
+        return failed(f"the record is not a valid rs-tool-call/1 record: {e}")
+    if rec.server != receipt.get("server") or rec.tool != receipt.get("tool"):
+        return failed("the record's server or tool differs from the receipt's")
+    if digest != receipt.get("call_sha256"):
+        return failed(f"the record hashes to {digest}, the receipt says "
+                      f"{receipt.get('call_sha256')}")
+    return passed()
+
+
+def check_signature(receipt: Mapping[str, object], jwks: Jwks | None) -> LevelResult:
+    """Level 2: the receipt is signed by a trusted receipt key."""
+    if jwks is None:
+        return skipped("no receipt keys (JWKS) given")
+    try:
+        jwks.verify(receipt)
+    except ReceiptSignatureError as e:
+        return failed(str(e))
+    return passed(f"kid {receipt['signature']['kid']}")  # type: ignore[index]
+
+
+def check_inclusion(
+    receipt: Mapping[str, object],
+    proof: str | bytes | None,
+    log_verifier: NoteVerifier | None,
+) -> tuple[LevelResult, ProofBundle | None, Checkpoint | None]:
+    """Level 3: the entry rebuilt from the receipt is in a checkpoint the log key signed."""
+    if proof is None:
+        return skipped("no proof bundle given"), None, None
+    if log_verifier is None:
+        return skipped("no log verifier key given"), None, None
+    try:
+        bundle = decode_proof_bundle(proof.encode() if isinstance(proof, str) else proof)
+    except ProofBundleError as e:
+        return failed(f"malformed proof bundle: {e}"), None, None
+    try:
+        entry = LogEntry.from_receipt(receipt)
+    except EntryError as e:
+        return failed(f"cannot rebuild the log entry from the receipt: {e}"), bundle, None
+    ledger = receipt.get("ledger")
+    if not isinstance(ledger, Mapping) or ledger.get("index") != bundle.index:
+        return failed("the proof is for another index than the receipt's"), bundle, None
+    try:
+        cp, _ = open_checkpoint(bundle.checkpoint, log_verifier)
+    except (NoteError, ValueError) as e:
+        return failed(f"checkpoint: {e}"), bundle, None
+    if ledger.get("origin") != cp.origin:
+        return failed(f"the receipt names log {ledger.get('origin')!r}, the checkpoint "
+                      f"{cp.origin!r}"), bundle, cp
+    try:
+        verify_inclusion(bundle.index, cp.size, leaf_hash(entry.encode()), bundle.proof,
+                         cp.root_hash)
+    except ProofError as e:
+        return failed(f"inclusion proof: {e}"), bundle, cp
+    return passed(f"index {bundle.index} in {cp.origin} at size {cp.size}"), bundle, cp
+
+
+def verify_receipt(
+    receipt: Mapping[str, object],
+    *,
+    record: Mapping[str, object] | None,
+    jwks: Jwks | None,
+    log_verifier: NoteVerifier | None,
+    proof: str | bytes | None = None,
+    witnesses: Sequence[NoteVerifier] = (),
+    quorum: int = 0,
+) -> Verdict:
+    """Check levels 1–4 of one receipt; ``proof`` defaults to the receipt's own ``proof``."""
+    verdict = Verdict()
+    try:
+        validate_receipt_shape(receipt)
+    except ReceiptFormatError as e:
+        for name in LEVELS[:3]:
+            verdict.levels[name] = failed(f"malformed receipt: {e}")
+        return verdict
+    if proof is None:
+        own = receipt.get("proof")
+        proof = own if isinstance(own, str) else None
+    verdict.levels["record"] = check_record(receipt, record)
+    verdict.levels["signature"] = check_signature(receipt, jwks)
+    inclusion, bundle, cp = check_inclusion(receipt, proof, log_verifier)
+    verdict.levels["inclusion"] = inclusion
+    verdict.checkpoint = cp if inclusion.status == "passed" else None
+    if quorum <= 0:
+        verdict.levels["witnesses"] = skipped("no witness quorum required")
+    elif bundle is None or log_verifier is None or inclusion.status != "passed":
+        verdict.levels["witnesses"] = skipped("no verified checkpoint to check cosignatures on")
+    else:
+        try:
+            open_checkpoint(bundle.checkpoint, log_verifier, witnesses, quorum)
+            verdict.levels["witnesses"] = passed(f"{quorum} of {len(witnesses)} witnesses")
+        except (NoteError, ValueError) as e:
+            verdict.levels["witnesses"] = failed(str(e))
+        verdict.required = (*verdict.required, "witnesses")
+    return verdict

@@ -1,0 +1,96 @@
+"""The notary application: small route modules, state in app keys, lifetime in cleanup_ctx."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import structlog
+from aiohttp import web
+
+from ledger.http.errors import error_middleware
+from ledger.http.routes import LOG, add_ledger_routes
+from ledger.log import Log
+from ledger.storage.sqlite import SqliteStore
+from notary.config import ConfigError, Settings
+from notary.http.appkeys import METRICS, NOTARY, SETTINGS
+from notary.http.metrics import Metrics
+from notary.http.routes.meta import add_meta_routes
+from notary.http.routes.tool_calls import add_tool_call_routes
+from notary.http.witnessing import witnessing_context
+from notary.keys import Paths, create_log_key, create_receipt_key, load_log_key
+from notary.service import Notary
+from notary.store.sqlite import NotaryDB, connect_admin, init_schema
+
+_log = structlog.get_logger("notary")
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    vkey: str
+    kid: str
+
+
+def init_data_dir(settings: Settings) -> FirstRun | None:
+    """Create the data directory, keys (0600) and database on first run; None if present."""
+    paths = Paths(settings.data)
+    if paths.log_key.exists():
+        signer = load_log_key(paths)
+        if settings.origin and settings.origin != signer.name:
+            raise ConfigError(
+                f"this data directory's log has origin {signer.name!r}; "
+                f"--origin {settings.origin!r} cannot change it"
+            )
+        return None
+    paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    signer = create_log_key(paths, settings.default_origin)
+    os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
+    init_schema(paths.db)
+    with connect_admin(paths.db) as conn:
+        key = create_receipt_key(paths, conn)
+    return FirstRun(signer.verifier_key_text(), key.kid)
+
+
+def create_app(settings: Settings) -> web.Application:
+    metrics = Metrics()
+    app = web.Application(
+        client_max_size=settings.max_body,
+        middlewares=[metrics.middleware(), error_middleware],
+    )
+    app[SETTINGS] = settings
+    app[METRICS] = metrics
+    app.cleanup_ctx.append(_notary_ctx)
+    app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
+    add_ledger_routes(app)
+    add_tool_call_routes(app)
+    add_meta_routes(app)
+    return app
+
+
+async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    paths = Paths(settings.data)
+    signer = load_log_key(paths)
+    db = await NotaryDB.open(paths.db)
+    notary = Notary(db, paths, settings.base_url)
+    try:
+        await notary.refresh_keys(force=True)
+        store = await SqliteStore.open(paths.db, create=True)
+        log = await Log.open(store, signer=signer, hook=notary.hook,
+                             observer=app[METRICS].observe_batch, max_batch=settings.max_batch)
+    except (sqlite3.DatabaseError, OSError):
+        await db.close()
+        raise
+    notary.log = log
+    app[LOG] = log
+    app[NOTARY] = notary
+    head = await log.head(0)
+    _log.info("notary_started", origin=log.origin, size=head.size if head else 0,
+              url=settings.base_url)
+    yield
+    # Draining: the sequencer commits everything already pending before it stops.
+    await log.close()
+    await db.close()
+    _log.info("notary_stopped")

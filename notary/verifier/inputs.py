@@ -1,0 +1,157 @@
+"""What a verifier holds, turned into a receipt and a call record: a saved tool call, a bare
+tool result, or a receipt and a record (formats in :mod:`notary.verifier`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from notary.core.meta import TOOL_CALL_META_KEY
+
+
+class VerifierInputError(ValueError):
+    """The inputs or trust material are unusable: a usage error (exit 2), not a verdict."""
+
+
+_SAVED_CALL_KEYS = frozenset({"tool", "arguments", "result", "server"})
+
+
+_ENTRIES_PATH = re.compile(r"/v1/ledger/entries/[0-9]+/?$")
+
+
+def log_base_url(receipt: Mapping[str, object]) -> str | None:
+    """The log's base URL, from the receipt's ``ledger.entry_url``.
+
+    The notary writes ``<base>/v1/ledger/entries/<index>``; anything else falls back to the
+    URL's scheme and host. None when there is no http(s) URL to go by.
+    """
+    ledger = receipt.get("ledger")
+    url = ledger.get("entry_url") if isinstance(ledger, Mapping) else None
+    if not isinstance(url, str):
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    path = _ENTRIES_PATH.sub("", parts.path) if _ENTRIES_PATH.search(parts.path) else ""
+    return f"{parts.scheme}://{parts.netloc}{path}".rstrip("/")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What is verified: a receipt (or where to get it) and the call record it should commit to.
+
+    ``record`` is the rs-tool-call/1 record JSON for :func:`notary.core.records.record_from_json`
+    (``server`` may be absent: the receipt's is used). ``meta`` is the result's
+    ``_meta["com.rightshold/tool-call"]`` when the call came from a tool result.
+    """
+
+    receipt: Mapping[str, object] | None
+    record: Mapping[str, object] | None
+    meta: Mapping[str, object] | None = None
+    source: str = ""
+
+    @property
+    def receipt_url(self) -> str | None:
+        url = self.meta.get("receipt_url") if self.meta is not None else None
+        return url if isinstance(url, str) else None
+
+
+def _object(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise VerifierInputError(f"{what} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def call_from_tool_result(
+    result: Mapping[str, object],
+    *,
+    tool: str,
+    arguments: Mapping[str, object] | None = None,
+    server: str | None = None,
+    receipt: Mapping[str, object] | None = None,
+) -> ToolCall:
+    """Format (b): a CallToolResult (wire JSON) plus the tool name and arguments of the call.
+
+    ``receipt`` overrides the one embedded in ``_meta`` (for results that carry none).
+    """
+    result = _object(result, "the tool result")
+    if not isinstance(tool, str) or not tool:
+        raise VerifierInputError("the tool name is required to rebuild the call record")
+    args = _object({} if arguments is None else arguments, "the arguments")
+    meta_all = result.get("_meta")
+    block = meta_all.get(TOOL_CALL_META_KEY) if isinstance(meta_all, Mapping) else None
+    if not isinstance(block, Mapping):
+        raise VerifierInputError(f"the tool result has no _meta[{TOOL_CALL_META_KEY!r}]: it was "
+                                 "not notarized, or its _meta was stripped on the way")
+    meta: Mapping[str, object] = block
+    if meta.get("notarized") is False:
+        raise VerifierInputError(f"the server says this result was not notarized: "
+                                 f"{meta.get('reason', 'no reason given')}")
+    salt = meta.get("salt")
+    if not isinstance(salt, str):
+        raise VerifierInputError(f"_meta[{TOOL_CALL_META_KEY!r}].salt is missing: the record "
+                                 "cannot be rebuilt without it")
+    record: dict[str, object] = {"tool": tool, "arguments": args, "result": result, "salt": salt}
+    if server is not None:
+        record["server"] = server
+    if receipt is None:
+        embedded = meta.get("receipt")
+        if embedded is not None:
+            receipt = _object(embedded, f"_meta[{TOOL_CALL_META_KEY!r}].receipt")
+    return ToolCall(receipt, record, meta, "tool result")
+
+
+def call_from_saved_call(doc: Mapping[str, object],
+                         receipt: Mapping[str, object] | None = None) -> ToolCall:
+    """Format (a): ``{tool, arguments, result, server?}``."""
+    doc = _object(doc, "a saved tool call")
+    unknown = sorted(set(doc) - _SAVED_CALL_KEYS)
+    if unknown:
+        raise VerifierInputError(f"a saved tool call has unknown member(s) {unknown}; "
+                                 f"expected {sorted(_SAVED_CALL_KEYS)}")
+    for key in ("tool", "result"):
+        if key not in doc:
+            raise VerifierInputError(f"a saved tool call needs {key!r}")
+    tool, server = doc["tool"], doc.get("server")
+    if not isinstance(tool, str) or (server is not None and not isinstance(server, str)):
+        raise VerifierInputError("a saved tool call's 'tool' and 'server' must be strings")
+    arguments = doc.get("arguments", {})
+    call = call_from_tool_result(_object(doc["result"], "'result'"), tool=tool,
+                                 arguments=_object(arguments, "'arguments'"), server=server,
+                                 receipt=receipt)
+    return ToolCall(call.receipt, call.record, call.meta, "saved tool call")
+
+
+def call_from_receipt_and_record(receipt: Mapping[str, object],
+                                 record: Mapping[str, object]) -> ToolCall:
+    """Format (c): a receipt (with ``proof``) and an rs-tool-call/1 call record."""
+    return ToolCall(_object(receipt, "the receipt"), _object(record, "the call record"),
+                    None, "receipt and record")
+
+
+def call_from_document(doc: object, *, tool: str | None = None,
+                       arguments: Mapping[str, object] | None = None,
+                       receipt: Mapping[str, object] | None = None) -> ToolCall:
+    """Format (a) or (b), told apart by shape: a result has ``content``, a saved call ``result``.
+
+    A JSON-RPC response (``{"jsonrpc": "2.0", "result": {...}}``) is unwrapped to its result,
+    so a message captured off the wire can be verified as is.
+    """
+    obj = _object(doc, "the tool call document")
+    if "jsonrpc" in obj:
+        obj = _object(obj.get("result"), "the JSON-RPC response's result")
+    if "content" in obj:
+        if tool is None:
+            raise VerifierInputError("a bare tool result needs the tool name (--tool)")
+        return call_from_tool_result(obj, tool=tool, arguments=arguments, receipt=receipt)
+    if "result" in obj:
+        if tool is not None or arguments is not None:
+            raise VerifierInputError("--tool and --arguments are for a bare tool result; a saved "
+                                     "tool call carries its own")
+        return call_from_saved_call(obj, receipt)
+    raise VerifierInputError("not a tool call: expected a saved call {tool, arguments, result} "
+                             "or a CallToolResult {content, _meta, ...}")

@@ -1,0 +1,156 @@
+"""Level 5 online: fetch the newest checkpoint and a consistency proof, and reconcile them with
+what the verifier saw before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.note import Ed25519Verifier, NoteError, strict_b64decode
+from ledger.core.tlog_proof import decode_proof_bundle
+from notary.core.verification import (
+    failed,
+    passed,
+    skipped,
+)
+from notary.verifier.fetch import Fetcher, FetchError, get_json
+from notary.verifier.inputs import log_base_url
+from notary.verifier.report import Report, require_level
+from notary.verifier.state import (
+    ProofResult,
+    Reconciler,
+    Seen,
+    StateFile,
+    describe_pairs,
+)
+from notary.verifier.trust import Trust
+
+
+async def _level5(report: Report, receipt: Mapping[str, object], proof: str | None,
+                  log_key: Ed25519Verifier | None, trust: Trust, fetcher: Fetcher | None,
+                  state: StateFile | None, log_url: str | None) -> None:
+    verdict = report.verdict
+    cp = verdict.checkpoint
+    if cp is None or log_key is None or proof is None:
+        verdict.levels["consistency"] = skipped("no verified checkpoint to compare (level 3)")
+        return
+    if verdict.levels["witnesses"].status == "failed":
+        verdict.levels["consistency"] = skipped(
+            "the receipt's checkpoint does not meet the witness policy; it is neither compared "
+            "nor remembered")
+        return
+    receipt_seen = Seen("receipt", cp, decode_proof_bundle(proof.encode()).checkpoint)
+
+    stored: Seen | None = None
+    if state is not None:
+        entry = state.get(cp.origin)
+        if entry is not None:
+            try:
+                stored_cp, _ = open_checkpoint(entry.checkpoint.encode(), log_key)
+            except (NoteError, ValueError) as e:
+                verdict.levels["consistency"] = failed(
+                    f"the checkpoint stored for {cp.origin!r} in {state.path} does not verify "
+                    f"under the trusted log key ({e}); the file was altered or the log key "
+                    "changed: remove that entry to start over")
+                require_level(verdict, "consistency")
+                return
+            stored = Seen("stored", stored_cp, entry.checkpoint.encode())
+
+    latest: Seen | None = None
+    problems: list[str] = []
+    base = (log_url.rstrip("/") if log_url else None) or log_base_url(receipt)
+    if fetcher is None:
+        problems.append("offline: the log's latest checkpoint and consistency proofs are not "
+                        "fetched")
+    elif base is None:
+        problems.append("no http(s) log URL in the receipt (use --log-url)")
+    else:
+        try:
+            latest = await _latest(fetcher, base, log_key, trust)
+        except FetchError as e:
+            if e.refused:
+                verdict.levels["consistency"] = failed(f"the log's latest checkpoint: {e}")
+                require_level(verdict, "consistency")
+                return
+            problems.append(f"the log's latest checkpoint could not be fetched: {e}")
+        except _LatestUnusable as e:
+            problems.append(str(e))
+        except NoteError as e:
+            verdict.levels["consistency"] = failed(
+                f"the log at {base} serves a checkpoint that does not verify under the trusted "
+                f"log key: {e}")
+            require_level(verdict, "consistency")
+            return
+
+    reconciler = Reconciler(stored, receipt_seen, latest)
+    proofs: dict[tuple[int, int], ProofResult] = {}
+    if fetcher is not None and base is not None:
+        for old, new in reconciler.proofs_needed():
+            proofs[(old, new)] = await _consistency_proof(fetcher, base, old, new)
+    result = reconciler.finish(proofs)
+    report.conflicts = result.conflicts
+
+    if result.conflicts:
+        verdict.levels["consistency"] = failed("; ".join(c.message for c in result.conflicts))
+        require_level(verdict, "consistency")
+        return
+    others = [s for s in (stored, latest) if s is not None]
+    unchecked = describe_pairs(result.unchecked)
+    if others and all(result.connected(receipt_seen, s) for s in others):
+        what = " and ".join(s.describe() for s in others)
+        level = passed(f"consistent with {what}")
+        if stored is not None:
+            require_level(verdict, "consistency")
+    elif stored is None and latest is None:
+        level = skipped("; ".join([*problems, f"no checkpoint of {cp.origin!r} seen before"]))
+    else:
+        level = skipped("; ".join(p for p in [*problems, unchecked] if p))
+    if problems and level.status == "passed":
+        report.notes.extend(problems)
+    verdict.levels["consistency"] = level
+
+    newest = result.newest
+    if state is not None and newest is not None and state.remember(
+            newest.checkpoint, newest.note, log_key.vkey):
+        report.notes.append(f"remembered {newest.describe()} as the newest checkpoint seen for "
+                            f"{cp.origin!r} in {state.path}")
+
+
+class _LatestUnusable(Exception):
+    """The log's latest checkpoint verifies under the log key but misses the witness quorum."""
+
+
+async def _latest(fetcher: Fetcher, base: str, log_key: Ed25519Verifier, trust: Trust) -> Seen:
+    """The log's latest checkpoint, verified under the log key and the witness policy.
+
+    One without the witness quorum is not used (a log may serve a new checkpoint before its
+    witnesses cosign it; that is not evidence of anything) but one the log key did not sign is
+    an error the caller reports as a failure.
+    """
+    note = await fetcher.get_bytes(base + "/checkpoint")
+    latest, _ = open_checkpoint(note, log_key)
+    if trust.quorum:
+        try:
+            open_checkpoint(note, log_key, trust.witnesses, trust.quorum)
+        except (NoteError, ValueError) as e:
+            raise _LatestUnusable(
+                f"the log's latest checkpoint (size {latest.size}) does not meet the witness "
+                f"policy and is not used: {e}") from None
+    return Seen("latest", latest, note)
+
+
+async def _consistency_proof(fetcher: Fetcher, base: str, old: int, new: int) -> ProofResult:
+    url = f"{base}/v1/ledger/proofs/consistency?old={old}&new={new}"
+    try:
+        doc = await get_json(fetcher, url)
+    except FetchError as e:
+        return ProofResult(problem=str(e), refused=e.refused)
+    hashes = doc.get("proof") if isinstance(doc, dict) else None
+    if (not isinstance(doc, dict) or doc.get("old") != old or doc.get("new") != new
+            or not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes)):
+        return ProofResult(problem=f"GET {url}: malformed answer", refused=True)
+    try:
+        return ProofResult(proof=tuple(strict_b64decode(h, "proof hash") for h in hashes))
+    except NoteError as e:
+        return ProofResult(problem=f"GET {url}: {e}", refused=True)

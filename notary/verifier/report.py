@@ -1,0 +1,104 @@
+"""The verification report: one verdict per level, the overall validity, text and JSON forms.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.core.checkpoint import Checkpoint
+from notary.core.verification import (
+    LEVELS,
+    Verdict,
+    skipped,
+)
+from notary.verifier.state import (
+    Conflict,
+)
+
+
+@dataclass
+class Report:
+    """Per-level results plus what a reader needs to act on them.
+
+    ``conflicts`` holds the fork/rollback evidence of level 5 (both signed checkpoints).
+    """
+
+    verdict: Verdict
+    receipt: Mapping[str, object] | None = None
+    checkpoint: Checkpoint | None = None
+    conflicts: list[Conflict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        """Every required level passed and none failed."""
+        return self.verdict.valid and not any(
+            r.status == "failed" for r in self.verdict.levels.values())
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.valid else 1
+
+    def to_json(self) -> dict[str, Any]:
+        levels: dict[str, dict[str, object]] = {}
+        for name in LEVELS:
+            result = self.verdict.levels.get(name, skipped("not checked"))
+            entry: dict[str, object] = {**result.to_json(),
+                                        "required": name in self.verdict.required}
+            if name == "consistency" and self.conflicts:
+                entry["evidence"] = [c.to_json() for c in self.conflicts]
+            levels[name] = entry
+        out: dict[str, Any] = {"valid": self.valid, "levels": levels,
+                               "required": list(self.verdict.required)}
+        out["receipt"] = _receipt_summary(self.receipt)
+        cp = self.checkpoint
+        out["checkpoint"] = None if cp is None else {
+            "origin": cp.origin, "size": cp.size,
+            "root": base64.b64encode(cp.root_hash).decode()}
+        out["notes"] = list(self.notes)
+        return out
+
+    def render(self) -> str:
+        """The human-readable report."""
+        lines = []
+        summary = _receipt_summary(self.receipt)
+        if summary:
+            lines.append(f"Receipt {summary.get('id')}: server {summary.get('server')!r}, "
+                         f"tool {summary.get('tool')!r}, issued {summary.get('issued_at')}")
+            lines.append(f"  log {summary.get('origin')!r}, entry {summary.get('index')}")
+        for i, name in enumerate(LEVELS, 1):
+            result = self.verdict.levels.get(name, skipped("not checked"))
+            tag = "required" if name in self.verdict.required else "optional"
+            reason = f": {result.reason}" if result.reason else ""
+            lines.append(f"  {i}. {name:<12} {result.status.upper():<8} ({tag}){reason}")
+        for c in self.conflicts:
+            lines.append(f"  EVIDENCE of a {c.kind.upper()}: {c.message}")
+            for s in (c.first, c.second):
+                lines.append(f"    {s.describe()}:")
+                lines.extend("      " + ln for ln in s.note.decode("utf-8", "replace")
+                             .rstrip("\n").split("\n"))
+        lines.extend(f"  note: {n}" for n in self.notes)
+        lines.append("VALID: every required level passed." if self.valid
+                     else "NOT VALID: " + ", ".join(
+                         n for n in LEVELS if n in self.verdict.required
+                         and self.verdict.levels.get(n, skipped("")).status != "passed"
+                     ) + " did not pass.")
+        return "\n".join(lines)
+
+
+def _receipt_summary(receipt: Mapping[str, object] | None) -> dict[str, object] | None:
+    if receipt is None:
+        return None
+    ledger = receipt.get("ledger")
+    ledger = ledger if isinstance(ledger, Mapping) else {}
+    return {k: receipt.get(k) for k in ("id", "server", "tool", "call_sha256", "issued_at")} | {
+        "origin": ledger.get("origin"), "index": ledger.get("index")}
+
+
+def require_level(verdict: Verdict, level: str) -> None:
+    """require_level makes ``level`` one the overall verdict needs passed."""
+    if level not in verdict.required:
+        verdict.required = (*verdict.required, level)

@@ -1,0 +1,164 @@
+"""verify_tool_call: all five levels for one tool call, offline or online.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ledger.core.note import Ed25519Verifier, NoteError, parse_note
+from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
+from notary.core.verification import (
+    LevelResult,
+    Verdict,
+    failed,
+    passed,
+    skipped,
+    verify_receipt,
+)
+from notary.verifier.fetch import Fetcher, FetchError, get_json
+from notary.verifier.inputs import ToolCall, VerifierInputError, _object, log_base_url
+from notary.verifier.online import _level5
+from notary.verifier.report import Report, require_level
+from notary.verifier.state import (
+    StateFile,
+)
+from notary.verifier.trust import Trust
+
+
+def _select_log_key(receipt: Mapping[str, object], proof: str | None,
+                    keys: Sequence[Ed25519Verifier]) -> Ed25519Verifier | LevelResult | None:
+    """The trusted log key for the receipt's origin; a failed result when there is none.
+
+    Several keys may share an origin (a rotated log key); the one that signed the proof's
+    checkpoint is preferred.
+    """
+    if not keys:
+        return None
+    ledger = receipt.get("ledger")
+    origin = ledger.get("origin") if isinstance(ledger, Mapping) else None
+    candidates = [k for k in keys if k.name == origin]
+    if not candidates:
+        return failed(f"no trusted log key for origin {origin!r} (trusted: "
+                      f"{', '.join(sorted({k.name for k in keys}))})")
+    if len(candidates) > 1 and proof is not None:
+        try:
+            note = parse_note(decode_proof_bundle(proof.encode()).checkpoint)
+            signers = {(s.name, s.key_id) for s in note.signatures}
+            candidates.sort(key=lambda k: (k.name, k.key_id) not in signers)
+        except (NoteError, ProofBundleError):
+            pass
+    return candidates[0]
+
+
+async def _fetch_receipt(call: ToolCall, fetcher: Fetcher | None) -> tuple[dict[str, Any], str]:
+    url = call.receipt_url
+    if url is None:
+        raise VerifierInputError("the tool result carries no receipt and no receipt_url; "
+                                 "pass the receipt (--receipt)")
+    if fetcher is None:
+        raise VerifierInputError(f"the tool result carries no receipt, and offline it cannot be "
+                                 f"fetched from {url}; pass it with --receipt")
+    try:
+        receipt = _object(await get_json(fetcher, url), f"the receipt from {url}")
+    except FetchError as e:
+        raise VerifierInputError(f"cannot fetch the receipt: {e}") from e
+    return receipt, f"receipt fetched from {url}"
+
+
+async def _fetch_proof(receipt: Mapping[str, object], receipt_url: str | None,
+                       fetcher: Fetcher | None) -> tuple[str | None, str]:
+    """The notary's current proof for a receipt (served with the receipt at its URL)."""
+    base = log_base_url(receipt)
+    url = receipt_url or (f"{base}/v1/tool-calls/{receipt.get('id')}" if base else None)
+    if fetcher is None or url is None:
+        return None, "the receipt has no proof and offline none can be fetched"
+    try:
+        fetched = await get_json(fetcher, url)
+    except FetchError as e:
+        return None, f"the receipt has no proof and none could be fetched: {e}"
+    proof = fetched.get("proof") if isinstance(fetched, dict) else None
+    if not isinstance(proof, str):
+        return None, f"the receipt has no proof and {url} gave none"
+    return proof, f"inclusion proof fetched from {url}"
+
+
+def _check_meta(call: ToolCall, receipt: Mapping[str, object], verdict: Verdict) -> None:
+    """Level 1 also covers the binding of the result's ``_meta`` to its receipt.
+
+    ``_meta`` repeats ``id`` and ``call_sha256`` outside the signature; if they disagree with
+    the receipt, the result was paired with someone else's receipt.
+    """
+    if verdict.levels.get("record", skipped("")).status != "passed":
+        return
+    if call.meta is None:
+        verdict.levels["record"] = passed(f"the call record hashes to call_sha256 "
+                                          f"{receipt.get('call_sha256')}")
+        return
+    for key in ("id", "call_sha256"):
+        if key in call.meta and call.meta[key] != receipt.get(key):
+            verdict.levels["record"] = failed(
+                f"the result's _meta {key} {call.meta[key]!r} differs from its receipt's "
+                f"{receipt.get(key)!r}")
+            return
+    verdict.levels["record"] = passed(f"the call record hashes to call_sha256 "
+                                      f"{receipt.get('call_sha256')}")
+
+
+async def verify_tool_call(
+    call: ToolCall,
+    trust: Trust,
+    *,
+    fetcher: Fetcher | None = None,
+    state: StateFile | None = None,
+    log_url: str | None = None,
+) -> Report:
+    """Check all five levels of one tool call.
+
+    ``fetcher`` None means offline: nothing is fetched and level 5 decides only what needs no
+    proof. ``state`` None means no memory (level 5 then compares with the log's latest only).
+    ``log_url`` overrides the log's base URL taken from the receipt's ``ledger.entry_url``.
+    Raises :class:`VerifierInputError` for unusable inputs and :class:`StateError` for a state
+    file that cannot be read or written.
+    """
+    notes: list[str] = []
+    receipt = call.receipt
+    if receipt is None:
+        receipt, note = await _fetch_receipt(call, fetcher)
+        notes.append(note)
+    proof = receipt.get("proof")
+    proof_text = proof if isinstance(proof, str) else None
+    if proof is None:
+        proof_text, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
+        notes.append(note)
+
+    selected = _select_log_key(receipt, proof_text, trust.log_keys)
+    log_key = selected if isinstance(selected, Ed25519Verifier) else None
+    verdict = verify_receipt(receipt, record=call.record, jwks=trust.jwks, log_verifier=log_key,
+                             proof=proof_text, witnesses=trust.witnesses, quorum=trust.quorum)
+    if isinstance(selected, LevelResult) and "inclusion" in verdict.levels:
+        verdict.levels["inclusion"] = selected
+    witnesses = verdict.levels.get("witnesses")
+    if witnesses is not None and witnesses.status == "failed" and fetcher is not None:
+        # A proof issued with the receipt ends in the log's newest checkpoint, which witnesses
+        # cosign a little later; the notary upgrades a receipt's proof to its witnessed
+        # checkpoint once that covers the entry. Any such proof is verified in full.
+        fresh, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
+        if fresh is not None and fresh != proof_text:
+            retry = verify_receipt(receipt, record=call.record, jwks=trust.jwks,
+                                   log_verifier=log_key, proof=fresh,
+                                   witnesses=trust.witnesses, quorum=trust.quorum)
+            if retry.levels.get("witnesses", witnesses).status == "passed":
+                verdict, proof_text = retry, fresh
+                notes.append(f"the receipt's own proof lacked the witness quorum: {note}")
+    _check_meta(call, receipt, verdict)
+    report = Report(verdict, receipt, verdict.checkpoint, notes=notes)
+    if "witnesses" not in verdict.levels:  # a malformed receipt stops after level 3
+        verdict.levels["witnesses"] = skipped("the receipt is malformed")
+        verdict.levels["consistency"] = skipped("the receipt is malformed")
+        return report
+    if trust.quorum:
+        require_level(verdict, "witnesses")
+
+    await _level5(report, receipt, proof_text, log_key, trust, fetcher, state, log_url)
+    return report
