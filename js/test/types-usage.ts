@@ -3,6 +3,7 @@ import { verifyToolCall, verifyReceipt, makeTrust, MemoryStore, callSha256, pars
   decodeProofBundle, verifyInclusion, verifyConsistency, Ed25519Verifier, parsePolicy, type Report, type LevelName } from "mcp-notary";
 import { verifyToolCall as verifyOnly } from "mcp-notary/verify";
 import { StateFileStore, main } from "mcp-notary/node";
+import { NotaryClient, Notarizer, notarizeServer, recordFor } from "mcp-notary";
 
 async function usage(): Promise<number> {
   const trust = makeTrust({ jwks: { keys: [] }, logKeys: ["log+00000000+AQ=="], witnesses: [], quorum: 0 });
@@ -19,7 +20,12 @@ async function usage(): Promise<number> {
   verifyInclusion(bundle.index, checkpoint.size, new Uint8Array(32), bundle.proof, checkpoint.rootHash);
   verifyConsistency(1n, 2n, new Uint8Array(32), new Uint8Array(32), []);
   parsePolicy("quorum none\n").quorum satisfies string;
-  void [status, r2.valid, r3.exitCode, digest, index, 0];
+  const client = new NotaryClient("http://127.0.0.1:1", "key", { timeoutMs: 1000, retries: 2 });
+  const notarizer = new Notarizer(client, "srv", { onUnreachable: "mark", embedReceipt: false });
+  const server = notarizeServer({ server: {} }, notarizer);
+  const notarized = await notarizer.notarizeResult("t", { a: 1 }, { content: [] });
+  const rec = recordFor("t", { a: 1 }, notarized);
+  void [status, r2.valid, r3.exitCode, digest, index, server, rec.salt];
   return main(["verify", "--help"]);
 }
 void usage;
