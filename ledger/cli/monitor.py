@@ -17,15 +17,21 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
+import aiohttp
+from aiohttp import web
+from prometheus_client import generate_latest
+
+from ledger.client.tiles import FetchError, LogSource
 from ledger.core.cosignature import parse_verifier_key
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.core.tlog_policy import PolicyError, parse_policy
 from ledger.exitcodes import ExitCode, UsageError
+from ledger.logs import configure
+from ledger.monitor.core import Alarm, EntryFilter, Monitor, MonitorConfig, MonitorMetrics
+from ledger.monitor.state import StateError
 from ledger.netaddr import parse_host_port
-
-if TYPE_CHECKING:
-    from ledger.monitor.core import EntryFilter
 
 __all__ = ["register", "run"]
 
@@ -69,14 +75,6 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     Importable so that tests and other programs can run it inside their own event loop;
     ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
     """
-    import aiohttp
-    from aiohttp import web
-    from prometheus_client import generate_latest
-
-    from ledger.client.tiles import FetchError, LogSource
-    from ledger.monitor.core import Alarm, Monitor, MonitorConfig, MonitorMetrics
-    from ledger.monitor.state import StateError
-
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     verifier, vkey = _log_verifier(args.vkey)
@@ -84,8 +82,6 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     quorum = len(witnesses) if args.quorum is None else args.quorum
     policy = None
     if args.policy:
-        from ledger.core.tlog_policy import PolicyError, parse_policy
-
         if witnesses or args.quorum is not None:
             raise UsageError("--policy replaces --witness and --quorum; give one or the "
                                   "other")
@@ -172,8 +168,6 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
-    from ledger.logs import configure
-
     configure("auto", "info")
 
     async def main() -> int:

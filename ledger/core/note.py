@@ -18,8 +18,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
 import re
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, Self
@@ -482,7 +482,7 @@ class _Ed25519PrivateKey(_Ed25519Key):
     @classmethod
     def generate(cls, name: str) -> Self:
         """A fresh key from the operating system's CSPRNG."""
-        return cls(name, os.urandom(_SEED_SIZE))
+        return cls(name, secrets.token_bytes(_SEED_SIZE))
 
     @classmethod
     def from_private_key(cls, text: str) -> Self:

@@ -32,6 +32,7 @@ from typing import IO, Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from tqdm import tqdm
 
 from ledger.atomic import write_atomic
 from ledger.client.tiles import FetchError, LogSource
@@ -351,8 +352,6 @@ def _progress_bar(total: int) -> tuple[Any, Any]:
     """(update, close) for a tqdm bar on stderr, or no-ops for short audits."""
     if total < PROGRESS_MIN_ENTRIES:
         return None, lambda: None
-    from tqdm import tqdm
-
     bar = tqdm(total=total, unit="entry", unit_scale=True, file=sys.stderr, disable=None,
                leave=False, desc="audit")
 

@@ -26,14 +26,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import uvicorn
+
 from ledger.exitcodes import UsageError
+from ledger.logs import configure
+from ledger.netaddr import parse_host_port
+from notary.gateway.audit import audit_decision, check_policy, parse_jsonl
+from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
+from notary.gateway.salt import SaltError, default_salt_path, ensure_salt, read_salt
+from notary.gateway.store import read_decisions, read_policy_receipts
+from notary.verifier.fetch import HttpFetcher
+from notary.verifier.inputs import VerifierInputError
+from notary.verifier.trust import load_jwks, parse_log_keys, trust_from_notary
 
 if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
     from mcp.client.stdio import StdioServerParameters
-
-from ledger.netaddr import parse_host_port
-from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
-from notary.gateway.salt import SaltError, default_salt_path, ensure_salt, read_salt
 
 __all__ = ["parse_upstream", "register"]
 
@@ -65,7 +73,7 @@ def parse_upstream(text: str, env: Sequence[str] = (), cwd: str | None = None
         if not sep or not key:
             raise _error(f"--upstream-env {item!r} is not KEY=VALUE")
         extra[key] = value
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters  # deferred: the mcp SDK is heavy
 
     return StdioServerParameters(command=argv[0], args=argv[1:], env=extra or None, cwd=cwd)
 
@@ -96,8 +104,7 @@ def _api_key(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ledger.logs import configure
-    from notary.gateway.server import GatewayConfig, build_gateway
+    from notary.gateway.server import GatewayConfig, build_gateway  # deferred: imports mcp
 
     if not args.upstream or not args.policy:
         raise _error("usage: notary gateway --upstream CMD|URL --policy FILE --notary URL "
@@ -123,8 +130,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         upstream_timeout=args.upstream_timeout)
     server = build_gateway(config)
     if args.http:
-        import uvicorn
-
         try:
             host, port = parse_host_port(args.http)
         except ValueError:
@@ -134,13 +139,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         uvicorn.run(app, host=host, port=int(port), log_level="warning")
         return 0
 
-    from mcp.server.stdio import stdio_server
+    from mcp.server.stdio import stdio_server  # deferred: the mcp SDK is heavy
 
     async def serve() -> None:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    import anyio
 
     anyio.run(serve)
     return 0
@@ -152,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 async def _input_schemas(upstream: str | StdioServerParameters, mode: str
                          ) -> dict[str, dict[str, Any] | None]:
     out: dict[str, dict[str, Any] | None] = {}
-    from mcp import Client
+    from mcp import Client  # deferred: the mcp SDK is heavy
 
     async with Client(upstream, mode=mode) as client:
         cursor: str | None = None
@@ -208,9 +211,6 @@ def _is_sqlite(path: Path) -> bool:
 
 
 async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
-    from notary.gateway.audit import parse_jsonl
-    from notary.gateway.store import read_decisions, read_policy_receipts
-
     if _is_sqlite(path):
         decisions = [e async for e in read_decisions(path)]
         return decisions, await read_policy_receipts(path)
@@ -221,11 +221,6 @@ async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
 
 
 async def _audit(args: argparse.Namespace) -> dict[str, Any]:
-    from notary.gateway.audit import audit_decision, check_policy
-    from notary.verifier.fetch import HttpFetcher
-    from notary.verifier.inputs import VerifierInputError
-    from notary.verifier.trust import load_jwks, parse_log_keys, trust_from_notary
-
     try:
         salt = read_salt(args.salt_file)
     except SaltError as e:
@@ -298,8 +293,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
-    from notary.gateway.store import read_decisions
-
     if not _is_sqlite(args.state):
         raise _error(f"{args.state} is not a gateway state file")
 

@@ -7,25 +7,21 @@ when this command runs, so every other ``notary`` command starts fast.
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import TYPE_CHECKING
+
+import uvicorn
 
 from ledger.exitcodes import UsageError
 from ledger.netaddr import parse_host_port
 from notary.cli.trust_args import add_trust_arguments, check_network_args, state_from_args
 from notary.core.receipts import Jwks
-from notary.verifier.inputs import (
-    VerifierInputError,
-)
+from notary.verifier.inputs import VerifierInputError
 from notary.verifier.state import StateError
+from notary.verifier.trust import Trust, load_jwks, parse_log_keys, parse_witness_keys
 
 if TYPE_CHECKING:
     from notary.mcp_server import ServerConfig
-from notary.verifier.trust import (
-    Trust,
-    load_jwks,
-    parse_log_keys,
-    parse_witness_keys,
-)
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -44,8 +40,6 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if args.jwks and args.jwks.startswith(("http://", "https://")):
         jwks = args.jwks
     elif args.jwks:
-        import asyncio
-
         jwks = asyncio.run(load_jwks(args.jwks, None))
     witnesses = parse_witness_keys(args.witness)
     if args.quorum and not witnesses:
@@ -69,8 +63,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if address is None:
         server.run("stdio")
         return 0
-    import uvicorn
-
     host, port = address
     app = server.streamable_http_app(host=host)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -34,6 +34,7 @@ import base64
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +42,9 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.atomic import write_atomic
+
+if sys.platform != "win32":  # advisory locking is POSIX; elsewhere the atomic rename still holds
+    import fcntl
 from ledger.core.checkpoint import Checkpoint
 from ledger.core.proofs import ProofError, verify_consistency
 
@@ -147,9 +151,7 @@ class StateFile:
     def _locked(self) -> Iterator[None]:
         """An advisory lock on a sidecar file, where the platform has ``fcntl``."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: atomic rename still holds
+        if sys.platform == "win32":  # pragma: no cover - no fcntl
             yield
             return
         lock_path = self.path.with_name(self.path.name + ".lock")
