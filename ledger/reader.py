@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ledger.core.compact import decode_bundle
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE, fold_right
 from ledger.core.proofs import (
     Coord,
@@ -30,7 +31,7 @@ from ledger.storage.base import LogStore, TileKey
 _TILE_MASK = TILE_WIDTH - 1
 
 
-class MissingTileError(RuntimeError):
+class MissingTileError(LedgerError, RuntimeError):
     """The store lacks a tile that a committed checkpoint needs: the store is damaged."""
 
 

@@ -234,3 +234,5 @@ async def test_cli_flag_errors(tmp_path: Path) -> None:
                  ["mcp", "--jwks", str(tmp_path / "missing.json")]):
         code, _, err = await run_cli(*argv)
         assert code == 2, (argv, err)
+        if argv[1] == "--http":
+            assert "--http must be HOST:PORT, got 'nope'" in err

@@ -45,7 +45,7 @@ from notary.verifier.inputs import (
     log_base_url,
 )
 from notary.verifier.report import Report
-from notary.verifier.state import ProofResult, Reconciler, Seen, StateError, StateFile
+from notary.verifier.state import ProofResult, Reconciler, Seen, StateFile, VerifierStateError
 from notary.verifier.trust import Trust, parse_log_keys, parse_witness_keys
 from notary.verifier.verify import verify_tool_call
 from tests.notary_server import app_notary, free_port
@@ -706,7 +706,7 @@ async def test_state_file_tampered_or_corrupt(notary: Notary, tmp_path: Path) ->
     assert "does not verify under the trusted log key" in \
         report.verdict.levels["consistency"].reason
     state.path.write_text("{not json")
-    with pytest.raises(StateError):
+    with pytest.raises(VerifierStateError):
         await verify(saved(c0), notary.trust(), state)
     code, _, err = await run_cli("verify", *notary.trust_args(), "--state", str(state.path),
                                  "--offline", str(_write(tmp_path / "c.json", c0.saved)))

@@ -367,7 +367,7 @@ def _policy_keys() -> tuple[Ed25519Signer, list[CosignatureSigner]]:
 
 
 def test_policy_groups_and_quorum() -> None:
-    from ledger.core.tlog_policy import PolicyNotMet, parse_policy
+    from ledger.core.tlog_policy import TlogPolicyNotMet, parse_tlog_policy
 
     log, ws = _policy_keys()
     text = (f"# two operators\nlog {log.verifier_key_text()} https://log.test\n\n"
@@ -375,7 +375,7 @@ def test_policy_groups_and_quorum() -> None:
             + "group X 2 X0 X1 X2\n"
             + "".join(f"  witness\tY{i} {ws[3 + i].verifier_key_text()}\n" for i in range(3))
             + "group Y any Y0 Y1 Y2\ngroup XY all X Y\nquorum XY\n")
-    policy = parse_policy(text)
+    policy = parse_tlog_policy(text)
     assert policy.satisfied({"X0", "X2", "Y1"})
     assert not policy.satisfied({"X0", "Y1"}) and not policy.satisfied({"X0", "X1", "X2"})
     cp_note = sign_checkpoint(Checkpoint(ORIGIN, 3, b"\x02" * 32), log)
@@ -385,12 +385,12 @@ def test_policy_groups_and_quorum() -> None:
     sigs = [ws[i].cosign(cptext, 1_700_000_000) for i in (0, 1, 4)]
     cp, cosigned = policy.verify(merge_signatures(cp_note, sigs))
     assert cp.size == 3 and cosigned == {"X0", "X1", "Y1"}
-    with pytest.raises(PolicyNotMet):
+    with pytest.raises(TlogPolicyNotMet):
         policy.verify(merge_signatures(cp_note, sigs[:2]))
-    with pytest.raises(PolicyNotMet):  # signed by a key the policy does not list
+    with pytest.raises(TlogPolicyNotMet):  # signed by a key the policy does not list
         policy.verify(sign_checkpoint(Checkpoint(ORIGIN, 3, b"\x02" * 32),
                                       Ed25519Signer.generate(ORIGIN)) + b"")
-    assert parse_policy("quorum none\n").satisfied(set())
+    assert parse_tlog_policy("quorum none\n").satisfied(set())
 
 
 @pytest.mark.parametrize("body", [
@@ -410,10 +410,10 @@ def test_policy_groups_and_quorum() -> None:
     "quorum none\x0b\n",
 ])
 def test_policy_rejects(body: str) -> None:
-    from ledger.core.tlog_policy import PolicyError, parse_policy
+    from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
 
     log, ws = _policy_keys()
     text = body.format(w0=ws[0].verifier_key_text(), w1=ws[1].verifier_key_text(),
                        log=log.verifier_key_text())
-    with pytest.raises(PolicyError):
-        parse_policy(text)
+    with pytest.raises(TlogPolicyError):
+        parse_tlog_policy(text)

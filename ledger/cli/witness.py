@@ -59,13 +59,6 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
         raise UsageError(f"--log {text!r}: bad log verifier key: {e}") from None
 
 
-def _listen(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError:
-        raise UsageError(f"--listen must be HOST:PORT, got {text!r}") from None
-
-
 def cmd_keygen(args: argparse.Namespace) -> int:
     try:
         signer = CosignatureSigner.generate(args.name)
@@ -105,7 +98,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for spec in args.log:
         origin, verifier = parse_log_spec(spec)
         logs.setdefault(origin, []).append(verifier)
-    host, port = _listen(args.listen)
+    host, port = parse_host_port(args.listen, what="--listen")
     asyncio.run(_serve(signer, logs, Path(args.data), host, port))
     return 0
 

@@ -27,6 +27,8 @@ from typing import ClassVar, Protocol, Self
 import nacl.exceptions
 import nacl.signing
 
+from ledger.core.errors import LedgerError
+
 __all__ = [
     "KEY_TYPE_COSIGNATURE_V1",
     "KEY_TYPE_ED25519",
@@ -79,7 +81,7 @@ _WHITE_SPACE = frozenset(
 )
 
 
-class NoteError(ValueError):
+class NoteError(LedgerError, ValueError):
     """A note, key or signature is malformed or does not verify.
 
     A ValueError so that callers treating any bad input uniformly (HTTP 4xx) can catch one type.

@@ -24,7 +24,7 @@ from notary.core.aer1 import (
 from notary.core.verification import failed, skipped
 from notary.verifier.fetch import HttpFetcher
 from notary.verifier.inputs import ToolCall, VerifierInputError
-from notary.verifier.state import StateError
+from notary.verifier.state import VerifierStateError
 from notary.verifier.verify import verify_tool_call
 
 
@@ -107,7 +107,7 @@ def verify_command(args: argparse.Namespace) -> int | None:
 
     try:
         verdict, report = asyncio.run(run())
-    except (VerifierInputError, StateError) as e:
+    except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
     if args.json:
         out = verdict.to_json()

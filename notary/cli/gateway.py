@@ -38,7 +38,7 @@ from notary.gateway.salt import SaltError, default_salt_path, ensure_salt, read_
 from notary.gateway.store import read_decisions, read_policy_receipts
 from notary.verifier.fetch import HttpFetcher
 from notary.verifier.inputs import VerifierInputError
-from notary.verifier.trust import load_jwks, parse_log_keys, trust_from_notary
+from notary.verifier.trust import complete_from_notary, load_jwks, parse_log_keys
 
 if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
     from mcp.client.stdio import StdioServerParameters
@@ -128,12 +128,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         notary_url=notary_url, api_key=_api_key(args), name=args.name, agent=args.agent,
         upstream_mode=args.upstream_mode, notary_public_url=args.notary_public_url,
         upstream_timeout=args.upstream_timeout)
+    address = parse_host_port(args.http, what="--http") if args.http else None
     server = build_gateway(config)
-    if args.http:
-        try:
-            host, port = parse_host_port(args.http)
-        except ValueError:
-            raise _error("--http takes HOST:PORT") from None
+    if address is not None:
+        host, port = address
         app = server.streamable_http_app(host=host)
         print(f"notary gateway: serving MCP at http://{args.http}/mcp", file=sys.stderr)
         uvicorn.run(app, host=host, port=int(port), log_level="warning")
@@ -231,20 +229,17 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
         revealed[policy.commitment(salt)] = (str(path), policy)
     decisions, policy_receipts = await _read_evidence(args.decisions)
     try:
-        log_keys = list(parse_log_keys(args.log_key))
-        jwks = None
+        pinned = parse_log_keys(args.log_key)
         needs_net = (args.jwks or "").startswith(("http://", "https://")) or (
-            args.notary and (not args.jwks or not log_keys))
+            args.notary and (not args.jwks or not pinned))
         if needs_net:
             async with HttpFetcher(args.timeout) as fetcher:
-                if args.jwks:
-                    jwks = await load_jwks(args.jwks, fetcher)
-                if args.notary and (jwks is None or not log_keys):
-                    notary_jwks, notary_key = await trust_from_notary(args.notary, fetcher)
-                    jwks = jwks or notary_jwks
-                    log_keys = log_keys or [notary_key]
-        elif args.jwks:
-            jwks = await load_jwks(args.jwks, None)
+                jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
+                jwks, keys, _ = await complete_from_notary(jwks, pinned, args.notary, fetcher)
+        else:
+            jwks = await load_jwks(args.jwks, None) if args.jwks else None
+            keys = pinned
+        log_keys = list(keys)
     except VerifierInputError as e:
         raise _error(str(e)) from e
     policies = {c: p for c, (_, p) in revealed.items()}
