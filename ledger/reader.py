@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ledger.core.compact import decode_bundle
 from ledger.core.errors import LedgerError
@@ -35,6 +36,17 @@ class MissingTileError(LedgerError, RuntimeError):
     """The store lacks a tile that a committed checkpoint needs: the store is damaged."""
 
 
+@dataclass(frozen=True)
+class CacheInfo:
+    """How full the reader's two caches are: for operators sizing ``cache_tiles``, benchmarks
+    and tests, which must not reach into the reader to find out."""
+
+    tiles: int  # full tiles held (raw or expanded)
+    tiles_max: int
+    tops: int  # tile tops held
+    tops_max: int
+
+
 class LogReader:
     """Read side of one log store; safe to share between many concurrent requests."""
 
@@ -51,6 +63,9 @@ class LogReader:
         self._cache: OrderedDict[TileKey, ExpandedTile | bytes] = OrderedDict()
         self._cache_max = cache_tiles
         self._edge: dict[TileKey, ExpandedTile | bytes] = {}
+
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(len(self._cache), self._cache_max, len(self._tops), self._tops_max)
 
     def offer(self, tiles: Mapping[TileKey, bytes]) -> None:
         """Accept tiles just committed by an in-process writer so proofs need no store read."""
