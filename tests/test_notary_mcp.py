@@ -198,7 +198,7 @@ async def test_streamable_http(notary: Notary, tmp_path: Path) -> None:
 async def test_results_of_the_sdk_verify(notary: Notary, tmp_path: Path, mode: str) -> None:
     """End to end: a tool notarized by notary.sdk, called through mcp.Client, then verified
     from what the client received, by the CLI and by the verifier MCP server."""
-    sdk = pytest.importorskip("notary.sdk.mcp")
+    from notary.sdk import mcp as sdk
     from notary.sdk.client import NotaryClient
 
     app: MCPServer = MCPServer("calc")

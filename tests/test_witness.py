@@ -16,7 +16,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from ledger.cli.main import main as ledger_main
 from ledger.cli.witness import parse_log_spec
@@ -36,6 +35,7 @@ from ledger.log import Log
 from ledger.storage.memory import MemoryStore
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore
+from tests.servers import serving
 
 ORIGIN = "example.test/log"
 REPO = Path(__file__).resolve().parents[1]
@@ -79,14 +79,8 @@ async def running(tmp_path: Path, log_signer: Ed25519Signer) -> AsyncIterator[Ru
     signer = CosignatureSigner.generate("witness.test/w1")
     store = await WitnessStore.open(tmp_path / "witness.db", signer.verifier_key_text())
     witness = Witness(signer, {ORIGIN: [log_signer.verifier()]}, store)
-    runner = web.AppRunner(create_witness_app(witness))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    async with aiohttp.ClientSession() as http:
-        yield Running(f"http://127.0.0.1:{port}", witness, http, signer)
-    await runner.cleanup()
+    async with serving(create_witness_app(witness)) as server, aiohttp.ClientSession() as http:
+        yield Running(server.url, witness, http, signer)
     await store.close()
 
 
