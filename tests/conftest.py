@@ -21,6 +21,8 @@ from aiohttp import web
 from tests.notary_server import NotaryProcess
 from tests.servers import Serve, Served, start_server
 
+pytest_plugins = ["tests.seeding"]  # seeded_rng, and the seed of a failed test in its report
+
 NotaryFactory = Callable[..., NotaryProcess]
 
 

@@ -289,7 +289,8 @@ def _start_witness(key: Path, data: Path, vkey: str) -> tuple[subprocess.Popen[b
     return proc, url
 
 
-async def test_sigkill_never_rolls_back(tmp_path: Path, log_signer: Ed25519Signer) -> None:
+async def test_sigkill_never_rolls_back(tmp_path: Path, log_signer: Ed25519Signer,
+                                        seeded_rng: random.Random) -> None:
     """Kill -9 the witness at random moments while it cosigns a growing log, restart it: its
     size is never below the largest it cosigned, and older checkpoints are refused."""
     key = tmp_path / "w.key"
@@ -298,7 +299,7 @@ async def test_sigkill_never_rolls_back(tmp_path: Path, log_signer: Ed25519Signe
     key.chmod(0o600)
     vkey = log_signer.verifier_key_text()
     log = await make_log(log_signer, [b"k%d" % i for i in range(3)])
-    rng = random.Random()
+    rng = seeded_rng
     cosigned: list[tuple[int, bytes]] = []
     known = 0
     async with aiohttp.ClientSession() as http:
