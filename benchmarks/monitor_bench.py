@@ -31,15 +31,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import aiohttp
 
 from benchmarks._common import (
-    RESULTS,
     command_line,
     machine_info,
     now_utc,
+    result_path,
     si,
     table,
     write_json,
@@ -184,6 +182,9 @@ def main() -> None:
     p.add_argument("--entries", type=int, default=1_000_000)
     p.add_argument("--data", type=Path, help="keep the built log here (reused if present)")
     p.add_argument("--runs", type=int, default=3, help="audit runs (best and all reported)")
+    p.add_argument("--save", action="store_true",
+                   help="write the tracked benchmarks/results/monitor_bench.json")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     args = p.parse_args()
     tmp = None
     directory = args.data
@@ -227,7 +228,7 @@ def main() -> None:
     print(f"target ≥ {si(TARGET)} entries/s: {verdict} (best {si(best['entries_per_s'])}/s, "
           f"median {si(median)}/s; all runs: "
           f"{', '.join(si(r['entries_per_s']) for r in runs)})")
-    write_json(RESULTS / "monitor_bench.json", {
+    write_json(result_path("monitor_bench", save=args.save, out=args.out), {
         "benchmark": "monitor_bench",
         "when": now_utc(),
         "command": command_line(),

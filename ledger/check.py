@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.compact import TreeState, decode_bundle, integrate
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE
 from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tiles_for_size
@@ -31,7 +32,7 @@ Progress = Callable[[int, int], None]
 """Told (entries checked, entries in total) as the audit advances."""
 
 
-class AuditError(Exception):
+class AuditError(LedgerError):
     """The first way in which the stored log is not what its signed checkpoint says."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE
 from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.tilehash import ExpandedTile, tile_of
@@ -32,11 +33,11 @@ BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
 
 
-class LogIntegrityError(RuntimeError):
+class LogIntegrityError(LedgerError, RuntimeError):
     """The stored tiles do not match the signed checkpoint: the log must not run."""
 
 
-class SequencerClosedError(RuntimeError):
+class SequencerClosedError(LedgerError, RuntimeError):
     pass
 
 

@@ -54,6 +54,7 @@ from ledger.atomic import write_atomic
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import NoteError, NoteSignature, merge_signatures, parse_note
 from ledger.log import Head, Log
@@ -75,7 +76,7 @@ MAX_BACKOFF = 60.0
 _KEPT_TARGETS = 8
 
 
-class WitnessConfigError(ValueError):
+class WitnessConfigError(LedgerError, ValueError):
     """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
 
 

@@ -44,13 +44,14 @@ from notary.verifier.inputs import (
     call_from_saved_call,
     call_from_tool_result,
 )
-from notary.verifier.state import StateError, StateFile
+from notary.verifier.state import StateFile, VerifierStateError
 from notary.verifier.trust import (
     Trust,
+    build_trust,
+    complete_from_notary,
     load_jwks,
     parse_log_keys,
     parse_witness_keys,
-    trust_from_notary,
 )
 from notary.verifier.verify import verify_tool_call
 
@@ -171,23 +172,16 @@ async def _trust(config: ServerConfig, fetcher: Fetcher | None, *, jwks: dict[st
         await load_jwks(source, fetcher) if source is not None else None)
     keys = parse_log_keys(_no_files(log_keys, "log_keys")) or config.log_keys
     url = notary_url or config.notary_url
-    if (trusted_jwks is None or not keys) and url is not None:
-        if fetcher is None:
-            notes.append(f"offline: the keys of {url} were not fetched")
-        else:
-            notary_jwks, notary_key = await trust_from_notary(url, fetcher)
-            trusted_jwks = trusted_jwks or notary_jwks
-            keys = keys or (notary_key,)
-            notes.append(f"trust: keys fetched from {url} (trusting that notary for its own keys)")
+    if (trusted_jwks is None or not keys) and url is not None and fetcher is None:
+        notes.append(f"offline: the keys of {url} were not fetched")
+    trusted_jwks, keys, fetched = await complete_from_notary(trusted_jwks, keys, url, fetcher)
+    if fetched:
+        notes.append(f"trust: keys fetched from {url} (trusting that notary for its own keys)")
     if witnesses:
         wit = parse_witness_keys(_no_files(witnesses, "witnesses"))
-        k = quorum if quorum is not None else len({(w.name, w.key_id) for w in wit})
     else:
-        wit = config.witnesses
-        default = len({(w.name, w.key_id) for w in wit})
-        k = quorum if quorum is not None else (config.quorum if config.quorum is not None
-                                                else default)
-    return Trust(trusted_jwks, keys, wit, k), notes
+        wit, quorum = config.witnesses, (quorum if quorum is not None else config.quorum)
+    return build_trust(trusted_jwks, keys, wit, quorum), notes
 
 
 def _call(*, call: dict[str, Any] | None, result: dict[str, Any] | None, tool: str | None,
@@ -277,7 +271,7 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
                                             notary_url=notary_url)
                 report = await verify_tool_call(tool_call, trust, fetcher=fetcher,
                                                 state=cfg.state, log_url=cfg.log_url)
-        except (VerifierInputError, StateError) as e:
+        except (VerifierInputError, VerifierStateError) as e:
             raise ToolError(str(e)) from e
         report.notes[:0] = notes
         content: list[ContentBlock] = [TextContent(type="text", text=report.render())]

@@ -198,13 +198,6 @@ def cmd_add(args: argparse.Namespace) -> int:
 # --- serve --------------------------------------------------------------------------------------
 
 
-def _listen(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError:
-        raise UsageError(f"--listen must be HOST:PORT, got {text!r}") from None
-
-
 async def _serve(directory: Path, host: str, port: int) -> None:
     log = await _open_readonly(directory)
     try:
@@ -217,7 +210,7 @@ async def _serve(directory: Path, host: str, port: int) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    host, port = _listen(args.listen)
+    host, port = parse_host_port(args.listen, what="--listen")
     asyncio.run(_serve(Path(args.dir), host, port))
     return 0
 

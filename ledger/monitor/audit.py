@@ -26,6 +26,7 @@ from typing import Any
 from ledger.client.tiles import LogSource, tile_at
 from ledger.core.checkpoint import Checkpoint
 from ledger.core.compact import TreeState, decode_bundle, integrate
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, level_size, tile_count
 
@@ -44,7 +45,7 @@ _PREFETCH_CHUNKS = 4
 _SAVE_EVERY = 10.0  # seconds between intermediate saves
 
 
-class AuditAlarm(Exception):
+class AuditAlarm(LedgerError):
     """What the log serves contradicts its verified checkpoint.
 
     ``kind`` is ``tile_mismatch``, ``bad_bundle`` or ``root_mismatch``; ``evidence`` holds the

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Mapping
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.exitcodes import UsageError
+from notary.cli.trust_args import check_network_args, state_from_args, trust_from_args
 from notary.core.aer1 import (
     AER1_LEVELS,
     Aer1Verdict,
@@ -20,6 +22,10 @@ from notary.core.aer1 import (
     verify_aer1,
 )
 from notary.core.verification import failed, skipped
+from notary.verifier.fetch import HttpFetcher
+from notary.verifier.inputs import ToolCall, VerifierInputError
+from notary.verifier.state import VerifierStateError
+from notary.verifier.verify import verify_tool_call
 
 
 def _render(receipt: Mapping[str, Any], verdict: Aer1Verdict, anchor_lines: list[str]) -> str:
@@ -49,14 +55,6 @@ def verify_command(args: argparse.Namespace) -> int | None:
     (all five levels, with the decoded bytes as its call record), so the trust flags, state
     file and ``--offline`` mean exactly what they mean for rs-tool-call/1.
     """
-    import asyncio
-
-    from notary.cli.trust_args import check_network_args, state_from_args, trust_from_args
-    from notary.verifier.fetch import HttpFetcher
-    from notary.verifier.inputs import ToolCall, VerifierInputError
-    from notary.verifier.state import StateError
-    from notary.verifier.verify import verify_tool_call
-
     if args.call is None or args.record is not None:
         return None
     value: str = args.call
@@ -109,7 +107,7 @@ def verify_command(args: argparse.Namespace) -> int | None:
 
     try:
         verdict, report = asyncio.run(run())
-    except (VerifierInputError, StateError) as e:
+    except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
     if args.json:
         out = verdict.to_json()

@@ -9,14 +9,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from ledger.cli import monitor, witness
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.keyfile import KeyFileError
+from ledger.logs import configure
 from notary.cli import gateway, mcp, verify
 from notary.config import ConfigError, Settings, resolve
 from notary.core.accounts import ACCOUNT_RE, month_of, new_api_key
 from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
+from notary.http.app import create_app, init_data_dir
 from notary.keys import Paths, create_receipt_key
 from notary.store.sqlite import connect_admin, create_account_key, list_keys, revoke_key
 from notary.watch import server_filter
@@ -30,11 +34,6 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
-    from ledger.logs import configure
-    from notary.http.app import create_app, init_data_dir
-
     settings = _settings(args)
     configure(settings.log_format, settings.log_level)
     first = init_data_dir(settings)

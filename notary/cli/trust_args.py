@@ -11,19 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from notary.verifier.fetch import Fetcher, _check_url
-from notary.verifier.inputs import (
-    VerifierInputError,
-)
-from notary.verifier.state import (
-    DEFAULT_STATE_PATH,
-    StateFile,
-)
+from notary.verifier.inputs import VerifierInputError
+from notary.verifier.state import DEFAULT_STATE_PATH, StateFile
 from notary.verifier.trust import (
     Trust,
+    build_trust,
+    complete_from_notary,
     load_jwks,
     parse_log_keys,
     parse_witness_keys,
-    trust_from_notary,
 )
 
 
@@ -89,13 +85,6 @@ def check_network_args(args: argparse.Namespace) -> None:
 async def trust_from_args(args: argparse.Namespace, fetcher: Fetcher | None) -> Trust:
     """The trust anchors the flags name; the notary's own keys fill in only what is missing."""
     jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
-    log_keys = parse_log_keys(args.log_key)
-    if (jwks is None or not log_keys) and args.notary and fetcher is not None:
-        notary_jwks, notary_key = await trust_from_notary(args.notary, fetcher)
-        jwks = jwks or notary_jwks
-        log_keys = log_keys or (notary_key,)
-    witnesses = parse_witness_keys(args.witness)
-    quorum = len({(w.name, w.key_id) for w in witnesses}) if args.quorum is None else args.quorum
-    if args.quorum and not witnesses:
-        raise VerifierInputError("--quorum needs witness keys (--witness)")
-    return Trust(jwks, log_keys, witnesses, quorum)
+    jwks, log_keys, _ = await complete_from_notary(jwks, parse_log_keys(args.log_key),
+                                                   args.notary, fetcher)
+    return build_trust(jwks, log_keys, parse_witness_keys(args.witness), args.quorum)

@@ -26,7 +26,7 @@ from notary.verifier.inputs import (
 )
 from notary.verifier.report import Report
 from notary.verifier.state import (
-    StateError,
+    VerifierStateError,
 )
 from notary.verifier.verify import verify_tool_call
 
@@ -72,7 +72,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return aer1_code
     try:
         report = asyncio.run(_run_verify(args))
-    except (VerifierInputError, StateError) as e:
+    except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))

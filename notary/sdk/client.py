@@ -28,6 +28,8 @@ from urllib.parse import quote
 
 import aiohttp
 
+from notary.core.errors import NotaryBaseError
+
 __all__ = [
     "NotaryClient",
     "NotaryError",
@@ -50,7 +52,7 @@ caller (fail or mark) is the better answer than another attempt.
 """
 
 
-class NotaryError(Exception):
+class NotaryError(NotaryBaseError):
     """Base class of every error the notary client raises."""
 
 

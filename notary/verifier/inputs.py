@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
 
 
-class VerifierInputError(ValueError):
+class VerifierInputError(NotaryBaseError, ValueError):
     """The inputs or trust material are unusable: a usage error (exit 2), not a verdict."""
 
 

@@ -36,6 +36,40 @@ class Trust:
                                      f"{len(self.witnesses)} witness key(s)")
 
 
+def distinct_witnesses(witnesses: Sequence[NoteVerifier]) -> int:
+    """How many different witnesses the keys name: a key listed twice still counts once."""
+    return len({(w.name, w.key_id) for w in witnesses})
+
+
+def build_trust(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
+                witnesses: Sequence[NoteVerifier], quorum: int | None) -> Trust:
+    """The one way every entry point (CLI flags, ``notary mcp`` arguments, gateway audit) turns
+    keys into trust anchors, so a quorum means the same everywhere.
+
+    ``quorum`` None asks for every distinct witness given (0 when none is).
+    """
+    if quorum and not witnesses:
+        raise VerifierInputError("a witness quorum needs witness keys (--witness)")
+    k = distinct_witnesses(witnesses) if quorum is None else quorum
+    return Trust(jwks, tuple(log_keys), tuple(witnesses), k)
+
+
+async def complete_from_notary(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
+                               notary_url: str | None, fetcher: Fetcher | None
+                               ) -> tuple[Jwks | None, tuple[Ed25519Verifier, ...], bool]:
+    """(jwks, log keys, fetched): pinned keys, with only what is missing filled in from the
+    notary's own (trust on first use, see :func:`trust_from_notary`).
+
+    Nothing is fetched when both kinds are pinned, no notary is named, or ``fetcher`` is None
+    (offline); ``fetched`` says whether the notary was asked.
+    """
+    keys = tuple(log_keys)
+    if (jwks is not None and keys) or notary_url is None or fetcher is None:
+        return jwks, keys, False
+    notary_jwks, notary_key = await trust_from_notary(notary_url, fetcher)
+    return (jwks if jwks is not None else notary_jwks), (keys or (notary_key,)), True
+
+
 def _expand_keys(values: Sequence[str]) -> list[str]:
     """Key texts from values that are keys or ``@FILE`` (one key a line, ``#`` comments)."""
     out: list[str] = []

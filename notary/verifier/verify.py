@@ -118,8 +118,8 @@ async def verify_tool_call(
     ``fetcher`` None means offline: nothing is fetched and level 5 decides only what needs no
     proof. ``state`` None means no memory (level 5 then compares with the log's latest only).
     ``log_url`` overrides the log's base URL taken from the receipt's ``ledger.entry_url``.
-    Raises :class:`VerifierInputError` for unusable inputs and :class:`StateError` for a state
-    file that cannot be read or written.
+    Raises :class:`VerifierInputError` for unusable inputs and :class:`VerifierStateError` for a
+    state file that cannot be read or written.
     """
     notes: list[str] = []
     receipt = call.receipt
