@@ -89,21 +89,31 @@ async function detect() {
   }
 }
 
+let custom = null;
+
 /**
  * Choose how Ed25519 is computed: "auto" (WebCrypto when the platform has Ed25519, else
- * @noble/curves), "webcrypto" or "noble". The acceptance rule is the same for all three.
+ * @noble/curves), "webcrypto", "noble", or an object {name, verify(publicKey, message,
+ * signature) -> boolean | Promise<boolean>} (mcp-notary/node offers Node's own crypto this
+ * way). The acceptance rule is the same for all: the admission checks here come first.
  */
-export function setEd25519Backend(name) {
-  if (!["auto", "webcrypto", "noble"].includes(name)) {
-    throw new TypeError(`unknown Ed25519 backend ${JSON.stringify(name)}`);
+export function setEd25519Backend(backend) {
+  if (backend !== null && typeof backend === "object" && typeof backend.verify === "function" && typeof backend.name === "string") {
+    requested = "custom";
+    custom = backend;
+  } else if (["auto", "webcrypto", "noble"].includes(backend)) {
+    requested = backend;
+    custom = null;
+  } else {
+    throw new TypeError(`unknown Ed25519 backend ${JSON.stringify(backend)}`);
   }
-  requested = name;
   detected = null;
   keyCache.clear();
 }
 
-/** The backend in use ("webcrypto" or "noble"), after detection. */
+/** The backend in use ("webcrypto", "noble" or a custom backend's name), after detection. */
 export async function ed25519Backend() {
+  if (requested === "custom") return custom.name;
   if (requested !== "auto") return requested;
   detected ??= detect();
   return detected;
@@ -127,8 +137,9 @@ function importKey(publicKey) {
  */
 export async function verifyEd25519(publicKey, message, signature) {
   if (!passesStrictChecks(publicKey, signature) || !(message instanceof Uint8Array)) return false;
-  const backend = await ed25519Backend();
   try {
+    if (requested === "custom") return (await custom.verify(publicKey, message, signature)) === true;
+    const backend = requested === "auto" ? await (detected ??= detect()) : requested;
     if (backend === "webcrypto") {
       const key = await importKey(publicKey);
       return await globalThis.crypto.subtle.verify({ name: "Ed25519" }, key, signature, message);
