@@ -27,7 +27,8 @@ export function rates(points) {
   const count = Math.max(1, Math.ceil(span / bucket));
   const sums = new Array(count).fill(0);
   for (let i = 1; i < points.length; i++) {
-    const k = Math.min(count - 1, Math.floor((points[i].time - start) / bucket));
+    // (from, from + bucket]: a checkpoint at a bucket's end closes that bucket's growth
+    const k = Math.min(count - 1, Math.max(0, Math.ceil((points[i].time - start) / bucket) - 1));
     sums[k] += points[i].size - points[i - 1].size;
   }
   return { bucket, bars: sums.map((n, k) => ({ from: start + k * bucket, perMinute: n / (bucket / 60) })) };

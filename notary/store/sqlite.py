@@ -16,7 +16,7 @@ from typing import Any
 
 import aiosqlite
 
-SCHEMA = """
+TABLES = """
 CREATE TABLE IF NOT EXISTS accounts (
     name TEXT PRIMARY KEY, monthly_allowance INTEGER, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -31,13 +31,18 @@ CREATE TABLE IF NOT EXISTS receipts (
     kid TEXT NOT NULL, sig TEXT NOT NULL, account TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS receipt_keys (
     kid TEXT PRIMARY KEY, jwk TEXT NOT NULL, created REAL NOT NULL);
-""" + """
--- search_receipts: newest first by (issued_at, idx), optionally by server, or server and tool.
+"""
+
+#: The indexes of :meth:`NotaryDB.search_receipts`: newest first by (issued_at, idx), with the
+#: equality filters (server; server and tool; tool) leading the key.
+SEARCH_INDEXES = """
 CREATE INDEX IF NOT EXISTS receipts_by_time ON receipts (issued_at, idx);
 CREATE INDEX IF NOT EXISTS receipts_by_server_time ON receipts (server, issued_at, idx);
 CREATE INDEX IF NOT EXISTS receipts_by_server_tool_time ON receipts (server, tool, issued_at, idx);
 CREATE INDEX IF NOT EXISTS receipts_by_tool_time ON receipts (tool, issued_at, idx);
 """
+
+SCHEMA = TABLES + SEARCH_INDEXES
 
 RECEIPT_COLUMNS = "id, call_sha256, idx, server, tool, issued_at, kid, sig, account"
 
