@@ -114,6 +114,8 @@ async def to_explorer(request: web.Request) -> web.Response:
 
 
 def add_explorer_routes(app: web.Application) -> None:
+    """Register the explorer: explicit page paths (an unknown one is a JSON 404, not a shell
+    that would render "not found" with a 200) and the assets."""
     r = app.router
     r.add_get("/", to_explorer)
     r.add_get("/explorer", to_explorer)
