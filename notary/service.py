@@ -272,6 +272,18 @@ class Notary:
             raise NotFound("no receipt for this call_sha256")
         return await self.with_proof(row)
 
+    async def search(self, *, server: str | None, tool: str | None, since: str | None,
+                     until: str | None, before: tuple[str, int] | None, limit: int
+                     ) -> tuple[list[dict[str, object]], tuple[str, int] | None]:
+        """One page of signed receipts, newest first, without proofs (a page of proofs would
+        cost an inclusion proof per row; a receipt's own URL gives one), and the
+        ``(issued_at, index)`` the next page starts after, or None on the last page."""
+        rows = await self.db.search_receipts(server=server, tool=tool, since=since, until=until,
+                                             before=before, limit=limit + 1)
+        page = rows[:limit]
+        last = (page[-1].issued_at, page[-1].index) if len(rows) > limit else None
+        return [self.receipt_from_row(r) for r in page], last
+
     async def verify(self, receipt_id: str, record: dict[str, object]
                      ) -> tuple[Verdict, dict[str, object]]:
         """Hash the record in memory against the stored receipt; nothing is written or logged."""

@@ -17,6 +17,7 @@ from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS
 from notary.http.metrics import Metrics
+from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import add_tool_call_routes
 from notary.http.witnessing import witnessing_context
@@ -66,6 +67,7 @@ def create_app(settings: Settings) -> web.Application:
     add_ledger_routes(app)
     add_tool_call_routes(app)
     add_meta_routes(app)
+    add_explorer_routes(app)
     return app
 
 

@@ -1,4 +1,4 @@
-"""Keys, health, metrics and the API description."""
+"""Keys, witnesses, health, metrics and the API description."""
 
 from __future__ import annotations
 
@@ -9,13 +9,29 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ledger.http.routes import LOG
-from notary.http.appkeys import METRICS, NOTARY
+from notary.http.appkeys import METRICS, NOTARY, SETTINGS
+from notary.http.witnessing import witness_policy
 
 
 async def jwks(request: web.Request) -> web.Response:
     notary = request.app[NOTARY]
     await notary.refresh_keys()
     resp = web.json_response(notary.jwks.to_json())
+    resp.headers["Cache-Control"] = "public, max-age=60"
+    return resp
+
+
+async def witnesses(request: web.Request) -> web.Response:
+    """The witnesses whose cosignatures this notary collects, and the quorum it publishes at.
+
+    Their verifier keys let a client (the explorer) check the cosignatures on ``/checkpoint``
+    itself; submission URLs are the operator's business and are not shown.
+    """
+    quorum, endpoints = witness_policy(request.app[SETTINGS])
+    resp = web.json_response({
+        "quorum": quorum,
+        "witnesses": [{"name": e.verifier.name, "vkey": e.vkey} for e in endpoints],
+    })
     resp.headers["Cache-Control"] = "public, max-age=60"
     return resp
 
@@ -48,6 +64,7 @@ async def openapi(request: web.Request) -> web.Response:
 
 def add_meta_routes(app: web.Application) -> None:
     app.router.add_get("/.well-known/jwks.json", jwks)
+    app.router.add_get("/v1/witnesses", witnesses)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/openapi.json", openapi)
