@@ -1,8 +1,8 @@
 """The JavaScript package against the Python one: offline verification rate, and the latency a
 notarized tool call adds in a TypeScript MCP server.
 
-    .venv/bin/python benchmarks/js_verify.py           # ~1 min; results/local/js_verify.json
-    .venv/bin/python benchmarks/js_verify.py --save    # the tracked results/js_verify.json
+    .venv/bin/python -m benchmarks.js_verify           # ~1 min; results/local/js_verify.json
+    .venv/bin/python -m benchmarks.js_verify --save    # the tracked results/js_verify.json
 
 1. **Offline verifications/s, same receipts, same run.** A real ``notary serve`` (its own
    process, SQLite on disk) issues 2,000 receipts for 2,000 call records, 64 requests at a time
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import (
+from benchmarks._common import (
     REPO,
     command_line,
     machine_info,
