@@ -2,11 +2,13 @@
 // witness) on 127.0.0.1. Checks what a person would: the overview renders without a console
 // error, a receipt found by id or by digest verifies at every level in the page, a tampered
 // saved call fails at exactly the record level without the record ever leaving the browser, and
-// a pinned wrong log key makes inclusion fail. Screenshots of the main pages go to
-// docs/screenshots/ for the README.
+// a pinned wrong log key makes inclusion fail. Screenshots of the main pages go to a temporary
+// directory, or to $NOTARY_SCREENSHOTS (`NOTARY_SCREENSHOTS=docs/screenshots npm test` refreshes
+// the README's pictures): a test run never changes tracked files.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { ed25519 } from "@noble/curves/ed25519.js";
@@ -14,7 +16,9 @@ import { Ed25519Verifier, META_KEY, callSha256, newSalt } from "../src/verify.js
 import { REPO } from "./support/notary.js";
 import { CHROMIUM, startStack, witnessed } from "./support/explorer.js";
 
-const SHOTS = join(REPO, "docs/screenshots");
+const SHOTS = process.env.NOTARY_SCREENSHOTS
+  ? join(REPO, process.env.NOTARY_SCREENSHOTS)
+  : mkdtempSync(join(tmpdir(), "explorer-shots-"));
 const LEVELS = ["record", "signature", "inclusion", "witnesses", "consistency"];
 let stack;
 let browser;
