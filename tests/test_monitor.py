@@ -428,6 +428,7 @@ class RawServer:
 @pytest.mark.parametrize("mode", ["chunked", "close-every-2", "no-length", "drop-after-3",
                                   "gzip"])
 async def test_pipelined_fetcher_framing(mode: str) -> None:
+    from ledger.client.http import HttpClient
     from ledger.client.tiles import LogSource
 
     server = RawServer(mode)
@@ -435,7 +436,7 @@ async def test_pipelined_fetcher_framing(mode: str) -> None:
     paths = [f"tile/0/{i:03d}" for i in range(9)]
     try:
         async with aiohttp.ClientSession() as http:
-            source = LogSource(server.url + "/base", http)
+            source = LogSource(server.url + "/base", HttpClient(http))
             try:
                 from ledger.core.tiles import Tile
 
@@ -452,8 +453,8 @@ async def test_pipelined_fetcher_framing(mode: str) -> None:
 
 
 async def test_pipelined_fetcher_errors() -> None:
+    from ledger.client.http import FetchError
     from ledger.client.pipeline import PipelinedFetcher
-    from ledger.client.tiles import FetchError
 
     server = RawServer("plain")
     await server.start()
@@ -474,6 +475,7 @@ async def test_pipelined_fetcher_errors() -> None:
 
 async def test_audit_resumes_from_saved_progress(served: Served,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger.client.http import HttpClient
     from ledger.client.tiles import LogSource
     from ledger.core.checkpoint import parse_checkpoint_text
     from ledger.core.compact import TreeState
@@ -487,7 +489,7 @@ async def test_audit_resumes_from_saved_progress(served: Served,
 
     cp = parse_checkpoint_text(parse_note(await head_note(served.honest)).text)
     async with aiohttp.ClientSession() as http:
-        source = LogSource(served.honest_url, http)
+        source = LogSource(served.honest_url, HttpClient(http))
         try:
             await audit_module.audit_range(source, TreeState(), cp, save=save, chunk_bundles=1)
             assert [s.size for s in saved] == [256]

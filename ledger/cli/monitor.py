@@ -69,11 +69,11 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     Importable so that tests and other programs can run it inside their own event loop;
     ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
     """
-    import aiohttp
     from aiohttp import web
     from prometheus_client import generate_latest
 
-    from ledger.client.tiles import FetchError, LogSource
+    from ledger.client.http import FetchError, HttpClient
+    from ledger.client.tiles import LogSource
     from ledger.monitor.core import Alarm, Monitor, MonitorConfig, MonitorMetrics
     from ledger.monitor.state import StateError
 
@@ -108,8 +108,8 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     daemon = args.interval is not None and not args.once
     metrics = MonitorMetrics()
     stop = stop or asyncio.Event()
-    async with aiohttp.ClientSession() as session:
-        source = LogSource(config.url, session, timeout=config.timeout)
+    async with HttpClient(timeout=config.timeout, follow_redirects=True) as http:
+        source = LogSource(config.url, http, timeout=config.timeout)
         try:
             monitor = Monitor(config, source, metrics, out=out)
         except StateError as e:

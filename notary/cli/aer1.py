@@ -51,8 +51,14 @@ def verify_command(args: argparse.Namespace) -> int | None:
     """
     import asyncio
 
-    from notary.cli.trust_args import check_network_args, state_from_args, trust_from_args
-    from notary.verifier.fetch import HttpFetcher
+    from ledger.client.http import HttpClient
+    from ledger.core.boundedjson import JsonError
+    from notary.cli.trust_args import (
+        check_network_args,
+        parse_input_json,
+        state_from_args,
+        trust_from_args,
+    )
     from notary.verifier.inputs import ToolCall, VerifierInputError
     from notary.verifier.state import StateError
     from notary.verifier.verify import verify_tool_call
@@ -65,12 +71,12 @@ def verify_command(args: argparse.Namespace) -> int | None:
             value = sys.stdin.read()
             # Hand the text on: the regular verifier reads inline JSON that starts with "{".
             args.call = value
-            doc = json.loads(value)
+            doc = parse_input_json(value)
         elif value.lstrip().startswith("{"):
-            doc = json.loads(value)
+            doc = parse_input_json(value)
         else:
-            doc = json.loads(Path(value).expanduser().read_text())
-    except (OSError, ValueError):
+            doc = parse_input_json(Path(value).expanduser().read_bytes())
+    except (OSError, JsonError):
         return None  # not readable JSON: the regular verifier reports it
     receipt = extract_aer1(doc)
     if receipt is None or (args.tool is not None and not is_aer1_receipt(doc)):
@@ -93,7 +99,7 @@ def verify_command(args: argparse.Namespace) -> int | None:
             report = await verify_tool_call(call, trust, fetcher=None,
                                             state=state_from_args(args), log_url=args.log_url)
         else:
-            async with HttpFetcher(args.timeout) as fetcher:
+            async with HttpClient(timeout=args.timeout) as fetcher:
                 trust = await trust_from_args(args, fetcher)
                 report = await verify_tool_call(call, trust, fetcher=fetcher,
                                                 state=state_from_args(args),

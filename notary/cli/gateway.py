@@ -221,8 +221,8 @@ async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
 
 
 async def _audit(args: argparse.Namespace) -> dict[str, Any]:
+    from ledger.client.http import HttpClient
     from notary.gateway.audit import audit_decision, check_policy
-    from notary.verifier.fetch import HttpFetcher
     from notary.verifier.inputs import VerifierInputError
     from notary.verifier.trust import load_jwks, parse_log_keys, trust_from_notary
 
@@ -241,7 +241,7 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
         needs_net = (args.jwks or "").startswith(("http://", "https://")) or (
             args.notary and (not args.jwks or not log_keys))
         if needs_net:
-            async with HttpFetcher(args.timeout) as fetcher:
+            async with HttpClient(timeout=args.timeout) as fetcher:
                 if args.jwks:
                     jwks = await load_jwks(args.jwks, fetcher)
                 if args.notary and (jwks is None or not log_keys):

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ledger.cli import monitor, witness
+from ledger.core.boundedjson import JsonError
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.keyfile import KeyFileError
 from notary.cli import gateway, mcp, verify
+from notary.cli.trust_args import parse_input_json
 from notary.config import ConfigError, Settings, resolve
 from notary.core.accounts import ACCOUNT_RE, month_of, new_api_key
 from notary.core.canonical import CanonicalizationError
@@ -113,9 +115,9 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
 
 def cmd_hash(args: argparse.Namespace) -> int:
     try:
-        raw = sys.stdin.read() if args.record == "-" else Path(args.record).read_text()
-        obj = json.loads(raw)
-    except (OSError, ValueError) as e:
+        raw = sys.stdin.buffer.read() if args.record == "-" else Path(args.record).read_bytes()
+        obj = parse_input_json(raw)
+    except (OSError, JsonError) as e:
         raise UsageError(f"cannot read {args.record}: {e}") from e
     try:
         record = record_from_json(obj)

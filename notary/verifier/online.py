@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import MAX_CHECKPOINT_BYTES, MAX_PROOF_JSON_BYTES
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Verifier, NoteError, strict_b64decode
 from ledger.core.tlog_proof import decode_proof_bundle
@@ -14,7 +16,6 @@ from notary.core.verification import (
     passed,
     skipped,
 )
-from notary.verifier.fetch import Fetcher, FetchError, get_json
 from notary.verifier.inputs import log_base_url
 from notary.verifier.report import Report, require_level
 from notary.verifier.state import (
@@ -28,7 +29,7 @@ from notary.verifier.trust import Trust
 
 
 async def _level5(report: Report, receipt: Mapping[str, object], proof: str | None,
-                  log_key: Ed25519Verifier | None, trust: Trust, fetcher: Fetcher | None,
+                  log_key: Ed25519Verifier | None, trust: Trust, fetcher: HttpClient | None,
                   state: StateFile | None, log_url: str | None) -> None:
     verdict = report.verdict
     cp = verdict.checkpoint
@@ -121,14 +122,15 @@ class _LatestUnusable(Exception):
     """The log's latest checkpoint verifies under the log key but misses the witness quorum."""
 
 
-async def _latest(fetcher: Fetcher, base: str, log_key: Ed25519Verifier, trust: Trust) -> Seen:
+async def _latest(fetcher: HttpClient, base: str, log_key: Ed25519Verifier, trust: Trust
+                  ) -> Seen:
     """The log's latest checkpoint, verified under the log key and the witness policy.
 
     One without the witness quorum is not used (a log may serve a new checkpoint before its
     witnesses cosign it; that is not evidence of anything) but one the log key did not sign is
     an error the caller reports as a failure.
     """
-    note = await fetcher.get_bytes(base + "/checkpoint")
+    note = await fetcher.get(base + "/checkpoint", limit=MAX_CHECKPOINT_BYTES)
     latest, _ = open_checkpoint(note, log_key)
     if trust.quorum:
         try:
@@ -140,10 +142,11 @@ async def _latest(fetcher: Fetcher, base: str, log_key: Ed25519Verifier, trust: 
     return Seen("latest", latest, note)
 
 
-async def _consistency_proof(fetcher: Fetcher, base: str, old: int, new: int) -> ProofResult:
+async def _consistency_proof(fetcher: HttpClient, base: str, old: int, new: int
+                             ) -> ProofResult:
     url = f"{base}/v1/ledger/proofs/consistency?old={old}&new={new}"
     try:
-        doc = await get_json(fetcher, url)
+        doc = await fetcher.get_json(url, limit=MAX_PROOF_JSON_BYTES)
     except FetchError as e:
         return ProofResult(problem=str(e), refused=e.refused)
     hashes = doc.get("proof") if isinstance(doc, dict) else None
