@@ -20,6 +20,7 @@ from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.keyfile import KeyFileError, read_secret, write_secret
 from ledger.netaddr import parse_host_port
+from ledger.storage.damage import corruption_in, damage_message
 from ledger.witness.store import WitnessStoreError
 
 __all__ = ["parse_log_spec", "register"]
@@ -122,6 +123,13 @@ def _run(func: Command) -> Command:
             return func(args)
         except (UsageError, WitnessStoreError, KeyFileError) as e:
             print(f"notary: error: {e}", file=sys.stderr)
+            return ExitCode.USAGE
+        except Exception as e:
+            if corruption_in(e) is None:
+                raise
+            data = getattr(args, "data", None)
+            db = Path(data) / DB_NAME if data is not None else None
+            print(f"notary: error: {damage_message(db, e, None)}", file=sys.stderr)
             return ExitCode.USAGE
         except KeyboardInterrupt:
             return ExitCode.INTERRUPTED
