@@ -164,6 +164,8 @@ async def audit_log(
     if set(edge) != expected:  # a bug here, not damage in the store
         raise AssertionError(f"audit edge tiles {sorted(edge)} are not {sorted(expected)}")
     stored_edge = await store.read_tiles(list(edge))
+    if pace is not None:
+        await pace(len(stored_edge))
     latest = await store.latest()
     # Edge tiles grow when another process appends; if none did, they must match exactly.
     exact = latest is not None and latest.size == size
