@@ -123,17 +123,28 @@ class LogSource:
 
         The proof is not trusted either way: the caller verifies it against the two roots.
         """
-        url = f"{self.url}/v1/ledger/proofs/consistency"
         try:
-            doc = await self.http.get_json(url, limit=MAX_PROOF_JSON_BYTES,
-                                           params={"old": str(old), "new": str(new)})
-            hashes = doc.get("proof") if isinstance(doc, dict) else None
-            if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
-                raise ValueError("no list of hashes")
-            return [strict_b64decode(h, "proof hash") for h in hashes]
-        except (FetchError, ValueError, NoteError):
+            return await self.consistency_from_api(old, new)
+        except FetchError:
             # No such API (a static tlog-tiles mirror, say), or nonsense from it.
             return await self.consistency_from_tiles(old, new)
+
+    async def consistency_from_api(self, old: int, new: int) -> list[bytes]:
+        """PROOF(old, new) from ``/v1/ledger/proofs/consistency`` (``{old, new, proof}``); an
+        answer of another shape is a malformed :class:`~ledger.client.http.FetchError`."""
+        url = f"{self.url}/v1/ledger/proofs/consistency"
+        doc = await self.http.get_json(url, limit=MAX_PROOF_JSON_BYTES,
+                                       params={"old": str(old), "new": str(new)})
+        hashes = doc.get("proof") if isinstance(doc, dict) else None
+        if (not isinstance(doc, dict) or doc.get("old") != old or doc.get("new") != new
+                or not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes)):
+            raise FetchError(f"{url}?old={old}&new={new}", "malformed answer", status=200,
+                             malformed=True)
+        try:
+            return [strict_b64decode(h, "proof hash") for h in hashes]
+        except NoteError as e:
+            raise FetchError(f"{url}?old={old}&new={new}", str(e), status=200,
+                             malformed=True) from None
 
     async def hashes(self, coords: Sequence[Coord], tree_size: int) -> dict[Coord, bytes]:
         """Stored subtree hashes read out of the tiles a tree of ``tree_size`` publishes."""
