@@ -321,6 +321,22 @@ async def test_damaged_notary_database_file(tmp_path: Path) -> None:
     assert "FAILED" in err and "damaged" in err and "Traceback" not in err
 
 
+async def test_serve_refuses_an_edge_tile_that_does_not_match(tmp_path: Path) -> None:
+    """Damage the writer itself reads at start (the right edge): a clear refusal, not a
+    traceback."""
+    data = tmp_path / "data"
+    await filled_store(data, 300)
+    flip(Paths(data).db, 0, 1, 3)  # tile 0/001.p/44
+    run = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "notary.cli.main", "serve", "--data", str(data),
+                         "--listen", f"{HOST}:{free_port()}"],
+        capture_output=True, text=True, timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("NOTARY_")})
+    assert run.returncode == ExitCode.USAGE and "Traceback" not in run.stderr, run.stderr
+    assert "does not match its signed checkpoint" in run.stderr
+    assert f"`notary check --data {data}`" in run.stderr
+
+
 def test_damaged_ledger_database_file(tmp_path: Path) -> None:
     logdir = tmp_path / "log"
     assert cli(ledger_cli, "init", logdir, "--origin", "example.com/damaged")[0] == 0

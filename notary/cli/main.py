@@ -13,6 +13,7 @@ from ledger.cli import monitor, witness
 from ledger.core.boundedjson import JsonError
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.keyfile import KeyFileError
+from ledger.sequencer import LogIntegrityError
 from ledger.storage.damage import corruption_in, damage_message
 from notary.cli import check, gateway, mcp, verify
 from notary.cli.trust_args import parse_input_json
@@ -210,10 +211,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"notary: error: {e}", file=sys.stderr)
         return ExitCode.USAGE
     except Exception as e:
+        # A damaged store: not a bug to show as a traceback, nor worth retrying.
+        db, check_command = _database(args)
+        if isinstance(e, LogIntegrityError):
+            print(f"notary: error: the log in {db} does not match its signed checkpoint ({e}). "
+                  f"Restore the newest backup and run `{check_command}` before serving it.",
+                  file=sys.stderr)
+            return ExitCode.USAGE
         if corruption_in(e) is None:
             raise
-        # A damaged database file: not a bug to show as a traceback, nor worth retrying.
-        db, check_command = _database(args)
         print(f"notary: error: {damage_message(db, e, check_command)}", file=sys.stderr)
         return ExitCode.USAGE
 
