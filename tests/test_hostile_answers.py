@@ -55,6 +55,8 @@ async def hostile_answer(request: web.Request, mode: str) -> web.StreamResponse:
     chunk = b"[" * 65536
     with contextlib.suppress(ConnectionError, RuntimeError):
         for _ in range(HUGE // len(chunk)):
+            if request.transport is None or request.transport.is_closing():
+                break  # the client has had enough
             await resp.write(chunk)
     return resp
 
