@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from notary.core.errors import NotaryBaseError
 from notary.core.ids import b64url_decode, b64url_encode, format_issued_at
 
 __all__ = [
@@ -38,7 +39,7 @@ _CURSOR_PREFIX = "v1|"
 _MAX_INDEX = (1 << 64) - 1
 
 
-class SearchParameterError(ValueError):
+class SearchParameterError(NotaryBaseError, ValueError):
     """A search parameter that cannot be used; ``code`` is the API's error code."""
 
     def __init__(self, code: str, message: str) -> None:

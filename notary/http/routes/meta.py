@@ -9,7 +9,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ledger.http.routes import LOG
-from notary.http.appkeys import METRICS, NOTARY, SETTINGS
+from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
 from notary.http.witnessing import witness_policy
 
 
@@ -37,8 +37,25 @@ async def witnesses(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    head = await request.app[LOG].head()
-    return web.json_response({"status": "ok", "size": head.size if head else 0})
+    """Up, the tree size, whether writes are accepted, and the scrub's progress.
+
+    Still 200 once damage stopped writes (``status: failing`` and the ``problem``): the process
+    serves reads, and restarting it would not repair the store. Alert on ``status`` (or on the
+    ``ledger_scrub_damage`` metric)."""
+    log = request.app[LOG]
+    head = await log.head()
+    halted = log.sequencer.halted if log.sequencer is not None else None
+    body: dict[str, object] = {"status": "ok" if halted is None else "failing",
+                               "size": head.size if head else 0,
+                               "writes": "accepted" if halted is None else "stopped"}
+    if halted is not None:
+        body["problem"] = halted
+    scrub = request.app.get(SCRUB)
+    if scrub is not None:
+        body["scrub"] = scrub.status.to_json()
+    resp = web.json_response(body)
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
 
 
 async def metrics(request: web.Request) -> web.Response:
