@@ -5,7 +5,7 @@
 import { encode, decode } from "cborg";
 import { EntryError } from "./errors.js";
 import { bytesEqual, fromHex, toHex } from "./bytes.js";
-import { isIssuedAt, isReceiptId, parseIssuedAt } from "./ids.js";
+import { isIssuedAt, isReceiptId, issuedAtProblem } from "./ids.js";
 import { SPEC, nameProblem } from "./records.js";
 
 export const MAX_ENTRY_BYTES = 65535;
@@ -19,13 +19,7 @@ function checkFields({ id, server, tool, callSha256, issuedAt }) {
     if (problem !== null) throw new EntryError(`${name} ${problem}`);
   }
   if (!(callSha256 instanceof Uint8Array) || callSha256.length !== 32) throw new EntryError("call_sha256 must be exactly 32 bytes");
-  if (!isIssuedAt(issuedAt)) {
-    try {
-      parseIssuedAt(issuedAt);
-    } catch (e) {
-      throw new EntryError(e.message);
-    }
-  }
+  if (!isIssuedAt(issuedAt)) throw new EntryError(issuedAtProblem(issuedAt));
 }
 
 const CHECKED = new WeakSet();

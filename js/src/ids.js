@@ -22,6 +22,16 @@ export function isIssuedAt(text) {
   return y >= 1 && mo >= 1 && mo <= 12 && d >= 1 && d <= daysInMonth(y, mo) && +m[4] <= 23 && +m[5] <= 59 && +m[6] <= 59;
 }
 
+/** Why `text` is not an acceptable issued_at (for error messages). */
+export function issuedAtProblem(text) {
+  try {
+    parseIssuedAt(text);
+  } catch (e) {
+    return e.message;
+  }
+  return "not a valid instant";
+}
+
 /**
  * Check the one accepted spelling of issued_at (RFC 3339 UTC, milliseconds, `Z`) and that it is
  * a real instant; returns the Date, throws Error with the reason otherwise.
