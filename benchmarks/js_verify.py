@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -150,6 +151,7 @@ def main() -> int:
     from notary.core.receipts import Jwks
 
     started = now_utc()
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="js-verify-") as tmp:
         proc, url, key = start_notary(Path(tmp) / "data")
         try:
@@ -179,6 +181,7 @@ def main() -> int:
     result = {
         "benchmark": "js_verify", "started": started, "finished": now_utc(),
         "command": command_line(), "machine": machine_info(), "node": js_runs[0]["node"],
+        "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
         "ed25519_backend": js_runs[0]["backend"], "receipts": len(cases),
         "distinct_checkpoints": checkpoints,
         "verify": {"python": py, "node_sequential": js_seq, "node_64_in_flight": js_par,
