@@ -26,7 +26,7 @@ def _jwks() -> dict[str, Any]:
 
 
 class FakeNotary:
-    """A Fetcher that serves one notary's JWKS and log key, counting the requests."""
+    """Stands in for the HTTP client: serves one notary's JWKS and log key, counting requests."""
 
     def __init__(self) -> None:
         self.jwks = _jwks()
@@ -39,6 +39,9 @@ class FakeNotary:
             return json.dumps(self.jwks).encode()
         assert url == NOTARY + "/v1/ledger", url
         return json.dumps({"vkey": self.log.verifier_key_text()}).encode()
+
+    async def get_json(self, url: str) -> Any:
+        return json.loads(await self.get_bytes(url))
 
 
 def _witness(name: str) -> Any:
