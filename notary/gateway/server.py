@@ -63,7 +63,7 @@ from notary.gateway.policy import (
 from notary.gateway.projection import OutputSchemas, project_result
 from notary.gateway.salt import read_salt
 from notary.gateway.store import DecisionEvidence, GatewayStore
-from notary.sdk import Notarizer, NotaryClient, NotaryError
+from notary.sdk import Notarizer, NotaryClient, NotaryError, received_wire
 
 __all__ = [
     "DEFAULT_NAME",
@@ -473,7 +473,7 @@ class GatewayRuntime:
 
     def _shape(self, tool: str, result: types.CallToolResult) -> dict[str, Any]:
         """The upstream result as wire JSON: serverInfo renamed, projected, failures coded."""
-        wire = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        wire = received_wire(result)  # structuredContent as sent, null included
         wire.pop("resultType", None)  # the gateway's own runner sets it for its client
         meta = wire.get("_meta")
         if isinstance(meta, dict) and codes.SERVER_INFO_META_KEY in meta:

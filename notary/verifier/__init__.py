@@ -27,7 +27,9 @@ In (a) and (b) the result's ``_meta["com.rightshold/tool-call"]`` supplies the `
 unless the SDK was told not to embed it, the ``receipt`` (with its ``proof``); without an
 embedded receipt, an online verifier fetches it from ``receipt_url`` (or pass ``--receipt``).
 The record is rebuilt as ``{server, tool, arguments, result: {content, structuredContent?,
-isError?}, salt}``: ``_meta`` and ``resultType`` are never hashed.
+isError?}, salt}``: ``_meta`` and ``resultType`` are never hashed; ``structuredContent`` is
+any JSON value and is hashed exactly as received (``null`` included, left out only when the
+result has no such member).
 
 Levels
 ======
