@@ -336,7 +336,7 @@ def _upstream_flags(p: argparse.ArgumentParser, *, shared: bool) -> None:
 
 
 _EPILOG = """\
-policy format: see examples/gateway-policy.toml and notary/gateway/policy.py.
+policy format: see examples/gateway-policy.toml and notary/gateway/policy/format.py.
 codes (in _meta["io.zkmcp/authorization-error"].code of an isError result):
   policy.AUTHORIZATION_DENIED          the policy does not allow the call (whatever rule)
   gateway.UPSTREAM_TOOL_FAILED         authorized and forwarded; the upstream failed
