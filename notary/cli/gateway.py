@@ -5,13 +5,15 @@
     notary gateway --upstream CMD|URL --policy FILE --notary URL [--http HOST:PORT] ...
     notary gateway explain --policy FILE [--upstream CMD|URL] [--json]
     notary gateway commit-policy --policy FILE [--salt-file F]
-    notary gateway audit --policy FILE [--policy FILE...] --salt-file F --decisions FILE
+    notary gateway audit --policy FILE [--policy FILE...] [--salt-file F] --decisions FILE
                          [--jwks FILE|URL --log-key VKEY | --notary URL] [--server NAME] [--json]
     notary gateway decisions --state FILE       (the decision evidence as JSON lines)
 
 The API key for the notary comes from ``--api-key-file`` or the ``NOTARY_API_KEY``
 environment variable, never from a flag (flags show up in ``ps``). The salt file defaults to
-``<policy>.salt`` and is created (mode 0600) when absent.
+``<state>.salt`` beside the state file (``gateway-state.salt``), never beside the policy (which
+often lives in a repository), and is created (mode 0600) when absent; a ``<policy>.salt`` left
+by an earlier version is still used when there is none beside the state.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when nee
 
 from ledger.netaddr import parse_host_port
 from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
-from notary.gateway.salt import SaltError, default_salt_path, ensure_salt, read_salt
+from notary.gateway.salt import (
+    SaltError,
+    default_salt_path,
+    ensure_salt,
+    legacy_salt_path,
+    read_salt,
+)
 
 __all__ = ["parse_upstream", "register"]
 
@@ -79,6 +87,19 @@ def _load_policy(path: Path) -> Policy:
         raise _error(f"the policy {path} is not valid: {e}") from e
 
 
+def _salt_path(args: argparse.Namespace) -> Path:
+    """``--salt-file``, else beside the state file (or an earlier version's beside the policy)."""
+    if args.salt_file is not None:
+        return Path(args.salt_file)
+    path = default_salt_path(args.state)
+    legacy = legacy_salt_path(args.policy)
+    if not path.exists() and legacy.exists():
+        print(f"notary gateway: using the salt {legacy} (beside the policy, where earlier "
+              f"versions kept it); move it to {path} or pass --salt-file", file=sys.stderr)
+        return legacy
+    return path
+
+
 # run -----------------------------------------------------------------------------------------
 
 
@@ -107,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise _error("the gateway needs a notary: --notary URL (or NOTARY_URL)")
     configure(args.log_format, "info")
     _load_policy(args.policy)
-    salt_path = args.salt_file or default_salt_path(args.policy)
+    salt_path = _salt_path(args)
     try:
         _, created = ensure_salt(salt_path)
     except (OSError, SaltError) as e:
@@ -120,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         policy_path=args.policy, salt_path=salt_path, state_path=args.state,
         notary_url=notary_url, api_key=_api_key(args), name=args.name, agent=args.agent,
         upstream_mode=args.upstream_mode, notary_public_url=args.notary_public_url,
-        upstream_timeout=args.upstream_timeout)
+        upstream_timeout=args.upstream_timeout, list_all_tools=args.list_all_tools)
     server = build_gateway(config)
     if args.http:
         import uvicorn
@@ -134,10 +155,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         uvicorn.run(app, host=host, port=int(port), log_level="warning")
         return 0
 
-    from mcp.server.stdio import stdio_server
+    from notary.gateway.stdio import guarded_stdio
 
     async def serve() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        # Not the SDK's stdio_server: it answers nothing to a batch or a deeply nested line.
+        async with guarded_stdio() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     import anyio
@@ -185,7 +207,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_commit_policy(args: argparse.Namespace) -> int:
     policy = _load_policy(args.policy)
-    salt_path = args.salt_file or default_salt_path(args.policy)
+    salt_path = _salt_path(args)
     try:
         salt, created = ensure_salt(salt_path)
     except (OSError, SaltError) as e:
@@ -226,8 +248,13 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
     from notary.verifier.inputs import VerifierInputError
     from notary.verifier.trust import load_jwks, parse_log_keys, trust_from_notary
 
+    salt_file = args.salt_file
+    if salt_file is None:
+        if not _is_sqlite(args.decisions):
+            raise _error("--salt-file is needed when --decisions is JSON lines")
+        salt_file = default_salt_path(args.decisions)
     try:
-        salt = read_salt(args.salt_file)
+        salt = read_salt(salt_file)
     except SaltError as e:
         raise _error(str(e)) from e
     revealed: dict[str, tuple[str, Policy]] = {}
@@ -360,7 +387,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _upstream_flags(p, shared=False)
     p.add_argument("--policy", type=Path, help="the policy TOML file")
-    p.add_argument("--salt-file", type=Path, help="the policy salt (default <policy>.salt)")
+    p.add_argument("--salt-file", type=Path, help="the policy salt (default <state>.salt, "
+                   "beside the state file)")
     p.add_argument("--state", type=Path, default=DEFAULT_STATE,
                    help=f"the gateway's SQLite state file (default {DEFAULT_STATE})")
     p.add_argument("--notary", metavar="URL", help="the notary (default $NOTARY_URL)")
@@ -374,6 +402,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    "gateway.agent, else the request's _meta['io.zkmcp/agent'])")
     p.add_argument("--http", metavar="HOST:PORT",
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    p.add_argument("--list-all-tools", action="store_true",
+                   help="tools/list forwards every upstream tool (default: only the tools the "
+                        "policy could allow)")
     p.add_argument("--upstream-timeout", type=float, default=120.0, metavar="SECONDS",
                    help="per upstream call (default 120)")
     p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto",
@@ -392,11 +423,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        "file, 0600, when absent)")
     c.add_argument("--policy", type=Path, required=True)
     c.add_argument("--salt-file", type=Path, default=argparse.SUPPRESS)
+    c.add_argument("--state", type=Path, default=argparse.SUPPRESS,
+                   help=f"the state file the salt sits beside (default {DEFAULT_STATE})")
 
     a = sub.add_parser("audit", help="re-check past decisions with the revealed policy and salt")
     a.add_argument("--policy", type=Path, action="append", required=True,
                    help="a revealed policy file (repeat for every version in force)")
-    a.add_argument("--salt-file", type=Path, required=True)
+    a.add_argument("--salt-file", type=Path, default=argparse.SUPPRESS,
+                   help="the policy salt (default: beside the --decisions state file)")
     a.add_argument("--decisions", type=Path, required=True,
                    help="the gateway state file, or JSON lines from 'gateway decisions'")
     a.add_argument("--server", help="the gateway name the entries must carry")

@@ -91,6 +91,9 @@ class GatewayConfig:
     server name and the ``server`` of every ledger entry the gateway makes. ``agent`` fixes the
     ``agent`` fact (else the policy's ``gateway.agent``, else the request's
     ``_meta["io.zkmcp/agent"]``, a claim the gateway cannot authenticate).
+    ``list_all_tools`` makes ``tools/list`` forward every upstream tool; by default it lists
+    only the tools the policy could allow (:meth:`Policy.could_allow`), so a client is not
+    offered tools every call of which is denied.
     """
 
     upstream: UpstreamTarget
@@ -105,6 +108,7 @@ class GatewayConfig:
     notary_public_url: str | None = None
     notary_timeout: float = 5.0
     upstream_timeout: float | None = 120.0
+    list_all_tools: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,11 +297,22 @@ class GatewayRuntime:
             if cursor is None:
                 return
 
-    async def list_tools(self, cursor: str | None) -> types.ListToolsResult:
-        """``tools/list`` forwarded; the schemas seen are recorded for projection."""
+    async def list_tools(self, cursor: str | None, meta: Mapping[str, Any] | None
+                         ) -> types.ListToolsResult:
+        """``tools/list`` forwarded, the schemas seen recorded for projection.
+
+        Only the tools the policy could allow for this caller's agent are listed, unless the
+        gateway was started with ``list_all_tools``: every other tool is denied on every
+        call, and offering it would only invite the client to try.
+        """
         page = await self.upstream.list_tools(cursor=cursor)
         self._record_tools(page.tools)
-        return types.ListToolsResult(tools=page.tools, next_cursor=page.next_cursor)
+        tools = page.tools
+        if not self.config.list_all_tools:
+            policy = (await self._current_policy()).policy
+            agent = self.agent_for(meta, policy)
+            tools = [t for t in tools if policy.could_allow(t.name, agent)]
+        return types.ListToolsResult(tools=tools, next_cursor=page.next_cursor)
 
     # tools/call -------------------------------------------------------------------------
 
@@ -476,9 +491,16 @@ class GatewayRuntime:
         wire = received_wire(result)  # structuredContent as sent, null included
         wire.pop("resultType", None)  # the gateway's own runner sets it for its client
         meta = wire.get("_meta")
-        if isinstance(meta, dict) and codes.SERVER_INFO_META_KEY in meta:
+        if isinstance(meta, dict) and any(k in meta for k in _UPSTREAM_KEYS):
+            # The upstream's serverInfo, and any receipts it attached itself (an upstream that
+            # notarizes its own results, or a gateway in front of a gateway), are kept under
+            # upstream keys: the gateway's own receipts take the plain keys, and the
+            # upstream's stay verifiable (its record hashes the same content, unless the
+            # projection below had to change it).
             meta = dict(meta)
-            meta[codes.UPSTREAM_SERVER_INFO_META_KEY] = meta.pop(codes.SERVER_INFO_META_KEY)
+            for key, aside in _UPSTREAM_KEYS.items():
+                if key in meta:
+                    meta[aside] = meta.pop(key)
             wire["_meta"] = meta
         if wire.get("isError") is True:
             err_meta = dict(wire.get("_meta") or {})
@@ -525,6 +547,15 @@ class GatewayRuntime:
             return aer1.build_aer1(notary_receipt=None, **kwargs)
 
 
+_UPSTREAM_KEYS: Final = {
+    codes.SERVER_INFO_META_KEY: codes.UPSTREAM_SERVER_INFO_META_KEY,
+    TOOL_CALL_META_KEY: codes.UPSTREAM_TOOL_CALL_META_KEY,
+    AER1_META_KEY: codes.UPSTREAM_AER1_META_KEY,
+    codes.AUTH_RECEIPT_META_KEY: codes.UPSTREAM_AUTH_RECEIPT_META_KEY,
+}
+"""``_meta`` keys of an upstream result that the gateway moves aside, and where to."""
+
+
 def _outcome(result: Mapping[str, Any]) -> str:
     meta = result.get("_meta")
     if isinstance(meta, Mapping):
@@ -547,7 +578,8 @@ def _key_digest(key: str) -> str:
 
 async def _on_list_tools(ctx: ServerRequestContext[GatewayRuntime],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return await ctx.lifespan_context.list_tools(params.cursor if params is not None else None)
+    return await ctx.lifespan_context.list_tools(params.cursor if params is not None else None,
+                                                 dict(ctx.meta) if ctx.meta else None)
 
 
 async def _on_call_tool(ctx: ServerRequestContext[GatewayRuntime],

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from notary.gateway.policy.commitment import DecisionValue, facts_sha256, policy_commitment
-from notary.gateway.policy.facts import CONTEXT_FACTS, MISSING, FactSpec
+from notary.gateway.policy.facts import MISSING, FactSpec
 from notary.gateway.policy.rules import Rule
 
 __all__ = ["Decision", "Policy", "ToolPolicy"]
@@ -107,8 +107,10 @@ class Policy:
         """Whether some call of ``tool`` by ``agent`` could be allowed (for ``tools/list``).
 
         The tool must be in the policy, and its rules on the context facts (``tool``,
-        ``agent``) must hold for this agent: those do not depend on the arguments, so a tool
-        whose context rules fail is denied for every call and is not worth offering.
+        ``agent``) must hold: those do not depend on the arguments, so a tool whose context
+        rules fail is denied for every call and is not worth offering. With no agent known
+        (none configured, none claimed on this request) the agent rules are not judged: a
+        call could still claim one they admit.
         """
         spec = self.tools.get(tool)
         if spec is None:
@@ -116,4 +118,5 @@ class Policy:
         facts: dict[str, Any] = {"tool": tool}
         if agent is not None:
             facts["agent"] = agent
-        return all(r.failure(facts) is None for r in spec.rules if r.fact in CONTEXT_FACTS)
+        return all(r.failure(facts) is None for r in spec.rules
+                   if r.fact == "tool" or (r.fact == "agent" and agent is not None))
