@@ -30,6 +30,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, RequestParamsMeta, TextContent
 
+from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Verifier
 from notary.core import aer1
 from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
@@ -448,6 +449,20 @@ async def test_ledger_entries_and_audit(rig: Rig) -> None:
     code, text = await rig.cli(*base, "--decisions", str(rig.state), *trust)
     assert code == 0 and "4 of 4 decisions re-checked: ALL VALID" in text, text
     assert "in the ledger: PASSED" in text
+
+    # Witnesses trusted in the audit too (simple form or C2SP tlog-policy): this notary has no
+    # witnesses, so even the proofs upgraded from it carry no cosignature, and that is said.
+    witness = CosignatureSigner.generate("w.example")
+    code, out = await rig.cli(*base, "--decisions", str(rig.state), *trust, "--notary", rig.url,
+                              "--witness", witness.verifier_key_text(), "--json")
+    report = json.loads(out)
+    assert code == 1 and not any(d["valid"] for d in report["decisions"])
+    assert "0 of 1 witness cosigned" in report["decisions"][0]["levels"]["ledger"]["reason"]
+    policy_file = rig.tmp / "witnesses.policy"
+    policy_file.write_text(f"witness w {witness.verifier_key_text()}\nquorum none\n")
+    code, out = await rig.cli(*base, "--decisions", str(rig.state), *trust,
+                              "--witness-policy", str(policy_file), "--json")
+    assert code == 0 and json.loads(out)["valid"], out
 
     # Exported evidence, tampered: the audit catches each kind of lie.
     code, lines = await rig.cli("gateway", "decisions", "--state", str(rig.state))

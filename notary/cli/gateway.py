@@ -279,11 +279,23 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
             jwks = await load_jwks(args.jwks, None)
     except VerifierInputError as e:
         raise _error(str(e)) from e
+    try:
+        witness_policy = _audit_witness_policy(args)
+    except VerifierInputError as e:
+        raise _error(str(e)) from e
+    if witness_policy is not None:
+        log_keys += [k for k, _ in witness_policy.logs if all(k.vkey != h.vkey for h in log_keys)]
+    proofs: dict[str, str] = {}
+    if witness_policy is not None and witness_policy.requires_cosignatures and not args.offline:
+        receipts = [e.receipt for e in decisions] + list(policy_receipts.values())
+        proofs = await _upgraded_proofs([r for r in receipts if r is not None], args)
     policies = {c: p for c, (_, p) in revealed.items()}
-    checks = [audit_decision(i, e, policies, server=args.server, jwks=jwks, log_keys=log_keys)
+    checks = [audit_decision(i, e, policies, server=args.server, jwks=jwks, log_keys=log_keys,
+                             witness_policy=witness_policy, proofs=proofs)
               for i, e in enumerate(decisions, 1)]
     policy_checks = [check_policy(src, c, policy_receipts.get(c), server=args.server,
-                                  jwks=jwks, log_keys=log_keys)
+                                  jwks=jwks, log_keys=log_keys, witness_policy=witness_policy,
+                                  proofs=proofs)
                      for c, (src, _) in revealed.items()]
     return {
         "valid": bool(checks) and all(c.valid for c in checks)
@@ -292,6 +304,53 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
         "policies": [p.to_json() for p in policy_checks],
         "summary": {"decisions": len(checks), "valid": sum(c.valid for c in checks)},
     }
+
+
+def _audit_witness_policy(args: argparse.Namespace) -> Any:
+    """``--witness-policy`` (C2SP tlog-policy), or ``--witness`` with ``--quorum``, or None."""
+    from ledger.core.tlog_policy import Policy as WitnessPolicy
+    from ledger.core.tlog_policy import PolicyError as TlogPolicyError
+    from notary.cli.trust_args import witness_policy_from_args
+    from notary.verifier.trust import parse_witness_keys
+
+    policy = witness_policy_from_args(args)
+    if policy is not None or not args.witness:
+        if args.quorum and not args.witness:
+            raise _error("--quorum needs witness keys (--witness)")
+        return policy
+    witnesses = parse_witness_keys(args.witness)
+    quorum = len(witnesses) if args.quorum is None else args.quorum
+    try:
+        return WitnessPolicy.from_quorum(witnesses, quorum)
+    except TlogPolicyError as e:
+        raise _error(str(e)) from e
+
+
+async def _upgraded_proofs(receipts: list[dict[str, Any]], args: argparse.Namespace
+                           ) -> dict[str, str]:
+    """Receipt id → the notary's current proof for it (into its newest witnessed checkpoint).
+
+    Receipts are fetched from ``--notary`` or, without it, from the log URL in each receipt.
+    A receipt that cannot be fetched keeps its own proof (and is judged on it).
+    """
+    from notary.verifier.fetch import FetchError, HttpFetcher, get_json
+    from notary.verifier.inputs import log_base_url
+
+    out: dict[str, str] = {}
+    async with HttpFetcher(args.timeout) as fetcher:
+        for receipt in receipts:
+            rid = receipt.get("id")
+            base = args.notary.rstrip("/") if args.notary else log_base_url(receipt)
+            if not isinstance(rid, str) or base is None or rid in out:
+                continue
+            try:
+                doc = await get_json(fetcher, f"{base}/v1/tool-calls/{rid}")
+            except FetchError:
+                continue
+            proof = doc.get("proof") if isinstance(doc, dict) else None
+            if isinstance(proof, str):
+                out[rid] = proof
+    return out
 
 
 def _render_audit(report: dict[str, Any]) -> str:
@@ -439,6 +498,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="trusted log verifier key (repeatable)")
     a.add_argument("--notary", metavar="URL", default=argparse.SUPPRESS,
                    help="fetch the receipt keys and log key from this notary")
+    a.add_argument("--witness", action="append", default=[], metavar="VKEY|@FILE",
+                   help="witness cosignature key (repeatable): each decision's checkpoint must "
+                        "carry the quorum; proofs are upgraded from the notary first")
+    a.add_argument("--quorum", type=int, metavar="K",
+                   help="witnesses that must have cosigned (default: all given)")
+    a.add_argument("--witness-policy", metavar="FILE",
+                   help="a C2SP tlog-policy file instead of --witness/--quorum")
+    a.add_argument("--offline", action="store_true",
+                   help="fetch nothing (no upgraded proofs: witness checks use the saved ones)")
     a.add_argument("--timeout", type=float, default=10.0)
     a.add_argument("--json", action="store_true")
 

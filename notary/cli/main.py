@@ -25,7 +25,7 @@ from notary.watch import server_filter
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {k: v for k, v in vars(args).items()
              if k in ("data", "listen", "public_url", "origin", "max_body", "log_format",
-                      "witnesses", "witness_quorum", "witness_interval")}
+                      "witnesses", "witness_quorum", "witness_policy", "witness_interval")}
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a witness to collect cosignatures from (repeatable)")
     p.add_argument("--witness-quorum", type=int, metavar="K",
                    help="cosignatures a published checkpoint needs (default: a majority)")
+    p.add_argument("--witness-policy", metavar="FILE",
+                   help="a C2SP tlog-policy file naming the witnesses (with their submission "
+                        "URLs) and the quorum, instead of --witness/--witness-quorum")
     p.add_argument("--witness-interval", type=float, metavar="S",
                    help="seconds between submissions of a grown tree (default 2)")
     p.set_defaults(func=cmd_serve)

@@ -7,11 +7,17 @@ when this command runs, so every other ``notary`` command starts fast.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from ledger.exitcodes import UsageError
 from ledger.netaddr import parse_host_port
-from notary.cli.trust_args import add_trust_arguments, check_network_args, state_from_args
+from notary.cli.trust_args import (
+    add_trust_arguments,
+    check_network_args,
+    state_from_args,
+    witness_policy_from_args,
+)
 from notary.core.receipts import Jwks
 from notary.verifier.inputs import (
     VerifierInputError,
@@ -47,14 +53,22 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         import asyncio
 
         jwks = asyncio.run(load_jwks(args.jwks, None))
+    policy = witness_policy_from_args(args)
     witnesses = parse_witness_keys(args.witness)
     if args.quorum and not witnesses:
         raise VerifierInputError("--quorum needs witness keys (--witness)")
     log_keys = parse_log_keys(args.log_key)
-    Trust(None, log_keys, witnesses, args.quorum if args.quorum is not None else len(witnesses))
+    if policy is not None:
+        log_keys = (*log_keys, *(k for k, _ in policy.logs
+                                 if all(k.vkey != h.vkey for h in log_keys)))
+        Trust(None, log_keys, policy=policy)
+    else:
+        Trust(None, log_keys, witnesses,
+              args.quorum if args.quorum is not None else len(witnesses))
     return ServerConfig(notary_url=args.notary, jwks=jwks, log_keys=log_keys,
-                        witnesses=witnesses, quorum=args.quorum, state=state_from_args(args),
-                        offline=args.offline, log_url=args.log_url, timeout=args.timeout)
+                        witnesses=witnesses, quorum=args.quorum, witness_policy=policy,
+                        state=state_from_args(args), offline=args.offline,
+                        log_url=args.log_url, timeout=args.timeout)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -73,6 +87,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     host, port = address
     app = server.streamable_http_app(host=host)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"notary mcp: serving MCP (streamable HTTP) at http://{shown}:{port}/mcp",
+          file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
     return 0
 

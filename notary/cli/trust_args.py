@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ledger.core.tlog_policy import Policy as WitnessPolicy
 from notary.verifier.fetch import Fetcher, _check_url
 from notary.verifier.inputs import (
     VerifierInputError,
@@ -21,6 +22,7 @@ from notary.verifier.state import (
 from notary.verifier.trust import (
     Trust,
     load_jwks,
+    load_witness_policy,
     parse_log_keys,
     parse_witness_keys,
     trust_from_notary,
@@ -50,6 +52,9 @@ def add_trust_arguments(p: argparse.ArgumentParser, notary_help: str = "") -> No
     p.add_argument("--quorum", type=int, metavar="K",
                    help="witnesses that must have cosigned (default: all given witnesses; "
                         "0 when none)")
+    p.add_argument("--witness-policy", metavar="FILE",
+                   help="a C2SP tlog-policy file (log, witness, group and quorum lines) "
+                        "instead of --witness/--quorum; its log keys are trusted too")
     p.add_argument("--notary", metavar="URL",
                    help=notary_help + "fetch the receipt keys and log key from this notary when "
                         "--jwks or --log-key is not given (trusts that notary for its own keys)")
@@ -94,8 +99,23 @@ async def trust_from_args(args: argparse.Namespace, fetcher: Fetcher | None) -> 
         notary_jwks, notary_key = await trust_from_notary(args.notary, fetcher)
         jwks = jwks or notary_jwks
         log_keys = log_keys or (notary_key,)
+    policy = witness_policy_from_args(args)
+    if policy is not None:
+        log_keys = (*log_keys, *(k for k, _ in policy.logs
+                                 if all(k.vkey != have.vkey for have in log_keys)))
+        return Trust(jwks, log_keys, policy=policy)
     witnesses = parse_witness_keys(args.witness)
     quorum = len({(w.name, w.key_id) for w in witnesses}) if args.quorum is None else args.quorum
     if args.quorum and not witnesses:
         raise VerifierInputError("--quorum needs witness keys (--witness)")
     return Trust(jwks, log_keys, witnesses, quorum)
+
+
+def witness_policy_from_args(args: argparse.Namespace) -> WitnessPolicy | None:
+    """The ``--witness-policy`` file, which replaces ``--witness`` and ``--quorum``."""
+    if getattr(args, "witness_policy", None) is None:
+        return None
+    if args.witness or args.quorum is not None:
+        raise VerifierInputError("--witness-policy replaces --witness and --quorum; give one "
+                                 "or the other")
+    return load_witness_policy(args.witness_policy)
