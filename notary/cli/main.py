@@ -127,6 +127,53 @@ def cmd_hash(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    from notary.backup import BackupError, backup
+
+    settings = _settings(args)
+    try:
+        info = backup(settings.data, Path(args.dest))
+    except BackupError as e:
+        raise UsageError(str(e)) from e
+    print(f"Backed up {settings.data}/ to {args.dest}/: {info.describe()}.")
+    print("Keys and database are 0600, directories 0700. Keep the backup as private as the "
+          "data directory: log.key is the log's identity.")
+    return 0
+
+
+def _checkpoint_arg(value: str) -> tuple[str, bytes]:
+    """A signed checkpoint from a file, or fetched from an http(s) URL (``.../checkpoint``)."""
+    if value.startswith(("http://", "https://")):
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(value, timeout=10) as r:
+                return value, r.read(1 << 20)
+        except OSError as e:
+            raise UsageError(f"cannot fetch --checkpoint {value}: {e}") from e
+    try:
+        return value, Path(value).read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read --checkpoint {value}: {e}") from e
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from notary.backup import BackupError, restore
+
+    settings = _settings(args)
+    extra = [_checkpoint_arg(v) for v in args.checkpoint]
+    try:
+        info, moved = restore(Path(args.backup), settings.data, extra)
+    except BackupError as e:
+        raise UsageError(str(e)) from e
+    if moved is not None:
+        print(f"Moved the replaced data directory to {moved}/ (delete it once the restore is "
+              "verified).")
+    print(f"Restored {args.backup}/ into {settings.data}/: {info.describe()}. Start the notary "
+          "again; it checks the tiles against the signed checkpoint on start.")
+    return 0
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, help="data directory (default ./notary-data)")
     p.add_argument("--config", type=Path, help="TOML settings file")
@@ -181,6 +228,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = keys.add_parser("rotate", help="start signing receipts with a new key")
     _common(p)
     p.set_defaults(func=cmd_keys_rotate)
+
+    p = sub.add_parser("backup", help="copy the data directory while the notary runs (SQLite "
+                       "online backup, keys included, modes kept)")
+    _common(p)
+    p.add_argument("dest", help="a new (or empty) directory for the backup")
+    p.set_defaults(func=cmd_backup)
+    p = sub.add_parser("restore", help="restore a backup into the data directory, refusing one "
+                       "older than the log has become (that would fork the log)")
+    _common(p)
+    p.add_argument("backup", help="a directory made by notary backup")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="FILE|URL",
+                   help="a newer signed checkpoint seen elsewhere (a saved /checkpoint, a "
+                        "monitor's or a witness's); the restore is refused if the backup is "
+                        "older than it (repeatable)")
+    p.set_defaults(func=cmd_restore)
 
     for module in (verify, mcp, witness, gateway):
         module.register(sub)
