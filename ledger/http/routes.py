@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 
 from aiohttp import web
 
@@ -201,8 +202,14 @@ def _history(head: Head, stored: Sequence[CheckpointRecord], limit: int) -> list
     return out[:limit]
 
 
+def rfc3339(seconds: float) -> str:
+    """UNIX seconds as RFC 3339 UTC with milliseconds (``2026-01-01T00:00:00.000Z``)."""
+    moment = datetime.fromtimestamp(seconds, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
 async def get_checkpoints(request: web.Request) -> web.Response:
-    """Recent checkpoints (``time`` in UNIX seconds), so an auditor can check old ones too."""
+    """Recent checkpoints (``time`` in RFC 3339), so an auditor can check old ones too."""
     limit = _query_uint(request, "limit", maximum=MAX_HISTORY)
     if limit is None:
         limit = DEFAULT_HISTORY
@@ -211,7 +218,8 @@ async def get_checkpoints(request: web.Request) -> web.Response:
     log, head = await _head(request)
     records = _history(head, await log.store.history(limit + 1), limit)
     return web.json_response({"checkpoints": [
-        {"size": r.size, "time": r.time, "checkpoint": r.note.decode("utf-8")} for r in records
+        {"size": r.size, "time": rfc3339(r.time), "checkpoint": r.note.decode("utf-8")}
+        for r in records
     ]})
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ledger.cli import monitor, witness
 from ledger.exitcodes import ExitCode, UsageError
+from ledger.http.routes import rfc3339
 from ledger.keyfile import KeyFileError
 from notary.cli import gateway, mcp, verify
 from notary.config import ConfigError, Settings, resolve
@@ -70,9 +71,13 @@ def cmd_apikey_create(args: argparse.Namespace) -> int:
         create_account_key(conn, args.account, args.monthly_allowance, key.key_id,
                            key.secret_sha256)
     allowance = "unlimited" if args.monthly_allowance is None else args.monthly_allowance
-    print(f"Created API key {key.key_id} for account {args.account!r} "
-          f"(monthly allowance: {allowance}). It is shown once; store it now:", file=sys.stderr)
-    print(key.token)
+    # Everything on stdout, the key alone on the last line: `| tail -1` gives just the key,
+    # and the note never ends in a colon with nothing after it when the key is captured.
+    print(f"Created API key {key.key_id} for account {args.account!r} (monthly allowance: "
+          f"{allowance}).")
+    print("The key is on the next line and is shown only once (only its SHA-256 is stored); "
+          "`notary apikey create ... | tail -1` prints the key alone.")
+    print(key.token, flush=True)
     return 0
 
 
@@ -82,7 +87,8 @@ def cmd_apikey_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([
             {"key_id": r[0], "account": r[1], "monthly_allowance": r[2], "used_this_month": r[3],
-             "created": r[4], "revoked": r[5]} for r in rows], indent=2))
+             "created": rfc3339(r[4]), "revoked": None if r[5] is None else rfc3339(r[5])}
+            for r in rows], indent=2))
         return 0
     print(f"{'KEY ID':<14}{'ACCOUNT':<24}{'ALLOWANCE':>10}{'USED':>8}  STATUS")
     for key_id, account, allowance, used, _created, revoked in rows:
