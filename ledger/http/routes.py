@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 
 from aiohttp import web
 
 from ledger.core.hashing import leaf_hash
 from ledger.core.tiles import TILE_WIDTH, TilePathError, parse_tile_path, tile_count
+from ledger.core.timestamps import rfc3339
 from ledger.http.errors import ApiError, error_middleware
 from ledger.log import Head, Log
 from ledger.storage.base import CheckpointRecord
@@ -200,12 +200,6 @@ def _history(head: Head, stored: Sequence[CheckpointRecord], limit: int) -> list
     out = [head.record]
     out.extend(r for r in stored if r.size < head.size)
     return out[:limit]
-
-
-def rfc3339(seconds: float) -> str:
-    """UNIX seconds as RFC 3339 UTC with milliseconds (``2026-01-01T00:00:00.000Z``)."""
-    moment = datetime.fromtimestamp(seconds, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 async def get_checkpoints(request: web.Request) -> web.Response:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ledger.cli import monitor, witness
+from ledger.core.timestamps import rfc3339
 from ledger.exitcodes import ExitCode, UsageError
-from ledger.http.routes import rfc3339
 from ledger.keyfile import KeyFileError
 from notary.cli import gateway, mcp, verify
 from notary.config import ConfigError, Settings, resolve
