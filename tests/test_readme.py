@@ -12,6 +12,7 @@ point into the temporary directory, so nothing is written to the user's home eit
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -80,10 +81,8 @@ def test_readme_walkthrough_runs_and_leaves_the_work_tree_clean(tmp_path: Path) 
     try:
         out, _ = proc.communicate(timeout=240)
     finally:
-        try:  # the background notary, if the script stopped before killing it
+        with contextlib.suppress(ProcessLookupError):  # a notary the script did not stop
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     assert proc.returncode == 0, out[-6000:]
     # What the walkthrough shows did happen.
     assert "all results verified" in out
