@@ -336,7 +336,10 @@ async def test_daemon_keeps_alarming_and_exposes_metrics(served: Served) -> None
             await asyncio.sleep(0.05)
         raise AssertionError(err.getvalue())
 
-    m = await until(lambda m: m.get("notary_monitor_verified_size") == 300)
+    # The size is verified before the same poll's audit ends: wait for both, not one then the
+    # other (reading them in between is a race, not a failure).
+    m = await until(lambda m: m.get("notary_monitor_verified_size") == 300
+                    and m.get("notary_monitor_entries_audited_total") == 300)
     assert m["notary_monitor_entries_audited_total"] == 300
     served.proxy.target = served.fork_url
     await until(lambda m: m.get('notary_monitor_alarms_total{kind="fork"}', 0) >= 2)
