@@ -810,3 +810,34 @@ def test_screen_line_decides_from_the_line_alone() -> None:
                                          "params": {"name": "t",
                                                     "arguments": _nested(MAX_DEPTH - 5)}}))
     assert message is not None
+
+
+async def test_non_object_structured_content_in_both_protocol_modes(rig: Rig, mode: str) -> None:
+    """An upstream on MCP 2026-07-28 returns an array (with an array output schema): a
+    2026-07-28 client gets the array, a 2025-era client ``{"result": [...]}`` and a schema for
+    that object; each verifies what it received."""
+    from mcp.server import Server
+    from mcp_types import ListToolsResult, TextContent, Tool
+
+    schema = {"type": "array", "items": {"type": "integer"}}
+
+    async def list_tools(ctx: Any, params: Any) -> ListToolsResult:
+        return ListToolsResult(tools=[Tool(name="numbers", input_schema={"type": "object"},
+                                           output_schema=schema)])
+
+    async def call_tool(ctx: Any, params: Any) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text="3 numbers")],
+                              structured_content=[3, 1, 2])
+
+    upstream: Server[Any] = Server("arrays", on_list_tools=list_tools, on_call_tool=call_tool)
+    rig.policy.write_text("version = 1\n[gateway]\nname = \"test-gateway\"\n[tools.numbers]\n")
+    config = GatewayConfig(upstream=upstream, policy_path=rig.policy, salt_path=rig.salt,
+                           state_path=rig.state, notary_url=rig.url, api_key=rig.key)
+    async with Client(build_gateway(config), mode=mode) as client:
+        listed = (await client.list_tools()).tools[0]
+        result = await client.call_tool("numbers", {})  # validated against the listed schema
+    expected: Any = [3, 1, 2] if mode == "auto" else {"result": [3, 1, 2]}
+    assert result.structured_content == expected
+    assert listed.output_schema == (schema if mode == "auto" else {
+        "type": "object", "properties": {"result": schema}, "required": ["result"]})
+    assert_notarized(rig, result, "numbers", {})
