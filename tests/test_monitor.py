@@ -239,6 +239,9 @@ async def test_tlog_policy(served: Served) -> None:
         note, [ws[2].cosign(text, 1), ws[0].cosign(text, 2)])
     code, _, err = await monitor(*served.args("--policy", str(policy)))
     assert code == EXIT_OK, err
+    # The same flag name as notary verify / mcp / serve / gateway audit.
+    code, _, err = await monitor(*served.args("--witness-policy", str(policy)))
+    assert code == EXIT_OK, err
 
 
 @pytest.mark.parametrize("what", ["tile", "bundle", "edge"])

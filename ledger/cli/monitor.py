@@ -229,9 +229,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="a witness's cosignature verifier key (repeatable)")
     p.add_argument("--quorum", type=int, metavar="K",
                    help="cosignatures required (default: every --witness)")
-    p.add_argument("--policy", metavar="FILE",
+    p.add_argument("--policy", "--witness-policy", dest="policy", metavar="FILE",
                    help="a C2SP tlog-policy file (witnesses, groups, quorum) instead of "
-                        "--witness and --quorum")
+                        "--witness and --quorum (--witness-policy, as in notary verify)")
     state = p.add_mutually_exclusive_group()
     state.add_argument("--state", metavar="FILE",
                        help="where the last verified checkpoint and audit position are kept "
