@@ -48,17 +48,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ledger.atomic import write_atomic
+from ledger.client.http import HttpClient
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signatures
-from ledger.core.tlog_policy import Policy as WitnessPolicy
+from ledger.core.tlog_policy import TlogPolicy
 from ledger.log import Head, Log
 from ledger.reader import stack_coords
 
@@ -79,7 +80,7 @@ MAX_BACKOFF = 60.0
 _KEPT_TARGETS = 8
 
 
-class WitnessConfigError(ValueError):
+class WitnessConfigError(LedgerError, ValueError):
     """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
 
 
@@ -102,7 +103,7 @@ def _public_key(verifier: NoteVerifier) -> bytes:
     return key
 
 
-def endpoints_from_policy(policy: WitnessPolicy) -> list[WitnessEndpoint]:
+def endpoints_from_policy(policy: TlogPolicy) -> list[WitnessEndpoint]:
     """The witnesses of a C2SP tlog-policy as submission endpoints (each needs its URL)."""
     out = []
     for name, (verifier, url) in policy.witnesses.items():
@@ -171,7 +172,7 @@ class Witnessing:
     """Runs the witnessing loop for one log; create, ``await start()``, ``await close()``."""
 
     def __init__(self, log: Log, endpoints: Sequence[WitnessEndpoint], *,
-                 quorum: int | None = None, policy: WitnessPolicy | None = None,
+                 quorum: int | None = None, policy: TlogPolicy | None = None,
                  interval: float = 2.0, timeout: float = 5.0, state_path: Path | None = None,
                  registry: CollectorRegistry | None = None) -> None:
         if not endpoints:
@@ -185,8 +186,8 @@ class Witnessing:
             assert quorum is not None
             if not 1 <= quorum <= len(endpoints):
                 raise WitnessConfigError(f"witness quorum {quorum} must be 1..{len(endpoints)}")
-            policy = WitnessPolicy.from_quorum([e.verifier for e in endpoints], quorum,
-                                               [e.url for e in endpoints])
+            policy = TlogPolicy.from_quorum([e.verifier for e in endpoints], quorum,
+                                            [e.url for e in endpoints])
         if not policy.requires_cosignatures:
             raise WitnessConfigError("the witness policy's quorum is none: nothing to collect")
         by_key = {_public_key(v): name for name, (v, _) in policy.witnesses.items()}
@@ -203,7 +204,7 @@ class Witnessing:
         self.interval = interval
         self.timeout = timeout
         self.state_path = state_path
-        self._session: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
         self._witnesses: dict[str, _Witness] = {}
         self._targets: OrderedDict[int, _Target] = OrderedDict()
         self._current: _Target | None = None
@@ -223,9 +224,9 @@ class Witnessing:
     # Lifetime ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession()
+        self._http = await HttpClient(timeout=self.timeout).open()
         for e in self.endpoints:
-            client = WitnessClient(e.url, e.verifier, self._session, timeout=self.timeout)
+            client = WitnessClient(e.url, e.verifier, self._http)
             self._witnesses[e.vkey] = _Witness(e, client)
         await self._load()
         head = await self.log.head(0)
@@ -241,14 +242,10 @@ class Witnessing:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._dirty:
             await self._save()
-        if self._session is not None:
-            await self._session.close()
+        if self._http is not None:
+            await self._http.close()
 
     # What is published ------------------------------------------------------------------------
-
-    @property
-    def published(self) -> Published | None:
-        return self._published
 
     def witnessed(self) -> tuple[int, bytes] | None:
         """(size, note) of the newest checkpoint meeting the policy, or None (for receipts)."""

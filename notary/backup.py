@@ -42,6 +42,7 @@ from ledger.core.note import Ed25519Verifier, NoteError
 from ledger.reader import LogReader, stack_coords
 from ledger.storage.sqlite import SqliteStore
 from ledger.witnessing import STATE_FILE as WITNESSING_FILE
+from notary.core.errors import NotaryBaseError
 from notary.keys import DB_NAME, Paths
 
 __all__ = ["MANIFEST", "BackupError", "BackupInfo", "backup", "restore"]
@@ -49,7 +50,7 @@ __all__ = ["MANIFEST", "BackupError", "BackupInfo", "backup", "restore"]
 MANIFEST = "backup.json"
 
 
-class BackupError(Exception):
+class BackupError(NotaryBaseError):
     """A backup or restore that cannot be done safely; the message says why and what to do."""
 
 

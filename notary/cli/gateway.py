@@ -28,12 +28,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import uvicorn
+
+from ledger.client.http import FetchError, HttpClient
+from ledger.core.tlog_policy import TlogPolicy
 from ledger.exitcodes import UsageError
-
-if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
-    from mcp.client.stdio import StdioServerParameters
-
+from ledger.logs import configure
 from ledger.netaddr import parse_host_port
+from notary.cli.trust_args import witness_policy_from_args
+from notary.gateway.audit import audit_decision, check_policy, parse_jsonl
 from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
 from notary.gateway.salt import (
     SaltError,
@@ -42,6 +46,18 @@ from notary.gateway.salt import (
     legacy_salt_path,
     read_salt,
 )
+from notary.gateway.store import read_decisions, read_policy_receipts
+from notary.verifier.inputs import VerifierInputError, log_base_url
+from notary.verifier.trust import (
+    build_trust,
+    complete_from_notary,
+    load_jwks,
+    parse_log_keys,
+    parse_witness_keys,
+)
+
+if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
+    from mcp.client.stdio import StdioServerParameters
 
 __all__ = ["parse_upstream", "register"]
 
@@ -73,7 +89,7 @@ def parse_upstream(text: str, env: Sequence[str] = (), cwd: str | None = None
         if not sep or not key:
             raise _error(f"--upstream-env {item!r} is not KEY=VALUE")
         extra[key] = value
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters  # deferred: the mcp SDK is heavy
 
     return StdioServerParameters(command=argv[0], args=argv[1:], env=extra or None, cwd=cwd)
 
@@ -117,8 +133,7 @@ def _api_key(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ledger.logs import configure
-    from notary.gateway.server import GatewayConfig, build_gateway
+    from notary.gateway.server import GatewayConfig, build_gateway  # deferred: imports mcp
 
     if not args.upstream or not args.policy:
         raise _error("usage: notary gateway --upstream CMD|URL --policy FILE --notary URL "
@@ -142,27 +157,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         notary_url=notary_url, api_key=_api_key(args), name=args.name, agent=args.agent,
         upstream_mode=args.upstream_mode, notary_public_url=args.notary_public_url,
         upstream_timeout=args.upstream_timeout, list_all_tools=args.list_all_tools)
+    address = parse_host_port(args.http, what="--http") if args.http else None
     server = build_gateway(config)
-    if args.http:
-        import uvicorn
-
-        try:
-            host, port = parse_host_port(args.http)
-        except ValueError:
-            raise _error("--http takes HOST:PORT") from None
+    if address is not None:
+        host, port = address
         app = server.streamable_http_app(host=host)
         print(f"notary gateway: serving MCP at http://{args.http}/mcp", file=sys.stderr)
         uvicorn.run(app, host=host, port=int(port), log_level="warning")
         return 0
 
-    from notary.gateway.stdio import guarded_stdio
+    from notary.gateway.stdio import guarded_stdio  # deferred: the mcp SDK is heavy
 
     async def serve() -> None:
         # Not the SDK's stdio_server: it answers nothing to a batch or a deeply nested line.
         async with guarded_stdio() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    import anyio
 
     anyio.run(serve)
     return 0
@@ -174,7 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 async def _input_schemas(upstream: str | StdioServerParameters, mode: str
                          ) -> dict[str, dict[str, Any] | None]:
     out: dict[str, dict[str, Any] | None] = {}
-    from mcp import Client
+    from mcp import Client  # deferred: the mcp SDK is heavy
 
     async with Client(upstream, mode=mode) as client:
         cursor: str | None = None
@@ -230,9 +239,6 @@ def _is_sqlite(path: Path) -> bool:
 
 
 async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
-    from notary.gateway.audit import parse_jsonl
-    from notary.gateway.store import read_decisions, read_policy_receipts
-
     if _is_sqlite(path):
         decisions = [e async for e in read_decisions(path)]
         return decisions, await read_policy_receipts(path)
@@ -243,11 +249,6 @@ async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
 
 
 async def _audit(args: argparse.Namespace) -> dict[str, Any]:
-    from notary.gateway.audit import audit_decision, check_policy
-    from notary.verifier.fetch import HttpFetcher
-    from notary.verifier.inputs import VerifierInputError
-    from notary.verifier.trust import load_jwks, parse_log_keys, trust_from_notary
-
     salt_file = args.salt_file
     if salt_file is None:
         if not _is_sqlite(args.decisions):
@@ -263,20 +264,17 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
         revealed[policy.commitment(salt)] = (str(path), policy)
     decisions, policy_receipts = await _read_evidence(args.decisions)
     try:
-        log_keys = list(parse_log_keys(args.log_key))
-        jwks = None
+        pinned = parse_log_keys(args.log_key)
         needs_net = (args.jwks or "").startswith(("http://", "https://")) or (
-            args.notary and (not args.jwks or not log_keys))
+            args.notary and (not args.jwks or not pinned))
         if needs_net:
-            async with HttpFetcher(args.timeout) as fetcher:
-                if args.jwks:
-                    jwks = await load_jwks(args.jwks, fetcher)
-                if args.notary and (jwks is None or not log_keys):
-                    notary_jwks, notary_key = await trust_from_notary(args.notary, fetcher)
-                    jwks = jwks or notary_jwks
-                    log_keys = log_keys or [notary_key]
-        elif args.jwks:
-            jwks = await load_jwks(args.jwks, None)
+            async with HttpClient(timeout=args.timeout) as fetcher:
+                jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
+                jwks, keys, _ = await complete_from_notary(jwks, pinned, args.notary, fetcher)
+        else:
+            jwks = await load_jwks(args.jwks, None) if args.jwks else None
+            keys = pinned
+        log_keys = list(keys)
     except VerifierInputError as e:
         raise _error(str(e)) from e
     try:
@@ -306,24 +304,13 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _audit_witness_policy(args: argparse.Namespace) -> Any:
+def _audit_witness_policy(args: argparse.Namespace) -> TlogPolicy | None:
     """``--witness-policy`` (C2SP tlog-policy), or ``--witness`` with ``--quorum``, or None."""
-    from ledger.core.tlog_policy import Policy as WitnessPolicy
-    from ledger.core.tlog_policy import PolicyError as TlogPolicyError
-    from notary.cli.trust_args import witness_policy_from_args
-    from notary.verifier.trust import parse_witness_keys
-
     policy = witness_policy_from_args(args)
-    if policy is not None or not args.witness:
-        if args.quorum and not args.witness:
-            raise _error("--quorum needs witness keys (--witness)")
+    if policy is not None:
         return policy
-    witnesses = parse_witness_keys(args.witness)
-    quorum = len(witnesses) if args.quorum is None else args.quorum
-    try:
-        return WitnessPolicy.from_quorum(witnesses, quorum)
-    except TlogPolicyError as e:
-        raise _error(str(e)) from e
+    # The same reading of --witness/--quorum as notary verify's (build_trust).
+    return build_trust(None, (), parse_witness_keys(args.witness), args.quorum).witness_policy
 
 
 async def _upgraded_proofs(receipts: list[dict[str, Any]], args: argparse.Namespace
@@ -333,18 +320,15 @@ async def _upgraded_proofs(receipts: list[dict[str, Any]], args: argparse.Namesp
     Receipts are fetched from ``--notary`` or, without it, from the log URL in each receipt.
     A receipt that cannot be fetched keeps its own proof (and is judged on it).
     """
-    from notary.verifier.fetch import FetchError, HttpFetcher, get_json
-    from notary.verifier.inputs import log_base_url
-
     out: dict[str, str] = {}
-    async with HttpFetcher(args.timeout) as fetcher:
+    async with HttpClient(timeout=args.timeout) as fetcher:
         for receipt in receipts:
             rid = receipt.get("id")
             base = args.notary.rstrip("/") if args.notary else log_base_url(receipt)
             if not isinstance(rid, str) or base is None or rid in out:
                 continue
             try:
-                doc = await get_json(fetcher, f"{base}/v1/tool-calls/{rid}")
+                doc = await fetcher.get_json(f"{base}/v1/tool-calls/{rid}")
             except FetchError:
                 continue
             proof = doc.get("proof") if isinstance(doc, dict) else None
@@ -384,8 +368,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
-    from notary.gateway.store import read_decisions
-
     if not _is_sqlite(args.state):
         raise _error(f"{args.state} is not a gateway state file")
 

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from ledger.cli import monitor, witness
+from ledger.client.http import FetchError, HttpClient
+from ledger.core.boundedjson import JsonError
 from ledger.core.timestamps import rfc3339
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.keyfile import KeyFileError
-from notary.cli import gateway, mcp, verify
+from ledger.logs import configure
+from ledger.sequencer import LogIntegrityError
+from ledger.storage.damage import corruption_in, damage_message
+from notary.backup import BackupError, backup, restore
+from notary.cli import check, gateway, mcp, verify
+from notary.cli.trust_args import parse_input_json
 from notary.config import ConfigError, Settings, resolve
 from notary.core.accounts import ACCOUNT_RE, month_of, new_api_key
 from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
+from notary.http.app import create_app, init_data_dir
 from notary.keys import Paths, create_receipt_key
 from notary.store.sqlite import connect_admin, create_account_key, list_keys, revoke_key
 from notary.watch import server_filter
@@ -26,16 +37,12 @@ from notary.watch import server_filter
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {k: v for k, v in vars(args).items()
              if k in ("data", "listen", "public_url", "origin", "max_body", "log_format",
-                      "witnesses", "witness_quorum", "witness_policy", "witness_interval")}
+                      "witnesses", "witness_quorum", "witness_policy", "witness_interval",
+                      "scrub_rate")}
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
-    from ledger.logs import configure
-    from notary.http.app import create_app, init_data_dir
-
     settings = _settings(args)
     configure(settings.log_format, settings.log_level)
     first = init_data_dir(settings)
@@ -119,9 +126,9 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
 
 def cmd_hash(args: argparse.Namespace) -> int:
     try:
-        raw = sys.stdin.read() if args.record == "-" else Path(args.record).read_text()
-        obj = json.loads(raw)
-    except (OSError, ValueError) as e:
+        raw = sys.stdin.buffer.read() if args.record == "-" else Path(args.record).read_bytes()
+        obj = parse_input_json(raw)
+    except (OSError, JsonError) as e:
         raise UsageError(f"cannot read {args.record}: {e}") from e
     try:
         record = record_from_json(obj)
@@ -134,8 +141,6 @@ def cmd_hash(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    from notary.backup import BackupError, backup
-
     settings = _settings(args)
     try:
         info = backup(settings.data, Path(args.dest))
@@ -147,15 +152,21 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_CHECKPOINT_BYTES = 1 << 20
+"""Largest --checkpoint fetched (a signed checkpoint with many cosignatures is a few KiB)."""
+
+
 def _checkpoint_arg(value: str) -> tuple[str, bytes]:
     """A signed checkpoint from a file, or fetched from an http(s) URL (``.../checkpoint``)."""
     if value.startswith(("http://", "https://")):
-        import urllib.request
+
+        async def fetch() -> bytes:
+            async with HttpClient(timeout=10.0) as http:
+                return await http.get(value, limit=MAX_CHECKPOINT_BYTES)
 
         try:
-            with urllib.request.urlopen(value, timeout=10) as r:
-                return value, r.read(1 << 20)
-        except OSError as e:
+            return value, asyncio.run(fetch())
+        except FetchError as e:
             raise UsageError(f"cannot fetch --checkpoint {value}: {e}") from e
     try:
         return value, Path(value).read_bytes()
@@ -164,8 +175,6 @@ def _checkpoint_arg(value: str) -> tuple[str, bytes]:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from notary.backup import BackupError, restore
-
     settings = _settings(args)
     extra = [_checkpoint_arg(v) for v in args.checkpoint]
     try:
@@ -205,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "URLs) and the quorum, instead of --witness/--witness-quorum")
     p.add_argument("--witness-interval", type=float, metavar="S",
                    help="seconds between submissions of a grown tree (default 2)")
+    p.add_argument("--scrub-rate", type=float, metavar="N",
+                   help="stored tiles and bundles the background scrub re-verifies per second "
+                        "(default 20; 0 turns it off)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("hash", help="print the call_sha256 of a call record file ('-': stdin)")
@@ -250,10 +262,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "older than it (repeatable)")
     p.set_defaults(func=cmd_restore)
 
-    for module in (verify, mcp, witness, gateway):
+    for module in (verify, check, mcp, witness, gateway):
         module.register(sub)
     monitor.register(sub, watch=server_filter)
     return parser
+
+
+def _database(args: argparse.Namespace) -> tuple[Path | None, str | None]:
+    """The notary database a command uses, and the command that checks it (for messages)."""
+    if not hasattr(args, "data"):
+        return None, None
+    try:
+        data = _settings(args).data
+    except (ConfigError, UsageError):
+        return None, None
+    return Paths(data).db, f"notary check --data {data}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,6 +285,18 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except (UsageError, ConfigError, KeyFileError) as e:
         print(f"notary: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    except Exception as e:
+        # A damaged store: not a bug to show as a traceback, nor worth retrying.
+        db, check_command = _database(args)
+        if isinstance(e, LogIntegrityError):
+            print(f"notary: error: the log in {db} does not match its signed checkpoint ({e}). "
+                  f"Restore the newest backup and run `{check_command}` before serving it.",
+                  file=sys.stderr)
+            return ExitCode.USAGE
+        if corruption_in(e) is None:
+            raise
+        print(f"notary: error: {damage_message(db, e, check_command)}", file=sys.stderr)
         return ExitCode.USAGE
 
 

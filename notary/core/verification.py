@@ -14,8 +14,7 @@ from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.hashing import leaf_hash
 from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.proofs import ProofError, verify_inclusion
-from ledger.core.tlog_policy import Policy as WitnessPolicy
-from ledger.core.tlog_policy import PolicyError as TlogPolicyError
+from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError
 from ledger.core.tlog_proof import ProofBundle, ProofBundleError, decode_proof_bundle
 from notary.core.canonical import CanonicalizationError
 from notary.core.entry import EntryError, LogEntry
@@ -140,7 +139,7 @@ def check_inclusion(
     return passed(f"index {bundle.index} in {cp.origin} at size {cp.size}"), bundle, cp
 
 
-def check_witnesses(checkpoint: bytes, log_verifier: NoteVerifier, policy: WitnessPolicy
+def check_witnesses(checkpoint: bytes, log_verifier: NoteVerifier, policy: TlogPolicy
                     ) -> LevelResult:
     """Level 4: the checkpoint's cosignatures meet the witness policy (C2SP tlog-policy).
 
@@ -167,7 +166,7 @@ def verify_receipt(
     proof: str | bytes | None = None,
     witnesses: Sequence[NoteVerifier] = (),
     quorum: int = 0,
-    witness_policy: WitnessPolicy | None = None,
+    witness_policy: TlogPolicy | None = None,
 ) -> Verdict:
     """Check levels 1–4 of one receipt; ``proof`` defaults to the receipt's own ``proof``.
 
@@ -187,7 +186,7 @@ def verify_receipt(
         proof = own if isinstance(own, str) else None
     if witness_policy is None and (witnesses or quorum):
         try:
-            witness_policy = WitnessPolicy.from_quorum(witnesses, quorum)
+            witness_policy = TlogPolicy.from_quorum(witnesses, quorum)
         except TlogPolicyError as e:
             raise ValueError(str(e)) from None
     verdict.levels["record"] = check_record(receipt, record)

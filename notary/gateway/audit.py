@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core.note import Ed25519Verifier
-from ledger.core.tlog_policy import Policy as WitnessPolicy
+from ledger.core.tlog_policy import TlogPolicy
 from notary.core.receipts import Jwks
 from notary.core.verification import LevelResult, failed, passed, skipped, verify_receipt
 from notary.gateway import codes
@@ -82,7 +82,7 @@ def _log_key_for(receipt: Mapping[str, Any], keys: Sequence[Ed25519Verifier]
 def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str,
                        server: str | None, jwks: Jwks | None,
                        log_keys: Sequence[Ed25519Verifier],
-                       witness_policy: WitnessPolicy | None = None,
+                       witness_policy: TlogPolicy | None = None,
                        proofs: Mapping[str, str] | None = None) -> LevelResult:
     """A notary receipt commits to ``digest`` as ``tool`` (of ``server``), signed and included.
 
@@ -125,7 +125,7 @@ def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str
 def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[str, Policy],
                    *, server: str | None, jwks: Jwks | None,
                    log_keys: Sequence[Ed25519Verifier],
-                   witness_policy: WitnessPolicy | None = None,
+                   witness_policy: TlogPolicy | None = None,
                    proofs: Mapping[str, str] | None = None) -> DecisionCheck:
     """The four checks of one decision against the revealed ``policies`` (commitment → policy)."""
     record = evidence.record
@@ -164,7 +164,7 @@ def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[st
 def check_policy(source: str, commitment: str, receipt: Mapping[str, Any] | None,
                  *, server: str | None, jwks: Jwks | None,
                  log_keys: Sequence[Ed25519Verifier],
-                 witness_policy: WitnessPolicy | None = None,
+                 witness_policy: TlogPolicy | None = None,
                  proofs: Mapping[str, str] | None = None) -> PolicyCheck:
     """A revealed policy's ``policy.commit`` entry (its receipt from the state file)."""
     if receipt is None:

@@ -12,6 +12,8 @@ import re
 import secrets
 from pathlib import Path
 
+from notary.core.errors import NotaryBaseError
+
 __all__ = ["SALT_BYTES", "SaltError", "default_salt_path", "ensure_salt", "legacy_salt_path",
            "read_salt"]
 
@@ -19,7 +21,7 @@ SALT_BYTES = 32
 _SALT_RE = re.compile(r"(?:[0-9a-f]{2}){16,}")
 
 
-class SaltError(ValueError):
+class SaltError(NotaryBaseError, ValueError):
     """A salt file is missing or malformed."""
 
 

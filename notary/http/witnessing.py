@@ -10,8 +10,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ledger.core.tlog_policy import Policy as WitnessPolicy
-from ledger.core.tlog_policy import PolicyError, parse_policy
+from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT
 from ledger.log import Log
 from ledger.witnessing import (
@@ -28,7 +27,7 @@ from notary.http.appkeys import METRICS, NOTARY
 _log = structlog.get_logger("notary.witnessing")
 
 
-def _policy(settings: Settings) -> WitnessPolicy | None:
+def _policy(settings: Settings) -> TlogPolicy | None:
     """The ``witness_policy`` file (C2SP tlog-policy), when one is configured."""
     if not settings.witness_policy:
         return None
@@ -37,10 +36,10 @@ def _policy(settings: Settings) -> WitnessPolicy | None:
                           "the other")
     path = Path(settings.witness_policy).expanduser()
     try:
-        return parse_policy(path.read_bytes())
+        return parse_tlog_policy(path.read_bytes())
     except OSError as e:
         raise ConfigError(f"cannot read the witness policy {path}: {e}") from None
-    except PolicyError as e:
+    except TlogPolicyError as e:
         raise ConfigError(f"the witness policy {path} is not valid: {e}") from None
 
 
@@ -65,6 +64,12 @@ def _quorum(settings: Settings, endpoints: Sequence[WitnessEndpoint]) -> int:
     if len(set(keys)) != len(keys):
         raise ConfigError("the same witness key is configured twice")
     return quorum
+
+
+def witness_policy(settings: Settings) -> tuple[int, list[WitnessEndpoint]]:
+    """(quorum, witnesses) as configured; (0, []) without witnesses. Checked at startup."""
+    endpoints = _endpoints(settings)
+    return (_quorum(settings, endpoints) if endpoints else 0), endpoints
 
 
 def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | None = None

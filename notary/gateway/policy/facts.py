@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from notary.core.canonical import MAX_SAFE_INTEGER, CanonicalizationError, check_js_safe
+from notary.core.errors import NotaryBaseError
 
 __all__ = [
     "CONTEXT_FACTS",
@@ -43,7 +44,7 @@ _INT_RE = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
-class CoercionError(ValueError):
+class CoercionError(NotaryBaseError, ValueError):
     """An argument value cannot be turned into the fact's type (the message has no value)."""
 
 

@@ -45,6 +45,7 @@ from datetime import date, datetime, time
 from typing import Any, Final
 
 from notary.core.canonical import CanonicalizationError, canonical_json
+from notary.core.errors import NotaryBaseError
 from notary.gateway.policy.evaluation import Policy, ToolPolicy
 from notary.gateway.policy.facts import (
     CONTEXT_FACTS,
@@ -81,7 +82,7 @@ _FACT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 _STRING_KINDS = frozenset({"string", "path", "paths", "any"})
 
 
-class PolicyError(ValueError):
+class PolicyError(NotaryBaseError, ValueError):
     """A policy file is malformed; ``path`` names the offending member (``tools.x.rules[0]``)."""
 
     def __init__(self, path: str, problem: str) -> None:

@@ -22,6 +22,8 @@ from typing import Any, Final, Literal
 
 import re2
 
+from notary.core.errors import NotaryBaseError
+
 __all__ = ["MAX_MATCH_CHARS", "MAX_PATTERN_CHARS", "Pattern", "PatternError", "compile_pattern"]
 
 MAX_PATTERN_CHARS: Final = 1024
@@ -35,7 +37,7 @@ _MAX_MEM: Final = 1 << 22  # bytes RE2 may use for one compiled pattern
 PatternKind = Literal["glob", "regex"]
 
 
-class PatternError(ValueError):
+class PatternError(NotaryBaseError, ValueError):
     """A pattern that is malformed, too long, or needs more than RE2 allows."""
 
 
