@@ -32,6 +32,8 @@ class Settings:
     # seconds between submissions of a grown tree, and per-request timeout in seconds.
     witnesses: tuple[str, ...] = ()
     witness_quorum: int = 0
+    # Or a C2SP tlog-policy file naming the witnesses (with their URLs) and the quorum.
+    witness_policy: str = ""
     witness_interval: float = 2.0
     witness_timeout: float = 5.0
     # Background scrub (ledger/scrub.py): stored tiles and bundles re-verified per second;

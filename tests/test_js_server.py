@@ -22,7 +22,7 @@ from mcp_types import CallToolResult
 from ledger.core.note import Ed25519Verifier
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Jwks
-from notary.core.records import SPEC, RecordError
+from notary.core.records import SPEC
 from notary.sdk import NotaryClient, notarization_of, verify_tool_result
 from notary.verifier.inputs import call_from_document
 from notary.verifier.trust import Trust
@@ -120,14 +120,6 @@ async def test_typescript_server_results_verify_in_python(
             assert block["spec"] == SPEC and block["receipt"]["server"] == "ts-fixture"
             assert block["receipt_url"] == f"{notary['url']}/v1/tool-calls/{block['id']}"
             assert result.is_error is (tool == "boom")
-            if not isinstance(result.structured_content, dict | None):
-                # 2026-07-28 sends a non-object structuredContent as is; DESIGN.md hashes it as
-                # sent, notary.core.records still refuses it (issue 11): this fails once fixed.
-                with pytest.raises(RecordError, match="structuredContent"):
-                    verify_tool_result(
-                        tool, arguments, result, jwks=notary["jwks"], log_verifier=notary["log_key"]
-                    )
-                continue
             # the SDK's client-side check (levels 1-3)
             verdict = verify_tool_result(
                 tool, arguments, result, jwks=notary["jwks"], log_verifier=notary["log_key"]

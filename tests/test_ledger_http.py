@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,7 +322,9 @@ async def test_checkpoint_history_is_newest_first_and_includes_the_latest(served
     assert sizes == sorted(set(sizes), reverse=True)
     for c in cps:
         cp, _ = open_checkpoint(c["checkpoint"].encode(), verifier(served))
-        assert cp.size == c["size"] and isinstance(c["time"], float | int)
+        assert cp.size == c["size"]
+        # RFC 3339 UTC with milliseconds, like issued_at (not a raw float epoch).
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", c["time"]), c["time"]
     assert len((await served.json("/v1/ledger/checkpoints?limit=1"))["checkpoints"]) == 1
 
 

@@ -229,6 +229,9 @@ async def test_tlog_policy(served: Served) -> None:
         note, [ws[2].cosign(text, 1), ws[0].cosign(text, 2)])
     code, _, err = await monitor(*served.args("--policy", str(policy)))
     assert code == EXIT_OK, err
+    # The same flag name as notary verify / mcp / serve / gateway audit.
+    code, _, err = await monitor(*served.args("--witness-policy", str(policy)))
+    assert code == EXIT_OK, err
 
 
 @pytest.mark.parametrize("what", ["tile", "bundle", "edge"])
@@ -489,3 +492,48 @@ async def test_audit_resumes_from_saved_progress(served: Served,
         finally:
             await source.close()
     assert resumed.entries == 44 and resumed.state.root() == cp.root_hash
+
+
+async def test_state_defaults_to_a_file_per_log_under_the_state_dir(
+        served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger.cli.monitor import default_state_path
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(served.tmp / "xdg-state"))
+    argv = ["monitor", "--log", served.url, "--vkey", served.signer.verifier_key_text(),
+            "--evidence-dir", str(served.tmp / "evidence")]
+    code, out, err = await monitor(*argv)
+    assert code == EXIT_OK and "first seen" in out, (out, err)
+    path = default_state_path(ORIGIN, served.signer.verifier_key_text())
+    assert path.is_relative_to(served.tmp / "xdg-state" / "mcp-notary" / "monitor")
+    assert path.exists()
+    code, out, _ = await monitor(*argv)  # the second run remembers the first
+    assert code == EXIT_OK and "unchanged" in out and "first seen" not in out
+    # Another log (another key, same origin) gets another file.
+    other = default_state_path(ORIGIN, Ed25519Signer.generate(ORIGIN).verifier_key_text())
+    assert other != path and other.parent == path.parent
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(served.tmp / "home"))
+    assert default_state_path(ORIGIN, "k").is_relative_to(
+        served.tmp / "home" / ".local" / "state" / "mcp-notary" / "monitor")
+    code, out, err = await monitor(*argv, "--no-state")
+    assert code == EXIT_OK and "first seen" in out and "--no-state" in err
+    assert not (served.tmp / "home").exists()
+
+
+async def test_daemon_prints_one_line_per_poll(served: Served) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(served.args("--interval", "0.02"))
+    err, stop = io.StringIO(), asyncio.Event()
+    task = asyncio.create_task(run(args, out=io.StringIO(), err=err, stop=stop))
+    for _ in range(500):
+        if err.getvalue().count("\n") >= 4:
+            break
+        await asyncio.sleep(0.02)
+    stop.set()
+    assert await asyncio.wait_for(task, 5) == EXIT_OK
+    lines = err.getvalue().splitlines()
+    assert len(lines) >= 4 and all(line.startswith("ok: ") for line in lines), lines
+    assert "first seen" in lines[0] and all("unchanged" in line for line in lines[1:])

@@ -614,9 +614,12 @@ async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: Notary,
 async def test_offline_with_notary_stopped_makes_no_connection(
         notary: Notary, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     c0 = await notary.notarize(x=0)
-    c1 = await notary.notarize(x=1)
     witness = CosignatureSigner.generate("witness.example")
     state = tmp_path / "state.json"
+    # Remember c0's checkpoint (size 1) online first: offline, the state is read, not written.
+    assert (await verify(saved(c0), notary.trust(), StateFile(state))).valid
+    remembered = state.read_bytes()
+    c1 = await notary.notarize(x=1)
     await notary.stop()
     port = int(notary.url.rsplit(":", 1)[1])
 
@@ -645,10 +648,15 @@ async def test_offline_with_notary_stopped_makes_no_connection(
         assert code == 0, out
         assert statuses(doc) == {"record": "passed", "signature": "passed",
                                  "inclusion": "passed", "witnesses": "passed",
-                                 "consistency": "skipped"}
-        assert "offline" in doc["levels"]["consistency"]["reason"]
-        # First sight of the log: remembered even offline (nothing to be inconsistent with).
-        assert json.loads(state.read_text())["logs"]
+                                 "consistency": "passed"}
+        assert doc["levels"]["consistency"]["reason"].startswith("consistent with")
+        assert state.read_bytes() == remembered
+        # A first sight offline leaves no state file behind at all.
+        fresh = tmp_path / "fresh-state.json"
+        code, out, _ = await run_cli("verify", str(call_file), *notary.trust_args(), "--state",
+                                     str(fresh), "--offline", "--json")
+        assert code == 0 and not fresh.exists(), out
+        assert "offline" in json_out(out)["levels"]["consistency"]["reason"]
 
         # Stored size 1; c1's checkpoint is size 2: needs a proof, so skipped with the reason.
         call_file.write_text(json.dumps({**c1.saved, "result": {**c1.result, "_meta": {
@@ -657,7 +665,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
         doc = json_out(out)
         assert code == 0 and doc["levels"]["consistency"]["status"] == "skipped"
         assert "needs a consistency proof" in doc["levels"]["consistency"]["reason"]
-        assert json.loads(state.read_text())["logs"][c0.receipt["ledger"]["origin"]]["size"] == 1
+        assert state.read_bytes() == remembered
 
         # The same checkpoint again is decided offline (equal sizes): passed and required.
         call_file.write_text(json.dumps({**c0.saved, "result": {**c0.result, "_meta": {

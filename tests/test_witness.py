@@ -413,3 +413,36 @@ def test_policy_rejects(body: str) -> None:
                        log=log.verifier_key_text())
     with pytest.raises(TlogPolicyError):
         parse_tlog_policy(text)
+
+
+def test_policy_from_quorum_counts_every_valid_cosignature() -> None:
+    from ledger.core.note import merge_signatures
+    from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
+
+    log, ws = _policy_keys()
+    keys = [CosignatureVerifier.from_vkey(w.verifier_key_text()) for w in ws[:3]]
+    simple = TlogPolicy.from_quorum([*keys, keys[0]], 2)  # a key given twice counts once
+    assert sorted(simple.witnesses) == ["w0.test", "w1.test", "w2.test"]
+    assert simple.describe() == "2 of 3 (w0.test, w1.test, w2.test)"
+    assert simple.quorum_header == "2" and simple.requires_cosignatures
+    cp_note = sign_checkpoint(Checkpoint(ORIGIN, 3, b"\x02" * 32), log)
+    text = cp_note.decode().split("\n\n")[0] + "\n"
+    all_three = merge_signatures(cp_note, [w.cosign(text, 1_700_000_000) for w in ws[:3]])
+    # The quorum is 2, and all three verify: three are reported, not two.
+    assert simple.cosigners(all_three, [log.verifier()]) == {"w0.test", "w1.test", "w2.test"}
+    assert simple.satisfied(simple.cosigners(all_three))
+    one = merge_signatures(cp_note, [ws[1].cosign(text, 1_700_000_000)])
+    assert simple.cosigners(one) == {"w1.test"} and not simple.satisfied({"w1.test"})
+    assert simple.cosigners(cp_note) == set()
+    assert not TlogPolicy.from_quorum(keys, 0).requires_cosignatures
+    with pytest.raises(TlogPolicyError):
+        TlogPolicy.from_quorum(keys, 4)
+    # Two keys under one name stay two witnesses.
+    twin = CosignatureSigner.generate("w0.test")
+    named = TlogPolicy.from_quorum([keys[0], twin.verifier()], 2)
+    assert sorted(named.witnesses) == ["w0.test", "w0.test#2"]
+    nested = parse_tlog_policy("".join(f"witness a{i} {ws[i].verifier_key_text()}\n"
+                                       for i in range(3))
+                               + "group pair 2 a0 a1\ngroup top all pair a2\nquorum top\n")
+    assert nested.describe() == "group top: 2 of 2 ((group pair: 2 of 2 (a0, a1)), a2)"
+    assert nested.quorum_header == "top"

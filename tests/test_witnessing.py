@@ -318,3 +318,119 @@ def test_bad_witness_configuration_is_refused(tmp_path: Path) -> None:
                             witness_quorum=quorum)
         with pytest.raises(ConfigError):
             create_app(settings)
+
+
+def run_cli_capture(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = notary_cli(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    """``notary serve --witness-policy``: a C2SP tlog-policy decides what is published; counts
+    are the real ones everywhere; ``notary verify --upgrade`` turns a receipt embedded at call
+    time (which can never meet a quorum) into one that does, verifiable offline."""
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signers = [CosignatureSigner.generate(f"witness.test/p{i}") for i in range(3)]
+    w = [WitnessProc(s, tmp_path / f"p{i}.db", first.vkey)
+         for i, s in enumerate(signers)]
+    for x in w:
+        await x.start()
+    policy = tmp_path / "witnesses.policy"
+    policy.write_text(f"log {first.vkey}\n" + "".join(
+        f"witness p{i} {x.signer.verifier_key_text()} {x.url}\n" for i, x in enumerate(w))
+        + "group two-of-three 2 p0 p1 p2\nquorum two-of-three\n")
+    settings = Settings(data=base.data, listen=base.listen, witness_policy=str(policy),
+                        witness_interval=0.05, witness_timeout=2.0)
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        notary = await start_notary(settings, http, first.vkey, sock)
+        try:
+            key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                      ).strip().splitlines()[-1]
+            receipt = await notary.issue(key, 1)
+
+            async def all_three() -> Any:
+                _, body, headers = await notary.get("/checkpoint")
+                if headers["Notary-Witnessed"] != "true" or \
+                        headers["Notary-Witness-Cosignatures"] != "3":
+                    return None
+                return body, headers
+
+            body, headers = await eventually(all_three, "three cosignatures")
+            assert headers["Notary-Witness-Quorum"] == "two-of-three"
+            assert len(parse_note(bytes(body)).signatures) == 4  # the log's and three more
+            # The log says what /checkpoint carries (a late third cosignature is logged too).
+            published = [e for e in logs if e.get("event") == "witnessed_checkpoint"]
+            assert published and published[-1]["cosignatures"] == 3, published
+
+            jwks = tmp_path / "jwks.json"
+            jwks.write_text(json.dumps(json.loads((await notary.get(
+                "/.well-known/jwks.json"))[1])))
+            receipt_file, record_file = tmp_path / "receipt.json", tmp_path / "record.json"
+            receipt_file.write_text(json.dumps(receipt))
+            record_file.write_text(json.dumps(RECORDS[receipt["id"]]))
+            inputs = ["--receipt", str(receipt_file), "--record", str(record_file),
+                      "--jwks", str(jwks), "--json"]
+            state = tmp_path / "verifier-state.json"
+
+            # Embedded at call time: the checkpoint predates every cosignature.
+            code, out, _ = await asyncio.to_thread(
+                run_cli_capture, "verify", *inputs, "--witness-policy", str(policy),
+                "--offline", "--state", str(state))
+            report = json.loads(out)
+            assert code == 1 and report["levels"]["witnesses"]["status"] == "failed"
+            assert "0 of 3 witnesses cosigned" in report["levels"]["witnesses"]["reason"]
+            assert not state.exists()  # --offline writes no state file
+
+            # --upgrade fetches the proof into the witnessed checkpoint; saved, it verifies
+            # offline. The log key comes from the policy's log line.
+            upgraded = tmp_path / "upgraded.json"
+            code, out, _ = await asyncio.to_thread(
+                run_cli_capture, "verify", *inputs, "--witness-policy", str(policy),
+                "--upgrade", "--save-receipt", str(upgraded), "--state", str(state))
+            report = json.loads(out)
+            assert code == 0, out
+            reason = report["levels"]["witnesses"]["reason"]
+            assert "3 of 3 witnesses cosigned (p0, p1, p2)" in reason, reason
+            assert any(n.startswith("upgraded:") for n in report["notes"]), report["notes"]
+            assert state.exists()  # online, the newest checkpoint is remembered
+            code, out, _ = await asyncio.to_thread(
+                run_cli_capture, "verify", "--receipt", str(upgraded), "--record",
+                str(record_file), "--jwks", str(jwks), "--witness-policy", str(policy),
+                "--offline", "--no-state", "--json")
+            assert code == 0, out
+
+            # The simple form reports the truth as well: --quorum 2 with three valid says 3.
+            wkeys = [a for x in w for a in ("--witness", x.signer.verifier_key_text())]
+            code, out, _ = await asyncio.to_thread(
+                run_cli_capture, "verify", "--receipt", str(upgraded), "--record",
+                str(record_file), "--jwks", str(jwks), "--log-key", first.vkey, *wkeys,
+                "--quorum", "2", "--offline", "--no-state", "--json")
+            reason = json.loads(out)["levels"]["witnesses"]["reason"]
+            assert code == 0 and reason.startswith("3 of 3 witnesses cosigned"), reason
+            assert "quorum 2 of 3" in reason
+        finally:
+            await notary.runner.cleanup()
+            for x in w:
+                await x.stop()
+
+
+def test_witness_policy_settings_are_checked(tmp_path: Path) -> None:
+    vkey = CosignatureSigner.generate("w.test/1").verifier_key_text()
+    no_url = tmp_path / "no-url.policy"
+    no_url.write_text(f"witness w {vkey}\nquorum w\n")
+    good = tmp_path / "good.policy"
+    good.write_text(f"witness w {vkey} http://127.0.0.1:1\nquorum w\n")
+    for settings in (Settings(data=tmp_path / "n", witness_policy=str(no_url)),
+                     Settings(data=tmp_path / "n", witness_policy=str(tmp_path / "missing")),
+                     Settings(data=tmp_path / "n", witness_policy=str(good),
+                              witnesses=(f"http://127.0.0.1:1={vkey}",))):
+        with pytest.raises(ConfigError):
+            create_app(settings)

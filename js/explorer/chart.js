@@ -10,9 +10,16 @@ const BAR_H = 110;
 const GAP = 34;
 const MAX_BARS = 48;
 
-/** [{size, time}] oldest first, one point per distinct time, from the history (any order). */
+/** A checkpoint's time in UNIX seconds, from the API's RFC 3339 text (or a number of seconds). */
+export function seconds(time) {
+  if (typeof time === "number") return time;
+  return typeof time === "string" && time !== "" ? Date.parse(time) / 1000 : NaN;
+}
+
+/** [{size, time}] oldest first (time in seconds), one point per distinct time, from the
+ * history (any order). */
 export function series(history) {
-  const pts = history.map((c) => ({ size: Number(c.size), time: Number(c.time) }))
+  const pts = history.map((c) => ({ size: Number(c.size), time: seconds(c.time) }))
     .filter((c) => Number.isFinite(c.size) && Number.isFinite(c.time))
     .sort((a, b) => a.time - b.time || a.size - b.size);
   return pts.filter((p, i) => i === pts.length - 1 || pts[i + 1].time !== p.time);

@@ -176,10 +176,12 @@ export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, p
     quorum: 0,
     policy: null,
   };
-  const distinct = new Set(out.witnesses.map((w) => `${w.name}\n${w.keyId}`)).size;
+  // A key counts once, under another name too (cosignature/v1 does not commit to the name), as
+  // openCheckpoint counts cosignatures and as Python's verifier refuses an unmeetable quorum.
+  const distinct = new Set(out.witnesses.map((w) => (w.publicKey instanceof Uint8Array ? `pk:${toBase64(w.publicKey)}` : `id:${w.name}\n${w.keyId}`))).size;
   out.quorum = quorum === undefined || quorum === null ? distinct : quorum;
   if (!Number.isInteger(out.quorum) || out.quorum < 0) throw new VerifierInputError("the witness quorum must be a non-negative integer");
-  if (out.quorum > distinct) throw new VerifierInputError(`a quorum of ${out.quorum} cannot be met by ${out.witnesses.length} witness key(s)`);
+  if (out.quorum > distinct) throw new VerifierInputError(`a quorum of ${out.quorum} cannot be met by ${distinct} distinct witness key(s)`);
   if (policy !== null && policy !== undefined) {
     try {
       out.policy = policy instanceof Policy ? policy : parsePolicy(policy);

@@ -3,15 +3,29 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { main } from "../src/node/index.js";
 import { loadCases } from "./support/corpus.js";
-import { notaryCli } from "./support/notary.js";
+import { notaryCli, notaryCommand } from "./support/notary.js";
 
 const BIN = fileURLToPath(new URL("../bin/mcp-notary.js", import.meta.url));
+// notary.verifier.state remembering the checkpoint of a saved call's receipt (argv: call, state
+// file, log vkey), as `notary verify` does online.
+const PY_REMEMBER = `
+import json, sys
+from pathlib import Path
+from ledger.core.checkpoint import parse_checkpoint_text
+from ledger.core.note import parse_note
+from ledger.core.tlog_proof import decode_proof_bundle
+from notary.verifier.state import StateFile
+call = json.loads(Path(sys.argv[1]).read_text())
+receipt = call["result"]["_meta"]["com.rightshold/tool-call"]["receipt"]
+note = decode_proof_bundle(receipt["proof"].encode()).checkpoint
+assert StateFile(Path(sys.argv[2])).remember(parse_checkpoint_text(parse_note(note).text), note, sys.argv[3])
+`;
 const dir = mkdtempSync(join(tmpdir(), "mcp-notary-cli-"));
 const cases = Object.fromEntries(loadCases().map((c) => [c.name, c.case]));
 
@@ -109,10 +123,15 @@ test("the state file is the Python verifier's: each reads what the other wrote",
   const report = JSON.parse(py.stdout);
   assert.equal(report.levels.consistency.status, "passed");
   assert.ok(report.required.includes("consistency"));
-  // and the other way round: Python remembers a newer checkpoint, the JS CLI reads it
+  // and the other way round: Python remembers a newer checkpoint, the JS CLI reads it. Python
+  // writes its state file only online (--offline reads it, never writes it), so here its state
+  // module stores the checkpoint, as its online verifier does once level 5 has passed.
   const newer = write("c2.json", cases["state-older-checkpoint"].input.call);
   const pyState = join(dir, "py-state.json");
   assert.equal(notaryCli("verify", newer, ...trustArgs, "--offline", "--state", pyState).status, 0);
+  assert.equal(existsSync(pyState), false, "Python's --offline writes no state file");
+  const remember = spawnSync(join(dirname(notaryCommand()[0]), "python"), ["-c", PY_REMEMBER, newer, pyState, vkey], { encoding: "utf8" });
+  assert.equal(remember.status, 0, remember.stdout + remember.stderr);
   r = await run("verify", newer, ...trustArgs, "--offline", "--state", pyState, "--json");
   assert.equal(r.code, 0, r.out + r.err);
   assert.equal(JSON.parse(r.out).levels.consistency.status, "passed");

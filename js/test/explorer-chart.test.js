@@ -9,6 +9,11 @@ test("series sorts the newest-first history and keeps one point per time", () =>
   assert.deepEqual(pts, [{ size: 0, time: 0 }, { size: 5, time: 120 }, { size: 9, time: 300 }]);
 });
 
+test("series reads the API's RFC 3339 times (GET /v1/ledger/checkpoints) as seconds", () => {
+  const pts = series([{ size: 9, time: "1970-01-01T00:05:00.000Z" }, { size: 5, time: "1970-01-01T00:02:00.500Z" }, { size: 1, time: "not a time" }]);
+  assert.deepEqual(pts, [{ size: 5, time: 120.5 }, { size: 9, time: 300 }]);
+});
+
 test("entries per minute: growth lands in the bucket of the later checkpoint", () => {
   const { bucket, bars } = rates([{ size: 0, time: 0 }, { size: 30, time: 30 }, { size: 90, time: 90 }, { size: 100, time: 170 }]);
   assert.equal(bucket, 60);

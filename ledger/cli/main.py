@@ -192,18 +192,28 @@ async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
         await store.close()
         raise
     done = 0
+    first: int | None = None
+    last = 0
     try:
         for i in range(0, len(entries), APPEND_BATCH):
             batch = entries[i : i + APPEND_BATCH]
             results = await log.append_many(batch)
             for r in results:
                 print(r.index)
+                first = r.index if first is None else first
+                last = r.index
             sys.stdout.flush()
             done += len(batch)
+        head = await log.head(0)
     except (StoreError, sqlite3.Error) as e:
         raise UsageError(f"appended {done} of {len(entries)} entries, then: {e}") from None
     finally:
         await log.close()
+    # The indexes go to stdout, one a line, for scripts; the summary to stderr, for people.
+    where = f"index {first}" if first == last else f"indexes {first}-{last}"
+    size = f"; {log.origin} is now at size {head.size}" if head is not None else ""
+    print(f"ledger: appended {done} entr{'y' if done == 1 else 'ies'} ({where}){size}",
+          file=sys.stderr)
 
 
 def cmd_add(args: argparse.Namespace) -> int:

@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
+import os
+import re
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -33,7 +36,7 @@ from ledger.monitor.core import Alarm, EntryFilter, Monitor, MonitorConfig, Moni
 from ledger.monitor.state import MonitorStateError
 from ledger.netaddr import parse_host_port
 
-__all__ = ["register", "run"]
+__all__ = ["default_state_path", "register", "run", "state_dir"]
 
 
 Command = Callable[[argparse.Namespace], int]
@@ -59,6 +62,25 @@ def _witness(text: str) -> NoteVerifier:
         return parse_verifier_key(_read_key(text))
     except NoteError as e:
         raise UsageError(f"--witness {text!r}: {e}") from None
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's state directory for the monitor (XDG Base Directory: ``$XDG_STATE_HOME``)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "mcp-notary" / "monitor"
+
+
+def default_state_path(origin: str, vkey: str, env: Mapping[str, str] | None = None) -> Path:
+    """One state file per log: ``<origin, made a file name>-<key digest>.json``.
+
+    The digest of the log's verifier key keeps two logs that share an origin (a new key after
+    a fresh start) apart, so one never reads the other's checkpoint as its own.
+    """
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", origin).strip("._") or "log"
+    digest = hashlib.sha256(vkey.encode()).hexdigest()[:12]
+    return state_dir(env) / f"{slug[:80]}-{digest}.json"
 
 
 async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
@@ -92,9 +114,11 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     listen = parse_host_port(args.metrics, what="--metrics") if args.metrics else None
     watch = getattr(args, "watch_filter", None)
     entry_filter = watch(args.watch_server) if watch is not None and args.watch_server else None
+    state_path = (None if args.no_state else Path(args.state).expanduser() if args.state
+                  else default_state_path(verifier.name, vkey))
     config = MonitorConfig(
         url=args.log, log_verifier=verifier, log_vkey=vkey, witnesses=witnesses, quorum=quorum,
-        state_path=Path(args.state) if args.state else None,
+        state_path=state_path,
         entry_filter=entry_filter, audit=bool(args.audit or entry_filter is not None),
         evidence_dir=Path(args.evidence_dir), timeout=args.timeout, policy=policy)
     daemon = args.interval is not None and not args.once
@@ -122,7 +146,6 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             await web.TCPSite(runner, host, port).start()
-        last_code = ExitCode.OK
         try:
             while True:
                 code = ExitCode.OK
@@ -143,14 +166,15 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
                              else f"consistent with {report.previous}")
                     audited = (f"; audited {report.audited} entries in "
                                f"{report.audit_seconds:.1f}s" if config.audit else "")
+                    if report.previous == report.size:
+                        since = "unchanged"
                     line = f"ok: {verifier.name} size {report.size} ({since}){audited}"
-                    # A daemon reports changes only, not every quiet poll.
-                    if not daemon or report.size != report.previous or last_code != ExitCode.OK:
-                        print(line, file=err if daemon else out, flush=True)
-                last_code = code
+                    # One line per poll, quiet ones included: a silent daemon cannot be told
+                    # from a hung one.
+                    print(line, file=err if daemon else out, flush=True)
                 if not daemon:
                     if config.state_path is None and code == ExitCode.OK:
-                        print("notary monitor: no --state file: the next run cannot check "
+                        print("notary monitor: --no-state: the next run cannot check "
                               "consistency with this one", file=err)
                     return code
                 with contextlib.suppress(TimeoutError):
@@ -195,11 +219,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="a witness's cosignature verifier key (repeatable)")
     p.add_argument("--quorum", type=int, metavar="K",
                    help="cosignatures required (default: every --witness)")
-    p.add_argument("--policy", metavar="FILE",
+    p.add_argument("--policy", "--witness-policy", dest="policy", metavar="FILE",
                    help="a C2SP tlog-policy file (witnesses, groups, quorum) instead of "
-                        "--witness and --quorum")
-    p.add_argument("--state", metavar="FILE",
-                   help="where the last verified checkpoint and audit position are kept")
+                        "--witness and --quorum (--witness-policy, as in notary verify)")
+    state = p.add_mutually_exclusive_group()
+    state.add_argument("--state", metavar="FILE",
+                       help="where the last verified checkpoint and audit position are kept "
+                            "(default: a file per log under $XDG_STATE_HOME/mcp-notary/monitor/, "
+                            "else ~/.local/state/mcp-notary/monitor/)")
+    state.add_argument("--no-state", action="store_true",
+                       help="keep no state: every run starts from scratch (first seen)")
     if watch is not None:
         p.add_argument("--watch-server", action="append", metavar="NAME",
                        help="report new entries of this MCP server (repeatable; implies --audit)")

@@ -37,6 +37,9 @@ from ledger.core.note import (
 
 __all__ = ["TlogPolicy", "TlogPolicyError", "TlogPolicyNotMet", "parse_tlog_policy"]
 
+QUORUM_GROUP = "quorum"
+"""The group :meth:`TlogPolicy.from_quorum` builds (k of the given witnesses)."""
+
 NONE = "none"
 
 
@@ -64,6 +67,88 @@ class TlogPolicy:
     @property
     def witness_verifiers(self) -> list[NoteVerifier]:
         return [v for v, _ in self.witnesses.values()]
+
+    @classmethod
+    def from_quorum(cls, witnesses: Sequence[NoteVerifier], quorum: int,
+                    urls: Sequence[str | None] | None = None) -> TlogPolicy:
+        """The simple form ``--witness K1 --witness K2 --quorum k`` as a policy: k of them.
+
+        Witnesses are named by their key names (``#2``, ``#3``... appended when two keys share
+        a name); a key given twice counts once (cosignature/v1 does not commit to the name).
+        ``quorum`` 0 means no cosignature is required (the witnesses are still counted).
+        Raises :class:`TlogPolicyError` for a quorum the witnesses cannot meet.
+        """
+        if isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 0:
+            raise TlogPolicyError("the witness quorum must be a non-negative integer")
+        named: dict[str, tuple[NoteVerifier, str | None]] = {}
+        seen: set[bytes | tuple[str, int]] = set()
+        for i, verifier in enumerate(witnesses):
+            key = getattr(verifier, "public_key", None)
+            ident: bytes | tuple[str, int] = (key if isinstance(key, bytes)
+                                              else (verifier.name, verifier.key_id))
+            if ident in seen:
+                continue
+            seen.add(ident)
+            name, n = verifier.name, 1
+            while name in named or name in (NONE, QUORUM_GROUP):
+                n += 1
+                name = f"{verifier.name}#{n}"
+            named[name] = (verifier, urls[i] if urls is not None else None)
+        if quorum > len(named):
+            raise TlogPolicyError(f"a quorum of {quorum} cannot be met by {len(named)} distinct "
+                              "witness key(s)")
+        if quorum == 0:
+            return cls((), named, {}, NONE)
+        return cls((), named, {QUORUM_GROUP: Group(quorum, tuple(named))}, QUORUM_GROUP)
+
+    @property
+    def requires_cosignatures(self) -> bool:
+        """Whether a checkpoint needs any cosignature at all (the quorum is not ``none``)."""
+        return self.quorum != NONE
+
+    def describe(self) -> str:
+        """The quorum rule in words: ``2 of 3 witnesses (a, b, c)``, or the group tree."""
+        return self._describe(self.quorum)
+
+    def _describe(self, name: str) -> str:
+        if name == NONE:
+            return "no cosignature required"
+        if name in self.witnesses:
+            return f"witness {name}"
+        group = self.groups[name]
+        inner = ", ".join(m if m in self.witnesses else f"({self._describe(m)})"
+                          for m in group.members)
+        label = "" if name == QUORUM_GROUP else f"group {name}: "
+        return f"{label}{group.threshold} of {len(group.members)} ({inner})"
+
+    @property
+    def quorum_header(self) -> str:
+        """A short form of the quorum for a header: ``k`` for k of the witnesses, else a name."""
+        group = self.groups.get(self.quorum)
+        if self.quorum == NONE:
+            return "0"
+        if self.quorum == QUORUM_GROUP and group is not None:
+            return str(group.threshold)
+        return self.quorum
+
+    def cosigners(self, note: bytes, log_verifiers: Sequence[NoteVerifier] = ()) -> set[str]:
+        """The policy witnesses with a verified cosignature on ``note`` (by policy name).
+
+        A witness key that is also a log key never counts. Raises NoteError when a signature
+        by a listed witness key does not verify (a forged or damaged line is an error, not
+        merely a missing cosignature).
+        """
+        logs = {(v.name, v.key_id) for v in log_verifiers}
+        candidates = [(n, v) for n, (v, _) in self.witnesses.items()
+                      if (v.name, v.key_id) not in logs]
+        if not candidates:
+            return set()
+        try:
+            _, verified = open_note(note, [v for _, v in candidates])
+        except UnverifiedNoteError:
+            return set()
+        ids = {(s.name, s.key_id) for s in verified}
+        return {n for n, v in candidates if (v.name, v.key_id) in ids}
 
     def satisfied(self, cosigned: set[str]) -> bool:
         """Whether the witnesses named in ``cosigned`` (policy names) meet the quorum."""
@@ -111,6 +196,7 @@ def _public_key(v: NoteVerifier) -> bytes:
 
 
 def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
+    """Parse a C2SP tlog-policy file; raises :class:`TlogPolicyError` naming the line."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     for b in raw:
         if (b < 0x20 and b not in (0x09, 0x0A)) or b == 0x7F:

@@ -8,17 +8,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from typing import TYPE_CHECKING
 
 import uvicorn
 
 from ledger.exitcodes import UsageError
 from ledger.netaddr import parse_host_port
-from notary.cli.trust_args import add_trust_arguments, check_network_args, state_from_args
+from notary.cli.trust_args import (
+    add_trust_arguments,
+    check_network_args,
+    state_from_args,
+    witness_policy_from_args,
+)
 from notary.core.receipts import Jwks
 from notary.verifier.inputs import VerifierInputError
 from notary.verifier.state import VerifierStateError
-from notary.verifier.trust import build_trust, load_jwks, parse_log_keys, parse_witness_keys
+from notary.verifier.trust import (
+    Trust,
+    build_trust,
+    load_jwks,
+    parse_log_keys,
+    parse_witness_keys,
+)
 
 if TYPE_CHECKING:
     from notary.mcp_server import ServerConfig
@@ -34,12 +46,19 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         jwks = args.jwks
     elif args.jwks:
         jwks = asyncio.run(load_jwks(args.jwks, None))
+    policy = witness_policy_from_args(args)
     witnesses = parse_witness_keys(args.witness)
     log_keys = parse_log_keys(args.log_key)
-    build_trust(None, log_keys, witnesses, args.quorum)  # refuse an unmeetable quorum now
+    if policy is not None:
+        log_keys = (*log_keys, *(k for k, _ in policy.logs
+                                 if all(k.vkey != h.vkey for h in log_keys)))
+        Trust(None, log_keys, policy=policy)
+    else:
+        build_trust(None, log_keys, witnesses, args.quorum)  # refuse an unmeetable quorum now
     return ServerConfig(notary_url=args.notary, jwks=jwks, log_keys=log_keys,
-                        witnesses=witnesses, quorum=args.quorum, state=state_from_args(args),
-                        offline=args.offline, log_url=args.log_url, timeout=args.timeout)
+                        witnesses=witnesses, quorum=args.quorum, witness_policy=policy,
+                        state=state_from_args(args), offline=args.offline,
+                        log_url=args.log_url, timeout=args.timeout)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -56,6 +75,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return 0
     host, port = address
     app = server.streamable_http_app(host=host)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"notary mcp: serving MCP (streamable HTTP) at http://{shown}:{port}/mcp",
+          file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
     return 0
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ledger.client.http import HttpClient
 from ledger.core.boundedjson import JsonError, parse_json
+from ledger.core.tlog_policy import TlogPolicy
 from notary.core.canonical import MAX_DEPTH
 from notary.verifier.inputs import (
     VerifierInputError,
@@ -25,6 +26,7 @@ from notary.verifier.trust import (
     build_trust,
     complete_from_notary,
     load_jwks,
+    load_witness_policy,
     parse_log_keys,
     parse_witness_keys,
 )
@@ -66,6 +68,9 @@ def add_trust_arguments(p: argparse.ArgumentParser, notary_help: str = "") -> No
     p.add_argument("--quorum", type=int, metavar="K",
                    help="witnesses that must have cosigned (default: all given witnesses; "
                         "0 when none)")
+    p.add_argument("--witness-policy", metavar="FILE",
+                   help="a C2SP tlog-policy file (log, witness, group and quorum lines) "
+                        "instead of --witness/--quorum; its log keys are trusted too")
     p.add_argument("--notary", metavar="URL",
                    help=notary_help + "fetch the receipt keys and log key from this notary when "
                         "--jwks or --log-key is not given (trusts that notary for its own keys)")
@@ -107,4 +112,19 @@ async def trust_from_args(args: argparse.Namespace, fetcher: HttpClient | None) 
     jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
     jwks, log_keys, _ = await complete_from_notary(jwks, parse_log_keys(args.log_key),
                                                    args.notary, fetcher)
+    policy = witness_policy_from_args(args)
+    if policy is not None:
+        log_keys = (*log_keys, *(k for k, _ in policy.logs
+                                 if all(k.vkey != have.vkey for have in log_keys)))
+        return Trust(jwks, log_keys, policy=policy)
     return build_trust(jwks, log_keys, parse_witness_keys(args.witness), args.quorum)
+
+
+def witness_policy_from_args(args: argparse.Namespace) -> TlogPolicy | None:
+    """The ``--witness-policy`` file, which replaces ``--witness`` and ``--quorum``."""
+    if getattr(args, "witness_policy", None) is None:
+        return None
+    if args.witness or args.quorum is not None:
+        raise VerifierInputError("--witness-policy replaces --witness and --quorum; give one "
+                                 "or the other")
+    return load_witness_policy(args.witness_policy)

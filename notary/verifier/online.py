@@ -12,6 +12,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Verifier, NoteError
 from ledger.core.tlog_proof import decode_proof_bundle
 from notary.core.verification import (
+    check_witnesses,
     failed,
     passed,
     skipped,
@@ -114,6 +115,12 @@ async def _level5(report: Report, receipt: Mapping[str, object], proof: str | No
     verdict.levels["consistency"] = level
 
     newest = result.newest
+    if fetcher is None:
+        # Offline: the state file is read (a stored checkpoint still catches a rollback) but
+        # never written, so an offline check leaves no file behind.
+        if state is not None and newest is not None and newest.label != "stored":
+            report.notes.append(f"offline: {state.path} is not updated")
+        return
     if state is not None and newest is not None and state.remember(
             newest.checkpoint, newest.note, log_key.vkey):
         report.notes.append(f"remembered {newest.describe()} as the newest checkpoint seen for "
@@ -133,13 +140,13 @@ async def _latest(log: LogSource, log_key: Ed25519Verifier, trust: Trust) -> See
     """
     note = await log.checkpoint()
     latest, _ = open_checkpoint(note, log_key)
-    if trust.quorum:
-        try:
-            open_checkpoint(note, log_key, trust.witnesses, trust.quorum)
-        except (NoteError, ValueError) as e:
+    policy = trust.witness_policy
+    if policy is not None and policy.requires_cosignatures:
+        level = check_witnesses(note, log_key, policy)
+        if level.status != "passed":
             raise _LatestUnusable(
                 f"the log's latest checkpoint (size {latest.size}) does not meet the witness "
-                f"policy and is not used: {e}") from None
+                f"policy and is not used: {level.reason}")
     return Seen("latest", latest, note)
 
 

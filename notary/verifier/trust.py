@@ -11,6 +11,7 @@ from ledger.client.http import FetchError, HttpClient
 from ledger.core.boundedjson import JsonError, parse_json
 from ledger.core.cosignature import parse_verifier_key
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from notary.core.receipts import Jwks, JwksError
 from notary.verifier.inputs import VerifierInputError, _object, check_http_url
 
@@ -19,28 +20,69 @@ MAX_JWKS_FILE_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class Trust:
-    """The verifier's trust anchors: receipt keys, log keys, witness keys and the quorum.
+    """The verifier's trust anchors: receipt keys, log keys, and the witness policy.
 
-    ``quorum`` is how many distinct witnesses must have cosigned (k of n); 0 means no witness
-    check. Log keys are matched to a receipt by origin (the key name).
+    Witnesses come as a C2SP tlog-policy (``policy``: witnesses, groups, a quorum), or in the
+    simple form ``witnesses`` with ``quorum`` (k of n distinct witnesses; 0 means no witness
+    check). Log keys are matched to a receipt by origin (the key name).
     """
 
     jwks: Jwks | None = None
     log_keys: tuple[Ed25519Verifier, ...] = ()
     witnesses: tuple[NoteVerifier, ...] = ()
     quorum: int = 0
+    policy: TlogPolicy | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.quorum, bool) or not isinstance(self.quorum, int) or self.quorum < 0:
             raise VerifierInputError("the witness quorum must be a non-negative integer")
-        if self.quorum > len({(w.name, w.key_id) for w in self.witnesses}):
-            raise VerifierInputError(f"a quorum of {self.quorum} cannot be met by "
-                                     f"{len(self.witnesses)} witness key(s)")
+        if self.policy is not None and (self.witnesses or self.quorum):
+            raise VerifierInputError("a witness policy replaces --witness and --quorum; give "
+                                     "one or the other")
+        try:
+            TlogPolicy.from_quorum(self.witnesses, self.quorum)
+        except TlogPolicyError as e:
+            raise VerifierInputError(str(e)) from None
+
+    @property
+    def witness_policy(self) -> TlogPolicy | None:
+        """The witness policy in force (the simple form turned into one), or None."""
+        if self.policy is not None:
+            return self.policy
+        if not self.witnesses and not self.quorum:
+            return None
+        return TlogPolicy.from_quorum(self.witnesses, self.quorum)
+
+    @property
+    def requires_witnesses(self) -> bool:
+        policy = self.witness_policy
+        return policy is not None and policy.requires_cosignatures
+
+
+def load_witness_policy(path: str | Path) -> TlogPolicy:
+    """A C2SP tlog-policy file (``log``, ``witness``, ``group``, ``quorum`` lines)."""
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as e:
+        raise VerifierInputError(f"cannot read the witness policy {path}: {e}") from e
+    try:
+        return parse_tlog_policy(data)
+    except TlogPolicyError as e:
+        raise VerifierInputError(f"the witness policy {path} is not valid: {e}") from e
+
+
+def parse_witness_policy_text(text: str) -> TlogPolicy:
+    """A tlog-policy given as text (a tool argument of ``notary mcp``)."""
+    try:
+        return parse_tlog_policy(text)
+    except TlogPolicyError as e:
+        raise VerifierInputError(f"the witness policy is not valid: {e}") from e
 
 
 def distinct_witnesses(witnesses: Sequence[NoteVerifier]) -> int:
-    """How many different witnesses the keys name: a key listed twice still counts once."""
-    return len({(w.name, w.key_id) for w in witnesses})
+    """How many different witnesses the keys name: a key listed twice still counts once, under
+    another name too (cosignature/v1 does not commit to the name), as in the witness policy."""
+    return len(TlogPolicy.from_quorum(witnesses, 0).witnesses)
 
 
 def build_trust(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
