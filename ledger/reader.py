@@ -24,6 +24,7 @@ from ledger.core.proofs import (
     consistency_plan,
     inclusion_plan,
     range_coords,
+    shared_inclusion_plans,
 )
 from ledger.core.tilehash import TOP_FROM, ExpandedTile, TopTile
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH, level_size
@@ -198,6 +199,24 @@ class LogReader:
 
     async def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
         return await self._proof(inclusion_plan(index, tree_size), tree_size)
+
+    async def inclusion_proofs(self, indexes: Sequence[int], tree_size: int
+                               ) -> list[list[bytes]]:
+        """``[await inclusion_proof(i, tree_size) for i in indexes]``, computed together.
+
+        The entries of one batch are neighbours, so their proofs share all but their lowest
+        levels (:func:`~ledger.core.proofs.shared_inclusion_plans`): the shared part is
+        looked up (and its right-edge ranges folded) once, and each distinct lower range once,
+        about 2n + log(size) ranges for n neighbours instead of n·log(size).
+        """
+        lower, upper = shared_inclusion_plans(indexes, tree_size)
+        unique: dict[Range, int] = {}
+        for plan in lower:
+            for r in plan:
+                unique.setdefault(r, len(unique))
+        hashes = await self._proof([*unique, *upper], tree_size)
+        top = hashes[len(unique):]
+        return [[hashes[unique[r]] for r in plan] + top for plan in lower]
 
     async def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
         if old_size == new_size:
