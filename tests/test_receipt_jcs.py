@@ -5,13 +5,19 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import nacl.signing
 import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from notary.core import receipts as receipts_module
 from notary.core.canonical import canonical_json
+from notary.core.ids import b64url_decode
 from notary.core.receipt_jcs import MAX_INDEX, receipt_jcs, unsigned_receipt_jcs
+from notary.core.receipts import Jwks, ReceiptFormatError, ReceiptKey, validate_receipt_shape
+
+KEY = ReceiptKey.from_seed(bytes(range(32)))
 
 # Any code point, lone surrogates and control characters included, with the characters that
 # need escaping in JSON (and the ASCII/non-ASCII boundary) drawn often.
@@ -87,7 +93,7 @@ def test_equal_to_rfc8785_for_other_shapes(values: dict[str, Any], data: st.Data
 
 
 def test_a_typical_receipt_and_canonical_json_agree() -> None:
-    obj = {"spec": "rs-tool-call/1", "id": "tc_AAAAAAAAAAAAAAAAAAAAAA",
+    obj: dict[str, Any] = {"spec": "rs-tool-call/1", "id": "tc_AAAAAAAAAAAAAAAAAAAAAA",
            "server": "weather — \"prod\"", "tool": "forecast\\v2",
            "call_sha256": "ab" * 32, "issued_at": "2026-11-29T20:49:44.123Z",
            "ledger": {"origin": "notary.example/log", "index": 123456,
@@ -100,7 +106,7 @@ def test_a_typical_receipt_and_canonical_json_agree() -> None:
 
 
 def test_lone_surrogates_are_refused_as_rfc8785_refuses_them() -> None:
-    values = {"spec": "rs-tool-call/1", "id": "x", "server": "s\ud800", "tool": "t",
+    values: dict[str, Any] = {"spec": "rs-tool-call/1", "id": "x", "server": "s\ud800", "tool": "t",
               "call_sha256": "c", "issued_at": "i", "origin": "o", "index": 1,
               "entry_url": "u"}
     with pytest.raises(rfc8785.CanonicalizationError):
@@ -119,3 +125,49 @@ def test_a_dict_subclass_and_str_subclass_take_the_general_path() -> None:
     assert receipt_jcs(D(obj)) == rfc8785.dumps(obj)
     obj["server"] = S("srv")
     assert receipt_jcs(obj) == rfc8785.dumps(obj)
+
+
+@settings(max_examples=200)
+@given(TEXT, TEXT, st.integers(min_value=0, max_value=MAX_INDEX))
+def test_the_issuing_signature_is_over_the_rfc8785_bytes(server: str, tool: str, index: int
+                                                         ) -> None:
+    """``ReceiptKey.signature_for`` (the notary's hot path, now on the fast path) signs exactly
+    what rfc8785 would give, and the receipt verifies through the general verifier."""
+    receipt: dict[str, Any] = {
+               "spec": "rs-tool-call/1", "id": "tc_AAAAAAAAAAAAAAAAAAAAAA", "server": server,
+               "tool": tool, "call_sha256": "0f" * 32, "issued_at": "2026-11-29T20:49:44.123Z",
+               "ledger": {"origin": "o.example/log", "index": index,
+                          "entry_url": f"http://127.0.0.1:1/v1/ledger/entries/{index}"}}
+    try:
+        expected = rfc8785.dumps(receipt)
+    except rfc8785.CanonicalizationError:
+        with pytest.raises(rfc8785.CanonicalizationError):
+            KEY.signature_for(receipt)
+        return
+    sig = KEY.signature_for(receipt)
+    assert b64url_decode(sig) == nacl.signing.SigningKey(KEY.seed).sign(expected).signature
+    if receipt_shape_ok(receipt):
+        signed = {**receipt, "signature": {"alg": "EdDSA", "kid": KEY.kid, "sig": sig}}
+        Jwks.from_keys([KEY]).verify(signed)
+
+
+def test_signature_for_takes_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+
+    def spy(obj: Any) -> bytes:
+        calls.append(obj)
+        return receipt_jcs(obj)
+
+    monkeypatch.setattr(receipts_module, "receipt_jcs", spy)
+    receipt = _receipt({**dict.fromkeys(FIELDS, "v"), "origin": "o", "entry_url": "u",
+                        "index": 1})
+    KEY.signature_for({**receipt, "proof": "p"})
+    assert calls == [receipt]
+
+
+def receipt_shape_ok(receipt: dict[str, Any]) -> bool:
+    try:
+        validate_receipt_shape(receipt)
+    except ReceiptFormatError:
+        return False
+    return True
