@@ -42,6 +42,7 @@ from benchmarks._common import (
     table,
     write_json,
 )
+from ledger.client.http import HttpClient
 from ledger.client.tiles import LogSource, tile_at
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.compact import TreeState, decode_bundle, integrate
@@ -118,7 +119,7 @@ def cpu_seconds(pid: int) -> float:
 
 async def audit(url: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as session:
-        source = LogSource(url, session)
+        source = LogSource(url, HttpClient(session))
         note = await source.checkpoint()
         cp = parse_checkpoint_text(parse_note(note).text)
         seen = [0]
@@ -142,7 +143,7 @@ async def audit(url: str) -> dict[str, Any]:
 async def download_only(url: str, size: int) -> dict[str, Any]:
     """The same bundles and level-0 tiles, fetched as the audit fetches them, with no hashing."""
     async with aiohttp.ClientSession() as session:
-        source = LogSource(url, session)
+        source = LogSource(url, HttpClient(session))
         bundles = -(-size // TILE_WIDTH)
         t0 = time.perf_counter()
         total = 0

@@ -34,6 +34,9 @@ class Settings:
     witness_quorum: int = 0
     witness_interval: float = 2.0
     witness_timeout: float = 5.0
+    # Background scrub (ledger/scrub.py): stored tiles and bundles re-verified per second;
+    # 0 turns it off.
+    scrub_rate: float = 20.0
 
     @property
     def host_port(self) -> tuple[str, int]:

@@ -31,11 +31,12 @@ from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import MAX_CHECKPOINT_BYTES
 from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Jwks, ReceiptFormatError, validate_receipt_shape
-from notary.verifier.fetch import Fetcher, FetchError, HttpFetcher, get_json
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -145,11 +146,11 @@ class ServerConfig:
 
 
 @contextlib.asynccontextmanager
-async def _fetcher(config: ServerConfig, offline: bool) -> AsyncIterator[Fetcher | None]:
+async def _fetcher(config: ServerConfig, offline: bool) -> AsyncIterator[HttpClient | None]:
     if offline or config.offline:
         yield None
         return
-    async with HttpFetcher(config.timeout) as fetcher:
+    async with HttpClient(timeout=config.timeout) as fetcher:
         yield fetcher
 
 
@@ -160,7 +161,7 @@ def _no_files(values: list[str] | None, what: str) -> list[str]:
     return out
 
 
-async def _trust(config: ServerConfig, fetcher: Fetcher | None, *, jwks: dict[str, Any] | str |
+async def _trust(config: ServerConfig, fetcher: HttpClient | None, *, jwks: dict[str, Any] | str |
                  None, log_keys: list[str] | None, witnesses: list[str] | None,
                  quorum: int | None, notary_url: str | None) -> tuple[Trust, list[str]]:
     """Trust anchors: tool arguments first, then the server's flags, then the notary's own keys."""
@@ -285,9 +286,9 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
         base = _notary(cfg)
         if not is_receipt_id(id):
             raise ToolError(f"{id!r} is not a receipt id (tc_ + 22 base64url characters)")
-        async with HttpFetcher(cfg.timeout) as fetcher:
+        async with HttpClient(timeout=cfg.timeout) as fetcher:
             try:
-                receipt = await get_json(fetcher, f"{base}/v1/tool-calls/{id}")
+                receipt = await fetcher.get_json(f"{base}/v1/tool-calls/{id}")
             except FetchError as e:
                 raise ToolError(f"cannot fetch receipt {id}: {e}") from e
         try:
@@ -303,9 +304,9 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
                              "log key, its signature (and witness quorum) verified.")
     async def get_checkpoint() -> Annotated[CallToolResult, CheckpointOut]:
         url = _notary(cfg) + "/checkpoint"
-        async with HttpFetcher(cfg.timeout) as fetcher:
+        async with HttpClient(timeout=cfg.timeout) as fetcher:
             try:
-                note = await fetcher.get_bytes(url)
+                note = await fetcher.get(url, limit=MAX_CHECKPOINT_BYTES)
             except FetchError as e:
                 raise ToolError(f"cannot fetch the checkpoint: {e}") from e
         out = _checkpoint_out(cfg, url, note)

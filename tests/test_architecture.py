@@ -35,12 +35,8 @@ DEFER_MARK = "# deferred:"
 # Exceptions in code that another branch is rewriting (the one tlog-tiles HTTP client replaces
 # ledger/client/; notary/gateway/ is being split). Each must go when that work lands: the test
 # below fails as soon as one is no longer needed.
-KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset({
-    ("ledger.client.pipeline", "ledger.client.tiles", "ledger.client.pipeline"),
-})
+KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 KNOWN_UNEXPLAINED: frozenset[str] = frozenset({
-    "ledger/client/tiles.py: from ledger.client.pipeline import PipelinedFetcher, PipelineError",
-    "ledger/client/tiles.py: from ledger.client.pipeline import PipelineError",
     "notary/gateway/__init__.py: from notary.gateway import server",
     "notary/gateway/server.py: from ledger.logs import configure",
 })
@@ -379,10 +375,6 @@ def test_unmarked_function_level_import_is_reported(tmp_path: Path) -> None:
 # gateway); they join their package's base when that work lands.
 KNOWN_OUTSIDE_BASE: frozenset[str] = frozenset({
     "ledger.storage.base.StoreError",
-    "ledger.client.tiles.FetchError",
-    "ledger.client.pipeline.PipelineError",
-    "ledger.client.witness.WitnessError",
-    "notary.verifier.fetch.FetchError",
     "notary.gateway.policy.PolicyError",
     "notary.gateway.policy.CoercionError",
     "notary.gateway.salt.SaltError",
@@ -435,7 +427,7 @@ def test_each_error_name_has_one_meaning() -> None:
         by_name.setdefault(cls.__name__, []).append(cls.__module__)
     # Both are in code another branch is rewriting: the two HTTP clients become one, and the
     # service's HTTP NotaryError (an ApiError) gets a name of its own with the store rework.
-    allowed = {"FetchError", "NotaryError"}
+    allowed = {"NotaryError"}
     twice = {n: m for n, m in by_name.items() if len(m) > 1 and n not in allowed}
     assert not twice, f"error classes defined more than once: {twice}"
     stale = sorted(n for n in allowed if len(by_name.get(n, ())) < 2)

@@ -85,6 +85,16 @@ def test_python_gives_the_recorded_verdicts(
     assert not mismatches, "\n".join(mismatches)
 
 
+def test_every_hashable_record_has_its_digest(corpus: tuple[Path, list[dict[str, Any]]]) -> None:
+    _, cases = corpus
+    verify = [c for c in cases if c["kind"] == "verify"]
+    with_digest = [c for c in verify if c["call_sha256"] is not None]
+    assert len(with_digest) > 80
+    for c in verify:  # a record that verifies hashes to its receipt's digest
+        if c["expect"]["levels"] and c["expect"]["levels"]["record"] == "passed":
+            assert c["call_sha256"] is not None, c["name"]
+
+
 def test_known_divergences_are_still_there(
     corpus: tuple[Path, list[dict[str, Any]]], tmp_path: Path
 ) -> None:

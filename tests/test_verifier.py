@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from ledger.client.http import HttpClient
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
@@ -36,7 +37,6 @@ from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.keys import Paths, load_log_key
-from notary.verifier.fetch import HttpFetcher
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -233,7 +233,7 @@ async def verify(call: ToolCall, trust: Trust, state: StateFile | None = None,
                  online: bool = True, log_url: str | None = None) -> Report:
     if not online:
         return await verify_tool_call(call, trust, fetcher=None, state=state, log_url=log_url)
-    async with HttpFetcher(5.0) as fetcher:
+    async with HttpClient(timeout=5.0) as fetcher:
         return await verify_tool_call(call, trust, fetcher=fetcher, state=state, log_url=log_url)
 
 

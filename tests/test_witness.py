@@ -19,6 +19,7 @@ import pytest
 
 from ledger.cli.main import main as ledger_main
 from ledger.cli.witness import parse_log_spec
+from ledger.client.http import HttpClient
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessRefused
 from ledger.core.checkpoint import Checkpoint, sign_checkpoint
 from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
@@ -238,7 +239,7 @@ async def test_forked_log_is_refused(running: Running, log_signer: Ed25519Signer
 
 async def test_client_learns_size_from_409(running: Running, log_signer: Ed25519Signer) -> None:
     log = await make_log(log_signer, [b"c%d" % i for i in range(5)])
-    client = WitnessClient(running.url, running.signer.verifier(), running.http)
+    client = WitnessClient(running.url, running.signer.verifier(), HttpClient(running.http))
     sigs = await client.add_checkpoint(0, [], await note_at(log))
     assert [s.name for s in sigs] == ["witness.test/w1"]
     await log.append(b"c5")
@@ -249,7 +250,7 @@ async def test_client_learns_size_from_409(running: Running, log_signer: Ed25519
     assert await client.add_checkpoint(5, proof, await note_at(log))
     # A client configured with another key for this witness rejects the answer.
     other = WitnessClient(running.url, CosignatureSigner.generate("witness.test/w1").verifier(),
-                          running.http)
+                          HttpClient(running.http))
     with pytest.raises(WitnessRefused):
         await other.add_checkpoint(6, [], await note_at(log))
 
@@ -305,7 +306,7 @@ async def test_sigkill_never_rolls_back(tmp_path: Path, log_signer: Ed25519Signe
     async with aiohttp.ClientSession() as http:
         for _ in range(3):
             proc, url = _start_witness(key, tmp_path / "data", vkey)
-            client = WitnessClient(url, signer.verifier(), http, timeout=5)
+            client = WitnessClient(url, signer.verifier(), HttpClient(http, timeout=5))
             # After the restart: the persisted size is at least the last cosigned one (a request
             # in flight at the kill may have been committed without its answer arriving).
             head = await log.head(0)

@@ -65,6 +65,11 @@ export function bytesEqual(a, b) {
 }
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+const HEX_VALUE = new Uint8Array(128);
+for (let i = 0; i < 16; i++) {
+  HEX_VALUE["0123456789abcdef".charCodeAt(i)] = i;
+  HEX_VALUE["0123456789ABCDEF".charCodeAt(i)] = i;
+}
 
 /** Lower-case hex. */
 export function toHex(bytes) {
@@ -79,7 +84,7 @@ export function fromHex(text) {
     throw new NoteError("bad hex");
   }
   const out = new Uint8Array(text.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(text.substr(2 * i, 2), 16);
+  for (let i = 0; i < out.length; i++) out[i] = (HEX_VALUE[text.charCodeAt(2 * i)] << 4) | HEX_VALUE[text.charCodeAt(2 * i + 1)];
   return out;
 }
 

@@ -52,11 +52,19 @@ export function checkpointText(cp) {
 const identity = (v) => (v.publicKey instanceof Uint8Array ? `pk:${toBase64(v.publicKey)}` : `id:${v.name}\n${v.keyId}`);
 
 const memo = new Map();
+const latin1 = new TextDecoder("latin1");
 const MAX_MEMO = 256;
 
 /** Forget every remembered checkpoint verification (for benchmarks and tests). */
 export function clearCheckpointCache() {
   memo.clear();
+  clearProofBundleCacheHook?.();
+}
+
+let clearProofBundleCacheHook = null;
+/** @internal the proof-bundle module registers its own memo here. */
+export function onClearCheckpointCache(fn) {
+  clearProofBundleCacheHook = fn;
 }
 
 /**
@@ -71,7 +79,7 @@ export async function openCheckpoint(data, logVerifier, witnesses = [], quorum =
   if (!Number.isInteger(quorum) || quorum < 0) throw new TypeError("quorum must be a non-negative integer");
   const bytes = typeof data === "string" ? utf8(data) : data;
   if (witnesses.length === 0 && quorum === 0 && logVerifier?.vkey !== undefined) {
-    const id = `${logVerifier.vkey}\n${toBase64(bytes)}`;
+    const id = `${logVerifier.vkey}\n${latin1.decode(bytes)}`;
     const hit = memo.get(id);
     if (hit !== undefined) return hit;
     const out = await openUncached(bytes, logVerifier, [], 0);

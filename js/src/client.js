@@ -5,12 +5,15 @@
 // timeouts and 5xx answers are retried with exponential back-off and jitter; a 4xx never is,
 // being the notary's considered answer.
 
-import { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError } from "./errors.js";
+import { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError, ReceiptFormatError } from "./errors.js";
+import { validateReceiptShape } from "./receipt.js";
 
 export { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError };
 
 /** Longest single wait between two attempts, in milliseconds (also caps Retry-After). */
 export const MAX_BACKOFF_MS = 2000;
+/** Largest answer read from the notary; receipts with their proofs are a few kilobytes. */
+export const MAX_ANSWER_BYTES = 4 << 20;
 const HEX64 = /^[0-9a-f]{64}$/;
 
 class Retryable extends Error {
@@ -39,6 +42,28 @@ function errorBody(status, statusText, text) {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+class TooLarge extends Error {}
+
+async function readText(resp) {
+  const length = Number(resp.headers.get("content-length"));
+  if (length > MAX_ANSWER_BYTES) throw new TooLarge();
+  if (!resp.body) return "";
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let total = 0;
+  let text = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    total += value.length;
+    if (total > MAX_ANSWER_BYTES) {
+      reader.cancel().catch(() => {});
+      throw new TooLarge();
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
 
 /**
  * `new NotaryClient(url, apiKey, {timeoutMs, retries, backoffMs, fetch})`. `apiKey` is needed
@@ -101,6 +126,12 @@ export class NotaryClient {
       }
     }
     if (typeof receipt.id !== "string" || typeof receipt.proof !== "string") throw new NotaryResponseError("the notary's receipt lacks its id or its proof");
+    try {
+      validateReceiptShape(receipt);
+    } catch (e) {
+      if (e instanceof ReceiptFormatError) throw new NotaryResponseError(`the notary's receipt is malformed: ${e.message}`);
+      throw e;
+    }
     return receipt;
   }
 
@@ -164,8 +195,9 @@ export class NotaryClient {
     let text;
     try {
       resp = await this.#fetch(url, { method, headers, body: data, redirect: "manual", signal: AbortSignal.timeout(this.timeoutMs) });
-      text = await resp.text();
+      text = await readText(resp);
     } catch (e) {
+      if (e instanceof TooLarge) throw new NotaryResponseError(`the notary's answer from ${url} is larger than ${MAX_ANSWER_BYTES} bytes`);
       if (e?.name === "TimeoutError" || e?.name === "AbortError") throw new Retryable(`timed out after ${this.timeoutMs} ms`, { cause: e });
       throw new Retryable(`${e?.name ?? "Error"}: ${e?.cause?.code ?? e?.cause?.message ?? e?.message ?? e}`, { cause: e });
     }

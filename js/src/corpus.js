@@ -3,7 +3,7 @@
 // describes, so the caller compares the two.
 
 import { parseJson } from "./json.js";
-import { makeTrust, verifyToolCall, verifyReceipt } from "./verifier.js";
+import { callFromDocument, callFromReceiptAndRecord, makeTrust, verifyToolCall, verifyReceipt } from "./verifier.js";
 import { MemoryStore } from "./state.js";
 import { recordFromJson, recordBytes } from "./records.js";
 import { canonicalText } from "./canonical.js";
@@ -16,6 +16,32 @@ const LEVELS = ["record", "signature", "inclusion", "witnesses", "consistency"];
 function load(obj, key) {
   const text = obj[`${key}_text`];
   return typeof text === "string" ? parseJson(text) : obj[key];
+}
+
+/** The call_sha256 of a `verify` case's call record, as the verifier rebuilds it; or null. */
+export function recordDigest(c) {
+  const inp = c.input;
+  let call;
+  try {
+    if (inp.format === "saved_call" || inp.format === "tool_result") {
+      const args = load(inp, "arguments");
+      const receipt = load(inp, "receipt");
+      call = callFromDocument(load(inp, "call"), { tool: inp.tool ?? undefined, arguments: args ?? undefined, receipt: receipt ?? undefined });
+    } else if (inp.format === "receipt_record") {
+      call = callFromReceiptAndRecord(load(inp, "receipt"), load(inp, "record"));
+    } else return null;
+  } catch (e) {
+    if (e instanceof VerifierInputError) return null;
+    throw e;
+  }
+  const receipt = call.receipt !== null && typeof call.receipt === "object" ? call.receipt : {};
+  try {
+    const record = recordFromJson(call.record, { server: typeof receipt.server === "string" ? receipt.server : undefined });
+    return toHex(sha256(recordBytes(record)));
+  } catch (e) {
+    if (e instanceof RecordError || e instanceof CanonicalizationError) return null;
+    throw e;
+  }
 }
 
 /** The outcome of a `verify` case: {error, levels, valid, required}. */
@@ -69,8 +95,9 @@ export async function runCase(c) {
     return { expected: e, got, ok };
   }
   const got = await runVerifyCase(c);
-  const e = c.expect;
+  got.call_sha256 = recordDigest(c);
+  const e = { ...c.expect, call_sha256: c.call_sha256 ?? null };
   const ok = got.error === e.error && JSON.stringify(got.levels) === JSON.stringify(e.levels) && got.valid === e.valid &&
-    JSON.stringify(got.required) === JSON.stringify(e.required);
+    JSON.stringify(got.required) === JSON.stringify(e.required) && got.call_sha256 === e.call_sha256;
   return { expected: e, got, ok };
 }

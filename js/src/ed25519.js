@@ -75,35 +75,51 @@ let detected = null; // Promise<"webcrypto" | "noble">
 const keyCache = new Map();
 const MAX_KEYS = 1024;
 
+const hex = (s) => Uint8Array.from(s.match(/../g), (b) => parseInt(b, 16));
+// RFC 8032 §7.1, TEST 1 (the empty message): what the platform must accept to be used.
+const PROBE_KEY = hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+const PROBE_SIG = hex("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b");
+
 async function detect() {
   const subtle = globalThis.crypto?.subtle;
   if (!subtle) return "noble";
   try {
-    const pk = ed25519.getPublicKey(new Uint8Array(32).fill(7));
-    const key = await subtle.importKey("raw", pk, { name: "Ed25519" }, false, ["verify"]);
-    const sig = ed25519.sign(new Uint8Array([1]), new Uint8Array(32).fill(7));
-    const ok = await subtle.verify({ name: "Ed25519" }, key, sig, new Uint8Array([1]));
-    return ok ? "webcrypto" : "noble";
+    const key = await subtle.importKey("raw", PROBE_KEY, { name: "Ed25519" }, false, ["verify"]);
+    const ok = await subtle.verify({ name: "Ed25519" }, key, PROBE_SIG, new Uint8Array(0));
+    const bad = PROBE_SIG.slice();
+    bad[0] ^= 1;
+    const refused = !(await subtle.verify({ name: "Ed25519" }, key, bad, new Uint8Array(0)));
+    return ok && refused ? "webcrypto" : "noble";
   } catch {
     return "noble";
   }
 }
 
+let custom = null;
+
 /**
  * Choose how Ed25519 is computed: "auto" (WebCrypto when the platform has Ed25519, else
- * @noble/curves), "webcrypto" or "noble". The acceptance rule is the same for all three.
+ * @noble/curves), "webcrypto", "noble", or an object {name, verify(publicKey, message,
+ * signature) -> boolean | Promise<boolean>} (mcp-notary/node offers Node's own crypto this
+ * way). The acceptance rule is the same for all: the admission checks here come first.
  */
-export function setEd25519Backend(name) {
-  if (!["auto", "webcrypto", "noble"].includes(name)) {
-    throw new TypeError(`unknown Ed25519 backend ${JSON.stringify(name)}`);
+export function setEd25519Backend(backend) {
+  if (backend !== null && typeof backend === "object" && typeof backend.verify === "function" && typeof backend.name === "string") {
+    requested = "custom";
+    custom = backend;
+  } else if (["auto", "webcrypto", "noble"].includes(backend)) {
+    requested = backend;
+    custom = null;
+  } else {
+    throw new TypeError(`unknown Ed25519 backend ${JSON.stringify(backend)}`);
   }
-  requested = name;
   detected = null;
   keyCache.clear();
 }
 
-/** The backend in use ("webcrypto" or "noble"), after detection. */
+/** The backend in use ("webcrypto", "noble" or a custom backend's name), after detection. */
 export async function ed25519Backend() {
+  if (requested === "custom") return custom.name;
   if (requested !== "auto") return requested;
   detected ??= detect();
   return detected;
@@ -127,8 +143,9 @@ function importKey(publicKey) {
  */
 export async function verifyEd25519(publicKey, message, signature) {
   if (!passesStrictChecks(publicKey, signature) || !(message instanceof Uint8Array)) return false;
-  const backend = await ed25519Backend();
   try {
+    if (requested === "custom") return (await custom.verify(publicKey, message, signature)) === true;
+    const backend = requested === "auto" ? await (detected ??= detect()) : requested;
     if (backend === "webcrypto") {
       const key = await importKey(publicKey);
       return await globalThis.crypto.subtle.verify({ name: "Ed25519" }, key, signature, message);

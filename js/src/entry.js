@@ -5,7 +5,7 @@
 import { encode, decode } from "cborg";
 import { EntryError } from "./errors.js";
 import { bytesEqual, fromHex, toHex } from "./bytes.js";
-import { isReceiptId, parseIssuedAt } from "./ids.js";
+import { isIssuedAt, isReceiptId, issuedAtProblem } from "./ids.js";
 import { SPEC, nameProblem } from "./records.js";
 
 export const MAX_ENTRY_BYTES = 65535;
@@ -19,16 +19,14 @@ function checkFields({ id, server, tool, callSha256, issuedAt }) {
     if (problem !== null) throw new EntryError(`${name} ${problem}`);
   }
   if (!(callSha256 instanceof Uint8Array) || callSha256.length !== 32) throw new EntryError("call_sha256 must be exactly 32 bytes");
-  try {
-    parseIssuedAt(issuedAt);
-  } catch (e) {
-    throw new EntryError(e.message);
-  }
+  if (!isIssuedAt(issuedAt)) throw new EntryError(issuedAtProblem(issuedAt));
 }
+
+const CHECKED = new WeakSet();
 
 /** The entry's deterministic CBOR bytes. */
 export function encodeEntry(fields) {
-  checkFields(fields);
+  if (!CHECKED.has(fields)) checkFields(fields);
   const data = encode({
     spec: SPEC, id: fields.id, server: fields.server, tool: fields.tool,
     call_sha256: fields.callSha256, issued_at: fields.issuedAt,
@@ -54,7 +52,8 @@ export function entryFromReceipt(receipt) {
     callSha256: fromHex(receipt.call_sha256), issuedAt: receipt.issued_at,
   };
   checkFields(fields);
-  return fields;
+  CHECKED.add(fields);
+  return Object.freeze(fields);
 }
 
 /**

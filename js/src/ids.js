@@ -13,6 +13,25 @@ function daysInMonth(year, month) {
   return [4, 6, 9, 11].includes(month) ? 30 : 31;
 }
 
+/** Whether `text` is the one accepted spelling of a real instant (no Date is built). */
+export function isIssuedAt(text) {
+  if (typeof text !== "string") return false;
+  const m = ISSUED_AT_RE.exec(text);
+  if (m === null) return false;
+  const y = +m[1], mo = +m[2], d = +m[3];
+  return y >= 1 && mo >= 1 && mo <= 12 && d >= 1 && d <= daysInMonth(y, mo) && +m[4] <= 23 && +m[5] <= 59 && +m[6] <= 59;
+}
+
+/** Why `text` is not an acceptable issued_at (for error messages). */
+export function issuedAtProblem(text) {
+  try {
+    parseIssuedAt(text);
+  } catch (e) {
+    return e.message;
+  }
+  return "not a valid instant";
+}
+
 /**
  * Check the one accepted spelling of issued_at (RFC 3339 UTC, milliseconds, `Z`) and that it is
  * a real instant; returns the Date, throws Error with the reason otherwise.

@@ -35,29 +35,39 @@ function checkHash(name, h) {
   }
 }
 
+// The path walks below use these on either representation: Numbers (exact up to 2^53, where
+// every real tree is, and much faster) or BigInts (trees up to 2^64).
+const NUM = { zero: 0, one: 1, odd: (x) => x % 2 === 1, half: (x) => Math.floor(x / 2), dec: (x) => x - 1 };
+const BIG = { zero: 0n, one: 1n, odd: (x) => (x & 1n) === 1n, half: (x) => x >> 1n, dec: (x) => x - 1n };
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+const arith = (...xs) => (xs.every((x) => x <= SAFE) ? [NUM, xs.map(Number)] : [BIG, xs]);
+
 /** The root that `proof` implies for `leaf` (a leaf hash) at `index` in a tree of `size`. */
 export function rootFromInclusionProof(index, size, leaf, proof) {
-  let fn = big(index, "index");
-  let sn = big(size, "size");
-  if (!(fn >= 0n && fn < sn)) throw new ProofError(`index ${fn} is not in a tree of size ${sn}`);
+  const bi = big(index, "index");
+  const bs = big(size, "size");
+  if (!(bi >= 0n && bi < bs)) throw new ProofError(`index ${bi} is not in a tree of size ${bs}`);
   checkHash("leaf hash", leaf);
-  sn -= 1n;
+  const [A, [fn0, sn0]] = arith(bi, bs);
+  let fn = fn0;
+  let sn = A.dec(sn0);
   let r = leaf;
-  proof.forEach((p, i) => {
+  for (let i = 0; i < proof.length; i++) {
+    const p = proof[i];
     checkHash(`proof hash ${i}`, p);
-    if (sn === 0n) throw new ProofError("inclusion proof is longer than the tree is deep");
-    if ((fn & 1n) === 1n || fn === sn) {
+    if (sn === A.zero) throw new ProofError("inclusion proof is longer than the tree is deep");
+    if (A.odd(fn) || fn === sn) {
       r = nodeHash(p, r);
-      if ((fn & 1n) === 0n) {
-        while (fn !== 0n && (fn & 1n) === 0n) { fn >>= 1n; sn >>= 1n; }
+      if (!A.odd(fn)) {
+        while (fn !== A.zero && !A.odd(fn)) { fn = A.half(fn); sn = A.half(sn); }
       }
     } else {
       r = nodeHash(r, p);
     }
-    fn >>= 1n;
-    sn >>= 1n;
-  });
-  if (sn !== 0n) throw new ProofError("inclusion proof is too short");
+    fn = A.half(fn);
+    sn = A.half(sn);
+  }
+  if (sn !== A.zero) throw new ProofError("inclusion proof is too short");
   return r;
 }
 
@@ -86,26 +96,27 @@ export function verifyConsistency(oldSize, newSize, oldRoot, newRoot, proof) {
   if (proof.length === 0) throw new ProofError("empty consistency proof for different sizes");
   const path = [...proof];
   if ((m & (m - 1n)) === 0n) path.unshift(oldRoot);
-  let fn = m - 1n;
-  let sn = n - 1n;
-  while ((fn & 1n) === 1n) { fn >>= 1n; sn >>= 1n; }
+  const [A, [m0, n0]] = arith(m, n);
+  let fn = A.dec(m0);
+  let sn = A.dec(n0);
+  while (A.odd(fn)) { fn = A.half(fn); sn = A.half(sn); }
   let fr = path[0];
   let sr = path[0];
   for (const c of path.slice(1)) {
-    if (sn === 0n) throw new ProofError("consistency proof is too long");
-    if ((fn & 1n) === 1n || fn === sn) {
+    if (sn === A.zero) throw new ProofError("consistency proof is too long");
+    if (A.odd(fn) || fn === sn) {
       fr = nodeHash(c, fr);
       sr = nodeHash(c, sr);
-      if ((fn & 1n) === 0n) {
-        while (fn !== 0n && (fn & 1n) === 0n) { fn >>= 1n; sn >>= 1n; }
+      if (!A.odd(fn)) {
+        while (fn !== A.zero && !A.odd(fn)) { fn = A.half(fn); sn = A.half(sn); }
       }
     } else {
       sr = nodeHash(sr, c);
     }
-    fn >>= 1n;
-    sn >>= 1n;
+    fn = A.half(fn);
+    sn = A.half(sn);
   }
-  if (sn !== 0n) throw new ProofError("consistency proof is too short");
+  if (sn !== A.zero) throw new ProofError("consistency proof is too short");
   if (!bytesEqual(fr, oldRoot)) throw new ProofError("consistency proof does not lead to the old root");
   if (!bytesEqual(sr, newRoot)) throw new ProofError("consistency proof does not lead to the new root");
 }

@@ -8,6 +8,8 @@ import { CosignatureVerifier, Ed25519Verifier, UnverifiedNoteError, openNote, pa
 import { parseCheckpointText } from "./checkpoint.js";
 
 const NONE = "none";
+/** Largest policy text accepted (real ones are a few lines). */
+export const MAX_POLICY_BYTES = 1 << 20;
 // Python's str.split() separators that can occur here (controls are refused before splitting).
 const SPLIT_RE = /[ \t\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
 
@@ -75,6 +77,7 @@ export class Policy {
 export function parsePolicy(data) {
   const raw = typeof data === "string" ? utf8(data) : data;
   if (!(raw instanceof Uint8Array)) throw new PolicyError("a policy must be text");
+  if (raw.length > MAX_POLICY_BYTES) throw new PolicyError(`the policy is larger than ${MAX_POLICY_BYTES} bytes`);
   for (const b of raw) {
     if ((b < 0x20 && b !== 0x09 && b !== 0x0a) || b === 0x7f) {
       throw new PolicyError(`policy contains the forbidden byte 0x${b.toString(16).padStart(2, "0")}`);

@@ -4,12 +4,36 @@
 import { NoteError, ProofBundleError } from "./errors.js";
 import { fromBase64, toBase64, utf8 } from "./bytes.js";
 import { parseNote } from "./note.js";
-import { parseCheckpointText } from "./checkpoint.js";
+import { onClearCheckpointCache, parseCheckpointText } from "./checkpoint.js";
 
 export const HEADER = "c2sp.org/tlog-proof@v1";
 export const MAX_PROOF_HASHES = 64;
 const MAX_INDEX = (1n << 64n) - 1n;
 const INDEX_LINE = /^index (0|[1-9][0-9]*)$/;
+
+// Checkpoints that parsed, by their exact text: a busy log puts one checkpoint in many bundles.
+const parsed = new Map();
+const MAX_PARSED = 256;
+const latin1 = new TextDecoder("latin1");
+
+function checkCheckpointSyntax(checkpoint) {
+  const id = latin1.decode(checkpoint);
+  if (parsed.has(id)) return;
+  try {
+    parseCheckpointText(parseNote(checkpoint).text);
+  } catch (e) {
+    if (e instanceof NoteError) throw new ProofBundleError(`bad checkpoint in proof: ${e.message}`);
+    throw e;
+  }
+  if (parsed.size >= MAX_PARSED) parsed.delete(parsed.keys().next().value);
+  parsed.set(id, true);
+}
+
+/** Forget the checkpoints already parsed (clearCheckpointCache does it too). */
+export function clearProofBundleCache() {
+  parsed.clear();
+}
+onClearCheckpointCache(clearProofBundleCache);
 
 /**
  * Decode a tlog-proof (string or bytes): {index (BigInt), proof (Uint8Array[]), checkpoint
@@ -64,12 +88,7 @@ export function decodeProofBundle(data) {
   }
   const checkpoint = bytes.slice(pos);
   if (checkpoint.length === 0) throw new ProofBundleError("proof has no checkpoint");
-  try {
-    parseCheckpointText(parseNote(checkpoint).text);
-  } catch (e) {
-    if (e instanceof NoteError) throw new ProofBundleError(`bad checkpoint in proof: ${e.message}`);
-    throw e;
-  }
+  checkCheckpointSyntax(checkpoint);
   return Object.freeze({ index, proof: Object.freeze(proof), checkpoint, extra });
 }
 

@@ -7,9 +7,9 @@
 
 import { sha256 } from "@noble/hashes/sha2.js";
 import { CanonicalizationError, JwksError, ReceiptFormatError, ReceiptSignatureError } from "./errors.js";
-import { canonicalJson } from "./canonical.js";
-import { fromBase64Url, toBase64Url, utf8 } from "./bytes.js";
-import { isReceiptId, parseIssuedAt } from "./ids.js";
+import { canonicalText } from "./canonical.js";
+import { fromBase64Url, isWellFormed, toBase64Url, utf8 } from "./bytes.js";
+import { isIssuedAt, isReceiptId, issuedAtProblem } from "./ids.js";
 import { isFloatLiteral, parseJson } from "./json.js";
 import { SPEC, nameProblem } from "./records.js";
 import { verifyEd25519 } from "./ed25519.js";
@@ -54,11 +54,7 @@ export function validateReceiptShape(receipt) {
     throw new ReceiptFormatError("$.call_sha256 must be 64 lower-case hex characters");
   }
   if (typeof receipt.issued_at !== "string") throw new ReceiptFormatError("$.issued_at must be a string");
-  try {
-    parseIssuedAt(receipt.issued_at);
-  } catch (e) {
-    throw new ReceiptFormatError(`$.issued_at: ${e.message}`);
-  }
+  if (!isIssuedAt(receipt.issued_at)) throw new ReceiptFormatError(`$.issued_at: ${issuedAtProblem(receipt.issued_at)}`);
   const ledger = receipt.ledger;
   if (!isObject(ledger)) throw new ReceiptFormatError("$.ledger must be an object");
   checkKeys(ledger, LEDGER_KEYS, [], "$.ledger");
@@ -87,13 +83,44 @@ export function parseReceipt(input) {
   return receipt;
 }
 
+const RECEIPT_BODY_KEYS = "call_sha256,id,issued_at,ledger,server,spec,tool";
+
+// The JCS text of a receipt body of exactly the receipt shape (string members, a safe integer
+// index), written directly: JCS orders these keys this way, and writes a well-formed string as
+// JSON.stringify does and a safe integer as its decimal digits. Null when the body has any other
+// shape, for which the general canonicalization below is used. The tests compare the two.
+function receiptBodyText(receipt) {
+  const keys = Object.keys(receipt).filter((k) => k !== "signature" && k !== "proof").sort().join(",");
+  if (keys !== RECEIPT_BODY_KEYS) return null;
+  const ledger = receipt.ledger;
+  if (ledger === null || typeof ledger !== "object" || Array.isArray(ledger) || Object.keys(ledger).sort().join(",") !== "entry_url,index,origin") return null;
+  const strings = [receipt.call_sha256, receipt.id, receipt.issued_at, ledger.entry_url, ledger.origin, receipt.server, receipt.spec, receipt.tool];
+  if (!strings.every((v) => typeof v === "string" && isWellFormed(v))) return null;
+  if (!Number.isSafeInteger(ledger.index)) return null;
+  const q = JSON.stringify;
+  return `{"call_sha256":${q(receipt.call_sha256)},"id":${q(receipt.id)},"issued_at":${q(receipt.issued_at)},` +
+    `"ledger":{"entry_url":${q(ledger.entry_url)},"index":${ledger.index + 0},"origin":${q(ledger.origin)}},` +
+    `"server":${q(receipt.server)},"spec":${q(receipt.spec)},"tool":${q(receipt.tool)}}`;
+}
+
 /** The bytes a receipt signature covers: JCS of the receipt minus signature and proof. */
 export function signedBytes(receipt) {
+  const fast = receiptBodyText(receipt);
+  if (fast !== null) return utf8(fast);
+  return utf8(canonicalText(bodyOf(receipt)));
+}
+
+/** signedBytes through the general JCS path only (the tests hold the fast path to it). */
+export function signedBytesGeneral(receipt) {
+  return utf8(canonicalText(bodyOf(receipt)));
+}
+
+function bodyOf(receipt) {
   const body = {};
   for (const [k, v] of Object.entries(receipt)) {
     if (k !== "signature" && k !== "proof") Object.defineProperty(body, k, { value: v, enumerable: true, writable: true, configurable: true });
   }
-  return canonicalJson(body);
+  return body;
 }
 
 /** RFC 7638 SHA-256 thumbprint of the OKP Ed25519 key with this `x`. */

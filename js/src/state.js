@@ -6,7 +6,8 @@
 // note is kept whole and verified again under the trusted log key on every use, so editing a
 // store cannot make the verifier accept anything, only complain.
 
-import { StateError } from "./errors.js";
+import { JsonError, StateError } from "./errors.js";
+import { isFloatLiteral, parseJson } from "./json.js";
 import { bytesEqual, fromUtf8, toBase64 } from "./bytes.js";
 import { verifyConsistency } from "./merkle.js";
 
@@ -180,7 +181,7 @@ export function describePairs(pairs) {
 export function checkStoredEntry(origin, obj) {
   const where = `logs[${JSON.stringify(origin)}]`;
   if (obj === null || typeof obj !== "object" || Array.isArray(obj)) throw new StateError(`${where} must be an object`);
-  if (!Number.isSafeInteger(obj.size) || obj.size < 0) throw new StateError(`${where}.size must be a non-negative integer`);
+  if (!Number.isSafeInteger(obj.size) || obj.size < 0 || isFloatLiteral(obj, "size")) throw new StateError(`${where}.size must be a non-negative integer`);
   if (typeof obj.root !== "string" || typeof obj.checkpoint !== "string") throw new StateError(`${where} needs 'root' and 'checkpoint' strings`);
   return {
     size: obj.size, root: obj.root, checkpoint: obj.checkpoint,
@@ -218,9 +219,10 @@ export class WebStorageStore {
     if (text === null) return {};
     let doc;
     try {
-      doc = JSON.parse(text);
-    } catch {
-      throw new StateError(`the stored verifier state (${this.key}) is not valid JSON`);
+      doc = parseJson(text);
+    } catch (e) {
+      if (!(e instanceof JsonError)) throw e;
+      throw new StateError(`the stored verifier state (${this.key}) is not valid JSON: ${e.message}`);
     }
     if (doc === null || typeof doc !== "object" || doc.version !== 1 || typeof doc.logs !== "object" || doc.logs === null) {
       throw new StateError(`the stored verifier state (${this.key}) is not a version-1 verifier state`);

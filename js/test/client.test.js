@@ -32,7 +32,11 @@ before(async () => {
 });
 after(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }));
 
-const receiptFor = (req) => ({ id: "tc_AAAAAAAAAAAAAAAAAAAAAA", server: req.server, tool: req.tool, call_sha256: req.call_sha256, proof: "p" });
+const receiptFor = (req) => ({
+  spec: "rs-tool-call/1", id: "tc_AAAAAAAAAAAAAAAAAAAAAA", server: req.server, tool: req.tool, call_sha256: req.call_sha256,
+  issued_at: "2026-01-01T00:00:00.000Z", ledger: { origin: "o", index: 0, entry_url: "http://127.0.0.1/v1/ledger/entries/0" },
+  signature: { alg: "EdDSA", kid: "k", sig: "s" }, proof: "p",
+});
 const ok = (extra = {}) => ({ status: 201, body: receiptFor, ...extra });
 const digest = "ab".repeat(32);
 
@@ -90,7 +94,10 @@ test("connection refused and timeouts are retried too", async () => {
 });
 
 test("an answer that is not a receipt for this call is refused, not retried", async () => {
-  for (const body of [() => ({ ...receiptFor({ server: "s", tool: "t", call_sha256: "cd".repeat(32) }) }), () => ({ server: "s", tool: "t", call_sha256: digest }), "not json", () => [1]]) {
+  const good = { server: "s", tool: "t", call_sha256: digest };
+  for (const body of [() => ({ ...receiptFor({ server: "s", tool: "t", call_sha256: "cd".repeat(32) }) }), () => good, "not json", () => [1],
+    () => ({ ...receiptFor(good), extra: 1 }), () => ({ ...receiptFor(good), ledger: { origin: "o", index: -1, entry_url: "x" } }),
+    () => ({ ...receiptFor(good), pad: "x".repeat(5 << 20) })]) {
     script = [{ status: 201, body }];
     seen.length = 0;
     await assert.rejects(new NotaryClient(url, KEY, { retries: 3 }).notarize("s", "t", digest), NotaryResponseError);

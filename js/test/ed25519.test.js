@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { ed25519 } from "@noble/curves/ed25519.js";
 import { SMALL_ORDER_ENCODINGS, hasSmallOrder, isCanonicalPoint, passesStrictChecks } from "../src/ed25519.js";
 import { ed25519Backend, setEd25519Backend, verifyEd25519 } from "../src/verify.js";
+import { nodeEd25519 } from "../src/node/index.js";
 
 const P = ed25519.Point;
 const L = 2n ** 252n + 27742317777372353535851937790883648493n;
@@ -48,7 +49,7 @@ test("strict checks: S < L, canonical key, no small-order key or R", () => {
   assert.ok(!passesStrictChecks(pk, sig.subarray(1)));
 });
 
-test("WebCrypto and @noble/curves give the same answers", async () => {
+test("WebCrypto, @noble/curves and Node's crypto give the same answers", async () => {
   const cases = [];
   for (let i = 0; i < 40; i++) {
     const sk = ed25519.utils.randomSecretKey();
@@ -68,9 +69,9 @@ test("WebCrypto and @noble/curves give the same answers", async () => {
   // a small-order key with an S = 0, R = identity "signature" that cofactored checks would accept
   cases.push([SMALL_ORDER_ENCODINGS[1], new Uint8Array([1]), new Uint8Array([...SMALL_ORDER_ENCODINGS[1], ...new Uint8Array(32)]), false]);
   try {
-    for (const backend of ["webcrypto", "noble"]) {
+    for (const backend of ["webcrypto", "noble", nodeEd25519]) {
       setEd25519Backend(backend);
-      assert.equal(await ed25519Backend(), backend);
+      assert.equal(await ed25519Backend(), backend.name ?? backend);
       for (const [pk, msg, sig, want] of cases) assert.equal(await verifyEd25519(pk, msg, sig), want, backend);
     }
     setEd25519Backend("auto");

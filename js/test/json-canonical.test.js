@@ -104,3 +104,36 @@ test("base64 and base64url accept only the canonical spelling", () => {
   for (const bad of ["A", "AB", "AB=", "AB==A", "AB=A", "AQ=", "AR==", "A===", "ab c", "AAA*"]) assert.throws(() => fromBase64(bad), NoteError, bad);
   for (const bad of ["A", "AR", "AB==", "a+b", "AAA/"]) assert.throws(() => fromBase64Url(bad), Error, bad);
 });
+
+test("the receipt signing bytes' direct path equals the general JCS path", async () => {
+  const { signedBytes, signedBytesGeneral } = await import("../src/receipt.js");
+  const base = {
+    spec: "rs-tool-call/1", id: "tc_AAAAAAAAAAAAAAAAAAAAAA", server: "s", tool: "t", call_sha256: "ab".repeat(32),
+    issued_at: "2024-02-29T23:59:59.999Z", ledger: { origin: "o", index: 0, entry_url: "https://n.example/v1/ledger/entries/0" },
+    signature: { alg: "EdDSA", kid: "k", sig: "s" }, proof: "p",
+  };
+  const strings = ["", "a\"b\\c", "\u2028\u2029", "\u0001\u001f\u007f", "é😀\uffff", "</script>", "x".repeat(300), "\ud800", "a\tb\nc"];
+  let n = 0;
+  for (const s of strings) {
+    for (const field of ["server", "tool", "id", "call_sha256", "issued_at", "spec", "origin", "entry_url"]) {
+      const r = structuredClone(base);
+      if (field === "origin" || field === "entry_url") r.ledger[field] = s;
+      else r[field] = s;
+      for (const index of [0, 1, 2 ** 53 - 1, -0, 7]) {
+        r.ledger.index = index;
+        let general;
+        try {
+          general = signedBytesGeneral(r);
+        } catch {
+          assert.throws(() => signedBytes(r), CanonicalizationError);
+          continue;
+        }
+        assert.deepEqual(signedBytes(r), general, JSON.stringify([field, s, index]));
+        n++;
+      }
+    }
+  }
+  assert.ok(n > 300);
+  const extra = { ...structuredClone(base), extra: { z: 1, a: [1.5] } };
+  assert.deepEqual(signedBytes(extra), signedBytesGeneral(extra), "another shape takes the general path");
+});

@@ -13,5 +13,8 @@ export class StateFileStore implements CheckpointStore {
   set(origin: string, entry: StoredCheckpoint): void;
 }
 
+/** Ed25519 through Node's own crypto, synchronously: `setEd25519Backend(nodeEd25519)`. */
+export const nodeEd25519: { readonly name: "node"; verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean };
+
 /** `mcp-notary ARGV...`; resolves to the exit status (0 valid, 1 not valid, 2 usage/input error). */
 export function main(argv: string[], io?: { stdout?: { write(s: string): unknown }; stderr?: { write(s: string): unknown } }): Promise<number>;

@@ -357,8 +357,13 @@ export function verifyInclusion(index: bigint | number, size: bigint | number, l
 export function verifyConsistency(oldSize: bigint | number, newSize: bigint | number, oldRoot: Uint8Array, newRoot: Uint8Array, proof: readonly Uint8Array[]): void;
 
 // Ed25519, JSON, bytes
-export function setEd25519Backend(name: "auto" | "webcrypto" | "noble"): void;
-export function ed25519Backend(): Promise<"webcrypto" | "noble">;
+export interface Ed25519Backend {
+  readonly name: string;
+  verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean | Promise<boolean>;
+}
+/** How Ed25519 is computed; the acceptance rule (libsodium's) is the same for every backend. */
+export function setEd25519Backend(backend: "auto" | "webcrypto" | "noble" | Ed25519Backend): void;
+export function ed25519Backend(): Promise<string>;
 export function verifyEd25519(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean>;
 /** An integer literal no JavaScript number holds faithfully (2^53+1): refused when hashed. */
 export class UnsafeInteger {

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-import aiohttp
 from aiohttp import web
 from prometheus_client import generate_latest
 
-from ledger.client.tiles import FetchError, LogSource
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import LogSource
 from ledger.core.cosignature import parse_verifier_key
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
 from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
@@ -68,6 +68,8 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     Importable so that tests and other programs can run it inside their own event loop;
     ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
     """
+
+
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     verifier, vkey = _log_verifier(args.vkey)
@@ -98,8 +100,8 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     daemon = args.interval is not None and not args.once
     metrics = MonitorMetrics()
     stop = stop or asyncio.Event()
-    async with aiohttp.ClientSession() as session:
-        source = LogSource(config.url, session, timeout=config.timeout)
+    async with HttpClient(timeout=config.timeout, follow_redirects=True) as http:
+        source = LogSource(config.url, http, timeout=config.timeout)
         try:
             monitor = Monitor(config, source, metrics, out=out)
         except MonitorStateError as e:

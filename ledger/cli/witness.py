@@ -24,6 +24,7 @@ from ledger.http.serve import serve_until_signalled
 from ledger.keyfile import KeyFileError, read_secret, write_secret
 from ledger.logs import configure
 from ledger.netaddr import parse_host_port
+from ledger.storage.damage import corruption_in, damage_message
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore, WitnessStoreError
 
@@ -111,6 +112,13 @@ def _run(func: Command) -> Command:
             return func(args)
         except (UsageError, WitnessStoreError, KeyFileError) as e:
             print(f"notary: error: {e}", file=sys.stderr)
+            return ExitCode.USAGE
+        except Exception as e:
+            if corruption_in(e) is None:
+                raise
+            data = getattr(args, "data", None)
+            db = Path(data) / DB_NAME if data is not None else None
+            print(f"notary: error: {damage_message(db, e, None)}", file=sys.stderr)
             return ExitCode.USAGE
         except KeyboardInterrupt:
             return ExitCode.INTERRUPTED

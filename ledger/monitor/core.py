@@ -14,7 +14,7 @@ One poll:
 Anything that contradicts what was verified is an :class:`Alarm`: it is written as a JSON
 evidence file (both checkpoints and the failing proof or tile, enough for a third party to check
 the claim offline), printed on stderr and counted in the metrics; the state does not advance past
-it. A log that cannot be reached is not an alarm (:class:`~ledger.client.tiles.FetchError`).
+it. A log that cannot be reached is not an alarm (:class:`~ledger.client.http.FetchError`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from tqdm import tqdm
 
 from ledger.atomic import write_atomic
-from ledger.client.tiles import FetchError, LogSource
+from ledger.client.http import FetchError
+from ledger.client.tiles import LogSource
 from ledger.core.checkpoint import (
     Checkpoint,
     CheckpointError,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import uvicorn
 
+from ledger.client.http import HttpClient
 from ledger.exitcodes import UsageError
 from ledger.logs import configure
 from ledger.netaddr import parse_host_port
@@ -36,7 +37,6 @@ from notary.gateway.audit import audit_decision, check_policy, parse_jsonl
 from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
 from notary.gateway.salt import SaltError, default_salt_path, ensure_salt, read_salt
 from notary.gateway.store import read_decisions, read_policy_receipts
-from notary.verifier.fetch import HttpFetcher
 from notary.verifier.inputs import VerifierInputError
 from notary.verifier.trust import complete_from_notary, load_jwks, parse_log_keys
 
@@ -219,6 +219,7 @@ async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
 
 
 async def _audit(args: argparse.Namespace) -> dict[str, Any]:
+
     try:
         salt = read_salt(args.salt_file)
     except SaltError as e:
@@ -233,7 +234,7 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
         needs_net = (args.jwks or "").startswith(("http://", "https://")) or (
             args.notary and (not args.jwks or not pinned))
         if needs_net:
-            async with HttpFetcher(args.timeout) as fetcher:
+            async with HttpClient(timeout=args.timeout) as fetcher:
                 jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
                 jwks, keys, _ = await complete_from_notary(jwks, pinned, args.notary, fetcher)
         else:

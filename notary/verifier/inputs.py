@@ -24,6 +24,13 @@ _SAVED_CALL_KEYS = frozenset({"tool", "arguments", "result", "server"})
 _ENTRIES_PATH = re.compile(r"/v1/ledger/entries/[0-9]+/?$")
 
 
+def check_http_url(url: str) -> None:
+    """Refuse anything but an http(s) URL with a host, as an input error."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise VerifierInputError(f"{url!r} is not an http(s) URL")
+
+
 def log_base_url(receipt: Mapping[str, object]) -> str | None:
     """The log's base URL, from the receipt's ``ledger.entry_url``.
 

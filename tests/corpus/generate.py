@@ -51,7 +51,7 @@ from mcp import Client
 
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, NoteSignature, merge_signatures, parse_note
-from ledger.core.tlog_policy import PolicyError, parse_policy
+from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
 from ledger.log import Log
 from ledger.logs import configure as configure_logging
@@ -69,8 +69,14 @@ from notary.verifier.inputs import (
     call_from_document,
     call_from_receipt_and_record,
 )
-from notary.verifier.state import StateError, StateFile
-from notary.verifier.trust import Trust, load_jwks, parse_log_keys, parse_witness_keys
+from notary.verifier.state import StateFile, VerifierStateError
+from notary.verifier.trust import (
+    Trust,
+    build_trust,
+    load_jwks,
+    parse_log_keys,
+    parse_witness_keys,
+)
 from notary.verifier.verify import verify_tool_call
 from tests.notary_server import app_notary
 
@@ -130,7 +136,7 @@ def _load(doc: Json, key: str) -> Any:
 
 
 def _trust(spec: Json) -> tuple[Trust, Any]:
-    policy = parse_policy(spec["policy"]) if spec.get("policy") else None
+    policy = parse_tlog_policy(spec["policy"]) if spec.get("policy") else None
     jwks = asyncio.run(load_jwks(spec["jwks"], None)) if spec.get("jwks") is not None else None
     log_keys = list(parse_log_keys(spec.get("log_keys") or []))
     if policy is not None:
@@ -140,12 +146,10 @@ def _trust(spec: Json) -> tuple[Trust, Any]:
             if all((k.name, k.key_id) != (v.name, v.key_id) for k in log_keys)
         ]
     witnesses = parse_witness_keys(spec.get("witnesses") or [])
-    quorum = spec.get("quorum")
-    if quorum is None:
-        quorum = len({(w.name, w.key_id) for w in witnesses})
-    if policy is not None and quorum and policy.quorum != "none":
+    trust = build_trust(jwks, log_keys, witnesses, spec.get("quorum"))
+    if policy is not None and trust.quorum and policy.quorum != "none":
         raise VerifierInputError("witness keys with a quorum and a policy with a quorum")
-    return Trust(jwks, tuple(log_keys), witnesses, quorum), policy
+    return trust, policy
 
 
 def _call(inp: Json) -> ToolCall:
@@ -202,9 +206,9 @@ def python_verdict(case: Json, workdir: Path) -> Json:
         trust, policy = _trust(case["trust"])
         call = _call(case["input"])
         report = asyncio.run(verify_tool_call(call, trust, fetcher=None, state=state))
-    except (VerifierInputError, PolicyError):
+    except (VerifierInputError, TlogPolicyError):
         return error("input")
-    except StateError:
+    except VerifierStateError:
         return error("state")
     if policy is not None:
         _apply_policy(report, policy, trust)
@@ -212,6 +216,26 @@ def python_verdict(case: Json, workdir: Path) -> Json:
     required = list(report.verdict.required)
     valid = all(levels[n] == "passed" for n in required) and "failed" not in levels.values()
     return {"error": None, "levels": levels, "valid": valid, "required": required}
+
+
+def record_digest(case: Json) -> str | None:
+    """The call_sha256 of the case's call record as Python computes it (DESIGN.md's rule for a
+    ``python_diverges`` case); None when there is no record or it cannot be hashed."""
+    try:
+        call = _call(case["input"])
+    except VerifierInputError:
+        return None
+    receipt = call.receipt if isinstance(call.receipt, dict) else {}
+    server = receipt.get("server") if isinstance(receipt.get("server"), str) else None
+    if call.record is None:
+        return None
+    try:
+        if case.get("python_diverges"):
+            data = canonical_json(design_record(dict(call.record), server))
+            return hashlib.sha256(data).hexdigest()
+        return record_from_json(call.record, server=server).call_sha256()
+    except (RecordError, CanonicalizationError, KeyError, TypeError):
+        return None
 
 
 def design_record(obj: Json, server: str | None) -> Json:
@@ -311,6 +335,7 @@ class Corpus:
         }
         if diverges:
             case["python_diverges"] = diverges
+        case["call_sha256"] = record_digest(case)
         self.cases.append(case)
 
     def add_jcs(

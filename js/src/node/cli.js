@@ -9,6 +9,8 @@ import { parseJson } from "../json.js";
 import { callFromDocument, callFromReceiptAndRecord, loadTrust, verifyCall } from "../verifier.js";
 import { checkUrl, createFetcher } from "../fetcher.js";
 import { DEFAULT_STATE_PATH, StateFileStore, expandUser } from "./state-file.js";
+import { setEd25519Backend } from "../ed25519.js";
+import { nodeEd25519 } from "./ed25519-node.js";
 
 const USAGE = `usage: mcp-notary verify [CALL] [--tool T] [--arguments FILE|JSON] [--receipt FILE] [--record FILE]
                          [--jwks FILE|URL] [--log-key VKEY|@FILE]... [--witness VKEY|@FILE]... [--quorum K]
@@ -138,6 +140,7 @@ function loadCall(args) {
 }
 
 async function run(args) {
+  setEd25519Backend(nodeEd25519);
   checkNetworkArgs(args);
   if (!(args.jwks || args.notary)) throw new VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)");
   if (!(args["log-key"].length || args.notary || args.policy)) throw new VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or --policy FILE)");

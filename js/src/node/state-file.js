@@ -6,7 +6,8 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, basename } from "node:path";
-import { StateError } from "../errors.js";
+import { JsonError, StateError } from "../errors.js";
+import { parseJson } from "../json.js";
 import { checkStoredEntry } from "../state.js";
 
 export const DEFAULT_STATE_PATH = "~/.config/mcp-notary/verifier-state.json";
@@ -24,15 +25,16 @@ export class StateFileStore {
   load() {
     let raw;
     try {
-      raw = readFileSync(this.path, "utf8");
+      raw = readFileSync(this.path);
     } catch (e) {
       if (e.code === "ENOENT") return {};
       throw new StateError(`cannot read the state file ${this.path}: ${e.message}`);
     }
     let doc;
     try {
-      doc = JSON.parse(raw);
+      doc = parseJson(raw);
     } catch (e) {
+      if (!(e instanceof JsonError)) throw e;
       throw new StateError(`the state file ${this.path} is not valid JSON: ${e.message}`);
     }
     if (doc === null || typeof doc !== "object" || doc.version !== 1) {
