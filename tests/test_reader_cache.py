@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ledger.core.hashing import leaf_hash, merkle_root
+from ledger.core import tilehash
+from ledger.core.hashing import HASH_SIZE, leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_inclusion
-from ledger.core.tilehash import TOP_FROM
+from ledger.core.tilehash import TOP_FROM, ExpandedTile
 from ledger.core.tiles import TILE_WIDTH
 from ledger.log import Log
 from ledger.reader import LogReader, MissingTileError
@@ -105,3 +109,77 @@ async def test_a_row_lost_from_the_store_behind_a_top_is_reported(
         await reader.hashes([(0, 4 * TILE_WIDTH + 1)], SIZE)
     # What the top holds is still served without the row.
     await reader.hashes([(TOP_FROM, (4 * TILE_WIDTH) >> TOP_FROM)], SIZE)
+
+
+# --- the right edge: extended, not re-expanded, after each commit ---------------------------
+
+
+@given(st.binary(min_size=0, max_size=TILE_WIDTH).map(len), st.data())
+def test_an_extended_tile_equals_a_fresh_expansion(width: int, data: st.DataObject) -> None:
+    """Whatever the widths (aligned or not, one entry more or a full tile), and for a row
+    that does not extend the old one, ``extended`` gives exactly the fresh expansion."""
+    row = os.urandom(HASH_SIZE * max(width, 1))
+    wider = data.draw(st.integers(min_value=len(row) // HASH_SIZE, max_value=TILE_WIDTH))
+    new = row + os.urandom(HASH_SIZE * (wider - len(row) // HASH_SIZE))
+    if data.draw(st.booleans()):
+        new = bytes([new[0] ^ 1]) + new[1:]  # not an extension: expanded afresh
+    old = ExpandedTile(row)
+    got, fresh = old.extended(new), ExpandedTile(new)
+    assert got.width == fresh.width
+    for sub in range(9):
+        for pos in range(fresh.width >> sub):
+            assert got.at(sub, pos) == fresh.at(sub, pos), (sub, pos)
+    if fresh.width == TILE_WIDTH:
+        assert got.top() == fresh.top()
+
+
+async def test_the_edge_after_a_commit_hashes_only_its_new_nodes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryStore()
+    log = await Log.open(store, signer=Ed25519Signer.generate("edge.test/log"))
+    entries = [os.urandom(16) for _ in range(TILE_WIDTH + 200)]
+    leaves = [leaf_hash(e) for e in entries]
+    await log.append_many(entries[:-1])
+    size = len(entries) - 1
+    await log.reader.inclusion_proof(size - 1, size)  # the edge tiles are expanded now
+
+    hashed = [0]
+    real = tilehash._sha256
+
+    def counting(data: bytes) -> Any:
+        hashed[0] += 1
+        return real(data)
+
+    monkeypatch.setattr(tilehash, "_sha256", counting)
+    await log.append_many(entries[-1:])  # one more entry: the level-0 edge grows to 200
+    size += 1
+    proof = await log.reader.inclusion_proof(size - 1, size)
+    verify_inclusion(size - 1, size, leaves[-1], proof, merkle_root(leaves))
+    # A fresh expansion of the 200-wide tile hashes 196 nodes; extending the 199-wide one,
+    # the new node at heights 1, 2 and 3 (100, 50, 25 nodes there, one more than before).
+    assert hashed[0] == 3, hashed[0]
+    await log.append_many([os.urandom(16)])  # 201: the new leaf pairs with nothing yet
+    await log.reader.inclusion_proof(size, size + 1)
+    assert hashed[0] == 3
+    await log.close()
+
+
+async def test_proofs_stay_right_while_the_edge_grows_into_full_tiles() -> None:
+    """Small commits across level-0 tile boundaries (the edge extended, then promoted to a
+    full tile), each followed by proofs through it; a fresh reader agrees on every proof."""
+    store = MemoryStore()
+    log = await Log.open(store, signer=Ed25519Signer.generate("edge.test/log"))
+    leaves: list[bytes] = []
+    for batch in (3, 250, 1, 2, 255, 1, 300, 5):
+        entries = [os.urandom(8) for _ in range(batch)]
+        await log.append_many(entries)
+        leaves += [leaf_hash(e) for e in entries]
+        size = len(leaves)
+        root = merkle_root(leaves)
+        for i in {0, size // 2, size - batch, size - 1}:
+            verify_inclusion(i, size, leaves[i], await log.reader.inclusion_proof(i, size), root)
+    fresh = LogReader(store)
+    size = len(leaves)
+    for i in range(0, size, 37):
+        assert await fresh.inclusion_proof(i, size) == await log.reader.inclusion_proof(i, size)
+    await log.close()
