@@ -22,7 +22,7 @@ from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE
 from ledger.reader import LogReader, edge_tiles_needed, stack_coords
-from ledger.storage.base import CheckpointRecord, LogStore, TileKey, WriteTx
+from ledger.storage.base import CheckpointRecord, LogStore, StorageFullError, TileKey, WriteTx
 
 BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
@@ -127,6 +127,9 @@ class Sequencer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        #: Why the last commit failed (e.g. a full disk), or None once one succeeded: what a
+        #: health check reports. Nothing of a failed commit was written or acknowledged.
+        self.commit_error: Exception | None = None
 
     async def start(self) -> None:
         """Load and check the stored log, signing the empty tree for a brand-new store."""
@@ -244,7 +247,9 @@ class Sequencer:
                         e if isinstance(e, Exception) else RuntimeError(str(e)))
             if not isinstance(e, Exception):
                 raise
+            self.commit_error = e
             return
+        self.commit_error = None
         self.state = done.state
         self.checkpoint = record
         if self.reader is not None:
@@ -256,6 +261,23 @@ class Sequencer:
             if not group.future.done():
                 group.future.set_result((index, record))
             index += len(group.entries)
+
+    async def probe_storage(self) -> bool:
+        """After a failed commit: can the store take a write again? Clears the error if so.
+
+        A health check calls this so that an instance marked unhealthy (say the disk filled)
+        turns healthy again once space is freed even if no client is sending it writes, which
+        a load balancer that stopped routing to it would ensure. The probe is a one-row write
+        outside the log's tables.
+        """
+        if not isinstance(self.commit_error, StorageFullError):
+            return self.commit_error is None  # only a successful commit clears other errors
+        try:
+            await self.store.set_meta("write_probe", f"{self.clock():.3f}")
+        except Exception:
+            return False
+        self.commit_error = None
+        return True
 
     async def close(self) -> None:
         """Stop taking appends, commit everything already pending, then stop."""

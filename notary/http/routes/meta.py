@@ -8,7 +8,9 @@ from importlib import resources
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ledger.http.errors import STORAGE_RETRY_AFTER
 from ledger.http.routes import LOG
+from ledger.storage.base import StorageFullError
 from notary.http.appkeys import METRICS, NOTARY
 
 
@@ -21,8 +23,26 @@ async def jwks(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    head = await request.app[LOG].head()
-    return web.json_response({"status": "ok", "size": head.size if head else 0})
+    """200 while the notary can take writes; 503 while its disk is full.
+
+    While the disk is full every check re-probes it with a one-row write, so the instance
+    reports healthy again (and a load balancer routes to it again) as soon as space is freed,
+    without waiting for a client write to succeed first.
+    """
+    log = request.app[LOG]
+    head = await log.head()
+    size = head.size if head else 0
+    seq = log.sequencer
+    if seq is not None and not await seq.probe_storage() and \
+            isinstance(seq.commit_error, StorageFullError):
+        resp = web.json_response({
+            "status": "unhealthy", "size": size,
+            "error": {"code": "storage_full",
+                      "message": "the disk is full: writes are refused until space is freed"},
+        }, status=503, headers={"Retry-After": str(STORAGE_RETRY_AFTER)})
+        resp.headers["Cache-Control"] = "no-store"
+        return resp
+    return web.json_response({"status": "ok", "size": size})
 
 
 async def metrics(request: web.Request) -> web.Response:
