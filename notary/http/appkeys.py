@@ -6,8 +6,10 @@ from aiohttp import web
 
 from notary.config import Settings
 from notary.http.metrics import Metrics
+from notary.http.verify_pool import VerifyPool
 from notary.service import Notary
 
 SETTINGS = web.AppKey("notary.settings", Settings)
 NOTARY = web.AppKey("notary.service", Notary)
 METRICS = web.AppKey("notary.http.metrics", Metrics)
+VERIFIER = web.AppKey("notary.http.verify_pool", VerifyPool)

@@ -1,0 +1,154 @@
+"""Bounded verification for ``POST /v1/tool-calls/verify``: off the event loop, per client fair.
+
+Verifying is unauthenticated and CPU-bound (canonicalizing a record is pure Python), so without
+bounds a handful of clients sending large records could take the event loop from notarization.
+Here the work runs in worker processes (threads would still hold the interpreter lock), and
+three limits keep it bounded; what is over them is answered 429 with ``Retry-After`` at once,
+before the body is even read:
+
+- ``workers + queue`` verifications at most in flight in the whole server;
+- ``per_client`` in flight per client address;
+- per client address, ``budget`` worker-seconds per second on average (a token bucket holding
+  up to ``BURST_SECONDS`` of it), charged with the CPU time each verification really took.
+
+A client address is the peer's IP address. Behind a reverse proxy every client shares the
+proxy's address, so the proxy should apply its own per-client limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import multiprocessing
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import structlog
+
+from ledger.http.errors import ApiError
+from notary.core.verify_request import timed
+
+__all__ = ["BURST_SECONDS", "VerifyPool"]
+
+BURST_SECONDS = 10.0
+"""A client address's bucket holds this many seconds of its budget (its allowed burst)."""
+
+MAX_TRACKED_CLIENTS = 10_000
+
+T = TypeVar("T")
+_log = structlog.get_logger("notary.verify")
+
+
+class _Bucket:
+    __slots__ = ("inflight", "tokens", "when")
+
+    def __init__(self, tokens: float, when: float) -> None:
+        self.tokens = tokens
+        self.when = when
+        self.inflight = 0
+
+
+class VerifyPool:
+    """Admission control and the worker processes. ``close()`` when done."""
+
+    def __init__(self, *, workers: int, queue: int, per_client: int, budget: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.workers = workers
+        self.capacity = workers + queue
+        self.per_client = per_client
+        self.budget = budget
+        self.burst = budget * BURST_SECONDS
+        self._clock = clock
+        self._executor: ProcessPoolExecutor | None = None
+        self._inflight = 0
+        self._clients: OrderedDict[str, _Bucket] = OrderedDict()
+        self.refused = 0
+
+    # Admission -----------------------------------------------------------------------------
+
+    def _bucket(self, client: str, now: float) -> _Bucket:
+        bucket = self._clients.pop(client, None)
+        if bucket is None:
+            bucket = _Bucket(self.burst, now)
+        else:
+            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.when) * self.budget)
+            bucket.when = now
+        self._clients[client] = bucket  # most recently used last
+        if len(self._clients) > MAX_TRACKED_CLIENTS:
+            self._forget()
+        return bucket
+
+    def _forget(self) -> None:
+        """Drop the least recently used idle clients (a full bucket is what a new one gets)."""
+        for client in list(self._clients)[: len(self._clients) - MAX_TRACKED_CLIENTS]:
+            bucket = self._clients[client]
+            if bucket.inflight == 0:
+                del self._clients[client]
+
+    def _refuse(self, why: str, retry_after: float) -> ApiError:
+        self.refused += 1
+        seconds = max(1, math.ceil(retry_after))
+        return ApiError(429, "verify_rate_limited", f"{why}; retry in {seconds} s",
+                        headers={"Retry-After": str(seconds)})
+
+    @asynccontextmanager
+    async def admit(self, client: str) -> AsyncIterator[None]:
+        """Hold one verification slot for ``client``, or raise the 429 :class:`ApiError`."""
+        now = self._clock()
+        bucket = self._bucket(client, now)
+        if bucket.tokens <= 0:
+            raise self._refuse("this client address has used its verification budget",
+                               -bucket.tokens / self.budget)
+        if bucket.inflight >= self.per_client:
+            raise self._refuse(f"this client address already has {bucket.inflight} "
+                               "verifications in progress", 1)
+        if self._inflight >= self.capacity:
+            raise self._refuse("the server is verifying as much as it is configured to", 1)
+        bucket.inflight += 1
+        self._inflight += 1
+        try:
+            yield
+        finally:
+            bucket.inflight -= 1
+            self._inflight -= 1
+
+    def charge(self, client: str, seconds: float) -> None:
+        bucket = self._clients.get(client)
+        if bucket is not None:
+            bucket.tokens -= seconds
+
+    # Work ----------------------------------------------------------------------------------
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            # spawn, not fork: the server has threads (SQLite, aiosqlite) that a fork would
+            # copy mid-operation.
+            self._executor = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return self._executor
+
+    async def run(self, client: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker process, its CPU time charged to ``client``."""
+        loop = asyncio.get_running_loop()
+        try:
+            result, seconds = await loop.run_in_executor(self._pool(), timed, fn, *args)
+        except BrokenProcessPool:
+            # A worker died (killed, out of memory): start afresh for the next request.
+            broken, self._executor = self._executor, None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
+            _log.error("verify_worker_died")
+            raise ApiError(503, "unavailable", "a verification worker failed; retry",
+                           headers={"Retry-After": "1"}) from None
+        self.charge(client, seconds)
+        return result
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            await asyncio.to_thread(executor.shutdown, True, cancel_futures=True)
