@@ -32,6 +32,10 @@ BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
 
 
+PROBE_BYTES = 64 * 1024
+"""Size of the write that tests whether a full store has room again (about a large batch)."""
+
+
 class LogIntegrityError(RuntimeError):
     """The stored tiles do not match the signed checkpoint: the log must not run."""
 
@@ -130,6 +134,7 @@ class Sequencer:
         #: Why the last commit failed (e.g. a full disk), or None once one succeeded: what a
         #: health check reports. Nothing of a failed commit was written or acknowledged.
         self.commit_error: Exception | None = None
+        self._probed = float("-inf")
 
     async def start(self) -> None:
         """Load and check the stored log, signing the empty tree for a brand-new store."""
@@ -263,17 +268,24 @@ class Sequencer:
             index += len(group.entries)
 
     async def probe_storage(self) -> bool:
-        """After a failed commit: can the store take a write again? Clears the error if so.
+        """After a commit failed for lack of space: can the store take a write again? Clears
+        the error if so.
 
-        A health check calls this so that an instance marked unhealthy (say the disk filled)
-        turns healthy again once space is freed even if no client is sending it writes, which
-        a load balancer that stopped routing to it would ensure. The probe is a one-row write
-        outside the log's tables.
+        A health check calls this so that an instance marked unhealthy (its disk filled) turns
+        healthy again once space is freed even if no client is sending it writes, which a
+        load balancer that stopped routing to it would ensure. The probe writes (then empties)
+        a row as large as a big batch, outside the log's tables, at most once a second: a tiny
+        write could still fit in the free space of existing pages while real batches do not.
         """
         if not isinstance(self.commit_error, StorageFullError):
             return self.commit_error is None  # only a successful commit clears other errors
+        now = time.monotonic()
+        if now - self._probed < 1.0:
+            return False
+        self._probed = now
         try:
-            await self.store.set_meta("write_probe", f"{self.clock():.3f}")
+            await self.store.set_meta("write_probe", "x" * PROBE_BYTES)
+            await self.store.set_meta("write_probe", "")
         except Exception:
             return False
         self.commit_error = None

@@ -320,11 +320,12 @@ class Listener:
 
     def slow_client(self, phase: str) -> None:
         self.slow_clients += 1
-        self.log("slow_client_closed", level="info", phase=phase)
+        self.log("slow_client_closed", level="info", kind=phase, phase=phase)
 
-    def log(self, event: str, *, level: str = "warning", **fields: Any) -> None:
-        """One line per event kind and interval; the next says how many were dropped."""
-        dropped = self._throttle.allow(event)
+    def log(self, event: str, *, level: str = "warning", kind: str = "", **fields: Any) -> None:
+        """One line per event (and ``kind`` of it) and interval; the next says how many were
+        dropped."""
+        dropped = self._throttle.allow(f"{event}:{kind}")
         if dropped is not None:
             if dropped:
                 fields["suppressed"] = dropped

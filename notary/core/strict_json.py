@@ -60,5 +60,5 @@ def loads_strict(raw: bytes) -> Any:
         return json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constants)
     except StrictJSONError:
         raise
-    except ValueError as e:
-        raise StrictJSONError(f"not valid JSON: {e}") from None
+    except ValueError as e:  # json's messages give a position, never the text
+        raise StrictJSONError(str(e)) from None
