@@ -1,0 +1,205 @@
+"""Notarization latency while unauthenticated clients flood POST /v1/tool-calls/verify.
+
+Issue 9, item 4: 16 connections verifying a 62 KB record (100 verifies/s) pushed the p50 of
+notarization from 3.5 ms to 585 ms, because canonicalizing ran on the event loop. The goal is
+a p50 within 2x of idle. One ``notary serve`` with default settings; a measuring client
+notarizes sequentially (one keep-alive connection) while nothing else runs, then while a flood
+process keeps 16 connections verifying the record: once paced at 100 verifies/s in total (the
+report's load) and once as fast as the connections go.
+
+    .venv/bin/python benchmarks/verify_flood.py [--samples 400] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (
+    REPO,
+    RESULTS,
+    command_line,
+    latency_summary,
+    machine_info,
+    now_utc,
+    start_notary,
+    table,
+    write_json,
+)
+
+CONNECTIONS = 16
+
+
+def big_record(target: int = 62_000) -> dict[str, Any]:
+    """A call record of about ``target`` bytes of JSON (many small values to canonicalize)."""
+    sys.path.insert(0, str(REPO))
+    from notary.core.records import CallRecord, new_salt
+
+    rows: list[dict[str, Any]] = []
+    while len(json.dumps(rows)) < target:
+        i = len(rows)
+        rows.append({"id": i, "name": f"item-{i}", "tags": ["a", "b", str(i)],
+                     "score": i * 1.5, "ok": i % 2 == 0})
+    rec = CallRecord(server="srv", tool="export", arguments={"query": "all"},
+                     result={"content": [{"type": "text", "text": "done"}],
+                             "structuredContent": {"rows": rows}}, salt=new_salt())
+    return {"record": rec.to_json(), "call_sha256": rec.call_sha256()}
+
+
+def _post(conn: http.client.HTTPConnection, path: str, body: bytes,
+          headers: dict[str, str]) -> int:
+    conn.request("POST", path, body=body, headers={"Content-Type": "application/json", **headers})
+    resp = conn.getresponse()
+    resp.read()
+    return resp.status
+
+
+def notarize_latencies(url: str, key: str, samples: int) -> list[int]:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    out = []
+    for _ in range(samples):
+        body = json.dumps({"server": "s", "tool": "t",
+                           "call_sha256": hashlib.sha256(secrets.token_bytes(16)).hexdigest()})
+        started = time.perf_counter_ns()
+        status = _post(conn, "/v1/tool-calls", body.encode(), {"Authorization": f"Bearer {key}"})
+        out.append(time.perf_counter_ns() - started)
+        if status != 201:
+            raise RuntimeError(f"notarization answered {status}")
+    conn.close()
+    return out
+
+
+def flood_child(url: str, body_path: str, rate: float, stop_path: str) -> None:
+    """Run in its own process: 16 connections verifying until ``stop_path`` exists; prints the
+    status counts as JSON."""
+    body = Path(body_path).read_bytes()
+    parts = urlsplit(url)
+    counts: Counter[int] = Counter()
+    lock = threading.Lock()
+    per_connection = rate / CONNECTIONS if rate > 0 else 0.0
+    started = time.monotonic()
+
+    def run() -> None:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        sent = 0
+        while not os.path.exists(stop_path):
+            if per_connection:
+                due = started + sent / per_connection
+                if (wait := due - time.monotonic()) > 0:
+                    time.sleep(wait)
+            try:
+                status = _post(conn, "/v1/tool-calls/verify", body, {})
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+                status = 0
+            sent += 1
+            with lock:
+                counts[status] += 1
+        conn.close()
+
+    threads = [threading.Thread(target=run) for _ in range(CONNECTIONS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    print(json.dumps({"statuses": {str(k): v for k, v in counts.items()},
+                      "seconds": elapsed}))
+
+
+def under_flood(url: str, key: str, body: Path, rate: float, samples: int,
+                workdir: Path) -> dict[str, Any]:
+    stop = workdir / f"stop-{rate}"
+    child = subprocess.Popen([sys.executable, __file__, "--flood-child", url, str(body),
+                              str(rate), str(stop)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2.0)  # the flood is established (and the verification worker started)
+        latencies = notarize_latencies(url, key, samples)
+    finally:
+        stop.touch()
+        out, _ = child.communicate(timeout=120)
+    flood = json.loads(out.strip().splitlines()[-1])
+    statuses = {int(k): v for k, v in flood["statuses"].items()}
+    return {"rate_offered": rate or None, "latency": latency_summary(latencies),
+            "verifies_200": statuses.get(200, 0), "verifies_429": statuses.get(429, 0),
+            "verifies_other": sum(v for k, v in statuses.items() if k not in (200, 429)),
+            "verifies_per_s_answered": sum(statuses.values()) / flood["seconds"],
+            "valid_verifies_per_s": statuses.get(200, 0) / flood["seconds"]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--samples", type=int, default=400, help="notarizations per phase")
+    p.add_argument("--quick", action="store_true", help="100 notarizations per phase")
+    p.add_argument("--out", type=Path, default=RESULTS / "verify_flood.json")
+    p.add_argument("--flood-child", nargs=4, metavar=("URL", "BODY", "RATE", "STOP"),
+                   help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.flood_child:
+        url, body, rate, stop = a.flood_child
+        flood_child(url, body, float(rate), stop)
+        return
+    samples = 100 if a.quick else a.samples
+    with tempfile.TemporaryDirectory(prefix="bench-verify-flood-") as tmp:
+        workdir = Path(tmp)
+        proc, url, key = start_notary(workdir / "notary-data")
+        try:
+            rec = big_record()
+            parts = urlsplit(url)
+            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+            conn.request("POST", "/v1/tool-calls", body=json.dumps(
+                {"server": rec["record"]["server"], "tool": rec["record"]["tool"],
+                 "call_sha256": rec["call_sha256"]}),
+                headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+            receipt = json.loads(conn.getresponse().read())
+            conn.close()
+            body = workdir / "verify.json"
+            body.write_text(json.dumps({"id": receipt["id"], "record": rec["record"]}))
+            idle = latency_summary(notarize_latencies(url, key, samples))
+            paced = under_flood(url, key, body, 100.0, samples, workdir)
+            unpaced = under_flood(url, key, body, 0.0, samples, workdir)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    rows = [["idle", f"{idle['median_us'] / 1000:.2f}", f"{idle['p99_us'] / 1000:.2f}", "1.00",
+             "", "", ""]]
+    for name, r in (("flood, 100 verifies/s offered", paced), ("flood, unpaced", unpaced)):
+        lat = r["latency"]
+        rows.append([name, f"{lat['median_us'] / 1000:.2f}", f"{lat['p99_us'] / 1000:.2f}",
+                     f"{lat['median_us'] / idle['median_us']:.2f}", r["verifies_200"],
+                     r["verifies_429"], f"{r['valid_verifies_per_s']:.0f}"])
+    print(f"verify body: {body_size(rec)} bytes, {CONNECTIONS} connections")
+    print(table(["phase", "notarize p50 ms", "p99 ms", "p50 vs idle", "verifies 200",
+                 "verifies 429", "valid verifies/s"], rows))
+    result = {"benchmark": "verify_flood", "when": now_utc(), "command": command_line(),
+              "machine": machine_info(), "samples": samples, "connections": CONNECTIONS,
+              "verify_body_bytes": body_size(rec), "idle": idle, "flood_paced": paced,
+              "flood_unpaced": unpaced,
+              "p50_vs_idle": {"paced": paced["latency"]["median_us"] / idle["median_us"],
+                              "unpaced": unpaced["latency"]["median_us"] / idle["median_us"]},
+              "target": "notarization p50 within 2x of idle"}
+    print(f"wrote {write_json(a.out, result)}")
+
+
+def body_size(rec: dict[str, Any]) -> int:
+    return len(json.dumps({"id": "tc_" + "A" * 22, "record": rec["record"]}))
+
+
+if __name__ == "__main__":
+    main()
