@@ -11,6 +11,7 @@ from aiohttp import web
 
 from ledger.http.server import (
     Listener,
+    ListenError,
     ServerLimits,
     connection_limit,
     install_loop_exception_handler,
@@ -33,8 +34,8 @@ async def serve_until_signalled(app: web.Application, host: str, port: int,
 
     ``announce`` gets the URL actually bound (port 0 becomes the real port), and only once the
     signal handlers are installed, so whoever reads the URL can already stop the server.
-    ``OSError`` from binding propagates for the caller to word; a connection limit the
-    descriptor limit cannot honour raises :class:`~ledger.http.server.ListenError`.
+    A failure to bind, or a connection limit the descriptor limit cannot honour, raises
+    :class:`~ledger.http.server.ListenError` (a usage error: the message says what to change).
     """
     limits = limits or ServerLimits()
     capture_stdlib_logging()
@@ -45,7 +46,10 @@ async def serve_until_signalled(app: web.Application, host: str, port: int,
     try:
         assert runner.server is not None
         listener = Listener(runner.server, limits, max_connections=connection_limit(limits))
-        bound = await listener.start(host, port)
+        try:
+            bound = await listener.start(host, port)
+        except OSError as e:
+            raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

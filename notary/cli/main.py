@@ -56,11 +56,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:
         print(f"Serving on {base} (listening on {url.split('://', 1)[1]})", flush=True)
 
-    try:
-        asyncio.run(serve_until_signalled(create_app(settings), host, port, announce,
-                                          limits=limits, shutdown_timeout=30))
-    except OSError as e:
-        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    asyncio.run(serve_until_signalled(create_app(settings), host, port, announce,
+                                      limits=limits, shutdown_timeout=30))
     return 0
 
 
