@@ -58,8 +58,8 @@ async def test_unknown_key_id_and_wrong_secret_do_the_same_work(tmp_path: Path) 
         key = served.create_api_key("alice")
         for i in range(20):
             served.create_api_key(f"other{i}")
-        prefix, secret = key.rsplit("_", 1)
-        wrong_secret = f"{prefix}_{('B' if secret[0] == 'A' else 'A')}{secret[1:]}"
+        key_id, secret = key[3:15], key[16:]  # nk_<12 hex>_<43 chars, "_" among them>
+        wrong_secret = f"nk_{key_id}_{('B' if secret[0] == 'A' else 'A')}{secret[1:]}"
         unknown_id = f"nk_{'0' * 12}_{secret}"
         notary = served.app[NOTARY]
 
