@@ -3,11 +3,11 @@
 Verifying is unauthenticated and CPU-bound (canonicalizing a record is pure Python), so without
 bounds a handful of clients sending large records could take the event loop from notarization.
 Here the work runs in worker processes (threads would still hold the interpreter lock), and
-three limits keep it bounded; what is over them is answered 429 with ``Retry-After`` at once,
-before the body is even read:
+three limits keep it bounded; what is over them is answered 429 with ``Retry-After`` at once:
 
-- ``workers + queue`` verifications at most in flight in the whole server;
-- ``per_client`` in flight per client address;
+- ``per_client`` in flight per client address (checked before the body is read);
+- ``workers + queue`` verifications at most being worked on in the whole server (counted from
+  when the body has arrived, so slow senders cannot hold the server's places);
 - per client address, ``budget`` worker-seconds per second on average (a token bucket holding
   up to ``BURST_SECONDS`` of it), charged with the CPU time each verification really took.
 
@@ -98,7 +98,8 @@ class VerifyPool:
 
     @asynccontextmanager
     async def admit(self, client: str) -> AsyncIterator[None]:
-        """Hold one verification slot for ``client``, or raise the 429 :class:`ApiError`."""
+        """Hold one of ``client``'s slots (reading its body included), or raise the 429
+        :class:`ApiError`: before the body is read, so refusing costs next to nothing."""
         now = self._clock()
         bucket = self._bucket(client, now)
         if bucket.tokens <= 0:
@@ -107,14 +108,25 @@ class VerifyPool:
         if bucket.inflight >= self.per_client:
             raise self._refuse(f"this client address already has {bucket.inflight} "
                                "verifications in progress", 1)
-        if self._inflight >= self.capacity:
-            raise self._refuse("the server is verifying as much as it is configured to", 1)
         bucket.inflight += 1
-        self._inflight += 1
         try:
             yield
         finally:
             bucket.inflight -= 1
+
+    @asynccontextmanager
+    async def working(self) -> AsyncIterator[None]:
+        """Hold one of the server's ``workers + queue`` places, or raise the 429.
+
+        Taken once the body has arrived, so clients that send their bodies slowly hold only
+        their own per-client slots, never the server's.
+        """
+        if self._inflight >= self.capacity:
+            raise self._refuse("the server is verifying as much as it is configured to", 1)
+        self._inflight += 1
+        try:
+            yield
+        finally:
             self._inflight -= 1
 
     def charge(self, client: str, seconds: float) -> None:

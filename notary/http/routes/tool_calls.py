@@ -107,21 +107,22 @@ async def verify(request: web.Request) -> web.Response:
     """Per-level verdicts. The record is hashed in memory, never stored or logged.
 
     Parsing and hashing run in the verification pool, within its per-client and global limits
-    (notary/http/verify_pool.py); a request over them gets 429 before its body is read.
+    (notary/http/verify_pool.py); a request over them gets 429.
     """
     pool, notary = request.app[VERIFIER], request.app[NOTARY]
     client = request.remote or "unknown"
     async with pool.admit(client):
         raw = await _body(request)
-        receipt_id = await pool.run(client, read_verify_request, raw)
-        _refused(receipt_id)
-        assert isinstance(receipt_id, str)
-        receipt = await notary.get(receipt_id)
-        await notary.refresh_keys()
-        assert notary.log is not None
-        verdict = await pool.run(client, verify_request, raw, receipt, notary.jwks.to_json(),
-                                 notary.log.verifier.vkey)
-        _refused(verdict)
+        async with pool.working():
+            receipt_id = await pool.run(client, read_verify_request, raw)
+            _refused(receipt_id)
+            assert isinstance(receipt_id, str)
+            receipt = await notary.get(receipt_id)
+            await notary.refresh_keys()
+            assert notary.log is not None
+            verdict = await pool.run(client, verify_request, raw, receipt,
+                                     notary.jwks.to_json(), notary.log.verifier.vkey)
+            _refused(verdict)
     assert isinstance(verdict, dict)
     return web.json_response({"id": receipt_id, **verdict, "receipt": receipt})
 
