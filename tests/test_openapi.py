@@ -557,9 +557,13 @@ def _verify_while_busy(s: Live) -> HttpResponse:
     finally:
         for sock in held:
             sock.close()
+        time.sleep(1.0)  # the Retry-After the 429 asked for (sooner, it may be reset unread)
         for _ in range(200):  # the slots are given back as the server sees the disconnects
-            if send(s).status == 200:
-                break
+            try:
+                if send(s).status == 200:
+                    break
+            except OSError:
+                pass
             time.sleep(0.05)
 
 

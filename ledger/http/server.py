@@ -45,8 +45,8 @@ from ledger.exitcodes import UsageError
 from ledger.http.errors import RequestBodyTimeout, json_error
 from ledger.logs import LogThrottle, safe_message, safe_traceback
 
-__all__ = ["GuardedHandler", "ListenError", "Listener", "ServerLimits", "connection_limit",
-           "install_loop_exception_handler"]
+__all__ = ["GuardedHandler", "ListenError", "Listener", "ServerLimits", "close_unread",
+           "connection_limit", "install_loop_exception_handler"]
 
 _log = structlog.get_logger("ledger.http.server")
 
@@ -275,6 +275,21 @@ class GuardedHandler(RequestHandler):
 
     def log_debug(self, *args: Any, **kw: Any) -> None:
         """aiohttp's debug lines may quote requests; they are never written."""
+
+
+def close_unread(request: web.BaseRequest) -> None:
+    """Close the connection after this request's response without reading the rest of its
+    body (aiohttp would otherwise read and discard it, up to its lingering time, to keep the
+    connection usable).
+
+    For refusals of clients that keep sending anyway: reading a large body only to throw it
+    away is most of what such a client costs. The peer may then see a reset instead of the
+    response, so this is for clients that were already told to wait.
+    """
+    proto = request.protocol
+    if isinstance(proto, GuardedHandler):
+        proto._lingering_time = 0.0
+        proto.close()
 
 
 class Listener:

@@ -11,7 +11,9 @@ three limits keep it bounded; what is over them is answered 429 with ``Retry-Aft
 - per client address, ``budget`` worker-seconds per second on average (a token bucket holding
   up to ``BURST_SECONDS`` of it), charged with the CPU time each verification really took.
 
-A client address is the peer's IP address. Behind a reverse proxy every client shares the
+Workers run at a lower CPU priority (nice 10): when CPU is short, notarization wins. A client
+that sends again while it was told to wait gets its 429 without the server reading the rest of
+its body. A client address is the peer's IP address. Behind a reverse proxy every client shares the
 proxy's address, so the proxy should apply its own per-client limits.
 """
 
@@ -22,18 +24,19 @@ import math
 import multiprocessing
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import asynccontextmanager
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import structlog
 
 from ledger.http.errors import ApiError
 from notary.core.verify_request import timed
+from notary.http.verify_worker import lower_priority
 
-__all__ = ["BURST_SECONDS", "VerifyPool"]
+__all__ = ["BURST_SECONDS", "Refused", "VerifyPool"]
 
 BURST_SECONDS = 10.0
 """A client address's bucket holds this many seconds of its budget (its allowed burst)."""
@@ -45,12 +48,23 @@ _log = structlog.get_logger("notary.verify")
 
 
 class _Bucket:
-    __slots__ = ("inflight", "tokens", "when")
+    __slots__ = ("inflight", "tokens", "told_until", "when")
 
     def __init__(self, tokens: float, when: float) -> None:
         self.tokens = tokens
         self.when = when
         self.inflight = 0
+        self.told_until = 0.0  # this client was told (Retry-After) to wait until then
+
+
+class Refused(ApiError):
+    """A 429. ``ignored_retry_after``: the client had already been told to wait and sent
+    anyway, so its body need not be read (see :func:`ledger.http.server.close_unread`)."""
+
+    def __init__(self, message: str, retry_after: int, *, ignored_retry_after: bool) -> None:
+        super().__init__(429, "verify_rate_limited", message,
+                         headers={"Retry-After": str(retry_after)})
+        self.ignored_retry_after = ignored_retry_after
 
 
 class VerifyPool:
@@ -90,32 +104,36 @@ class VerifyPool:
             if bucket.inflight == 0:
                 del self._clients[client]
 
-    def _refuse(self, why: str, retry_after: float) -> ApiError:
+    def _refuse(self, why: str, retry_after: float, bucket: _Bucket | None = None) -> Refused:
         self.refused += 1
         seconds = max(1, math.ceil(retry_after))
-        return ApiError(429, "verify_rate_limited", f"{why}; retry in {seconds} s",
-                        headers={"Retry-After": str(seconds)})
+        ignored = False
+        if bucket is not None:
+            now = self._clock()
+            ignored = now < bucket.told_until
+            bucket.told_until = max(bucket.told_until, now + seconds)
+        return Refused(f"{why}; retry in {seconds} s", seconds, ignored_retry_after=ignored)
 
-    @asynccontextmanager
-    async def admit(self, client: str) -> AsyncIterator[None]:
-        """Hold one of ``client``'s slots (reading its body included), or raise the 429
-        :class:`ApiError`: before the body is read, so refusing costs next to nothing."""
+    @contextmanager
+    def admit(self, client: str) -> Iterator[None]:
+        """Hold one of ``client``'s slots (reading its body included), or raise
+        :class:`Refused`: before the body is read, so refusing costs next to nothing."""
         now = self._clock()
         bucket = self._bucket(client, now)
         if bucket.tokens <= 0:
             raise self._refuse("this client address has used its verification budget",
-                               -bucket.tokens / self.budget)
+                               -bucket.tokens / self.budget, bucket)
         if bucket.inflight >= self.per_client:
             raise self._refuse(f"this client address already has {bucket.inflight} "
-                               "verifications in progress", 1)
+                               "verifications in progress", 1, bucket)
         bucket.inflight += 1
         try:
             yield
         finally:
             bucket.inflight -= 1
 
-    @asynccontextmanager
-    async def working(self) -> AsyncIterator[None]:
+    @contextmanager
+    def working(self) -> Iterator[None]:
         """Hold one of the server's ``workers + queue`` places, or raise the 429.
 
         Taken once the body has arrived, so clients that send their bodies slowly hold only
@@ -141,7 +159,8 @@ class VerifyPool:
             # spawn, not fork: the server has threads (SQLite, aiosqlite) that a fork would
             # copy mid-operation.
             self._executor = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"))
+                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=lower_priority)
         return self._executor
 
     async def run(self, client: str, fn: Callable[..., T], *args: Any) -> T:

@@ -8,10 +8,12 @@ from typing import Any
 from aiohttp import web
 
 from ledger.http.errors import ApiError
+from ledger.http.server import close_unread
 from notary.core.ids import is_receipt_id
 from notary.core.strict_json import StrictJSONError, loads_strict
 from notary.core.verify_request import Refusal, read_verify_request, verify_request
 from notary.http.appkeys import METRICS, NOTARY, VERIFIER
+from notary.http.verify_pool import Refused
 
 MAX_NAME = 256
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -111,18 +113,23 @@ async def verify(request: web.Request) -> web.Response:
     """
     pool, notary = request.app[VERIFIER], request.app[NOTARY]
     client = request.remote or "unknown"
-    async with pool.admit(client):
-        raw = await _body(request)
-        async with pool.working():
-            receipt_id = await pool.run(client, read_verify_request, raw)
-            _refused(receipt_id)
-            assert isinstance(receipt_id, str)
-            receipt = await notary.get(receipt_id)
-            await notary.refresh_keys()
-            assert notary.log is not None
-            verdict = await pool.run(client, verify_request, raw, receipt,
-                                     notary.jwks.to_json(), notary.log.verifier.vkey)
-            _refused(verdict)
+    try:
+        with pool.admit(client):
+            raw = await _body(request)
+            with pool.working():
+                receipt_id = await pool.run(client, read_verify_request, raw)
+                _refused(receipt_id)
+                assert isinstance(receipt_id, str)
+                receipt = await notary.get(receipt_id)
+                await notary.refresh_keys()
+                assert notary.log is not None
+                verdict = await pool.run(client, verify_request, raw, receipt,
+                                         notary.jwks.to_json(), notary.log.verifier.vkey)
+                _refused(verdict)
+    except Refused as e:
+        if e.ignored_retry_after:
+            close_unread(request)  # it was told to wait: its body is not worth reading
+        raise
     assert isinstance(verdict, dict)
     return web.json_response({"id": receipt_id, **verdict, "receipt": receipt})
 
