@@ -254,7 +254,7 @@ def _coerce(name: str, value: Any) -> Any:
 
 
 def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return {"witnesses": "--witness"}.get(name, "--" + name.replace("_", "-"))
 
 
 def resolve(flags: Mapping[str, Any], env: Mapping[str, str] | None = None,
