@@ -7,7 +7,7 @@ notarizes sequentially (one keep-alive connection) while nothing else runs, then
 process keeps 16 connections verifying the record: once paced at 100 verifies/s in total (the
 report's load) and once as fast as the connections go.
 
-    .venv/bin/python benchmarks/verify_flood.py [--samples 300] [--rounds 3] [--quick]
+    .venv/bin/python -m benchmarks.verify_flood [--samples 300] [--rounds 3] [--quick] [--save]
 
 The phases are interleaved over rounds (idle, paced, unpaced, again), after a warm-up, so that
 drift in the machine's other load hits them alike; the figures are medians over the rounds.
@@ -34,18 +34,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (
+from benchmarks._common import (
     REPO,
-    RESULTS,
     command_line,
     latency_summary,
     machine_info,
     now_utc,
+    result_path,
     start_notary,
     table,
     write_json,
 )
+from notary.core.records import CallRecord, new_salt
 
 CONNECTIONS = 16
 BUDGET_REFILL_S = 10.0  # a client address's verification budget refills within this (default)
@@ -53,9 +53,6 @@ BUDGET_REFILL_S = 10.0  # a client address's verification budget refills within 
 
 def big_record(target: int = 62_000) -> dict[str, Any]:
     """A call record of about ``target`` bytes of JSON (many small values to canonicalize)."""
-    sys.path.insert(0, str(REPO))
-    from notary.core.records import CallRecord, new_salt
-
     rows: list[dict[str, Any]] = []
     while len(json.dumps(rows)) < target:
         i = len(rows)
@@ -133,8 +130,9 @@ def flood_child(url: str, body_path: str, rate: float, stop_path: str) -> None:
 def under_flood(url: str, key: str, body: Path, rate: float, samples: int,
                 workdir: Path) -> dict[str, Any]:
     stop = workdir / f"stop-{secrets.token_hex(4)}"  # one per phase: the child stops on it
-    child = subprocess.Popen([sys.executable, __file__, "--flood-child", url, str(body),
-                              str(rate), str(stop)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-m", "benchmarks.verify_flood", "--flood-child",
+                              url, str(body), str(rate), str(stop)],
+                             stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         time.sleep(2.0)  # the flood is established (and the verification worker started)
         latencies = notarize_latencies(url, key, samples)
@@ -171,7 +169,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3,
                    help="idle / paced / unpaced phases interleaved this many times")
     p.add_argument("--quick", action="store_true", help="100 notarizations, one round")
-    p.add_argument("--out", type=Path, default=RESULTS / "verify_flood.json")
+    p.add_argument("--save", action="store_true",
+                   help="write the tracked benchmarks/results/verify_flood.json")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     p.add_argument("--flood-child", nargs=4, metavar=("URL", "BODY", "RATE", "STOP"),
                    help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -225,7 +225,8 @@ def main() -> None:
               "p50_vs_idle": {"paced": paced["p50_ms"] / idle["p50_ms"],
                               "unpaced": unpaced["p50_ms"] / idle["p50_ms"]},
               "target": "notarization p50 within 2x of idle"}
-    print(f"wrote {write_json(a.out, result)}")
+    path = write_json(result_path("verify_flood", save=a.save, out=a.out), result)
+    print(f"wrote {path}")
 
 
 def body_size(rec: dict[str, Any]) -> int:

@@ -20,11 +20,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ledger.core.note import is_valid_key_name
-from ledger.netaddr import parse_host_port
+from ledger.netaddr import AddressError, parse_host_port
 from ledger.witnessing import WitnessConfigError, parse_witness_spec
+from notary.core.errors import NotaryBaseError
 
 
-class ConfigError(ValueError):
+class ConfigError(NotaryBaseError, ValueError):
     pass
 
 
@@ -52,13 +53,16 @@ class Settings:
     keepalive_timeout: float = 5.0
     header_timeout: float = 10.0
     body_timeout: float = 30.0
-    # POST /v1/tool-calls/verify (notary/http/verifying.py): worker processes, verifies that
+    # POST /v1/tool-calls/verify (notary/http/verify_pool.py): worker processes, verifies that
     # may wait for a worker, verifies in flight per client address, and the worker-seconds
     # per second one client address may use on average.
     verify_workers: int = 1
     verify_queue: int = 8
     verify_per_client: int = 2
     verify_budget: float = 0.5
+    # Background scrub (ledger/scrub.py): stored tiles and bundles re-verified per second;
+    # 0 turns it off.
+    scrub_rate: float = 20.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -72,9 +76,9 @@ class Settings:
     @property
     def host_port(self) -> tuple[str, int]:
         try:
-            return parse_host_port(self.listen, default_host="127.0.0.1")
-        except ValueError:
-            raise ConfigError(f"listen address {self.listen!r} is not HOST:PORT") from None
+            return parse_host_port(self.listen, what="listen", default_host="127.0.0.1")
+        except AddressError as e:  # a setting: reported with the other settings' errors
+            raise ConfigError(str(e)) from None
 
     @property
     def base_url(self) -> str:
@@ -124,7 +128,7 @@ def _one_of(*choices: str) -> Check:
 def _listen(value: Any) -> str | None:
     try:
         parse_host_port(value, default_host="127.0.0.1")
-    except ValueError:
+    except AddressError:
         return f"{value!r} is not HOST:PORT"
     return None
 
@@ -186,6 +190,7 @@ _RULES: Mapping[str, Check] = {
     "verify_queue": _between(0, 100_000),
     "verify_per_client": _between(1, 10_000),
     "verify_budget": _between(0.001, 1000, "worker-seconds per second"),
+    "scrub_rate": _between(0, 100_000, "tiles and bundles per second (0: off)"),
 }
 
 

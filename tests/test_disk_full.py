@@ -84,12 +84,14 @@ async def test_sqlite_full_is_503_then_recovers(tmp_path: Path,
             health = await r.json()
             assert r.status == 503 and health["error"]["code"] == "storage_full"
             assert health["status"] == "unhealthy" and "Retry-After" in r.headers
+            assert health["writes"] == "stopped" and "disk is full" in health["problem"]
 
         await _set_max_pages(store, 1 << 30)  # space is back: healthy within a probe or two
         for _ in range(100):
             async with http.get(f"{served.url}/healthz") as r:
                 if r.status == 200:
-                    assert (await r.json())["status"] == "ok"
+                    health = await r.json()
+                    assert (health["status"], health["writes"]) == ("ok", "accepted")
                     break
             await asyncio.sleep(0.1)
         else:

@@ -39,6 +39,7 @@ BAD: dict[str, list[str]] = {
     "verify_queue": ["-1"],
     "verify_per_client": ["0"],
     "verify_budget": ["0", "-1", "nan"],
+    "scrub_rate": ["-1", "nan", "1000000"],
 }
 
 

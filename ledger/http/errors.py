@@ -22,6 +22,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from ledger.core.errors import LedgerError
 from ledger.logs import LogThrottle, safe_traceback
 from ledger.storage.base import StorageFullError
 
@@ -38,7 +39,7 @@ STORAGE_RETRY_AFTER = 10
 """Seconds a client is asked to wait when the disk is full."""
 
 
-class RequestBodyTimeout(asyncio.TimeoutError):
+class RequestBodyTimeout(LedgerError, asyncio.TimeoutError):
     """The request body did not arrive within the server's body timeout (answered 408).
 
     A ``TimeoutError`` so that aiohttp's own draining of an unread body ends quietly instead of

@@ -16,15 +16,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ledger.core.boundedjson import JsonError, parse_json
 from ledger.core.note import Ed25519Verifier
+from notary.core.canonical import MAX_DEPTH
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Jwks
-from notary.core.strict_json import StrictJSONError, loads_strict
 from notary.core.verification import verify_receipt
 
-__all__ = ["VERIFY_FIELDS", "Refusal", "read_verify_request", "timed", "verify_request"]
+__all__ = ["BODY_MAX_DEPTH", "VERIFY_FIELDS", "Refusal", "parse_body", "read_verify_request",
+           "timed", "verify_request"]
 
 VERIFY_FIELDS = ("id", "record")
+
+BODY_MAX_DEPTH = MAX_DEPTH + 1
+"""Nesting allowed in a request body: a record as deep as a receipt can commit to, inside the
+request's object."""
 T = TypeVar("T")
 
 
@@ -37,13 +43,18 @@ class Refusal:
     message: str
 
 
+def parse_body(raw: bytes) -> Any:
+    """A request body as strict JSON (:func:`ledger.core.boundedjson.parse_json`: UTF-8 without
+    a BOM, unique member names, no NaN, nested at most :data:`BODY_MAX_DEPTH` deep); its size
+    is bounded by the server before it is read."""
+    return parse_json(raw, max_bytes=len(raw), max_depth=BODY_MAX_DEPTH)
+
+
 def _parse(raw: bytes) -> tuple[str, dict[str, Any]] | Refusal:
     try:
-        body = loads_strict(raw)
-    except StrictJSONError as e:
-        return Refusal(400, "invalid_json", f"the request body is not valid JSON: {e}")
-    except RecursionError:
-        return Refusal(400, "invalid_json", "the request body is nested too deeply")
+        body = parse_body(raw)
+    except JsonError as e:
+        return Refusal(400, "invalid_json", f"invalid request body: {e}")
     if not isinstance(body, dict):
         return Refusal(400, "invalid_json", "the request body must be a JSON object")
     unknown = sorted(set(body) - set(VERIFY_FIELDS))

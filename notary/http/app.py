@@ -16,7 +16,9 @@ from ledger.log import Log
 from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS, VERIFIER
+from notary.http.integrity import damage_middleware, integrity_context
 from notary.http.metrics import Metrics
+from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import add_tool_call_routes
 from notary.http.verify_pool import VerifyPool
@@ -58,16 +60,18 @@ def create_app(settings: Settings) -> web.Application:
     metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_body,
-        middlewares=[metrics.middleware(), error_middleware],
+        middlewares=[metrics.middleware(), error_middleware, damage_middleware],
     )
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app.cleanup_ctx.append(_notary_ctx)
     app.cleanup_ctx.append(_verify_pool_ctx)
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
+    app.cleanup_ctx.append(integrity_context(settings))
     add_ledger_routes(app)
     add_tool_call_routes(app)
     add_meta_routes(app)
+    add_explorer_routes(app)
     return app
 
 

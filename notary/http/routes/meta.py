@@ -1,4 +1,4 @@
-"""Keys, health, metrics and the API description."""
+"""Keys, witnesses, health, metrics and the API description."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ledger.http.errors import STORAGE_RETRY_AFTER
 from ledger.http.routes import LOG
 from ledger.storage.base import StorageFullError
-from notary.http.appkeys import METRICS, NOTARY
+from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
+from notary.http.witnessing import witness_policy
 
 
 async def jwks(request: web.Request) -> web.Response:
@@ -22,27 +23,55 @@ async def jwks(request: web.Request) -> web.Response:
     return resp
 
 
-async def healthz(request: web.Request) -> web.Response:
-    """200 while the notary can take writes; 503 while its disk is full.
+async def witnesses(request: web.Request) -> web.Response:
+    """The witnesses whose cosignatures this notary collects, and the quorum it publishes at.
 
-    While the disk is full every check re-probes it with a one-row write, so the instance
-    reports healthy again (and a load balancer routes to it again) as soon as space is freed,
-    without waiting for a client write to succeed first.
+    Their verifier keys let a client (the explorer) check the cosignatures on ``/checkpoint``
+    itself; submission URLs are the operator's business and are not shown.
+    """
+    quorum, endpoints = witness_policy(request.app[SETTINGS])
+    resp = web.json_response({
+        "quorum": quorum,
+        "witnesses": [{"name": e.verifier.name, "vkey": e.vkey} for e in endpoints],
+    })
+    resp.headers["Cache-Control"] = "public, max-age=60"
+    return resp
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Up, the tree size, whether writes are accepted, and the scrub's progress.
+
+    Still 200 once damage stopped writes (``status: failing`` and the ``problem``): the process
+    serves reads, and restarting it would not repair the store. Alert on ``status`` (or on the
+    ``ledger_scrub_damage`` metric).
+
+    503 (``status: unhealthy``, error ``storage_full``) while the disk is full: every check
+    re-probes it with a batch-sized write, so the instance reports healthy again (and a load
+    balancer routes to it again) as soon as space is freed, without waiting for a client write
+    to succeed first.
     """
     log = request.app[LOG]
     head = await log.head()
-    size = head.size if head else 0
     seq = log.sequencer
-    if seq is not None and not await seq.probe_storage() and \
+    halted = seq.halted if seq is not None else None
+    body: dict[str, object] = {"status": "ok" if halted is None else "failing",
+                               "size": head.size if head else 0,
+                               "writes": "accepted" if halted is None else "stopped"}
+    status, headers = 200, {}
+    if halted is not None:
+        body["problem"] = halted
+    elif seq is not None and not await seq.probe_storage() and \
             isinstance(seq.commit_error, StorageFullError):
-        resp = web.json_response({
-            "status": "unhealthy", "size": size,
-            "error": {"code": "storage_full",
-                      "message": "the disk is full: writes are refused until space is freed"},
-        }, status=503, headers={"Retry-After": str(STORAGE_RETRY_AFTER)})
-        resp.headers["Cache-Control"] = "no-store"
-        return resp
-    return web.json_response({"status": "ok", "size": size})
+        message = "the disk is full: writes are refused until space is freed"
+        body.update(status="unhealthy", writes="stopped", problem=message,
+                    error={"code": "storage_full", "message": message})
+        status, headers = 503, {"Retry-After": str(STORAGE_RETRY_AFTER)}
+    scrub = request.app.get(SCRUB)
+    if scrub is not None:
+        body["scrub"] = scrub.status.to_json()
+    resp = web.json_response(body, status=status, headers=headers)
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -68,6 +97,7 @@ async def openapi(request: web.Request) -> web.Response:
 
 def add_meta_routes(app: web.Application) -> None:
     app.router.add_get("/.well-known/jwks.json", jwks)
+    app.router.add_get("/v1/witnesses", witnesses)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/openapi.json", openapi)
