@@ -23,7 +23,7 @@ from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE
 from ledger.reader import LogReader, edge_tiles_needed, stack_coords
-from ledger.storage.base import CheckpointRecord, LogStore, TileKey, WriteTx
+from ledger.storage.base import CheckpointRecord, LogStore, StorageFullError, TileKey, WriteTx
 
 BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
@@ -31,6 +31,10 @@ commit atomically with the entries."""
 
 BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
+
+
+PROBE_BYTES = 64 * 1024
+"""Size of the write that tests whether a full store has room again (about a large batch)."""
 
 
 class LogIntegrityError(LedgerError, RuntimeError):
@@ -132,6 +136,10 @@ class Sequencer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        #: Why the last commit failed (e.g. a full disk), or None once one succeeded: what a
+        #: health check reports. Nothing of a failed commit was written or acknowledged.
+        self.commit_error: Exception | None = None
+        self._probed = float("-inf")
         #: Why appends are refused, once :meth:`halt` was called; None while writing.
         self.halted: str | None = None
 
@@ -269,7 +277,9 @@ class Sequencer:
                         e if isinstance(e, Exception) else RuntimeError(str(e)))
             if not isinstance(e, Exception):
                 raise
+            self.commit_error = e
             return
+        self.commit_error = None
         self.state = done.state
         self.checkpoint = record
         if self.reader is not None:
@@ -281,6 +291,30 @@ class Sequencer:
             if not group.future.done():
                 group.future.set_result((index, record))
             index += len(group.entries)
+
+    async def probe_storage(self) -> bool:
+        """After a commit failed for lack of space: can the store take a write again? Clears
+        the error if so.
+
+        A health check calls this so that an instance marked unhealthy (its disk filled) turns
+        healthy again once space is freed even if no client is sending it writes, which a
+        load balancer that stopped routing to it would ensure. The probe writes (then empties)
+        a row as large as a big batch, outside the log's tables, at most once a second: a tiny
+        write could still fit in the free space of existing pages while real batches do not.
+        """
+        if not isinstance(self.commit_error, StorageFullError):
+            return self.commit_error is None  # only a successful commit clears other errors
+        now = time.monotonic()
+        if now - self._probed < 1.0:
+            return False
+        self._probed = now
+        try:
+            await self.store.set_meta("write_probe", "x" * PROBE_BYTES)
+            await self.store.set_meta("write_probe", "")
+        except Exception:
+            return False
+        self.commit_error = None
+        return True
 
     async def close(self) -> None:
         """Stop taking appends, commit everything already pending, then stop."""

@@ -24,11 +24,11 @@ from notary.core.accounts import digests_match, month_of, seconds_until_next_mon
 from notary.core.entry import LogEntry
 from notary.core.ids import format_issued_at, new_receipt_id
 from notary.core.receipts import Jwks, ReceiptKey, build_receipt
-from notary.core.verification import Verdict, verify_receipt
 from notary.keys import Paths, jwks_from_rows, load_receipt_key
 from notary.store.sqlite import NotaryDB, ReceiptRow, insert_receipts
 
 KEY_REFRESH_SECONDS = 5.0
+_NO_DIGEST = b"\1" * 32  # what a malformed key is compared as: never a stored digest
 
 
 class NotaryError(ApiError):
@@ -42,7 +42,13 @@ class NotaryError(ApiError):
 
 
 class Unauthorized(NotaryError):
+    """401 with the RFC 6750 challenge, so clients know which scheme to use."""
+
     status, code = 401, "unauthorized"
+
+    def __init__(self, message: str, *, invalid_token: bool = False) -> None:
+        challenge = 'Bearer realm="notary"' + (', error="invalid_token"' if invalid_token else "")
+        super().__init__(message, headers={"WWW-Authenticate": challenge})
 
 
 class QuotaExceeded(NotaryError):
@@ -125,17 +131,23 @@ class Notary:
     # Auth -----------------------------------------------------------------------------------
 
     async def authenticate(self, authorization: str | None) -> Account:
-        if not authorization or not authorization.startswith("Bearer "):
+        """The account of a valid ``Bearer`` API key, else :class:`Unauthorized`.
+
+        The scheme is case-insensitive (RFC 9110 §11.1). Every well-formed or malformed key
+        costs the same: one lookup that returns a row either way (a dummy one for an unknown
+        key id) and one constant-time comparison, so timing does not reveal whether a key id
+        exists.
+        """
+        scheme, _, credentials = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-        parsed = split_api_key(authorization[7:].strip())
-        row = await self.db.api_key(parsed[0]) if parsed else None
-        # Compare even when the row is missing so timing says nothing about which part failed.
-        stored = row.secret_sha256 if row else b"\0" * 32
-        ok = digests_match(stored, parsed[1] if parsed else b"\1" * 32)
-        if row is None or not ok:
-            raise Unauthorized("invalid API key")
+        key_id, presented = split_api_key(credentials.strip()) or ("", _NO_DIGEST)
+        row = await self.db.api_key(key_id)
+        ok = digests_match(row.secret_sha256, presented)
+        if not (ok and row.found):
+            raise Unauthorized("invalid API key", invalid_token=True)
         if row.revoked is not None:
-            raise Unauthorized("this API key has been revoked")
+            raise Unauthorized("this API key has been revoked", invalid_token=True)
         return Account(row.account, row.monthly_allowance)
 
     # Issue ----------------------------------------------------------------------------------
@@ -299,13 +311,3 @@ class Notary:
         page = rows[:limit]
         last = (page[-1].issued_at, page[-1].index) if len(rows) > limit else None
         return [self.receipt_from_row(r) for r in page], last
-
-    async def verify(self, receipt_id: str, record: dict[str, object]
-                     ) -> tuple[Verdict, dict[str, object]]:
-        """Hash the record in memory against the stored receipt; nothing is written or logged."""
-        assert self.log is not None
-        await self.refresh_keys()
-        receipt = await self.get(receipt_id)
-        verdict = verify_receipt(receipt, record=record, jwks=self.jwks,
-                                 log_verifier=self.log.verifier)
-        return verdict, receipt

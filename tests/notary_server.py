@@ -15,6 +15,7 @@ import http.client
 import io
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -150,12 +151,17 @@ class NotaryProcess:
 
     ``args`` are extra flags for ``serve`` (``--max-body``, ``--origin``...). The port is
     chosen once and kept across :meth:`restart`, so URLs in issued receipts stay valid.
+    ``split_stderr`` keeps stderr (the structured log) apart from stdout, in
+    :attr:`stderr_path`; ``nofile`` sets the daemon's ``RLIMIT_NOFILE`` (soft and hard).
     """
 
     data_dir: Path
     port: int = 0
     args: Sequence[str] = ()
     env: Mapping[str, str] | None = None
+    split_stderr: bool = False
+    nofile: int | None = None
+    log_dir: Path | None = None  # where the daemon's output goes (default: beside data_dir)
     startup_timeout: float = 30.0
     stop_timeout: float = 15.0
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -177,13 +183,24 @@ class NotaryProcess:
     @property
     def log_path(self) -> Path:
         """stdout and stderr of the daemon (kept outside the data directory)."""
-        return self.data_dir.parent / f"{self.data_dir.name}.serve.log"
+        return (self.log_dir or self.data_dir.parent) / f"{self.data_dir.name}.serve.log"
+
+    @property
+    def stderr_path(self) -> Path:
+        """stderr of the daemon when ``split_stderr`` is set (else it is in :attr:`log_path`)."""
+        return (self.log_dir or self.data_dir.parent) / f"{self.data_dir.name}.stderr.log"
 
     def log_text(self, tail: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-tail:]
         except OSError:
             return ""
+
+    def stderr_bytes(self) -> bytes:
+        try:
+            return self.stderr_path.read_bytes()
+        except OSError:
+            return b""
 
     # Lifetime ------------------------------------------------------------------------------
 
@@ -202,7 +219,8 @@ class NotaryProcess:
                 self.wait_ready()
                 return self
             except NotaryStartError:
-                in_use = "address already in use" in self.log_text().lower()
+                in_use = "address already in use" in (
+                    self.log_text() + self.stderr_bytes()[-4000:].decode(errors="replace")).lower()
                 self._reap()
                 # Another process took the port between free_port() and bind: pick another
                 # one, unless receipts may already carry this port in their URLs.
@@ -217,12 +235,20 @@ class NotaryProcess:
         cmd = [sys.executable, "-m", "notary.cli.main", "serve", "--data", str(self.data_dir),
                "--listen", f"{HOST}:{self.port}", "--log-format", "json", *self.args]
         self._starts += 1
-        with self.log_path.open("ab") as log:
+        nofile = self.nofile
+
+        def limit() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        with self.log_path.open("ab") as log, self.stderr_path.open("ab") as err:
             log.write(f"--- start {self._starts}: {' '.join(cmd)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cmd, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=err if self.split_stderr else subprocess.STDOUT,
                 cwd=self.data_dir.parent, env=_child_env(self.env), start_new_session=True,
+                preexec_fn=limit if nofile is not None else None,
             )
 
     def wait_ready(self, timeout: float | None = None) -> None:
@@ -232,7 +258,8 @@ class NotaryProcess:
             if self.proc is None or self.proc.poll() is not None:
                 code = None if self.proc is None else self.proc.returncode
                 raise NotaryStartError(
-                    f"notary serve exited with {code} before it was ready; log:\n{self.log_text()}"
+                    f"notary serve exited with {code} before it was ready; log:\n"
+                    f"{self.log_text()}{self.stderr_bytes()[-4000:].decode(errors='replace')}"
                 )
             try:
                 resp = self.request("GET", "/healthz", timeout=2.0)

@@ -194,8 +194,13 @@ async def test_malformed_tile_paths_are_400(served: Served, path: str) -> None:
 
 async def test_huge_tile_index_is_404_not_a_storage_error(served: Served) -> None:
     await served.append(3)
-    r, body = await served.get("/tile/0/x999/x999/x999/x999/x999/x999/x999/999")
+    # Seven groups: as many digits as a uint64 has, so a well-formed index beyond the tree.
+    r, body = await served.get("/tile/0/x999/x999/x999/x999/x999/x999/999")
     assert r.status == 404 and error_code(body) == "not_found"
+    # Eight groups or more: longer than any uint64 tree needs, refused before conversion.
+    for groups in (8, 1500):
+        r, body = await served.get("/tile/0/" + "x999/" * (groups - 1) + "999")
+        assert r.status == 400 and error_code(body) == "bad_tile_path", groups
 
 
 # --- JSON conveniences --------------------------------------------------------------------------

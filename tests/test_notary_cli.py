@@ -27,12 +27,12 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_settings_precedence(tmp_path: Path) -> None:
     toml = tmp_path / "n.toml"
-    toml.write_text('listen = "127.0.0.1:7000"\nmax_body = 100\norigin = "from.toml"\n'
+    toml.write_text('listen = "127.0.0.1:7000"\nmax_body = 2000\norigin = "from.toml"\n'
                     'public_url = "https://toml.example"\n')
-    env = {"NOTARY_LISTEN": "127.0.0.1:7001", "NOTARY_MAX_BODY": "200"}
+    env = {"NOTARY_LISTEN": "127.0.0.1:7001", "NOTARY_MAX_BODY": "3000"}
     s = resolve({"listen": "127.0.0.1:7002"}, env=env, config_file=toml)
     assert s.listen == "127.0.0.1:7002"  # flag beats everything
-    assert s.max_body == 200  # environment beats the file
+    assert s.max_body == 3000  # environment beats the file
     assert s.origin == "from.toml"  # file beats the default
     assert s.data == Settings().data  # default
     assert s.base_url == "https://toml.example"

@@ -14,6 +14,8 @@ import fnmatch
 import gzip
 import json
 import secrets
+import socket
+import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -467,6 +469,8 @@ PROBES: list[Probe] = [
           _post(TV, _verify_body(lambda s: [s.record]), auth=None), "invalid_record"),
     Probe("verify-unknown-id", "post", TV, 404,
           _post(TV, _verify_body(rid=UNKNOWN_ID), auth=None), "not_found"),
+    Probe("verify-busy", "post", TV, 429, lambda s: _verify_while_busy(s),
+          "verify_rate_limited"),
     Probe("verify-too-large", "post", TV, 413, _post(TV, raw=BIG, auth=None),
           "payload_too_large"),
     # Keys, health, metrics, this document
@@ -567,6 +571,35 @@ PROBES: list[Probe] = [
     Probe("checkpoints-over", "get", "/v1/ledger/checkpoints", 400,
           _get("/v1/ledger/checkpoints?limit=1001"), "bad_parameter"),
 ]
+
+
+def _verify_while_busy(s: Live) -> HttpResponse:
+    """A verify while this client already has its two verifications in flight (the default
+    per-client limit): two whose bodies are held back hold the slots, deterministically."""
+    head = (f"POST {TV} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: 1000\r\n\r\n{").encode()
+    send = _post(TV, _verify_body(), auth=None)
+    held = [socket.create_connection(("127.0.0.1", s.server.port)) for _ in range(2)]
+    try:
+        for sock in held:
+            sock.sendall(head)
+        for _ in range(200):  # until the server has admitted both
+            resp = send(s)
+            if resp.status == 429:
+                return resp
+            time.sleep(0.05)
+        raise AssertionError("two held-back verifications never filled the per-client limit")
+    finally:
+        for sock in held:
+            sock.close()
+        time.sleep(1.0)  # the Retry-After the 429 asked for (sooner, it may be reset unread)
+        for _ in range(200):  # the slots are given back as the server sees the disconnects
+            try:
+                if send(s).status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
 
 
 def _expect_len(items: list[Any], n: int) -> None:

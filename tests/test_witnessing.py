@@ -309,15 +309,15 @@ async def test_hanging_witness_never_blocks_writes(tmp_path: Path,
 
 
 def test_bad_witness_configuration_is_refused(tmp_path: Path) -> None:
-    """Refused when the app is built, before anything is opened (no half-started notary)."""
+    """Refused when the settings are made, before anything is opened (no half-started
+    notary)."""
     vkey = CosignatureSigner.generate("w.test/1").verifier_key_text()
     for witnesses, quorum in [(("http://127.0.0.1:1=nonsense",), 0),
                               ((f"http://127.0.0.1:1={vkey}",), 2),
                               ((f"http://127.0.0.1:1={vkey}", f"http://127.0.0.1:2={vkey}"), 1)]:
-        settings = Settings(data=tmp_path / "notary", witnesses=witnesses,
-                            witness_quorum=quorum)
         with pytest.raises(ConfigError):
-            create_app(settings)
+            create_app(Settings(data=tmp_path / "notary", witnesses=witnesses,
+                                witness_quorum=quorum))
 
 
 def run_cli_capture(*args: str) -> tuple[int, str, str]:

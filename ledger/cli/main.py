@@ -237,11 +237,9 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 async def _serve(directory: Path, host: str, port: int) -> None:
     log = await _open_readonly(directory)
-    try:
+    try:  # a failure to listen is a ListenError, a usage error with its message
         await serve_until_signalled(create_ledger_app(log), host, port,
                                     lambda url: print(url, flush=True))
-    except OSError as e:
-        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     finally:
         await log.close()
 

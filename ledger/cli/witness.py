@@ -81,10 +81,8 @@ async def _serve(signer: CosignatureSigner, logs: dict[str, list[NoteVerifier]],
             "witness_started", vkey=signer.verifier_key_text(), logs=sorted(logs), url=url)
         print(url, flush=True)
 
-    try:
+    try:  # a failure to listen is a ListenError, a usage error with its message
         await serve_until_signalled(app, host, port, announce)
-    except OSError as e:
-        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     finally:
         await store.close()
 

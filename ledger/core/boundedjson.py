@@ -8,7 +8,10 @@ recursion, and refused above a limit; the size is refused before anything is par
 Beyond RFC 8259's grammar this parser also refuses what JSON cannot mean but Python would
 accept: duplicate member names (which one a reader keeps is implementation-defined, so two
 verifiers could disagree about one document), ``NaN``/``Infinity``, and text that is not UTF-8
-(Python would guess UTF-16 or UTF-32 from the first bytes).
+(Python would guess UTF-16 or UTF-32 from the first bytes), or that starts with a byte order
+mark (RFC 8259 §8.1: JSON exchanged between systems MUST be UTF-8 and MUST NOT start with one).
+Each of these is a way for two parsers to read one document differently, so each is refused
+with a message that says which rule was broken and never quotes the document.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 # After strings are gone, only the brackets matter: openers count +1, closers -1.
 _BRACKETS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 _OTHER = bytes(b for b in range(256) if b not in b"[{]}")
+_BOM = b"\xef\xbb\xbf"
 
 
 class JsonError(LedgerError, ValueError):
@@ -76,10 +80,17 @@ def parse_json(data: bytes | str, *, max_bytes: int, max_depth: int = DEFAULT_MA
     if depth > max_depth:
         raise JsonError(f"the document is nested {depth} deep, more than the limit of "
                         f"{max_depth}")
+    if raw.startswith(_BOM):
+        raise JsonError("the document starts with a UTF-8 byte order mark (BOM); send UTF-8 "
+                        "without one (RFC 8259 §8.1)")
+    if b"\x00" in raw[:4]:
+        raise JsonError("the document is not UTF-8 (it looks like UTF-16 or UTF-32); send "
+                        "UTF-8 (RFC 8259 §8.1)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise JsonError(f"the document is not UTF-8: {e}") from None
+        raise JsonError(f"the document is not UTF-8 (invalid byte at offset {e.start}); send "
+                        "UTF-8 (RFC 8259 §8.1)") from None
     try:
         return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
     except JsonError:

@@ -16,6 +16,7 @@ TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT  # 256
 MAX_LEVEL = 63
 MAX_ENTRY_SIZE = 0xFFFF
+MAX_TREE_SIZE = (1 << 64) - 1  # tree sizes and indexes are uint64 across the tlog ecosystem
 
 
 class TilePathError(LedgerError, ValueError):
@@ -68,8 +69,19 @@ _TILE_RE = re.compile(
 )
 
 
+# A tile index is below any uint64 tree size, so it never needs more groups than that size.
+# (Indexes past a given tree are for the caller to refuse, as "beyond the tree".)
+_MAX_INDEX_CHARS = len(encode_index(MAX_TREE_SIZE))
+
+
 def decode_index(text: str) -> int:
-    """Inverse of :func:`encode_index`; refuses any non-canonical spelling."""
+    """Inverse of :func:`encode_index`; refuses any non-canonical spelling.
+
+    The length is bounded before anything is converted: a path is input from the network, and
+    ``int()`` of thousands of digits is slow at best and a ``ValueError`` past 4,300 digits.
+    """
+    if len(text) > _MAX_INDEX_CHARS:
+        raise TilePathError(f"tile index {text[:27]!r}… is longer than any uint64 tree needs")
     if not _INDEX_RE.fullmatch(text):
         raise TilePathError(f"malformed tile index {text!r}")
     n = int(text.replace("x", "").replace("/", ""))

@@ -4,10 +4,17 @@ Clients (SDKs, monitors, the verifier) branch on ``code``, which is stable, and 
 to people. aiohttp's own errors (unknown route, wrong method, body too large) would otherwise come
 back as ``text/plain`` with an ad-hoc body, so the middleware rewrites them into the same shape,
 and turns anything unexpected into a 500 that says nothing about the server's internals.
+
+Three failures are not the server's fault and are not logged as errors: a client that went away
+in the middle of its request (counted with nginx's status 499, "client closed request", which
+nobody receives), a body that did not arrive within the body timeout (408), and a full disk
+(503 with ``Retry-After``: the write is refused whole, nothing acknowledged is lost, and it
+works again by itself once space is freed), logged at most once per interval.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 
@@ -15,9 +22,29 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-__all__ = ["ApiError", "error_middleware", "json_error"]
+from ledger.core.errors import LedgerError
+from ledger.logs import LogThrottle, safe_traceback
+from ledger.storage.base import StorageFullError
+
+__all__ = ["CLIENT_CLOSED", "STORAGE_RETRY_AFTER", "ApiError", "RequestBodyTimeout",
+           "error_middleware", "json_error"]
 
 _log = structlog.get_logger("ledger.http.routes")
+_throttle = LogThrottle(30.0)
+
+CLIENT_CLOSED = 499
+"""Status recorded (never sent: nobody is listening) when the client disconnected mid-request."""
+
+STORAGE_RETRY_AFTER = 10
+"""Seconds a client is asked to wait when the disk is full."""
+
+
+class RequestBodyTimeout(LedgerError, asyncio.TimeoutError):
+    """The request body did not arrive within the server's body timeout (answered 408).
+
+    A ``TimeoutError`` so that aiohttp's own draining of an unread body ends quietly instead of
+    logging an unhandled exception.
+    """
 
 #: Stable machine-readable codes for the statuses aiohttp raises by itself.
 _CODES: Mapping[int, str] = {
@@ -68,7 +95,8 @@ def json_error(
 ) -> web.Response:
     """The JSON error response; errors are never cached, so a retry sees the fixed state."""
     body = json.dumps({"error": {"code": code, "message": message}})
-    resp = web.Response(status=status, text=body, content_type="application/json")
+    reason = "Client Closed Request" if status == CLIENT_CLOSED else None
+    resp = web.Response(status=status, text=body, content_type="application/json", reason=reason)
     resp.headers["Cache-Control"] = "no-store"
     if headers:
         resp.headers.update(headers)
@@ -108,8 +136,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Render :class:`ApiError`, aiohttp errors and crashes as JSON errors.
 
     Successful responses and redirects pass through untouched, as does an HTTPException whose
-    body is already JSON (a handler that built its own error). Crashes are logged with the method
-    and path only: query strings and bodies may hold things that must not reach logs.
+    body is already JSON (a handler that built its own error). Crashes are logged with the
+    method, the path and where they were raised, never the exception's message: query strings,
+    bodies and the messages built from them may hold things that must not reach logs.
     """
     try:
         return await handler(request)
@@ -119,6 +148,21 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if e.status < 400 or e.content_type == "application/json":
             raise
         return _from_http_exception(request, e)
-    except Exception:
-        _log.exception("unhandled_error", method=request.method, path=request.path)
+    except RequestBodyTimeout as e:
+        resp = json_error(408, "request_timeout", str(e))
+        resp.force_close()
+        return resp
+    except ConnectionResetError:
+        return json_error(CLIENT_CLOSED, "client_closed_request",
+                          "the client closed the connection before the request was complete")
+    except StorageFullError as e:
+        dropped = _throttle.allow("storage_full")
+        if dropped is not None:
+            _log.warning("storage_full", error=str(e), suppressed=dropped)
+        return json_error(503, "storage_full",
+                          "the notary's disk is full; nothing was written, retry later",
+                          headers={"Retry-After": str(STORAGE_RETRY_AFTER)})
+    except Exception as e:
+        _log.error("unhandled_error", method=request.method, path=request.path,
+                   exception_type=type(e).__name__, where=safe_traceback(e))
         return json_error(500, "internal", "internal server error")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from aiohttp import web
 
 from ledger.core.hashing import leaf_hash
-from ledger.core.tiles import TILE_WIDTH, TilePathError, parse_tile_path, tile_count
+from ledger.core.tiles import MAX_TREE_SIZE, TILE_WIDTH, TilePathError, parse_tile_path, tile_count
 from ledger.core.timestamps import rfc3339
 from ledger.http.errors import ApiError, error_middleware
 from ledger.log import Head, Log
@@ -31,7 +31,7 @@ CheckpointProvider = Callable[[Head], tuple[bytes, Mapping[str, str]]]
 #: an application can publish e.g. the newest witness-cosigned checkpoint instead of the head.
 PUBLISHED_CHECKPOINT: web.AppKey[CheckpointProvider] = web.AppKey("ledger.published_checkpoint")
 
-MAX_SIZE = (1 << 64) - 1  # tree sizes and indexes are uint64 everywhere in the tlog ecosystem
+MAX_SIZE = MAX_TREE_SIZE
 MAX_HISTORY = 1000
 DEFAULT_HISTORY = 100
 

@@ -6,28 +6,63 @@ import asyncio
 import signal
 from collections.abc import Callable
 
+import structlog
 from aiohttp import web
+
+from ledger.http.server import (
+    Listener,
+    ListenError,
+    ServerLimits,
+    connection_limit,
+    install_loop_exception_handler,
+)
+from ledger.logs import capture_stdlib_logging
+
+_log = structlog.get_logger("ledger.http.serve")
 
 
 async def serve_until_signalled(app: web.Application, host: str, port: int,
-                                announce: Callable[[str], None]) -> None:
+                                announce: Callable[[str], None], *,
+                                limits: ServerLimits | None = None,
+                                shutdown_timeout: float = 30.0) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then clean up (cleanup_ctx included).
+
+    Connections are accepted by a :class:`~ledger.http.server.Listener` within ``limits``
+    (connection limit, read and idle timeouts); the connection limit is computed once the
+    application has started, so the descriptors its database holds are counted. On a signal
+    the listener stops accepting, then requests in progress get ``shutdown_timeout`` seconds.
 
     ``announce`` gets the URL actually bound (port 0 becomes the real port), and only once the
     signal handlers are installed, so whoever reads the URL can already stop the server.
-    ``OSError`` from binding propagates for the caller to word.
+    A failure to bind, or a connection limit the descriptor limit cannot honour, raises
+    :class:`~ledger.http.server.ListenError` (a usage error: the message says what to change).
     """
-    runner = web.AppRunner(app, access_log=None)
+    limits = limits or ServerLimits()
+    capture_stdlib_logging()
+    install_loop_exception_handler()
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
+    listener: Listener | None = None
     try:
-        await web.TCPSite(runner, host, port).start()
+        assert runner.server is not None
+        listener = Listener(runner.server, limits, max_connections=connection_limit(limits))
+        try:
+            bound = await listener.start(host, port)
+        except OSError as e:
+            raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        bound_host, bound_port = runner.addresses[0][:2]
+        bound_host, bound_port = bound[0]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        _log.info("listening", url=f"http://{shown}:{bound_port}",
+                  max_connections=listener.max_connections,
+                  keepalive_timeout=limits.keepalive_timeout,
+                  header_timeout=limits.header_timeout, body_timeout=limits.body_timeout)
         announce(f"http://{shown}:{bound_port}")
         await stop.wait()
     finally:
+        if listener is not None:
+            await listener.close()
         await runner.cleanup()

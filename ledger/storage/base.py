@@ -19,6 +19,15 @@ class StoreError(RuntimeError):
     """The store cannot be used as asked (missing, corrupt, or of another format)."""
 
 
+class StorageFullError(StoreError):
+    """A write failed because the disk (or the database's size limit) is full.
+
+    Nothing of the failed transaction was written; it is safe to retry once space is freed.
+    Backends raise this rather than their driver's error so that servers can answer 503 and
+    report themselves unhealthy instead of failing every request with a 500.
+    """
+
+
 class WriterBusyError(StoreError):
     """Another writer holds the log's write lock for longer than we were willing to wait."""
 

@@ -11,6 +11,7 @@ ever see committed data.
 from __future__ import annotations
 
 import asyncio
+import errno
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -20,7 +21,13 @@ from typing import Any
 
 import aiosqlite
 
-from ledger.storage.base import CheckpointRecord, StoreError, TileKey, WriterBusyError
+from ledger.storage.base import (
+    CheckpointRecord,
+    StorageFullError,
+    StoreError,
+    TileKey,
+    WriterBusyError,
+)
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 
@@ -179,9 +186,15 @@ class SqliteStore:
 
     async def set_meta(self, key: str, value: str) -> None:
         async with self._wlock:
-            await asyncio.to_thread(
-                self._wconn.execute, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                (key, value))
+            try:
+                await asyncio.to_thread(
+                    self._wconn.execute, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    (key, value))
+            except (sqlite3.Error, OSError) as e:
+                full = self._full(e)
+                if full is None:
+                    raise
+                raise full from e
 
     def _last_history_time(self) -> float:
         row = self._wconn.execute("SELECT max(time) FROM checkpoints").fetchone()
@@ -221,16 +234,36 @@ class SqliteStore:
         if self._wconn.in_transaction:
             self._wconn.execute("ROLLBACK")
 
+    def _full(self, e: BaseException) -> StorageFullError | None:
+        """The error to raise instead of ``e`` when ``e`` means the disk is full."""
+        if isinstance(e, sqlite3.Error):
+            code = getattr(e, "sqlite_errorcode", None)
+            full = code == sqlite3.SQLITE_FULL or "database or disk is full" in str(e)
+        else:
+            full = isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+        if not full:
+            return None
+        return StorageFullError(f"cannot write to {self.path}: the disk or the database is full")
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteWriteTx]:
         async with self._wlock:
-            latest = await _in_thread(self._begin)
+            try:
+                latest = await _in_thread(self._begin)
+            except (sqlite3.Error, OSError) as e:
+                full = self._full(e)
+                if full is None:
+                    raise
+                raise full from e
             tx = SqliteWriteTx(self, latest)
             try:
                 yield tx
                 await _in_thread(self._finish, tx._buffer.statements)
-            except BaseException:
+            except BaseException as e:
                 await _in_thread(self._abort)
+                full = self._full(e)
+                if full is not None:
+                    raise full from e
                 raise
             if tx._pending_history is not None:
                 self._last_history = tx._pending_history

@@ -6,17 +6,18 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-from aiohttp import web
 
 from ledger.cli import monitor, witness
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.boundedjson import JsonError
 from ledger.core.timestamps import rfc3339
 from ledger.exitcodes import ExitCode, UsageError
+from ledger.http.serve import serve_until_signalled
+from ledger.http.server import ServerLimits
 from ledger.keyfile import KeyFileError
 from ledger.logs import configure
 from ledger.sequencer import LogIntegrityError
@@ -33,12 +34,11 @@ from notary.keys import Paths, create_receipt_key
 from notary.store.sqlite import connect_admin, create_account_key, list_keys, revoke_key
 from notary.watch import server_filter
 
+_SETTING_NAMES = frozenset(f.name for f in fields(Settings))
+
 
 def _settings(args: argparse.Namespace) -> Settings:
-    flags = {k: v for k, v in vars(args).items()
-             if k in ("data", "listen", "public_url", "origin", "max_body", "log_format",
-                      "witnesses", "witness_quorum", "witness_policy", "witness_interval",
-                      "scrub_rate")}
+    flags = {k: v for k, v in vars(args).items() if k in _SETTING_NAMES}
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
@@ -53,9 +53,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
         print(f"Create an API key: notary apikey create --data {settings.data} --account NAME")
     host, port = settings.host_port
-    print(f"Serving on {base} (listening on {host}:{port})", flush=True)
-    web.run_app(create_app(settings), host=host, port=port, print=None, access_log=None,
-                handle_signals=True, shutdown_timeout=30)
+    limits = ServerLimits(max_connections=settings.max_connections,
+                          keepalive_timeout=settings.keepalive_timeout,
+                          header_timeout=settings.header_timeout,
+                          body_timeout=settings.body_timeout)
+
+    def announce(url: str) -> None:
+        print(f"Serving on {base} (listening on {url.split('://', 1)[1]})", flush=True)
+
+    asyncio.run(serve_until_signalled(create_app(settings), host, port, announce,
+                                      limits=limits, shutdown_timeout=30))
     return 0
 
 
@@ -203,8 +210,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:8080)")
     p.add_argument("--public-url", help="URL clients use to reach this notary")
     p.add_argument("--origin", help="log origin (fixed at first run)")
-    p.add_argument("--max-body", type=int, help="request body limit in bytes")
+    p.add_argument("--max-body", type=int, help="request body limit in bytes (default 65536)")
+    p.add_argument("--max-batch", type=int, metavar="N",
+                   help="entries committed in one batch at most (default 4096)")
     p.add_argument("--log-format", choices=["auto", "json", "console"])
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--max-connections", type=int, metavar="N",
+                   help="open connections at most (default 0: from RLIMIT_NOFILE, keeping a "
+                   "reserve of descriptors for the database and files)")
+    p.add_argument("--keepalive-timeout", type=float, metavar="S",
+                   help="seconds an idle keep-alive connection stays open (default 5)")
+    p.add_argument("--header-timeout", type=float, metavar="S",
+                   help="seconds to receive a request's line and headers (default 10)")
+    p.add_argument("--body-timeout", type=float, metavar="S",
+                   help="seconds to receive a request's body (default 30)")
+    p.add_argument("--verify-workers", type=int, metavar="N",
+                   help="processes that run POST /v1/tool-calls/verify (default 1)")
+    p.add_argument("--verify-queue", type=int, metavar="N",
+                   help="verifies that may wait for a worker before 429 (default 8)")
+    p.add_argument("--verify-per-client", type=int, metavar="N",
+                   help="verifies in flight per client address before 429 (default 2)")
+    p.add_argument("--verify-budget", type=float, metavar="S",
+                   help="worker-seconds of verification per second one client address may "
+                   "use on average (default 0.5)")
     p.add_argument("--witness", dest="witnesses", action="append", metavar="URL=VKEY",
                    help="a witness to collect cosignatures from (repeatable)")
     p.add_argument("--witness-quorum", type=int, metavar="K",
@@ -214,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "URLs) and the quorum, instead of --witness/--witness-quorum")
     p.add_argument("--witness-interval", type=float, metavar="S",
                    help="seconds between submissions of a grown tree (default 2)")
+    p.add_argument("--witness-timeout", type=float, metavar="S",
+                   help="seconds to wait for a witness's answer (default 5)")
     p.add_argument("--scrub-rate", type=float, metavar="N",
                    help="stored tiles and bundles the background scrub re-verifies per second "
                         "(default 20; 0 turns it off)")

@@ -15,12 +15,13 @@ from ledger.http.routes import LOG, add_ledger_routes
 from ledger.log import Log
 from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
-from notary.http.appkeys import METRICS, NOTARY, SETTINGS
+from notary.http.appkeys import METRICS, NOTARY, SETTINGS, VERIFIER
 from notary.http.integrity import damage_middleware, integrity_context
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import add_tool_call_routes
+from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
 from notary.keys import Paths, create_log_key, create_receipt_key, load_log_key
 from notary.service import Notary
@@ -64,6 +65,7 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app.cleanup_ctx.append(_notary_ctx)
+    app.cleanup_ctx.append(_verify_pool_ctx)
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
     app.cleanup_ctx.append(integrity_context(settings))
     add_ledger_routes(app)
@@ -71,6 +73,16 @@ def create_app(settings: Settings) -> web.Application:
     add_meta_routes(app)
     add_explorer_routes(app)
     return app
+
+
+async def _verify_pool_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The verification workers start on the first verify, and stop with the application."""
+    s = app[SETTINGS]
+    pool = VerifyPool(workers=s.verify_workers, queue=s.verify_queue,
+                      per_client=s.verify_per_client, budget=s.verify_budget)
+    app[VERIFIER] = pool
+    yield
+    await pool.close()
 
 
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:

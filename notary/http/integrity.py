@@ -19,7 +19,7 @@ from ledger.http.errors import ApiError
 from ledger.http.routes import LOG
 from ledger.scrub import Scrubber
 from ledger.storage.damage import corruption_in
-from notary.config import ConfigError, Settings
+from notary.config import Settings
 from notary.http.appkeys import METRICS, SCRUB, SETTINGS
 from notary.integrity import read_damage, record_damage
 
@@ -42,9 +42,6 @@ def stop_writes(app: web.Application, reason: str) -> None:
 def integrity_context(settings: Settings) -> Callable[[web.Application], AsyncIterator[None]]:
     """The aiohttp cleanup_ctx that starts the scrub (after the log is open) and honours a
     damage finding recorded by an earlier run."""
-    if settings.scrub_rate < 0:
-        raise ConfigError(f"scrub_rate {settings.scrub_rate} must be 0 (off) or positive")
-
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         log = app[LOG]
         recorded = read_damage(settings.data)

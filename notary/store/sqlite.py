@@ -31,7 +31,15 @@ CREATE TABLE IF NOT EXISTS receipts (
     kid TEXT NOT NULL, sig TEXT NOT NULL, account TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS receipt_keys (
     kid TEXT PRIMARY KEY, jwk TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS key_version (
+    one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL);
+INSERT OR IGNORE INTO key_version (one, n) VALUES (1, 0);
 """
+# Any change to keys or accounts, by any program, bumps key_version (see NotaryDB.api_key).
+TABLES += "".join(
+    f"CREATE TRIGGER IF NOT EXISTS {table}_{op.lower()}_version AFTER {op} ON {table} "
+    "BEGIN UPDATE key_version SET n = n + 1 WHERE one = 1; END;\n"
+    for table in ("api_keys", "accounts") for op in ("INSERT", "UPDATE", "DELETE"))
 
 #: The indexes of :meth:`NotaryDB.search_receipts`: newest first by (issued_at, idx), with the
 #: equality filters (server; server and tool; tool) leading the key.
@@ -67,6 +75,11 @@ class ApiKeyRow:
     secret_sha256: bytes
     revoked: float | None
     monthly_allowance: int | None
+    found: bool = True  # False: the stand-in for an unknown key id (never authenticates)
+
+
+#: What an unknown key id is checked against: a digest of the same length as a real one.
+UNKNOWN_KEY = ApiKeyRow("", "", bytes(32), None, None, found=False)
 
 
 def init_schema(path: Path) -> None:
@@ -86,6 +99,8 @@ class NotaryDB:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._keys: dict[str, ApiKeyRow] = {}
+        self._keys_version: int | None = None
 
     @classmethod
     async def open(cls, path: Path) -> NotaryDB:
@@ -146,13 +161,24 @@ class NotaryDB:
         args.append(limit)
         return [ReceiptRow(*row) for row in self.conn.execute(sql, args).fetchall()]
 
-    async def api_key(self, key_id: str) -> ApiKeyRow | None:
-        row = await self._one(
-            "SELECT k.key_id, k.account, k.secret_sha256, k.revoked, a.monthly_allowance "
-            "FROM api_keys k JOIN accounts a ON a.name = k.account WHERE k.key_id = ?",
-            (key_id,),
-        )
-        return None if row is None else ApiKeyRow(row[0], row[1], bytes(row[2]), row[3], row[4])
+    async def api_key(self, key_id: str) -> ApiKeyRow:
+        """The key's row, or :data:`UNKNOWN_KEY`; the work is the same either way.
+
+        A database lookup costs measurably more when the row exists (the row is read and
+        joined), which would let a client learn which key ids exist. So every call runs the
+        same one-row query (the version that triggers bump on any change to keys or
+        accounts, from any process: revocation still takes effect at once), reloads all keys
+        when that version moved, a cost unrelated to the key asked for, and ends in a dict
+        lookup.
+        """
+        (version,) = await self._one("SELECT n FROM key_version WHERE one = 1", ())
+        if version != self._keys_version:
+            rows = self.conn.execute(
+                "SELECT k.key_id, k.account, k.secret_sha256, k.revoked, a.monthly_allowance "
+                "FROM api_keys k JOIN accounts a ON a.name = k.account").fetchall()
+            self._keys = {r[0]: ApiKeyRow(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
+            self._keys_version = version  # read before the keys: a change in between reloads
+        return self._keys.get(key_id, UNKNOWN_KEY)
 
     async def usage(self, account: str, month: str) -> int:
         row = await self._one("SELECT count FROM usage WHERE account = ? AND month = ?",

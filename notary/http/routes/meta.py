@@ -8,7 +8,9 @@ from importlib import resources
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ledger.http.errors import STORAGE_RETRY_AFTER
 from ledger.http.routes import LOG
+from ledger.storage.base import StorageFullError
 from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
 from notary.http.witnessing import witness_policy
 
@@ -41,19 +43,33 @@ async def healthz(request: web.Request) -> web.Response:
 
     Still 200 once damage stopped writes (``status: failing`` and the ``problem``): the process
     serves reads, and restarting it would not repair the store. Alert on ``status`` (or on the
-    ``ledger_scrub_damage`` metric)."""
+    ``ledger_scrub_damage`` metric).
+
+    503 (``status: unhealthy``, error ``storage_full``) while the disk is full: every check
+    re-probes it with a batch-sized write, so the instance reports healthy again (and a load
+    balancer routes to it again) as soon as space is freed, without waiting for a client write
+    to succeed first.
+    """
     log = request.app[LOG]
     head = await log.head()
-    halted = log.sequencer.halted if log.sequencer is not None else None
+    seq = log.sequencer
+    halted = seq.halted if seq is not None else None
     body: dict[str, object] = {"status": "ok" if halted is None else "failing",
                                "size": head.size if head else 0,
                                "writes": "accepted" if halted is None else "stopped"}
+    status, headers = 200, {}
     if halted is not None:
         body["problem"] = halted
+    elif seq is not None and not await seq.probe_storage() and \
+            isinstance(seq.commit_error, StorageFullError):
+        message = "the disk is full: writes are refused until space is freed"
+        body.update(status="unhealthy", writes="stopped", problem=message,
+                    error={"code": "storage_full", "message": message})
+        status, headers = 503, {"Retry-After": str(STORAGE_RETRY_AFTER)}
     scrub = request.app.get(SCRUB)
     if scrub is not None:
         body["scrub"] = scrub.status.to_json()
-    resp = web.json_response(body)
+    resp = web.json_response(body, status=status, headers=headers)
     resp.headers["Cache-Control"] = "no-store"
     return resp
 

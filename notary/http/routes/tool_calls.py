@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from aiohttp import web
 
+from ledger.core.boundedjson import JsonError
 from ledger.http.errors import ApiError
+from ledger.http.server import close_unread
 from notary.core.ids import is_receipt_id
 from notary.core.search import (
     DEFAULT_LIMIT,
@@ -19,32 +20,30 @@ from notary.core.search import (
     parse_limit,
     parse_time_bound,
 )
-from notary.http.appkeys import METRICS, NOTARY
+from notary.core.verify_request import Refusal, parse_body, read_verify_request, verify_request
+from notary.http.appkeys import METRICS, NOTARY, VERIFIER
+from notary.http.verify_pool import Refused
 
 MAX_NAME = 256
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 ISSUE_FIELDS = ("server", "tool", "call_sha256")
-VERIFY_FIELDS = ("id", "record")
 
 
-def _no_constants(name: str) -> object:
-    """NaN and Infinity are not JSON (RFC 8259), whatever Python's parser allows."""
-    raise ValueError(f"{name} is not a JSON value")
+async def _body(request: web.Request) -> bytes:
+    try:
+        return await request.read()
+    except web.RequestPayloadError as e:  # e.g. a Content-Encoding the body does not match
+        raise ApiError(400, "invalid_body", "the request body cannot be read (does it match "
+                       "its Content-Encoding?)") from e
 
 
 async def _json_object(request: web.Request, fields: tuple[str, ...]) -> dict[str, Any]:
     """The body as an object with exactly ``fields``; anything else is a precise 400."""
+    raw = await _body(request)
     try:
-        raw = await request.read()
-    except web.RequestPayloadError as e:  # e.g. a Content-Encoding the body does not match
-        raise ApiError(400, "invalid_body", "the request body cannot be read (does it match "
-                       "its Content-Encoding?)") from e
-    try:
-        body = json.loads(raw, parse_constant=_no_constants)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {e}") from e
-    except RecursionError:
-        raise ApiError(400, "invalid_json", "the request body is nested too deeply") from None
+        body = parse_body(raw)
+    except JsonError as e:
+        raise ApiError(400, "invalid_json", f"invalid request body: {e}") from e
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "the request body must be a JSON object")
     unknown = sorted(set(body) - set(fields))
@@ -152,15 +151,38 @@ async def _search(request: web.Request) -> web.Response:
     return resp
 
 
+def _refused(result: object) -> None:
+    if isinstance(result, Refusal):
+        raise ApiError(result.status, result.code, result.message)
+
+
 async def verify(request: web.Request) -> web.Response:
-    """Per-level verdicts. The record is hashed in memory, never stored or logged."""
-    body = await _json_object(request, VERIFY_FIELDS)
-    receipt_id = _receipt_id(body["id"])
-    record = body["record"]
-    if not isinstance(record, dict):
-        raise ApiError(400, "invalid_record", "record must be a JSON object")
-    verdict, receipt = await request.app[NOTARY].verify(receipt_id, record)
-    return web.json_response({"id": receipt_id, **verdict.to_json(), "receipt": receipt})
+    """Per-level verdicts. The record is hashed in memory, never stored or logged.
+
+    Parsing and hashing run in the verification pool, within its per-client and global limits
+    (notary/http/verify_pool.py); a request over them gets 429.
+    """
+    pool, notary = request.app[VERIFIER], request.app[NOTARY]
+    client = request.remote or "unknown"
+    try:
+        with pool.admit(client):
+            raw = await _body(request)
+            with pool.working():
+                receipt_id = await pool.run(client, read_verify_request, raw)
+                _refused(receipt_id)
+                assert isinstance(receipt_id, str)
+                receipt = await notary.get(receipt_id)
+                await notary.refresh_keys()
+                assert notary.log is not None
+                verdict = await pool.run(client, verify_request, raw, receipt,
+                                         notary.jwks.to_json(), notary.log.verifier.vkey)
+                _refused(verdict)
+    except Refused as e:
+        if e.ignored_retry_after:
+            close_unread(request)  # it was told to wait: its body is not worth reading
+        raise
+    assert isinstance(verdict, dict)
+    return web.json_response({"id": receipt_id, **verdict, "receipt": receipt})
 
 
 def add_tool_call_routes(app: web.Application) -> None:
