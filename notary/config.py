@@ -161,6 +161,12 @@ def _data(value: Any) -> str | None:
     return "must not contain a NUL character" if "\0" in str(value) else None
 
 
+def _witness_policy(value: Any) -> str | None:
+    if value and not Path(value).expanduser().is_file():
+        return f"{value!r} is not a readable C2SP tlog-policy file"
+    return None
+
+
 def _witnesses(value: Any) -> str | None:
     for spec in value:
         try:
@@ -182,6 +188,7 @@ _RULES: Mapping[str, Check] = {
     "log_level": _one_of("debug", "info", "warning", "error"),
     "witnesses": _witnesses,
     "witness_quorum": _between(0, 1000),
+    "witness_policy": _witness_policy,
     "witness_interval": _between(0.01, 86400, "seconds"),
     "witness_timeout": _between(0.01, 3600, "seconds"),
     "max_connections": _between(0, 1_000_000),

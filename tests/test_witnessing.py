@@ -428,9 +428,11 @@ def test_witness_policy_settings_are_checked(tmp_path: Path) -> None:
     no_url.write_text(f"witness w {vkey}\nquorum w\n")
     good = tmp_path / "good.policy"
     good.write_text(f"witness w {vkey} http://127.0.0.1:1\nquorum w\n")
-    for settings in (Settings(data=tmp_path / "n", witness_policy=str(no_url)),
-                     Settings(data=tmp_path / "n", witness_policy=str(tmp_path / "missing")),
-                     Settings(data=tmp_path / "n", witness_policy=str(good),
-                              witnesses=(f"http://127.0.0.1:1={vkey}",))):
+    # Settings check what one value can say alone (a missing file) when they are made; the
+    # rest (a policy without URLs, a policy and --witness together) when the app is built.
+    for make in (lambda: Settings(data=tmp_path / "n", witness_policy=str(no_url)),
+                 lambda: Settings(data=tmp_path / "n", witness_policy=str(tmp_path / "missing")),
+                 lambda: Settings(data=tmp_path / "n", witness_policy=str(good),
+                                  witnesses=(f"http://127.0.0.1:1={vkey}",))):
         with pytest.raises(ConfigError):
-            create_app(settings)
+            create_app(make())
