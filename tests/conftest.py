@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -80,9 +81,29 @@ def notary_factory(tmp_path: Path) -> Iterator[NotaryFactory]:
         server.stop()
 
 
+class _CurrentStderr:
+    """A file that writes to whatever ``sys.stderr`` is at the moment of writing."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _test_logging() -> None:
+    # structlog's own default prints to stdout, where an in-process command's output is
+    # captured: a log line of a server running in the same loop would end up in it.
+    structlog.reset_defaults()
+    structlog.configure(logger_factory=lambda *_: structlog.PrintLogger(_CurrentStderr()),
+                        cache_logger_on_first_use=False)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_structlog() -> Iterator[None]:
     """Commands run in process configure structlog globally (onto the stream pytest captured for
-    that test); undo it so a later test never logs to a closed stream."""
+    that test); start every test from logs on the current stderr, never stdout, and undo what
+    the test configured so a later test never logs to a closed stream."""
+    _test_logging()
     yield
-    structlog.reset_defaults()
+    _test_logging()
