@@ -28,6 +28,14 @@ BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
 commit atomically with the entries."""
 
+BatchScreen = Callable[[WriteTx, Sequence[Any]], Awaitable[Sequence[Exception | None]]]
+"""Runs inside the batch's transaction, under the log's lock and before anything is integrated,
+with the context of every queued entry; answers, per entry, None to log it or the exception to
+answer its caller with instead. This is where decisions that must hold across processes are
+made (the notary: a digest logged already, an allowance spent), since no other writer can act
+between the screen and the commit. A group (:meth:`Sequencer.append_many`) with any entry
+refused is refused as a whole, with the first refusal."""
+
 BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
 
@@ -110,6 +118,7 @@ class Sequencer:
         reader: LogReader | None = None,
         max_batch: int = 4096,
         hook: BatchHook | None = None,
+        screen: BatchScreen | None = None,
         observer: BatchObserver | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -119,6 +128,7 @@ class Sequencer:
         self.reader = reader
         self.max_batch = max_batch
         self.hook = hook
+        self.screen = screen
         self.observer = observer
         self.clock = clock
         self.state = TreeState()
@@ -217,9 +227,31 @@ class Sequencer:
             if self._closing:
                 return
 
+    async def _screened(self, tx: WriteTx, batch: list[_Group],
+                        refused: list[tuple[_Group, Exception]]) -> list[_Group]:
+        """The groups of ``batch`` the screen admits; the others go to ``refused``, answered
+        with their refusal once the transaction has ended (never before a rollback)."""
+        if self.screen is None:
+            return batch
+        verdicts = list(await self.screen(tx, [c for g in batch for c in g.contexts]))
+        if len(verdicts) != sum(len(g.contexts) for g in batch):
+            raise RuntimeError("the batch screen must answer once per entry")
+        admitted: list[_Group] = []
+        at = 0
+        for group in batch:
+            refusal = next((v for v in verdicts[at:at + len(group.contexts)] if v is not None),
+                           None)
+            at += len(group.contexts)
+            if refusal is None:
+                admitted.append(group)
+            else:
+                refused.append((group, refusal))
+        return admitted
+
     async def _commit(self, batch: list[_Group]) -> None:
         started = time.perf_counter()
-        entries = [e for g in batch for e in g.entries]
+        refused: list[tuple[_Group, Exception]] = []
+        done: Integrated | None = None
         try:
             async with self.store.transaction() as tx:
                 latest = await tx.latest()
@@ -230,27 +262,35 @@ class Sequencer:
                         raise LogIntegrityError("the stored checkpoint disappeared")
                     self.state = await self._verified_state(tx, latest)
                     self.checkpoint = latest
-                first = self.state.size
-                done: Integrated = integrate(self.state, entries)
-                record = self._sign(done.state)
-                await tx.write(done.tiles, record)
-                if self.hook is not None:
-                    contexts = [c for g in batch for c in g.contexts]
-                    await self.hook(tx, [(first + i, c) for i, c in enumerate(contexts)])
+                batch = await self._screened(tx, batch, refused)
+                entries = [e for g in batch for e in g.entries]
+                if entries:
+                    first = self.state.size
+                    done = integrate(self.state, entries)
+                    record = self._sign(done.state)
+                    await tx.write(done.tiles, record)
+                    if self.hook is not None:
+                        contexts = [c for g in batch for c in g.contexts]
+                        await self.hook(tx, [(first + i, c) for i, c in enumerate(contexts)])
         except BaseException as e:
-            for group in batch:
+            for group in [*batch, *(g for g, _ in refused)]:
                 if not group.future.done():
                     group.future.set_exception(
                         e if isinstance(e, Exception) else RuntimeError(str(e)))
             if not isinstance(e, Exception):
                 raise
             return
+        for group, refusal in refused:
+            if not group.future.done():
+                group.future.set_exception(refusal)
+        if done is None:
+            return
         self.state = done.state
         self.checkpoint = record
         if self.reader is not None:
             self.reader.offer(done.tiles)
         if self.observer is not None:
-            self.observer(len(entries), time.perf_counter() - started)
+            self.observer(sum(len(g.entries) for g in batch), time.perf_counter() - started)
         index = first
         for group in batch:
             if not group.future.done():
