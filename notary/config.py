@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ledger.netaddr import parse_host_port
+from ledger.storage.base import StoreError
+from notary.store import check_database
 
 
 class ConfigError(ValueError):
@@ -19,6 +21,9 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Settings:
     data: Path = Path("notary-data")
+    # The store: "" for the SQLite file in `data` (notary.store.sqlite), "memory:" for a
+    # throwaway one that lives as long as the process (tests, demos).
+    database: str = ""
     listen: str = "127.0.0.1:8080"
     public_url: str = ""  # defaults to http://<listen>
     origin: str = ""  # fixed at first run; defaults to the public URL without its scheme
@@ -105,4 +110,8 @@ def resolve(flags: Mapping[str, Any], env: Mapping[str, str] | None = None,
                 break
     settings = Settings(**chosen)
     settings.host_port  # noqa: B018 - validate early
+    try:
+        check_database(settings.database)
+    except StoreError as e:
+        raise ConfigError(str(e)) from None
     return settings

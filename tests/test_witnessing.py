@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,12 +28,12 @@ from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore
 from ledger.witnessing import STATE_FILE, WitnessConfigError, parse_witness_spec
-from notary.cli.main import main as notary_cli
 from notary.config import ConfigError, Settings
 from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
+from tests.notary_server import run_cli
 
 T = TypeVar("T")
 RECORDS: dict[str, dict[str, Any]] = {}
@@ -47,10 +46,9 @@ def free_port() -> int:
 
 
 def cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert notary_cli(list(args)) == 0
-    return out.getvalue()
+    code, out = run_cli(*args)
+    assert code == 0, out
+    return out
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], what: str,

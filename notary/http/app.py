@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -13,18 +12,21 @@ from aiohttp import web
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, add_ledger_routes
 from ledger.log import Log
-from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
-from notary.http.appkeys import METRICS, NOTARY, SETTINGS
+from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE
 from notary.http.metrics import Metrics
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import add_tool_call_routes
 from notary.http.witnessing import witnessing_context
-from notary.keys import Paths, create_log_key, create_receipt_key, load_log_key
+from notary.keys import Paths, create_log_key, load_log_key, register_key_files, write_receipt_key
 from notary.service import Notary
-from notary.store.sqlite import NotaryDB, connect_admin, init_schema
+from notary.store import is_memory, open_store
+from notary.store.base import NotaryStore
+from notary.store.sqlite import SqliteNotaryStore
 
 _log = structlog.get_logger("notary")
+
+WITHHELD_LOGGED = 20  # withheld receipt ids named in the start-up log (the count is always)
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,9 @@ class FirstRun:
 
 
 def init_data_dir(settings: Settings) -> FirstRun | None:
-    """Create the data directory, keys (0600) and database on first run; None if present."""
+    """Create the data directory and keys (0600) on first run (and the SQLite file, 0600, for
+    the accounts it will hold); None if present. The store's tables are created when the store
+    is first opened, and the receipt key is registered in it then."""
     paths = Paths(settings.data)
     if paths.log_key.exists():
         signer = load_log_key(paths)
@@ -46,11 +50,33 @@ def init_data_dir(settings: Settings) -> FirstRun | None:
         return None
     paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     signer = create_log_key(paths, settings.default_origin)
-    os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
-    init_schema(paths.db)
-    with connect_admin(paths.db) as conn:
-        key = create_receipt_key(paths, conn)
+    if not is_memory(settings.database):
+        os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
+    key = write_receipt_key(paths)
     return FirstRun(signer.verifier_key_text(), key.kid)
+
+
+def entry_url_bases(settings: Settings, origin: str) -> list[str]:
+    """Base URLs receipts of an older store layout may have been signed with: the current one,
+    then the default of a first run (``http(s)://`` + the origin, which was derived from it)."""
+    return list(dict.fromkeys([settings.base_url, f"http://{origin}", f"https://{origin}"]))
+
+
+async def open_notary_store(settings: Settings, origin: str, *, extra_bases: tuple[str, ...] = ()
+                            ) -> NotaryStore:
+    """The store ``settings`` select, created or migrated, its migration reported in the log."""
+    paths = Paths(settings.data)
+    store = await open_store(settings.database, paths.db, create=True,
+                             entry_url_bases=[*extra_bases, *entry_url_bases(settings, origin)])
+    report = store.migration if isinstance(store, SqliteNotaryStore) else None
+    if report is not None and report.changed:
+        _log.info("notary_store_migrated", from_version=report.from_version,
+                  receipts=report.migrated, entry_url_prefixes=report.prefixes)
+    if report is not None and report.withheld:
+        _log.warning("receipts_withheld", count=len(report.withheld),
+                     receipts=[i for i, _ in report.withheld[:WITHHELD_LOGGED]],
+                     reason=report.withheld[0][1])
+    return store
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -73,24 +99,26 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     paths = Paths(settings.data)
     signer = load_log_key(paths)
-    db = await NotaryDB.open(paths.db)
-    notary = Notary(db, paths, settings.base_url)
+    store = await open_notary_store(settings, signer.name)
     try:
+        await register_key_files(paths, store)
+        notary = Notary(store, paths, settings.base_url)
         await notary.refresh_keys(force=True)
-        store = await SqliteStore.open(paths.db, create=True)
-        log = await Log.open(store, signer=signer, hook=notary.hook,
-                             observer=app[METRICS].observe_batch, max_batch=settings.max_batch)
-    except (sqlite3.DatabaseError, OSError):
-        await db.close()
+    except BaseException:
+        await store.close()
         raise
+    # Log.open closes the store itself if the log cannot start.
+    log = await Log.open(store, signer=signer, hook=notary.hook, screen=notary.screen,
+                         observer=app[METRICS].observe_batch, max_batch=settings.max_batch)
     notary.log = log
     app[LOG] = log
     app[NOTARY] = notary
+    app[STORE] = store
     head = await log.head(0)
     _log.info("notary_started", origin=log.origin, size=head.size if head else 0,
-              url=settings.base_url)
+              url=settings.base_url, database=settings.database or "sqlite")
     yield
-    # Draining: the sequencer commits everything already pending before it stops.
+    # Draining: the sequencer commits everything already pending before it stops (and closes
+    # the store with it).
     await log.close()
-    await db.close()
     _log.info("notary_stopped")

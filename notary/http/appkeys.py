@@ -7,7 +7,9 @@ from aiohttp import web
 from notary.config import Settings
 from notary.http.metrics import Metrics
 from notary.service import Notary
+from notary.store.base import NotaryStore
 
 SETTINGS = web.AppKey("notary.settings", Settings)
 NOTARY = web.AppKey("notary.service", Notary)
 METRICS = web.AppKey("notary.http.metrics", Metrics)
+STORE = web.AppKey("notary.store", NotaryStore)

@@ -78,13 +78,13 @@ async def issue(request: web.Request) -> web.Response:
     receipt, created = await notary.notarize(account, server, tool, digest)
     if created:
         request.app[METRICS].receipts.inc()
-    return web.json_response(receipt, status=201 if created else 200)
+    return web.json_response(receipt.to_json(), status=201 if created else 200)
 
 
 async def get_receipt(request: web.Request) -> web.Response:
     notary = request.app[NOTARY]
     receipt = await notary.get(_receipt_id(request.match_info["id"]))
-    return web.json_response(receipt)
+    return web.json_response(receipt.to_json())
 
 
 async def lookup(request: web.Request) -> web.Response:
@@ -96,7 +96,7 @@ async def lookup(request: web.Request) -> web.Response:
     if len(request.query.getall("call_sha256")) > 1:
         raise ApiError(400, "invalid_call_sha256", "give call_sha256 once")
     receipt = await request.app[NOTARY].lookup(_digest(request.query["call_sha256"]))
-    return web.json_response(receipt)
+    return web.json_response(receipt.to_json())
 
 
 async def verify(request: web.Request) -> web.Response:
@@ -107,7 +107,8 @@ async def verify(request: web.Request) -> web.Response:
     if not isinstance(record, dict):
         raise ApiError(400, "invalid_record", "record must be a JSON object")
     verdict, receipt = await request.app[NOTARY].verify(receipt_id, record)
-    return web.json_response({"id": receipt_id, **verdict.to_json(), "receipt": receipt})
+    return web.json_response({"id": receipt_id, **verdict.to_json(),
+                              "receipt": receipt.to_json()})
 
 
 def add_tool_call_routes(app: web.Application) -> None:
