@@ -89,13 +89,12 @@ def bundle_entry(data: bytes, position: int) -> bytes:
     if not 0 <= position < TILE_WIDTH:
         raise ValueError(f"a bundle position is 0-{TILE_WIDTH - 1}, not {position}")
     pos, end = 0, len(data)
-    for _ in range(position):
-        if pos + 2 > end:
-            raise ValueError(f"entry bundle holds fewer than {position + 1} entries")
-        pos += 2 + int.from_bytes(data[pos : pos + 2], "big")
-    if pos + 2 > end:
-        raise ValueError(f"entry bundle holds fewer than {position + 1} entries")
-    n = int.from_bytes(data[pos : pos + 2], "big")
+    try:
+        for _ in range(position):
+            pos += 2 + (data[pos] << 8 | data[pos + 1])  # indexing: cheaper than from_bytes
+        n = data[pos] << 8 | data[pos + 1]
+    except IndexError:
+        raise ValueError(f"entry bundle holds fewer than {position + 1} entries") from None
     if pos + 2 + n > end:
         raise ValueError("entry bundle ends inside an entry")
     return data[pos + 2 : pos + 2 + n]

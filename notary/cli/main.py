@@ -22,6 +22,7 @@ from notary.core.accounts import month_of
 from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
 from notary.keys import Paths
+from notary.startup import entry_url_bases
 from notary.store import MEMORY, is_memory, open_store
 from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore
@@ -75,8 +76,6 @@ def _with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable
     Opening migrates a store of an older layout, as ``notary serve`` would (``bases``: more
     base URLs older receipts may have been signed with, tried first).
     """
-    from notary.http.app import entry_url_bases
-
     settings = _settings(args)
     if is_memory(settings.database):
         raise UsageError(f"database {MEMORY!r} lives inside one `notary serve` process; there "

@@ -11,22 +11,17 @@ from aiohttp import web
 
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, add_ledger_routes
-from ledger.log import Log
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE
 from notary.http.metrics import Metrics
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import add_tool_call_routes
 from notary.http.witnessing import witnessing_context
-from notary.keys import Paths, create_log_key, load_log_key, register_key_files, write_receipt_key
-from notary.service import Notary
-from notary.store import is_memory, open_store
-from notary.store.base import NotaryStore
-from notary.store.sqlite import SqliteNotaryStore
+from notary.keys import Paths, create_log_key, load_log_key, write_receipt_key
+from notary.startup import open_notary
+from notary.store import is_memory
 
 _log = structlog.get_logger("notary")
-
-WITHHELD_LOGGED = 20  # withheld receipt ids named in the start-up log (the count is always)
 
 
 @dataclass(frozen=True)
@@ -56,29 +51,6 @@ def init_data_dir(settings: Settings) -> FirstRun | None:
     return FirstRun(signer.verifier_key_text(), key.kid)
 
 
-def entry_url_bases(settings: Settings, origin: str) -> list[str]:
-    """Base URLs receipts of an older store layout may have been signed with: the current one,
-    then the default of a first run (``http(s)://`` + the origin, which was derived from it)."""
-    return list(dict.fromkeys([settings.base_url, f"http://{origin}", f"https://{origin}"]))
-
-
-async def open_notary_store(settings: Settings, origin: str, *, extra_bases: tuple[str, ...] = ()
-                            ) -> NotaryStore:
-    """The store ``settings`` select, created or migrated, its migration reported in the log."""
-    paths = Paths(settings.data)
-    store = await open_store(settings.database, paths.db, create=True,
-                             entry_url_bases=[*extra_bases, *entry_url_bases(settings, origin)])
-    report = store.migration if isinstance(store, SqliteNotaryStore) else None
-    if report is not None and report.changed:
-        _log.info("notary_store_migrated", from_version=report.from_version,
-                  receipts=report.migrated, entry_url_prefixes=report.prefixes)
-    if report is not None and report.withheld:
-        _log.warning("receipts_withheld", count=len(report.withheld),
-                     receipts=[i for i, _ in report.withheld[:WITHHELD_LOGGED]],
-                     reason=report.withheld[0][1])
-    return store
-
-
 def create_app(settings: Settings) -> web.Application:
     metrics = Metrics()
     app = web.Application(
@@ -97,23 +69,12 @@ def create_app(settings: Settings) -> web.Application:
 
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
-    paths = Paths(settings.data)
-    signer = load_log_key(paths)
-    store = await open_notary_store(settings, signer.name)
-    try:
-        await register_key_files(paths, store)
-        notary = Notary(store, paths, settings.base_url)
-        await notary.refresh_keys(force=True)
-    except BaseException:
-        await store.close()
-        raise
-    # Log.open closes the store itself if the log cannot start.
-    log = await Log.open(store, signer=signer, hook=notary.hook, screen=notary.screen,
-                         observer=app[METRICS].observe_batch, max_batch=settings.max_batch)
-    notary.log = log
+    notary = await open_notary(settings, observer=app[METRICS].observe_batch)
+    log = notary.log
+    assert log is not None
     app[LOG] = log
     app[NOTARY] = notary
-    app[STORE] = store
+    app[STORE] = notary.store
     head = await log.head(0)
     _log.info("notary_started", origin=log.origin, size=head.size if head else 0,
               url=settings.base_url, database=settings.database or "sqlite")

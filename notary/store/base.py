@@ -143,7 +143,8 @@ class NotaryWriteTx(WriteTx, Protocol):
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         """Store signed receipts and add ``usage`` (writes per account and month); committed
-        with the transaction's tiles and checkpoint, or not at all."""
+        with the transaction's tiles and checkpoint, or not at all. Every account named must
+        exist (:class:`~ledger.storage.base.StoreError` otherwise)."""
         ...
 
 

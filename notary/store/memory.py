@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
+from ledger.storage.base import StoreError
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from notary.core.receipts import Receipt
 from notary.store.base import (
@@ -57,6 +58,10 @@ class MemoryNotaryWriteTx(MemoryWriteTx):
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
+        unknown = ({r.account for r in receipts} | {a for a, _ in usage}) - \
+            self._notary._accounts.keys()
+        if unknown:
+            raise StoreError(f"account {sorted(unknown)[0]!r} does not exist")
         self.receipts.extend(receipts)
         for key, n in usage.items():
             self.usage[key] = self.usage.get(key, 0) + n

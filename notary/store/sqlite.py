@@ -41,6 +41,7 @@ from notary.store.sqlite_schema import (
     Refs,
     digest_key,
     id_key,
+    lookup_salt,
     prepare,
     receipt_from_row,
     receipt_statements,
@@ -60,12 +61,12 @@ _BY_SERVER = (f"SELECT {RECEIPT_COLUMNS} FROM receipts r {RECEIPT_JOINS} "
               "ORDER BY r.idx DESC LIMIT ?")
 
 
-def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str]
+def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt: bytes
                         ) -> dict[str, Receipt | None]:
     """The stored receipts of these digests (None for a withheld one); absent ones left out."""
     wanted = set(digests)
     out: dict[str, Receipt | None] = {}
-    keys = sorted({digest_key(d) for d in wanted})
+    keys = sorted({digest_key(d, salt) for d in wanted})
     for i in range(0, len(keys), _CHUNK):
         chunk = keys[i : i + _CHUNK]
         sql = _BY_DIGEST.format(marks=",".join("?" * len(chunk)))
@@ -104,8 +105,8 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
                      ) -> Screening:
         def read(conn: sqlite3.Connection) -> Screening:
-            return Screening(_receipts_by_digest(conn, digests) if digests else {},
-                             _usage(conn, usage))
+            found = _receipts_by_digest(conn, digests, self._notary._salt) if digests else {}
+            return Screening(found, _usage(conn, usage))
 
         return await self._read_locked(read)
 
@@ -125,7 +126,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
 
             self._new_refs.merge(await self._read_locked(resolve))
             refs.merge(self._new_refs)
-        for sql, rows in receipt_statements(pairs, refs):
+        for sql, rows in receipt_statements(pairs, refs, self._notary._salt):
             self._queue(sql, rows)
         if usage:
             self._queue("INSERT INTO usage (account, month, count) VALUES (?, ?, ?) "
@@ -148,6 +149,7 @@ class SqliteNotaryStore(SqliteStore):
                  reader: aiosqlite.Connection) -> None:
         super().__init__(path, writer, reader)
         self._refs = Refs()
+        self._salt = b""  # the store's lookup salt, read at open
         self.migration: MigrationReport | None = None
 
     def _new_tx(self, latest: CheckpointRecord | None) -> SqliteNotaryWriteTx:
@@ -168,6 +170,7 @@ class SqliteNotaryStore(SqliteStore):
         store = await super().open(path, create=create, busy_timeout=busy_timeout)
         try:
             store.migration = await store._write_locked(lambda c: prepare(c, entry_url_bases))
+            store._salt = lookup_salt(store._point)
         except BaseException:
             await store.close()
             raise
@@ -194,7 +197,7 @@ class SqliteNotaryStore(SqliteStore):
         return None
 
     async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
-        found = _receipts_by_digest(self._point, [call_sha256])
+        found = _receipts_by_digest(self._point, [call_sha256], self._salt)
         if call_sha256 in found and found[call_sha256] is None:
             self._withheld("call_sha256", call_sha256)
         return found.get(call_sha256)

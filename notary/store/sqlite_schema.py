@@ -11,9 +11,11 @@ rebuilt from it, so the receipt row holds no copy of the id, digest, names or ti
   prefix the receipt was signed with: ``entry_url`` = prefix + decimal ``idx``), ``account`` →
   ``accounts``, ``server`` → ``servers``. Index ``receipts_by_server (server, idx)``.
 - ``receipt_ids`` / ``receipt_digests``: WITHOUT ROWID lookup tables ``(k, idx)`` whose key
-  ``k`` is the first 8 bytes of the id's 16 random bytes / of the 32-byte digest as a signed
-  64-bit integer. 8 bytes keep the lookup indexes small; they are not unique by construction,
-  so every hit is confirmed against the entry itself (a chance collision only costs a read).
+  ``k`` is a signed 64-bit integer: the first 8 bytes of the id's 16 random bytes (the notary
+  draws them), and for the digest, which a client chooses, 8 bytes of BLAKE2b keyed with the
+  store's own random ``lookup_salt`` (a client cannot aim many digests at one key without it).
+  8 bytes keep these indexes small; they are not unique, so every hit is confirmed against the
+  entry itself (a chance collision only costs a read).
 - The rest of a receipt (``spec``, ``id``, ``server``, ``tool``, ``call_sha256``,
   ``issued_at``) is read back from the CBOR entry in its bundle, which holds exactly the values
   that were signed: the receipt comes back byte for byte.
@@ -33,7 +35,9 @@ by checking its signature against candidates, and withholds (and reports) the on
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +63,7 @@ __all__ = [
     "Refs",
     "digest_key",
     "id_key",
+    "lookup_salt",
     "prepare",
     "receipt_from_row",
 ]
@@ -92,6 +97,7 @@ CREATE TABLE receipt_ids (k INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY 
     WITHOUT ROWID;
 CREATE TABLE receipt_digests (k INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (k, idx))
     WITHOUT ROWID;
+CREATE TABLE lookup_salt (one INTEGER PRIMARY KEY CHECK (one = 1), salt BLOB NOT NULL);
 CREATE TABLE withheld_receipts (
     id TEXT PRIMARY KEY, call_sha256 TEXT NOT NULL UNIQUE, idx INTEGER NOT NULL UNIQUE,
     server TEXT NOT NULL, tool TEXT NOT NULL, issued_at TEXT NOT NULL,
@@ -118,9 +124,22 @@ def id_key(receipt_id: str) -> int:
     return _key8(b64url_decode(receipt_id[3:]))
 
 
-def digest_key(call_sha256: str) -> int:
-    """The lookup key of a ``call_sha256`` (64 lower-case hex)."""
-    return _key8(bytes.fromhex(call_sha256[:16]))
+def digest_key(call_sha256: str, salt: bytes) -> int:
+    """The lookup key of a ``call_sha256`` (64 lower-case hex) in a store with this salt."""
+    return _key8(hashlib.blake2b(bytes.fromhex(call_sha256), digest_size=8, key=salt).digest())
+
+
+def lookup_salt(conn: sqlite3.Connection) -> bytes:
+    row = conn.execute("SELECT salt FROM lookup_salt WHERE one = 1").fetchone()
+    if row is None:
+        raise StoreError("the store has no lookup salt (a damaged notary schema)")
+    return bytes(row[0])
+
+
+def _create_v2(conn: sqlite3.Connection) -> None:
+    for statement in _statements(SCHEMA_V2):
+        conn.execute(statement)
+    conn.execute("INSERT INTO lookup_salt (one, salt) VALUES (1, ?)", (os.urandom(16),))
 
 
 def entry_at(bundle: bytes, index: int) -> LogEntry:
@@ -230,7 +249,7 @@ def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: b
     return new
 
 
-def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs
+def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs, salt: bytes
                        ) -> list[tuple[str, list[Sequence[object]]]]:
     """The INSERTs that store signed receipts (each with its account), ``refs`` complete."""
     rows: list[Sequence[object]] = []
@@ -242,7 +261,7 @@ def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs
                      refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
                      refs.servers[r.server]))
         ids.append((id_key(r.id), r.index))
-        digests.append((digest_key(r.call_sha256), r.index))
+        digests.append((digest_key(r.call_sha256, salt), r.index))
     return [
         ("INSERT INTO receipts (idx, sig, kid, ledger, account, server) "
          "VALUES (?, ?, ?, ?, ?, ?)", rows),
@@ -286,8 +305,7 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
         migrate_v1(conn, entry_url_bases, report)
     elif version == 0:
         report.created = True
-        for statement in _statements(SCHEMA_V2):
-            conn.execute(statement)
+        _create_v2(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     elif version != SCHEMA_VERSION:
         raise StoreError(f"the notary's tables are at schema version {version}; this notary "
@@ -350,8 +368,7 @@ def migrate_v1(conn: sqlite3.Connection, entry_url_bases: Sequence[str],
     """
     for table in _V1_TABLES:
         conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
-    for statement in _statements(SCHEMA_V2):
-        conn.execute(statement)
+    _create_v2(conn)
     conn.execute("INSERT INTO accounts (name, monthly_allowance, created) "
                  "SELECT name, monthly_allowance, created FROM v1_accounts ORDER BY created, name")
     conn.execute("INSERT INTO api_keys (key_id, account, secret_sha256, created, revoked) "
@@ -394,6 +411,7 @@ def _recover(conn: sqlite3.Connection, rows: Iterator[_V1Row], entry_url_bases: 
              report: MigrationReport, *, from_withheld: bool) -> None:
     origin = log_origin(conn)
     jwks = _jwks(conn)
+    salt = lookup_salt(conn)
     candidates = prefixes_for(entry_url_bases)
     refs = Refs()
     last: str | None = None
@@ -406,7 +424,7 @@ def _recover(conn: sqlite3.Connection, rows: Iterator[_V1Row], entry_url_bases: 
         if batch:
             refs.merge(resolve_refs(conn, Needed.of(batch).missing_from(refs),
                                     create_accounts=True))
-            for sql, params in receipt_statements(batch, refs):
+            for sql, params in receipt_statements(batch, refs, salt):
                 conn.executemany(sql, params)
             batch.clear()
 
