@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.core.compact import bundle_entry, encode_bundle_entry
+from ledger.storage.base import WitnessState
 from notary import admin
 from notary.config import Settings
 from notary.core.canonical import canonical_json
@@ -361,3 +362,15 @@ async def test_digests_aimed_at_one_prefix_do_not_share_a_lookup_key(tmp_path: P
     with sqlite3.connect(tmp_path / "d" / "notary.store.sqlite") as db:
         keys = {k for (k,) in db.execute("SELECT k FROM receipt_digests")}
     assert len(keys) == len(digests)
+
+
+async def test_witness_state(tmp_path: Path, backend: str) -> None:
+    store = await open_bare(tmp_path, backend)
+    try:
+        assert await store.witness_state() is None
+        await store.save_witness_state(WitnessState({"w1": 5, "w2": 3}, b"note\n"))
+        assert await store.witness_state() == WitnessState({"w1": 5, "w2": 3}, b"note\n")
+        await store.save_witness_state(WitnessState({"w2": 9}))  # replaces, not merges
+        assert await store.witness_state() == WitnessState({"w2": 9}, None)
+    finally:
+        await store.close()

@@ -23,11 +23,14 @@ from aiohttp import web
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
-from ledger.core.note import Ed25519Verifier, parse_note
+from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
 from ledger.core.tlog_proof import decode_proof_bundle
+from ledger.http.routes import LOG
+from ledger.log import Log
+from ledger.storage.memory import MemoryStore
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore
-from ledger.witnessing import STATE_FILE, WitnessConfigError, parse_witness_spec
+from ledger.witnessing import STATE_FILE, WitnessConfigError, Witnessing, parse_witness_spec
 from notary.config import ConfigError, Settings
 from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
@@ -250,8 +253,8 @@ async def test_two_of_three_with_one_witness_down(tmp_path: Path,
         assert verdict.valid, verdict.to_json()
 
         async def persisted() -> int | None:
-            state = json.loads((settings.data / STATE_FILE).read_text())
-            size = state["witnesses"].get(w[2].signer.verifier_key_text(), {}).get("size")
+            state = await notary.runner.app[LOG].store.witness_state()
+            size = None if state is None else state.sizes.get(w[2].signer.verifier_key_text())
             return size if size == 10 else None
 
         await eventually(persisted, "the witness's size to be persisted")
@@ -311,3 +314,28 @@ def test_bad_witness_configuration_is_refused(tmp_path: Path) -> None:
                             witness_quorum=quorum)
         with pytest.raises(ConfigError):
             create_app(settings)
+
+
+async def test_a_state_file_of_an_older_release_moves_into_the_store(tmp_path: Path) -> None:
+    signer = Ed25519Signer.generate("example.com/log")
+    log = await Log.open(MemoryStore(), signer=signer)
+    witness = CosignatureSigner.generate("witness.test/old")
+    vkey = witness.verifier_key_text()
+    old = tmp_path / STATE_FILE
+    old.write_text(json.dumps({"version": 1, "origin": log.origin, "published": None,
+                               "witnesses": {vkey: {"size": 0}}}))
+    endpoint = parse_witness_spec(f"http://127.0.0.1:{free_port()}={vkey}")
+    witnessing = Witnessing(log, [endpoint], quorum=1, interval=30, state_path=old)
+    await witnessing.start()
+    await witnessing.close()
+    state = await log.store.witness_state()
+    assert state is not None and dict(state.sizes) == {vkey: 0} and state.published is None
+    # From now on the store is what counts: the file is not read again.
+    old.write_text(json.dumps({"version": 1, "origin": log.origin, "published": None,
+                               "witnesses": {vkey: {"size": 7}}}))
+    again = Witnessing(log, [endpoint], quorum=1, interval=30, state_path=old)
+    await again.start()
+    await again.close()
+    state = await log.store.witness_state()
+    assert state is not None and dict(state.sizes) == {vkey: 0}
+    await log.close()

@@ -22,6 +22,9 @@ lock. The sequencer commits a batch like this (DESIGN.md, "One log, many process
 
 Reads outside a transaction (``read_tiles``, ``latest``, ``history``) see committed data only.
 Full tiles never change once written; partial tiles and bundles are overwritten as they grow.
+The checkpoint history (one checkpoint a minute at least) is written by the batch that signs it;
+the witnessing job keeps its :class:`WitnessState` in the store too, so that every process of
+one log resumes from the same state.
 """
 
 from __future__ import annotations
@@ -49,6 +52,16 @@ class CheckpointRecord:
     note: bytes  # the signed checkpoint note
 
 
+@dataclass(frozen=True)
+class WitnessState:
+    """What the witnessing job keeps between runs (``ledger.witnessing``): each witness's last
+    known tree size, by its cosignature verifier key, and the newest witnessed checkpoint it
+    published (so a restart serves it at once, and never an older one)."""
+
+    sizes: Mapping[str, int]
+    published: bytes | None = None
+
+
 class WriteTx(Protocol):
     """One open write transaction; it holds the log's single-writer lock until it ends."""
 
@@ -71,6 +84,14 @@ class LogStore(Protocol):
     async def latest(self) -> CheckpointRecord | None: ...
 
     async def history(self, limit: int) -> list[CheckpointRecord]: ...
+
+    async def witness_state(self) -> WitnessState | None:
+        """The witnessing job's saved state, or None if it never saved one."""
+        ...
+
+    async def save_witness_state(self, state: WitnessState) -> None:
+        """Replace the witnessing job's state (durably, outside the log's batches)."""
+        ...
 
     def transaction(self) -> AbstractAsyncContextManager[WriteTx]: ...
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from ledger.storage.base import CheckpointRecord, TileKey
+from ledger.storage.base import CheckpointRecord, TileKey, WitnessState
 
 
 class MemoryWriteTx:
@@ -39,6 +39,7 @@ class MemoryStore:
         self.tiles: dict[TileKey, bytes] = {}
         self._latest: CheckpointRecord | None = None
         self._history: list[CheckpointRecord] = []
+        self._witness_state: WitnessState | None = None
         self._lock = asyncio.Lock()
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
@@ -49,6 +50,12 @@ class MemoryStore:
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
         return self._history[::-1][:limit]
+
+    async def witness_state(self) -> WitnessState | None:
+        return self._witness_state
+
+    async def save_witness_state(self, state: WitnessState) -> None:
+        self._witness_state = WitnessState(dict(state.sizes), state.published)
 
     def _apply(self, tx: MemoryWriteTx) -> None:
         """Make a finished transaction's writes visible (runs only if it ended cleanly)."""

@@ -20,7 +20,13 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
-from ledger.storage.base import CheckpointRecord, StoreError, TileKey, WriterBusyError
+from ledger.storage.base import (
+    CheckpointRecord,
+    StoreError,
+    TileKey,
+    WitnessState,
+    WriterBusyError,
+)
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 
@@ -31,6 +37,9 @@ CREATE TABLE IF NOT EXISTS log_state (
     size INTEGER NOT NULL, time REAL NOT NULL, note BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS checkpoints (
     size INTEGER PRIMARY KEY, time REAL NOT NULL, note BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS witness_sizes (vkey TEXT PRIMARY KEY, size INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS witness_published (
+    one INTEGER PRIMARY KEY CHECK (one = 1), note BLOB);
 """
 
 _T = TypeVar("_T")
@@ -175,6 +184,23 @@ class SqliteStore:
             "SELECT size, time, note FROM checkpoints ORDER BY size DESC LIMIT ?", (limit,)
         )
         return [CheckpointRecord(r[0], r[1], bytes(r[2])) for r in rows]
+
+    async def witness_state(self) -> WitnessState | None:
+        row = self._point.execute("SELECT note FROM witness_published WHERE one = 1").fetchone()
+        if row is None:
+            return None
+        sizes = dict(self._point.execute("SELECT vkey, size FROM witness_sizes").fetchall())
+        return WitnessState(sizes, None if row[0] is None else bytes(row[0]))
+
+    async def save_witness_state(self, state: WitnessState) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM witness_sizes")
+            conn.executemany("INSERT INTO witness_sizes (vkey, size) VALUES (?, ?)",
+                             sorted(state.sizes.items()))
+            conn.execute("INSERT OR REPLACE INTO witness_published (one, note) VALUES (1, ?)",
+                         (state.published,))
+
+        await self._write_locked(write)
 
     def _last_history_time(self) -> float:
         row = self._wconn.execute("SELECT max(time) FROM checkpoints").fetchone()
