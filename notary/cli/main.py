@@ -53,7 +53,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"Created a new notary in {settings.data}/ (keys are 0600; back them up).")
         print(f"Log verifier key:  {first.vkey}")
         print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
-        print(f"Create an API key: notary apikey create --data {settings.data} --account NAME")
+        if not is_memory(settings.database):
+            print(f"Create an API key: notary apikey create --data {settings.data} "
+                  "--account NAME")
+    if is_memory(settings.database):
+        print(f"The store is in memory ({MEMORY}): nothing outlives this process, and API keys "
+              "can only be added in process (notary.admin).")
     host, port = settings.host_port
     print(f"Serving on {base} (listening on {host}:{port})", flush=True)
     web.run_app(create_app(settings), host=host, port=port, print=None, access_log=None,

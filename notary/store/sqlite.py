@@ -61,9 +61,10 @@ _BY_SERVER = (f"SELECT {RECEIPT_COLUMNS} FROM receipts r {RECEIPT_JOINS} "
               "ORDER BY r.idx DESC LIMIT ?")
 
 
-def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt: bytes
-                        ) -> dict[str, Receipt | None]:
-    """The stored receipts of these digests (None for a withheld one); absent ones left out."""
+def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt: bytes,
+                        withheld: bool) -> dict[str, Receipt | None]:
+    """The stored receipts of these digests (None for a withheld one, looked for only when
+    ``withheld``); absent ones left out."""
     wanted = set(digests)
     out: dict[str, Receipt | None] = {}
     keys = sorted({digest_key(d, salt) for d in wanted})
@@ -74,7 +75,7 @@ def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt
             receipt = receipt_from_row(row)
             if receipt.call_sha256 in wanted:
                 out[receipt.call_sha256] = receipt
-    rest = sorted(wanted - out.keys())
+    rest = sorted(wanted - out.keys()) if withheld else []
     for i in range(0, len(rest), _CHUNK):
         names = rest[i : i + _CHUNK]
         marks = ",".join("?" * len(names))
@@ -105,7 +106,9 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
                      ) -> Screening:
         def read(conn: sqlite3.Connection) -> Screening:
-            found = _receipts_by_digest(conn, digests, self._notary._salt) if digests else {}
+            store = self._notary
+            found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold)
+                     if digests else {})
             return Screening(found, _usage(conn, usage))
 
         return await self._read_locked(read)
@@ -150,6 +153,9 @@ class SqliteNotaryStore(SqliteStore):
         super().__init__(path, writer, reader)
         self._refs = Refs()
         self._salt = b""  # the store's lookup salt, read at open
+        # Only a migration withholds receipts, and only when it opens a version-1 store (before
+        # any current server runs on it); so "none withheld at open" stays true.
+        self._may_withhold = True
         self.migration: MigrationReport | None = None
 
     def _new_tx(self, latest: CheckpointRecord | None) -> SqliteNotaryWriteTx:
@@ -171,6 +177,8 @@ class SqliteNotaryStore(SqliteStore):
         try:
             store.migration = await store._write_locked(lambda c: prepare(c, entry_url_bases))
             store._salt = lookup_salt(store._point)
+            store._may_withhold = store._point.execute(
+                "SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None
         except BaseException:
             await store.close()
             raise
@@ -179,6 +187,8 @@ class SqliteNotaryStore(SqliteStore):
     # Receipts -------------------------------------------------------------------------------
 
     def _withheld(self, column: str, value: str) -> None:
+        if not self._may_withhold:
+            return
         row = self._point.execute(f"SELECT id, problem FROM withheld_receipts WHERE {column} = ?",
                                   (value,)).fetchone()
         if row is not None:
@@ -197,7 +207,7 @@ class SqliteNotaryStore(SqliteStore):
         return None
 
     async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
-        found = _receipts_by_digest(self._point, [call_sha256], self._salt)
+        found = _receipts_by_digest(self._point, [call_sha256], self._salt, self._may_withhold)
         if call_sha256 in found and found[call_sha256] is None:
             self._withheld("call_sha256", call_sha256)
         return found.get(call_sha256)
