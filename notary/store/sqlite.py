@@ -51,6 +51,7 @@ from notary.store.sqlite_schema import (
 __all__ = ["SqliteNotaryStore"]
 
 _CHUNK = 500  # bound on the parameters of one IN (...) list
+_SCREEN_NOW = 32  # digests a batch screen reads on the event loop's thread (more: a thread trip)
 
 _BY_ID = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_ids i JOIN receipts r ON r.idx = i.idx "
           f"{RECEIPT_JOINS} WHERE i.k = ?")
@@ -111,6 +112,10 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
                      if digests else {})
             return Screening(found, _usage(conn, usage))
 
+        if len(digests) + len(usage) <= _SCREEN_NOW:
+            # A small batch (light load, where latency counts): a few index lookups of a few
+            # microseconds each, less than the trip to the worker thread would cost.
+            return self._read_locked_now(read)
         return await self._read_locked(read)
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
