@@ -28,13 +28,16 @@ BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
 commit atomically with the entries."""
 
-BatchScreen = Callable[[WriteTx, Sequence[Any]], Awaitable[Sequence[Exception | None]]]
+BatchScreen = Callable[[WriteTx, Sequence[Any]],
+                      Awaitable[Sequence[Exception | bytes | None]]]
 """Runs inside the batch's transaction, under the log's lock and before anything is integrated,
-with the context of every queued entry; answers, per entry, None to log it or the exception to
-answer its caller with instead. This is where decisions that must hold across processes are
-made (the notary: a digest logged already, an allowance spent), since no other writer can act
-between the screen and the commit. A group (:meth:`Sequencer.append_many`) with any entry
-refused is refused as a whole, with the first refusal."""
+with the context of every queued entry; answers, per entry, None to log it as queued, bytes to
+log those instead (an entry finalized under the lock, e.g. with a time that must not go back),
+or the exception to answer its caller with. This is where decisions that must hold across
+processes are made (the notary: a digest logged already, an allowance spent, a timestamp no
+earlier than the last one logged), since no other writer can act between the screen and the
+commit. A group (:meth:`Sequencer.append_many`) with any entry refused is refused as a whole,
+with the first refusal."""
 
 BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
@@ -239,13 +242,19 @@ class Sequencer:
         admitted: list[_Group] = []
         at = 0
         for group in batch:
-            refusal = next((v for v in verdicts[at:at + len(group.contexts)] if v is not None),
-                           None)
+            mine = verdicts[at:at + len(group.contexts)]
             at += len(group.contexts)
-            if refusal is None:
-                admitted.append(group)
-            else:
+            refusal = next((v for v in mine if isinstance(v, Exception)), None)
+            if refusal is not None:
                 refused.append((group, refusal))
+                continue
+            entries = [v if isinstance(v, bytes) else e
+                       for e, v in zip(group.entries, mine, strict=True)]
+            for entry in entries:
+                if len(entry) > MAX_ENTRY_SIZE:
+                    raise EntryTooLargeError(f"the screen made an entry of {len(entry)} bytes")
+            admitted.append(group if entries == group.entries else
+                            _Group(entries, group.contexts, group.future))
         return admitted
 
     async def _commit(self, batch: list[_Group]) -> None:

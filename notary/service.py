@@ -12,6 +12,7 @@ finds its receipt.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -264,17 +265,26 @@ class Notary:
             self._reserved[key] -= 1
             raise self._quota_exceeded(account, now)
 
-    async def screen(self, tx: WriteTx, contexts: Sequence[Any]) -> list[Exception | None]:
+    async def screen(self, tx: WriteTx, contexts: Sequence[Any]
+                     ) -> list[Exception | bytes | None]:
         """Inside the batch transaction, under the log's lock: refuse what another process
-        made impossible since the request was read (its digest logged, its allowance spent)."""
+        made impossible since the request was read (its digest logged, its allowance spent),
+        and issue no receipt earlier than the latest one logged.
+
+        That last rule makes ``issued_at`` non-decreasing along the log, across processes and
+        clocks: an entry stamped before a later-stamped one that was logged first takes that
+        one's time (a few milliseconds at most, the commit's wait). Time order is then log
+        order, which is what lets a store search by time without an index of times.
+        """
         pendings = [c for c in contexts if isinstance(c, _Pending)]
         if not pendings:
             return [None] * len(contexts)
         found = await notary_tx(tx).screen(
             [p.entry.call_sha256_hex for p in pendings],
             {p.usage_key for p in pendings if p.account.monthly_allowance is not None})
+        tail = found.last_issued_at
         admitted: dict[UsageKey, int] = {}
-        verdicts: list[Exception | None] = []
+        verdicts: list[Exception | bytes | None] = []
         for c in contexts:
             if not isinstance(c, _Pending):
                 verdicts.append(None)
@@ -289,7 +299,12 @@ class Notary:
                 verdicts.append(self._quota_exceeded(c.account, c.now))
                 continue
             admitted[c.usage_key] = taken + 1
-            verdicts.append(None)
+            if tail is not None and c.entry.issued_at < tail:
+                c.entry = dataclasses.replace(c.entry, issued_at=tail)
+                verdicts.append(c.entry.encode())
+            else:
+                tail = c.entry.issued_at
+                verdicts.append(None)
         return verdicts
 
     async def hook(self, tx: WriteTx, items: Sequence[tuple[int, Any]]) -> None:
@@ -332,6 +347,18 @@ class Notary:
             raise NotFound("the receipt for this call_sha256 is withheld: its signed form "
                            "could not be recovered when the store was migrated") from e
         return await self._stored(receipt, "no receipt for this call_sha256")
+
+    async def search(self, *, server: str | None, tool: str | None, since: str | None,
+                     until: str | None, before: tuple[str, int] | None, limit: int
+                     ) -> tuple[list[Receipt], tuple[str, int] | None]:
+        """One page of signed receipts, newest first, without proofs (a page of proofs would
+        cost an inclusion proof per row; a receipt's own URL gives one), and the
+        ``(issued_at, index)`` the next page starts after, or None on the last page."""
+        found = await self.store.search_receipts(server=server, tool=tool, since=since,
+                                                 until=until, before=before, limit=limit + 1)
+        page = found[:limit]
+        last = (page[-1].issued_at, page[-1].index) if len(found) > limit else None
+        return page, last
 
     async def verify(self, receipt_id: str, record: dict[str, object]
                      ) -> tuple[Verdict, Receipt]:

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from ledger.core.compact import bundle_entry, encode_bundle_entry
 from ledger.storage.base import WitnessState
-from notary import admin
+from ledger.storage.memory import MemoryStore, MemoryWriteTx
+from notary import admin, service
 from notary.config import Settings
 from notary.core.canonical import canonical_json
 from notary.core.entry import decode_entry
@@ -99,13 +100,6 @@ async def test_receipts_come_back_exactly_as_signed(tmp_path: Path, backend: str
             notary.jwks.verify(signed)
         assert await store.receipt_by_id("tc_AAAAAAAAAAAAAAAAAAAAAA") is None
         assert await store.receipt_by_digest(digest(10_000)) is None
-        # Newest first, per server, paged by index.
-        by_server = await store.receipts_by_server("s1", limit=5)
-        expected = [r.without_proof() for r in reversed(issued) if r.server == "s1"]
-        assert by_server == expected[:5]
-        assert await store.receipts_by_server("s1", limit=3, before=by_server[-1].index) == \
-            expected[5:8]
-        assert await store.receipts_by_server("nobody") == []
 
 
 _names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=40)
@@ -171,10 +165,100 @@ async def test_screen_reads_committed_receipts_and_usage(tmp_path: Path, backend
 
 
 def test_notary_tx_refuses_a_plain_log_transaction() -> None:
-    from ledger.storage.memory import MemoryStore, MemoryWriteTx
-
     with pytest.raises(TypeError, match="not a notary store"):
         notary_tx(MemoryWriteTx(MemoryStore()))
+
+
+async def test_issued_at_never_decreases_along_the_log(tmp_path: Path) -> None:
+    """B's clock is behind A's: B's receipt, logged after A's, is issued at A's time."""
+    data = tmp_path / "d"
+    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+        ahead, _ = await issue(a, 1)
+        real = service.datetime
+
+        class Behind(real):  # type: ignore[misc,valid-type]
+            @classmethod
+            def now(cls, tz: object = None) -> real:  # type: ignore[override,valid-type]
+                return real.fromisoformat("2020-01-01T00:00:00+00:00")
+
+        service.datetime = Behind  # type: ignore[misc]
+        try:
+            late, _ = await issue(b, 2)
+        finally:
+            service.datetime = real  # type: ignore[misc]
+        assert late.index == ahead.index + 1 and late.issued_at == ahead.issued_at
+        stored = await a.store.receipt_by_id(late.id)
+        assert stored is not None and stored.issued_at == ahead.issued_at
+        b.jwks.verify(stored)  # signed with the time it was logged with
+        assert a.log is not None
+        entries = await a.log.reader.entries(0, 2)
+        assert [decode_entry(e).issued_at for e in entries] == [ahead.issued_at] * 2
+        # Later receipts go on from there, in order.
+        answers = await asyncio.gather(*(issue(a if n % 2 else b, n) for n in range(3, 40)))
+        by_index = sorted((r for r, _ in answers), key=lambda r: r.index)
+        times = [ahead.issued_at, *(r.issued_at for r in by_index)]
+        assert times == sorted(times)
+
+
+async def test_search(tmp_path: Path, backend: str) -> None:
+    async with running(tmp_path / "d", backend) as notary:
+        calls = [(f"s{n % 3}", f"t{n % 2}") for n in range(60)]
+        issued = []
+        for i in range(0, 60, 20):  # three batches, so the times differ
+            answers = await asyncio.gather(*(issue(notary, n, server=calls[n][0],
+                                                   tool=calls[n][1]) for n in range(i, i + 20)))
+            issued += [r.without_proof() for r, _ in answers]
+            await asyncio.sleep(0.01)
+        newest = sorted(issued, key=lambda r: (r.issued_at, r.index), reverse=True)
+        store = notary.store
+
+        def expect(server: str | None = None, tool: str | None = None, since: str | None = None,
+                   until: str | None = None) -> list[Receipt]:
+            return [r for r in newest if (server is None or r.server == server)
+                    and (tool is None or r.tool == tool)
+                    and (since is None or r.issued_at >= since)
+                    and (until is None or r.issued_at < until)]
+
+        mid = newest[30].issued_at
+        for kwargs in ({}, {"server": "s1"}, {"tool": "t0"}, {"server": "s2", "tool": "t1"},
+                       {"since": mid}, {"until": mid}, {"server": "s0", "since": mid},
+                       {"tool": "t1", "until": mid}, {"since": "2099-01-01T00:00:00.000Z"}):
+            want = expect(**kwargs)
+            assert await store.search_receipts(**kwargs, limit=100) == want, kwargs
+            # Paging with (issued_at, index) cursors walks the same list.
+            pages: list[Receipt] = []
+            before: tuple[str, int] | None = None
+            while True:
+                page = await store.search_receipts(**kwargs, before=before, limit=7)
+                pages += page
+                if len(page) < 7:
+                    break
+                before = (page[-1].issued_at, page[-1].index)
+            assert pages == want, kwargs
+        assert await store.search_receipts(server="nobody") == []
+        assert await store.search_receipts(server="s0", tool="never") == []
+        page, last = await notary.search(server="s1", tool=None, since=None, until=None,
+                                         before=None, limit=5)
+        assert page == expect(server="s1")[:5] and last == (page[-1].issued_at, page[-1].index)
+
+
+def test_sqlite_search_uses_an_index_for_every_combination(tmp_path: Path) -> None:
+    asyncio.run(_make_store(tmp_path))
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        for where, index in (("r.server = 1", "receipts_by_server"),
+                             ("r.tool = 1", "receipts_by_tool"),
+                             ("r.server = 1 AND r.tool = 2", "receipts_by_server_tool")):
+            plan = " ".join(str(row[-1]) for row in db.execute(
+                "EXPLAIN QUERY PLAN SELECT r.idx FROM receipts r JOIN receipt_keys k "
+                "ON k.id = r.kid JOIN receipt_ledgers l ON l.id = r.ledger WHERE "
+                f"r.idx >= 0 AND r.idx < 9 AND {where} ORDER BY r.idx DESC LIMIT 5"))
+            assert f"USING COVERING INDEX {index}" in plan or f"USING INDEX {index}" in plan, plan
+            assert "TEMP B-TREE" not in plan, plan
+
+
+async def _make_store(tmp_path: Path) -> None:
+    store = await SqliteNotaryStore.open(tmp_path / "s.sqlite", create=True)
+    await store.close()
 
 
 # --- accounts, API keys, receipt keys -----------------------------------------------------
@@ -331,7 +415,7 @@ async def test_sqlite_receipt_rows_hold_only_what_the_entry_does_not(tmp_path: P
         assert db.execute("PRAGMA user_version").fetchone() == (2,)
         row = db.execute("SELECT * FROM receipts").fetchone()
         columns = [d[0] for d in db.execute("SELECT * FROM receipts").description]
-    assert columns == ["idx", "sig", "kid", "ledger", "account", "server"]
+    assert columns == ["idx", "sig", "kid", "ledger", "account", "server", "tool"]
     assert row[0] == receipt.index and len(row[1]) == 64
     assert all(isinstance(v, int) for v in row[2:])
     flat = repr(row).encode()

@@ -123,11 +123,14 @@ class Screening:
     """What :meth:`NotaryWriteTx.screen` found under the lock.
 
     ``logged`` maps each asked digest that is logged already to its receipt (None: logged, but
-    its receipt is withheld); ``usage`` the stored writes of each asked (account, month).
+    its receipt is withheld); ``usage`` the stored writes of each asked (account, month);
+    ``last_issued_at`` the latest ``issued_at`` stored (None before the first receipt): new
+    receipts are issued no earlier, so ``issued_at`` never decreases along the log.
     """
 
     logged: Mapping[str, Receipt | None] = field(default_factory=dict)
     usage: Mapping[UsageKey, int] = field(default_factory=dict)
+    last_issued_at: str | None = None
 
 
 @runtime_checkable
@@ -136,15 +139,16 @@ class NotaryWriteTx(WriteTx, Protocol):
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
                      ) -> Screening:
-        """Under the lock: the receipts already stored for ``digests`` and the stored usage
-        of each key in ``usage`` (0 when none)."""
+        """Under the lock: the receipts already stored for ``digests``, the stored usage of
+        each key in ``usage`` (0 when none) and the latest ``issued_at`` stored."""
         ...
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         """Store signed receipts and add ``usage`` (writes per account and month); committed
         with the transaction's tiles and checkpoint, or not at all. Every account named must
-        exist (:class:`~ledger.storage.base.StoreError` otherwise)."""
+        exist (:class:`~ledger.storage.base.StoreError` otherwise). The latest ``issued_at``
+        stored becomes the receipts' latest."""
         ...
 
 
@@ -167,10 +171,17 @@ class NotaryStore(LogStore, Protocol):
         """The stored receipt for this ``call_sha256`` (lower-case hex), or None."""
         ...
 
-    async def receipts_by_server(self, server: str, *, limit: int = 100,
-                                 before: int | None = None) -> list[Receipt]:
-        """The newest receipts of ``server`` (those below index ``before``), newest first;
-        withheld ones are left out."""
+    async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
+                              since: str | None = None, until: str | None = None,
+                              before: tuple[str, int] | None = None, limit: int = 20
+                              ) -> list[Receipt]:
+        """Receipts newest first by ``(issued_at, index)``, at most ``limit`` of them.
+
+        ``server`` and ``tool`` must match exactly; ``since`` (inclusive) and ``until``
+        (exclusive) are ``issued_at`` strings (fixed width, so text order is time order);
+        ``before`` is the ``(issued_at, index)`` the page starts strictly after. Withheld
+        receipts are left out. Every combination is an indexed range, never a scan.
+        """
         ...
 
     # Accounts, API keys and usage -----------------------------------------------------------

@@ -54,7 +54,8 @@ class MemoryNotaryWriteTx(MemoryWriteTx):
         store = self._notary
         logged: dict[str, Receipt | None] = {
             d: store._receipts[store._by_digest[d]] for d in digests if d in store._by_digest}
-        return Screening(logged, {k: store._usage.get(k, 0) for k in usage})
+        return Screening(logged, {k: store._usage.get(k, 0) for k in usage},
+                         store._last_issued_at)
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
@@ -79,6 +80,7 @@ class MemoryNotaryStore(MemoryStore):
         self._keys: dict[str, _ApiKey] = {}
         self._usage: dict[UsageKey, int] = {}
         self._receipt_keys: dict[str, ReceiptKeyRecord] = {}
+        self._last_issued_at: str | None = None
 
     # Transactions ---------------------------------------------------------------------------
 
@@ -96,6 +98,9 @@ class MemoryNotaryStore(MemoryStore):
             self._by_digest[r.call_sha256] = r.index
         for key, n in tx.usage.items():
             self._usage[key] = self._usage.get(key, 0) + n
+        for issued in tx.receipts:
+            if self._last_issued_at is None or issued.receipt.issued_at > self._last_issued_at:
+                self._last_issued_at = issued.receipt.issued_at
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[MemoryNotaryWriteTx]:
@@ -117,17 +122,18 @@ class MemoryNotaryStore(MemoryStore):
         index = self._by_digest.get(call_sha256)
         return None if index is None else self._receipts[index]
 
-    async def receipts_by_server(self, server: str, *, limit: int = 100,
-                                 before: int | None = None) -> list[Receipt]:
-        out = []
-        for index in sorted(self._receipts, reverse=True):
-            if before is not None and index >= before:
-                continue
-            if self._receipts[index].server == server:
-                out.append(self._receipts[index])
-                if len(out) >= limit:
-                    break
-        return out
+    async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
+                              since: str | None = None, until: str | None = None,
+                              before: tuple[str, int] | None = None, limit: int = 20
+                              ) -> list[Receipt]:
+        found = sorted((r for r in self._receipts.values()
+                        if (server is None or r.server == server)
+                        and (tool is None or r.tool == tool)
+                        and (since is None or r.issued_at >= since)
+                        and (until is None or r.issued_at < until)
+                        and (before is None or (r.issued_at, r.index) < before)),
+                       key=lambda r: (r.issued_at, r.index), reverse=True)
+        return found[:max(limit, 0)]
 
     # Accounts, API keys and usage -----------------------------------------------------------
 

@@ -40,7 +40,9 @@ from notary.store.sqlite_schema import (
     Needed,
     Refs,
     digest_key,
+    entry_at,
     id_key,
+    last_issued_at,
     lookup_salt,
     prepare,
     receipt_from_row,
@@ -57,9 +59,9 @@ _BY_ID = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_ids i JOIN receipts r ON r.idx
           f"{RECEIPT_JOINS} WHERE i.k = ?")
 _BY_DIGEST = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_digests i JOIN receipts r ON r.idx = i.idx "
               f"{RECEIPT_JOINS} WHERE i.k IN ({{marks}})")
-_BY_SERVER = (f"SELECT {RECEIPT_COLUMNS} FROM receipts r {RECEIPT_JOINS} "
-              "WHERE r.server = (SELECT id FROM servers WHERE name = ?) AND r.idx < ? "
-              "ORDER BY r.idx DESC LIMIT ?")
+_SEARCH_COLUMNS = "r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix"
+_SEARCH_JOINS = ("JOIN receipt_keys k ON k.id = r.kid "
+                 "JOIN receipt_ledgers l ON l.id = r.ledger")
 
 
 def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt: bytes,
@@ -87,6 +89,47 @@ def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt
     return out
 
 
+def _log_size(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT size FROM log_state WHERE one = 1").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _bundles(conn: sqlite3.Connection, numbers: Collection[int]) -> dict[int, bytes]:
+    """Entry bundles by number (a bundle's tile id is its number: see sqlite_schema)."""
+    out: dict[int, bytes] = {}
+    wanted = sorted(numbers)
+    for i in range(0, len(wanted), _CHUNK):
+        chunk = wanted[i : i + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        out.update((n, bytes(data)) for n, data in conn.execute(
+            f"SELECT id, data FROM tiles WHERE id IN ({marks})", chunk))
+    missing = set(wanted) - out.keys()
+    if missing:
+        raise StoreError(f"entry bundle {min(missing)} is missing from the store")
+    return out
+
+
+def _first_index_at(conn: sqlite3.Connection, issued_at: str, size: int) -> int:
+    """The first log index whose entry was issued at or after ``issued_at`` (``size`` if
+    none): a bisection over the entries, which ``issued_at`` orders (a bundle read a step)."""
+    cache: dict[int, bytes] = {}
+
+    def at(index: int) -> str:
+        number = index >> 8
+        if number not in cache:
+            cache[number] = _bundles(conn, [number])[number]
+        return entry_at(cache[number], index).issued_at
+
+    lo, hi = 0, size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if at(mid) < issued_at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def _usage(conn: sqlite3.Connection, keys: Collection[UsageKey]) -> dict[UsageKey, int]:
     out = {}
     for account, month in keys:
@@ -110,7 +153,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
             store = self._notary
             found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold)
                      if digests else {})
-            return Screening(found, _usage(conn, usage))
+            return Screening(found, _usage(conn, usage), last_issued_at(conn))
 
         if len(digests) + len(usage) <= _SCREEN_NOW:
             # A small batch (light load, where latency counts): a few index lookups of a few
@@ -217,11 +260,45 @@ class SqliteNotaryStore(SqliteStore):
             self._withheld("call_sha256", call_sha256)
         return found.get(call_sha256)
 
-    async def receipts_by_server(self, server: str, *, limit: int = 100,
-                                 before: int | None = None) -> list[Receipt]:
-        bound = (1 << 63) - 1 if before is None else before
-        return [receipt_from_row(row)
-                for row in self._point.execute(_BY_SERVER, (server, bound, limit))]
+    async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
+                              since: str | None = None, until: str | None = None,
+                              before: tuple[str, int] | None = None, limit: int = 20
+                              ) -> list[Receipt]:
+        # issued_at never decreases along the log (see sqlite_schema): the time bounds are an
+        # index range, and (issued_at, idx) order is idx order. Receipts of version 1 were
+        # stamped before the lock and may be out of time order by a few milliseconds; the
+        # page is filtered exactly on its own issued_at, so none outside the bounds shows.
+        conn = self._point
+        refs: list[int] = []
+        where = ["r.idx >= ?", "r.idx < ?"]
+        for column, name in (("server", server), ("tool", tool)):
+            if name is None:
+                continue
+            row = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return []  # never used: nothing to find
+            where.append(f"r.{column} = ?")
+            refs.append(int(row[0]))
+        size = _log_size(conn)
+        lo = 0 if since is None else _first_index_at(conn, since, size)
+        hi = size if until is None else _first_index_at(conn, until, size)
+        if before is not None:
+            hi = min(hi, before[1])
+        if lo >= hi or limit <= 0:
+            return []
+        rows = conn.execute(
+            f"SELECT {_SEARCH_COLUMNS} FROM receipts r {_SEARCH_JOINS} WHERE "
+            + " AND ".join(where) + " ORDER BY r.idx DESC LIMIT ?",
+            [lo, hi, *refs, limit]).fetchall()
+        bundles = _bundles(conn, {row[0] >> 8 for row in rows})
+        out = []
+        for idx, sig, kid, origin, prefix in rows:
+            receipt = receipt_from_row((idx, sig, kid, origin, prefix, bundles[idx >> 8]))
+            if (since is None or receipt.issued_at >= since) and (
+                    until is None or receipt.issued_at < until) and (
+                    before is None or (receipt.issued_at, receipt.index) < before):
+                out.append(receipt)
+        return out
 
     # Accounts, API keys and usage -----------------------------------------------------------
 

@@ -9,18 +9,24 @@ rebuilt from it, so the receipt row holds no copy of the id, digest, names or ti
   b-tree's key), ``sig`` (the 64 signature bytes), and small references: ``kid`` →
   ``receipt_keys``, ``ledger`` → ``receipt_ledgers`` (the ``origin`` and the ``entry_url``
   prefix the receipt was signed with: ``entry_url`` = prefix + decimal ``idx``), ``account`` →
-  ``accounts``, ``server`` → ``servers``. Index ``receipts_by_server (server, idx)``.
+  ``accounts``, ``server`` and ``tool`` → ``names``.
 - ``receipt_ids`` / ``receipt_digests``: WITHOUT ROWID lookup tables ``(k, idx)`` whose key
-  ``k`` is a signed 64-bit integer: the first 8 bytes of the id's 16 random bytes (the notary
-  draws them), and for the digest, which a client chooses, 8 bytes of BLAKE2b keyed with the
+  ``k`` is a short signed integer: the first 4 bytes of the id's 16 random bytes (the notary
+  draws them), and for the digest, which a client chooses, 6 bytes of BLAKE2b keyed with the
   store's own random ``lookup_salt`` (a client cannot aim many digests at one key without it).
-  8 bytes keep these indexes small; they are not unique, so every hit is confirmed against the
-  entry itself (a chance collision only costs a read).
+  Short keys keep these indexes small; they are not unique, so every hit is confirmed against
+  the entry itself (a chance collision only costs a read, rarely: 6 bytes leave one false hit
+  per few hundred thousand lookups at a billion receipts).
+- Search (``search_receipts``): ``issued_at`` never decreases along the log (the notary issues
+  under the log's lock, no earlier than ``notary_state.last_issued_at``), so newest first by
+  ``(issued_at, idx)`` is newest first by ``idx``, and a time range is an index range (found by
+  bisecting the entries). The indexes are ``(server, idx)``, ``(tool, idx)`` and
+  ``(server, tool, idx)``: small integers, no text and no time.
 - The rest of a receipt (``spec``, ``id``, ``server``, ``tool``, ``call_sha256``,
   ``issued_at``) is read back from the CBOR entry in its bundle, which holds exactly the values
   that were signed: the receipt comes back byte for byte.
 - ``accounts``, ``api_keys`` (SHA-256 of the secret only), ``usage`` per account and UTC month,
-  ``receipt_keys`` (public JWKs), ``servers``, ``receipt_ledgers``: small tables with explicit
+  ``receipt_keys`` (public JWKs), ``names``, ``receipt_ledgers``: small tables with explicit
   INTEGER PRIMARY KEYs (VACUUM keeps those stable).
 - ``withheld_receipts``: rows of a migrated store whose signed form could not be recovered
   (version 1 kept no ``entry_url``; see :func:`migrate_v1`). They are never served, and their
@@ -63,6 +69,7 @@ __all__ = [
     "Refs",
     "digest_key",
     "id_key",
+    "last_issued_at",
     "lookup_salt",
     "prepare",
     "receipt_from_row",
@@ -88,16 +95,19 @@ CREATE TABLE receipt_keys (
 CREATE TABLE receipt_ledgers (
     id INTEGER PRIMARY KEY, origin TEXT NOT NULL, entry_url_prefix TEXT NOT NULL,
     UNIQUE (origin, entry_url_prefix));
-CREATE TABLE servers (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE receipts (
     idx INTEGER PRIMARY KEY, sig BLOB NOT NULL, kid INTEGER NOT NULL, ledger INTEGER NOT NULL,
-    account INTEGER NOT NULL, server INTEGER NOT NULL);
+    account INTEGER NOT NULL, server INTEGER NOT NULL, tool INTEGER NOT NULL);
 CREATE INDEX receipts_by_server ON receipts (server, idx);
+CREATE INDEX receipts_by_tool ON receipts (tool, idx);
+CREATE INDEX receipts_by_server_tool ON receipts (server, tool, idx);
 CREATE TABLE receipt_ids (k INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (k, idx))
     WITHOUT ROWID;
 CREATE TABLE receipt_digests (k INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (k, idx))
     WITHOUT ROWID;
 CREATE TABLE lookup_salt (one INTEGER PRIMARY KEY CHECK (one = 1), salt BLOB NOT NULL);
+CREATE TABLE notary_state (one INTEGER PRIMARY KEY CHECK (one = 1), last_issued_at TEXT);
 CREATE TABLE withheld_receipts (
     id TEXT PRIMARY KEY, call_sha256 TEXT NOT NULL UNIQUE, idx INTEGER NOT NULL UNIQUE,
     server TEXT NOT NULL, tool TEXT NOT NULL, issued_at TEXT NOT NULL,
@@ -115,18 +125,15 @@ RECEIPT_JOINS = ("JOIN receipt_keys k ON k.id = r.kid "
                  "JOIN tiles t ON t.id = (r.idx >> 8)")
 
 
-def _key8(raw: bytes) -> int:
-    return int.from_bytes(raw[:8], "big", signed=True)
-
-
 def id_key(receipt_id: str) -> int:
-    """The lookup key of a receipt id (``tc_`` + base64url of 16 random bytes)."""
-    return _key8(b64url_decode(receipt_id[3:]))
+    """The lookup key of a receipt id (``tc_`` + base64url of 16 random bytes): 4 bytes."""
+    return int.from_bytes(b64url_decode(receipt_id[3:])[:4], "big", signed=True)
 
 
 def digest_key(call_sha256: str, salt: bytes) -> int:
     """The lookup key of a ``call_sha256`` (64 lower-case hex) in a store with this salt."""
-    return _key8(hashlib.blake2b(bytes.fromhex(call_sha256), digest_size=8, key=salt).digest())
+    keyed = hashlib.blake2b(bytes.fromhex(call_sha256), digest_size=6, key=salt).digest()
+    return int.from_bytes(keyed, "big", signed=True)
 
 
 def lookup_salt(conn: sqlite3.Connection) -> bytes:
@@ -140,6 +147,17 @@ def _create_v2(conn: sqlite3.Connection) -> None:
     for statement in _statements(SCHEMA_V2):
         conn.execute(statement)
     conn.execute("INSERT INTO lookup_salt (one, salt) VALUES (1, ?)", (os.urandom(16),))
+    conn.execute("INSERT INTO notary_state (one, last_issued_at) VALUES (1, NULL)")
+
+
+def last_issued_at(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT last_issued_at FROM notary_state WHERE one = 1").fetchone()
+    return None if row is None else row[0]
+
+
+TAIL_UPDATE = ("UPDATE notary_state SET last_issued_at = ? WHERE one = 1 "
+               "AND (last_issued_at IS NULL OR last_issued_at < ?)")
+"""Parameters (t, t): the latest issued_at becomes ``t`` unless a later one is stored."""
 
 
 def entry_at(bundle: bytes, index: int) -> LogEntry:
@@ -180,13 +198,13 @@ class Refs:
 
     kids: dict[str, int] = field(default_factory=dict)
     ledgers: dict[tuple[str, str], int] = field(default_factory=dict)
-    servers: dict[str, int] = field(default_factory=dict)
+    names: dict[str, int] = field(default_factory=dict)  # servers and tools
     accounts: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: Refs) -> None:
         self.kids.update(other.kids)
         self.ledgers.update(other.ledgers)
-        self.servers.update(other.servers)
+        self.names.update(other.names)
         self.accounts.update(other.accounts)
 
 
@@ -196,7 +214,7 @@ class Needed:
 
     kids: set[str] = field(default_factory=set)
     ledgers: set[tuple[str, str]] = field(default_factory=set)
-    servers: set[str] = field(default_factory=set)
+    names: set[str] = field(default_factory=set)
     accounts: set[str] = field(default_factory=set)
 
     @classmethod
@@ -206,21 +224,21 @@ class Needed:
             assert r.signature is not None
             out.kids.add(r.signature.kid)
             out.ledgers.add((r.origin, split_entry_url(r)))
-            out.servers.add(r.server)
+            out.names.update((r.server, r.tool))
             out.accounts.add(account)
         return out
 
     def missing_from(self, refs: Refs) -> Needed:
         return Needed(self.kids - refs.kids.keys(), self.ledgers - refs.ledgers.keys(),
-                      self.servers - refs.servers.keys(), self.accounts - refs.accounts.keys())
+                      self.names - refs.names.keys(), self.accounts - refs.accounts.keys())
 
     def __bool__(self) -> bool:
-        return bool(self.kids or self.ledgers or self.servers or self.accounts)
+        return bool(self.kids or self.ledgers or self.names or self.accounts)
 
 
 def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: bool = False
                  ) -> Refs:
-    """The ids of ``needed``, creating server and ledger rows that do not exist yet (and
+    """The ids of ``needed``, creating name and ledger rows that do not exist yet (and
     accounts, for migrated rows only); a receipt key must be registered already."""
     new = Refs()
     for kid in needed.kids:
@@ -234,10 +252,10 @@ def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: b
         new.ledgers[(origin, prefix)] = conn.execute(
             "SELECT id FROM receipt_ledgers WHERE origin = ? AND entry_url_prefix = ?",
             (origin, prefix)).fetchone()[0]
-    for name in needed.servers:
-        conn.execute("INSERT OR IGNORE INTO servers (name) VALUES (?)", (name,))
-        new.servers[name] = conn.execute("SELECT id FROM servers WHERE name = ?",
-                                         (name,)).fetchone()[0]
+    for name in needed.names:
+        conn.execute("INSERT OR IGNORE INTO names (name) VALUES (?)", (name,))
+        new.names[name] = conn.execute("SELECT id FROM names WHERE name = ?",
+                                       (name,)).fetchone()[0]
     for name in needed.accounts:
         if create_accounts:
             conn.execute("INSERT OR IGNORE INTO accounts (name, monthly_allowance, created) "
@@ -255,18 +273,21 @@ def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs, salt
     rows: list[Sequence[object]] = []
     ids: list[Sequence[object]] = []
     digests: list[Sequence[object]] = []
+    latest = ""
     for r, account in receipts:
         assert r.signature is not None
         rows.append((r.index, r.signature.raw, refs.kids[r.signature.kid],
                      refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
-                     refs.servers[r.server]))
+                     refs.names[r.server], refs.names[r.tool]))
         ids.append((id_key(r.id), r.index))
         digests.append((digest_key(r.call_sha256, salt), r.index))
+        latest = max(latest, r.issued_at)
     return [
-        ("INSERT INTO receipts (idx, sig, kid, ledger, account, server) "
-         "VALUES (?, ?, ?, ?, ?, ?)", rows),
+        ("INSERT INTO receipts (idx, sig, kid, ledger, account, server, tool) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?)", rows),
         ("INSERT INTO receipt_ids (k, idx) VALUES (?, ?)", ids),
         ("INSERT INTO receipt_digests (k, idx) VALUES (?, ?)", digests),
+        (TAIL_UPDATE, [(latest, latest)] if receipts else []),
     ]
 
 
@@ -381,6 +402,9 @@ def migrate_v1(conn: sqlite3.Connection, entry_url_bases: Sequence[str],
     rows = (_V1Row(*r) for r in conn.execute(
         f"SELECT {_V1_COLUMNS} FROM v1_receipts ORDER BY idx"))
     _recover(conn, rows, entry_url_bases, report, from_withheld=False)
+    (latest,) = conn.execute("SELECT max(issued_at) FROM v1_receipts").fetchone()
+    if latest is not None:  # withheld entries are in the log too: no new one goes before them
+        conn.execute(TAIL_UPDATE, (latest, latest))
     for table in _V1_TABLES:
         conn.execute(f"DROP TABLE v1_{table}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
