@@ -336,7 +336,9 @@ async def test_daemon_keeps_alarming_and_exposes_metrics(served: Served) -> None
             await asyncio.sleep(0.05)
         raise AssertionError(err.getvalue())
 
-    m = await until(lambda m: m.get("notary_monitor_verified_size") == 300)
+    # The gauge of verified size moves before the audit of those entries ends: wait for both.
+    m = await until(lambda m: m.get("notary_monitor_verified_size") == 300
+                    and m.get("notary_monitor_audited_size") == 300)
     assert m["notary_monitor_entries_audited_total"] == 300
     served.proxy.target = served.fork_url
     await until(lambda m: m.get('notary_monitor_alarms_total{kind="fork"}', 0) >= 2)
