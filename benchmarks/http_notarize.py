@@ -20,13 +20,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (
-    RESULTS,
+from benchmarks._common import (
     command_line,
     free_port,
     machine_info,
     now_utc,
+    result_path,
     start_notary,
     table,
     write_json,
@@ -107,7 +106,9 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--quick", action="store_true", help="3 s per target")
-    p.add_argument("--out", type=Path, default=RESULTS / "http_notarize.json")
+    p.add_argument("--save", action="store_true",
+                   help="write the tracked benchmarks/results/http_notarize.json")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     a = p.parse_args()
     seconds = 3 if a.quick else a.seconds
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
@@ -129,7 +130,8 @@ def main() -> None:
               "machine": machine_info(), "seconds": seconds, "concurrency": a.concurrency,
               "bare_aiohttp": bare, "notary": notary, "notary_vs_bare": ratio,
               "targets": {"receipts_per_s": 3000, "p99_ms": 50, "errors": 0, "vs_bare": 0.4}}
-    print(f"wrote {write_json(a.out, result)}")
+    path = write_json(result_path("http_notarize", save=a.save, out=a.out), result)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ledger.core.compact import decode_bundle
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE, fold_right
 from ledger.core.proofs import (
     Coord,
@@ -30,8 +32,19 @@ from ledger.storage.base import LogStore, TileKey
 _TILE_MASK = TILE_WIDTH - 1
 
 
-class MissingTileError(RuntimeError):
+class MissingTileError(LedgerError, RuntimeError):
     """The store lacks a tile that a committed checkpoint needs: the store is damaged."""
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """How full the reader's two caches are: for operators sizing ``cache_tiles``, benchmarks
+    and tests, which must not reach into the reader to find out."""
+
+    tiles: int  # full tiles held (raw or expanded)
+    tiles_max: int
+    tops: int  # tile tops held
+    tops_max: int
 
 
 class LogReader:
@@ -50,6 +63,9 @@ class LogReader:
         self._cache: OrderedDict[TileKey, ExpandedTile | bytes] = OrderedDict()
         self._cache_max = cache_tiles
         self._edge: dict[TileKey, ExpandedTile | bytes] = {}
+
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(len(self._cache), self._cache_max, len(self._tops), self._tops_max)
 
     def offer(self, tiles: Mapping[TileKey, bytes]) -> None:
         """Accept tiles just committed by an in-process writer so proofs need no store read."""

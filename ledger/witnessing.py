@@ -47,13 +47,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from ledger.client.http import HttpClient
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import NoteError, NoteSignature, merge_signatures, parse_note
 from ledger.log import Head, Log
@@ -76,7 +77,7 @@ MAX_BACKOFF = 60.0
 _KEPT_TARGETS = 8
 
 
-class WitnessConfigError(ValueError):
+class WitnessConfigError(LedgerError, ValueError):
     """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
 
 
@@ -164,7 +165,7 @@ class Witnessing:
         self.timeout = timeout
         self.state_path = state_path
         self._verifiers = [e.verifier for e in endpoints]
-        self._session: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
         self._witnesses: dict[str, _Witness] = {}
         self._targets: OrderedDict[int, _Target] = OrderedDict()
         self._current: _Target | None = None
@@ -184,9 +185,9 @@ class Witnessing:
     # Lifetime ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession()
+        self._http = await HttpClient(timeout=self.timeout).open()
         for e in self.endpoints:
-            client = WitnessClient(e.url, e.verifier, self._session, timeout=self.timeout)
+            client = WitnessClient(e.url, e.verifier, self._http)
             self._witnesses[e.vkey] = _Witness(e, client)
         await self._load()
         head = await self.log.head(0)
@@ -202,14 +203,10 @@ class Witnessing:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._dirty:
             await self._save()
-        if self._session is not None:
-            await self._session.close()
+        if self._http is not None:
+            await self._http.close()
 
     # What is published ------------------------------------------------------------------------
-
-    @property
-    def published(self) -> Published | None:
-        return self._published
 
     def witnessed(self) -> tuple[int, bytes] | None:
         """(size, note) of the newest checkpoint meeting the policy, or None (for receipts)."""

@@ -8,6 +8,7 @@ them directly, so both paths check the same things.
 from __future__ import annotations
 
 from notary.core.accounts import ACCOUNT_RE, NewApiKey, new_api_key
+from notary.core.errors import NotaryBaseError
 from notary.core.receipts import ReceiptKey
 from notary.keys import Paths, create_receipt_key
 from notary.store.base import NotaryStore
@@ -15,7 +16,7 @@ from notary.store.base import NotaryStore
 __all__ = ["AdminError", "create_api_key", "revoke_api_key", "rotate_receipt_key"]
 
 
-class AdminError(ValueError):
+class AdminError(NotaryBaseError, ValueError):
     """An administrative request that cannot be done as asked (the message says why)."""
 
 

@@ -31,11 +31,12 @@ from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import MAX_CHECKPOINT_BYTES
 from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Jwks, Receipt, ReceiptFormatError
-from notary.verifier.fetch import Fetcher, FetchError, HttpFetcher, get_json
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -44,13 +45,14 @@ from notary.verifier.inputs import (
     call_from_saved_call,
     call_from_tool_result,
 )
-from notary.verifier.state import StateError, StateFile
+from notary.verifier.state import StateFile, VerifierStateError
 from notary.verifier.trust import (
     Trust,
+    build_trust,
+    complete_from_notary,
     load_jwks,
     parse_log_keys,
     parse_witness_keys,
-    trust_from_notary,
 )
 from notary.verifier.verify import verify_tool_call
 
@@ -144,11 +146,11 @@ class ServerConfig:
 
 
 @contextlib.asynccontextmanager
-async def _fetcher(config: ServerConfig, offline: bool) -> AsyncIterator[Fetcher | None]:
+async def _fetcher(config: ServerConfig, offline: bool) -> AsyncIterator[HttpClient | None]:
     if offline or config.offline:
         yield None
         return
-    async with HttpFetcher(config.timeout) as fetcher:
+    async with HttpClient(timeout=config.timeout) as fetcher:
         yield fetcher
 
 
@@ -159,7 +161,7 @@ def _no_files(values: list[str] | None, what: str) -> list[str]:
     return out
 
 
-async def _trust(config: ServerConfig, fetcher: Fetcher | None, *, jwks: dict[str, Any] | str |
+async def _trust(config: ServerConfig, fetcher: HttpClient | None, *, jwks: dict[str, Any] | str |
                  None, log_keys: list[str] | None, witnesses: list[str] | None,
                  quorum: int | None, notary_url: str | None) -> tuple[Trust, list[str]]:
     """Trust anchors: tool arguments first, then the server's flags, then the notary's own keys."""
@@ -171,23 +173,16 @@ async def _trust(config: ServerConfig, fetcher: Fetcher | None, *, jwks: dict[st
         await load_jwks(source, fetcher) if source is not None else None)
     keys = parse_log_keys(_no_files(log_keys, "log_keys")) or config.log_keys
     url = notary_url or config.notary_url
-    if (trusted_jwks is None or not keys) and url is not None:
-        if fetcher is None:
-            notes.append(f"offline: the keys of {url} were not fetched")
-        else:
-            notary_jwks, notary_key = await trust_from_notary(url, fetcher)
-            trusted_jwks = trusted_jwks or notary_jwks
-            keys = keys or (notary_key,)
-            notes.append(f"trust: keys fetched from {url} (trusting that notary for its own keys)")
+    if (trusted_jwks is None or not keys) and url is not None and fetcher is None:
+        notes.append(f"offline: the keys of {url} were not fetched")
+    trusted_jwks, keys, fetched = await complete_from_notary(trusted_jwks, keys, url, fetcher)
+    if fetched:
+        notes.append(f"trust: keys fetched from {url} (trusting that notary for its own keys)")
     if witnesses:
         wit = parse_witness_keys(_no_files(witnesses, "witnesses"))
-        k = quorum if quorum is not None else len({(w.name, w.key_id) for w in wit})
     else:
-        wit = config.witnesses
-        default = len({(w.name, w.key_id) for w in wit})
-        k = quorum if quorum is not None else (config.quorum if config.quorum is not None
-                                                else default)
-    return Trust(trusted_jwks, keys, wit, k), notes
+        wit, quorum = config.witnesses, (quorum if quorum is not None else config.quorum)
+    return build_trust(trusted_jwks, keys, wit, quorum), notes
 
 
 def _call(*, call: dict[str, Any] | None, result: dict[str, Any] | None, tool: str | None,
@@ -277,7 +272,7 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
                                             notary_url=notary_url)
                 report = await verify_tool_call(tool_call, trust, fetcher=fetcher,
                                                 state=cfg.state, log_url=cfg.log_url)
-        except (VerifierInputError, StateError) as e:
+        except (VerifierInputError, VerifierStateError) as e:
             raise ToolError(str(e)) from e
         report.notes[:0] = notes
         content: list[ContentBlock] = [TextContent(type="text", text=report.render())]
@@ -291,9 +286,9 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
         base = _notary(cfg)
         if not is_receipt_id(id):
             raise ToolError(f"{id!r} is not a receipt id (tc_ + 22 base64url characters)")
-        async with HttpFetcher(cfg.timeout) as fetcher:
+        async with HttpClient(timeout=cfg.timeout) as fetcher:
             try:
-                receipt = await get_json(fetcher, f"{base}/v1/tool-calls/{id}")
+                receipt = await fetcher.get_json(f"{base}/v1/tool-calls/{id}")
             except FetchError as e:
                 raise ToolError(f"cannot fetch receipt {id}: {e}") from e
         try:
@@ -307,9 +302,9 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
                              "log key, its signature (and witness quorum) verified.")
     async def get_checkpoint() -> Annotated[CallToolResult, CheckpointOut]:
         url = _notary(cfg) + "/checkpoint"
-        async with HttpFetcher(cfg.timeout) as fetcher:
+        async with HttpClient(timeout=cfg.timeout) as fetcher:
             try:
-                note = await fetcher.get_bytes(url)
+                note = await fetcher.get(url, limit=MAX_CHECKPOINT_BYTES)
             except FetchError as e:
                 raise ToolError(f"cannot fetch the checkpoint: {e}") from e
         out = _checkpoint_out(cfg, url, note)

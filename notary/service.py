@@ -22,9 +22,11 @@ from typing import Any
 from ledger.core.tlog_proof import ProofBundle
 from ledger.http.errors import ApiError
 from ledger.log import Log
+from ledger.sequencer import LogHaltedError
 from ledger.storage.base import WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
+from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, new_receipt_id
 from notary.core.receipts import Jwks, Receipt, ReceiptKey
 from notary.core.verification import Verdict, verify_receipt
@@ -67,13 +69,24 @@ class NotFound(NotaryError):
     status, code = 404, "not_found"
 
 
-class AlreadyLogged(Exception):
+class AlreadyLogged(NotaryBaseError):
     """The screen's answer for a digest another process logged first: its stored receipt
     (None when that receipt is withheld)."""
 
     def __init__(self, receipt: Receipt | None) -> None:
         super().__init__("already logged")
         self.receipt = receipt
+
+
+class StoreCorrupt(NotaryError):
+    """Writes are stopped: damage was found in the stored log (the scrub, or a damaged page)."""
+
+    status, code = 503, "store_corrupt"
+
+
+def _store_corrupt(reason: str) -> StoreCorrupt:
+    return StoreCorrupt(f"writes are stopped: the stored log is damaged ({reason}); the "
+                        "operator must restore the newest backup and run `notary check`")
 
 
 @dataclass(frozen=True)
@@ -203,6 +216,8 @@ class Notary:
         if existing is not None:
             return await self._existing(existing, server, tool, fut)
         assert self.log is not None and self.log.sequencer is not None
+        if self.log.sequencer.halted is not None:
+            raise _store_corrupt(self.log.sequencer.halted)
         await self.refresh_keys()
         now = datetime.now(UTC)
         month = month_of(now)
@@ -214,6 +229,8 @@ class Notary:
             appended = await self.log.sequencer.append(entry.encode(), pending)
         except AlreadyLogged as logged:  # by another process, decided under the log's lock
             return await self._existing(logged.receipt, server, tool, fut)
+        except LogHaltedError as e:
+            raise _store_corrupt(str(e)) from None
         finally:
             # Committed writes are counted in the store by now; refused ones never were.
             self._reserved[pending.usage_key] -= 1

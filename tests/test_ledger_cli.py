@@ -278,7 +278,8 @@ def test_serve_stops_cleanly_on_sigint(logdir: Path) -> None:
 
 def test_serve_errors_are_clean(tmp_path: Path, logdir: Path) -> None:
     fails(ledger("serve", tmp_path / "nolog", "--listen", "127.0.0.1:0"))
-    fails(ledger("serve", logdir, "--listen", "nonsense"))
+    assert "--listen must be HOST:PORT, got 'nonsense'" in fails(
+        ledger("serve", logdir, "--listen", "nonsense"))
     (logdir / "log.vkey").write_text(Ed25519Signer.generate(ORIGIN).verifier_key_text() + "\n")
     err = fails(ledger("serve", logdir, "--listen", "127.0.0.1:0"))
     assert "signed" in err or "verif" in err

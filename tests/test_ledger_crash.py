@@ -53,8 +53,9 @@ def _run_child_until_killed(directory: Path, key: str, rng: random.Random
     return acked, checkpoints
 
 
-async def test_sigkill_never_loses_acknowledged_entries(tmp_path: Path) -> None:
-    rng = random.Random(int.from_bytes(os.urandom(4), "big"))
+async def test_sigkill_never_loses_acknowledged_entries(tmp_path: Path,
+                                                        seeded_rng: random.Random) -> None:
+    rng = seeded_rng
     signer = Ed25519Signer.generate("crash.test/log")
     key = signer.private_key_text()
     verifier = signer.verifier()

@@ -24,6 +24,7 @@ from ledger.http.errors import ApiError, error_middleware
 from ledger.http.routes import LOG, add_ledger_routes, create_ledger_app
 from ledger.log import Log
 from ledger.storage.sqlite import SqliteStore
+from tests.servers import Serve
 
 ORIGIN = "example.com/http-test"
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -57,24 +58,15 @@ class Served:
         return json.loads(body)
 
 
-async def start(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    return runner, f"http://{host}:{port}"
-
-
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
+async def served(tmp_path: Path, serve: Serve) -> AsyncIterator[Served]:
     signer = Ed25519Signer.generate(ORIGIN)
     store = await SqliteStore.open(tmp_path / "log.db", create=True)
     log = await Log.open(store, signer=signer)
-    runner, url = await start(create_ledger_app(log))
+    server = await serve(create_ledger_app(log))
     async with aiohttp.ClientSession() as http:
-        yield Served(log, url, http, [])
-    await runner.cleanup()
+        yield Served(log, server.url, http, [])
+    await server.stop()
     await log.close()
 
 
@@ -355,7 +347,7 @@ async def test_unknown_route_and_wrong_method_are_json(served: Served) -> None:
         assert resp.status == 200
 
 
-async def test_error_middleware_body_limit_crash_and_api_error() -> None:
+async def test_error_middleware_body_limit_crash_and_api_error(serve: Serve) -> None:
     async def echo(request: web.Request) -> web.Response:
         return web.Response(body=await request.read())
 
@@ -369,29 +361,26 @@ async def test_error_middleware_body_limit_crash_and_api_error() -> None:
     app.router.add_post("/echo", echo)
     app.router.add_get("/crash", crash)
     app.router.add_get("/refuse", refuse)
-    runner, url = await start(app)
-    try:
-        async with aiohttp.ClientSession() as http:
-            async with http.post(url + "/echo", data=b"x" * 10) as r:
-                assert r.status == 200 and await r.read() == b"x" * 10
-            async with http.post(url + "/echo", data=b"x" * 5000) as r:
-                assert r.status == 413
-                body = await r.read()
-                assert error_code(body) == "payload_too_large"
-                assert "1000 bytes" in json.loads(body)["error"]["message"]
-            async with http.get(url + "/crash") as r:
-                assert r.status == 500
-                body = await r.read()
-                assert error_code(body) == "internal" and b"secret" not in body
-            async with http.get(url + "/refuse") as r:
-                assert r.status == 409 and r.headers["Retry-After"] == "3"
-                assert error_code(await r.read()) == "conflict_here"
-    finally:
-        await runner.cleanup()
+    url = (await serve(app)).url
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url + "/echo", data=b"x" * 10) as r:
+            assert r.status == 200 and await r.read() == b"x" * 10
+        async with http.post(url + "/echo", data=b"x" * 5000) as r:
+            assert r.status == 413
+            body = await r.read()
+            assert error_code(body) == "payload_too_large"
+            assert "1000 bytes" in json.loads(body)["error"]["message"]
+        async with http.get(url + "/crash") as r:
+            assert r.status == 500
+            body = await r.read()
+            assert error_code(body) == "internal" and b"secret" not in body
+        async with http.get(url + "/refuse") as r:
+            assert r.status == 409 and r.headers["Retry-After"] == "3"
+            assert error_code(await r.read()) == "conflict_here"
 
 
 async def test_routes_mount_on_a_larger_app_and_read_the_log_at_request_time(
-    tmp_path: Path,
+    tmp_path: Path, serve: Serve,
 ) -> None:
     async def hello(request: web.Request) -> web.Response:
         return web.Response(text="hi")
@@ -402,7 +391,7 @@ async def test_routes_mount_on_a_larger_app_and_read_the_log_at_request_time(
     signer = Ed25519Signer.generate(ORIGIN)
     log = await Log.open(await SqliteStore.open(tmp_path / "l.db", create=True), signer=signer)
     app[LOG] = log
-    runner, url = await start(app)
+    url = (await serve(app)).url
     try:
         async with aiohttp.ClientSession() as http:
             async with http.get(url + "/hello") as r:
@@ -414,5 +403,4 @@ async def test_routes_mount_on_a_larger_app_and_read_the_log_at_request_time(
             async with http.get(url + "/tile/entries/000.p/1") as r:
                 assert await r.read() == b"\x00\x03one"
     finally:
-        await runner.cleanup()
         await log.close()

@@ -33,6 +33,7 @@ from ledger.storage.memory import MemoryStore
 from notary.core.entry import LogEntry
 from notary.core.ids import format_issued_at, new_receipt_id
 from notary.watch import server_filter
+from tests.servers import Serve
 
 EXIT_OK, EXIT_ALARM, EXIT_FETCH = ExitCode.OK, ExitCode.CHECK_FAILED, ExitCode.UNREACHABLE
 
@@ -53,13 +54,6 @@ async def head_note(log: Log) -> bytes:
     head = await log.head(0)
     assert head is not None
     return head.note
-
-
-async def start(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
 
 
 @dataclass
@@ -118,7 +112,7 @@ async def monitor(*argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
+async def served(tmp_path: Path, serve: Serve) -> AsyncIterator[Served]:
     signer = Ed25519Signer.generate(ORIGIN)
     honest = await Log.open(MemoryStore(), signer=signer)
     fork = await Log.open(MemoryStore(), signer=signer)
@@ -126,19 +120,15 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     await grow(honest, shared)
     await grow(fork, shared[:200])
     await grow(fork, [entry("evil") for _ in range(100)])
-    runners = []
-    r1, honest_url = await start(create_ledger_app(honest))
-    r2, fork_url = await start(create_ledger_app(fork))
+    honest_url = (await serve(create_ledger_app(honest))).url
+    fork_url = (await serve(create_ledger_app(fork))).url
     proxy = Proxy(target=honest_url)
     app = web.Application()
     app.router.add_get("/{path:.*}", proxy.handle)
-    r3, url = await start(app)
-    runners = [r1, r2, r3]
+    url = (await serve(app)).url
     async with aiohttp.ClientSession() as http:
         proxy.http = http
         yield Served(signer, honest, fork, honest_url, fork_url, proxy, url, tmp_path)
-    for r in runners:
-        await r.cleanup()
 
 
 async def test_growth_is_verified_audited_and_remembered(served: Served) -> None:
@@ -265,21 +255,19 @@ async def test_audit_catches_tampering(served: Served, what: str) -> None:
     assert (await monitor(*served.args("--audit")))[0] == EXIT_OK
 
 
-async def test_audit_catches_entries_that_do_not_give_the_root(served: Served) -> None:
+async def test_audit_catches_entries_that_do_not_give_the_root(served: Served, serve: Serve
+                                                               ) -> None:
     """Bundle and tile rewritten together: the tiles agree, only the root can tell."""
     fake = [entry() for _ in range(300)]
     liar = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
     await grow(liar, fake)
-    runner, liar_url = await start(create_ledger_app(liar))
-    try:
-        async with aiohttp.ClientSession() as http:
-            for path in ("tile/entries/000", "tile/entries/001.p/44", "tile/0/000",
-                         "tile/0/001.p/44", "tile/1/000.p/1"):
-                async with http.get(f"{liar_url}/{path}") as r:
-                    served.proxy.override[path] = await r.read()
-        code, _, err = await monitor(*served.args("--audit"))
-    finally:
-        await runner.cleanup()
+    liar_url = (await serve(create_ledger_app(liar))).url
+    async with aiohttp.ClientSession() as http:
+        for path in ("tile/entries/000", "tile/entries/001.p/44", "tile/0/000",
+                     "tile/0/001.p/44", "tile/1/000.p/1"):
+            async with http.get(f"{liar_url}/{path}") as r:
+                served.proxy.override[path] = await r.read()
+    code, _, err = await monitor(*served.args("--audit"))
     assert code == EXIT_ALARM and "ALARM root_mismatch" in err
 
 
@@ -336,7 +324,7 @@ async def test_daemon_keeps_alarming_and_exposes_metrics(served: Served) -> None
             await asyncio.sleep(0.05)
         raise AssertionError(err.getvalue())
 
-    # The gauge of verified size moves before the audit of those entries ends: wait for both.
+    # The verified size is set before the audit of that checkpoint ends: wait for both.
     m = await until(lambda m: m.get("notary_monitor_verified_size") == 300
                     and m.get("notary_monitor_audited_size") == 300)
     assert m["notary_monitor_entries_audited_total"] == 300
@@ -430,6 +418,7 @@ class RawServer:
 @pytest.mark.parametrize("mode", ["chunked", "close-every-2", "no-length", "drop-after-3",
                                   "gzip"])
 async def test_pipelined_fetcher_framing(mode: str) -> None:
+    from ledger.client.http import HttpClient
     from ledger.client.tiles import LogSource
 
     server = RawServer(mode)
@@ -437,7 +426,7 @@ async def test_pipelined_fetcher_framing(mode: str) -> None:
     paths = [f"tile/0/{i:03d}" for i in range(9)]
     try:
         async with aiohttp.ClientSession() as http:
-            source = LogSource(server.url + "/base", http)
+            source = LogSource(server.url + "/base", HttpClient(http))
             try:
                 from ledger.core.tiles import Tile
 
@@ -454,8 +443,8 @@ async def test_pipelined_fetcher_framing(mode: str) -> None:
 
 
 async def test_pipelined_fetcher_errors() -> None:
+    from ledger.client.http import FetchError
     from ledger.client.pipeline import PipelinedFetcher
-    from ledger.client.tiles import FetchError
 
     server = RawServer("plain")
     await server.start()
@@ -476,6 +465,7 @@ async def test_pipelined_fetcher_errors() -> None:
 
 async def test_audit_resumes_from_saved_progress(served: Served,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger.client.http import HttpClient
     from ledger.client.tiles import LogSource
     from ledger.core.checkpoint import parse_checkpoint_text
     from ledger.core.compact import TreeState
@@ -489,11 +479,13 @@ async def test_audit_resumes_from_saved_progress(served: Served,
 
     cp = parse_checkpoint_text(parse_note(await head_note(served.honest)).text)
     async with aiohttp.ClientSession() as http:
-        source = LogSource(served.honest_url, http)
+        source = LogSource(served.honest_url, HttpClient(http))
         try:
             await audit_module.audit_range(source, TreeState(), cp, save=save, chunk_bundles=1)
             assert [s.size for s in saved] == [256]
             resumed = await audit_module.audit_range(source, saved[0], cp)
+            # The strict parser of the pipelined fetcher takes aiohttp's real answers.
+            assert source._pipeline is not None and source._pipelined_requests > 0
         finally:
             await source.close()
     assert resumed.entries == 44 and resumed.state.root() == cp.root_hash

@@ -26,7 +26,8 @@ from notary.core.receipts import ReceiptKey
 from notary.mcp_server import ServerConfig, build_server
 from notary.verifier.state import StateFile
 from notary.verifier.trust import parse_log_keys
-from tests.test_verifier import Call, Notary, free_port, json_out, run_cli, running_notary
+from tests.notary_server import free_port
+from tests.test_verifier import Call, Notary, json_out, run_cli, running_notary
 
 MODES = ["auto", "legacy"]
 REPO = Path(__file__).resolve().parent.parent
@@ -198,7 +199,7 @@ async def test_streamable_http(notary: Notary, tmp_path: Path) -> None:
 async def test_results_of_the_sdk_verify(notary: Notary, tmp_path: Path, mode: str) -> None:
     """End to end: a tool notarized by notary.sdk, called through mcp.Client, then verified
     from what the client received, by the CLI and by the verifier MCP server."""
-    sdk = pytest.importorskip("notary.sdk.mcp")
+    from notary.sdk import mcp as sdk
     from notary.sdk.client import NotaryClient
 
     app: MCPServer = MCPServer("calc")
@@ -234,3 +235,5 @@ async def test_cli_flag_errors(tmp_path: Path) -> None:
                  ["mcp", "--jwks", str(tmp_path / "missing.json")]):
         code, _, err = await run_cli(*argv)
         assert code == 2, (argv, err)
+        if argv[1] == "--http":
+            assert "--http must be HOST:PORT, got 'nope'" in err

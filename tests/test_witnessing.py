@@ -13,7 +13,7 @@ import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,15 +37,10 @@ from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
 from tests.notary_server import run_cli
+from tests.servers import bound_socket, start_server
 
 T = TypeVar("T")
 RECORDS: dict[str, dict[str, Any]] = {}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cli(*args: str) -> str:
@@ -68,14 +63,22 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], what: str,
 
 @dataclass
 class WitnessProc:
-    """A witness app on a fixed loopback port, which can be stopped and started again."""
+    """A witness app on a fixed loopback port, which can be stopped and started again.
+
+    Its port is bound when it is made, so a witness not started yet refuses connections (it
+    is down) and no other process can take its port meanwhile.
+    """
 
     signer: CosignatureSigner
-    port: int
     data: Path
     log_vkey: str
+    sock: socket.socket | None = field(default_factory=bound_socket)
     runner: web.AppRunner | None = None
     store: WitnessStore | None = None
+
+    def __post_init__(self) -> None:
+        assert self.sock is not None
+        self.port: int = self.sock.getsockname()[1]
 
     @property
     def url(self) -> str:
@@ -89,9 +92,8 @@ class WitnessProc:
         self.store = await WitnessStore.open(self.data, self.signer.verifier_key_text())
         verifier = Ed25519Verifier.from_vkey(self.log_vkey)
         app = create_witness_app(Witness(self.signer, {verifier.name: [verifier]}, self.store))
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        sock, self.sock = self.sock, None  # first start: the bound socket; then the port
+        self.runner = (await start_server(app, sock=sock, port=self.port)).runner
 
     async def stop(self) -> None:
         if self.runner is not None:
@@ -100,13 +102,17 @@ class WitnessProc:
         if self.store is not None:
             await self.store.close()
             self.store = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
 class Hanging:
     """Accepts connections and requests, never answers: the slowest possible witness."""
 
     def __init__(self) -> None:
-        self.port = free_port()
+        self.sock = bound_socket()
+        self.port = self.sock.getsockname()[1]
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -114,7 +120,7 @@ class Hanging:
             with contextlib.suppress(Exception):
                 await reader.read(-1)
 
-        self.server = await asyncio.start_server(handle, "127.0.0.1", self.port)
+        self.server = await asyncio.start_server(handle, sock=self.sock)
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -147,13 +153,12 @@ class Notary:
         return receipt
 
 
-async def start_notary(settings: Settings, http: aiohttp.ClientSession, vkey: str) -> Notary:
-    app = create_app(settings)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    host, port = settings.host_port
-    await web.TCPSite(runner, host, port).start()
-    return Notary(settings.base_url, settings, runner, http, vkey)
+async def start_notary(settings: Settings, http: aiohttp.ClientSession, vkey: str,
+                       sock: socket.socket | None = None) -> Notary:
+    """Serve on ``sock`` (first start), else where ``settings`` say (a restart)."""
+    _, port = settings.host_port
+    served = await start_server(create_app(settings), sock=sock, port=port)
+    return Notary(settings.base_url, settings, served.runner, http, vkey)
 
 
 @pytest.fixture
@@ -178,19 +183,19 @@ def test_witness_spec_parsing() -> None:
 
 async def test_two_of_three_with_one_witness_down(tmp_path: Path,
                                                   http: aiohttp.ClientSession) -> None:
-    port = free_port()
-    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{port}")
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
     first = init_data_dir(base)
     assert first is not None
     signers = [CosignatureSigner.generate(f"witness.test/w{i}") for i in range(3)]
     verifiers: list[CosignatureVerifier] = [s.verifier() for s in signers]
-    w = [WitnessProc(s, free_port(), tmp_path / f"w{i}.db", first.vkey)
+    w = [WitnessProc(s, tmp_path / f"w{i}.db", first.vkey)
          for i, s in enumerate(signers)]
     await w[0].start()
     await w[1].start()  # w[2] is down: nothing listens on its port
     settings = Settings(data=base.data, listen=base.listen, witnesses=tuple(x.spec for x in w),
                         witness_quorum=2, witness_interval=0.05, witness_timeout=0.5)
-    notary = await start_notary(settings, http, first.vkey)
+    notary = await start_notary(settings, http, first.vkey, sock)
     log_verifier = Ed25519Verifier.from_vkey(first.vkey)
     try:
         key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
@@ -276,8 +281,8 @@ async def test_two_of_three_with_one_witness_down(tmp_path: Path,
 
 async def test_hanging_witness_never_blocks_writes(tmp_path: Path,
                                                    http: aiohttp.ClientSession) -> None:
-    port = free_port()
-    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{port}")
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
     first = init_data_dir(base)
     assert first is not None
     signer = CosignatureSigner.generate("witness.test/slow")
@@ -287,7 +292,7 @@ async def test_hanging_witness_never_blocks_writes(tmp_path: Path,
                         witnesses=(f"http://127.0.0.1:{hanging.port}="
                                    f"{signer.verifier_key_text()}",),
                         witness_interval=0.05, witness_timeout=30.0)
-    notary = await start_notary(settings, http, first.vkey)
+    notary = await start_notary(settings, http, first.vkey, sock)
     try:
         key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
                   ).strip().splitlines()[-1]
@@ -324,7 +329,8 @@ async def test_a_state_file_of_an_older_release_moves_into_the_store(tmp_path: P
     old = tmp_path / STATE_FILE
     old.write_text(json.dumps({"version": 1, "origin": log.origin, "published": None,
                                "witnesses": {vkey: {"size": 0}}}))
-    endpoint = parse_witness_spec(f"http://127.0.0.1:{free_port()}={vkey}")
+    down = bound_socket()  # bound, never listening: a witness that is down
+    endpoint = parse_witness_spec(f"http://127.0.0.1:{down.getsockname()[1]}={vkey}")
     witnessing = Witnessing(log, [endpoint], quorum=1, interval=30, state_path=old)
     await witnessing.start()
     await witnessing.close()
@@ -338,4 +344,5 @@ async def test_a_state_file_of_an_older_release_moves_into_the_store(tmp_path: P
     await again.close()
     state = await log.store.witness_state()
     assert state is not None and dict(state.sizes) == {vkey: 0}
+    down.close()
     await log.close()

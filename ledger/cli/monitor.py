@@ -17,15 +17,21 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
+from aiohttp import web
+from prometheus_client import generate_latest
+
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import LogSource
 from ledger.core.cosignature import parse_verifier_key
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
 from ledger.exitcodes import ExitCode, UsageError
+from ledger.logs import configure
+from ledger.monitor.core import Alarm, EntryFilter, Monitor, MonitorConfig, MonitorMetrics
+from ledger.monitor.state import MonitorStateError
 from ledger.netaddr import parse_host_port
-
-if TYPE_CHECKING:
-    from ledger.monitor.core import EntryFilter
 
 __all__ = ["register", "run"]
 
@@ -55,13 +61,6 @@ def _witness(text: str) -> NoteVerifier:
         raise UsageError(f"--witness {text!r}: {e}") from None
 
 
-def _listen(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError:
-        raise UsageError(f"--metrics must be HOST:PORT, got {text!r}") from None
-
-
 async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
               err: IO[str] | None = None, stop: asyncio.Event | None = None) -> int:
     """Run the monitor as the command line asked; returns the exit status.
@@ -69,13 +68,7 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     Importable so that tests and other programs can run it inside their own event loop;
     ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
     """
-    import aiohttp
-    from aiohttp import web
-    from prometheus_client import generate_latest
 
-    from ledger.client.tiles import FetchError, LogSource
-    from ledger.monitor.core import Alarm, Monitor, MonitorConfig, MonitorMetrics
-    from ledger.monitor.state import StateError
 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
@@ -84,20 +77,19 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     quorum = len(witnesses) if args.quorum is None else args.quorum
     policy = None
     if args.policy:
-        from ledger.core.tlog_policy import PolicyError, parse_policy
-
         if witnesses or args.quorum is not None:
             raise UsageError("--policy replaces --witness and --quorum; give one or the "
                                   "other")
         try:
-            policy = parse_policy(Path(args.policy).read_bytes())
-        except (OSError, PolicyError) as e:
+            policy = parse_tlog_policy(Path(args.policy).read_bytes())
+        except (OSError, TlogPolicyError) as e:
             raise UsageError(f"--policy {args.policy}: {e}") from None
     if quorum < 0 or quorum > len(witnesses):
         raise UsageError(f"--quorum {quorum} needs at least that many --witness keys "
                               f"(got {len(witnesses)})")
     if args.interval is not None and args.interval <= 0:
         raise UsageError("--interval must be positive")
+    listen = parse_host_port(args.metrics, what="--metrics") if args.metrics else None
     watch = getattr(args, "watch_filter", None)
     entry_filter = watch(args.watch_server) if watch is not None and args.watch_server else None
     config = MonitorConfig(
@@ -108,17 +100,17 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     daemon = args.interval is not None and not args.once
     metrics = MonitorMetrics()
     stop = stop or asyncio.Event()
-    async with aiohttp.ClientSession() as session:
-        source = LogSource(config.url, session, timeout=config.timeout)
+    async with HttpClient(timeout=config.timeout, follow_redirects=True) as http:
+        source = LogSource(config.url, http, timeout=config.timeout)
         try:
             monitor = Monitor(config, source, metrics, out=out)
-        except StateError as e:
+        except MonitorStateError as e:
             await source.close()
             print(f"notary: error: {e}", file=err)
             return ExitCode.USAGE
         runner: web.AppRunner | None = None
-        if args.metrics:
-            host, port = _listen(args.metrics)
+        if listen is not None:
+            host, port = listen
 
             async def serve_metrics(request: web.Request) -> web.Response:
                 resp = web.Response(body=generate_latest(metrics.registry))
@@ -172,8 +164,6 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
-    from ledger.logs import configure
-
     configure("auto", "info")
 
     async def main() -> int:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE, fold_right, node_hash
 
 Coord = tuple[int, int]  # (tree level, index at that level): root of leaves [i·2^l, (i+1)·2^l)
 Range = tuple[int, int]  # leaves [start, end)
 
 
-class ProofError(ValueError):
+class ProofError(LedgerError, ValueError):
     """A proof that does not verify, or a request for a proof that cannot exist."""
 
 

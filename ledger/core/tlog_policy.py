@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
 from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.errors import LedgerError
 from ledger.core.note import (
     Ed25519Verifier,
     NoteError,
@@ -34,16 +35,16 @@ from ledger.core.note import (
     parse_note,
 )
 
-__all__ = ["Policy", "PolicyError", "PolicyNotMet", "parse_policy"]
+__all__ = ["TlogPolicy", "TlogPolicyError", "TlogPolicyNotMet", "parse_tlog_policy"]
 
 NONE = "none"
 
 
-class PolicyError(ValueError):
+class TlogPolicyError(LedgerError, ValueError):
     """The policy file is malformed."""
 
 
-class PolicyNotMet(NoteError):
+class TlogPolicyNotMet(NoteError):
     """A checkpoint that is not signed by a policy log, or not cosigned by the quorum."""
 
 
@@ -54,7 +55,7 @@ class Group:
 
 
 @dataclass(frozen=True)
-class Policy:
+class TlogPolicy:
     logs: tuple[tuple[Ed25519Verifier, str | None], ...]
     witnesses: Mapping[str, tuple[NoteVerifier, str | None]]
     groups: Mapping[str, Group]
@@ -81,7 +82,7 @@ class Policy:
         """Check a checkpoint note against the policy; returns it and the witnesses that cosigned.
 
         ``log_verifiers`` adds log keys known from elsewhere (a policy may list no log). Raises
-        :class:`PolicyNotMet`, or NoteError when a known key's signature does not verify.
+        :class:`TlogPolicyNotMet`, or NoteError when a known key's signature does not verify.
         """
         logs: list[NoteVerifier] = [v for v, _ in self.logs]
         logs += [v for v in log_verifiers if all(
@@ -90,15 +91,15 @@ class Policy:
         try:
             _, verified = open_note(note, [*logs, *witnesses])
         except UnverifiedNoteError:
-            raise PolicyNotMet("the checkpoint carries no signature by a policy key") from None
+            raise TlogPolicyNotMet("the checkpoint carries no signature by a policy key") from None
         ids = {(s.name, s.key_id) for s in verified}
         cp = parse_checkpoint_text(parse_note(note).text)
         if not any((v.name, v.key_id) in ids and v.name == cp.origin for v in logs):
-            raise PolicyNotMet(f"checkpoint of {cp.origin!r} is not signed by a policy log")
+            raise TlogPolicyNotMet(f"checkpoint of {cp.origin!r} is not signed by a policy log")
         cosigned = {name for name, (v, _) in self.witnesses.items()
                     if (v.name, v.key_id) in ids}
         if not self.satisfied(cosigned):
-            raise PolicyNotMet(f"the quorum {self.quorum!r} is not met (cosigned by "
+            raise TlogPolicyNotMet(f"the quorum {self.quorum!r} is not met (cosigned by "
                                f"{sorted(cosigned) or 'no witness'})")
         return cp, cosigned
 
@@ -109,11 +110,11 @@ def _public_key(v: NoteVerifier) -> bytes:
     return key
 
 
-def parse_policy(data: bytes | str) -> Policy:
+def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     for b in raw:
         if (b < 0x20 and b not in (0x09, 0x0A)) or b == 0x7F:
-            raise PolicyError(f"policy contains the forbidden byte 0x{b:02x}")
+            raise TlogPolicyError(f"policy contains the forbidden byte 0x{b:02x}")
     text = raw.decode("utf-8", "surrogateescape")  # names are opaque bytes
     logs: list[tuple[Ed25519Verifier, str | None]] = []
     witnesses: dict[str, tuple[NoteVerifier, str | None]] = {}
@@ -129,40 +130,40 @@ def parse_policy(data: bytes | str) -> Policy:
         keyword, args = fields[0], fields[1:]
         if keyword == "log":
             if len(args) not in (1, 2):
-                raise PolicyError(f"{where}: want 'log <vkey> [<url>]'")
+                raise TlogPolicyError(f"{where}: want 'log <vkey> [<url>]'")
             try:
                 log_key = Ed25519Verifier.from_vkey(args[0])
             except NoteError as e:
-                raise PolicyError(f"{where}: bad log key: {e}") from None
+                raise TlogPolicyError(f"{where}: bad log key: {e}") from None
             if log_key.public_key in keys:
-                raise PolicyError(f"{where}: duplicate key")
+                raise TlogPolicyError(f"{where}: duplicate key")
             keys.add(log_key.public_key)
             logs.append((log_key, args[1] if len(args) == 2 else None))
         elif keyword == "witness":
             if len(args) not in (2, 3):
-                raise PolicyError(f"{where}: want 'witness <name> <vkey> [<url>]'")
+                raise TlogPolicyError(f"{where}: want 'witness <name> <vkey> [<url>]'")
             name = args[0]
             if name == NONE or name in witnesses or name in groups:
-                raise PolicyError(f"{where}: name {name!r} is reserved or already defined")
+                raise TlogPolicyError(f"{where}: name {name!r} is reserved or already defined")
             try:
                 wkey: NoteVerifier = CosignatureVerifier.from_vkey(args[1])
             except NoteError as e:
-                raise PolicyError(f"{where}: bad witness key: {e}") from None
+                raise TlogPolicyError(f"{where}: bad witness key: {e}") from None
             if _public_key(wkey) in keys:
-                raise PolicyError(f"{where}: duplicate key")
+                raise TlogPolicyError(f"{where}: duplicate key")
             keys.add(_public_key(wkey))
             witnesses[name] = (wkey, args[2] if len(args) == 3 else None)
         elif keyword == "group":
             if len(args) < 3:
-                raise PolicyError(f"{where}: want 'group <name> all|any|<k> <member>...'")
+                raise TlogPolicyError(f"{where}: want 'group <name> all|any|<k> <member>...'")
             name, k, members = args[0], args[1], args[2:]
             if name == NONE or name in witnesses or name in groups:
-                raise PolicyError(f"{where}: name {name!r} is reserved or already defined")
+                raise TlogPolicyError(f"{where}: name {name!r} is reserved or already defined")
             for m in members:
                 if m not in witnesses and m not in groups:
-                    raise PolicyError(f"{where}: member {m!r} is not defined before")
+                    raise TlogPolicyError(f"{where}: member {m!r} is not defined before")
                 if m in members_used:
-                    raise PolicyError(f"{where}: {m!r} is already a group member")
+                    raise TlogPolicyError(f"{where}: {m!r} is already a group member")
                 members_used.add(m)
             if k == "all":
                 threshold = len(members)
@@ -171,20 +172,20 @@ def parse_policy(data: bytes | str) -> Policy:
             elif k.isascii() and k.isdigit() and k == str(int(k)):
                 threshold = int(k)
                 if not 1 <= threshold <= len(members):
-                    raise PolicyError(f"{where}: threshold {k} is not in 1..{len(members)}")
+                    raise TlogPolicyError(f"{where}: threshold {k} is not in 1..{len(members)}")
             else:
-                raise PolicyError(f"{where}: threshold must be all, any or a number")
+                raise TlogPolicyError(f"{where}: threshold must be all, any or a number")
             groups[name] = Group(threshold, tuple(members))
         elif keyword == "quorum":
             if len(args) != 1:
-                raise PolicyError(f"{where}: want 'quorum <name>'")
+                raise TlogPolicyError(f"{where}: want 'quorum <name>'")
             if quorum is not None:
-                raise PolicyError(f"{where}: a second quorum line")
+                raise TlogPolicyError(f"{where}: a second quorum line")
             if args[0] != NONE and args[0] not in witnesses and args[0] not in groups:
-                raise PolicyError(f"{where}: quorum {args[0]!r} is not defined before")
+                raise TlogPolicyError(f"{where}: quorum {args[0]!r} is not defined before")
             quorum = args[0]
         else:
-            raise PolicyError(f"{where}: unknown keyword {keyword!r}")
+            raise TlogPolicyError(f"{where}: unknown keyword {keyword!r}")
     if quorum is None:
-        raise PolicyError("the policy has no quorum line")
-    return Policy(tuple(logs), witnesses, groups, quorum)
+        raise TlogPolicyError("the policy has no quorum line")
+    return TlogPolicy(tuple(logs), witnesses, groups, quorum)

@@ -26,14 +26,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import uvicorn
+
+from ledger.client.http import HttpClient
 from ledger.exitcodes import UsageError
+from ledger.logs import configure
+from ledger.netaddr import parse_host_port
+from notary.gateway.audit import audit_decision, check_policy, parse_jsonl
+from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
+from notary.gateway.salt import SaltError, default_salt_path, ensure_salt, read_salt
+from notary.gateway.store import read_decisions, read_policy_receipts
+from notary.verifier.inputs import VerifierInputError
+from notary.verifier.trust import complete_from_notary, load_jwks, parse_log_keys
 
 if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
     from mcp.client.stdio import StdioServerParameters
-
-from ledger.netaddr import parse_host_port
-from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
-from notary.gateway.salt import SaltError, default_salt_path, ensure_salt, read_salt
 
 __all__ = ["parse_upstream", "register"]
 
@@ -65,7 +73,7 @@ def parse_upstream(text: str, env: Sequence[str] = (), cwd: str | None = None
         if not sep or not key:
             raise _error(f"--upstream-env {item!r} is not KEY=VALUE")
         extra[key] = value
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters  # deferred: the mcp SDK is heavy
 
     return StdioServerParameters(command=argv[0], args=argv[1:], env=extra or None, cwd=cwd)
 
@@ -96,8 +104,7 @@ def _api_key(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ledger.logs import configure
-    from notary.gateway.server import GatewayConfig, build_gateway
+    from notary.gateway.server import GatewayConfig, build_gateway  # deferred: imports mcp
 
     if not args.upstream or not args.policy:
         raise _error("usage: notary gateway --upstream CMD|URL --policy FILE --notary URL "
@@ -121,26 +128,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         notary_url=notary_url, api_key=_api_key(args), name=args.name, agent=args.agent,
         upstream_mode=args.upstream_mode, notary_public_url=args.notary_public_url,
         upstream_timeout=args.upstream_timeout)
+    address = parse_host_port(args.http, what="--http") if args.http else None
     server = build_gateway(config)
-    if args.http:
-        import uvicorn
-
-        try:
-            host, port = parse_host_port(args.http)
-        except ValueError:
-            raise _error("--http takes HOST:PORT") from None
+    if address is not None:
+        host, port = address
         app = server.streamable_http_app(host=host)
         print(f"notary gateway: serving MCP at http://{args.http}/mcp", file=sys.stderr)
         uvicorn.run(app, host=host, port=int(port), log_level="warning")
         return 0
 
-    from mcp.server.stdio import stdio_server
+    from mcp.server.stdio import stdio_server  # deferred: the mcp SDK is heavy
 
     async def serve() -> None:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    import anyio
 
     anyio.run(serve)
     return 0
@@ -152,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 async def _input_schemas(upstream: str | StdioServerParameters, mode: str
                          ) -> dict[str, dict[str, Any] | None]:
     out: dict[str, dict[str, Any] | None] = {}
-    from mcp import Client
+    from mcp import Client  # deferred: the mcp SDK is heavy
 
     async with Client(upstream, mode=mode) as client:
         cursor: str | None = None
@@ -208,9 +209,6 @@ def _is_sqlite(path: Path) -> bool:
 
 
 async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
-    from notary.gateway.audit import parse_jsonl
-    from notary.gateway.store import read_decisions, read_policy_receipts
-
     if _is_sqlite(path):
         decisions = [e async for e in read_decisions(path)]
         return decisions, await read_policy_receipts(path)
@@ -221,10 +219,6 @@ async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
 
 
 async def _audit(args: argparse.Namespace) -> dict[str, Any]:
-    from notary.gateway.audit import audit_decision, check_policy
-    from notary.verifier.fetch import HttpFetcher
-    from notary.verifier.inputs import VerifierInputError
-    from notary.verifier.trust import load_jwks, parse_log_keys, trust_from_notary
 
     try:
         salt = read_salt(args.salt_file)
@@ -236,20 +230,17 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
         revealed[policy.commitment(salt)] = (str(path), policy)
     decisions, policy_receipts = await _read_evidence(args.decisions)
     try:
-        log_keys = list(parse_log_keys(args.log_key))
-        jwks = None
+        pinned = parse_log_keys(args.log_key)
         needs_net = (args.jwks or "").startswith(("http://", "https://")) or (
-            args.notary and (not args.jwks or not log_keys))
+            args.notary and (not args.jwks or not pinned))
         if needs_net:
-            async with HttpFetcher(args.timeout) as fetcher:
-                if args.jwks:
-                    jwks = await load_jwks(args.jwks, fetcher)
-                if args.notary and (jwks is None or not log_keys):
-                    notary_jwks, notary_key = await trust_from_notary(args.notary, fetcher)
-                    jwks = jwks or notary_jwks
-                    log_keys = log_keys or [notary_key]
-        elif args.jwks:
-            jwks = await load_jwks(args.jwks, None)
+            async with HttpClient(timeout=args.timeout) as fetcher:
+                jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
+                jwks, keys, _ = await complete_from_notary(jwks, pinned, args.notary, fetcher)
+        else:
+            jwks = await load_jwks(args.jwks, None) if args.jwks else None
+            keys = pinned
+        log_keys = list(keys)
     except VerifierInputError as e:
         raise _error(str(e)) from e
     policies = {c: p for c, (_, p) in revealed.items()}
@@ -298,8 +289,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
-    from notary.gateway.store import read_decisions
-
     if not _is_sqlite(args.state):
         raise _error(f"{args.state} is not a gateway state file")
 

@@ -11,16 +11,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from aiohttp import web
+
 from ledger.cli import monitor, witness
+from ledger.core.boundedjson import JsonError
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.keyfile import KeyFileError
+from ledger.logs import configure
+from ledger.sequencer import LogIntegrityError
 from ledger.storage.base import StoreError
+from ledger.storage.damage import corruption_in, damage_message
 from notary import admin
-from notary.cli import gateway, mcp, verify
+from notary.cli import check, gateway, mcp, verify
+from notary.cli.trust_args import parse_input_json
 from notary.config import ConfigError, Settings, resolve
 from notary.core.accounts import month_of
 from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
+from notary.http.app import create_app, init_data_dir
 from notary.keys import Paths
 from notary.startup import entry_url_bases
 from notary.store import MEMORY, is_memory, open_store
@@ -35,16 +43,12 @@ _T = TypeVar("_T")
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {k: v for k, v in vars(args).items()
              if k in ("data", "database", "listen", "public_url", "origin", "max_body",
-                      "log_format", "witnesses", "witness_quorum", "witness_interval")}
+                      "log_format", "witnesses", "witness_quorum", "witness_interval",
+                      "scrub_rate")}
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
-    from ledger.logs import configure
-    from notary.http.app import create_app, init_data_dir
-
     settings = _settings(args)
     configure(settings.log_format, settings.log_level)
     first = init_data_dir(settings)
@@ -183,9 +187,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_hash(args: argparse.Namespace) -> int:
     try:
-        raw = sys.stdin.read() if args.record == "-" else Path(args.record).read_text()
-        obj = json.loads(raw)
-    except (OSError, ValueError) as e:
+        raw = sys.stdin.buffer.read() if args.record == "-" else Path(args.record).read_bytes()
+        obj = parse_input_json(raw)
+    except (OSError, JsonError) as e:
         raise UsageError(f"cannot read {args.record}: {e}") from e
     try:
         record = record_from_json(obj)
@@ -221,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cosignatures a published checkpoint needs (default: a majority)")
     p.add_argument("--witness-interval", type=float, metavar="S",
                    help="seconds between submissions of a grown tree (default 2)")
+    p.add_argument("--scrub-rate", type=float, metavar="N",
+                   help="stored tiles and bundles the background scrub re-verifies per second "
+                        "(default 20; 0 turns it off)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("hash", help="print the call_sha256 of a call record file ('-': stdin)")
@@ -258,10 +265,21 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=cmd_keys_rotate)
 
-    for module in (verify, mcp, witness, gateway):
+    for module in (verify, check, mcp, witness, gateway):
         module.register(sub)
     monitor.register(sub, watch=server_filter)
     return parser
+
+
+def _database(args: argparse.Namespace) -> tuple[Path | None, str | None]:
+    """The notary database a command uses, and the command that checks it (for messages)."""
+    if not hasattr(args, "data"):
+        return None, None
+    try:
+        data = _settings(args).data
+    except (ConfigError, UsageError):
+        return None, None
+    return Paths(data).db, f"notary check --data {data}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,6 +288,18 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except (UsageError, ConfigError, KeyFileError, StoreError) as e:
         print(f"notary: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    except Exception as e:
+        # A damaged store: not a bug to show as a traceback, nor worth retrying.
+        db, check_command = _database(args)
+        if isinstance(e, LogIntegrityError):
+            print(f"notary: error: the log in {db} does not match its signed checkpoint ({e}). "
+                  f"Restore the newest backup and run `{check_command}` before serving it.",
+                  file=sys.stderr)
+            return ExitCode.USAGE
+        if corruption_in(e) is None:
+            raise
+        print(f"notary: error: {damage_message(db, e, check_command)}", file=sys.stderr)
         return ExitCode.USAGE
 
 

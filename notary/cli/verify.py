@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 
+from ledger.client.http import HttpClient
 from ledger.exitcodes import UsageError
 from notary.cli.aer1 import verify_command as verify_aer1_command
 from notary.cli.trust_args import (
@@ -16,7 +17,6 @@ from notary.cli.trust_args import (
     state_from_args,
     trust_from_args,
 )
-from notary.verifier.fetch import HttpFetcher
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -26,7 +26,7 @@ from notary.verifier.inputs import (
 )
 from notary.verifier.report import Report
 from notary.verifier.state import (
-    StateError,
+    VerifierStateError,
 )
 from notary.verifier.verify import verify_tool_call
 
@@ -60,7 +60,7 @@ async def _run_verify(args: argparse.Namespace) -> Report:
         trust = await trust_from_args(args, None)
         return await verify_tool_call(call, trust, fetcher=None, state=state,
                                       log_url=args.log_url)
-    async with HttpFetcher(args.timeout) as fetcher:
+    async with HttpClient(timeout=args.timeout) as fetcher:
         trust = await trust_from_args(args, fetcher)
         return await verify_tool_call(call, trust, fetcher=fetcher, state=state,
                                       log_url=args.log_url)
@@ -72,7 +72,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return aer1_code
     try:
         report = asyncio.run(_run_verify(args))
-    except (VerifierInputError, StateError) as e:
+    except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))

@@ -27,6 +27,7 @@ import rfc8785
 
 from notary.core.canonical import CanonicalizationError, canonical_json
 from notary.core.entry import LogEntry
+from notary.core.errors import NotaryBaseError
 from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id, parse_issued_at
 from notary.core.records import SPEC, name_problem
 
@@ -55,11 +56,11 @@ _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 _MAX_INDEX = 2**53 - 1  # JSON number a JavaScript verifier reads exactly
 
 
-class ReceiptFormatError(ValueError):
+class ReceiptFormatError(NotaryBaseError, ValueError):
     """A receipt does not have the rs-tool-call/1 shape."""
 
 
-class ReceiptSignatureError(ValueError):
+class ReceiptSignatureError(NotaryBaseError, ValueError):
     """A receipt signature does not verify; ``reason`` is a stable machine-readable code.
 
     Reasons: ``missing`` (no signature member), ``malformed`` (signature or receipt cannot
@@ -72,7 +73,7 @@ class ReceiptSignatureError(ValueError):
         self.reason = reason
 
 
-class JwksError(ValueError):
+class JwksError(NotaryBaseError, ValueError):
     """A JWKS, or an Ed25519 key in it, is malformed."""
 
 

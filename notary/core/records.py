@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from notary.core.canonical import canonical_json, check_js_safe, child_path
+from notary.core.errors import NotaryBaseError
 
 __all__ = [
     "MAX_NAME_CHARS",
@@ -48,7 +49,7 @@ _RESULT_OPTIONAL = ("structuredContent", "isError")
 _RECORD_KEYS = frozenset({"spec", "server", "tool", "arguments", "result", "salt"})
 
 
-class RecordError(ValueError):
+class RecordError(NotaryBaseError, ValueError):
     """A call record is malformed; ``path`` names the offending member (``$.salt``)."""
 
     def __init__(self, path: str, problem: str) -> None:

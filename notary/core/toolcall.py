@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.records import RecordError, hashed_result, is_final
 
 __all__ = ["RebuildError", "notarization_block", "rebuild_record"]
 
 
-class RebuildError(ValueError):
+class RebuildError(NotaryBaseError, ValueError):
     """The result carries no usable notarization: no block, not notarized, or no salt."""
 
 

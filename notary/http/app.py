@@ -13,7 +13,9 @@ from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, add_ledger_routes
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE
+from notary.http.integrity import damage_middleware, integrity_context
 from notary.http.metrics import Metrics
+from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import add_tool_call_routes
 from notary.http.witnessing import witnessing_context
@@ -55,15 +57,17 @@ def create_app(settings: Settings) -> web.Application:
     metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_body,
-        middlewares=[metrics.middleware(), error_middleware],
+        middlewares=[metrics.middleware(), error_middleware, damage_middleware],
     )
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app.cleanup_ctx.append(_notary_ctx)
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
+    app.cleanup_ctx.append(integrity_context(settings))
     add_ledger_routes(app)
     add_tool_call_routes(app)
     add_meta_routes(app)
+    add_explorer_routes(app)
     return app
 
 

@@ -44,6 +44,12 @@ def _quorum(settings: Settings, endpoints: Sequence[WitnessEndpoint]) -> int:
     return quorum
 
 
+def witness_policy(settings: Settings) -> tuple[int, list[WitnessEndpoint]]:
+    """(quorum, witnesses) as configured; (0, []) without witnesses. Checked at startup."""
+    endpoints = _endpoints(settings)
+    return (_quorum(settings, endpoints) if endpoints else 0), endpoints
+
+
 def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | None = None
                   ) -> Witnessing:
     """A :class:`Witnessing` for the notary's settings (quorum 0 means a majority)."""

@@ -53,6 +53,7 @@ from pydantic import BaseModel, ValidationError
 
 from ledger.core.note import NoteVerifier
 from notary.core.canonical import CanonicalizationError
+from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Jwks, Receipt
 from notary.core.records import SPEC, CallRecord, RecordError, is_final, new_salt
@@ -80,7 +81,7 @@ OnUnavailable = Literal["fail", "mark"]
 _HASHED_KEYS = ("content", "structuredContent", "isError")
 
 
-class NotarizationFailedError(MCPError):
+class NotarizationFailedError(MCPError, NotaryBaseError):
     """A final tool result could not be notarized under ``on_unavailable="fail"``.
 
     An :class:`mcp.shared.exceptions.MCPError`, so raised from a handler or middleware it

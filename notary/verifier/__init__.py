@@ -50,11 +50,14 @@ Levels
    Offline, level 5 decides only what needs no proof (equal sizes) and otherwise is skipped
    with the reason; it is never passed without a check.
 
-Levels 1-4 need no network. Nothing is fetched at all when ``fetcher`` is None (``--offline``).
+Levels 1-4 need no network. Nothing is fetched at all when ``fetcher`` is None (``--offline``);
+online, ``fetcher`` is a :class:`ledger.client.http.HttpClient` (every answer size- and
+depth-bounded; a failure is a :class:`~ledger.client.http.FetchError` that tells a log that
+refused from one that could not be reached).
 """
 
+from ledger.client.http import FetchError, HttpClient
 from notary.core.meta import TOOL_CALL_META_KEY
-from notary.verifier.fetch import Fetcher, FetchError, HttpFetcher
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -75,7 +78,7 @@ from notary.verifier.trust import (
 from notary.verifier.verify import verify_tool_call
 
 __all__ = [
-    "TOOL_CALL_META_KEY", "FetchError", "Fetcher", "HttpFetcher", "Report", "ToolCall", "Trust",
+    "TOOL_CALL_META_KEY", "FetchError", "HttpClient", "Report", "ToolCall", "Trust",
     "VerifierInputError", "call_from_document", "call_from_receipt_and_record",
     "call_from_saved_call", "call_from_tool_result", "load_jwks", "log_base_url",
     "parse_log_keys", "parse_witness_keys", "trust_from_notary", "verify_tool_call",

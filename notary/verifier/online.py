@@ -4,8 +4,10 @@ what the verifier saw before.
 
 from __future__ import annotations
 
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import LogSource
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.note import Ed25519Verifier, NoteError, strict_b64decode
+from ledger.core.note import Ed25519Verifier, NoteError
 from ledger.core.tlog_proof import decode_proof_bundle
 from notary.core.receipts import Receipt
 from notary.core.verification import (
@@ -13,7 +15,6 @@ from notary.core.verification import (
     passed,
     skipped,
 )
-from notary.verifier.fetch import Fetcher, FetchError, get_json
 from notary.verifier.inputs import log_base_url
 from notary.verifier.report import Report, require_level
 from notary.verifier.state import (
@@ -27,7 +28,7 @@ from notary.verifier.trust import Trust
 
 
 async def _level5(report: Report, receipt: Receipt, proof: str | None,
-                  log_key: Ed25519Verifier | None, trust: Trust, fetcher: Fetcher | None,
+                  log_key: Ed25519Verifier | None, trust: Trust, fetcher: HttpClient | None,
                   state: StateFile | None, log_url: str | None) -> None:
     verdict = report.verdict
     cp = verdict.checkpoint
@@ -59,6 +60,7 @@ async def _level5(report: Report, receipt: Receipt, proof: str | None,
     latest: Seen | None = None
     problems: list[str] = []
     base = (log_url.rstrip("/") if log_url else None) or log_base_url(receipt)
+    log = LogSource(base, fetcher, pipeline=False) if fetcher is not None and base else None
     if fetcher is None:
         problems.append("offline: the log's latest checkpoint and consistency proofs are not "
                         "fetched")
@@ -66,7 +68,8 @@ async def _level5(report: Report, receipt: Receipt, proof: str | None,
         problems.append("no http(s) log URL in the receipt (use --log-url)")
     else:
         try:
-            latest = await _latest(fetcher, base, log_key, trust)
+            assert log is not None
+            latest = await _latest(log, log_key, trust)
         except FetchError as e:
             if e.refused:
                 verdict.levels["consistency"] = failed(f"the log's latest checkpoint: {e}")
@@ -84,9 +87,9 @@ async def _level5(report: Report, receipt: Receipt, proof: str | None,
 
     reconciler = Reconciler(stored, receipt_seen, latest)
     proofs: dict[tuple[int, int], ProofResult] = {}
-    if fetcher is not None and base is not None:
+    if log is not None:
         for old, new in reconciler.proofs_needed():
-            proofs[(old, new)] = await _consistency_proof(fetcher, base, old, new)
+            proofs[(old, new)] = await _consistency_proof(log, old, new)
     result = reconciler.finish(proofs)
     report.conflicts = result.conflicts
 
@@ -120,14 +123,14 @@ class _LatestUnusable(Exception):
     """The log's latest checkpoint verifies under the log key but misses the witness quorum."""
 
 
-async def _latest(fetcher: Fetcher, base: str, log_key: Ed25519Verifier, trust: Trust) -> Seen:
+async def _latest(log: LogSource, log_key: Ed25519Verifier, trust: Trust) -> Seen:
     """The log's latest checkpoint, verified under the log key and the witness policy.
 
     One without the witness quorum is not used (a log may serve a new checkpoint before its
     witnesses cosign it; that is not evidence of anything) but one the log key did not sign is
     an error the caller reports as a failure.
     """
-    note = await fetcher.get_bytes(base + "/checkpoint")
+    note = await log.checkpoint()
     latest, _ = open_checkpoint(note, log_key)
     if trust.quorum:
         try:
@@ -139,17 +142,9 @@ async def _latest(fetcher: Fetcher, base: str, log_key: Ed25519Verifier, trust: 
     return Seen("latest", latest, note)
 
 
-async def _consistency_proof(fetcher: Fetcher, base: str, old: int, new: int) -> ProofResult:
-    url = f"{base}/v1/ledger/proofs/consistency?old={old}&new={new}"
+async def _consistency_proof(log: LogSource, old: int, new: int) -> ProofResult:
+    """The log's proof, or why there is none: ``refused`` when it answered without one."""
     try:
-        doc = await get_json(fetcher, url)
+        return ProofResult(proof=tuple(await log.consistency_from_api(old, new)))
     except FetchError as e:
         return ProofResult(problem=str(e), refused=e.refused)
-    hashes = doc.get("proof") if isinstance(doc, dict) else None
-    if (not isinstance(doc, dict) or doc.get("old") != old or doc.get("new") != new
-            or not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes)):
-        return ProofResult(problem=f"GET {url}: malformed answer", refused=True)
-    try:
-        return ProofResult(proof=tuple(strict_b64decode(h, "proof hash") for h in hashes))
-    except NoteError as e:
-        return ProofResult(problem=f"GET {url}: {e}", refused=True)

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger.client.http import FetchError, HttpClient
+from ledger.core.boundedjson import JsonError, parse_json
 from ledger.core.cosignature import parse_verifier_key
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
 from notary.core.receipts import Jwks, JwksError
-from notary.verifier.fetch import Fetcher, FetchError, _check_url, get_json
-from notary.verifier.inputs import VerifierInputError, _object
+from notary.verifier.inputs import VerifierInputError, _object, check_http_url
+
+MAX_JWKS_FILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,40 @@ class Trust:
         if self.quorum > len({(w.name, w.key_id) for w in self.witnesses}):
             raise VerifierInputError(f"a quorum of {self.quorum} cannot be met by "
                                      f"{len(self.witnesses)} witness key(s)")
+
+
+def distinct_witnesses(witnesses: Sequence[NoteVerifier]) -> int:
+    """How many different witnesses the keys name: a key listed twice still counts once."""
+    return len({(w.name, w.key_id) for w in witnesses})
+
+
+def build_trust(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
+                witnesses: Sequence[NoteVerifier], quorum: int | None) -> Trust:
+    """The one way every entry point (CLI flags, ``notary mcp`` arguments, gateway audit) turns
+    keys into trust anchors, so a quorum means the same everywhere.
+
+    ``quorum`` None asks for every distinct witness given (0 when none is).
+    """
+    if quorum and not witnesses:
+        raise VerifierInputError("a witness quorum needs witness keys (--witness)")
+    k = distinct_witnesses(witnesses) if quorum is None else quorum
+    return Trust(jwks, tuple(log_keys), tuple(witnesses), k)
+
+
+async def complete_from_notary(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
+                               notary_url: str | None, fetcher: HttpClient | None
+                               ) -> tuple[Jwks | None, tuple[Ed25519Verifier, ...], bool]:
+    """(jwks, log keys, fetched): pinned keys, with only what is missing filled in from the
+    notary's own (trust on first use, see :func:`trust_from_notary`).
+
+    Nothing is fetched when both kinds are pinned, no notary is named, or ``fetcher`` is None
+    (offline); ``fetched`` says whether the notary was asked.
+    """
+    keys = tuple(log_keys)
+    if (jwks is not None and keys) or notary_url is None or fetcher is None:
+        return jwks, keys, False
+    notary_jwks, notary_key = await trust_from_notary(notary_url, fetcher)
+    return (jwks if jwks is not None else notary_jwks), (keys or (notary_key,)), True
 
 
 def _expand_keys(values: Sequence[str]) -> list[str]:
@@ -84,7 +120,7 @@ def _jwks(doc: object, where: str) -> Jwks:
     return jwks
 
 
-async def load_jwks(value: str | Mapping[str, object], fetcher: Fetcher | None) -> Jwks:
+async def load_jwks(value: str | Mapping[str, object], fetcher: HttpClient | None) -> Jwks:
     """Receipt keys from a JWKS document, a file (``FILE`` or ``@FILE``), or an http(s) URL.
 
     A URL needs ``fetcher``: offline, it is an input error rather than a silent skip.
@@ -96,28 +132,28 @@ async def load_jwks(value: str | Mapping[str, object], fetcher: Fetcher | None) 
             raise VerifierInputError(f"the JWKS {value} is a URL, and offline nothing is fetched; "
                                      "pass a saved JWKS file")
         try:
-            return _jwks(await get_json(fetcher, value), value)
+            return _jwks(await fetcher.get_json(value), value)
         except FetchError as e:
             raise VerifierInputError(f"cannot fetch the JWKS: {e}") from e
     path = Path(value.removeprefix("@")).expanduser()
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        doc = parse_json(path.read_bytes(), max_bytes=MAX_JWKS_FILE_BYTES)
+    except (OSError, JsonError) as e:
         raise VerifierInputError(f"cannot read the JWKS file {path}: {e}") from e
     return _jwks(doc, str(path))
 
 
-async def trust_from_notary(url: str, fetcher: Fetcher) -> tuple[Jwks, Ed25519Verifier]:
+async def trust_from_notary(url: str, fetcher: HttpClient) -> tuple[Jwks, Ed25519Verifier]:
     """The receipt keys and log key a notary publishes (``/.well-known/jwks.json``, ``/v1/ledger``).
 
     This trusts that notary for its own keys (trust on first use): it proves the receipt is the
     notary's, not that the notary is the one you meant. Pin keys to verify independently.
     """
     base = url.rstrip("/")
-    _check_url(base)
+    check_http_url(base)
     try:
-        jwks = _jwks(await get_json(fetcher, base + "/.well-known/jwks.json"), base)
-        ledger = await get_json(fetcher, base + "/v1/ledger")
+        jwks = _jwks(await fetcher.get_json(base + "/.well-known/jwks.json"), base)
+        ledger = await fetcher.get_json(base + "/v1/ledger")
     except FetchError as e:
         raise VerifierInputError(f"cannot fetch the notary's keys: {e}") from e
     vkey = ledger.get("vkey") if isinstance(ledger, dict) else None

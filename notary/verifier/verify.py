@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ledger.client.http import FetchError, HttpClient
 from ledger.core.note import Ed25519Verifier, NoteError, parse_note
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.receipts import Receipt
@@ -17,7 +18,6 @@ from notary.core.verification import (
     skipped,
     verify_receipt,
 )
-from notary.verifier.fetch import Fetcher, FetchError, get_json
 from notary.verifier.inputs import (
     MalformedReceipt,
     ToolCall,
@@ -57,7 +57,7 @@ def _select_log_key(receipt: Receipt, proof: str | None,
     return candidates[0]
 
 
-async def _fetch_receipt(call: ToolCall, fetcher: Fetcher | None
+async def _fetch_receipt(call: ToolCall, fetcher: HttpClient | None
                          ) -> tuple[Receipt | MalformedReceipt, str]:
     url = call.receipt_url
     if url is None:
@@ -67,21 +67,21 @@ async def _fetch_receipt(call: ToolCall, fetcher: Fetcher | None
         raise VerifierInputError(f"the tool result carries no receipt, and offline it cannot be "
                                  f"fetched from {url}; pass it with --receipt")
     try:
-        receipt = parse_receipt(await get_json(fetcher, url), f"the receipt from {url}")
+        receipt = parse_receipt(await fetcher.get_json(url), f"the receipt from {url}")
     except FetchError as e:
         raise VerifierInputError(f"cannot fetch the receipt: {e}") from e
     return receipt, f"receipt fetched from {url}"
 
 
 async def _fetch_proof(receipt: Receipt, receipt_url: str | None,
-                       fetcher: Fetcher | None) -> tuple[str | None, str]:
+                       fetcher: HttpClient | None) -> tuple[str | None, str]:
     """The notary's current proof for a receipt (served with the receipt at its URL)."""
     base = log_base_url(receipt)
     url = receipt_url or (f"{base}/v1/tool-calls/{receipt.id}" if base else None)
     if fetcher is None or url is None:
         return None, "the receipt has no proof and offline none can be fetched"
     try:
-        fetched = await get_json(fetcher, url)
+        fetched = await fetcher.get_json(url)
     except FetchError as e:
         return None, f"the receipt has no proof and none could be fetched: {e}"
     proof = fetched.get("proof") if isinstance(fetched, dict) else None
@@ -114,7 +114,7 @@ async def verify_tool_call(
     call: ToolCall,
     trust: Trust,
     *,
-    fetcher: Fetcher | None = None,
+    fetcher: HttpClient | None = None,
     state: StateFile | None = None,
     log_url: str | None = None,
 ) -> Report:
@@ -123,8 +123,8 @@ async def verify_tool_call(
     ``fetcher`` None means offline: nothing is fetched and level 5 decides only what needs no
     proof. ``state`` None means no memory (level 5 then compares with the log's latest only).
     ``log_url`` overrides the log's base URL taken from the receipt's ``ledger.entry_url``.
-    Raises :class:`VerifierInputError` for unusable inputs and :class:`StateError` for a state
-    file that cannot be read or written.
+    Raises :class:`VerifierInputError` for unusable inputs and :class:`VerifierStateError` for a
+    state file that cannot be read or written.
     """
     notes: list[str] = []
     given = call.receipt
