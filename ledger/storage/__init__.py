@@ -1,5 +1,19 @@
 """Storage backends for the log: a small async interface and its implementations."""
 
-from ledger.storage.base import CheckpointRecord, LogStore, StoreError, WriterBusyError, WriteTx
+from ledger.storage.base import (
+    CheckpointRecord,
+    LogStore,
+    StoreError,
+    StoreUnavailableError,
+    WriterBusyError,
+    WriteTx,
+)
 
-__all__ = ["CheckpointRecord", "LogStore", "StoreError", "WriteTx", "WriterBusyError"]
+__all__ = [
+    "CheckpointRecord",
+    "LogStore",
+    "StoreError",
+    "StoreUnavailableError",
+    "WriteTx",
+    "WriterBusyError",
+]
