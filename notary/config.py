@@ -33,6 +33,8 @@ class Settings:
     witness_quorum: int = 0
     witness_interval: float = 2.0
     witness_timeout: float = 5.0
+    # A directory kept up to date with the log's static tlog-tiles tree ("" for none).
+    publish: str = ""
 
     @property
     def host_port(self) -> tuple[str, int]:

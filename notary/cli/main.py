@@ -25,7 +25,7 @@ from notary.watch import server_filter
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {k: v for k, v in vars(args).items()
              if k in ("data", "listen", "public_url", "origin", "max_body", "log_format",
-                      "witnesses", "witness_quorum", "witness_interval")}
+                      "witnesses", "witness_quorum", "witness_interval", "publish")}
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cosignatures a published checkpoint needs (default: a majority)")
     p.add_argument("--witness-interval", type=float, metavar="S",
                    help="seconds between submissions of a grown tree (default 2)")
+    p.add_argument("--publish", metavar="DIR",
+                   help="keep the log's static tlog-tiles tree in DIR up to date, for a web "
+                        "server or CDN to serve reads off the database")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("hash", help="print the call_sha256 of a call record file ('-': stdin)")

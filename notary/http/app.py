@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 from aiohttp import web
 
+from ledger.export import ExportError
 from ledger.http.errors import error_middleware
-from ledger.http.routes import LOG, add_ledger_routes
+from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT, add_ledger_routes
 from ledger.log import Log
+from ledger.publish import Publisher
 from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS
@@ -63,10 +67,27 @@ def create_app(settings: Settings) -> web.Application:
     app[METRICS] = metrics
     app.cleanup_ctx.append(_notary_ctx)
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
+    if settings.publish:
+        app.cleanup_ctx.append(_publish_ctx)  # after witnessing: it publishes what it serves
     add_ledger_routes(app)
     add_tool_call_routes(app)
     add_meta_routes(app)
     return app
+
+
+async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
+    """``--publish DIR``: the static tree of the checkpoint ``/checkpoint`` serves."""
+    choose = app.get(PUBLISHED_CHECKPOINT)
+    publisher = Publisher(app[LOG], Path(app[SETTINGS].publish),
+                          choose=(lambda head: choose(head)[0]) if choose else None)
+    try:
+        await publisher.publish()  # a directory of another log stops the start, with the reason
+    except ExportError as e:
+        raise ConfigError(f"--publish: {e}") from None
+    task = asyncio.create_task(publisher.run(), name="publish")
+    _log.info("publishing", dir=app[SETTINGS].publish)
+    yield
+    await publisher.stop_after_final_round(task)
 
 
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
