@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -47,7 +48,8 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only where the extra is missing
     raise StoreError("PostgreSQL support needs asyncpg: pip install 'mcp-notary[postgres]'") from e
 
-__all__ = ["HISTORY_INTERVAL", "PostgresStore", "PostgresWriteTx", "is_postgres_url", "migrate"]
+__all__ = ["HISTORY_INTERVAL", "PostgresLease", "PostgresStore", "PostgresWriteTx",
+           "is_postgres_url", "migrate"]
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 SCHEMA_LOCK = 0x6C6F67736368656D  # advisory lock key held while creating or migrating the schema
@@ -350,40 +352,61 @@ class PostgresStore:
                 raise
             await self._pool.release(conn)
 
-    @asynccontextmanager
-    async def advisory_lock(self, key: int) -> AsyncIterator[Callable[[], bool]]:
-        """Hold session advisory lock ``key`` on a dedicated connection, if free right now.
-
-        Yields a function telling whether the lock is (still) held: it is lost with its
-        connection (the holder died, or the server failed over), and the holder must stop its
-        work then. Yields a function returning False at once when another session holds it.
-        """
-        try:
-            conn = await self._pool.acquire()
-        except Exception as e:
-            if not _transient(e):
-                raise
-            yield lambda: False
-            return
-        try:
-            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", key))
-        except Exception as e:
-            await self._discard(conn)
-            if not _transient(e):
-                raise
-            yield lambda: False
-            return
-        try:
-            yield lambda: got and not conn.is_closed()
-        finally:
-            with contextlib.suppress(Exception):
-                if got and not conn.is_closed():
-                    await asyncio.wait_for(
-                        conn.execute("SELECT pg_advisory_unlock($1)", key), 5.0)
-            await self._discard(conn)
+    def lease(self, name: str) -> PostgresLease:
+        """The lease of job ``name`` (see :mod:`ledger.lease`): a session advisory lock."""
+        return PostgresLease(self.url, name)
 
     async def close(self) -> None:
         try:
             await asyncio.wait_for(self._pool.close(), 10.0)
         except (TimeoutError, Exception):
             self._pool.terminate()
+
+
+class PostgresLease:
+    """A session advisory lock on a connection of its own, for one job (:mod:`ledger.lease`).
+
+    The lock lives as long as that connection: when the holder dies, or the server it is
+    connected to does, the lock is gone and another process's :meth:`try_acquire` succeeds (on
+    the new primary after a failover, where no session holds it).
+    """
+
+    def __init__(self, url: str, name: str) -> None:
+        self.url = url
+        self.key = int.from_bytes(hashlib.sha256(b"lease:" + name.encode()).digest()[:8], "big",
+                                  signed=True)
+        self._conn: Any = None
+
+    async def try_acquire(self) -> bool:
+        if self.held():
+            return True
+        await self.release()
+        try:
+            conn = await asyncpg.connect(self.url, timeout=5.0,
+                                         server_settings={"application_name": "ledger-lease"})
+        except Exception as e:
+            if _transient(e):
+                return False
+            raise
+        try:
+            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key))
+        except Exception:
+            with contextlib.suppress(Exception):
+                conn.terminate()
+            return False
+        if not got:
+            await conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    def held(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 5.0)
+            with contextlib.suppress(Exception):
+                conn.terminate()
