@@ -44,7 +44,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import structlog
@@ -61,9 +61,11 @@ from ledger.reader import stack_coords
 
 __all__ = [
     "STATE_FILE",
+    "FileWitnessState",
     "Published",
     "WitnessConfigError",
     "WitnessEndpoint",
+    "WitnessState",
     "Witnessing",
     "parse_witness_spec",
 ]
@@ -109,6 +111,32 @@ def parse_witness_spec(text: str) -> WitnessEndpoint:
                              "cosignature/v1 verifier key)")
 
 
+class WitnessState(Protocol):
+    """Where the witnessing state document lives: a file, or the log's database when several
+    processes on several machines serve one log (the one that submits writes it, the others
+    read the witnessed checkpoint from it)."""
+
+    async def load(self) -> bytes | None: ...
+
+    async def save(self, data: bytes) -> None: ...
+
+
+class FileWitnessState:
+    """The state document in a file (atomic, fsynced writes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    async def load(self) -> bytes | None:
+        try:
+            return await asyncio.to_thread(self.path.read_bytes)
+        except FileNotFoundError:
+            return None
+
+    async def save(self, data: bytes) -> None:
+        await asyncio.to_thread(write_atomic, self.path, data)
+
+
 @dataclass(frozen=True)
 class Published:
     """The checkpoint ``/checkpoint`` serves: a log-signed note with merged cosignatures."""
@@ -146,7 +174,8 @@ class Witnessing:
 
     def __init__(self, log: Log, endpoints: Sequence[WitnessEndpoint], *, quorum: int,
                  interval: float = 2.0, timeout: float = 5.0, state_path: Path | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None, state: WitnessState | None = None
+                 ) -> None:
         if not endpoints:
             raise WitnessConfigError("witnessing needs at least one witness")
         keys = [e.verifier.public_key for e in endpoints]
@@ -162,6 +191,9 @@ class Witnessing:
         self.interval = interval
         self.timeout = timeout
         self.state_path = state_path
+        self.state = state if state is not None else (
+            FileWitnessState(state_path) if state_path is not None else None)
+        self.leading = False
         self._verifiers = [e.verifier for e in endpoints]
         self._session: aiohttp.ClientSession | None = None
         self._witnesses: dict[str, _Witness] = {}
@@ -182,7 +214,13 @@ class Witnessing:
 
     # Lifetime ---------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, lead: bool = True) -> None:
+        """Load the state and serve the witnessed checkpoint; with ``lead``, also submit.
+
+        When several processes serve one log, exactly one leads (it holds the witnessing
+        lease, see :mod:`ledger.lease`); the others follow: they re-read the shared state
+        every interval and serve the newest witnessed checkpoint the leader stored.
+        """
         self._session = aiohttp.ClientSession()
         for e in self.endpoints:
             client = WitnessClient(e.url, e.verifier, self._session, timeout=self.timeout)
@@ -192,17 +230,50 @@ class Witnessing:
         if head is not None:
             self._set_target(head)
         self._republish()
+        if lead:
+            await self.lead()
+        else:
+            self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+
+    async def lead(self) -> None:
+        """Start submitting (this process took the lease); state is re-read first."""
+        await self._stop_task()
+        await self._load()
+        self.leading = True
         self._task = asyncio.create_task(self._run(), name="witnessing")
 
-    async def close(self) -> None:
+    async def follow(self) -> None:
+        """Stop submitting (the lease was lost) and follow the leader's stored state."""
+        await self._stop_task()
+        self.leading = False
+        self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+
+    async def _stop_task(self) -> None:
         tasks = [t for t in (self._task, *(w.task for w in self._witnesses.values())) if t]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._dirty:
+        for w in self._witnesses.values():
+            w.task = None
+            w.busy_with = None
+        self._task = None
+
+    async def close(self) -> None:
+        await self._stop_task()
+        if self._dirty and self.leading:
             await self._save()
         if self._session is not None:
             await self._session.close()
+
+    async def _follow(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self._load()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("witnessing_follow_failed")
 
     # What is published ------------------------------------------------------------------------
 
@@ -358,7 +429,7 @@ class Witnessing:
     async def _save(self) -> None:
         """Write the state file; the document is built here, on the loop, and only the
         (fsynced) write runs on a thread."""
-        if self.state_path is None:
+        if self.state is None:
             return
         pub = self._published
         doc: dict[str, Any] = {
@@ -369,25 +440,37 @@ class Witnessing:
             "published": (pub.note.decode("utf-8")
                           if pub is not None and pub.witnessed else None),
         }
-        await asyncio.to_thread(write_atomic, self.state_path,
-                                json.dumps(doc, indent=1).encode("utf-8"))
+        await self.state.save(json.dumps(doc, indent=1).encode("utf-8"))
 
     async def _load(self) -> None:
-        if self.state_path is None or not self.state_path.exists():
+        """Adopt the stored state: witnesses' sizes, and the witnessed checkpoint if it is
+        newer than (or as new as, with more cosignatures) the one served now."""
+        if self.state is None:
             return
         try:
-            doc = json.loads(self.state_path.read_text(encoding="utf-8"))
+            raw = await self.state.load()
+            if raw is None:
+                return
+            doc = json.loads(raw.decode("utf-8"))
             if doc.get("version") != 1 or doc.get("origin") != self.log.origin:
                 raise ValueError("not this log's witnessing state")
             for vkey, item in doc.get("witnesses", {}).items():
                 if vkey in self._witnesses and isinstance(item.get("size"), int):
-                    self._witnesses[vkey].known = item["size"]
+                    known = self._witnesses[vkey].known
+                    self._witnesses[vkey].known = max(known or 0, item["size"])
             note = doc.get("published")
         except (OSError, ValueError, AttributeError, TypeError) as e:
-            _log.warning("witnessing_state_ignored", path=str(self.state_path), error=str(e))
+            _log.warning("witnessing_state_ignored", error=str(e))
             return
-        if isinstance(note, str):
-            self._published = await self._check_published(note.encode("utf-8"))
+        pub = self._published
+        if isinstance(note, str) and (pub is None or note.encode("utf-8") != pub.note):
+            got = await self._check_published(note.encode("utf-8"))
+            if got is not None and (pub is None or not pub.witnessed or got.size > pub.size
+                                    or (got.size == pub.size
+                                        and got.cosignatures > pub.cosignatures)):
+                self._published = got
+                self.m_published.set(got.size)
+                self.m_cosigs.set(got.cosignatures)
 
     async def _check_published(self, note: bytes) -> Published | None:
         """A persisted witnessed checkpoint, if it still meets the policy and is of this tree."""

@@ -3,19 +3,24 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT
+from ledger.lease import FileLease, JobRunner, Lease
 from ledger.log import Log
 from ledger.witnessing import (
     STATE_FILE,
+    FileWitnessState,
     WitnessConfigError,
     WitnessEndpoint,
     Witnessing,
+    WitnessState,
     parse_witness_spec,
 )
 from notary.config import ConfigError, Settings
@@ -44,13 +49,45 @@ def _quorum(settings: Settings, endpoints: Sequence[WitnessEndpoint]) -> int:
     return quorum
 
 
+class StoreWitnessState:
+    """The witnessing state in the log's database (PostgreSQL), shared by every frontend."""
+
+    KEY = "witnessing"
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    async def load(self) -> bytes | None:
+        text = await self.store.get_meta(self.KEY)
+        return None if text is None else str(text).encode("utf-8")
+
+    async def save(self, data: bytes) -> None:
+        await self.store.set_meta(self.KEY, data.decode("utf-8"))
+
+
+def _state(log: Log, settings: Settings) -> WitnessState:
+    """Shared by every process on the log: the database when it is networked (its processes
+    may be on several machines), else the data directory's file (``--workers``)."""
+    if hasattr(log.store, "lease") and hasattr(log.store, "set_meta"):
+        return StoreWitnessState(log.store)
+    return FileWitnessState(settings.data / STATE_FILE)
+
+
+def _lease(log: Log, settings: Settings) -> Lease:
+    make = getattr(log.store, "lease", None)
+    if make is not None:
+        lease: Lease = make("witnessing")
+        return lease
+    return FileLease(settings.data / "witnessing.lock")
+
+
 def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | None = None
                   ) -> Witnessing:
     """A :class:`Witnessing` for the notary's settings (quorum 0 means a majority)."""
     endpoints = _endpoints(settings)
     return Witnessing(log, endpoints, quorum=_quorum(settings, endpoints),
                       interval=settings.witness_interval,
-                      timeout=settings.witness_timeout, state_path=settings.data / STATE_FILE,
+                      timeout=settings.witness_timeout, state=_state(log, settings),
                       registry=registry)
 
 
@@ -71,15 +108,29 @@ def witnessing_context(settings: Settings
             yield
             return
         witnessing = from_settings(app[LOG], settings, app[METRICS].registry)
-        await witnessing.start()
+        await witnessing.start(lead=False)
         app[PUBLISHED_CHECKPOINT] = witnessing.checkpoint_for
         app[NOTARY].published_checkpoint = witnessing.witnessed
+
+        async def submit() -> None:
+            # Held by one process of the log at a time (the lease); the others follow.
+            await witnessing.lead()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                await witnessing.follow()
+
+        runner = JobRunner("witnessing", _lease(app[LOG], settings), submit,
+                           retry=min(settings.witness_interval, 2.0))
+        job = asyncio.create_task(runner.run(), name="witnessing lease")
         _log.info("witnessing_started", witnesses=[e.url for e in witnessing.endpoints],
                   quorum=witnessing.quorum, interval=witnessing.interval)
         try:
             yield
         finally:
             app[NOTARY].published_checkpoint = None
+            job.cancel()
+            await asyncio.gather(job, return_exceptions=True)
             await witnessing.close()
 
     return ctx
