@@ -30,7 +30,10 @@ from ledger.core.tiles import Tile, tiles_between
 from ledger.export import ExportError, check_full_tile, write_tile_once
 from ledger.log import Head, Log
 
-__all__ = ["Publisher"]
+__all__ = ["LOCK_FILE", "Publisher"]
+
+LOCK_FILE = ".publish.lock"
+"""In the directory: held by the one process that publishes there (see :mod:`ledger.lease`)."""
 
 _log = structlog.get_logger("ledger.publish")
 
@@ -51,6 +54,10 @@ class Publisher:
         self.interval = interval
         self.size: int | None = None  # of the checkpoint published in ``out``; None: not read
         self.note: bytes | None = None
+
+    def check_directory(self) -> None:
+        """Raise :class:`ExportError` if ``out`` holds another log's tree."""
+        self._read_published()
 
     def _read_published(self) -> None:
         """What ``out/checkpoint`` holds: the starting point (and a check it is this log's)."""
@@ -139,11 +146,18 @@ class Publisher:
                 delay = min(delay * 2, 30.0)
             await asyncio.sleep(delay)
 
+    async def publish_final(self) -> None:
+        """One last round (at shutdown), so the directory ends at the log's last checkpoint;
+        a failure is only logged."""
+        self.size = None  # re-read: another process may have published since
+        try:
+            await self.publish()
+        except Exception as e:
+            _log.warning("publish_failed", dir=str(self.out), error=f"{type(e).__name__}: {e}")
+
     async def stop_after_final_round(self, task: asyncio.Task[None]) -> None:
-        """Cancel ``task`` (running :meth:`run`), then publish once more so the directory ends
-        at the log's last checkpoint."""
+        """Cancel ``task`` (running :meth:`run`), then :meth:`publish_final`."""
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        with contextlib.suppress(Exception):
-            await self.publish()
+        await self.publish_final()

@@ -81,7 +81,7 @@ async def test_each_round_writes_what_the_new_size_adds(tmp_path: Path) -> None:
             if t.is_full:
                 first_full.setdefault(t.path(), (out / t.path()).stat().st_ino)
                 assert (out / t.path()).stat().st_ino == first_full[t.path()]
-    assert not [p for p in out.rglob(".*")]  # no temporary files left behind
+    assert not [p for p in out.rglob(".*.tmp")]  # no temporary files left behind
     # The same bytes as a full export of the final size.
     full = tmp_path / "export"
     await export_log(log, full)

@@ -15,8 +15,9 @@ from aiohttp import web
 from ledger.export import ExportError
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT, add_ledger_routes
+from ledger.lease import FileLease, JobRunner
 from ledger.log import Log
-from ledger.publish import Publisher
+from ledger.publish import LOCK_FILE, Publisher
 from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS
@@ -76,18 +77,30 @@ def create_app(settings: Settings) -> web.Application:
 
 
 async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
-    """``--publish DIR``: the static tree of the checkpoint ``/checkpoint`` serves."""
+    """``--publish DIR``: the static tree of the checkpoint ``/checkpoint`` serves, written by
+    one process at a time (a lock file in DIR) when several serve the log (``--workers``)."""
     choose = app.get(PUBLISHED_CHECKPOINT)
-    publisher = Publisher(app[LOG], Path(app[SETTINGS].publish),
+    out = Path(app[SETTINGS].publish)
+    publisher = Publisher(app[LOG], out,
                           choose=(lambda head: choose(head)[0]) if choose else None)
     try:
-        await publisher.publish()  # a directory of another log stops the start, with the reason
-    except ExportError as e:
+        out.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(publisher.check_directory)  # another log's mirror: refuse now
+    except (ExportError, OSError) as e:
         raise ConfigError(f"--publish: {e}") from None
-    task = asyncio.create_task(publisher.run(), name="publish")
-    _log.info("publishing", dir=app[SETTINGS].publish)
+
+    async def job() -> None:
+        try:
+            await publisher.run()
+        finally:
+            await publisher.publish_final()
+
+    runner = JobRunner("publish", FileLease(out / LOCK_FILE), job, retry=1.0)
+    task = asyncio.create_task(runner.run(), name="publish lease")
+    _log.info("publishing", dir=str(out))
     yield
-    await publisher.stop_after_final_round(task)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
