@@ -24,6 +24,7 @@ class Settings:
     origin: str = ""  # fixed at first run; defaults to the public URL without its scheme
     max_body: int = 64 * 1024
     max_batch: int = 4096
+    workers: int = 1  # processes serving the log behind one listening socket (--workers)
     log_format: str = "auto"  # auto (console on a TTY, else JSON), json or console
     log_level: str = "info"
     # Witnessing (ledger/witnessing.py): "URL=VKEY" per witness (a TOML list; in the

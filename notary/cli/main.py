@@ -25,7 +25,7 @@ from notary.watch import server_filter
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {k: v for k, v in vars(args).items()
              if k in ("data", "listen", "public_url", "origin", "max_body", "log_format",
-                      "witnesses", "witness_quorum", "witness_interval", "publish")}
+                      "witnesses", "witness_quorum", "witness_interval", "publish", "workers")}
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
@@ -37,7 +37,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     configure(settings.log_format, settings.log_level)
-    first = init_data_dir(settings)
+    if settings.workers < 1:
+        raise UsageError("--workers must be 1 or more")
+    worker = args.listen_fd is not None
+    first = None if worker else init_data_dir(settings)
     base = settings.base_url
     if first is not None:
         print(f"Created a new notary in {settings.data}/ (keys are 0600; back them up).")
@@ -45,8 +48,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
         print(f"Create an API key: notary apikey create --data {settings.data} --account NAME")
     host, port = settings.host_port
+    app = create_app(settings)  # settings are checked here, before any worker starts
+    if settings.workers > 1:
+        from notary.workers import bind, supervise
+
+        try:
+            sock = bind(host, port)
+        except OSError as e:
+            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+        print(f"Serving on {base} (listening on {host}:{port}, {settings.workers} workers)",
+              flush=True)
+        return supervise(sock, settings.workers, args.argv)
+    if worker:
+        import socket
+
+        web.run_app(app, sock=socket.socket(fileno=args.listen_fd), print=None,
+                    access_log=None, handle_signals=True, shutdown_timeout=30)
+        return 0
     print(f"Serving on {base} (listening on {host}:{port})", flush=True)
-    web.run_app(create_app(settings), host=host, port=port, print=None, access_log=None,
+    web.run_app(app, host=host, port=port, print=None, access_log=None,
                 handle_signals=True, shutdown_timeout=30)
     return 0
 
@@ -149,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cosignatures a published checkpoint needs (default: a majority)")
     p.add_argument("--witness-interval", type=float, metavar="S",
                    help="seconds between submissions of a grown tree (default 2)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="processes serving the log behind one listening port (default 1)")
+    p.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # a worker's socket
     p.add_argument("--publish", metavar="DIR",
                    help="keep the log's static tlog-tiles tree in DIR up to date, for a web "
                         "server or CDN to serve reads off the database")
@@ -190,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what --workers passes on
     try:
         return int(args.func(args))
     except (UsageError, ConfigError, KeyFileError) as e:
