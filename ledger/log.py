@@ -92,7 +92,8 @@ class Log:
         this process's sequencer, is the authority; the short cache keeps hot paths cheap.
         """
         seq = self.sequencer
-        if seq is not None and seq.checkpoint is not None and self._newer(seq.checkpoint):
+        if seq is not None and seq.checkpoint is not None and seq.refusing is None \
+                and self._newer(seq.checkpoint):
             self._set_head(seq.checkpoint)
         now = time.monotonic()
         if self._head is None or now - self._head_read > max_age:

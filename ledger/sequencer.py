@@ -181,8 +181,13 @@ class Sequencer:
                         f"{self.checkpoint.size}: refusing to start a new tree over it")
                 latest = self._sign(TreeState())
                 await tx.write({}, latest)
-            self.state = await self._catch_up(tx, latest)
-            self.checkpoint = latest
+            try:
+                self.state = await self._catch_up(tx, latest)
+                self.checkpoint = latest
+            except LogRollbackError:
+                # Serve reads; refuse every batch (each one re-checks the store, so writes
+                # resume by themselves once the database is back where this process saw it).
+                pass
         self._task = asyncio.create_task(self._run(), name=f"sequencer {self.origin}")
 
     async def _verified_state(self, tx: WriteTx, latest: CheckpointRecord) -> TreeState:

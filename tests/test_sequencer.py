@@ -118,6 +118,7 @@ async def test_refuses_to_sign_over_a_store_that_went_back(stores: StoreFactory,
     old = await log.store.latest()
     assert old is not None and old.size == 5
     await log.append_many([b"b%d" % i for i in range(5)])
+    assert (await log.head(0)).size == 10  # type: ignore[union-attr]  # served to someone
     await stores.set_state(old)  # behind the writer's back: the database was restored
     with pytest.raises(LogRollbackError, match="older than size 10"):
         await log.append(b"c")
@@ -125,10 +126,14 @@ async def test_refuses_to_sign_over_a_store_that_went_back(stores: StoreFactory,
     head = await log.head(0)
     assert head is not None and head.size == 10  # what it served never goes back either
     await log.close()
-    # A restarted writer that remembers size 10 refuses to start on it as well.
+    # A restarted writer that remembers size 10 serves reads but refuses writes as well.
     assert log.sequencer.checkpoint is not None
+    again = await Log.open(await stores.open(), signer=signer, trusted=log.sequencer.checkpoint)
+    assert again.sequencer is not None and again.sequencer.refusing is not None
+    assert (await again.head(0)).size == 5  # type: ignore[union-attr]
     with pytest.raises(LogRollbackError):
-        await Log.open(await stores.open(), signer=signer, trusted=log.sequencer.checkpoint)
+        await again.append(b"d")
+    await again.close()
 
 
 async def test_refuses_a_tree_that_does_not_extend_what_it_saw(stores: StoreFactory,
@@ -144,8 +149,10 @@ async def test_refuses_a_tree_that_does_not_extend_what_it_saw(stores: StoreFact
     fork = await Log.open(await StoreFactory("memory", stores.path.parent).open(), signer=other)
     await fork.append_many([b"y%d" % i for i in range(400)])
     assert fork.sequencer is not None and fork.sequencer.checkpoint is not None
+    refused = await Log.open(fork.store, signer=signer, trusted=seen)
     with pytest.raises(LogRollbackError, match="does not contain"):
-        await Log.open(fork.store, signer=signer, trusted=seen)
+        await refused.append(b"z")
+    assert (await refused.head(0)).size == 400  # type: ignore[union-attr]
     again = await Log.open(await stores.open(), signer=signer, trusted=seen)
     await again.append(b"more")
     await again.close()

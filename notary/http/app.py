@@ -18,6 +18,7 @@ from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT, add_ledger_routes
 from ledger.lease import FileLease, JobRunner
 from ledger.log import Log
 from ledger.publish import LOCK_FILE, Publisher
+from ledger.seen import SeenCheckpoint
 from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS
@@ -30,6 +31,8 @@ from notary.service import Notary
 from notary.store.sqlite import NotaryDB, connect_admin, init_schema
 
 _log = structlog.get_logger("notary")
+
+SEEN_FILE = "seen-checkpoint.json"  # the newest checkpoint this notary saw committed
 
 
 @dataclass(frozen=True)
@@ -111,20 +114,32 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
     notary = Notary(db, paths, settings.base_url)
     try:
         await notary.refresh_keys(force=True)
+        seen = SeenCheckpoint(settings.data / SEEN_FILE)
         store = await SqliteStore.open(paths.db, create=True)
         log = await Log.open(store, signer=signer, hook=notary.hook,
-                             observer=app[METRICS].observe_batch, max_batch=settings.max_batch)
+                             observer=app[METRICS].observe_batch, max_batch=settings.max_batch,
+                             trusted=seen.load())
     except (sqlite3.DatabaseError, OSError):
         await db.close()
         raise
+    except ValueError as e:
+        await db.close()
+        raise ConfigError(str(e)) from None
     notary.log = log
     app[LOG] = log
     app[NOTARY] = notary
+    sequencer = log.sequencer
+    assert sequencer is not None
+    app[METRICS].watch_writer(lambda: sequencer.refusing is not None)
+    remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")
     head = await log.head(0)
     _log.info("notary_started", origin=log.origin, size=head.size if head else 0,
               url=settings.base_url)
     yield
     # Draining: the sequencer commits everything already pending before it stops.
+    await sequencer.close()
+    remember.cancel()  # after the last commit: it saves what the writer saw last
+    await asyncio.gather(remember, return_exceptions=True)
     await log.close()
     await db.close()
     _log.info("notary_stopped")
