@@ -33,7 +33,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from ledger.storage.base import (
     CheckpointRecord,
@@ -206,7 +206,7 @@ class PostgresStore:
     @classmethod
     async def open(cls, url: str, *, retry_for: float = 30.0, lock_timeout: float = 10.0,
                    pool_size: int = 8, components: Sequence[tuple[str, Sequence[str]]] = ()
-                   ) -> PostgresStore:
+                   ) -> Self:
         """Connect (retrying for ``retry_for`` seconds), then create or migrate the schema.
 
         ``components`` are further (name, migrations) pairs, such as the notary's tables,
@@ -329,11 +329,16 @@ class PostgresStore:
         with contextlib.suppress(Exception):
             await self._pool.release(conn, timeout=5.0)
 
+    def _new_tx(self, conn: Any, latest: CheckpointRecord | None, history_time: float
+                ) -> PostgresWriteTx:
+        """The transaction object; subclasses (the notary's store) return their own."""
+        return PostgresWriteTx(conn, latest, history_time)
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresWriteTx]:
         async with self._wlock:
             conn, tr, row = await self._begin()
-            tx = PostgresWriteTx(conn, _record(row), float(row["history_time"]))
+            tx = self._new_tx(conn, _record(row), float(row["history_time"]))
             committing = False
             try:
                 yield tx
