@@ -1,8 +1,9 @@
 """Closed-loop HTTP load generator, run in its own process by the HTTP benchmarks.
 
-``python benchmarks/_loadgen.py URL --seconds S --concurrency C [--key K] [--warmup W]``
+``python benchmarks/_loadgen.py URL [URL …] --seconds S --concurrency C [--key K] [--warmup W]``
 POSTs ``{server, tool, call_sha256}`` bodies with fresh random digests and prints one JSON line:
 requests/s over the measured window, latency percentiles (ms) and errors (non-2xx or failures).
+With several URLs (frontends of one log), the connections are spread over them evenly.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import time
 import aiohttp
 
 
-async def run(url: str, key: str | None, seconds: float, warmup: float, concurrency: int
-              ) -> dict[str, float | int]:
+async def run(urls: list[str], key: str | None, seconds: float, warmup: float,
+              concurrency: int) -> dict[str, float | int]:
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -29,7 +30,7 @@ async def run(url: str, key: str | None, seconds: float, warmup: float, concurre
     stop_at = measure_from + seconds
     conn = aiohttp.TCPConnector(limit=concurrency, force_close=False)
     async with aiohttp.ClientSession(connector=conn) as http:
-        async def worker() -> None:
+        async def worker(url: str) -> None:
             nonlocal errors, count
             while True:
                 now = time.perf_counter()
@@ -51,7 +52,7 @@ async def run(url: str, key: str | None, seconds: float, warmup: float, concurre
                     if not ok:
                         errors += 1
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(urls[i % len(urls)]) for i in range(concurrency)))
     latencies.sort()
 
     def pct(q: float) -> float:
@@ -65,7 +66,7 @@ async def run(url: str, key: str | None, seconds: float, warmup: float, concurre
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("url")
+    p.add_argument("url", nargs="+")
     p.add_argument("--key")
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--warmup", type=float, default=2)
