@@ -66,7 +66,7 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.InsufficientResourcesError,  # too many connections, disk full
     asyncpg.exceptions.TransactionRollbackError,  # serialization failure, deadlock
     asyncpg.InterfaceError,  # the connection was closed under us
-    asyncpg.exceptions.TargetServerAttributeNotMatched,  # no read-write host (yet)
+    asyncpg.exceptions.InternalClientError,  # a connection left mid-operation by a failure
 )
 
 # Versioned schema of the log. Each entry upgrades from the version before it; never edit one
@@ -187,6 +187,12 @@ async def _read_tiles(conn: Any, keys: Sequence[TileKey]) -> dict[TileKey, bytes
     return {(r[0], r[1]): bytes(r[2]) for r in rows}
 
 
+async def _no_reset(conn: Any) -> None:
+    """What a connection needs between uses here: nothing. No session state is ever left on
+    one (settings are per pool, transactions always end), and asyncpg's default reset would
+    cost a round trip after every read and every commit."""
+
+
 def _record(row: Any) -> CheckpointRecord | None:
     if row is None or row["note"] is None:
         return None
@@ -218,6 +224,7 @@ class PostgresStore:
             try:
                 pool = await asyncpg.create_pool(
                     url, min_size=1, max_size=pool_size, command_timeout=max(retry_for, 5.0),
+                    reset=_no_reset,
                     server_settings={"lock_timeout": str(int(lock_timeout * 1000)),
                                      "application_name": "ledger"})
                 break
@@ -251,10 +258,12 @@ class PostgresStore:
         deadline = time.monotonic() + self.retry_for
         delay = 0.05
         while True:
+            conn = None
             try:
-                async with self._pool.acquire() as conn:
-                    return await fn(conn)
+                conn = await self._pool.acquire()
+                result = await fn(conn)
             except Exception as e:
+                await self._discard(conn)
                 if not _transient(e):
                     raise
                 if time.monotonic() + delay > deadline:
@@ -262,6 +271,13 @@ class PostgresStore:
                         f"the PostgreSQL database is unavailable: {_describe(e)}") from None
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
+            else:
+                await self._release(conn)
+                return result
+
+    async def _release(self, conn: Any) -> None:
+        with contextlib.suppress(Exception):
+            await self._pool.release(conn, timeout=5.0)
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         return await self._retrying(lambda conn: _read_tiles(conn, keys))
@@ -320,14 +336,14 @@ class PostgresStore:
                 delay = min(delay * 2, 1.0)
 
     async def _discard(self, conn: Any) -> None:
-        """Give a connection back after a failure: rolled back if alive, else dropped."""
+        """Drop a connection after any failure on it: closed, never reused in whatever state
+        the failure left it (an open transaction rolls back with it); the pool opens a new
+        one when it needs one."""
         if conn is None:
             return
         with contextlib.suppress(Exception):
-            if not conn.is_closed() and conn.is_in_transaction():
-                await asyncio.wait_for(conn.execute("ROLLBACK"), 5.0)
-        with contextlib.suppress(Exception):
-            await self._pool.release(conn, timeout=5.0)
+            conn.terminate()
+        await self._release(conn)
 
     def _new_tx(self, conn: Any, latest: CheckpointRecord | None, history_time: float
                 ) -> PostgresWriteTx:
@@ -355,7 +371,7 @@ class PostgresStore:
                         f"the PostgreSQL database became unavailable ({_describe(e)}): "
                         f"{what}") from None
                 raise
-            await self._pool.release(conn)
+            await self._release(conn)  # committed: a connection that dies now changes nothing
 
     def lease(self, name: str) -> PostgresLease:
         """The lease of job ``name`` (see :mod:`ledger.lease`): a session advisory lock."""
