@@ -24,6 +24,18 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
+"""The tracked figures the README quotes: written only when a run is asked to ``--save``."""
+LOCAL_RESULTS = RESULTS / "local"
+"""Where every other run writes (gitignored), so trying a benchmark leaves the tree clean."""
+
+
+def result_path(name: str, *, save: bool = False, out: str | os.PathLike[str] | None = None
+                ) -> Path:
+    """Where a run's JSON goes: ``out`` if given, else ``results/NAME.json`` with ``save``,
+    else ``results/local/NAME.json``."""
+    if out is not None:
+        return Path(out)
+    return (RESULTS if save else LOCAL_RESULTS) / f"{name}.json"
 
 
 # --- machine -------------------------------------------------------------------------------

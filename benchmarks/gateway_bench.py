@@ -26,7 +26,6 @@ import asyncio
 import functools
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -34,17 +33,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-
-from _common import (  # noqa: E402
+from benchmarks._common import (
     REPO,
-    RESULTS,
     command_line,
     machine_info,
     now_utc,
     percentile,
+    result_path,
     start_notary,
     table,
     write_json,
@@ -201,6 +196,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="60 calls, 10 warm-up")
+    parser.add_argument("--save", action="store_true",
+                        help="write the tracked benchmarks/results/gateway_bench.json")
+    parser.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     args = parser.parse_args()
     calls, warmup = (60, 10) if args.quick else (args.calls, args.warmup)
 
@@ -251,7 +249,7 @@ def main() -> int:
         "target": {"added_p50_ms": TARGET_P50_MS},
         "results": results,
     }
-    path = write_json(RESULTS / "gateway_bench.json", out)
+    path = write_json(result_path("gateway_bench", save=args.save, out=args.out), out)
     print(f"wrote {path.relative_to(REPO)}")
     return 0
 

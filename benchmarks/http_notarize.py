@@ -1,38 +1,76 @@
-"""Sustained receipts/s and latency to a born-complete receipt, over HTTP on loopback.
+"""Receipts/s, latency and server CPU per born-complete receipt, over HTTP on loopback (issue 13).
 
-In one run, side by side: ``notary serve`` (SQLite, durable group commit, every response a signed
-receipt with its inclusion proof and checkpoint) and a bare aiohttp handler (the framework's
-ceiling on this machine), each driven by the same load generator in its own process.
+One run sweeps 1, 4, 16, 64 and 256 keep-alive connections. At each level, side by side and in
+turn: a bare aiohttp handler (``benchmarks/_bare_aiohttp.py``: parse the JSON body, answer a
+receipt-sized JSON; the framework's ceiling on this machine), then ``notary serve`` on SQLite
+with durable group commit, where every answer is a signed receipt with its inclusion proof and
+signed checkpoint. The load generator is ``wrk`` when installed (one thread), else
+``benchmarks/_loadgen.py``, each in its own process on the same cores.
 
-    .venv/bin/python benchmarks/http_notarize.py [--seconds 10] [--concurrency 64] [--quick]
+Server CPU per request is the process's user+system time (all threads, ``/proc/<pid>/stat``)
+over the measured run divided by the requests it answered: a figure that other load on the
+shared machine barely moves, unlike the rates. The load generator's own CPU per request is
+recorded too, to see whether it, not the server, is the limit.
+
+``--profile`` then samples the notary with ``py-spy`` (all threads: the event loop and the
+database threads) under the same load at ``--profile-at`` connections, and puts the top
+functions, as server µs per request, into the JSON.
+
+    .venv/bin/python -m benchmarks.http_notarize [--seconds 10] [--quick] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import linecache
 import os
+import resource
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (
-    RESULTS,
+from benchmarks._common import (
+    REPO,
     command_line,
     free_port,
     machine_info,
     now_utc,
+    result_path,
     start_notary,
     table,
     write_json,
 )
 
 HERE = Path(__file__).resolve().parent
+LEVELS = (1, 4, 16, 64, 256)
+WRK_SCRIPT = HERE / "_wrk_notarize.lua"
+TARGETS = {
+    "vs_bare_at_16": 0.40,
+    "p99_ms_at_16": 25.0,
+    "receipts_per_s_at_64": 5000.0,
+    "server_cpu_us_at_64": 150.0,
+    "p50_ms_at_1": 1.5,
+}
+
+
+@dataclass
+class Target:
+    """A server under test: its process and the URL the load generator posts to."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    url: str
+    key: str | None
+    base: str  # for /metrics (notary only)
 
 
 def wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -49,87 +87,345 @@ def wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) 
     raise RuntimeError("server did not become healthy")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process: a figure that other load on the machine barely moves."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _stat_cpu(path: Path) -> float:
+    fields = path.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def loadgen(url: str, key: str | None, seconds: float, concurrency: int, server_pid: int
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (``/proc/<pid>/stat``)."""
+    return _stat_cpu(Path(f"/proc/{pid}/stat"))
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of the main thread (the event loop) and of all other threads together
+    (database and executor threads), from ``/proc/<pid>/task/<tid>/stat``. A thread that ended
+    during a run takes its CPU with it, so the two may sum to a little less than the process."""
+    out = {"event loop": 0.0, "other threads": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            cpu = _stat_cpu(task / "stat")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        out["event loop" if task.name == str(pid) else "other threads"] += cpu
+    return out
+
+
+def children_cpu() -> float:
+    """CPU of reaped children: the difference around one load-generator run is its CPU."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _wrk(url: str, key: str | None, seconds: float, connections: int) -> dict[str, Any]:
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
+           "-s", str(WRK_SCRIPT), url, "--", os.urandom(24).hex()]
+    if key:
+        cmd.append(key)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    raw = json.loads(out.strip().splitlines()[-1])
+    secs = raw["duration_us"] / 1e6
+    errors = sum(raw[k] for k in raw if k.startswith("errors_"))
+    return {"requests_per_s": raw["requests"] / secs, "requests": raw["requests"],
+            "completed": raw["requests"], "errors": errors, "p50_ms": raw["p50_us"] / 1000,
+            "p90_ms": raw["p90_us"] / 1000, "p99_ms": raw["p99_us"] / 1000,
+            "max_ms": raw["max_us"] / 1000, "concurrency": connections, "wrk": raw}
+
+
+def _python(url: str, key: str | None, seconds: float, warmup: float, connections: int
             ) -> dict[str, Any]:
-    cmd = [sys.executable, str(HERE / "_loadgen.py"), url, "--seconds", str(seconds),
-           "--concurrency", str(concurrency), "--warmup", "0"]
+    cmd = [sys.executable, "-m", "benchmarks._loadgen", url, "--seconds", str(seconds),
+           "--concurrency", str(connections), "--warmup", str(warmup)]
     if key:
         cmd += ["--key", key]
-    before = cpu_seconds(server_pid)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    res = dict(json.loads(out.strip().splitlines()[-1]))
-    used = cpu_seconds(server_pid) - before
-    res["server_cpu_us_per_request"] = used / max(res["requests"], 1) * 1e6
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def drive(target: Target, loadgen: str, seconds: float, warmup: float, connections: int
+          ) -> dict[str, Any]:
+    """One measured run at ``connections``; CPU is counted over exactly that run."""
+    if loadgen == "wrk" and warmup > 0:
+        _wrk(target.url, target.key, warmup, connections)
+    load_before = os.getloadavg()[0]
+    metrics_before = _metrics(target)
+    cpu0, child0 = cpu_seconds(target.proc.pid), children_cpu()
+    threads0 = thread_cpu(target.proc.pid)
+    if loadgen == "wrk":
+        res = _wrk(target.url, target.key, seconds, connections)
+    else:
+        res = _python(target.url, target.key, seconds, warmup, connections)
+    served = max(res["completed"], 1)
+    res["server_cpu_us_per_request"] = (cpu_seconds(target.proc.pid) - cpu0) / served * 1e6
+    threads1 = thread_cpu(target.proc.pid)
+    res["server_cpu_us_per_request_by_thread"] = {
+        role: (threads1[role] - threads0[role]) / served * 1e6 for role in threads1}
+    res["client_cpu_us_per_request"] = (children_cpu() - child0) / served * 1e6
+    res["load_average"] = [load_before, os.getloadavg()[0]]
+    if metrics_before:
+        after = _metrics(target)
+        batches = after["ledger_batch_size_count"] - metrics_before["ledger_batch_size_count"]
+        entries = after["ledger_batch_size_sum"] - metrics_before["ledger_batch_size_sum"]
+        res["batches"] = batches
+        res["mean_batch"] = entries / batches if batches else None
+        res["receipts_issued"] = (after["notary_receipts_issued_total"]
+                                  - metrics_before["notary_receipts_issued_total"])
     return res
 
 
-def bench_bare(seconds: float, concurrency: int) -> dict[str, Any]:
+def _metrics(target: Target) -> dict[str, float]:
+    if target.key is None:
+        return {}
+    with urllib.request.urlopen(target.base + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    names = ("ledger_batch_size_count", "ledger_batch_size_sum", "notary_receipts_issued_total")
+    out = dict.fromkeys(names, 0.0)
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in out:
+            out[name] = float(value)
+    return out
+
+
+def start_bare() -> Target:
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(HERE / "_bare_aiohttp.py"), str(port)])
-    try:
-        wait_healthy(port, proc)
-        return loadgen(f"http://127.0.0.1:{port}/v1/tool-calls", None, seconds, concurrency,
-                       proc.pid)
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    wait_healthy(port, proc)
+    url = f"http://127.0.0.1:{port}"
+    return Target("bare aiohttp", proc, url + "/v1/tool-calls", None, url)
 
 
-def bench_notary(seconds: float, concurrency: int, workdir: Path) -> dict[str, Any]:
+def start_notary_target(workdir: Path) -> Target:
     proc, url, key = start_notary(workdir / "notary-data")
+    return Target("notary", proc, url + "/v1/tool-calls", key, url)
+
+
+def stop(target: Target) -> None:
+    target.proc.terminate()
     try:
-        res = loadgen(url + "/v1/tool-calls", key, seconds, concurrency, proc.pid)
-        with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
-            metrics = r.read().decode()
-        res["batches"] = _metric(metrics, "ledger_batch_size_count")
-        res["entries"] = _metric(metrics, "ledger_batch_size_sum")
-        return res
-    finally:
-        proc.terminate()
-        proc.wait(30)
+        target.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        target.proc.kill()
+        target.proc.wait(10)
 
 
-def _metric(text: str, name: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
+# --- profile -------------------------------------------------------------------------------
+
+
+def _short(path: str) -> str:
+    for marker in ("/site-packages/", "/lib/python3."):
+        if marker in path:
+            tail = path.split(marker, 1)[1]
+            return tail.split("/", 1)[1] if marker == "/lib/python3." else tail
+    try:
+        return os.path.relpath(path, REPO)
+    except ValueError:
+        return path
+
+
+def _frame(text: str) -> tuple[str, str, int]:
+    """``function (file:line)`` as (``file:function``, file, line): a function is one row."""
+    name, _, where = text.rpartition(" (")
+    if not name:
+        return text, "", 0
+    file, _, line = where.rstrip(")").rpartition(":")
+    return f"{_short(file)}:{name}", file, int(line) if line.isdigit() else 0
+
+
+_WAITS = (".get(", ".poll(", ".select(", ".wait(", ".acquire(")
+
+
+def _is_wait(file: str, line: int) -> bool:
+    """A leaf frame at a blocking call (a queue get, epoll, a lock): the thread is waiting.
+
+    py-spy leaves out threads the kernel shows sleeping, but on a loaded machine it catches
+    threads just woken or runnable at such lines; they would otherwise show as CPU."""
+    text = linecache.getline(file, line) if file else ""
+    return any(w in text for w in _WAITS)
+
+
+def summarize_pyspy(raw: str, rate: int, requests: int, measured: dict[str, float],
+                    top: int = 40) -> dict[str, Any]:
+    """Self and inclusive server µs per request by function, per thread role, from py-spy's
+    raw (collapsed-stack) output.
+
+    Samples say where a thread is, not how much CPU it had (on a loaded machine a runnable
+    thread waiting for a core is sampled too), so each role's samples are scaled to the CPU
+    that role measurably used per request (``measured``, from /proc): the shares come from
+    the sampler, the totals from the kernel. Leaf frames at a blocking wait are left out."""
+    per_role: dict[str, dict[str, Counter[str]]] = defaultdict(
+        lambda: {"self": Counter(), "inclusive": Counter()})
+    role_samples: Counter[str] = Counter()
+    waits: Counter[str] = Counter()
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        role = "event loop" if frames[0].endswith(": MainThread") else "other threads"
+        funcs = [_frame(f) for f in frames[1:]]
+        if not funcs:
+            continue
+        n = int(count)
+        if _is_wait(funcs[-1][1], funcs[-1][2]):
+            waits[role] += n
+            continue
+        role_samples[role] += n
+        per_role[role]["self"][funcs[-1][0]] += n
+        for f in {f[0] for f in funcs}:
+            per_role[role]["inclusive"][f] += n
+    out: dict[str, Any] = {
+        "sampler": "py-spy", "rate_hz": rate, "requests": requests,
+        "samples": dict(role_samples), "wait_samples_left_out": dict(waits),
+        "sampled_us_per_request": {r: n * 1e6 / rate / max(requests, 1)
+                                   for r, n in role_samples.items()},
+        "us_per_request": {r: measured.get(r, 0.0) for r in role_samples}, "roles": {}}
+    for role, tables in per_role.items():
+        scale = measured.get(role, 0.0) / role_samples[role]
+        out["roles"][role] = {
+            kind: [{"function": f, "us_per_request": round(n * scale, 2),
+                    "share": round(n / role_samples[role], 4)}
+                   for f, n in counter.most_common(top)]
+            for kind, counter in tables.items()}
+    return out
+
+
+def profile(target: Target, loadgen: str, seconds: float, warmup: float, connections: int,
+            rate: int) -> dict[str, Any]:
+    """Sample the notary with py-spy during one more run at ``connections``."""
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(pyspy).exists():
+        raise SystemExit("--profile needs py-spy: .venv/bin/pip install -e '.[bench]'")
+    if loadgen == "wrk" and warmup > 0:
+        _wrk(target.url, target.key, warmup, connections)
+    with tempfile.TemporaryDirectory(prefix="bench-pyspy-") as tmp:
+        out = Path(tmp) / "raw.txt"
+        spy = subprocess.Popen([pyspy, "record", "--pid", str(target.proc.pid), "--rate",
+                                str(rate), "--format", "raw", "--threads", "--output", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # attached
+        res = drive(target, loadgen, seconds, 0 if loadgen == "wrk" else warmup, connections)
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
+        spy.wait(60)
+        summary = summarize_pyspy(out.read_text(), rate, res["completed"],
+                                  res["server_cpu_us_per_request_by_thread"])
+    summary["connections"] = connections
+    summary["run"] = res
+    return summary
+
+
+def print_profile(p: dict[str, Any], n: int = 15) -> None:
+    print(f"\nprofile at {p['connections']} connections (py-spy {p['rate_hz']} Hz, scaled to "
+          "the measured CPU per request: "
+          + ", ".join(f"{r} {v:.0f} µs" for r, v in p["us_per_request"].items()) + ")")
+    for role, tables in sorted(p["roles"].items()):
+        for kind in ("self", "inclusive"):
+            # Frames under which every sample lies (the loop, the thread bootstrap) say nothing.
+            rows = [[r["function"], f"{r['us_per_request']:.1f}", f"{r['share']:.0%}"]
+                    for r in tables[kind] if r["share"] < 0.99][:n]
+            print(f"\n{role}, {kind} time:")
+            print(table(["function", "µs/req", "share"], rows))
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def targets_met(sweep: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if 16 in sweep:
+        out["vs_bare_at_16"] = sweep[16]["vs_bare"] >= TARGETS["vs_bare_at_16"]
+        out["p99_ms_at_16"] = sweep[16]["notary"]["p99_ms"] <= TARGETS["p99_ms_at_16"]
+    if 64 in sweep:
+        n = sweep[64]["notary"]
+        out["receipts_per_s_at_64"] = n["requests_per_s"] >= TARGETS["receipts_per_s_at_64"]
+        out["server_cpu_us_at_64"] = (n["server_cpu_us_per_request"]
+                                      <= TARGETS["server_cpu_us_at_64"])
+    if 1 in sweep:
+        out["p50_ms_at_1"] = sweep[1]["notary"]["p50_ms"] <= TARGETS["p50_ms_at_1"]
+    return out
+
+
+def render(sweep: dict[int, dict[str, Any]], *, markdown: bool = False) -> str:
+    rows = []
+    for c, r in sorted(sweep.items()):
+        n, b = r["notary"], r["bare"]
+        rows.append([c, f"{n['requests_per_s']:,.0f}", f"{n['p50_ms']:.1f} ms",
+                     f"{n['p99_ms']:.1f} ms", f"{b['requests_per_s']:,.0f}/s",
+                     f"{r['vs_bare']:.0%}", f"{n['server_cpu_us_per_request']:.0f} µs",
+                     f"{b['server_cpu_us_per_request']:.0f} µs",
+                     f"{n['client_cpu_us_per_request']:.0f} µs",
+                     f"{n['mean_batch']:.1f}" if n.get("mean_batch") else "",
+                     n["errors"] + b["errors"], f"{n['load_average'][0]:.1f}"])
+    return table(["connections", "notary receipts/s", "p50", "p99", "bare aiohttp", "ratio",
+                  "notary CPU/req", "bare CPU/req", "loadgen CPU/req", "mean batch", "errors",
+                  "load avg"], rows, markdown=markdown)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--seconds", type=float, default=10)
-    p.add_argument("--concurrency", type=int, default=64)
-    p.add_argument("--quick", action="store_true", help="3 s per target")
-    p.add_argument("--out", type=Path, default=RESULTS / "http_notarize.json")
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=float, default=10, help="per run (default 10)")
+    p.add_argument("--warmup", type=float, default=1, help="untimed seconds before each run")
+    p.add_argument("--connections", default=",".join(map(str, LEVELS)),
+                   help="comma-separated levels (default 1,4,16,64,256)")
+    p.add_argument("--quick", action="store_true", help="3 s per run")
+    p.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto",
+                   help="wrk if installed (auto), or benchmarks/_loadgen.py")
+    p.add_argument("--profile", action="store_true",
+                   default=os.environ.get("BENCH_PROFILE", "") not in ("", "0"),
+                   help="sample the notary with py-spy (also BENCH_PROFILE=1)")
+    p.add_argument("--profile-at", default="64", help="levels to profile (default 64)")
+    p.add_argument("--profile-rate", type=int, default=200, help="py-spy samples/s")
+    p.add_argument("--save", action="store_true",
+                   help="write the tracked benchmarks/results/http_notarize.json")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     a = p.parse_args()
     seconds = 3 if a.quick else a.seconds
+    levels = [int(x) for x in a.connections.split(",") if x]
+    loadgen = a.loadgen
+    if loadgen == "auto":
+        loadgen = "wrk" if shutil.which("wrk") else "python"
+    print(f"load generator: {loadgen}; {seconds:g} s per run; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    sweep: dict[int, dict[str, Any]] = {}
+    profiles: list[dict[str, Any]] = []
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
-        bare = bench_bare(seconds, a.concurrency)
-        notary = bench_notary(seconds, a.concurrency, Path(tmp))
-    ratio = notary["requests_per_s"] / bare["requests_per_s"]
-    rows = [
-        [name, f"{r['requests_per_s']:.0f}", f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}",
-         f"{r['max_ms']:.1f}", r["errors"], f"{r['server_cpu_us_per_request']:.0f}",
-         f"{r['requests_per_s'] / bare['requests_per_s']:.2f}"]
-        for name, r in (("bare aiohttp handler", bare), ("notary: born-complete receipt", notary))
-    ]
-    print(table(["target", "req/s", "p50 ms", "p99 ms", "max ms", "errors", "server CPU µs/req",
-                 "vs bare"], rows))
-    if notary.get("batches"):
-        print(f"notary batches: {notary['batches']:.0f}, mean batch "
-              f"{notary['entries'] / notary['batches']:.1f} entries")
+        bare = start_bare()
+        try:
+            notary = start_notary_target(Path(tmp))
+            try:
+                for c in levels:
+                    b = drive(bare, loadgen, seconds, a.warmup, c)
+                    n = drive(notary, loadgen, seconds, a.warmup, c)
+                    sweep[c] = {"bare": b, "notary": n,
+                                "vs_bare": n["requests_per_s"] / b["requests_per_s"]}
+                    print(f"{c:>4} connections: notary {n['requests_per_s']:,.0f}/s "
+                          f"(p99 {n['p99_ms']:.1f} ms, {n['server_cpu_us_per_request']:.0f} µs "
+                          f"CPU), bare {b['requests_per_s']:,.0f}/s", flush=True)
+                if a.profile:
+                    for c in (int(x) for x in a.profile_at.split(",") if x):
+                        profiles.append(profile(notary, loadgen, seconds, a.warmup, c,
+                                                a.profile_rate))
+            finally:
+                stop(notary)
+        finally:
+            stop(bare)
+    print()
+    print(render(sweep))
+    met = targets_met(sweep)
+    print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items()))
+    for prof in profiles:
+        print_profile(prof)
     result = {"benchmark": "http_notarize", "when": now_utc(), "command": command_line(),
-              "machine": machine_info(), "seconds": seconds, "concurrency": a.concurrency,
-              "bare_aiohttp": bare, "notary": notary, "notary_vs_bare": ratio,
-              "targets": {"receipts_per_s": 3000, "p99_ms": 50, "errors": 0, "vs_bare": 0.4}}
-    print(f"wrote {write_json(a.out, result)}")
+              "machine": machine_info(), "loadgen": loadgen, "seconds": seconds,
+              "warmup": a.warmup, "load_average_start": load_start,
+              "load_average_end": os.getloadavg(),
+              "sweep": {str(c): r for c, r in sweep.items()},
+              "table_markdown": render(sweep, markdown=True),
+              "targets": TARGETS, "targets_met": met, "profiles": profiles}
+    path = write_json(result_path("http_notarize", save=a.save, out=a.out), result)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

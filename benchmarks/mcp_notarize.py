@@ -53,19 +53,15 @@ if TYPE_CHECKING:
 
     from notary.sdk import Notarizer
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-
-from _common import (  # noqa: E402
+from benchmarks._common import (
     REPO,
-    RESULTS,
     command_line,
     filesystem_of,
     free_port,
     latency_summary,
     machine_info,
     now_utc,
+    result_path,
     start_notary,
     table,
     write_json,
@@ -132,7 +128,7 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: floa
 
 def start_mcp_http(notary_url: str | None, key: str | None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-mcp", str(port)]
+    cmd = [sys.executable, "-m", "benchmarks.mcp_notarize", "--serve-mcp", str(port)]
     if notary_url is not None and key is not None:
         cmd += ["--notary", notary_url, "--api-key", key]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -636,7 +632,9 @@ def main() -> int:
     p.add_argument("--profile-calls", type=int, default=200)
     p.add_argument("--no-http", action="store_true", help="skip the streamable HTTP transport")
     p.add_argument("--no-tmpfs", action="store_true", help="skip the tmpfs storage setting")
-    p.add_argument("--out", type=Path, default=RESULTS / "mcp_notarize.json")
+    p.add_argument("--save", action="store_true",
+                   help="write the tracked benchmarks/results/mcp_notarize.json")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     p.add_argument("--serve-mcp", type=int, metavar="PORT", help=argparse.SUPPRESS)
     p.add_argument("--notary", help=argparse.SUPPRESS)
     p.add_argument("--api-key", help=argparse.SUPPRESS)
@@ -692,7 +690,7 @@ def main() -> int:
               "calls": a.calls,
               "warmup": a.warmup, "targets": targets, "settings": settings,
               "verification": ver}
-    path = write_json(a.out, result)
+    path = write_json(result_path("mcp_notarize", save=a.save, out=a.out), result)
     print(f"load average (1 min) {load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end"
           f" on {os.cpu_count()} CPUs")
     print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")

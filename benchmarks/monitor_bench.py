@@ -31,19 +31,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import aiohttp
 
 from benchmarks._common import (
-    RESULTS,
     command_line,
     machine_info,
     now_utc,
+    result_path,
     si,
     table,
     write_json,
 )
+from ledger.client.http import HttpClient
 from ledger.client.tiles import LogSource, tile_at
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.compact import TreeState, decode_bundle, integrate
@@ -120,7 +119,7 @@ def cpu_seconds(pid: int) -> float:
 
 async def audit(url: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as session:
-        source = LogSource(url, session)
+        source = LogSource(url, HttpClient(session))
         note = await source.checkpoint()
         cp = parse_checkpoint_text(parse_note(note).text)
         seen = [0]
@@ -144,7 +143,7 @@ async def audit(url: str) -> dict[str, Any]:
 async def download_only(url: str, size: int) -> dict[str, Any]:
     """The same bundles and level-0 tiles, fetched as the audit fetches them, with no hashing."""
     async with aiohttp.ClientSession() as session:
-        source = LogSource(url, session)
+        source = LogSource(url, HttpClient(session))
         bundles = -(-size // TILE_WIDTH)
         t0 = time.perf_counter()
         total = 0
@@ -184,6 +183,9 @@ def main() -> None:
     p.add_argument("--entries", type=int, default=1_000_000)
     p.add_argument("--data", type=Path, help="keep the built log here (reused if present)")
     p.add_argument("--runs", type=int, default=3, help="audit runs (best and all reported)")
+    p.add_argument("--save", action="store_true",
+                   help="write the tracked benchmarks/results/monitor_bench.json")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     args = p.parse_args()
     tmp = None
     directory = args.data
@@ -227,7 +229,7 @@ def main() -> None:
     print(f"target ≥ {si(TARGET)} entries/s: {verdict} (best {si(best['entries_per_s'])}/s, "
           f"median {si(median)}/s; all runs: "
           f"{', '.join(si(r['entries_per_s']) for r in runs)})")
-    write_json(RESULTS / "monitor_bench.json", {
+    write_json(result_path("monitor_bench", save=args.save, out=args.out), {
         "benchmark": "monitor_bench",
         "when": now_utc(),
         "command": command_line(),

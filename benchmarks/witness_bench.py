@@ -27,16 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import aiohttp
 
 from benchmarks._common import (
-    RESULTS,
     command_line,
     machine_info,
     now_utc,
     percentile,
+    result_path,
     table,
     write_json,
 )
@@ -131,6 +129,9 @@ def main() -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--requests", type=int, default=2000)
     p.add_argument("--per-step", type=int, default=7, help="entries appended per checkpoint")
+    p.add_argument("--save", action="store_true",
+                   help="write the tracked benchmarks/results/witness_bench.json")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     args = p.parse_args()
     vkey, steps = asyncio.run(checkpoints(args.requests, args.per_step))
     with tempfile.TemporaryDirectory(prefix="witness-bench-", dir=REPO / "benchmarks") as tmp:
@@ -166,7 +167,7 @@ def main() -> None:
     p99 = results["growing"]["p99_ms"]
     print(f"target p99 ≤ {TARGET_P99_MS:.0f} ms: {'met' if p99 <= TARGET_P99_MS else 'NOT met'} "
           f"({p99:.2f} ms)")
-    write_json(RESULTS / "witness_bench.json", {
+    write_json(result_path("witness_bench", save=args.save, out=args.out), {
         "benchmark": "witness_bench",
         "when": now_utc(),
         "command": command_line(),

@@ -7,19 +7,21 @@ from an empty tree with the same pure code the writer uses, compares each tile i
 the stored one, and checks that the final root is the one the signed checkpoint commits to.
 
 It reads through the :class:`~ledger.storage.base.LogStore` interface only, holds one chunk of
-entries in memory at a time, and hashes in a worker thread so that a monitor can run it inside a
-serving process. Another process may append while it runs; it audits the checkpoint it started
-with, reading only the prefix of the right-edge tiles that checkpoint covers.
+entries in memory at a time, and hashes in a worker thread so that it can run inside a serving
+process (the background scrub, :mod:`ledger.scrub`, paces it with ``pace``). Another process
+may append while it runs; it audits the checkpoint it started with, reading only the prefix of
+the right-edge tiles that checkpoint covers, so appends never make it report damage.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.compact import TreeState, decode_bundle, integrate
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE
 from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tiles_for_size
@@ -29,9 +31,12 @@ __all__ = ["AuditError", "AuditReport", "audit_log"]
 
 Progress = Callable[[int, int], None]
 """Told (entries checked, entries in total) as the audit advances."""
+Pace = Callable[[int], Awaitable[None]]
+"""Awaited after each chunk with the number of stored tiles and bundles it read: a caller that
+must bound the audit's rate sleeps there."""
 
 
-class AuditError(Exception):
+class AuditError(LedgerError):
     """The first way in which the stored log is not what its signed checkpoint says."""
 
 
@@ -99,11 +104,14 @@ def _is_full(key: TileKey, data: bytes) -> bool:
 
 
 async def _compare_full(store: LogStore, tiles: Mapping[TileKey, bytes],
-                        bundles: Mapping[TileKey, bytes]) -> None:
+                        bundles: Mapping[TileKey, bytes]) -> int:
+    """Compare the tiles that became full; the number of hash tiles read from the store."""
     stored = dict(bundles)
-    stored.update(await store.read_tiles([k for k in tiles if k[0] != ENTRIES_LEVEL]))
+    read = await store.read_tiles([k for k in tiles if k[0] != ENTRIES_LEVEL])
+    stored.update(read)
     for key in sorted(tiles):
         _compare(key, tiles[key], stored.get(key), exact=True)
+    return len(read)
 
 
 async def audit_log(
@@ -112,11 +120,14 @@ async def audit_log(
     *,
     progress: Progress | None = None,
     chunk_bundles: int = 64,
+    pace: Pace | None = None,
 ) -> AuditReport:
     """Check the latest stored checkpoint against everything stored; raise :class:`AuditError`.
 
     Checks, in order: the checkpoint's signature by ``verifier`` (whose name is the origin),
     every entry bundle and tile that the checkpoint's tree publishes, and the root hash.
+    ``progress`` is told how far it got after each chunk of ``chunk_bundles`` bundles, and
+    ``pace`` is awaited there with the number of stored tiles and bundles the chunk read.
     """
     record = await store.latest()
     if record is None:
@@ -144,14 +155,18 @@ async def audit_log(
                 edge.pop(k, None)
             else:
                 edge[k] = v
-        await _compare_full(store, full, {k: v for k, v in got.items() if k in full})
+        read = await _compare_full(store, full, {k: v for k, v in got.items() if k in full})
         compared += len(full)
         if progress is not None:
             progress(state.size, size)
+        if pace is not None:
+            await pace(len(got) + read)
     expected = {(t.level, t.index) for t in tiles_for_size(size, entries=True) if not t.is_full}
     if set(edge) != expected:  # a bug here, not damage in the store
         raise AssertionError(f"audit edge tiles {sorted(edge)} are not {sorted(expected)}")
     stored_edge = await store.read_tiles(list(edge))
+    if pace is not None:
+        await pace(len(stored_edge))
     latest = await store.latest()
     # Edge tiles grow when another process appends; if none did, they must match exactly.
     exact = latest is not None and latest.size == size

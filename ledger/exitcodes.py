@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from ledger.core.errors import LedgerError
+
 __all__ = ["ExitCode", "UsageError"]
 
 
@@ -23,5 +25,5 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
-class UsageError(Exception):
+class UsageError(LedgerError):
     """UsageError is an expected failure of a command: its message is all the user sees."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from ledger.atomic import write_atomic
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.compact import decode_bundle
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE
 from ledger.core.note import NoteError
 from ledger.core.tiles import TILE_WIDTH, Tile, tiles_for_size
@@ -30,7 +31,7 @@ Progress = Callable[[int, int], None]
 _CHUNK = 256  # tiles read from the store per query
 
 
-class ExportError(RuntimeError):
+class ExportError(LedgerError, RuntimeError):
     """The export cannot proceed without hiding a problem (damaged store, foreign directory)."""
 
 

@@ -7,9 +7,10 @@ import stat
 from pathlib import Path
 
 from ledger.atomic import fsync_dir
+from ledger.core.errors import LedgerError
 
 
-class KeyFileError(RuntimeError):
+class KeyFileError(LedgerError, RuntimeError):
     pass
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE, fold_right
 from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.tilehash import ExpandedTile, tile_of
@@ -32,7 +33,7 @@ BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
 
 
-class LogIntegrityError(RuntimeError):
+class LogIntegrityError(LedgerError, RuntimeError):
     """The stored tiles do not match the signed checkpoint: the log must not run."""
 
 
@@ -45,7 +46,11 @@ class LogRollbackError(LogIntegrityError):
     """
 
 
-class SequencerClosedError(RuntimeError):
+class LogHaltedError(LogIntegrityError):
+    """Appends are refused: damage was found in the stored log (:meth:`Sequencer.halt`)."""
+
+
+class SequencerClosedError(LedgerError, RuntimeError):
     pass
 
 
@@ -169,6 +174,8 @@ class Sequencer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        #: Why appends are refused, once :meth:`halt` was called; None while writing.
+        self.halted: str | None = None
 
     async def start(self) -> None:
         """Load and check the stored log, signing the empty tree for a brand-new store."""
@@ -237,6 +244,15 @@ class Sequencer:
             self.refusing = str(e)
             raise
         return state
+    def halt(self, reason: str) -> None:
+        """Refuse every append from now on, queued ones included.
+
+        For damage found in the stored log (a tile or bundle that does not match the entries):
+        every new checkpoint would commit to a tree whose proofs cannot be served correctly, so
+        writing stops until an operator has restored the store. Reads are not affected.
+        """
+        self.halted = reason
+        self._wake.set()
 
     def _sign(self, state: TreeState) -> CheckpointRecord:
         note = sign_checkpoint(Checkpoint(self.origin, state.size, state.root()), self.signer)
@@ -270,6 +286,8 @@ class Sequencer:
                 raise EntryTooLargeError(
                     f"entry is {len(entry)} bytes; the limit is {MAX_ENTRY_SIZE}"
                 )
+        if self.halted is not None:
+            raise LogHaltedError(self.halted)
         if self._closing or self._task is None:
             raise SequencerClosedError("the log is not accepting appends")
         fut: asyncio.Future[tuple[int, CheckpointRecord]] = (
@@ -286,6 +304,12 @@ class Sequencer:
             await self._wake.wait()
             self._wake.clear()
             while self._pending:
+                if self.halted is not None:
+                    batch, self._pending = self._pending, []
+                    for group in batch:
+                        if not group.future.done():
+                            group.future.set_exception(LogHaltedError(self.halted))
+                    break
                 take, count = 0, 0
                 while take < len(self._pending) and (take == 0 or count < self.max_batch):
                     count += len(self._pending[take].entries)

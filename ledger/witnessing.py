@@ -1,7 +1,8 @@
 """The log side of witnessing: get the notary's checkpoints cosigned, publish the witnessed one.
 
 Configured with witnesses (submission URL and cosignature verifier key each) and a quorum k of
-n, a background task of the notary daemon:
+n, or a C2SP tlog-policy (witnesses with their URLs, groups, a quorum expression), a
+background task of the notary daemon:
 
 - every ``interval`` seconds, when the tree has grown, takes the newest checkpoint as the
   *target* and submits it to every idle witness (C2SP tlog-witness ``add-checkpoint``) with
@@ -12,8 +13,8 @@ n, a background task of the notary daemon:
   fails is retried later with exponential backoff, and one still busy never holds the others
   back. A new target is taken once the current one met the quorum or every witness has had
   its say, so that the witnesses converge on the same checkpoint;
-- publishes the newest checkpoint that meets the policy (the log's signature and at least
-  ``quorum`` verified cosignatures), merged with every cosignature collected for it.
+- publishes the newest checkpoint that meets the policy (the log's signature and cosignatures
+  that satisfy the quorum), merged with every cosignature collected for it.
 
 What ``GET /checkpoint`` serves (through ledger.http.routes's ``PUBLISHED_CHECKPOINT`` hook):
 
@@ -25,7 +26,8 @@ What ``GET /checkpoint`` serves (through ledger.http.routes's ``PUBLISHED_CHECKP
   never is again: the published checkpoint only ever grows, so monitors never see a rollback,
   and it may lag behind the log by about one interval plus the witnesses' answer time.
 
-``Notary-Witness-Cosignatures`` and ``Notary-Witness-Quorum`` give the counts either way. The
+``Notary-Witness-Cosignatures`` (every valid cosignature served, not just the quorum) and
+``Notary-Witness-Quorum`` (k, or the policy's quorum name) say what it carries. The
 witnessed checkpoint also backs ``GET /v1/tool-calls/{id}``: a receipt's proof is upgraded to
 it (and so carries the cosignatures) as soon as it covers the entry.
 
@@ -46,16 +48,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ledger.atomic import write_atomic
+from ledger.client.http import HttpClient
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, fold_right
-from ledger.core.note import NoteError, NoteSignature, merge_signatures, parse_note
+from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signatures
+from ledger.core.tlog_policy import TlogPolicy
 from ledger.log import Head, Log
 from ledger.reader import stack_coords
 
@@ -67,6 +71,7 @@ __all__ = [
     "WitnessEndpoint",
     "WitnessState",
     "Witnessing",
+    "endpoints_from_policy",
     "parse_witness_spec",
 ]
 
@@ -77,7 +82,7 @@ MAX_BACKOFF = 60.0
 _KEPT_TARGETS = 8
 
 
-class WitnessConfigError(ValueError):
+class WitnessConfigError(LedgerError, ValueError):
     """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
 
 
@@ -91,6 +96,28 @@ class WitnessEndpoint:
     @property
     def vkey(self) -> str:
         return self.verifier.vkey
+
+
+def _public_key(verifier: NoteVerifier) -> bytes:
+    key = getattr(verifier, "public_key", None)
+    if not isinstance(key, bytes):
+        raise WitnessConfigError(f"witness key {verifier.name!r} has no Ed25519 public key")
+    return key
+
+
+def endpoints_from_policy(policy: TlogPolicy) -> list[WitnessEndpoint]:
+    """The witnesses of a C2SP tlog-policy as submission endpoints (each needs its URL)."""
+    out = []
+    for name, (verifier, url) in policy.witnesses.items():
+        if url is None:
+            raise WitnessConfigError(f"witness {name!r} in the witness policy has no URL (the "
+                                     "log submits to it: write 'witness NAME VKEY URL')")
+        if not url.startswith(("http://", "https://")):
+            raise WitnessConfigError(f"witness {name!r}: {url!r} is not an http(s) URL")
+        if not isinstance(verifier, CosignatureVerifier):
+            raise WitnessConfigError(f"witness {name!r} needs a cosignature/v1 key")
+        out.append(WitnessEndpoint(url.rstrip("/"), verifier))
+    return out
 
 
 def parse_witness_spec(text: str) -> WitnessEndpoint:
@@ -172,7 +199,8 @@ class _Witness:
 class Witnessing:
     """Runs the witnessing loop for one log; create, ``await start()``, ``await close()``."""
 
-    def __init__(self, log: Log, endpoints: Sequence[WitnessEndpoint], *, quorum: int,
+    def __init__(self, log: Log, endpoints: Sequence[WitnessEndpoint], *,
+                 quorum: int | None = None, policy: TlogPolicy | None = None,
                  interval: float = 2.0, timeout: float = 5.0, state_path: Path | None = None,
                  registry: CollectorRegistry | None = None, state: WitnessState | None = None
                  ) -> None:
@@ -181,13 +209,27 @@ class Witnessing:
         keys = [e.verifier.public_key for e in endpoints]
         if len(set(keys)) != len(keys):
             raise WitnessConfigError("the same witness key is configured twice")
-        if not 1 <= quorum <= len(endpoints):
-            raise WitnessConfigError(f"witness quorum {quorum} must be 1..{len(endpoints)}")
+        if (quorum is None) == (policy is None):
+            raise WitnessConfigError("give a witness quorum or a witness policy (one of them)")
+        if policy is None:
+            assert quorum is not None
+            if not 1 <= quorum <= len(endpoints):
+                raise WitnessConfigError(f"witness quorum {quorum} must be 1..{len(endpoints)}")
+            policy = TlogPolicy.from_quorum([e.verifier for e in endpoints], quorum,
+                                            [e.url for e in endpoints])
+        if not policy.requires_cosignatures:
+            raise WitnessConfigError("the witness policy's quorum is none: nothing to collect")
+        by_key = {_public_key(v): name for name, (v, _) in policy.witnesses.items()}
+        missing = [e.url for e in endpoints if e.verifier.public_key not in by_key]
+        if missing:
+            raise WitnessConfigError(f"witness {missing[0]} is not in the witness policy")
         if interval <= 0 or timeout <= 0:
             raise WitnessConfigError("witness interval and timeout must be positive")
         self.log = log
         self.endpoints = list(endpoints)
-        self.quorum = quorum
+        self.policy = policy
+        self.quorum = policy.quorum_header
+        self._names = {e.vkey: by_key[e.verifier.public_key] for e in endpoints}
         self.interval = interval
         self.timeout = timeout
         self.state_path = state_path
@@ -195,7 +237,7 @@ class Witnessing:
             FileWitnessState(state_path) if state_path is not None else None)
         self.leading = False
         self._verifiers = [e.verifier for e in endpoints]
-        self._session: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
         self._witnesses: dict[str, _Witness] = {}
         self._targets: OrderedDict[int, _Target] = OrderedDict()
         self._current: _Target | None = None
@@ -221,9 +263,9 @@ class Witnessing:
         lease, see :mod:`ledger.lease`); the others follow: they re-read the shared state
         every interval and serve the newest witnessed checkpoint the leader stored.
         """
-        self._session = aiohttp.ClientSession()
+        self._http = await HttpClient(timeout=self.timeout).open()
         for e in self.endpoints:
-            client = WitnessClient(e.url, e.verifier, self._session, timeout=self.timeout)
+            client = WitnessClient(e.url, e.verifier, self._http)
             self._witnesses[e.vkey] = _Witness(e, client)
         await self._load()
         head = await self.log.head(0)
@@ -262,8 +304,8 @@ class Witnessing:
         await self._stop_task()
         if self._dirty and self.leading:
             await self._save()
-        if self._session is not None:
-            await self._session.close()
+        if self._http is not None:
+            await self._http.close()
 
     async def _follow(self) -> None:
         while True:
@@ -276,10 +318,6 @@ class Witnessing:
                 _log.exception("witnessing_follow_failed")
 
     # What is published ------------------------------------------------------------------------
-
-    @property
-    def published(self) -> Published | None:
-        return self._published
 
     def witnessed(self) -> tuple[int, bytes] | None:
         """(size, note) of the newest checkpoint meeting the policy, or None (for receipts)."""
@@ -318,7 +356,7 @@ class Witnessing:
             return
         cur = self._current
         now = time.monotonic()
-        if cur is None or (head.size > cur.size and (len(cur.cosigs) >= self.quorum
+        if cur is None or (head.size > cur.size and (self._meets(cur)
                                                      or self._round_over(cur, now))):
             cur = self._set_target(head)
             self._republish()
@@ -327,6 +365,10 @@ class Witnessing:
                 continue
             w.busy_with = cur.size
             w.task = asyncio.create_task(self._submit(w, cur), name=f"witness {w.endpoint.url}")
+
+    def _meets(self, target: _Target) -> bool:
+        """Whether the cosignatures collected for ``target`` meet the witness policy."""
+        return self.policy.satisfied({self._names[vkey] for vkey in target.cosigs})
 
     def _round_over(self, target: _Target, now: float) -> bool:
         """Every witness has answered for ``target``, or is busy elsewhere, or backing off."""
@@ -401,7 +443,7 @@ class Witnessing:
 
     def _republish(self) -> None:
         pub = self._published
-        best = max((t for t in self._targets.values() if len(t.cosigs) >= self.quorum),
+        best = max((t for t in self._targets.values() if self._meets(t)),
                    key=lambda t: t.size, default=None)
         if best is not None and (pub is None or best.size > pub.size or (
                 best.size == pub.size and (not pub.witnessed
@@ -414,10 +456,14 @@ class Witnessing:
             note = merge_signatures(cur.note, cur.cosigs.values()) if cur.cosigs else cur.note
             pub = Published(note, cur.size, False, len(cur.cosigs))
         if pub is not self._published:
+            before = self._published
             if pub is not None and pub.witnessed and (
-                    self._published is None or not self._published.witnessed
-                    or pub.size > self._published.size):
-                _log.info("witnessed_checkpoint", size=pub.size, cosignatures=pub.cosignatures)
+                    before is None or not before.witnessed or pub.size > before.size
+                    or pub.cosignatures > before.cosignatures):
+                # Logged again when a late cosignature joins: the log says what /checkpoint
+                # serves, never fewer cosignatures than it carries.
+                _log.info("witnessed_checkpoint", size=pub.size, cosignatures=pub.cosignatures,
+                          witnesses=len(self.endpoints), quorum=self.policy.describe())
             self._published = pub
             self._dirty = True
         if pub is not None:
@@ -475,7 +521,10 @@ class Witnessing:
     async def _check_published(self, note: bytes) -> Published | None:
         """A persisted witnessed checkpoint, if it still meets the policy and is of this tree."""
         try:
-            cp, _ = open_checkpoint(note, self.log.verifier, self._verifiers, self.quorum)
+            cp, _ = open_checkpoint(note, self.log.verifier)
+            cosigned = self.policy.cosigners(note, [self.log.verifier])
+            if not self.policy.satisfied(cosigned):
+                raise ValueError("its cosignatures no longer meet the witness policy")
             head = await self.log.head(0)
             if head is None or cp.size > head.size:
                 raise ValueError("it is beyond the log's size")
@@ -486,6 +535,4 @@ class Witnessing:
         except (NoteError, ValueError, RuntimeError) as e:
             _log.warning("witnessed_checkpoint_ignored", error=str(e))
             return None
-        count = len([s for s in parse_note(note).signatures
-                     if any((s.name, s.key_id) == (v.name, v.key_id) for v in self._verifiers)])
-        return Published(note, cp.size, True, count)
+        return Published(note, cp.size, True, len(cosigned))

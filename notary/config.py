@@ -9,10 +9,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ledger.netaddr import parse_host_port
+from ledger.netaddr import AddressError, parse_host_port
+from notary.core.errors import NotaryBaseError
 
 
-class ConfigError(ValueError):
+class ConfigError(NotaryBaseError, ValueError):
     pass
 
 
@@ -32,17 +33,22 @@ class Settings:
     # seconds between submissions of a grown tree, and per-request timeout in seconds.
     witnesses: tuple[str, ...] = ()
     witness_quorum: int = 0
+    # Or a C2SP tlog-policy file naming the witnesses (with their URLs) and the quorum.
+    witness_policy: str = ""
     witness_interval: float = 2.0
     witness_timeout: float = 5.0
     # A directory kept up to date with the log's static tlog-tiles tree ("" for none).
     publish: str = ""
+    # Background scrub (ledger/scrub.py): stored tiles and bundles re-verified per second;
+    # 0 turns it off.
+    scrub_rate: float = 20.0
 
     @property
     def host_port(self) -> tuple[str, int]:
         try:
-            return parse_host_port(self.listen, default_host="127.0.0.1")
-        except ValueError:
-            raise ConfigError(f"listen address {self.listen!r} is not HOST:PORT") from None
+            return parse_host_port(self.listen, what="listen", default_host="127.0.0.1")
+        except AddressError as e:  # a setting: reported with the other settings' errors
+            raise ConfigError(str(e)) from None
 
     @property
     def base_url(self) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib.metadata
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -31,11 +32,14 @@ from mcp.types import CallToolResult, ContentBlock, TextContent
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import MAX_CHECKPOINT_BYTES
 from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
+from ledger.core.tlog_policy import TlogPolicy
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Jwks, ReceiptFormatError, validate_receipt_shape
-from notary.verifier.fetch import Fetcher, FetchError, HttpFetcher, get_json
+from notary.core.verification import check_witnesses
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -44,17 +48,28 @@ from notary.verifier.inputs import (
     call_from_saved_call,
     call_from_tool_result,
 )
-from notary.verifier.state import StateError, StateFile
+from notary.verifier.state import StateFile, VerifierStateError
 from notary.verifier.trust import (
     Trust,
+    build_trust,
+    complete_from_notary,
     load_jwks,
     parse_log_keys,
     parse_witness_keys,
+    parse_witness_policy_text,
     trust_from_notary,
 )
 from notary.verifier.verify import verify_tool_call
 
 SERVER_NAME = "mcp-notary-verifier"
+
+
+def package_version() -> str:
+    """The installed ``mcp-notary`` version, for serverInfo (``0+unknown`` when not installed)."""
+    try:
+        return importlib.metadata.version("mcp-notary")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 class LevelOut(TypedDict):
@@ -109,7 +124,8 @@ class SignatureLineOut(TypedDict):
 class CheckpointOut(TypedDict):
     """The log's latest signed checkpoint and its fields.
 
-    ``verified`` is None when the server has no log key to check it with.
+    ``verified`` says whether the log's signature (and the witness policy, when one is
+    configured) verified, under the configured log key or else the one the notary publishes.
     """
 
     url: str
@@ -120,7 +136,7 @@ class CheckpointOut(TypedDict):
     root_hex: str
     extensions: list[str]
     signatures: list[SignatureLineOut]
-    verified: bool | None
+    verified: bool
     verification: str
 
 
@@ -137,6 +153,7 @@ class ServerConfig:
     log_keys: tuple[Ed25519Verifier, ...] = ()
     witnesses: tuple[NoteVerifier, ...] = ()
     quorum: int | None = None
+    witness_policy: TlogPolicy | None = None
     state: StateFile | None = None
     offline: bool = False
     log_url: str | None = None
@@ -144,11 +161,11 @@ class ServerConfig:
 
 
 @contextlib.asynccontextmanager
-async def _fetcher(config: ServerConfig, offline: bool) -> AsyncIterator[Fetcher | None]:
+async def _fetcher(config: ServerConfig, offline: bool) -> AsyncIterator[HttpClient | None]:
     if offline or config.offline:
         yield None
         return
-    async with HttpFetcher(config.timeout) as fetcher:
+    async with HttpClient(timeout=config.timeout) as fetcher:
         yield fetcher
 
 
@@ -159,9 +176,10 @@ def _no_files(values: list[str] | None, what: str) -> list[str]:
     return out
 
 
-async def _trust(config: ServerConfig, fetcher: Fetcher | None, *, jwks: dict[str, Any] | str |
+async def _trust(config: ServerConfig, fetcher: HttpClient | None, *, jwks: dict[str, Any] | str |
                  None, log_keys: list[str] | None, witnesses: list[str] | None,
-                 quorum: int | None, notary_url: str | None) -> tuple[Trust, list[str]]:
+                 quorum: int | None, notary_url: str | None,
+                 witness_policy: str | None = None) -> tuple[Trust, list[str]]:
     """Trust anchors: tool arguments first, then the server's flags, then the notary's own keys."""
     notes: list[str] = []
     if isinstance(jwks, str) and not jwks.startswith(("http://", "https://")):
@@ -170,24 +188,25 @@ async def _trust(config: ServerConfig, fetcher: Fetcher | None, *, jwks: dict[st
     trusted_jwks = source if isinstance(source, Jwks) else (
         await load_jwks(source, fetcher) if source is not None else None)
     keys = parse_log_keys(_no_files(log_keys, "log_keys")) or config.log_keys
+    policy = (parse_witness_policy_text(witness_policy) if witness_policy is not None
+              else None if witnesses else config.witness_policy)
+    if policy is not None:
+        if witnesses or quorum is not None:
+            raise VerifierInputError("witness_policy replaces witnesses and quorum")
+        keys = (*keys, *(k for k, _ in policy.logs if all(k.vkey != h.vkey for h in keys)))
     url = notary_url or config.notary_url
-    if (trusted_jwks is None or not keys) and url is not None:
-        if fetcher is None:
-            notes.append(f"offline: the keys of {url} were not fetched")
-        else:
-            notary_jwks, notary_key = await trust_from_notary(url, fetcher)
-            trusted_jwks = trusted_jwks or notary_jwks
-            keys = keys or (notary_key,)
-            notes.append(f"trust: keys fetched from {url} (trusting that notary for its own keys)")
+    if (trusted_jwks is None or not keys) and url is not None and fetcher is None:
+        notes.append(f"offline: the keys of {url} were not fetched")
+    trusted_jwks, keys, fetched = await complete_from_notary(trusted_jwks, keys, url, fetcher)
+    if fetched:
+        notes.append(f"trust: keys fetched from {url} (trusting that notary for its own keys)")
+    if policy is not None:
+        return Trust(trusted_jwks, keys, policy=policy), notes
     if witnesses:
         wit = parse_witness_keys(_no_files(witnesses, "witnesses"))
-        k = quorum if quorum is not None else len({(w.name, w.key_id) for w in wit})
     else:
-        wit = config.witnesses
-        default = len({(w.name, w.key_id) for w in wit})
-        k = quorum if quorum is not None else (config.quorum if config.quorum is not None
-                                                else default)
-    return Trust(trusted_jwks, keys, wit, k), notes
+        wit, quorum = config.witnesses, (quorum if quorum is not None else config.quorum)
+    return build_trust(trusted_jwks, keys, wit, quorum), notes
 
 
 def _call(*, call: dict[str, Any] | None, result: dict[str, Any] | None, tool: str | None,
@@ -231,6 +250,7 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
     cfg = config or ServerConfig()
     server: MCPServer = MCPServer(
         SERVER_NAME,
+        version=package_version(),
         instructions="Verify notarized MCP tool calls (rs-tool-call/1): call verify_tool_call "
                      "with a tool result that carries _meta['com.rightshold/tool-call'], the "
                      "tool name and arguments; read levels and valid in the structured result.",
@@ -263,6 +283,9 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
             "witness cosignature verifier keys"))] = None,
         quorum: Annotated[int | None, Field(ge=0, description=(
             "how many witnesses must have cosigned (default: all given)"))] = None,
+        witness_policy: Annotated[str | None, Field(description=(
+            "a C2SP tlog-policy (text: log, witness, group, quorum lines) instead of "
+            "witnesses and quorum"))] = None,
         notary_url: Annotated[str | None, Field(description=(
             "fetch receipt keys and log key from this notary when not given otherwise"))] = None,
         offline: Annotated[bool, Field(description=(
@@ -274,10 +297,11 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
             async with _fetcher(cfg, offline) as fetcher:
                 trust, notes = await _trust(cfg, fetcher, jwks=jwks, log_keys=log_keys,
                                             witnesses=witnesses, quorum=quorum,
-                                            notary_url=notary_url)
+                                            notary_url=notary_url,
+                                            witness_policy=witness_policy)
                 report = await verify_tool_call(tool_call, trust, fetcher=fetcher,
                                                 state=cfg.state, log_url=cfg.log_url)
-        except (VerifierInputError, StateError) as e:
+        except (VerifierInputError, VerifierStateError) as e:
             raise ToolError(str(e)) from e
         report.notes[:0] = notes
         content: list[ContentBlock] = [TextContent(type="text", text=report.render())]
@@ -291,9 +315,9 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
         base = _notary(cfg)
         if not is_receipt_id(id):
             raise ToolError(f"{id!r} is not a receipt id (tc_ + 22 base64url characters)")
-        async with HttpFetcher(cfg.timeout) as fetcher:
+        async with HttpClient(timeout=cfg.timeout) as fetcher:
             try:
-                receipt = await get_json(fetcher, f"{base}/v1/tool-calls/{id}")
+                receipt = await fetcher.get_json(f"{base}/v1/tool-calls/{id}")
             except FetchError as e:
                 raise ToolError(f"cannot fetch receipt {id}: {e}") from e
         try:
@@ -308,35 +332,56 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
                              "root hash), with its fields parsed and, when the server has the "
                              "log key, its signature (and witness quorum) verified.")
     async def get_checkpoint() -> Annotated[CallToolResult, CheckpointOut]:
-        url = _notary(cfg) + "/checkpoint"
-        async with HttpFetcher(cfg.timeout) as fetcher:
+        base = _notary(cfg)
+        url = base + "/checkpoint"
+        async with HttpClient(timeout=cfg.timeout) as fetcher:
             try:
-                note = await fetcher.get_bytes(url)
+                note = await fetcher.get(url, limit=MAX_CHECKPOINT_BYTES)
             except FetchError as e:
                 raise ToolError(f"cannot fetch the checkpoint: {e}") from e
-        out = _checkpoint_out(cfg, url, note)
+            keys, how = cfg.log_keys, ""
+            if not keys:
+                # The same trust verify_tool_call falls back on: the key the notary publishes.
+                try:
+                    _, notary_key = await trust_from_notary(base, fetcher)
+                except VerifierInputError as e:
+                    raise ToolError(f"cannot fetch the notary's log key: {e}") from e
+                keys, how = (notary_key,), (f"log key fetched from {base} (trusting that "
+                                            "notary for its own key); ")
+        out = _checkpoint_out(cfg, url, note, keys, how)
         return CallToolResult(content=_text(out), structured_content=dict(out))
 
     return server
 
 
-def _checkpoint_out(cfg: ServerConfig, url: str, note_bytes: bytes) -> CheckpointOut:
+def _checkpoint_out(cfg: ServerConfig, url: str, note_bytes: bytes,
+                    log_keys: tuple[Ed25519Verifier, ...], how_trusted: str = ""
+                    ) -> CheckpointOut:
     try:
         note = parse_note(note_bytes)
         cp = parse_checkpoint_text(note.text)
     except NoteError as e:
         raise ToolError(f"{url} served something that is not a signed checkpoint: {e}") from e
-    keys = [k for k in cfg.log_keys if k.name == cp.origin]
+    keys = [k for k in log_keys if k.name == cp.origin]
     verified: bool | None
     if not keys:
-        verified, how = None, ("no log key configured for this origin (start the server with "
-                               "--log-key) so the signature is not checked")
+        verified, how = False, (f"no trusted log key for origin {cp.origin!r} (trusted: "
+                                f"{', '.join(sorted(k.name for k in log_keys)) or 'none'})")
     else:
-        quorum = cfg.quorum if cfg.quorum is not None else len(cfg.witnesses)
+        trust = Trust(None, tuple(keys), cfg.witnesses,
+                      cfg.quorum if cfg.quorum is not None else len(
+                          {(w.name, w.key_id) for w in cfg.witnesses}),
+                      ) if cfg.witness_policy is None else Trust(None, tuple(keys),
+                                                                 policy=cfg.witness_policy)
         try:
-            open_checkpoint(note_bytes, keys[0], cfg.witnesses, quorum)
-            verified, how = True, f"signed by {keys[0].vkey}" + (
-                f"; cosigned by {quorum} of {len(cfg.witnesses)} witnesses" if quorum else "")
+            open_checkpoint(note_bytes, keys[0])
+            verified, how = True, f"{how_trusted}signed by {keys[0].vkey}"
+            policy = trust.witness_policy
+            if policy is not None:
+                level = check_witnesses(note_bytes, keys[0], policy)
+                verified = verified and (level.status == "passed"
+                                         or not policy.requires_cosignatures)
+                how += f"; {level.reason}"
         except (NoteError, ValueError) as e:
             verified, how = False, str(e)
     return CheckpointOut(

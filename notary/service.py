@@ -18,6 +18,7 @@ from typing import Any
 from ledger.core.tlog_proof import ProofBundle
 from ledger.http.errors import ApiError
 from ledger.log import Log
+from ledger.sequencer import LogHaltedError
 from ledger.storage.base import WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
@@ -54,6 +55,17 @@ class DigestConflict(NotaryError):
 
 class NotFound(NotaryError):
     status, code = 404, "not_found"
+
+
+class StoreCorrupt(NotaryError):
+    """Writes are stopped: damage was found in the stored log (the scrub, or a damaged page)."""
+
+    status, code = 503, "store_corrupt"
+
+
+def _store_corrupt(reason: str) -> StoreCorrupt:
+    return StoreCorrupt(f"writes are stopped: the stored log is damaged ({reason}); the "
+                        "operator must restore the newest backup and run `notary check`")
 
 
 @dataclass(frozen=True)
@@ -177,6 +189,8 @@ class Notary:
             self._check_same(existing, server, tool)
             return await self.with_proof(existing), False
         assert self.log is not None and self.log.sequencer is not None
+        if self.log.sequencer.halted is not None:
+            raise _store_corrupt(self.log.sequencer.halted)
         await self.refresh_keys()
         now = datetime.now(UTC)
         month = month_of(now)
@@ -187,6 +201,8 @@ class Notary:
             entry = LogEntry(id=pending.id, server=server, tool=tool,
                              call_sha256=bytes.fromhex(call_sha256), issued_at=pending.issued_at)
             appended = await self.log.sequencer.append(entry.encode(), pending)
+        except LogHaltedError as e:
+            raise _store_corrupt(str(e)) from None
         finally:
             # Committed writes are counted in the database by now; failed ones never were.
             self._reserved[(account.name, month)] -= 1
@@ -271,6 +287,18 @@ class Notary:
         if row is None:
             raise NotFound("no receipt for this call_sha256")
         return await self.with_proof(row)
+
+    async def search(self, *, server: str | None, tool: str | None, since: str | None,
+                     until: str | None, before: tuple[str, int] | None, limit: int
+                     ) -> tuple[list[dict[str, object]], tuple[str, int] | None]:
+        """One page of signed receipts, newest first, without proofs (a page of proofs would
+        cost an inclusion proof per row; a receipt's own URL gives one), and the
+        ``(issued_at, index)`` the next page starts after, or None on the last page."""
+        rows = await self.db.search_receipts(server=server, tool=tool, since=since, until=until,
+                                             before=before, limit=limit + 1)
+        page = rows[:limit]
+        last = (page[-1].issued_at, page[-1].index) if len(rows) > limit else None
+        return [self.receipt_from_row(r) for r in page], last
 
     async def verify(self, receipt_id: str, record: dict[str, object]
                      ) -> tuple[Verdict, dict[str, object]]:

@@ -5,22 +5,43 @@
   not depend on the log being empty).
 - ``notary_api_key`` / ``notary_api_key_module``: an unlimited API key for those servers.
 - ``notary_factory``: start more notaries with custom flags; all are stopped at teardown.
+- ``serve``: serve an aiohttp application in the test's loop (see servers.py); every server it
+  started is stopped at teardown.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import structlog
+from aiohttp import web
 
 from tests.notary_server import NotaryProcess
 from tests.pgcluster import Cluster, start_cluster
+from tests.servers import Serve, Served, start_server
 from tests.stores import BACKENDS, StoreFactory
 
+pytest_plugins = ["tests.seeding"]  # seeded_rng, and the seed of a failed test in its report
+
 NotaryFactory = Callable[..., NotaryProcess]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """``await serve(app)`` (or ``serve(app, port=N)`` to come back where it was) → Served."""
+    started: list[Served] = []
+
+    async def start(app: web.Application, *, port: int = 0) -> Served:
+        served = await start_server(app, port=port)
+        started.append(served)
+        return served
+
+    yield start
+    for served in reversed(started):
+        await served.stop()
 
 
 @pytest.fixture

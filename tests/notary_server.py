@@ -31,6 +31,7 @@ from aiohttp import web
 from notary.cli.main import main as notary_cli
 from notary.config import Settings
 from notary.http.app import create_app, init_data_dir
+from tests.servers import bound_socket, serving
 
 __all__ = ["AppNotary", "HttpResponse", "NotaryProcess", "NotaryStartError", "app_notary",
            "create_api_key", "free_port", "run_cli"]
@@ -44,7 +45,12 @@ class NotaryStartError(RuntimeError):
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it).
+
+    Only for a server in a child process that must be told its port (its URL goes into
+    receipts, or it keeps the port across restarts); in-process servers bind port 0 and keep
+    the socket (tests/servers.py), which no other process can take meanwhile.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         port: int = s.getsockname()[1]
@@ -90,17 +96,13 @@ class AppNotary:
 @contextlib.asynccontextmanager
 async def app_notary(data: Path, **settings: Any) -> AsyncIterator[AppNotary]:
     """A fresh data directory (keys created as on first run) served on 127.0.0.1."""
-    port = free_port()
+    sock = bound_socket()  # the notary's URL (in every receipt) must be known before its app
+    port = sock.getsockname()[1]
     config = Settings(data=data, listen=f"{HOST}:{port}", **settings)
     first = init_data_dir(config)
     assert first is not None, f"{data} already holds a notary"
-    runner = web.AppRunner(create_app(config))
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, HOST, port).start()
-        yield AppNotary(f"http://{HOST}:{port}", config.data, first.vkey, runner)
-    finally:
-        await runner.cleanup()
+    async with serving(create_app(config), sock=sock) as server:
+        yield AppNotary(server.url, config.data, first.vkey, server.runner)
 
 
 @dataclass

@@ -298,7 +298,9 @@ def test_bad_cosignature_by_known_witness_rejects() -> None:
     data, log, ws = cosigned(2, 2)
     note = parse_note(data)
     last = note.signatures[-1]
-    broken = NoteSignature(last.name, last.key_id, last.signature[:-1] + b"\x00")
+    # Flip a bit: overwriting the last byte with 0 left a signature ending in 0 unchanged.
+    broken = NoteSignature(last.name, last.key_id,
+                           last.signature[:-1] + bytes([last.signature[-1] ^ 1]))
     data = merge_signatures(data, [broken])
     vs = [w.verifier() for w in ws]
     with pytest.raises(InvalidSignatureError):

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import stat
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -29,10 +30,12 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, RequestParamsMeta, TextContent
 
+from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Verifier
 from notary.core import aer1
-from notary.core.meta import AER1_META_KEY
+from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
 from notary.core.receipts import Jwks
+from notary.core.records import hashed_result
 from notary.core.verification import verify_receipt
 from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
@@ -40,7 +43,7 @@ from notary.gateway.policy import facts_sha256, load_policy_text, sha256_jcs
 from notary.gateway.salt import ensure_salt
 from notary.gateway.server import _request_digest as request_digest
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
-from notary.sdk import NotaryClient, verify_tool_result
+from notary.sdk import NotaryClient, received_wire, verify_tool_result
 from tests.gateway_upstream import read_log
 from tests.notary_server import app_notary, free_port, run_cli
 
@@ -225,9 +228,10 @@ def assert_refused(result: CallToolResult, code: str) -> None:
 async def test_allowed_denied_and_unknown(rig: Rig, mode: str) -> None:
     async with Client(build_gateway(rig.config()), mode=mode) as client:
         listed = await client.list_tools()
+        # Only what the policy could allow is offered: admin.delete is the upstream's only.
         assert {t.name for t in listed.tools} == {
             "payments.transfer", "echo", "weather.forecast", "weather.legacy",
-            "weather.broken", "fail", "crash", "admin.delete"}
+            "weather.broken", "fail", "crash"}
         assert rig.calls() == []  # listing is not calling
 
         # Allowed: forwarded with the arguments unchanged; upstream _meta kept.
@@ -337,6 +341,38 @@ async def test_output_schema_projection(rig: Rig, mode: str) -> None:
         assert_notarized(rig, result, "weather.legacy", {"city": "Bergen"})
 
 
+async def test_tools_list_offers_what_the_policy_could_allow(rig: Rig) -> None:
+    everything = {"payments.transfer", "echo", "weather.forecast", "weather.legacy",
+                  "weather.broken", "fail", "crash", "admin.delete"}
+    async with Client(build_gateway(rig.config(list_all_tools=True)), mode="auto") as client:
+        assert {t.name for t in (await client.list_tools()).tools} == everything
+    # payments.transfer has a rule on the agent: an agent it can never allow is not offered.
+    async with Client(build_gateway(rig.config(agent="Mallory")), mode="legacy") as client:
+        listed = {t.name for t in (await client.list_tools()).tools}
+        assert listed == everything - {"admin.delete", "payments.transfer"}
+        # Still denied if called anyway (listing is a courtesy, the policy decides).
+        result = await client.call_tool("admin.delete", {"what": "x"})
+        assert_refused(result, codes.AUTHORIZATION_DENIED)
+    assert rig.calls() == []
+
+
+async def test_state_file_is_private(rig: Rig) -> None:
+    rig.state.write_bytes(b"")  # an existing file others could read is fixed too
+    os.chmod(rig.state, 0o644)
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        await client.call_tool("echo", {"text": "hi"}, meta=AGENT)
+        await client.call_tool("payments.transfer", APPROVED, meta=key_meta("P1"))
+        files = [rig.state, rig.state.with_name(rig.state.name + "-wal"),
+                 rig.state.with_name(rig.state.name + "-shm")]
+        for path in files:  # results, facts and salts: the gateway's user only
+            assert path.exists(), path
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, (path, oct(path.stat().st_mode))
+    fresh = rig.tmp / "fresh" / "state.db"
+    store = await GatewayStore(fresh).open()
+    await store.close()
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
+
+
 # Idempotency ---------------------------------------------------------------------------------
 
 
@@ -413,6 +449,20 @@ async def test_ledger_entries_and_audit(rig: Rig) -> None:
     code, text = await rig.cli(*base, "--decisions", str(rig.state), *trust)
     assert code == 0 and "4 of 4 decisions re-checked: ALL VALID" in text, text
     assert "in the ledger: PASSED" in text
+
+    # Witnesses trusted in the audit too (simple form or C2SP tlog-policy): this notary has no
+    # witnesses, so even the proofs upgraded from it carry no cosignature, and that is said.
+    witness = CosignatureSigner.generate("w.example")
+    code, out = await rig.cli(*base, "--decisions", str(rig.state), *trust, "--notary", rig.url,
+                              "--witness", witness.verifier_key_text(), "--json")
+    report = json.loads(out)
+    assert code == 1 and not any(d["valid"] for d in report["decisions"])
+    assert "0 of 1 witness cosigned" in report["decisions"][0]["levels"]["ledger"]["reason"]
+    policy_file = rig.tmp / "witnesses.policy"
+    policy_file.write_text(f"witness w {witness.verifier_key_text()}\nquorum none\n")
+    code, out = await rig.cli(*base, "--decisions", str(rig.state), *trust,
+                              "--witness-policy", str(policy_file), "--json")
+    assert code == 0 and json.loads(out)["valid"], out
 
     # Exported evidence, tampered: the audit catches each kind of lie.
     code, lines = await rig.cli("gateway", "decisions", "--state", str(rig.state))
@@ -604,3 +654,190 @@ async def test_http_gateway_both_modes(rig: Rig) -> None:
         proc.terminate()
         await proc.wait()
     assert [c["arguments"] for c in rig.calls()] == [{"city": "auto"}, {"city": "legacy"}]
+
+
+# In front of a server that notarizes its own results ------------------------------------------
+
+EXAMPLE_POLICY = REPO / "examples" / "gateway-policy.toml"
+
+
+async def test_example_policy_and_upstream_receipts_kept(rig: Rig, mode: str) -> None:
+    """The example server behind the example policy: its own receipts survive the gateway."""
+    upstream = StdioServerParameters(
+        command=sys.executable, args=[str(REPO / "examples" / "notarized_server.py")],
+        cwd=str(REPO), env={"NOTARY_URL": rig.url, "NOTARY_API_KEY": rig.key,
+                            "PYTHONPATH": str(REPO)})
+    config = GatewayConfig(upstream=upstream, policy_path=EXAMPLE_POLICY, salt_path=rig.salt,
+                           state_path=rig.state, notary_url=rig.url, api_key=rig.key)
+    allowed = {"add": {"a": 2, "b": 40}, "forecast": {"city": "Lisbon", "days": 2},
+               "echo": {"text": "héllo ☃", "tags": ["a", "b"]}, "server_time": None}
+    denied = {"divide": {"a": 1, "b": 0}, "check_stock": {"sku": "nope"},
+              "add": {"a": 2, "b": 4000}, "forecast": {"city": "lisbon; rm -rf"}}
+    async with Client(build_gateway(config), mode=mode) as client:
+        listed = {t.name for t in (await client.list_tools()).tools}
+        assert listed == {"add", "forecast", "divide", "check_stock", "echo", "server_time"}
+        for tool, arguments in allowed.items():
+            request_meta = key_meta(f"echo-{mode}") if tool == "echo" else None
+            result = await client.call_tool(tool, arguments, meta=request_meta)
+            assert not result.is_error, (tool, result)
+            # The gateway's own notarization of what the client received ...
+            verdict = verify_tool_result(tool, arguments, result, jwks=rig.jwks,
+                                         log_verifier=rig.log_key, server="example-gateway")
+            assert verdict.valid, (tool, verdict.to_json())
+            # ... and the upstream's, kept under its own key instead of replaced.
+            meta = result.meta or {}
+            upstream_block = meta[codes.UPSTREAM_TOOL_CALL_META_KEY]
+            assert upstream_block["receipt"]["server"] == "notarized-example"
+            assert upstream_block["id"] != meta[TOOL_CALL_META_KEY]["id"]
+            record = {"server": "notarized-example", "tool": tool,
+                      "arguments": arguments or {},
+                      "result": hashed_result(received_wire(result)),
+                      "salt": upstream_block["salt"]}
+            upstream_verdict = verify_receipt(upstream_block["receipt"], record=record,
+                                              jwks=rig.jwks, log_verifier=rig.log_key)
+            assert upstream_verdict.valid, (tool, upstream_verdict.to_json())
+        for tool, arguments in denied.items():
+            result = await client.call_tool(tool, arguments)
+            assert_refused(result, codes.AUTHORIZATION_DENIED)
+
+
+# Over stdio: every line gets an answer ------------------------------------------------------
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+async def test_stdio_gateway_answers_batches_and_deep_nesting(rig: Rig) -> None:
+    """A batch, garbage, or arguments nested 300 deep get a JSON-RPC error, never silence."""
+    with open(rig.tmp / "gateway.err", "wb") as errlog:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, *gateway_command(rig), cwd=str(REPO),
+            env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=errlog, limit=1 << 24)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    async def send(obj: Any) -> None:
+        text = obj if isinstance(obj, str) else json.dumps(obj)
+        proc.stdin.write(text.encode() + b"\n")  # type: ignore[union-attr]
+        await proc.stdin.drain()  # type: ignore[union-attr]
+
+    async def answer() -> Any:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)  # type: ignore[union-attr]
+        assert line, (rig.tmp / "gateway.err").read_text()
+        return json.loads(line)
+
+    def request(rid: int, method: str, params: Any = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            out["params"] = params
+        return out
+
+    try:
+        await send(request(0, "initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}))
+        assert (await answer())["id"] == 0
+        await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+        await send([request(1, "ping"), request(2, "tools/list"),
+                    {"jsonrpc": "2.0", "method": "notifications/progress"}])
+        batch = await answer()
+        assert isinstance(batch, list) and [e["id"] for e in batch] == [1, 2]
+        assert {e["error"]["code"] for e in batch} == {-32600}
+        await send([])
+        assert (await answer())["error"]["code"] == -32600
+
+        await send("this is not JSON")
+        garbage = await answer()
+        assert garbage["id"] is None and garbage["error"]["code"] == -32700
+
+        deep = request(3, "tools/call", {"name": "echo", "arguments": _nested(300)})
+        await send(deep)
+        refused = await answer()
+        assert refused["id"] == 3 and refused["error"]["code"] == -32602
+        assert "deeper than" in refused["error"]["message"]
+
+        await send("[" * 100_000 + "]" * 100_000)  # past Python's own recursion limit
+        assert (await answer())["error"]["code"] == -32700
+
+        await send(request(4, "tools/call", "not an object"))
+        invalid = await answer()
+        assert invalid["id"] == 4 and invalid["error"]["code"] == -32600
+
+        # Still serving: a real call with arguments nested deep, but within bounds.
+        await send(request(5, "tools/call", {"name": "echo",
+                                             "arguments": {"text": "ok", "x": _nested(150)}}))
+        result = await answer()
+        assert result["id"] == 5 and result["result"]["content"][0]["text"] == "ok", result
+    finally:
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+    assert [c["tool"] for c in rig.calls()] == ["echo"]
+
+
+def test_screen_line_decides_from_the_line_alone() -> None:
+    from notary.gateway.stdio import MAX_DEPTH, screen_line
+
+    ok, answer = screen_line(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+    assert ok is not None and answer is None
+    assert screen_line("   \n") == (None, None)
+    for line, rid, code in [
+        ("{", None, -32700),
+        (b"\xff\xfe", None, -32700),
+        (json.dumps({"jsonrpc": "2.0", "id": "a", "method": "x",
+                     "params": _nested(MAX_DEPTH + 1)}), "a", -32602),
+        (json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": 3}), 9,
+         -32600),
+        (json.dumps({"jsonrpc": "2.0", "id": True, "method": "ping"}), None, -32600),
+    ]:
+        message, text = screen_line(line)
+        assert message is None and text is not None, line
+        error = json.loads(text)
+        assert (error["id"], error["error"]["code"]) == (rid, code), (line, error)
+    # A notification that fails the screen is dropped: JSON-RPC never answers one.
+    deep_note = {"jsonrpc": "2.0", "method": "notifications/x", "params": _nested(MAX_DEPTH + 1)}
+    assert screen_line(json.dumps(deep_note)) == (None, None)
+    # Within the bound, deep arguments are passed on (validated from the parsed value).
+    message, _ = screen_line(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                         "params": {"name": "t",
+                                                    "arguments": _nested(MAX_DEPTH - 5)}}))
+    assert message is not None
+
+
+async def test_non_object_structured_content_in_both_protocol_modes(rig: Rig, mode: str) -> None:
+    """An upstream on MCP 2026-07-28 returns an array (with an array output schema): a
+    2026-07-28 client gets the array, a 2025-era client ``{"result": [...]}`` and a schema for
+    that object; each verifies what it received."""
+    from mcp.server import Server
+    from mcp_types import ListToolsResult, TextContent, Tool
+
+    schema = {"type": "array", "items": {"type": "integer"}}
+
+    async def list_tools(ctx: Any, params: Any) -> ListToolsResult:
+        return ListToolsResult(tools=[Tool(name="numbers", input_schema={"type": "object"},
+                                           output_schema=schema)])
+
+    async def call_tool(ctx: Any, params: Any) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text="3 numbers")],
+                              structured_content=[3, 1, 2])
+
+    upstream: Server[Any] = Server("arrays", on_list_tools=list_tools, on_call_tool=call_tool)
+    rig.policy.write_text("version = 1\n[gateway]\nname = \"test-gateway\"\n[tools.numbers]\n")
+    config = GatewayConfig(upstream=upstream, policy_path=rig.policy, salt_path=rig.salt,
+                           state_path=rig.state, notary_url=rig.url, api_key=rig.key)
+    async with Client(build_gateway(config), mode=mode) as client:
+        listed = (await client.list_tools()).tools[0]
+        result = await client.call_tool("numbers", {})  # validated against the listed schema
+    expected: Any = [3, 1, 2] if mode == "auto" else {"result": [3, 1, 2]}
+    assert result.structured_content == expected
+    assert listed.output_schema == (schema if mode == "auto" else {
+        "type": "object", "properties": {"result": schema}, "required": ["result"]})
+    assert_notarized(rig, result, "numbers", {})

@@ -21,9 +21,11 @@ from notary.gateway.policy import (
     explain,
     facts_sha256,
     load_policy_text,
+    normalize_path,
     policy_commitment,
     sha256_jcs,
 )
+from notary.gateway.policy.patterns import MAX_MATCH_CHARS
 from notary.gateway.projection import OutputSchemas, project_result
 
 REPO = Path(__file__).resolve().parent.parent
@@ -183,10 +185,17 @@ def test_explain() -> None:
 
 def test_cli_explain_and_commit_policy(tmp_path: Path) -> None:
     code, out, _ = cli("gateway", "explain", "--policy", str(EXAMPLE))
-    assert code == 0 and "payments.transfer  [non-idempotent]" in out
-    assert "approval.approved  constrained" in out
+    assert code == 0 and "echo  [non-idempotent]" in out
+    assert "city  constrained" in out
     code, out, _ = cli("gateway", "explain", "--policy", str(EXAMPLE), "--json")
-    assert code == 0 and json.loads(out)[0]["tool"] == "payments.transfer"
+    assert code == 0 and json.loads(out)[0]["tool"] == "add"
+    # Without --salt-file the salt goes beside the state file, never beside the policy.
+    state = tmp_path / "state" / "gw.db"
+    code, out, err = cli("gateway", "commit-policy", "--policy", str(EXAMPLE),
+                         "--state", str(state))
+    assert code == 0 and "created" in err and (tmp_path / "state" / "gw.salt").is_file()
+    assert not (EXAMPLE.parent / (EXAMPLE.name + ".salt")).exists()
+    assert stat.S_IMODE(os.stat(tmp_path / "state" / "gw.salt").st_mode) == 0o600
     salt_file = tmp_path / "policy.salt"
     code, out, err = cli("gateway", "commit-policy", "--policy", str(EXAMPLE),
                          "--salt-file", str(salt_file))
@@ -232,3 +241,188 @@ async def test_only_an_authorization_reaches_the_upstream() -> None:
         await runtime._forward(forged, {}, None)
     with pytest.raises(PermissionError):
         await runtime._run(forged, {}, None)
+
+
+# Strings and paths: prefix, glob, regex, length, the path normal form -----------------------
+
+FS_POLICY = """
+version = 1
+[tools.read]
+facts.path = { from = "path", type = "path" }
+rules = [
+  { fact = "path", op = "prefix", value = ["/allowed/", "/srv/shared"] },
+  { fact = "path", op = "not glob", value = ["**/.*", "**/.*/**"] },  # no hidden names
+]
+[tools.read_many]
+facts.paths = { from = "paths", type = "paths" }
+rules = [
+  { fact = "paths", op = "prefix", value = "/allowed" },
+  { fact = "paths", op = "length", value = { min = 1, max = 3 } },
+]
+[tools.name]
+facts.name = { from = "name", type = "string" }
+rules = [
+  { fact = "name", op = "regex", value = "[a-z][a-z0-9_-]{0,31}" },
+  { fact = "name", op = "not prefix", value = "tmp" },
+  { fact = "name", op = "length", value = { max = 10 } },
+]
+[tools.txt]
+facts.file = { from = "file", type = "path" }
+rules = [{ fact = "file", op = "glob", value = ["/data/*.txt", "/data/**/keep/*"] }]
+[tools.evil]
+facts.s = { from = "s", type = "string" }
+rules = [{ fact = "s", op = "regex", value = "(a+)+$" }]
+"""
+
+
+@pytest.mark.parametrize(("raw", "normal"), [
+    ("/allowed/../secret", "/secret"),
+    ("/allowed/x/../../secret", "/secret"),
+    ("//allowed///x/./y/", "/allowed/x/y"),
+    ("/../../etc/passwd", "/etc/passwd"),
+    ("/", "/"),
+    ("/.", "/"),
+    ("a/b/../c", "a/c"),
+    ("../a", "../a"),
+    ("a/../..", ".."),
+    (".", "."),
+    ("./", "."),
+    ("/allowed/.../x", "/allowed/.../x"),  # "..." is a name, not a step up
+])
+def test_path_normal_form(raw: str, normal: str) -> None:
+    assert normalize_path(raw) == normal
+
+
+@pytest.mark.parametrize("bad", ["", "/a\x00b", "/x\ud800", 7, None, ["/a"], "/" * 5000])
+def test_paths_refused_as_facts(bad: object) -> None:
+    with pytest.raises(CoercionError):
+        normalize_path(bad)
+
+
+@pytest.mark.parametrize(("path", "allowed"), [
+    ("/allowed/file.txt", True),
+    ("/allowed//sub/./file", True),
+    ("/allowed", True),                     # the directory itself: "/allowed/" is a path
+    ("/srv/shared/x", True),
+    ("/allowed/../secret", False),          # normalized before any rule sees it
+    ("/allowed/sub/../../secret", False),
+    ("/allowedness/file", False),           # path prefixes compare whole segments
+    ("/srv/sharedfoo", False),
+    ("allowed/file", False),                # relative: never under an absolute prefix
+    ("../allowed/file", False),
+    ("/allowed/.git/config", False),        # not glob **/.*
+    ("/allowed/sub/.env", False),
+    ("/allowed/a.b/c", True),
+    (7, False),                             # not a path: the fact is absent
+])
+def test_path_prefix_rules(path: object, allowed: bool) -> None:
+    p = policy(FS_POLICY)
+    assert p.decide("read", {"path": path}, None).allowed is allowed, path
+
+
+def test_paths_rules_hold_for_every_item() -> None:
+    p = policy(FS_POLICY)
+    assert p.decide("read_many", {"paths": ["/allowed/a", "/allowed//b"]}, None).allowed
+    assert not p.decide("read_many", {"paths": ["/allowed/a", "/allowed/../b"]}, None).allowed
+    assert not p.decide("read_many", {"paths": []}, None).allowed          # length min 1
+    assert not p.decide("read_many", {"paths": ["/allowed/x"] * 4}, None).allowed
+    assert not p.decide("read_many", {"paths": "/allowed/a"}, None).allowed  # not a list
+    facts = p.decide("read_many", {"paths": ["/allowed/./a"]}, None).facts
+    assert facts["paths"] == ["/allowed/a"]  # the facts (and their digest) hold the normal form
+
+
+@pytest.mark.parametrize(("name", "allowed"), [
+    ("report", True), ("a", True), ("a_1-b", True),
+    ("Report", False),          # regex is anchored at both ends: the whole value must match
+    ("report!", False), ("x report", False), ("", False),
+    ("tmpfile", False),         # not prefix
+    ("abcdefghijk", False),     # length max 10
+    (["report"], False), (3, False),
+])
+def test_regex_prefix_and_length_on_strings(name: object, allowed: bool) -> None:
+    assert policy(FS_POLICY).decide("name", {"name": name}, None).allowed is allowed, name
+
+
+@pytest.mark.parametrize(("file", "allowed"), [
+    ("/data/a.txt", True), ("/data/sub/a.txt", False),   # * stops at /
+    ("/data/keep/x", True), ("/data/a/b/keep/x", True),  # **/ spans zero or more segments
+    ("/data/.txt", True), ("/data/a.txt/", True),         # normalized: trailing / dropped
+    ("/data/a.tx", False), ("/other/a.txt", False),
+])
+def test_glob_rules(file: str, allowed: bool) -> None:
+    assert policy(FS_POLICY).decide("txt", {"file": file}, None).allowed is allowed, file
+
+
+def test_regex_matching_takes_linear_time() -> None:
+    # (a+)+$ against a^n b backtracks for 2^n steps in a backtracking engine; RE2 answers at
+    # once (and a hang here would be caught by the test timeout, not by a timing assertion).
+    p = policy(FS_POLICY)
+    assert not p.decide("evil", {"s": "a" * 60_000 + "b"}, None).allowed
+    assert p.decide("evil", {"s": "a" * 60_000}, None).allowed
+    # Past MAX_MATCH_CHARS nothing is matched at all: the rule fails closed.
+    assert not p.decide("evil", {"s": "a" * (MAX_MATCH_CHARS + 1)}, None).allowed
+
+
+@pytest.mark.parametrize(("rule", "where"), [
+    ("{ fact = 's', op = 'regex', value = '(a)\\1' }", "RE2"),           # backreference
+    ("{ fact = 's', op = 'regex', value = '(?=a)' }", "RE2"),              # lookahead
+    ("{ fact = 's', op = 'regex', value = '(' }", "RE2"),
+    ("{ fact = 's', op = 'regex', value = ['a', 'b'] }", "one pattern"),
+    ("{ fact = 's', op = 'regex', value = '" + "a" * 2000 + "' }", "at most"),
+    ("{ fact = 's', op = 'glob', value = '[abc' }", "closing"),
+    ("{ fact = 's', op = 'prefix', value = [] }", "non-empty"),
+    ("{ fact = 's', op = 'prefix', value = 3 }", "non-empty"),
+    ("{ fact = 'p', op = 'prefix', value = 'relative/' }", "absolute"),
+    ("{ fact = 's', op = 'length', value = 3 }", "min"),
+    ("{ fact = 's', op = 'length', value = { max = -1 } }", "non-negative"),
+    ("{ fact = 's', op = 'length', value = { min = 3, max = 2 } }", "greater"),
+    ("{ fact = 's', op = 'length', value = { most = 2 } }", "unknown"),
+    ("{ fact = 'n', op = 'glob', value = '*' }", "string or path fact"),
+    ("{ fact = 'n', op = 'length', value = { max = 2 } }", "string or list fact"),
+])
+def test_malformed_string_rules_are_refused(rule: str, where: str) -> None:
+    text = ("version = 1\n[tools.t]\nfacts.s = { from = 's', type = 'string' }\n"
+            "facts.p = { from = 'p', type = 'path' }\n"
+            "facts.n = { from = 'n', type = 'integer' }\n"
+            f"rules = [{rule}]\n")
+    with pytest.raises(PolicyError) as e:
+        load_policy_text(text)
+    assert where in str(e.value), str(e.value)
+
+
+SECRET = "S3CR3T-value-9917"
+
+
+def test_denial_reasons_never_quote_an_argument() -> None:
+    p = policy(POLICY + FS_POLICY.replace("version = 1", ""))
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("payments.transfer", {"amount": SECRET}),                        # not an integer
+        ("payments.transfer", {"amount": 9917, "approval": {"approved": SECRET}}),
+        ("payments.transfer", {"amount": 2**60 + 9917}),                  # beyond 2^53
+        ("read", {"path": f"/{SECRET}"}),                                 # prefix fails
+        ("read", {"path": f"/allowed/.{SECRET}"}),                        # not glob fails
+        ("read", {"path": f"/allowed/{SECRET}\x00"}),                     # NUL
+        ("read_many", {"paths": [f"/allowed/{SECRET}", f"/{SECRET}"]}),
+        ("name", {"name": SECRET}),                                       # regex fails
+        ("name", {"name": f"tmp{SECRET}".lower()}),
+        ("open", {SECRET: SECRET}),                                       # no facts read
+        ("evil", {"s": [SECRET]}),                                        # not a string
+    ]
+    any_policy = load_policy_text("version = 1\n[tools.a]\nfacts.x = 'x'\n"
+                                  "rules = [{ fact = 'x', op = '==', value = 1 }]\n")
+    for tool, arguments in calls:
+        reasons = " | ".join(p.decide(tool, arguments, "Mallory").reasons)
+        assert SECRET not in reasons and SECRET.lower() not in reasons, (tool, reasons)
+        assert "9917" not in reasons, (tool, reasons)
+    for value in ({SECRET: 2**60 + 9917}, [f"\ud800{SECRET}"], {SECRET: float("nan")}):
+        reasons = " | ".join(any_policy.decide("a", {"x": value}, None).reasons)
+        assert reasons and SECRET not in reasons and "9917" not in reasons, reasons
+
+
+def test_could_allow_decides_what_tools_list_offers() -> None:
+    p = policy()
+    assert p.could_allow("payments.transfer", "LegalAgent")
+    assert not p.could_allow("payments.transfer", "Mallory")   # agent rule fails for all calls
+    assert p.could_allow("payments.transfer", None)      # no agent known: it could be admitted
+    assert p.could_allow("open", None)
+    assert not p.could_allow("admin.delete", "LegalAgent")     # not in the policy

@@ -159,8 +159,14 @@ def test_add_files_and_stdin_lines(logdir: Path, tmp_path: Path) -> None:
     a, b = tmp_path / "a.bin", tmp_path / "b.bin"
     a.write_bytes(b"\x00\x01binary\n")
     b.write_bytes(b"")
-    assert indexes(ok(ledger("add", logdir, a, b))) == [0, 1]
-    assert indexes(ok(ledger("add", logdir, stdin=b"one\ntwo\n\nfour"))) == [2, 3, 4, 5]
+    run = ledger("add", logdir, a, b)
+    assert indexes(ok(run)) == [0, 1]
+    # Indexes on stdout for scripts; one summary line on stderr for people.
+    assert run.stderr.decode() == f"ledger: appended 2 entries (indexes 0-1); {ORIGIN} is now " \
+        "at size 2\n"
+    run = ledger("add", logdir, stdin=b"one\ntwo\n\nfour")
+    assert indexes(ok(run)) == [2, 3, 4, 5]
+    assert "appended 4 entries (indexes 2-5)" in run.stderr.decode()
     assert ok(ledger("add", logdir, stdin=b"")) == ""
     size, entries = asyncio.run(read_log(logdir))
     assert size == 6
@@ -278,7 +284,8 @@ def test_serve_stops_cleanly_on_sigint(logdir: Path) -> None:
 
 def test_serve_errors_are_clean(tmp_path: Path, logdir: Path) -> None:
     fails(ledger("serve", tmp_path / "nolog", "--listen", "127.0.0.1:0"))
-    fails(ledger("serve", logdir, "--listen", "nonsense"))
+    assert "--listen must be HOST:PORT, got 'nonsense'" in fails(
+        ledger("serve", logdir, "--listen", "nonsense"))
     (logdir / "log.vkey").write_text(Ed25519Signer.generate(ORIGIN).verifier_key_text() + "\n")
     err = fails(ledger("serve", logdir, "--listen", "127.0.0.1:0"))
     assert "signed" in err or "verif" in err

@@ -58,11 +58,10 @@ def _run_child_until_killed(where: str, key: str, rng: random.Random
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_sigkill_never_loses_acknowledged_entries(tmp_path: Path, backend: str,
-                                                        request: pytest.FixtureRequest) -> None:
+                                                        request: pytest.FixtureRequest,
+                                                        seeded_rng: random.Random) -> None:
     where = request.getfixturevalue("pg_url") if backend == "postgres" else str(tmp_path)
-    seed = int.from_bytes(os.urandom(4), "big")
-    print(f"seed {seed}")
-    rng = random.Random(seed)
+    rng = seeded_rng
     signer = Ed25519Signer.generate("crash.test/log")
     key = signer.private_key_text()
     verifier = signer.verifier()

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from ledger.core.compact import TreeState, decode_bundle, integrate
 from ledger.core.hashing import leaf_hash, merkle_root
-from ledger.core.proofs import ProofError, inclusion_plan, verify_consistency, verify_inclusion
+from ledger.core.proofs import (
+    ProofError,
+    inclusion_plan,
+    shared_inclusion_plans,
+    verify_consistency,
+    verify_inclusion,
+)
 from ledger.core.tiles import ENTRIES_LEVEL
 from ledger.reader import LogReader
 from ledger.storage.memory import MemoryStore
@@ -139,3 +145,51 @@ def _path_ranges(index: int, size: int) -> list[tuple[int, int]]:
 def test_inclusion_plan_is_the_rfc_path(size: int, data: st.DataObject) -> None:
     index = data.draw(st.integers(min_value=0, max_value=size - 1))
     assert inclusion_plan(index, size) == _path_ranges(index, size)
+
+
+@given(st.integers(min_value=1, max_value=2**62), st.data())
+def test_shared_inclusion_plans_split_each_rfc_path(size: int, data: st.DataObject) -> None:
+    """lower[k] + upper is PATH(indexes[k]) for any set of indexes, neighbours or not."""
+    first = data.draw(st.integers(min_value=0, max_value=size - 1))
+    span = data.draw(st.sampled_from([1, 2, 3, 32, 257, 4096, size]))
+    indexes = data.draw(st.lists(
+        st.integers(min_value=first, max_value=min(size - 1, first + span - 1)),
+        min_size=1, max_size=40))
+    lower, upper = shared_inclusion_plans(indexes, size)
+    assert len(lower) == len(indexes)
+    for index, low in zip(indexes, lower, strict=True):
+        assert low + upper == _path_ranges(index, size)
+    assert shared_inclusion_plans([], size) == ([], [])
+
+
+def test_shared_inclusion_plans_refuse_an_index_outside_the_tree() -> None:
+    for indexes, size in (([0, 5], 5), ([-1], 3), ([2, 0, 9], 9)):
+        try:
+            shared_inclusion_plans(indexes, size)
+        except ProofError:
+            continue
+        raise AssertionError(f"{indexes} at size {size} was planned")
+
+
+@settings(max_examples=60, deadline=None)
+@given(entries_st, st.lists(st.integers(min_value=0, max_value=10_000), max_size=6),
+       st.data())
+def test_batch_inclusion_proofs_equal_one_at_a_time(
+        entries: list[bytes], cuts: list[int], data: st.DataObject) -> None:
+    _, store = build(entries, cuts)
+    leaves = [leaf_hash(e) for e in entries]
+    size = data.draw(st.integers(min_value=1, max_value=len(entries)))
+    first = data.draw(st.integers(min_value=0, max_value=size - 1))
+    indexes = data.draw(st.lists(st.integers(min_value=first, max_value=size - 1),
+                                 min_size=1, max_size=64))
+
+    async def both() -> tuple[list[list[bytes]], list[list[bytes]]]:
+        batch = await LogReader(store, cache_tiles=4).inclusion_proofs(indexes, size)
+        one = LogReader(store, cache_tiles=4)
+        return batch, [await one.inclusion_proof(i, size) for i in indexes]
+
+    batch, singles = asyncio.run(both())
+    assert batch == singles
+    root = merkle_root(leaves[:size])
+    for index, proof in zip(indexes, batch, strict=True):
+        verify_inclusion(index, size, leaves[index], proof, root)

@@ -33,6 +33,7 @@ from ledger.storage.memory import MemoryStore
 from notary.core.entry import LogEntry
 from notary.core.ids import format_issued_at, new_receipt_id
 from notary.watch import server_filter
+from tests.servers import Serve
 
 EXIT_OK, EXIT_ALARM, EXIT_FETCH = ExitCode.OK, ExitCode.CHECK_FAILED, ExitCode.UNREACHABLE
 
@@ -53,13 +54,6 @@ async def head_note(log: Log) -> bytes:
     head = await log.head(0)
     assert head is not None
     return head.note
-
-
-async def start(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
 
 
 @dataclass
@@ -118,7 +112,7 @@ async def monitor(*argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
+async def served(tmp_path: Path, serve: Serve) -> AsyncIterator[Served]:
     signer = Ed25519Signer.generate(ORIGIN)
     honest = await Log.open(MemoryStore(), signer=signer)
     fork = await Log.open(MemoryStore(), signer=signer)
@@ -126,19 +120,15 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     await grow(honest, shared)
     await grow(fork, shared[:200])
     await grow(fork, [entry("evil") for _ in range(100)])
-    runners = []
-    r1, honest_url = await start(create_ledger_app(honest))
-    r2, fork_url = await start(create_ledger_app(fork))
+    honest_url = (await serve(create_ledger_app(honest))).url
+    fork_url = (await serve(create_ledger_app(fork))).url
     proxy = Proxy(target=honest_url)
     app = web.Application()
     app.router.add_get("/{path:.*}", proxy.handle)
-    r3, url = await start(app)
-    runners = [r1, r2, r3]
+    url = (await serve(app)).url
     async with aiohttp.ClientSession() as http:
         proxy.http = http
         yield Served(signer, honest, fork, honest_url, fork_url, proxy, url, tmp_path)
-    for r in runners:
-        await r.cleanup()
 
 
 async def test_growth_is_verified_audited_and_remembered(served: Served) -> None:
@@ -239,6 +229,9 @@ async def test_tlog_policy(served: Served) -> None:
         note, [ws[2].cosign(text, 1), ws[0].cosign(text, 2)])
     code, _, err = await monitor(*served.args("--policy", str(policy)))
     assert code == EXIT_OK, err
+    # The same flag name as notary verify / mcp / serve / gateway audit.
+    code, _, err = await monitor(*served.args("--witness-policy", str(policy)))
+    assert code == EXIT_OK, err
 
 
 @pytest.mark.parametrize("what", ["tile", "bundle", "edge"])
@@ -265,21 +258,19 @@ async def test_audit_catches_tampering(served: Served, what: str) -> None:
     assert (await monitor(*served.args("--audit")))[0] == EXIT_OK
 
 
-async def test_audit_catches_entries_that_do_not_give_the_root(served: Served) -> None:
+async def test_audit_catches_entries_that_do_not_give_the_root(served: Served, serve: Serve
+                                                               ) -> None:
     """Bundle and tile rewritten together: the tiles agree, only the root can tell."""
     fake = [entry() for _ in range(300)]
     liar = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
     await grow(liar, fake)
-    runner, liar_url = await start(create_ledger_app(liar))
-    try:
-        async with aiohttp.ClientSession() as http:
-            for path in ("tile/entries/000", "tile/entries/001.p/44", "tile/0/000",
-                         "tile/0/001.p/44", "tile/1/000.p/1"):
-                async with http.get(f"{liar_url}/{path}") as r:
-                    served.proxy.override[path] = await r.read()
-        code, _, err = await monitor(*served.args("--audit"))
-    finally:
-        await runner.cleanup()
+    liar_url = (await serve(create_ledger_app(liar))).url
+    async with aiohttp.ClientSession() as http:
+        for path in ("tile/entries/000", "tile/entries/001.p/44", "tile/0/000",
+                     "tile/0/001.p/44", "tile/1/000.p/1"):
+            async with http.get(f"{liar_url}/{path}") as r:
+                served.proxy.override[path] = await r.read()
+    code, _, err = await monitor(*served.args("--audit"))
     assert code == EXIT_ALARM and "ALARM root_mismatch" in err
 
 
@@ -336,7 +327,9 @@ async def test_daemon_keeps_alarming_and_exposes_metrics(served: Served) -> None
             await asyncio.sleep(0.05)
         raise AssertionError(err.getvalue())
 
-    m = await until(lambda m: m.get("notary_monitor_verified_size") == 300)
+    # The verified size is set before the audit of that checkpoint ends: wait for both.
+    m = await until(lambda m: m.get("notary_monitor_verified_size") == 300
+                    and m.get("notary_monitor_audited_size") == 300)
     assert m["notary_monitor_entries_audited_total"] == 300
     served.proxy.target = served.fork_url
     await until(lambda m: m.get('notary_monitor_alarms_total{kind="fork"}', 0) >= 2)
@@ -428,6 +421,7 @@ class RawServer:
 @pytest.mark.parametrize("mode", ["chunked", "close-every-2", "no-length", "drop-after-3",
                                   "gzip"])
 async def test_pipelined_fetcher_framing(mode: str) -> None:
+    from ledger.client.http import HttpClient
     from ledger.client.tiles import LogSource
 
     server = RawServer(mode)
@@ -435,7 +429,7 @@ async def test_pipelined_fetcher_framing(mode: str) -> None:
     paths = [f"tile/0/{i:03d}" for i in range(9)]
     try:
         async with aiohttp.ClientSession() as http:
-            source = LogSource(server.url + "/base", http)
+            source = LogSource(server.url + "/base", HttpClient(http))
             try:
                 from ledger.core.tiles import Tile
 
@@ -452,8 +446,8 @@ async def test_pipelined_fetcher_framing(mode: str) -> None:
 
 
 async def test_pipelined_fetcher_errors() -> None:
+    from ledger.client.http import FetchError
     from ledger.client.pipeline import PipelinedFetcher
-    from ledger.client.tiles import FetchError
 
     server = RawServer("plain")
     await server.start()
@@ -474,6 +468,7 @@ async def test_pipelined_fetcher_errors() -> None:
 
 async def test_audit_resumes_from_saved_progress(served: Served,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger.client.http import HttpClient
     from ledger.client.tiles import LogSource
     from ledger.core.checkpoint import parse_checkpoint_text
     from ledger.core.compact import TreeState
@@ -487,11 +482,58 @@ async def test_audit_resumes_from_saved_progress(served: Served,
 
     cp = parse_checkpoint_text(parse_note(await head_note(served.honest)).text)
     async with aiohttp.ClientSession() as http:
-        source = LogSource(served.honest_url, http)
+        source = LogSource(served.honest_url, HttpClient(http))
         try:
             await audit_module.audit_range(source, TreeState(), cp, save=save, chunk_bundles=1)
             assert [s.size for s in saved] == [256]
             resumed = await audit_module.audit_range(source, saved[0], cp)
+            # The strict parser of the pipelined fetcher takes aiohttp's real answers.
+            assert source._pipeline is not None and source._pipelined_requests > 0
         finally:
             await source.close()
     assert resumed.entries == 44 and resumed.state.root() == cp.root_hash
+
+
+async def test_state_defaults_to_a_file_per_log_under_the_state_dir(
+        served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger.cli.monitor import default_state_path
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(served.tmp / "xdg-state"))
+    argv = ["monitor", "--log", served.url, "--vkey", served.signer.verifier_key_text(),
+            "--evidence-dir", str(served.tmp / "evidence")]
+    code, out, err = await monitor(*argv)
+    assert code == EXIT_OK and "first seen" in out, (out, err)
+    path = default_state_path(ORIGIN, served.signer.verifier_key_text())
+    assert path.is_relative_to(served.tmp / "xdg-state" / "mcp-notary" / "monitor")
+    assert path.exists()
+    code, out, _ = await monitor(*argv)  # the second run remembers the first
+    assert code == EXIT_OK and "unchanged" in out and "first seen" not in out
+    # Another log (another key, same origin) gets another file.
+    other = default_state_path(ORIGIN, Ed25519Signer.generate(ORIGIN).verifier_key_text())
+    assert other != path and other.parent == path.parent
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(served.tmp / "home"))
+    assert default_state_path(ORIGIN, "k").is_relative_to(
+        served.tmp / "home" / ".local" / "state" / "mcp-notary" / "monitor")
+    code, out, err = await monitor(*argv, "--no-state")
+    assert code == EXIT_OK and "first seen" in out and "--no-state" in err
+    assert not (served.tmp / "home").exists()
+
+
+async def test_daemon_prints_one_line_per_poll(served: Served) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(served.args("--interval", "0.02"))
+    err, stop = io.StringIO(), asyncio.Event()
+    task = asyncio.create_task(run(args, out=io.StringIO(), err=err, stop=stop))
+    for _ in range(500):
+        if err.getvalue().count("\n") >= 4:
+            break
+        await asyncio.sleep(0.02)
+    stop.set()
+    assert await asyncio.wait_for(task, 5) == EXIT_OK
+    lines = err.getvalue().splitlines()
+    assert len(lines) >= 4 and all(line.startswith("ok: ") for line in lines), lines
+    assert "first seen" in lines[0] and all("unchanged" in line for line in lines[1:])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from notary.config import ConfigError, Settings, resolve
 from notary.core.records import CallRecord
-from tests.notary_server import NotaryProcess
+from tests.notary_server import NotaryProcess, _child_env
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -78,11 +79,24 @@ def test_apikey_lifecycle(tmp_path: Path) -> None:
         created = server.cli("apikey", "create", "--data", str(server.data_dir), "--account",
                              "ops", "--monthly-allowance", "5")
         token = created.stdout.strip().splitlines()[-1]
-        assert token.startswith("nk_") and len(created.stdout.strip().splitlines()) == 1
+        assert token.startswith("nk_") and created.stdout.count(token) == 1
+        # Piped through `tail -1` (as the README does) the key comes out alone.
+        piped = subprocess.run(
+            f"{sys.executable} -m notary.cli.main apikey create --data {server.data_dir} "
+            "--account ops2 | tail -1", shell=True, capture_output=True, text=True,
+            env=_child_env(None), check=True)
+        assert re.fullmatch(r"nk_[A-Za-z0-9_-]+\n", piped.stdout), piped.stdout
         listed = server.cli("apikey", "list", "--data", str(server.data_dir)).stdout
         assert "ops" in listed and "active" in listed and token not in listed
+        rows = json.loads(server.cli("apikey", "list", "--data", str(server.data_dir),
+                                     "--json").stdout)
+        stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+        assert all(re.fullmatch(stamp, r["created"]) and r["revoked"] is None for r in rows)
         server.cli("apikey", "revoke", "--data", str(server.data_dir), token.split("_")[1])
         assert "revoked" in server.cli("apikey", "list", "--data", str(server.data_dir)).stdout
+        rows = json.loads(server.cli("apikey", "list", "--data", str(server.data_dir),
+                                     "--json").stdout)
+        assert re.fullmatch(stamp, rows[0]["revoked"]), rows
         again = server.cli("apikey", "revoke", "--data", str(server.data_dir), "nosuchkey",
                            check=False)
         assert again.returncode == 2

@@ -45,8 +45,9 @@ async def _load(url: str, key: str, received: list[dict[str, Any]], stop: asynci
     return failures
 
 
-async def test_sigkill_under_load_loses_no_receipt(tmp_path: Path) -> None:
-    rng = random.Random()
+async def test_sigkill_under_load_loses_no_receipt(tmp_path: Path,
+                                                   seeded_rng: random.Random) -> None:
+    rng = seeded_rng
     server = NotaryProcess(tmp_path / "notary-data").start()
     try:
         key = server.create_api_key("crash")

@@ -26,7 +26,8 @@ from notary.core.receipts import ReceiptKey
 from notary.mcp_server import ServerConfig, build_server
 from notary.verifier.state import StateFile
 from notary.verifier.trust import parse_log_keys
-from tests.test_verifier import Call, Notary, free_port, json_out, run_cli, running_notary
+from tests.notary_server import free_port
+from tests.test_verifier import Call, Notary, json_out, run_cli, running_notary
 
 MODES = ["auto", "legacy"]
 REPO = Path(__file__).resolve().parent.parent
@@ -184,6 +185,9 @@ async def test_streamable_http(notary: Notary, tmp_path: Path) -> None:
         for mode in MODES:
             async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
                 await exercise(client, notary, call)
+        log.flush()
+        # It says where it listens (the operator should not have to guess the path).
+        assert f"http://127.0.0.1:{port}/mcp" in (tmp_path / "mcp-http.log").read_text()
     finally:
         proc.terminate()
         try:
@@ -198,7 +202,7 @@ async def test_streamable_http(notary: Notary, tmp_path: Path) -> None:
 async def test_results_of_the_sdk_verify(notary: Notary, tmp_path: Path, mode: str) -> None:
     """End to end: a tool notarized by notary.sdk, called through mcp.Client, then verified
     from what the client received, by the CLI and by the verifier MCP server."""
-    sdk = pytest.importorskip("notary.sdk.mcp")
+    from notary.sdk import mcp as sdk
     from notary.sdk.client import NotaryClient
 
     app: MCPServer = MCPServer("calc")
@@ -234,3 +238,43 @@ async def test_cli_flag_errors(tmp_path: Path) -> None:
                  ["mcp", "--jwks", str(tmp_path / "missing.json")]):
         code, _, err = await run_cli(*argv)
         assert code == 2, (argv, err)
+        if argv[1] == "--http":
+            assert "--http must be HOST:PORT, got 'nope'" in err
+
+
+async def test_checkpoint_verified_with_the_notarys_key_and_server_version(
+        notary: Notary, tmp_path: Path) -> None:
+    """Without --log-key, get_checkpoint verifies under the key the notary publishes (the
+    trust verify_tool_call falls back on too), never ``verified: null``; serverInfo carries
+    the package version."""
+    import importlib.metadata
+
+    from ledger.core.cosignature import CosignatureSigner
+
+    await notary.notarize(q="tofu")
+    async with Client(build_server(ServerConfig(notary_url=notary.url)), mode="legacy") as c:
+        assert c.server_info is not None
+        assert c.server_info.version == importlib.metadata.version("mcp-notary")
+        r = await c.call_tool("get_checkpoint", {})
+        cp = r.structured_content
+        assert cp is not None and cp["verified"] is True, cp
+        assert "fetched from" in cp["verification"]
+    # A witness policy: the count is the real one (no cosignature yet on this log).
+    w = CosignatureSigner.generate("w.example")
+    policy = f"witness w {w.verifier_key_text()}\nquorum w\n"
+    from ledger.core.tlog_policy import parse_tlog_policy
+
+    cfg = ServerConfig(notary_url=notary.url, log_keys=parse_log_keys([notary.vkey]),
+                       witness_policy=parse_tlog_policy(policy))
+    async with Client(build_server(cfg)) as c:
+        cp = (await c.call_tool("get_checkpoint", {})).structured_content
+        assert cp is not None and cp["verified"] is False
+        assert "0 of 1 witness cosigned" in cp["verification"], cp
+        call = await notary.notarize(q="policy")
+        r = await c.call_tool("verify_tool_call", {"call": call.saved, "offline": True,
+                                                   "witness_policy": policy})
+        out = r.structured_content
+        assert out is not None and levels(out)["witnesses"] == "failed"
+        r = await c.call_tool("verify_tool_call", {"call": call.saved, "offline": True,
+                                                   "witness_policy": "quorum nobody\n"})
+        assert r.is_error  # a malformed policy is an input error, not a verdict

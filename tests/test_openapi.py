@@ -36,6 +36,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from notary.config import Settings
 from notary.core.records import CallRecord, new_salt
 from notary.http.app import create_app
+from notary.http.routes.explorer import explorer_assets
 from notary.http.routes.meta import openapi_document
 from tests.notary_server import HttpResponse, NotaryProcess
 
@@ -417,15 +418,25 @@ PROBES: list[Probe] = [
     Probe("issue-too-large", "post", T, 413, _post(T, raw=BIG), "payload_too_large"),
     Probe("issue-over-quota", "post", T, 429, lambda s: s.issue(key=s.quota_key),
           "quota_exceeded"),
-    # GET /v1/tool-calls?call_sha256=
+    # GET /v1/tool-calls?call_sha256= (lookup) and GET /v1/tool-calls?server=… (search)
     Probe("lookup", "get", T, 200, _get(lambda s: f"{T}?call_sha256={s.digest}"),
           check=_expect_receipt),
-    Probe("lookup-missing", "get", T, 400, _get(T), "missing_field"),
     Probe("lookup-malformed", "get", T, 400, _get(f"{T}?call_sha256=xyz"),
           "invalid_call_sha256"),
-    Probe("lookup-unknown-param", "get", T, 400,
-          _get(lambda s: f"{T}?call_sha256={s.digest}&limit=1"), "unknown_field"),
+    Probe("lookup-with-search", "get", T, 400,
+          _get(lambda s: f"{T}?call_sha256={s.digest}&limit=1"), "invalid_query"),
     Probe("lookup-unknown", "get", T, 404, _get(f"{T}?call_sha256={'f' * 64}"), "not_found"),
+    Probe("search", "get", T, 200, _get(f"{T}?server=srv&tool=get_weather&limit=5"),
+          check=lambda r, s: _expect_len(r.json()["tool_calls"], 1)),
+    Probe("search-page", "get", T, 200, _get(f"{T}?limit=2&since=2000-01-01T00:00:00Z"),
+          check=lambda r, s: _expect_len(r.json()["tool_calls"], 2)),
+    Probe("search-unknown-param", "get", T, 400, _get(f"{T}?page=2"), "unknown_field"),
+    Probe("search-repeated", "get", T, 400, _get(f"{T}?tool=a&tool=b"), "repeated_parameter"),
+    Probe("search-bad-name", "get", T, 400, _get(f"{T}?server=a%0Ab"), "invalid_name"),
+    Probe("search-bad-time", "get", T, 400, _get(f"{T}?since=2026-02-30T00:00:00Z"),
+          "invalid_time"),
+    Probe("search-bad-limit", "get", T, 400, _get(f"{T}?limit=101"), "invalid_limit"),
+    Probe("search-bad-cursor", "get", T, 400, _get(f"{T}?cursor=AAAA"), "invalid_cursor"),
     # GET /v1/tool-calls/{id}
     Probe("receipt", "get", TID, 200, _get(lambda s: f"{T}/{s.receipt_id}"),
           check=_expect_receipt),
@@ -463,6 +474,30 @@ PROBES: list[Probe] = [
     Probe("healthz", "get", "/healthz", 200, _get("/healthz")),
     Probe("metrics", "get", "/metrics", 200, _get("/metrics")),
     Probe("openapi", "get", "/openapi.json", 200, _get("/openapi.json")),
+    Probe("witnesses", "get", "/v1/witnesses", 200, _get("/v1/witnesses")),
+    # The explorer
+    Probe("root", "get", "/", 302, _get("/")),
+    Probe("explorer-bare", "get", "/explorer", 302, _get("/explorer")),
+    Probe("explorer", "get", "/explorer/", 200, _get("/explorer/")),
+    Probe("explorer-page", "get", "/explorer/{page}", 200, _get("/explorer/verify")),
+    Probe("explorer-page-unknown", "get", "/explorer/{page}", 404, _get("/explorer/nope"),
+          "not_found"),
+    Probe("explorer-receipt", "get", "/explorer/tool-calls/{id}", 200,
+          _get(lambda s: f"/explorer/tool-calls/{s.receipt_id}")),
+    Probe("explorer-receipt-slash", "get", "/explorer/tool-calls/{id}", 404,
+          _get("/explorer/tool-calls/a/b"), "not_found"),
+    Probe("explorer-entry", "get", "/explorer/entries/{index}", 200,
+          _get("/explorer/entries/0")),
+    Probe("explorer-entry-slash", "get", "/explorer/entries/{index}", 404,
+          _get("/explorer/entries/0/1"), "not_found"),
+    Probe("explorer-server", "get", "/explorer/servers/{name}", 200,
+          _get("/explorer/servers/srv")),
+    Probe("explorer-server-slash", "get", "/explorer/servers/{name}", 404,
+          _get("/explorer/servers/a/b"), "not_found"),
+    Probe("explorer-asset", "get", "/explorer/assets/{name}", 200,
+          _get(lambda s: "/explorer/assets/" + _asset_name())),
+    Probe("explorer-asset-unknown", "get", "/explorer/assets/{name}", 404,
+          _get("/explorer/assets/app.0000000000000000.js"), "not_found"),
     # tlog-tiles
     Probe("checkpoint", "get", "/checkpoint", 200, _get("/checkpoint")),
     Probe("tile-full", "get", "/tile/{level}/{index}", 200, _get("/tile/0/000"),
@@ -538,6 +573,12 @@ def _expect_len(items: list[Any], n: int) -> None:
     assert len(items) == n
 
 
+def _asset_name() -> str:
+    built = explorer_assets()
+    assert built is not None
+    return sorted(built.assets)[0]
+
+
 @pytest.mark.parametrize("probe", PROBES, ids=[p.name for p in PROBES])
 def test_real_response_matches_document(probe: Probe, live: Live) -> None:
     resp = probe.send(live)
@@ -577,6 +618,12 @@ def test_served_document_is_the_package_file(live: Live) -> None:
 SCHEMA = schemathesis.openapi.from_dict(DOC)
 
 
+# Search rules no schema can state: a date that matches the pattern may not exist, `since` must
+# be before `until`, a cursor is valid only if this notary handed it out, and call_sha256 takes
+# no search parameter with it.
+_SEARCH_RULES = {"invalid_time", "invalid_cursor", "invalid_query"}
+
+
 def schema_valid_request_accepted(tree_size: Callable[[], int]) -> Callable[..., bool | None]:
     """schemathesis' positive_data_acceptance, knowing the constraints a schema cannot say.
 
@@ -598,8 +645,11 @@ def schema_valid_request_accepted(tree_size: Callable[[], int]) -> Callable[...,
         body = case.body if isinstance(case.body, dict) else {}
         query = case.query or {}
         if code == "invalid_name" and any(
-            isinstance(body.get(k), str) and not body[k].isprintable() for k in ("server", "tool")
+            isinstance(v.get(k), str) and not v[k].isprintable()
+            for v in (body, query) for k in ("server", "tool")
         ):
+            return None
+        if case.path == "/v1/tool-calls" and code in _SEARCH_RULES:
             return None
         if code == "bad_parameter" and case.path == "/v1/ledger/proofs/inclusion" and (
             "size" in query and int(query["index"]) >= int(query["size"])

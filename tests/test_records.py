@@ -95,6 +95,9 @@ def test_every_hashed_field_changes_the_digest() -> None:
         fixed_record(arguments={}),
         fixed_record(result=dict(RESULT, isError=True)),
         fixed_record(result={"content": RESULT["content"]}),
+        fixed_record(result={"content": RESULT["content"], "structuredContent": None}),
+        fixed_record(result={"content": RESULT["content"], "structuredContent": ["sunny"]}),
+        fixed_record(result={"content": RESULT["content"], "structuredContent": "sunny"}),
         fixed_record(salt=SALT[:-1] + "0"),
     ]
     digests = {v.call_sha256() for v in variants}
@@ -104,9 +107,13 @@ def test_every_hashed_field_changes_the_digest() -> None:
 
 def test_hashed_result_members() -> None:
     assert hashed_result({"content": []}) == {"content": []}
+    # structuredContent is any JSON value, hashed exactly as sent: null is not "absent".
     assert hashed_result({"content": [], "structuredContent": None, "isError": None}) == {
-        "content": []
+        "content": [], "structuredContent": None
     }
+    for value in ([1, "a"], "text", 3.5, 0, True, False, {}, []):
+        assert hashed_result({"content": [], "structuredContent": value}) == {
+            "content": [], "structuredContent": value}
     assert hashed_result(RESULT) == {
         "content": RESULT["content"],
         "structuredContent": RESULT["structuredContent"],
@@ -122,7 +129,6 @@ def test_hashed_result_members() -> None:
         ({}, "$.result.content"),
         ({"content": None}, "$.result.content"),
         ({"content": {"type": "text"}}, "$.result.content"),
-        ({"content": [], "structuredContent": [1]}, "$.result.structuredContent"),
         ({"content": [], "isError": "yes"}, "$.result.isError"),
         ({"content": [], "isError": 0}, "$.result.isError"),
     ],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from notary.sdk import (
     NotaryUnavailableError,
 )
 from notary.sdk import client as client_module
+from tests.servers import Serve
 from tests.test_sdk_mcp import LiveNotary, closed_url, free_port, notary  # noqa: F401
 
 DIGEST = "ab" * 32
@@ -73,26 +74,17 @@ class Stub:
 
 
 @pytest.fixture
-async def stub() -> AsyncIterator[Callable[..., Awaitable[Stub]]]:
-    runners: list[web.AppRunner] = []
-
+async def stub(serve: Serve) -> Callable[..., Awaitable[Stub]]:
     async def start(*script: Step) -> Stub:
         s = Stub(list(script))
         app = web.Application()
         app.router.add_post("/v1/tool-calls", s.handle)
         app.router.add_get("/plain", _plain)
         app.router.add_get("/list", _list)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        runners.append(runner)
-        s.url = f"http://127.0.0.1:{port}"
+        s.url = (await serve(app)).url
         return s
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+    return start
 
 
 async def _plain(request: web.Request) -> web.StreamResponse:

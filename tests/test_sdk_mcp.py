@@ -38,10 +38,11 @@ from mcp_types import (
     TextContent,
     Tool,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ledger.core.note import Ed25519Verifier, NoteVerifier
 from notary.core.receipts import Jwks
-from notary.core.records import SPEC
+from notary.core.records import SPEC, hashed_result
 from notary.core.verification import Verdict, verify_receipt
 from notary.sdk import (
     TOOL_CALL_META_KEY,
@@ -52,6 +53,7 @@ from notary.sdk import (
     notarization_of,
     notarize_server,
     record_for,
+    structured_for,
     verify_tool_result,
 )
 from tests.notary_server import app_notary, create_api_key, free_port
@@ -542,12 +544,9 @@ async def test_refusals_follow_the_policy(notary: LiveNotary) -> None:
 
 async def test_results_that_cannot_be_hashed_follow_the_policy(notary: LiveNotary) -> None:
     async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
-        return ListToolsResult(tools=[Tool(name=n, input_schema={"type": "object"})
-                                      for n in ("array", "huge")])
+        return ListToolsResult(tools=[Tool(name="huge", input_schema={"type": "object"})])
 
     async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
-        if params.name == "array":  # any JSON value is allowed on 2026-07-28
-            return CallToolResult(content=[], structured_content=[1, 2])
         return CallToolResult(content=[], structured_content={"n": 2**53 + 1})
 
     for policy in ("mark", "fail"):
@@ -555,16 +554,111 @@ async def test_results_that_cannot_be_hashed_follow_the_policy(notary: LiveNotar
         notarize_server(server, notary.notarizer(on_unavailable=policy))
         async with Client(server, mode="auto") as client:
             if policy == "mark":
-                array = await client.call_tool("array", {})
-                assert array.structured_content == [1, 2]
-                reason = (array.meta or {})[TOOL_CALL_META_KEY]["reason"]
-                assert "structuredContent" in reason and "must be an object" in reason
                 huge = await client.call_tool("huge", {})
                 assert "2^53" in (huge.meta or {})[TOOL_CALL_META_KEY]["reason"]
             else:
                 with pytest.raises(MCPError, match="cannot be hashed"):
                     await client.call_tool("huge", {})
     assert await notary.size() == 0
+
+
+# structuredContent of any JSON type (MCP 2026-07-28) -----------------------------------------
+
+STRUCTURED_VALUES: dict[str, Any] = {
+    "array": [1, "two", {"three": 3.5}, None],
+    "string": "a plain string \u2028 with U+2028",
+    "number": 1e21,
+    "integer": 2**53 - 1,
+    "boolean": False,
+    "null": None,
+    "object": {"b": 1, "a": [True]},
+    "empty_array": [],
+}
+ARRAY_SCHEMA: dict[str, Any] = {"type": "array", "items": {"type": "integer"}}
+
+
+def any_structured_server(notarizer: Notarizer) -> Server[Any]:
+    """A low-level server returning each JSON type as ``structuredContent``.
+
+    2026-07-28 clients get the value itself; 2025-era clients, whose schema allows only an
+    object, get ``{"result": value}`` (``structured_for``), as the TypeScript SDK sends. The
+    ``typed`` tool declares an output schema in the shape each protocol version allows. A
+    ``null`` is put on the wire after the SDK's serializer (which drops None members) by a
+    middleware running inside the notarizer, the way a TypeScript server sends ``null``.
+    """
+    async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        typed = Tool(name="typed", input_schema={"type": "object"}, output_schema=(
+            ARRAY_SCHEMA if modern else {"type": "object", "properties": {"result": ARRAY_SCHEMA},
+                                         "required": ["result"]}))
+        return ListToolsResult(tools=[Tool(name=n, input_schema={"type": "object"})
+                                      for n in STRUCTURED_VALUES] + [typed])
+
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        value = [3, 1, 2] if params.name == "typed" else STRUCTURED_VALUES[params.name]
+        return CallToolResult(content=[TextContent(type="text", text=params.name)],
+                              structured_content=structured_for(ctx.protocol_version, value))
+
+    async def send_null(ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if (ctx.method == "tools/call" and isinstance(result, dict)
+                and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+                and (ctx.params or {}).get("name") == "null"):
+            result = {**result, "structuredContent": None}
+        return result
+
+    server: Server[Any] = Server("any-json", on_list_tools=list_tools, on_call_tool=call_tool)
+    notarize_server(server, notarizer)
+    server.middleware.append(send_null)  # inside the notarizer: hashed as sent
+    return server
+
+
+async def test_structured_content_of_any_json_type(notary: LiveNotary, mode: str) -> None:
+    server = any_structured_server(notary.notarizer("any-json"))
+    async with Client(server, mode=mode) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert listed["typed"].output_schema is not None
+        for name in [*STRUCTURED_VALUES, "typed"]:
+            # call_tool validates "typed" against its outputSchema, as any SDK client does.
+            result = await client.call_tool(name, {"n": 1})
+            value = [3, 1, 2] if name == "typed" else STRUCTURED_VALUES[name]
+            if mode == "auto":
+                expected = value
+            else:  # what a 2025-era client receives, and so what it verifies
+                expected = value if isinstance(value, dict) else {"result": value}
+            assert result.structured_content == expected, name
+            assert "structured_content" in result.model_fields_set, name  # null included
+            assert_verifies(notary, name, {"n": 1}, result)
+            # The record the client rebuilds holds the member exactly as received.
+            record = record_for(name, {"n": 1}, result)
+            assert "structuredContent" in record["result"], name
+            assert record["result"]["structuredContent"] == expected, name
+            # And the online endpoint (the same record as JSON) agrees.
+            block = notarization_of(result)
+            assert block is not None
+            async with NotaryClient(notary.url) as c:
+                online = await c.verify(block["id"], record)
+            assert online["valid"] is True, (name, online)
+    assert await notary.size() == len(STRUCTURED_VALUES) + 1
+
+
+async def test_structured_content_null_and_absent_are_different_records(
+        notary: LiveNotary) -> None:
+    async with notary.client() as c:
+        notarizer = Notarizer(c, "direct")
+        with_null = await notarizer.notarize_wire(
+            "t", {}, {"content": [], "structuredContent": None})
+        absent = await notarizer.notarize_wire("t", {}, {"content": []})
+    assert with_null["structuredContent"] is None and "structuredContent" not in absent
+    for wire in (with_null, absent):
+        received = CallToolResult.model_validate(wire)
+        assert_verifies(notary, "t", {}, received)
+        assert record_for("t", {}, received)["result"] == hashed_result(wire)
+    # A result received without the member cannot pass for one that carried null.
+    swapped = CallToolResult.model_validate({**absent, "structuredContent": None})
+    verdict = verify_tool_result("t", {}, swapped, jwks=notary.jwks,
+                                 log_verifier=notary.log_key)
+    assert verdict.levels["record"].status == "failed"
 
 
 async def test_notarization_failed_error_is_an_mcp_error() -> None:

@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from ledger.client.http import HttpClient
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
@@ -36,7 +37,6 @@ from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.keys import Paths, load_log_key
-from notary.verifier.fetch import HttpFetcher
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -45,10 +45,11 @@ from notary.verifier.inputs import (
     log_base_url,
 )
 from notary.verifier.report import Report
-from notary.verifier.state import ProofResult, Reconciler, Seen, StateError, StateFile
+from notary.verifier.state import ProofResult, Reconciler, Seen, StateFile, VerifierStateError
 from notary.verifier.trust import Trust, parse_log_keys, parse_witness_keys
 from notary.verifier.verify import verify_tool_call
-from tests.notary_server import app_notary, free_port
+from tests.notary_server import app_notary
+from tests.servers import serving
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures and helpers (test_notary_mcp.py uses them too)
@@ -217,14 +218,10 @@ async def with_proof_from(log: Log, receipt: dict[str, Any]) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def serve_log(log: Log) -> AsyncIterator[str]:
-    runner = web.AppRunner(create_ledger_app(log))
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        async with serving(create_ledger_app(log)) as server:
+            yield server.url
     finally:
-        await runner.cleanup()
         await log.close()
 
 
@@ -236,7 +233,7 @@ async def verify(call: ToolCall, trust: Trust, state: StateFile | None = None,
                  online: bool = True, log_url: str | None = None) -> Report:
     if not online:
         return await verify_tool_call(call, trust, fetcher=None, state=state, log_url=log_url)
-    async with HttpFetcher(5.0) as fetcher:
+    async with HttpClient(timeout=5.0) as fetcher:
         return await verify_tool_call(call, trust, fetcher=fetcher, state=state, log_url=log_url)
 
 
@@ -496,19 +493,13 @@ async def test_online_fetches_a_witnessed_proof(notary: Notary) -> None:
 
     app = web.Application()
     app.router.add_get("/r", receipt)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    meta = {**c.meta, "receipt_url": f"http://127.0.0.1:{port}/r"}
-    result = {**c.result, "_meta": {TOOL_CALL_META_KEY: meta}}
-    tc = call_from_document({**c.saved, "result": result})
-    try:
+    async with serving(app) as server:
+        meta = {**c.meta, "receipt_url": f"{server.url}/r"}
+        result = {**c.result, "_meta": {TOOL_CALL_META_KEY: meta}}
+        tc = call_from_document({**c.saved, "result": result})
         offline = await verify(tc, trust, online=False)
         assert failed_levels(offline) == {"witnesses"}
         report = await verify(tc, trust)
-    finally:
-        await runner.cleanup()
     assert report.valid and statuses(report)["witnesses"] == "passed", report.to_json()
     assert any("lacked the witness quorum" in n for n in report.notes)
 
@@ -608,15 +599,12 @@ async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: Notary,
     app = web.Application(middlewares=[lagging])
     app[LOG] = mirror
     add_ledger_routes(app)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        report = await verify(saved(calls[0], await notary.fetch_receipt(calls[0].receipt["id"])),
-                              notary.trust(), state, log_url=f"http://127.0.0.1:{port}")
+        async with serving(app) as server:
+            report = await verify(
+                saved(calls[0], await notary.fetch_receipt(calls[0].receipt["id"])),
+                notary.trust(), state, log_url=server.url)
     finally:
-        await runner.cleanup()
         await mirror.close()
     assert report.valid, report.to_json()
     assert "the log's latest checkpoint (size 2)" in report.verdict.levels["consistency"].reason
@@ -626,9 +614,12 @@ async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: Notary,
 async def test_offline_with_notary_stopped_makes_no_connection(
         notary: Notary, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     c0 = await notary.notarize(x=0)
-    c1 = await notary.notarize(x=1)
     witness = CosignatureSigner.generate("witness.example")
     state = tmp_path / "state.json"
+    # Remember c0's checkpoint (size 1) online first: offline, the state is read, not written.
+    assert (await verify(saved(c0), notary.trust(), StateFile(state))).valid
+    remembered = state.read_bytes()
+    c1 = await notary.notarize(x=1)
     await notary.stop()
     port = int(notary.url.rsplit(":", 1)[1])
 
@@ -657,10 +648,15 @@ async def test_offline_with_notary_stopped_makes_no_connection(
         assert code == 0, out
         assert statuses(doc) == {"record": "passed", "signature": "passed",
                                  "inclusion": "passed", "witnesses": "passed",
-                                 "consistency": "skipped"}
-        assert "offline" in doc["levels"]["consistency"]["reason"]
-        # First sight of the log: remembered even offline (nothing to be inconsistent with).
-        assert json.loads(state.read_text())["logs"]
+                                 "consistency": "passed"}
+        assert doc["levels"]["consistency"]["reason"].startswith("consistent with")
+        assert state.read_bytes() == remembered
+        # A first sight offline leaves no state file behind at all.
+        fresh = tmp_path / "fresh-state.json"
+        code, out, _ = await run_cli("verify", str(call_file), *notary.trust_args(), "--state",
+                                     str(fresh), "--offline", "--json")
+        assert code == 0 and not fresh.exists(), out
+        assert "offline" in json_out(out)["levels"]["consistency"]["reason"]
 
         # Stored size 1; c1's checkpoint is size 2: needs a proof, so skipped with the reason.
         call_file.write_text(json.dumps({**c1.saved, "result": {**c1.result, "_meta": {
@@ -669,7 +665,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
         doc = json_out(out)
         assert code == 0 and doc["levels"]["consistency"]["status"] == "skipped"
         assert "needs a consistency proof" in doc["levels"]["consistency"]["reason"]
-        assert json.loads(state.read_text())["logs"][c0.receipt["ledger"]["origin"]]["size"] == 1
+        assert state.read_bytes() == remembered
 
         # The same checkpoint again is decided offline (equal sizes): passed and required.
         call_file.write_text(json.dumps({**c0.saved, "result": {**c0.result, "_meta": {
@@ -706,7 +702,7 @@ async def test_state_file_tampered_or_corrupt(notary: Notary, tmp_path: Path) ->
     assert "does not verify under the trusted log key" in \
         report.verdict.levels["consistency"].reason
     state.path.write_text("{not json")
-    with pytest.raises(StateError):
+    with pytest.raises(VerifierStateError):
         await verify(saved(c0), notary.trust(), state)
     code, _, err = await run_cli("verify", *notary.trust_args(), "--state", str(state.path),
                                  "--offline", str(_write(tmp_path / "c.json", c0.saved)))

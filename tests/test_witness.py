@@ -16,10 +16,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from ledger.cli.main import main as ledger_main
 from ledger.cli.witness import parse_log_spec
+from ledger.client.http import HttpClient
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessRefused
 from ledger.core.checkpoint import Checkpoint, sign_checkpoint
 from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
@@ -36,6 +36,7 @@ from ledger.log import Log
 from ledger.storage.memory import MemoryStore
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore
+from tests.servers import serving
 
 ORIGIN = "example.test/log"
 REPO = Path(__file__).resolve().parents[1]
@@ -79,14 +80,8 @@ async def running(tmp_path: Path, log_signer: Ed25519Signer) -> AsyncIterator[Ru
     signer = CosignatureSigner.generate("witness.test/w1")
     store = await WitnessStore.open(tmp_path / "witness.db", signer.verifier_key_text())
     witness = Witness(signer, {ORIGIN: [log_signer.verifier()]}, store)
-    runner = web.AppRunner(create_witness_app(witness))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    async with aiohttp.ClientSession() as http:
-        yield Running(f"http://127.0.0.1:{port}", witness, http, signer)
-    await runner.cleanup()
+    async with serving(create_witness_app(witness)) as server, aiohttp.ClientSession() as http:
+        yield Running(server.url, witness, http, signer)
     await store.close()
 
 
@@ -244,7 +239,7 @@ async def test_forked_log_is_refused(running: Running, log_signer: Ed25519Signer
 
 async def test_client_learns_size_from_409(running: Running, log_signer: Ed25519Signer) -> None:
     log = await make_log(log_signer, [b"c%d" % i for i in range(5)])
-    client = WitnessClient(running.url, running.signer.verifier(), running.http)
+    client = WitnessClient(running.url, running.signer.verifier(), HttpClient(running.http))
     sigs = await client.add_checkpoint(0, [], await note_at(log))
     assert [s.name for s in sigs] == ["witness.test/w1"]
     await log.append(b"c5")
@@ -255,7 +250,7 @@ async def test_client_learns_size_from_409(running: Running, log_signer: Ed25519
     assert await client.add_checkpoint(5, proof, await note_at(log))
     # A client configured with another key for this witness rejects the answer.
     other = WitnessClient(running.url, CosignatureSigner.generate("witness.test/w1").verifier(),
-                          running.http)
+                          HttpClient(running.http))
     with pytest.raises(WitnessRefused):
         await other.add_checkpoint(6, [], await note_at(log))
 
@@ -295,7 +290,8 @@ def _start_witness(key: Path, data: Path, vkey: str) -> tuple[subprocess.Popen[b
     return proc, url
 
 
-async def test_sigkill_never_rolls_back(tmp_path: Path, log_signer: Ed25519Signer) -> None:
+async def test_sigkill_never_rolls_back(tmp_path: Path, log_signer: Ed25519Signer,
+                                        seeded_rng: random.Random) -> None:
     """Kill -9 the witness at random moments while it cosigns a growing log, restart it: its
     size is never below the largest it cosigned, and older checkpoints are refused."""
     key = tmp_path / "w.key"
@@ -304,13 +300,13 @@ async def test_sigkill_never_rolls_back(tmp_path: Path, log_signer: Ed25519Signe
     key.chmod(0o600)
     vkey = log_signer.verifier_key_text()
     log = await make_log(log_signer, [b"k%d" % i for i in range(3)])
-    rng = random.Random()
+    rng = seeded_rng
     cosigned: list[tuple[int, bytes]] = []
     known = 0
     async with aiohttp.ClientSession() as http:
         for _ in range(3):
             proc, url = _start_witness(key, tmp_path / "data", vkey)
-            client = WitnessClient(url, signer.verifier(), http, timeout=5)
+            client = WitnessClient(url, signer.verifier(), HttpClient(http, timeout=5))
             # After the restart: the persisted size is at least the last cosigned one (a request
             # in flight at the kill may have been committed without its answer arriving).
             head = await log.head(0)
@@ -367,7 +363,7 @@ def _policy_keys() -> tuple[Ed25519Signer, list[CosignatureSigner]]:
 
 
 def test_policy_groups_and_quorum() -> None:
-    from ledger.core.tlog_policy import PolicyNotMet, parse_policy
+    from ledger.core.tlog_policy import TlogPolicyNotMet, parse_tlog_policy
 
     log, ws = _policy_keys()
     text = (f"# two operators\nlog {log.verifier_key_text()} https://log.test\n\n"
@@ -375,7 +371,7 @@ def test_policy_groups_and_quorum() -> None:
             + "group X 2 X0 X1 X2\n"
             + "".join(f"  witness\tY{i} {ws[3 + i].verifier_key_text()}\n" for i in range(3))
             + "group Y any Y0 Y1 Y2\ngroup XY all X Y\nquorum XY\n")
-    policy = parse_policy(text)
+    policy = parse_tlog_policy(text)
     assert policy.satisfied({"X0", "X2", "Y1"})
     assert not policy.satisfied({"X0", "Y1"}) and not policy.satisfied({"X0", "X1", "X2"})
     cp_note = sign_checkpoint(Checkpoint(ORIGIN, 3, b"\x02" * 32), log)
@@ -385,12 +381,12 @@ def test_policy_groups_and_quorum() -> None:
     sigs = [ws[i].cosign(cptext, 1_700_000_000) for i in (0, 1, 4)]
     cp, cosigned = policy.verify(merge_signatures(cp_note, sigs))
     assert cp.size == 3 and cosigned == {"X0", "X1", "Y1"}
-    with pytest.raises(PolicyNotMet):
+    with pytest.raises(TlogPolicyNotMet):
         policy.verify(merge_signatures(cp_note, sigs[:2]))
-    with pytest.raises(PolicyNotMet):  # signed by a key the policy does not list
+    with pytest.raises(TlogPolicyNotMet):  # signed by a key the policy does not list
         policy.verify(sign_checkpoint(Checkpoint(ORIGIN, 3, b"\x02" * 32),
                                       Ed25519Signer.generate(ORIGIN)) + b"")
-    assert parse_policy("quorum none\n").satisfied(set())
+    assert parse_tlog_policy("quorum none\n").satisfied(set())
 
 
 @pytest.mark.parametrize("body", [
@@ -410,10 +406,43 @@ def test_policy_groups_and_quorum() -> None:
     "quorum none\x0b\n",
 ])
 def test_policy_rejects(body: str) -> None:
-    from ledger.core.tlog_policy import PolicyError, parse_policy
+    from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
 
     log, ws = _policy_keys()
     text = body.format(w0=ws[0].verifier_key_text(), w1=ws[1].verifier_key_text(),
                        log=log.verifier_key_text())
-    with pytest.raises(PolicyError):
-        parse_policy(text)
+    with pytest.raises(TlogPolicyError):
+        parse_tlog_policy(text)
+
+
+def test_policy_from_quorum_counts_every_valid_cosignature() -> None:
+    from ledger.core.note import merge_signatures
+    from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
+
+    log, ws = _policy_keys()
+    keys = [CosignatureVerifier.from_vkey(w.verifier_key_text()) for w in ws[:3]]
+    simple = TlogPolicy.from_quorum([*keys, keys[0]], 2)  # a key given twice counts once
+    assert sorted(simple.witnesses) == ["w0.test", "w1.test", "w2.test"]
+    assert simple.describe() == "2 of 3 (w0.test, w1.test, w2.test)"
+    assert simple.quorum_header == "2" and simple.requires_cosignatures
+    cp_note = sign_checkpoint(Checkpoint(ORIGIN, 3, b"\x02" * 32), log)
+    text = cp_note.decode().split("\n\n")[0] + "\n"
+    all_three = merge_signatures(cp_note, [w.cosign(text, 1_700_000_000) for w in ws[:3]])
+    # The quorum is 2, and all three verify: three are reported, not two.
+    assert simple.cosigners(all_three, [log.verifier()]) == {"w0.test", "w1.test", "w2.test"}
+    assert simple.satisfied(simple.cosigners(all_three))
+    one = merge_signatures(cp_note, [ws[1].cosign(text, 1_700_000_000)])
+    assert simple.cosigners(one) == {"w1.test"} and not simple.satisfied({"w1.test"})
+    assert simple.cosigners(cp_note) == set()
+    assert not TlogPolicy.from_quorum(keys, 0).requires_cosignatures
+    with pytest.raises(TlogPolicyError):
+        TlogPolicy.from_quorum(keys, 4)
+    # Two keys under one name stay two witnesses.
+    twin = CosignatureSigner.generate("w0.test")
+    named = TlogPolicy.from_quorum([keys[0], twin.verifier()], 2)
+    assert sorted(named.witnesses) == ["w0.test", "w0.test#2"]
+    nested = parse_tlog_policy("".join(f"witness a{i} {ws[i].verifier_key_text()}\n"
+                                       for i in range(3))
+                               + "group pair 2 a0 a1\ngroup top all pair a2\nquorum top\n")
+    assert nested.describe() == "group top: 2 of 2 ((group pair: 2 of 2 (a0, a1)), a2)"
+    assert nested.quorum_header == "top"

@@ -14,7 +14,7 @@ import io
 import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,15 +35,10 @@ from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
+from tests.servers import bound_socket, start_server
 
 T = TypeVar("T")
 RECORDS: dict[str, dict[str, Any]] = {}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cli(*args: str) -> str:
@@ -67,14 +62,22 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], what: str,
 
 @dataclass
 class WitnessProc:
-    """A witness app on a fixed loopback port, which can be stopped and started again."""
+    """A witness app on a fixed loopback port, which can be stopped and started again.
+
+    Its port is bound when it is made, so a witness not started yet refuses connections (it
+    is down) and no other process can take its port meanwhile.
+    """
 
     signer: CosignatureSigner
-    port: int
     data: Path
     log_vkey: str
+    sock: socket.socket | None = field(default_factory=bound_socket)
     runner: web.AppRunner | None = None
     store: WitnessStore | None = None
+
+    def __post_init__(self) -> None:
+        assert self.sock is not None
+        self.port: int = self.sock.getsockname()[1]
 
     @property
     def url(self) -> str:
@@ -88,9 +91,8 @@ class WitnessProc:
         self.store = await WitnessStore.open(self.data, self.signer.verifier_key_text())
         verifier = Ed25519Verifier.from_vkey(self.log_vkey)
         app = create_witness_app(Witness(self.signer, {verifier.name: [verifier]}, self.store))
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        sock, self.sock = self.sock, None  # first start: the bound socket; then the port
+        self.runner = (await start_server(app, sock=sock, port=self.port)).runner
 
     async def stop(self) -> None:
         if self.runner is not None:
@@ -99,13 +101,17 @@ class WitnessProc:
         if self.store is not None:
             await self.store.close()
             self.store = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
 class Hanging:
     """Accepts connections and requests, never answers: the slowest possible witness."""
 
     def __init__(self) -> None:
-        self.port = free_port()
+        self.sock = bound_socket()
+        self.port = self.sock.getsockname()[1]
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -113,7 +119,7 @@ class Hanging:
             with contextlib.suppress(Exception):
                 await reader.read(-1)
 
-        self.server = await asyncio.start_server(handle, "127.0.0.1", self.port)
+        self.server = await asyncio.start_server(handle, sock=self.sock)
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -146,13 +152,12 @@ class Notary:
         return receipt
 
 
-async def start_notary(settings: Settings, http: aiohttp.ClientSession, vkey: str) -> Notary:
-    app = create_app(settings)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    host, port = settings.host_port
-    await web.TCPSite(runner, host, port).start()
-    return Notary(settings.base_url, settings, runner, http, vkey)
+async def start_notary(settings: Settings, http: aiohttp.ClientSession, vkey: str,
+                       sock: socket.socket | None = None) -> Notary:
+    """Serve on ``sock`` (first start), else where ``settings`` say (a restart)."""
+    _, port = settings.host_port
+    served = await start_server(create_app(settings), sock=sock, port=port)
+    return Notary(settings.base_url, settings, served.runner, http, vkey)
 
 
 @pytest.fixture
@@ -177,19 +182,19 @@ def test_witness_spec_parsing() -> None:
 
 async def test_two_of_three_with_one_witness_down(tmp_path: Path,
                                                   http: aiohttp.ClientSession) -> None:
-    port = free_port()
-    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{port}")
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
     first = init_data_dir(base)
     assert first is not None
     signers = [CosignatureSigner.generate(f"witness.test/w{i}") for i in range(3)]
     verifiers: list[CosignatureVerifier] = [s.verifier() for s in signers]
-    w = [WitnessProc(s, free_port(), tmp_path / f"w{i}.db", first.vkey)
+    w = [WitnessProc(s, tmp_path / f"w{i}.db", first.vkey)
          for i, s in enumerate(signers)]
     await w[0].start()
     await w[1].start()  # w[2] is down: nothing listens on its port
     settings = Settings(data=base.data, listen=base.listen, witnesses=tuple(x.spec for x in w),
                         witness_quorum=2, witness_interval=0.05, witness_timeout=0.5)
-    notary = await start_notary(settings, http, first.vkey)
+    notary = await start_notary(settings, http, first.vkey, sock)
     log_verifier = Ed25519Verifier.from_vkey(first.vkey)
     try:
         key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
@@ -275,8 +280,8 @@ async def test_two_of_three_with_one_witness_down(tmp_path: Path,
 
 async def test_hanging_witness_never_blocks_writes(tmp_path: Path,
                                                    http: aiohttp.ClientSession) -> None:
-    port = free_port()
-    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{port}")
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
     first = init_data_dir(base)
     assert first is not None
     signer = CosignatureSigner.generate("witness.test/slow")
@@ -286,7 +291,7 @@ async def test_hanging_witness_never_blocks_writes(tmp_path: Path,
                         witnesses=(f"http://127.0.0.1:{hanging.port}="
                                    f"{signer.verifier_key_text()}",),
                         witness_interval=0.05, witness_timeout=30.0)
-    notary = await start_notary(settings, http, first.vkey)
+    notary = await start_notary(settings, http, first.vkey, sock)
     try:
         key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
                   ).strip().splitlines()[-1]
@@ -319,20 +324,21 @@ async def test_two_processes_on_one_log_submit_from_one_and_serve_from_both(
         tmp_path: Path, http: aiohttp.ClientSession) -> None:
     """Two notaries on one data directory (``--workers``): one holds the witnessing lease and
     submits, the other serves what it stored; when the holder stops, the other takes over."""
-    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{free_port()}")
+    base = Settings(data=tmp_path / "notary")
     first = init_data_dir(base)
     assert first is not None
     signers = [CosignatureSigner.generate(f"witness.test/w{i}") for i in range(2)]
-    w = [WitnessProc(s, free_port(), tmp_path / f"w{i}.db", first.vkey)
+    w = [WitnessProc(s, tmp_path / f"w{i}.db", first.vkey)
          for i, s in enumerate(signers)]
     for x in w:
         await x.start()
     notaries = []
     for _ in range(2):
-        settings = Settings(data=base.data, listen=f"127.0.0.1:{free_port()}",
+        sock = bound_socket()
+        settings = Settings(data=base.data, listen=f"127.0.0.1:{sock.getsockname()[1]}",
                             witnesses=tuple(x.spec for x in w), witness_quorum=2,
                             witness_interval=0.05, witness_timeout=2.0)
-        notaries.append(await start_notary(settings, http, first.vkey))
+        notaries.append(await start_notary(settings, http, first.vkey, sock))
     a, b = notaries
     try:
         key = cli("apikey", "create", "--data", str(base.data), "--account", "a"
@@ -370,3 +376,117 @@ async def test_two_processes_on_one_log_submit_from_one_and_serve_from_both(
             await n.runner.cleanup()
         for x in w:
             await x.stop()
+def run_cli_capture(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = notary_cli(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    """``notary serve --witness-policy``: a C2SP tlog-policy decides what is published; counts
+    are the real ones everywhere; ``notary verify --upgrade`` turns a receipt embedded at call
+    time (which can never meet a quorum) into one that does, verifiable offline."""
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signers = [CosignatureSigner.generate(f"witness.test/p{i}") for i in range(3)]
+    w = [WitnessProc(s, tmp_path / f"p{i}.db", first.vkey)
+         for i, s in enumerate(signers)]
+    for x in w:
+        await x.start()
+    policy = tmp_path / "witnesses.policy"
+    policy.write_text(f"log {first.vkey}\n" + "".join(
+        f"witness p{i} {x.signer.verifier_key_text()} {x.url}\n" for i, x in enumerate(w))
+        + "group two-of-three 2 p0 p1 p2\nquorum two-of-three\n")
+    settings = Settings(data=base.data, listen=base.listen, witness_policy=str(policy),
+                        witness_interval=0.05, witness_timeout=2.0)
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        notary = await start_notary(settings, http, first.vkey, sock)
+        try:
+            key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                      ).strip().splitlines()[-1]
+            receipt = await notary.issue(key, 1)
+
+            async def all_three() -> Any:
+                _, body, headers = await notary.get("/checkpoint")
+                if headers["Notary-Witnessed"] != "true" or \
+                        headers["Notary-Witness-Cosignatures"] != "3":
+                    return None
+                return body, headers
+
+            body, headers = await eventually(all_three, "three cosignatures")
+            assert headers["Notary-Witness-Quorum"] == "two-of-three"
+            assert len(parse_note(bytes(body)).signatures) == 4  # the log's and three more
+            # The log says what /checkpoint carries (a late third cosignature is logged too).
+            published = [e for e in logs if e.get("event") == "witnessed_checkpoint"]
+            assert published and published[-1]["cosignatures"] == 3, published
+
+            jwks = tmp_path / "jwks.json"
+            jwks.write_text(json.dumps(json.loads((await notary.get(
+                "/.well-known/jwks.json"))[1])))
+            receipt_file, record_file = tmp_path / "receipt.json", tmp_path / "record.json"
+            receipt_file.write_text(json.dumps(receipt))
+            record_file.write_text(json.dumps(RECORDS[receipt["id"]]))
+            inputs = ["--receipt", str(receipt_file), "--record", str(record_file),
+                      "--jwks", str(jwks), "--json"]
+            state = tmp_path / "verifier-state.json"
+
+            # Embedded at call time: the checkpoint predates every cosignature.
+            code, out, _ = await asyncio.to_thread(
+                run_cli_capture, "verify", *inputs, "--witness-policy", str(policy),
+                "--offline", "--state", str(state))
+            report = json.loads(out)
+            assert code == 1 and report["levels"]["witnesses"]["status"] == "failed"
+            assert "0 of 3 witnesses cosigned" in report["levels"]["witnesses"]["reason"]
+            assert not state.exists()  # --offline writes no state file
+
+            # --upgrade fetches the proof into the witnessed checkpoint; saved, it verifies
+            # offline. The log key comes from the policy's log line.
+            upgraded = tmp_path / "upgraded.json"
+            code, out, _ = await asyncio.to_thread(
+                run_cli_capture, "verify", *inputs, "--witness-policy", str(policy),
+                "--upgrade", "--save-receipt", str(upgraded), "--state", str(state))
+            report = json.loads(out)
+            assert code == 0, out
+            reason = report["levels"]["witnesses"]["reason"]
+            assert "3 of 3 witnesses cosigned (p0, p1, p2)" in reason, reason
+            assert any(n.startswith("upgraded:") for n in report["notes"]), report["notes"]
+            assert state.exists()  # online, the newest checkpoint is remembered
+            code, out, _ = await asyncio.to_thread(
+                run_cli_capture, "verify", "--receipt", str(upgraded), "--record",
+                str(record_file), "--jwks", str(jwks), "--witness-policy", str(policy),
+                "--offline", "--no-state", "--json")
+            assert code == 0, out
+
+            # The simple form reports the truth as well: --quorum 2 with three valid says 3.
+            wkeys = [a for x in w for a in ("--witness", x.signer.verifier_key_text())]
+            code, out, _ = await asyncio.to_thread(
+                run_cli_capture, "verify", "--receipt", str(upgraded), "--record",
+                str(record_file), "--jwks", str(jwks), "--log-key", first.vkey, *wkeys,
+                "--quorum", "2", "--offline", "--no-state", "--json")
+            reason = json.loads(out)["levels"]["witnesses"]["reason"]
+            assert code == 0 and reason.startswith("3 of 3 witnesses cosigned"), reason
+            assert "quorum 2 of 3" in reason
+        finally:
+            await notary.runner.cleanup()
+            for x in w:
+                await x.stop()
+
+
+def test_witness_policy_settings_are_checked(tmp_path: Path) -> None:
+    vkey = CosignatureSigner.generate("w.test/1").verifier_key_text()
+    no_url = tmp_path / "no-url.policy"
+    no_url.write_text(f"witness w {vkey}\nquorum w\n")
+    good = tmp_path / "good.policy"
+    good.write_text(f"witness w {vkey} http://127.0.0.1:1\nquorum w\n")
+    for settings in (Settings(data=tmp_path / "n", witness_policy=str(no_url)),
+                     Settings(data=tmp_path / "n", witness_policy=str(tmp_path / "missing")),
+                     Settings(data=tmp_path / "n", witness_policy=str(good),
+                              witnesses=(f"http://127.0.0.1:1={vkey}",))):
+        with pytest.raises(ConfigError):
+            create_app(settings)

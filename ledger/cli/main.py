@@ -3,7 +3,9 @@
 A log directory holds ``log.db`` (SQLite: tiles, bundles, checkpoints), ``log.key`` (the private
 signing key, mode 0600) and ``log.vkey`` (the public verifier key, for anyone). Only ``init`` and
 ``add`` read the private key; ``serve``, ``export`` and ``verify`` need the public key alone, so
-they can run where the signing key is not.
+they can run where the signing key is not. Those three also read a directory whose log lives in
+another SQLite file beside ``log.vkey`` (a notary's data directory): the one file there that
+holds a log's tables.
 
 Every expected failure ends with one ``ledger: error: …`` line on stderr and a non-zero exit:
 users of a command-line tool need to know what to fix, not where in the code it was noticed.
@@ -16,10 +18,8 @@ import asyncio
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-
-from tqdm import tqdm
 
 from ledger.check import AuditError, audit_log
 from ledger.cli import monitor, witness
@@ -33,9 +33,16 @@ from ledger.keyfile import KeyFileError, read_secret, write_secret
 from ledger.log import Log
 from ledger.logs import configure
 from ledger.netaddr import parse_host_port
+from ledger.progress import progress_reporter
 from ledger.publish import Publisher
 from ledger.sequencer import LogIntegrityError
 from ledger.storage.base import StoreError
+from ledger.storage.damage import (
+    corruption_in,
+    damage_message,
+    describe_findings,
+    integrity_errors,
+)
 from ledger.storage.sqlite import SqliteStore
 
 DB, KEY, VKEY = "log.db", "log.key", "log.vkey"
@@ -45,12 +52,49 @@ APPEND_BATCH = 4096
 # --- helpers ------------------------------------------------------------------------------------
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
 def _db(directory: Path) -> Path:
     db = directory / DB
     if not db.is_file():
         raise UsageError(f"no log in {directory} (create one with: ledger init {directory} "
                        "--origin ORIGIN)")
     return db
+
+
+def _holds_log(path: Path) -> bool:
+    """Whether ``path`` is an SQLite file with a log's tables (a damaged one counts: opening it
+    then says what is wrong)."""
+    try:
+        with path.open("rb") as f:
+            if f.read(16) != _SQLITE_MAGIC:
+                return False
+    except OSError:
+        return False
+    try:
+        conn = sqlite3.connect(path)
+        try:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        return corruption_in(e) is not None
+    return {"tiles", "log_state"} <= names
+
+
+def _find_db(directory: Path) -> Path:
+    """``log.db``, or the one SQLite file in ``directory`` that holds a log (a notary keeps its
+    log in its own database file), for the commands that only read."""
+    if (directory / DB).is_file() or not directory.is_dir():
+        return _db(directory)
+    found = [p for p in sorted(directory.iterdir()) if p.is_file() and _holds_log(p)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise UsageError(f"{directory} holds several log databases "
+                         f"({', '.join(p.name for p in found)}); keep one per directory")
+    return _db(directory)
 
 
 def _verifier(directory: Path) -> Ed25519Verifier:
@@ -66,7 +110,7 @@ def _verifier(directory: Path) -> Ed25519Verifier:
 
 async def _open_readonly(directory: Path) -> Log:
     verifier = _verifier(directory)
-    store = await SqliteStore.open(_db(directory))
+    store = await SqliteStore.open(_find_db(directory))
     try:
         log = await Log.open(store, verifier=verifier)
         await log.head()  # fail now, not on the first request, if the key does not match
@@ -74,23 +118,6 @@ async def _open_readonly(directory: Path) -> Log:
         await store.close()
         raise
     return log
-
-
-def _progress(unit: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """A tqdm bar on stderr (only on a terminal), created once the total is known."""
-    bar: list[tqdm[None]] = []
-
-    def update(done: int, total: int) -> None:
-        if not bar:
-            bar.append(tqdm(total=total, unit=unit, unit_scale=True, file=sys.stderr,
-                            disable=None, leave=False))
-        bar[0].update(done - bar[0].n)
-
-    def close() -> None:
-        if bar:
-            bar[0].close()
-
-    return update, close
 
 
 # --- init ---------------------------------------------------------------------------------------
@@ -166,18 +193,28 @@ async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
         await store.close()
         raise
     done = 0
+    first: int | None = None
+    last = 0
     try:
         for i in range(0, len(entries), APPEND_BATCH):
             batch = entries[i : i + APPEND_BATCH]
             results = await log.append_many(batch)
             for r in results:
                 print(r.index)
+                first = r.index if first is None else first
+                last = r.index
             sys.stdout.flush()
             done += len(batch)
+        head = await log.head(0)
     except (StoreError, sqlite3.Error) as e:
         raise UsageError(f"appended {done} of {len(entries)} entries, then: {e}") from None
     finally:
         await log.close()
+    # The indexes go to stdout, one a line, for scripts; the summary to stderr, for people.
+    where = f"index {first}" if first == last else f"indexes {first}-{last}"
+    size = f"; {log.origin} is now at size {head.size}" if head is not None else ""
+    print(f"ledger: appended {done} entr{'y' if done == 1 else 'ies'} ({where}){size}",
+          file=sys.stderr)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -199,13 +236,6 @@ def cmd_add(args: argparse.Namespace) -> int:
 # --- serve --------------------------------------------------------------------------------------
 
 
-def _listen(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError:
-        raise UsageError(f"--listen must be HOST:PORT, got {text!r}") from None
-
-
 async def _serve(directory: Path, host: str, port: int, publish: Path | None) -> None:
     log = await _open_readonly(directory)
     publisher = task = None
@@ -225,7 +255,7 @@ async def _serve(directory: Path, host: str, port: int, publish: Path | None) ->
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    host, port = _listen(args.listen)
+    host, port = parse_host_port(args.listen, what="--listen")
     asyncio.run(_serve(Path(args.dir), host, port,
                        Path(args.publish) if args.publish else None))
     return 0
@@ -236,7 +266,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 async def _export(directory: Path, out: Path) -> str:
     log = await _open_readonly(directory)
-    update, close = _progress("file")
+    update, close = progress_reporter("export", "file")
     try:
         result = await export_log(log, out, progress=update)
     finally:
@@ -253,24 +283,33 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 async def _verify(directory: Path) -> str:
     verifier = _verifier(directory)
-    store = await SqliteStore.open(_db(directory))
-    update, close = _progress("entry")
+    db = _find_db(directory)
+    problems = await asyncio.to_thread(integrity_errors, db)
+    if problems:
+        raise AuditError(f"{db} is damaged: {describe_findings(problems)}")
+    store = await SqliteStore.open(db)
+    update, close = progress_reporter("verify", "entry")
     try:
         report = await audit_log(store, verifier, progress=update)
+    except Exception as e:
+        if corruption_in(e) is None:
+            raise
+        raise AuditError(f"{db} is damaged: {corruption_in(e)}") from None
     finally:
         close()
         await store.close()
-    return (f"ok: {report.origin} size {report.size}: {report.tiles} tiles and bundles match "
-            "the entries, and the root matches the signed checkpoint")
+    return (f"ok: {report.origin} size {report.size}: database pages sound; {report.tiles} "
+            "tiles and bundles match the entries, and the root matches the signed checkpoint")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     try:
         print(asyncio.run(_verify(Path(args.dir))))
     except AuditError as e:
-        print(f"ledger: verify FAILED: {e}", file=sys.stderr)
-        return 1
-    return 0
+        print(f"ledger: verify FAILED: {e}. Restore the newest backup and verify it again.",
+              file=sys.stderr)
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
 
 
 # --- entry point --------------------------------------------------------------------------------
@@ -309,10 +348,22 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("out", metavar="OUT")
     s.set_defaults(func=cmd_export)
 
-    s = sub.add_parser("verify", help="recompute every tile from the entries and compare")
+    s = sub.add_parser("verify", help="check the database pages, recompute every tile from the "
+                                      "entries and compare (a notary's data directory too)")
     s.add_argument("dir", metavar="DIR")
     s.set_defaults(func=cmd_verify)
     return p
+
+
+def _database(args: argparse.Namespace) -> Path | None:
+    """The log database a command uses, for messages about it."""
+    directory = getattr(args, "dir", None)
+    if directory is None:
+        return None
+    try:
+        return _find_db(Path(directory))
+    except UsageError:
+        return Path(directory) / DB
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -321,14 +372,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except (UsageError, StoreError, KeyFileError, NoteError, ExportError, LogIntegrityError) as e:
-        message = str(e)
-    except sqlite3.Error as e:
-        message = f"cannot use the log database: {e}"
-    except OSError as e:
-        message = f"{e.filename}: {e.strerror or e}" if e.filename else str(e)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    except Exception as e:
+        if corruption_in(e) is not None:  # a damaged file: no traceback, no retry
+            db = _database(args)
+            message = damage_message(db, e, f"ledger verify {args.dir}" if db else None)
+        elif isinstance(e, (UsageError, StoreError, KeyFileError, NoteError, ExportError,
+                            LogIntegrityError)):
+            message = str(e)
+        elif isinstance(e, sqlite3.Error):
+            message = f"cannot use the log database: {e}"
+        elif isinstance(e, OSError):
+            message = f"{e.filename}: {e.strerror or e}" if e.filename else str(e)
+        else:
+            raise
     print(f"ledger: error: {message}", file=sys.stderr)
     return ExitCode.USAGE
 

@@ -13,21 +13,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
+import os
+import re
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
+from aiohttp import web
+from prometheus_client import generate_latest
+
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import LogSource
 from ledger.core.cosignature import parse_verifier_key
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
 from ledger.exitcodes import ExitCode, UsageError
+from ledger.logs import configure
+from ledger.monitor.core import Alarm, EntryFilter, Monitor, MonitorConfig, MonitorMetrics
+from ledger.monitor.state import MonitorStateError
 from ledger.netaddr import parse_host_port
 
-if TYPE_CHECKING:
-    from ledger.monitor.core import EntryFilter
-
-__all__ = ["register", "run"]
+__all__ = ["default_state_path", "register", "run", "state_dir"]
 
 
 Command = Callable[[argparse.Namespace], int]
@@ -55,11 +64,23 @@ def _witness(text: str) -> NoteVerifier:
         raise UsageError(f"--witness {text!r}: {e}") from None
 
 
-def _listen(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError:
-        raise UsageError(f"--metrics must be HOST:PORT, got {text!r}") from None
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The user's state directory for the monitor (XDG Base Directory: ``$XDG_STATE_HOME``)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "mcp-notary" / "monitor"
+
+
+def default_state_path(origin: str, vkey: str, env: Mapping[str, str] | None = None) -> Path:
+    """One state file per log: ``<origin, made a file name>-<key digest>.json``.
+
+    The digest of the log's verifier key keeps two logs that share an origin (a new key after
+    a fresh start) apart, so one never reads the other's checkpoint as its own.
+    """
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", origin).strip("._") or "log"
+    digest = hashlib.sha256(vkey.encode()).hexdigest()[:12]
+    return state_dir(env) / f"{slug[:80]}-{digest}.json"
 
 
 async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
@@ -69,13 +90,7 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     Importable so that tests and other programs can run it inside their own event loop;
     ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
     """
-    import aiohttp
-    from aiohttp import web
-    from prometheus_client import generate_latest
 
-    from ledger.client.tiles import FetchError, LogSource
-    from ledger.monitor.core import Alarm, Monitor, MonitorConfig, MonitorMetrics
-    from ledger.monitor.state import StateError
 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
@@ -84,41 +99,42 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     quorum = len(witnesses) if args.quorum is None else args.quorum
     policy = None
     if args.policy:
-        from ledger.core.tlog_policy import PolicyError, parse_policy
-
         if witnesses or args.quorum is not None:
             raise UsageError("--policy replaces --witness and --quorum; give one or the "
                                   "other")
         try:
-            policy = parse_policy(Path(args.policy).read_bytes())
-        except (OSError, PolicyError) as e:
+            policy = parse_tlog_policy(Path(args.policy).read_bytes())
+        except (OSError, TlogPolicyError) as e:
             raise UsageError(f"--policy {args.policy}: {e}") from None
     if quorum < 0 or quorum > len(witnesses):
         raise UsageError(f"--quorum {quorum} needs at least that many --witness keys "
                               f"(got {len(witnesses)})")
     if args.interval is not None and args.interval <= 0:
         raise UsageError("--interval must be positive")
+    listen = parse_host_port(args.metrics, what="--metrics") if args.metrics else None
     watch = getattr(args, "watch_filter", None)
     entry_filter = watch(args.watch_server) if watch is not None and args.watch_server else None
+    state_path = (None if args.no_state else Path(args.state).expanduser() if args.state
+                  else default_state_path(verifier.name, vkey))
     config = MonitorConfig(
         url=args.log, log_verifier=verifier, log_vkey=vkey, witnesses=witnesses, quorum=quorum,
-        state_path=Path(args.state) if args.state else None,
+        state_path=state_path,
         entry_filter=entry_filter, audit=bool(args.audit or entry_filter is not None),
         evidence_dir=Path(args.evidence_dir), timeout=args.timeout, policy=policy)
     daemon = args.interval is not None and not args.once
     metrics = MonitorMetrics()
     stop = stop or asyncio.Event()
-    async with aiohttp.ClientSession() as session:
-        source = LogSource(config.url, session, timeout=config.timeout)
+    async with HttpClient(timeout=config.timeout, follow_redirects=True) as http:
+        source = LogSource(config.url, http, timeout=config.timeout)
         try:
             monitor = Monitor(config, source, metrics, out=out)
-        except StateError as e:
+        except MonitorStateError as e:
             await source.close()
             print(f"notary: error: {e}", file=err)
             return ExitCode.USAGE
         runner: web.AppRunner | None = None
-        if args.metrics:
-            host, port = _listen(args.metrics)
+        if listen is not None:
+            host, port = listen
 
             async def serve_metrics(request: web.Request) -> web.Response:
                 resp = web.Response(body=generate_latest(metrics.registry))
@@ -130,7 +146,6 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             await web.TCPSite(runner, host, port).start()
-        last_code = ExitCode.OK
         try:
             while True:
                 code = ExitCode.OK
@@ -151,14 +166,15 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
                              else f"consistent with {report.previous}")
                     audited = (f"; audited {report.audited} entries in "
                                f"{report.audit_seconds:.1f}s" if config.audit else "")
+                    if report.previous == report.size:
+                        since = "unchanged"
                     line = f"ok: {verifier.name} size {report.size} ({since}){audited}"
-                    # A daemon reports changes only, not every quiet poll.
-                    if not daemon or report.size != report.previous or last_code != ExitCode.OK:
-                        print(line, file=err if daemon else out, flush=True)
-                last_code = code
+                    # One line per poll, quiet ones included: a silent daemon cannot be told
+                    # from a hung one.
+                    print(line, file=err if daemon else out, flush=True)
                 if not daemon:
                     if config.state_path is None and code == ExitCode.OK:
-                        print("notary monitor: no --state file: the next run cannot check "
+                        print("notary monitor: --no-state: the next run cannot check "
                               "consistency with this one", file=err)
                     return code
                 with contextlib.suppress(TimeoutError):
@@ -172,8 +188,6 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
-    from ledger.logs import configure
-
     configure("auto", "info")
 
     async def main() -> int:
@@ -205,11 +219,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="a witness's cosignature verifier key (repeatable)")
     p.add_argument("--quorum", type=int, metavar="K",
                    help="cosignatures required (default: every --witness)")
-    p.add_argument("--policy", metavar="FILE",
+    p.add_argument("--policy", "--witness-policy", dest="policy", metavar="FILE",
                    help="a C2SP tlog-policy file (witnesses, groups, quorum) instead of "
-                        "--witness and --quorum")
-    p.add_argument("--state", metavar="FILE",
-                   help="where the last verified checkpoint and audit position are kept")
+                        "--witness and --quorum (--witness-policy, as in notary verify)")
+    state = p.add_mutually_exclusive_group()
+    state.add_argument("--state", metavar="FILE",
+                       help="where the last verified checkpoint and audit position are kept "
+                            "(default: a file per log under $XDG_STATE_HOME/mcp-notary/monitor/, "
+                            "else ~/.local/state/mcp-notary/monitor/)")
+    state.add_argument("--no-state", action="store_true",
+                       help="keep no state: every run starts from scratch (first seen)")
     if watch is not None:
         p.add_argument("--watch-server", action="append", metavar="NAME",
                        help="report new entries of this MCP server (repeatable; implies --audit)")

@@ -15,12 +15,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import structlog
+
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
 from ledger.exitcodes import ExitCode, UsageError
+from ledger.http.serve import serve_until_signalled
 from ledger.keyfile import KeyFileError, read_secret, write_secret
+from ledger.logs import configure
 from ledger.netaddr import parse_host_port
-from ledger.witness.store import WitnessStoreError
+from ledger.storage.damage import corruption_in, damage_message
+from ledger.witness.server import Witness, create_witness_app
+from ledger.witness.store import WitnessStore, WitnessStoreError
 
 __all__ = ["parse_log_spec", "register"]
 
@@ -54,13 +60,6 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
         raise UsageError(f"--log {text!r}: bad log verifier key: {e}") from None
 
 
-def _listen(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError:
-        raise UsageError(f"--listen must be HOST:PORT, got {text!r}") from None
-
-
 def cmd_keygen(args: argparse.Namespace) -> int:
     try:
         signer = CosignatureSigner.generate(args.name)
@@ -73,13 +72,6 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 async def _serve(signer: CosignatureSigner, logs: dict[str, list[NoteVerifier]], data: Path,
                  host: str, port: int) -> None:
-    # Imported here so that ``notary --help`` and the other commands do not load aiohttp.
-    import structlog
-
-    from ledger.http.serve import serve_until_signalled
-    from ledger.witness.server import Witness, create_witness_app
-    from ledger.witness.store import WitnessStore
-
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = await WitnessStore.open(data / DB_NAME, signer.verifier_key_text())
     app = create_witness_app(Witness(signer, logs, store))
@@ -98,8 +90,6 @@ async def _serve(signer: CosignatureSigner, logs: dict[str, list[NoteVerifier]],
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ledger.logs import configure
-
     configure(args.log_format, args.log_level)
     try:
         signer = CosignatureSigner.from_private_key(read_secret(Path(args.key)))
@@ -109,7 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for spec in args.log:
         origin, verifier = parse_log_spec(spec)
         logs.setdefault(origin, []).append(verifier)
-    host, port = _listen(args.listen)
+    host, port = parse_host_port(args.listen, what="--listen")
     asyncio.run(_serve(signer, logs, Path(args.data), host, port))
     return 0
 
@@ -122,6 +112,13 @@ def _run(func: Command) -> Command:
             return func(args)
         except (UsageError, WitnessStoreError, KeyFileError) as e:
             print(f"notary: error: {e}", file=sys.stderr)
+            return ExitCode.USAGE
+        except Exception as e:
+            if corruption_in(e) is None:
+                raise
+            data = getattr(args, "data", None)
+            db = Path(data) / DB_NAME if data is not None else None
+            print(f"notary: error: {damage_message(db, e, None)}", file=sys.stderr)
             return ExitCode.USAGE
         except KeyboardInterrupt:
             return ExitCode.INTERRUPTED

@@ -2,51 +2,37 @@
 
 Everything the log says is untrusted input here: the monitor verifies it (signatures, proofs,
 recomputed tiles) before believing any of it. A failure to obtain an answer (refused connection,
-timeout, a 5xx or 404) is a :class:`FetchError`, which is not an alarm: the log may be down, and
-the monitor tries again later. Only answers that contradict what was verified are alarms.
+timeout, a 5xx or 404, an answer too large or malformed) is a
+:class:`~ledger.client.http.FetchError`, which is not an alarm: the log may be down, and the
+monitor tries again later. Only answers that contradict what was verified are alarms.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import json
 from collections.abc import Sequence
 
-import aiohttp
 import structlog
 
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.pipeline import PipelinedFetcher, PipelineError
 from ledger.core.hashing import HASH_SIZE
+from ledger.core.note import NoteError, strict_b64decode
 from ledger.core.proofs import Coord, assemble, consistency_plan, plan_coords
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tile_count
 
-__all__ = ["FetchError", "LogSource", "read_bounded", "tile_at"]
+__all__ = ["MAX_CHECKPOINT_BYTES", "MAX_PROOF_JSON_BYTES", "MAX_TILE_BYTES", "LogSource",
+           "tile_at"]
 
 #: The largest tile or bundle a log may serve: 256 entries of at most 65,535 bytes each.
 MAX_TILE_BYTES = TILE_WIDTH * (2 + 0xFFFF)
 MAX_CHECKPOINT_BYTES = 1 << 20
+#: A consistency proof is at most 2·log2(size) hashes; this is ample for any tree.
+MAX_PROOF_JSON_BYTES = 1 << 16
 _CONCURRENCY = 16  # requests in flight when not pipelining
 
 _log = structlog.get_logger("ledger.monitor")
-
-
-class FetchError(Exception):
-    """The log did not give a usable answer (network, timeout, status, malformed JSON)."""
-
-
-async def read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
-    """The whole body, or None as soon as it proves longer than ``limit`` (a hostile log's
-    endless answer is never read into memory)."""
-    if resp.content_length is not None and resp.content_length > limit:
-        return None
-    buf = bytearray()
-    async for chunk in resp.content.iter_any():
-        buf += chunk
-        if len(buf) > limit:
-            return None
-    return bytes(buf)
 
 
 def _limit(tile: Tile) -> int:
@@ -63,28 +49,34 @@ def tile_at(level: int, index: int, tree_size: int) -> Tile:
 
 
 class LogSource:
-    """One log's base URL (where ``/checkpoint`` and ``/tile/…`` live) and an HTTP session.
+    """One log's base URL (where ``/checkpoint`` and ``/tile/…`` live), read through ``http``.
 
     Requests ask for identity encoding: tiles are mostly hashes (incompressible), and a monitor
-    on the same network as the log gains nothing from making the log compress bundles.
+    on the same network as the log gains nothing from making the log compress bundles. Many
+    tiles at once go through the pipelined fetcher while the server allows it.
     """
 
-    def __init__(self, url: str, session: aiohttp.ClientSession, *, timeout: float = 30.0,
+    def __init__(self, url: str, http: HttpClient, *, timeout: float = 30.0,
                  pipeline: bool = True) -> None:
-        from ledger.client.pipeline import PipelinedFetcher, PipelineError
-
         self.url = url.rstrip("/")
-        self.session = session
-        self.timeout = aiohttp.ClientTimeout(total=timeout)
-        self.requests = 0
-        self.bytes = 0
+        self.http = http
         self._sem = asyncio.Semaphore(_CONCURRENCY)
         self._pipeline: PipelinedFetcher | None = None
+        self._pipelined_requests = 0
+        self._pipelined_bytes = 0
         if pipeline:
             try:
                 self._pipeline = PipelinedFetcher(self.url, timeout=timeout)
             except PipelineError:
                 self._pipeline = None
+
+    @property
+    def requests(self) -> int:
+        return self.http.requests + self._pipelined_requests
+
+    @property
+    def received_bytes(self) -> int:
+        return self.http.bytes + self._pipelined_bytes
 
     async def close(self) -> None:
         if self._pipeline is not None:
@@ -92,22 +84,8 @@ class LogSource:
 
     async def get(self, path: str, *, limit: int, params: dict[str, str] | None = None
                   ) -> bytes:
-        url = f"{self.url}/{path}"
-        try:
-            async with self.session.get(url, params=params, timeout=self.timeout,
-                                        headers={"Accept-Encoding": "identity"}) as resp:
-                status = resp.status
-                body = await read_bounded(resp, limit)
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise FetchError(f"GET {url}: {type(e).__name__}: {e}") from e
-        self.requests += 1
-        if body is None:
-            raise FetchError(f"GET {url}: answer larger than {limit} bytes")
-        self.bytes += len(body)
-        if status != 200:
-            raise FetchError(f"GET {url}: HTTP {status}: "
-                             f"{body[:200].decode('utf-8', 'replace').strip()}")
-        return body
+        return await self.http.get(f"{self.url}/{path}", limit=limit, params=params,
+                                   headers={"Accept-Encoding": "identity"})
 
     async def checkpoint(self) -> bytes:
         return await self.get("checkpoint", limit=MAX_CHECKPOINT_BYTES)
@@ -118,8 +96,6 @@ class LogSource:
     async def tiles(self, tiles: Sequence[Tile]) -> list[bytes]:
         """Many tiles at once, in order: pipelined when the server allows it (see
         :mod:`ledger.client.pipeline`), else with concurrent requests of the HTTP client."""
-        from ledger.client.pipeline import PipelineError
-
         if not tiles:
             return []
         fetcher = self._pipeline
@@ -132,8 +108,8 @@ class LogSource:
                 self._pipeline = None
                 await fetcher.close()
             else:
-                self.requests += len(bodies)
-                self.bytes += sum(len(b) for b in bodies)
+                self._pipelined_requests += len(bodies)
+                self._pipelined_bytes += sum(len(b) for b in bodies)
                 return bodies
 
         async def one(tile: Tile) -> bytes:
@@ -148,13 +124,27 @@ class LogSource:
         The proof is not trusted either way: the caller verifies it against the two roots.
         """
         try:
-            body = await self.get("v1/ledger/proofs/consistency", limit=1 << 16,
-                                  params={"old": str(old), "new": str(new)})
-            obj = json.loads(body)
-            return [base64.b64decode(h, validate=True) for h in obj["proof"]]
-        except (FetchError, ValueError, KeyError, TypeError, binascii.Error):
+            return await self.consistency_from_api(old, new)
+        except FetchError:
             # No such API (a static tlog-tiles mirror, say), or nonsense from it.
             return await self.consistency_from_tiles(old, new)
+
+    async def consistency_from_api(self, old: int, new: int) -> list[bytes]:
+        """PROOF(old, new) from ``/v1/ledger/proofs/consistency`` (``{old, new, proof}``); an
+        answer of another shape is a malformed :class:`~ledger.client.http.FetchError`."""
+        url = f"{self.url}/v1/ledger/proofs/consistency"
+        doc = await self.http.get_json(url, limit=MAX_PROOF_JSON_BYTES,
+                                       params={"old": str(old), "new": str(new)})
+        hashes = doc.get("proof") if isinstance(doc, dict) else None
+        if (not isinstance(doc, dict) or doc.get("old") != old or doc.get("new") != new
+                or not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes)):
+            raise FetchError(f"{url}?old={old}&new={new}", "malformed answer", status=200,
+                             malformed=True)
+        try:
+            return [strict_b64decode(h, "proof hash") for h in hashes]
+        except NoteError as e:
+            raise FetchError(f"{url}?old={old}&new={new}", str(e), status=200,
+                             malformed=True) from None
 
     async def hashes(self, coords: Sequence[Coord], tree_size: int) -> dict[Coord, bytes]:
         """Stored subtree hashes read out of the tiles a tree of ``tree_size`` publishes."""
@@ -163,14 +153,17 @@ class LogSource:
         for coord in coords:
             tl, tn, _ = tile_of(coord)
             if (tl, tn) not in tiles:
-                data = await self.tile(tile_at(tl, tn, tree_size))
+                tile = tile_at(tl, tn, tree_size)
+                data = await self.tile(tile)
                 if not data or len(data) % HASH_SIZE:
-                    raise FetchError(f"tile {tl}/{tn} is not a whole number of hashes")
+                    raise FetchError(f"{self.url}/{tile.path()}", "the tile is not a whole "
+                                     "number of hashes", status=200, malformed=True)
                 tiles[(tl, tn)] = ExpandedTile(data)
             try:
                 out[coord] = tiles[(tl, tn)].get(coord)
             except KeyError as e:
-                raise FetchError(f"tile {tl}/{tn} is too short: {e}") from None
+                raise FetchError(f"{self.url}/tile/{tl}/{tn}", f"the tile is too short: {e}",
+                                 status=200, malformed=True) from None
         return out
 
     async def consistency_from_tiles(self, old: int, new: int) -> list[bytes]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import aiohttp
-
+from ledger.client.http import FetchError, HttpClient
 from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.errors import LedgerError
 from ledger.core.note import NoteError, NoteSignature, parse_note
 from ledger.core.witness_protocol import (
     SIZE_CONTENT_TYPE,
@@ -34,17 +34,7 @@ __all__ = [
 _MAX_ANSWER = 64 * 1024
 
 
-async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The body, or its first ``limit + 1`` bytes: a witness's answer is a few lines."""
-    buf = bytearray()
-    async for chunk in resp.content.iter_any():
-        buf += chunk
-        if len(buf) > limit:
-            break
-    return bytes(buf)
-
-
-class WitnessError(Exception):
+class WitnessError(LedgerError):
     """The witness did not cosign."""
 
 
@@ -84,12 +74,11 @@ class WitnessConflict(WitnessError):
 class WitnessClient:
     """One witness: its submission prefix URL and its cosignature verifier key."""
 
-    def __init__(self, url: str, verifier: CosignatureVerifier,
-                 session: aiohttp.ClientSession, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, verifier: CosignatureVerifier, http: HttpClient) -> None:
+        """``http`` carries the timeout; a witness answers in well under a second."""
         self.url = url.rstrip("/")
         self.verifier = verifier
-        self.session = session
-        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.http = http
 
     async def add_checkpoint(self, old: int, proof: Sequence[bytes], checkpoint: bytes
                              ) -> list[NoteSignature]:
@@ -97,28 +86,26 @@ class WitnessClient:
         text = parse_note(checkpoint).text
         body = format_add_checkpoint(old, proof, checkpoint)
         try:
-            async with self.session.post(
-                self.url + "/add-checkpoint", data=body, timeout=self.timeout,
-                headers={"Content-Type": "text/plain; charset=utf-8"},
-            ) as resp:
-                status, ctype = resp.status, resp.content_type
-                answer = await _read_bounded(resp, _MAX_ANSWER)
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise WitnessUnavailable(f"{self.url}: {type(e).__name__}: {e}") from e
-        if len(answer) > _MAX_ANSWER:
-            raise WitnessRefused(status, "answer is too large")
+            answer = await self.http.request(
+                "POST", self.url + "/add-checkpoint", data=body, limit=_MAX_ANSWER,
+                headers={"Content-Type": "text/plain; charset=utf-8"})
+        except FetchError as e:
+            if e.status is not None:  # it answered, with far too much
+                raise WitnessRefused(e.status, "answer is too large") from None
+            raise WitnessUnavailable(f"{self.url}: {e}") from None
+        status, ctype = answer.status, answer.content_type
         if status == 200:
             try:
-                return verify_cosignatures(text, answer, [self.verifier])
+                return verify_cosignatures(text, answer.body, [self.verifier])
             except (ProtocolError, NoteError) as e:
                 raise WitnessRefused(200, f"no valid cosignature by {self.verifier.name}: {e}"
                                      ) from None
         if status == 409 and ctype == SIZE_CONTENT_TYPE:
             try:
-                raise WitnessConflict(parse_size(answer), old)
+                raise WitnessConflict(parse_size(answer.body), old)
             except ProtocolError as e:
                 raise WitnessRefused(409, str(e)) from None
-        message = answer[:300].decode("utf-8", "replace").strip()
+        message = answer.body[:300].decode("utf-8", "replace").strip()
         if status >= 500:
             raise WitnessUnavailable(f"{self.url}: {status} {message}")
         raise WitnessRefused(status, message)

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE, fold_right
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_HEIGHT, TILE_WIDTH
 
@@ -20,7 +21,7 @@ _FULL_TILE_BYTES = TILE_WIDTH * HASH_SIZE
 _LEVEL_MASK = TILE_HEIGHT - 1
 
 
-class EntryTooLargeError(ValueError):
+class EntryTooLargeError(LedgerError, ValueError):
     """An entry that cannot be stored: bundles prefix each entry with a uint16 length."""
 
 

@@ -18,14 +18,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
 import re
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, Self
 
 import nacl.exceptions
 import nacl.signing
+
+from ledger.core.errors import LedgerError
 
 __all__ = [
     "KEY_TYPE_COSIGNATURE_V1",
@@ -79,7 +81,7 @@ _WHITE_SPACE = frozenset(
 )
 
 
-class NoteError(ValueError):
+class NoteError(LedgerError, ValueError):
     """A note, key or signature is malformed or does not verify.
 
     A ValueError so that callers treating any bad input uniformly (HTTP 4xx) can catch one type.
@@ -482,7 +484,7 @@ class _Ed25519PrivateKey(_Ed25519Key):
     @classmethod
     def generate(cls, name: str) -> Self:
         """A fresh key from the operating system's CSPRNG."""
-        return cls(name, os.urandom(_SEED_SIZE))
+        return cls(name, secrets.token_bytes(_SEED_SIZE))
 
     @classmethod
     def from_private_key(cls, text: str) -> Self:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE, fold_right, node_hash
 
 Coord = tuple[int, int]  # (tree level, index at that level): root of leaves [i·2^l, (i+1)·2^l)
 Range = tuple[int, int]  # leaves [start, end)
 
 
-class ProofError(ValueError):
+class ProofError(LedgerError, ValueError):
     """A proof that does not verify, or a request for a proof that cannot exist."""
 
 
@@ -41,6 +42,41 @@ def inclusion_plan(index: int, size: int) -> list[Range]:
             out.append((start, min(start + (1 << height), size)))
         height += 1
     return out
+
+
+def shared_inclusion_plans(indexes: Sequence[int], size: int
+                           ) -> tuple[list[list[Range]], list[Range]]:
+    """(lower ranges per index, upper ranges shared by all) with
+    ``inclusion_plan(indexes[k], size) == lower[k] + upper`` for every k.
+
+    Above the height where the smallest and largest index have the same ancestor, every
+    index has that ancestor, hence the same siblings: that part of the path is planned once.
+    Below it each index gets only its few lowest levels (log2 of the span of ``indexes``).
+    """
+    for index in indexes:
+        if not 0 <= index < size:
+            raise ProofError(f"index {index} is not in a tree of size {size}")
+    if not indexes:
+        return [], []
+    split = (min(indexes) ^ max(indexes)).bit_length()  # first height with one ancestor
+    lower: list[list[Range]] = []
+    for index in indexes:
+        out: list[Range] = []
+        for height in range(split):
+            if (1 << height) >= size:
+                break
+            start = ((index >> height) ^ 1) << height
+            if start < size:
+                out.append((start, min(start + (1 << height), size)))
+        lower.append(out)
+    upper: list[Range] = []
+    height, index = split, indexes[0]
+    while (1 << height) < size:
+        start = ((index >> height) ^ 1) << height
+        if start < size:
+            upper.append((start, min(start + (1 << height), size)))
+        height += 1
+    return lower, upper
 
 
 def consistency_plan(old: int, new: int) -> list[Range]:

@@ -63,6 +63,41 @@ class ExpandedTile:
         self._data = b"".join(parts)
         self._offsets = offsets
 
+    def extended(self, row: bytes) -> ExpandedTile:
+        """``ExpandedTile(row)`` for a wider ``row`` that starts with this tile's row, hashing
+        only the nodes that are new.
+
+        The right-edge tile of a growing log is replaced by a wider one after every commit; a
+        full re-expansion would hash every node of it again (up to 255 hashes per level for
+        the one or two entries a small batch adds). Any other ``row`` is expanded afresh.
+        """
+        width = self.width
+        have = width * HASH_SIZE
+        if len(row) < have or len(row) % HASH_SIZE or row[:have] != self._data[:have]:
+            return ExpandedTile(row)
+        out = ExpandedTile.__new__(ExpandedTile)
+        out.width = len(row) // HASH_SIZE
+        parts = [row]
+        offsets = [0]
+        pos = len(row)
+        cur = row
+        for height in range(1, TILE_HEIGHT + 1):
+            n = len(cur) // _PAIR
+            if n == 0:
+                break
+            old = width >> height  # nodes this tile already holds at this height
+            kept = (self._data[self._offsets[height]:self._offsets[height] + old * HASH_SIZE]
+                    if old else b"")
+            nxt = kept + b"".join([_sha256(b"\x01" + cur[j : j + _PAIR]).digest()
+                                   for j in range(old * _PAIR, n * _PAIR, _PAIR)])
+            offsets.append(pos)
+            pos += len(nxt)
+            parts.append(nxt)
+            cur = nxt
+        out._data = b"".join(parts)
+        out._offsets = offsets
+        return out
+
     def at(self, sub: int, pos: int) -> bytes:
         """Hash ``pos`` at height ``sub`` inside the tile, unchecked: the caller has made sure
         that the tile is wide enough, ``(pos + 1) << sub <= width`` (see :meth:`get`)."""

@@ -10,13 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ledger.core.errors import LedgerError
+
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT  # 256
 MAX_LEVEL = 63
 MAX_ENTRY_SIZE = 0xFFFF
 
 
-class TilePathError(ValueError):
+class TilePathError(LedgerError, ValueError):
     """A tile path that is not in the exact tlog-tiles form."""
 
 
@@ -112,16 +114,6 @@ def tiles_for_size(tree_size: int, *, entries: bool = False) -> list[Tile]:
         if count % TILE_WIDTH:
             out.append(Tile(lv, count // TILE_WIDTH, count % TILE_WIDTH))
     return out
-
-
-def tile_for(level: int, index: int, tree_size: int) -> Tile:
-    """The tile, with the width a tree of ``tree_size`` publishes, holding hash ``index``."""
-    count = tree_size if level == ENTRIES_LEVEL else level_size(tree_size, level)
-    if index >= count:
-        raise ValueError(f"hash {index} at tile level {level} is beyond tree size {tree_size}")
-    n = index // TILE_WIDTH
-    full = (count // TILE_WIDTH) > n
-    return Tile(level, n, TILE_WIDTH if full else count % TILE_WIDTH)
 
 
 def tile_count(tree_size: int, level: int) -> int:

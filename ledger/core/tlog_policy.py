@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
 from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.errors import LedgerError
 from ledger.core.note import (
     Ed25519Verifier,
     NoteError,
@@ -34,16 +35,19 @@ from ledger.core.note import (
     parse_note,
 )
 
-__all__ = ["Policy", "PolicyError", "PolicyNotMet", "parse_policy"]
+__all__ = ["TlogPolicy", "TlogPolicyError", "TlogPolicyNotMet", "parse_tlog_policy"]
+
+QUORUM_GROUP = "quorum"
+"""The group :meth:`TlogPolicy.from_quorum` builds (k of the given witnesses)."""
 
 NONE = "none"
 
 
-class PolicyError(ValueError):
+class TlogPolicyError(LedgerError, ValueError):
     """The policy file is malformed."""
 
 
-class PolicyNotMet(NoteError):
+class TlogPolicyNotMet(NoteError):
     """A checkpoint that is not signed by a policy log, or not cosigned by the quorum."""
 
 
@@ -54,7 +58,7 @@ class Group:
 
 
 @dataclass(frozen=True)
-class Policy:
+class TlogPolicy:
     logs: tuple[tuple[Ed25519Verifier, str | None], ...]
     witnesses: Mapping[str, tuple[NoteVerifier, str | None]]
     groups: Mapping[str, Group]
@@ -63,6 +67,88 @@ class Policy:
     @property
     def witness_verifiers(self) -> list[NoteVerifier]:
         return [v for v, _ in self.witnesses.values()]
+
+    @classmethod
+    def from_quorum(cls, witnesses: Sequence[NoteVerifier], quorum: int,
+                    urls: Sequence[str | None] | None = None) -> TlogPolicy:
+        """The simple form ``--witness K1 --witness K2 --quorum k`` as a policy: k of them.
+
+        Witnesses are named by their key names (``#2``, ``#3``... appended when two keys share
+        a name); a key given twice counts once (cosignature/v1 does not commit to the name).
+        ``quorum`` 0 means no cosignature is required (the witnesses are still counted).
+        Raises :class:`TlogPolicyError` for a quorum the witnesses cannot meet.
+        """
+        if isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 0:
+            raise TlogPolicyError("the witness quorum must be a non-negative integer")
+        named: dict[str, tuple[NoteVerifier, str | None]] = {}
+        seen: set[bytes | tuple[str, int]] = set()
+        for i, verifier in enumerate(witnesses):
+            key = getattr(verifier, "public_key", None)
+            ident: bytes | tuple[str, int] = (key if isinstance(key, bytes)
+                                              else (verifier.name, verifier.key_id))
+            if ident in seen:
+                continue
+            seen.add(ident)
+            name, n = verifier.name, 1
+            while name in named or name in (NONE, QUORUM_GROUP):
+                n += 1
+                name = f"{verifier.name}#{n}"
+            named[name] = (verifier, urls[i] if urls is not None else None)
+        if quorum > len(named):
+            raise TlogPolicyError(f"a quorum of {quorum} cannot be met by {len(named)} distinct "
+                              "witness key(s)")
+        if quorum == 0:
+            return cls((), named, {}, NONE)
+        return cls((), named, {QUORUM_GROUP: Group(quorum, tuple(named))}, QUORUM_GROUP)
+
+    @property
+    def requires_cosignatures(self) -> bool:
+        """Whether a checkpoint needs any cosignature at all (the quorum is not ``none``)."""
+        return self.quorum != NONE
+
+    def describe(self) -> str:
+        """The quorum rule in words: ``2 of 3 witnesses (a, b, c)``, or the group tree."""
+        return self._describe(self.quorum)
+
+    def _describe(self, name: str) -> str:
+        if name == NONE:
+            return "no cosignature required"
+        if name in self.witnesses:
+            return f"witness {name}"
+        group = self.groups[name]
+        inner = ", ".join(m if m in self.witnesses else f"({self._describe(m)})"
+                          for m in group.members)
+        label = "" if name == QUORUM_GROUP else f"group {name}: "
+        return f"{label}{group.threshold} of {len(group.members)} ({inner})"
+
+    @property
+    def quorum_header(self) -> str:
+        """A short form of the quorum for a header: ``k`` for k of the witnesses, else a name."""
+        group = self.groups.get(self.quorum)
+        if self.quorum == NONE:
+            return "0"
+        if self.quorum == QUORUM_GROUP and group is not None:
+            return str(group.threshold)
+        return self.quorum
+
+    def cosigners(self, note: bytes, log_verifiers: Sequence[NoteVerifier] = ()) -> set[str]:
+        """The policy witnesses with a verified cosignature on ``note`` (by policy name).
+
+        A witness key that is also a log key never counts. Raises NoteError when a signature
+        by a listed witness key does not verify (a forged or damaged line is an error, not
+        merely a missing cosignature).
+        """
+        logs = {(v.name, v.key_id) for v in log_verifiers}
+        candidates = [(n, v) for n, (v, _) in self.witnesses.items()
+                      if (v.name, v.key_id) not in logs]
+        if not candidates:
+            return set()
+        try:
+            _, verified = open_note(note, [v for _, v in candidates])
+        except UnverifiedNoteError:
+            return set()
+        ids = {(s.name, s.key_id) for s in verified}
+        return {n for n, v in candidates if (v.name, v.key_id) in ids}
 
     def satisfied(self, cosigned: set[str]) -> bool:
         """Whether the witnesses named in ``cosigned`` (policy names) meet the quorum."""
@@ -81,7 +167,7 @@ class Policy:
         """Check a checkpoint note against the policy; returns it and the witnesses that cosigned.
 
         ``log_verifiers`` adds log keys known from elsewhere (a policy may list no log). Raises
-        :class:`PolicyNotMet`, or NoteError when a known key's signature does not verify.
+        :class:`TlogPolicyNotMet`, or NoteError when a known key's signature does not verify.
         """
         logs: list[NoteVerifier] = [v for v, _ in self.logs]
         logs += [v for v in log_verifiers if all(
@@ -90,15 +176,15 @@ class Policy:
         try:
             _, verified = open_note(note, [*logs, *witnesses])
         except UnverifiedNoteError:
-            raise PolicyNotMet("the checkpoint carries no signature by a policy key") from None
+            raise TlogPolicyNotMet("the checkpoint carries no signature by a policy key") from None
         ids = {(s.name, s.key_id) for s in verified}
         cp = parse_checkpoint_text(parse_note(note).text)
         if not any((v.name, v.key_id) in ids and v.name == cp.origin for v in logs):
-            raise PolicyNotMet(f"checkpoint of {cp.origin!r} is not signed by a policy log")
+            raise TlogPolicyNotMet(f"checkpoint of {cp.origin!r} is not signed by a policy log")
         cosigned = {name for name, (v, _) in self.witnesses.items()
                     if (v.name, v.key_id) in ids}
         if not self.satisfied(cosigned):
-            raise PolicyNotMet(f"the quorum {self.quorum!r} is not met (cosigned by "
+            raise TlogPolicyNotMet(f"the quorum {self.quorum!r} is not met (cosigned by "
                                f"{sorted(cosigned) or 'no witness'})")
         return cp, cosigned
 
@@ -109,11 +195,12 @@ def _public_key(v: NoteVerifier) -> bytes:
     return key
 
 
-def parse_policy(data: bytes | str) -> Policy:
+def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
+    """Parse a C2SP tlog-policy file; raises :class:`TlogPolicyError` naming the line."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     for b in raw:
         if (b < 0x20 and b not in (0x09, 0x0A)) or b == 0x7F:
-            raise PolicyError(f"policy contains the forbidden byte 0x{b:02x}")
+            raise TlogPolicyError(f"policy contains the forbidden byte 0x{b:02x}")
     text = raw.decode("utf-8", "surrogateescape")  # names are opaque bytes
     logs: list[tuple[Ed25519Verifier, str | None]] = []
     witnesses: dict[str, tuple[NoteVerifier, str | None]] = {}
@@ -129,40 +216,40 @@ def parse_policy(data: bytes | str) -> Policy:
         keyword, args = fields[0], fields[1:]
         if keyword == "log":
             if len(args) not in (1, 2):
-                raise PolicyError(f"{where}: want 'log <vkey> [<url>]'")
+                raise TlogPolicyError(f"{where}: want 'log <vkey> [<url>]'")
             try:
                 log_key = Ed25519Verifier.from_vkey(args[0])
             except NoteError as e:
-                raise PolicyError(f"{where}: bad log key: {e}") from None
+                raise TlogPolicyError(f"{where}: bad log key: {e}") from None
             if log_key.public_key in keys:
-                raise PolicyError(f"{where}: duplicate key")
+                raise TlogPolicyError(f"{where}: duplicate key")
             keys.add(log_key.public_key)
             logs.append((log_key, args[1] if len(args) == 2 else None))
         elif keyword == "witness":
             if len(args) not in (2, 3):
-                raise PolicyError(f"{where}: want 'witness <name> <vkey> [<url>]'")
+                raise TlogPolicyError(f"{where}: want 'witness <name> <vkey> [<url>]'")
             name = args[0]
             if name == NONE or name in witnesses or name in groups:
-                raise PolicyError(f"{where}: name {name!r} is reserved or already defined")
+                raise TlogPolicyError(f"{where}: name {name!r} is reserved or already defined")
             try:
                 wkey: NoteVerifier = CosignatureVerifier.from_vkey(args[1])
             except NoteError as e:
-                raise PolicyError(f"{where}: bad witness key: {e}") from None
+                raise TlogPolicyError(f"{where}: bad witness key: {e}") from None
             if _public_key(wkey) in keys:
-                raise PolicyError(f"{where}: duplicate key")
+                raise TlogPolicyError(f"{where}: duplicate key")
             keys.add(_public_key(wkey))
             witnesses[name] = (wkey, args[2] if len(args) == 3 else None)
         elif keyword == "group":
             if len(args) < 3:
-                raise PolicyError(f"{where}: want 'group <name> all|any|<k> <member>...'")
+                raise TlogPolicyError(f"{where}: want 'group <name> all|any|<k> <member>...'")
             name, k, members = args[0], args[1], args[2:]
             if name == NONE or name in witnesses or name in groups:
-                raise PolicyError(f"{where}: name {name!r} is reserved or already defined")
+                raise TlogPolicyError(f"{where}: name {name!r} is reserved or already defined")
             for m in members:
                 if m not in witnesses and m not in groups:
-                    raise PolicyError(f"{where}: member {m!r} is not defined before")
+                    raise TlogPolicyError(f"{where}: member {m!r} is not defined before")
                 if m in members_used:
-                    raise PolicyError(f"{where}: {m!r} is already a group member")
+                    raise TlogPolicyError(f"{where}: {m!r} is already a group member")
                 members_used.add(m)
             if k == "all":
                 threshold = len(members)
@@ -171,20 +258,20 @@ def parse_policy(data: bytes | str) -> Policy:
             elif k.isascii() and k.isdigit() and k == str(int(k)):
                 threshold = int(k)
                 if not 1 <= threshold <= len(members):
-                    raise PolicyError(f"{where}: threshold {k} is not in 1..{len(members)}")
+                    raise TlogPolicyError(f"{where}: threshold {k} is not in 1..{len(members)}")
             else:
-                raise PolicyError(f"{where}: threshold must be all, any or a number")
+                raise TlogPolicyError(f"{where}: threshold must be all, any or a number")
             groups[name] = Group(threshold, tuple(members))
         elif keyword == "quorum":
             if len(args) != 1:
-                raise PolicyError(f"{where}: want 'quorum <name>'")
+                raise TlogPolicyError(f"{where}: want 'quorum <name>'")
             if quorum is not None:
-                raise PolicyError(f"{where}: a second quorum line")
+                raise TlogPolicyError(f"{where}: a second quorum line")
             if args[0] != NONE and args[0] not in witnesses and args[0] not in groups:
-                raise PolicyError(f"{where}: quorum {args[0]!r} is not defined before")
+                raise TlogPolicyError(f"{where}: quorum {args[0]!r} is not defined before")
             quorum = args[0]
         else:
-            raise PolicyError(f"{where}: unknown keyword {keyword!r}")
+            raise TlogPolicyError(f"{where}: unknown keyword {keyword!r}")
     if quorum is None:
-        raise PolicyError("the policy has no quorum line")
-    return Policy(tuple(logs), witnesses, groups, quorum)
+        raise TlogPolicyError("the policy has no quorum line")
+    return TlogPolicy(tuple(logs), witnesses, groups, quorum)

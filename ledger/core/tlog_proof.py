@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from ledger.core.checkpoint import parse_checkpoint_text
+from ledger.core.errors import LedgerError
 from ledger.core.note import NoteError, parse_note, strict_b64decode
 
 __all__ = [
@@ -41,7 +42,7 @@ _HASH_SIZE = 32
 _INDEX_LINE = re.compile(r"index (0|[1-9][0-9]*)", re.ASCII)
 
 
-class ProofBundleError(ValueError):
+class ProofBundleError(LedgerError, ValueError):
     """A tlog-proof text is malformed."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ledger.core.checkpoint import Checkpoint
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, HASH_SIZE
 from ledger.core.note import NoteError, NoteSignature, NoteVerifier, open_note, strict_b64decode
 from ledger.core.proofs import ProofError, verify_consistency
@@ -59,7 +60,7 @@ _OLD_LINE = re.compile(rb"old (0|[1-9][0-9]{0,19})")
 _SIZE_BODY = re.compile(rb"(0|[1-9][0-9]{0,19})\n")
 
 
-class ProtocolError(ValueError):
+class ProtocolError(LedgerError, ValueError):
     """A request or response that is not in the exact form the spec requires (HTTP 400)."""
 
 

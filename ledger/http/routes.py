@@ -17,6 +17,7 @@ from aiohttp import web
 
 from ledger.core.hashing import leaf_hash
 from ledger.core.tiles import TILE_WIDTH, TilePathError, parse_tile_path, tile_count
+from ledger.core.timestamps import rfc3339
 from ledger.http.errors import ApiError, error_middleware
 from ledger.log import Head, Log
 from ledger.storage.base import CheckpointRecord
@@ -202,7 +203,7 @@ def _history(head: Head, stored: Sequence[CheckpointRecord], limit: int) -> list
 
 
 async def get_checkpoints(request: web.Request) -> web.Response:
-    """Recent checkpoints (``time`` in UNIX seconds), so an auditor can check old ones too."""
+    """Recent checkpoints (``time`` in RFC 3339), so an auditor can check old ones too."""
     limit = _query_uint(request, "limit", maximum=MAX_HISTORY)
     if limit is None:
         limit = DEFAULT_HISTORY
@@ -211,7 +212,8 @@ async def get_checkpoints(request: web.Request) -> web.Response:
     log, head = await _head(request)
     records = _history(head, await log.store.history(limit + 1), limit)
     return web.json_response({"checkpoints": [
-        {"size": r.size, "time": r.time, "checkpoint": r.note.decode("utf-8")} for r in records
+        {"size": r.size, "time": rfc3339(r.time), "checkpoint": r.note.decode("utf-8")}
+        for r in records
     ]})
 
 

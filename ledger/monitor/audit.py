@@ -26,8 +26,9 @@ from typing import Any
 from ledger.client.tiles import LogSource, tile_at
 from ledger.core.checkpoint import Checkpoint
 from ledger.core.compact import TreeState, decode_bundle, integrate
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE
-from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, level_size, tile_count
+from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tile_count
 
 __all__ = ["AuditAlarm", "AuditResult", "audit_range"]
 
@@ -44,7 +45,7 @@ _PREFETCH_CHUNKS = 4
 _SAVE_EVERY = 10.0  # seconds between intermediate saves
 
 
-class AuditAlarm(Exception):
+class AuditAlarm(LedgerError):
     """What the log serves contradicts its verified checkpoint.
 
     ``kind`` is ``tile_mismatch``, ``bad_bundle`` or ``root_mismatch``; ``evidence`` holds the
@@ -130,10 +131,10 @@ async def audit_range(
 
     ``target`` must already be verified (signature and consistency): the audit checks that the
     served data is the tree it commits to. Raises :class:`AuditAlarm` at the first difference,
-    :class:`~ledger.client.tiles.FetchError` when the log does not answer.
+    :class:`~ledger.client.http.FetchError` when the log does not answer.
     """
     began = time.perf_counter()
-    requests0, bytes0 = source.requests, source.bytes
+    requests0, bytes0 = source.requests, source.received_bytes
     a, b = start.size, target.size
     if b < a:
         raise ValueError(f"cannot audit backwards from {a} to {b}")
@@ -221,7 +222,7 @@ async def audit_range(
     if state.root() != target.root_hash:
         raise _root_alarm(state, target)
     return AuditResult(state, b - a, compared, time.perf_counter() - began,
-                       source.requests - requests0, source.bytes - bytes0,
+                       source.requests - requests0, source.received_bytes - bytes0,
                        {"hashing_seconds": hashing})
 
 
@@ -239,10 +240,3 @@ def _root_alarm(state: TreeState, target: Checkpoint) -> AuditAlarm:
         {"recomputed_root": _b64(state.root()), "size": target.size},
     )
 
-
-def level_tiles(size: int) -> int:
-    """How many hash-tile levels a tree of ``size`` has (for reports)."""
-    level = 0
-    while level_size(size, level):
-        level += 1
-    return level

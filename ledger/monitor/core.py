@@ -14,7 +14,7 @@ One poll:
 Anything that contradicts what was verified is an :class:`Alarm`: it is written as a JSON
 evidence file (both checkpoints and the failing proof or tile, enough for a third party to check
 the claim offline), printed on stderr and counted in the metrics; the state does not advance past
-it. A log that cannot be reached is not an alarm (:class:`~ledger.client.tiles.FetchError`).
+it. A log that cannot be reached is not an alarm (:class:`~ledger.client.http.FetchError`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ from typing import IO, Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from tqdm import tqdm
 
 from ledger.atomic import write_atomic
-from ledger.client.tiles import FetchError, LogSource
+from ledger.client.http import FetchError
+from ledger.client.tiles import LogSource
 from ledger.core.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -42,12 +44,13 @@ from ledger.core.checkpoint import (
     parse_checkpoint_text,
 )
 from ledger.core.compact import TreeState
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT
 from ledger.core.note import InvalidSignatureError, NoteError, NoteVerifier, parse_note
 from ledger.core.proofs import ProofError, verify_consistency
-from ledger.core.tlog_policy import Policy
+from ledger.core.tlog_policy import TlogPolicy
 from ledger.monitor.audit import AuditAlarm, audit_range
-from ledger.monitor.state import MonitorState, StateError, load_state, save_state
+from ledger.monitor.state import MonitorState, MonitorStateError, load_state, save_state
 
 __all__ = ["Alarm", "Monitor", "MonitorConfig", "MonitorMetrics", "PollReport"]
 
@@ -57,7 +60,7 @@ _log = structlog.get_logger("ledger.monitor")
 PROGRESS_MIN_ENTRIES = 50_000
 
 
-class Alarm(Exception):
+class Alarm(LedgerError):
     """The log contradicted what the monitor verified before (or its own signed statements)."""
 
     def __init__(self, kind: str, message: str, evidence: dict[str, Any] | None = None) -> None:
@@ -87,7 +90,7 @@ class MonitorConfig:
     evidence_dir: Path = Path("monitor-evidence")
     timeout: float = 30.0
     progress: bool = True
-    policy: Policy | None = None  # a C2SP tlog-policy, instead of witnesses and quorum
+    policy: TlogPolicy | None = None  # a C2SP tlog-policy, instead of witnesses and quorum
 
 
 class MonitorMetrics:
@@ -155,17 +158,17 @@ class Monitor:
         if state is None:
             return fresh
         if state.vkey != cfg.log_vkey:
-            raise StateError(f"{cfg.state_path} is the state of log {state.vkey}, not of "
+            raise MonitorStateError(f"{cfg.state_path} is the state of log {state.vkey}, not of "
                              f"{cfg.log_vkey}")
         if state.checkpoint is not None:
             try:
                 cp, _ = open_checkpoint(state.checkpoint, cfg.log_verifier)
             except NoteError as e:
-                raise StateError(f"{cfg.state_path}: the saved checkpoint does not verify: {e}"
-                                 ) from None
+                raise MonitorStateError(
+                    f"{cfg.state_path}: the saved checkpoint does not verify: {e}") from None
             for tree in (state.audit, state.progress):
                 if tree is not None and tree.size > cp.size:
-                    raise StateError(f"{cfg.state_path}: audit state beyond the checkpoint")
+                    raise MonitorStateError(f"{cfg.state_path}: audit state beyond the checkpoint")
         if state.audit is not None:
             self.metrics.audited_size.set(state.audit.size)
         return state
@@ -351,8 +354,6 @@ def _progress_bar(total: int) -> tuple[Any, Any]:
     """(update, close) for a tqdm bar on stderr, or no-ops for short audits."""
     if total < PROGRESS_MIN_ENTRIES:
         return None, lambda: None
-    from tqdm import tqdm
-
     bar = tqdm(total=total, unit="entry", unit_scale=True, file=sys.stderr, disable=None,
                leave=False, desc="audit")
 
@@ -362,4 +363,4 @@ def _progress_bar(total: int) -> tuple[Any, Any]:
     return update, bar.close
 
 
-__all__ += ["FetchError", "StateError", "write_evidence"]
+__all__ += ["FetchError", "MonitorStateError", "write_evidence"]

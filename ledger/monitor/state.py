@@ -21,13 +21,14 @@ from typing import Any
 
 from ledger.atomic import write_atomic
 from ledger.core.compact import TreeState
+from ledger.core.errors import LedgerError
 
-__all__ = ["MonitorState", "StateError", "load_state", "save_state"]
+__all__ = ["MonitorState", "MonitorStateError", "load_state", "save_state"]
 
 VERSION = 1
 
 
-class StateError(RuntimeError):
+class MonitorStateError(LedgerError, RuntimeError):
     """The state file is unreadable or belongs to another log."""
 
 
@@ -37,7 +38,7 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: object) -> bytes:
     if not isinstance(text, str):
-        raise StateError("state file: expected base64 text")
+        raise MonitorStateError("state file: expected base64 text")
     return base64.b64decode(text, validate=True)
 
 
@@ -52,11 +53,11 @@ def tree_to_json(state: TreeState) -> dict[str, Any]:
 
 def tree_from_json(obj: object) -> TreeState:
     if not isinstance(obj, dict):
-        raise StateError("state file: tree state must be an object")
+        raise MonitorStateError("state file: tree state must be an object")
     try:
         size = obj["size"]
         if not isinstance(size, int) or size < 0:
-            raise StateError("state file: bad tree size")
+            raise MonitorStateError("state file: bad tree size")
         return TreeState(
             size=size,
             stack=tuple(_unb64(h) for h in obj["stack"]),
@@ -64,7 +65,7 @@ def tree_from_json(obj: object) -> TreeState:
             edge_bundle=_unb64(obj["edge_bundle"]),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise StateError(f"state file: malformed tree state: {e}") from None
+        raise MonitorStateError(f"state file: malformed tree state: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -95,12 +96,12 @@ class MonitorState:
     @classmethod
     def from_json(cls, obj: object) -> MonitorState:
         if not isinstance(obj, dict) or obj.get("version") != VERSION:
-            raise StateError(f"state file: not a version-{VERSION} monitor state")
+            raise MonitorStateError(f"state file: not a version-{VERSION} monitor state")
         origin, vkey, cp = obj.get("origin"), obj.get("vkey"), obj.get("checkpoint")
         if not isinstance(origin, str) or not isinstance(vkey, str):
-            raise StateError("state file: origin and vkey must be text")
+            raise MonitorStateError("state file: origin and vkey must be text")
         if cp is not None and not isinstance(cp, str):
-            raise StateError("state file: checkpoint must be text")
+            raise MonitorStateError("state file: checkpoint must be text")
         extra = obj.get("extra", {})
         return cls(
             origin=origin,
@@ -119,11 +120,11 @@ def load_state(path: Path) -> MonitorState | None:
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise StateError(f"cannot read state file {path}: {e}") from e
+        raise MonitorStateError(f"cannot read state file {path}: {e}") from e
     try:
         obj = json.loads(raw)
     except ValueError as e:
-        raise StateError(f"state file {path} is not JSON: {e}") from e
+        raise MonitorStateError(f"state file {path} is not JSON: {e}") from e
     return MonitorState.from_json(obj)
 
 

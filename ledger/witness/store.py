@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ledger.core.checkpoint import Checkpoint
+from ledger.core.errors import LedgerError
 from ledger.core.witness_protocol import Decision, StoredCheckpoint, decide
 
 __all__ = ["EVIDENCE_KEPT", "Evidence", "WitnessStore", "WitnessStoreError"]
@@ -53,7 +54,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
-class WitnessStoreError(RuntimeError):
+class WitnessStoreError(LedgerError, RuntimeError):
     """The store cannot be used (another witness's data, or an unreadable file)."""
 
 

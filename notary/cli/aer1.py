@@ -4,13 +4,22 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ledger.client.http import HttpClient
+from ledger.core.boundedjson import JsonError
 from ledger.exitcodes import UsageError
+from notary.cli.trust_args import (
+    check_network_args,
+    parse_input_json,
+    state_from_args,
+    trust_from_args,
+)
 from notary.core.aer1 import (
     AER1_LEVELS,
     Aer1Verdict,
@@ -20,6 +29,9 @@ from notary.core.aer1 import (
     verify_aer1,
 )
 from notary.core.verification import failed, skipped
+from notary.verifier.inputs import ToolCall, VerifierInputError
+from notary.verifier.state import VerifierStateError
+from notary.verifier.verify import verify_tool_call
 
 
 def _render(receipt: Mapping[str, Any], verdict: Aer1Verdict, anchor_lines: list[str]) -> str:
@@ -49,13 +61,7 @@ def verify_command(args: argparse.Namespace) -> int | None:
     (all five levels, with the decoded bytes as its call record), so the trust flags, state
     file and ``--offline`` mean exactly what they mean for rs-tool-call/1.
     """
-    import asyncio
 
-    from notary.cli.trust_args import check_network_args, state_from_args, trust_from_args
-    from notary.verifier.fetch import HttpFetcher
-    from notary.verifier.inputs import ToolCall, VerifierInputError
-    from notary.verifier.state import StateError
-    from notary.verifier.verify import verify_tool_call
 
     if args.call is None or args.record is not None:
         return None
@@ -65,12 +71,12 @@ def verify_command(args: argparse.Namespace) -> int | None:
             value = sys.stdin.read()
             # Hand the text on: the regular verifier reads inline JSON that starts with "{".
             args.call = value
-            doc = json.loads(value)
+            doc = parse_input_json(value)
         elif value.lstrip().startswith("{"):
-            doc = json.loads(value)
+            doc = parse_input_json(value)
         else:
-            doc = json.loads(Path(value).expanduser().read_text())
-    except (OSError, ValueError):
+            doc = parse_input_json(Path(value).expanduser().read_bytes())
+    except (OSError, JsonError):
         return None  # not readable JSON: the regular verifier reports it
     receipt = extract_aer1(doc)
     if receipt is None or (args.tool is not None and not is_aer1_receipt(doc)):
@@ -93,7 +99,7 @@ def verify_command(args: argparse.Namespace) -> int | None:
             report = await verify_tool_call(call, trust, fetcher=None,
                                             state=state_from_args(args), log_url=args.log_url)
         else:
-            async with HttpFetcher(args.timeout) as fetcher:
+            async with HttpClient(timeout=args.timeout) as fetcher:
                 trust = await trust_from_args(args, fetcher)
                 report = await verify_tool_call(call, trust, fetcher=fetcher,
                                                 state=state_from_args(args),
@@ -109,7 +115,7 @@ def verify_command(args: argparse.Namespace) -> int | None:
 
     try:
         verdict, report = asyncio.run(run())
-    except (VerifierInputError, StateError) as e:
+    except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
     if args.json:
         out = verdict.to_json()

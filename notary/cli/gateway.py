@@ -5,13 +5,15 @@
     notary gateway --upstream CMD|URL --policy FILE --notary URL [--http HOST:PORT] ...
     notary gateway explain --policy FILE [--upstream CMD|URL] [--json]
     notary gateway commit-policy --policy FILE [--salt-file F]
-    notary gateway audit --policy FILE [--policy FILE...] --salt-file F --decisions FILE
+    notary gateway audit --policy FILE [--policy FILE...] [--salt-file F] --decisions FILE
                          [--jwks FILE|URL --log-key VKEY | --notary URL] [--server NAME] [--json]
     notary gateway decisions --state FILE       (the decision evidence as JSON lines)
 
 The API key for the notary comes from ``--api-key-file`` or the ``NOTARY_API_KEY``
 environment variable, never from a flag (flags show up in ``ps``). The salt file defaults to
-``<policy>.salt`` and is created (mode 0600) when absent.
+``<state>.salt`` beside the state file (``gateway-state.salt``), never beside the policy (which
+often lives in a repository), and is created (mode 0600) when absent; a ``<policy>.salt`` left
+by an earlier version is still used when there is none beside the state.
 """
 
 from __future__ import annotations
@@ -26,14 +28,36 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import uvicorn
+
+from ledger.client.http import FetchError, HttpClient
+from ledger.core.tlog_policy import TlogPolicy
 from ledger.exitcodes import UsageError
+from ledger.logs import configure
+from ledger.netaddr import parse_host_port
+from notary.cli.trust_args import witness_policy_from_args
+from notary.gateway.audit import audit_decision, check_policy, parse_jsonl
+from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
+from notary.gateway.salt import (
+    SaltError,
+    default_salt_path,
+    ensure_salt,
+    legacy_salt_path,
+    read_salt,
+)
+from notary.gateway.store import read_decisions, read_policy_receipts
+from notary.verifier.inputs import VerifierInputError, log_base_url
+from notary.verifier.trust import (
+    build_trust,
+    complete_from_notary,
+    load_jwks,
+    parse_log_keys,
+    parse_witness_keys,
+)
 
 if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
     from mcp.client.stdio import StdioServerParameters
-
-from ledger.netaddr import parse_host_port
-from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
-from notary.gateway.salt import SaltError, default_salt_path, ensure_salt, read_salt
 
 __all__ = ["parse_upstream", "register"]
 
@@ -65,7 +89,7 @@ def parse_upstream(text: str, env: Sequence[str] = (), cwd: str | None = None
         if not sep or not key:
             raise _error(f"--upstream-env {item!r} is not KEY=VALUE")
         extra[key] = value
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters  # deferred: the mcp SDK is heavy
 
     return StdioServerParameters(command=argv[0], args=argv[1:], env=extra or None, cwd=cwd)
 
@@ -77,6 +101,19 @@ def _load_policy(path: Path) -> Policy:
         raise _error(f"cannot read the policy {path}: {e}") from e
     except PolicyError as e:
         raise _error(f"the policy {path} is not valid: {e}") from e
+
+
+def _salt_path(args: argparse.Namespace) -> Path:
+    """``--salt-file``, else beside the state file (or an earlier version's beside the policy)."""
+    if args.salt_file is not None:
+        return Path(args.salt_file)
+    path = default_salt_path(args.state)
+    legacy = legacy_salt_path(args.policy)
+    if not path.exists() and legacy.exists():
+        print(f"notary gateway: using the salt {legacy} (beside the policy, where earlier "
+              f"versions kept it); move it to {path} or pass --salt-file", file=sys.stderr)
+        return legacy
+    return path
 
 
 # run -----------------------------------------------------------------------------------------
@@ -96,8 +133,7 @@ def _api_key(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ledger.logs import configure
-    from notary.gateway.server import GatewayConfig, build_gateway
+    from notary.gateway.server import GatewayConfig, build_gateway  # deferred: imports mcp
 
     if not args.upstream or not args.policy:
         raise _error("usage: notary gateway --upstream CMD|URL --policy FILE --notary URL "
@@ -107,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise _error("the gateway needs a notary: --notary URL (or NOTARY_URL)")
     configure(args.log_format, "info")
     _load_policy(args.policy)
-    salt_path = args.salt_file or default_salt_path(args.policy)
+    salt_path = _salt_path(args)
     try:
         _, created = ensure_salt(salt_path)
     except (OSError, SaltError) as e:
@@ -120,27 +156,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         policy_path=args.policy, salt_path=salt_path, state_path=args.state,
         notary_url=notary_url, api_key=_api_key(args), name=args.name, agent=args.agent,
         upstream_mode=args.upstream_mode, notary_public_url=args.notary_public_url,
-        upstream_timeout=args.upstream_timeout)
+        upstream_timeout=args.upstream_timeout, list_all_tools=args.list_all_tools)
+    address = parse_host_port(args.http, what="--http") if args.http else None
     server = build_gateway(config)
-    if args.http:
-        import uvicorn
-
-        try:
-            host, port = parse_host_port(args.http)
-        except ValueError:
-            raise _error("--http takes HOST:PORT") from None
+    if address is not None:
+        host, port = address
         app = server.streamable_http_app(host=host)
         print(f"notary gateway: serving MCP at http://{args.http}/mcp", file=sys.stderr)
         uvicorn.run(app, host=host, port=int(port), log_level="warning")
         return 0
 
-    from mcp.server.stdio import stdio_server
+    from notary.gateway.stdio import guarded_stdio  # deferred: the mcp SDK is heavy
 
     async def serve() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        # Not the SDK's stdio_server: it answers nothing to a batch or a deeply nested line.
+        async with guarded_stdio() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    import anyio
 
     anyio.run(serve)
     return 0
@@ -152,7 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 async def _input_schemas(upstream: str | StdioServerParameters, mode: str
                          ) -> dict[str, dict[str, Any] | None]:
     out: dict[str, dict[str, Any] | None] = {}
-    from mcp import Client
+    from mcp import Client  # deferred: the mcp SDK is heavy
 
     async with Client(upstream, mode=mode) as client:
         cursor: str | None = None
@@ -185,7 +216,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_commit_policy(args: argparse.Namespace) -> int:
     policy = _load_policy(args.policy)
-    salt_path = args.salt_file or default_salt_path(args.policy)
+    salt_path = _salt_path(args)
     try:
         salt, created = ensure_salt(salt_path)
     except (OSError, SaltError) as e:
@@ -208,9 +239,6 @@ def _is_sqlite(path: Path) -> bool:
 
 
 async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
-    from notary.gateway.audit import parse_jsonl
-    from notary.gateway.store import read_decisions, read_policy_receipts
-
     if _is_sqlite(path):
         decisions = [e async for e in read_decisions(path)]
         return decisions, await read_policy_receipts(path)
@@ -221,13 +249,13 @@ async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
 
 
 async def _audit(args: argparse.Namespace) -> dict[str, Any]:
-    from notary.gateway.audit import audit_decision, check_policy
-    from notary.verifier.fetch import HttpFetcher
-    from notary.verifier.inputs import VerifierInputError
-    from notary.verifier.trust import load_jwks, parse_log_keys, trust_from_notary
-
+    salt_file = args.salt_file
+    if salt_file is None:
+        if not _is_sqlite(args.decisions):
+            raise _error("--salt-file is needed when --decisions is JSON lines")
+        salt_file = default_salt_path(args.decisions)
     try:
-        salt = read_salt(args.salt_file)
+        salt = read_salt(salt_file)
     except SaltError as e:
         raise _error(str(e)) from e
     revealed: dict[str, tuple[str, Policy]] = {}
@@ -236,27 +264,36 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
         revealed[policy.commitment(salt)] = (str(path), policy)
     decisions, policy_receipts = await _read_evidence(args.decisions)
     try:
-        log_keys = list(parse_log_keys(args.log_key))
-        jwks = None
+        pinned = parse_log_keys(args.log_key)
         needs_net = (args.jwks or "").startswith(("http://", "https://")) or (
-            args.notary and (not args.jwks or not log_keys))
+            args.notary and (not args.jwks or not pinned))
         if needs_net:
-            async with HttpFetcher(args.timeout) as fetcher:
-                if args.jwks:
-                    jwks = await load_jwks(args.jwks, fetcher)
-                if args.notary and (jwks is None or not log_keys):
-                    notary_jwks, notary_key = await trust_from_notary(args.notary, fetcher)
-                    jwks = jwks or notary_jwks
-                    log_keys = log_keys or [notary_key]
-        elif args.jwks:
-            jwks = await load_jwks(args.jwks, None)
+            async with HttpClient(timeout=args.timeout) as fetcher:
+                jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
+                jwks, keys, _ = await complete_from_notary(jwks, pinned, args.notary, fetcher)
+        else:
+            jwks = await load_jwks(args.jwks, None) if args.jwks else None
+            keys = pinned
+        log_keys = list(keys)
     except VerifierInputError as e:
         raise _error(str(e)) from e
+    try:
+        witness_policy = _audit_witness_policy(args)
+    except VerifierInputError as e:
+        raise _error(str(e)) from e
+    if witness_policy is not None:
+        log_keys += [k for k, _ in witness_policy.logs if all(k.vkey != h.vkey for h in log_keys)]
+    proofs: dict[str, str] = {}
+    if witness_policy is not None and witness_policy.requires_cosignatures and not args.offline:
+        receipts = [e.receipt for e in decisions] + list(policy_receipts.values())
+        proofs = await _upgraded_proofs([r for r in receipts if r is not None], args)
     policies = {c: p for c, (_, p) in revealed.items()}
-    checks = [audit_decision(i, e, policies, server=args.server, jwks=jwks, log_keys=log_keys)
+    checks = [audit_decision(i, e, policies, server=args.server, jwks=jwks, log_keys=log_keys,
+                             witness_policy=witness_policy, proofs=proofs)
               for i, e in enumerate(decisions, 1)]
     policy_checks = [check_policy(src, c, policy_receipts.get(c), server=args.server,
-                                  jwks=jwks, log_keys=log_keys)
+                                  jwks=jwks, log_keys=log_keys, witness_policy=witness_policy,
+                                  proofs=proofs)
                      for c, (src, _) in revealed.items()]
     return {
         "valid": bool(checks) and all(c.valid for c in checks)
@@ -265,6 +302,39 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
         "policies": [p.to_json() for p in policy_checks],
         "summary": {"decisions": len(checks), "valid": sum(c.valid for c in checks)},
     }
+
+
+def _audit_witness_policy(args: argparse.Namespace) -> TlogPolicy | None:
+    """``--witness-policy`` (C2SP tlog-policy), or ``--witness`` with ``--quorum``, or None."""
+    policy = witness_policy_from_args(args)
+    if policy is not None:
+        return policy
+    # The same reading of --witness/--quorum as notary verify's (build_trust).
+    return build_trust(None, (), parse_witness_keys(args.witness), args.quorum).witness_policy
+
+
+async def _upgraded_proofs(receipts: list[dict[str, Any]], args: argparse.Namespace
+                           ) -> dict[str, str]:
+    """Receipt id → the notary's current proof for it (into its newest witnessed checkpoint).
+
+    Receipts are fetched from ``--notary`` or, without it, from the log URL in each receipt.
+    A receipt that cannot be fetched keeps its own proof (and is judged on it).
+    """
+    out: dict[str, str] = {}
+    async with HttpClient(timeout=args.timeout) as fetcher:
+        for receipt in receipts:
+            rid = receipt.get("id")
+            base = args.notary.rstrip("/") if args.notary else log_base_url(receipt)
+            if not isinstance(rid, str) or base is None or rid in out:
+                continue
+            try:
+                doc = await fetcher.get_json(f"{base}/v1/tool-calls/{rid}")
+            except FetchError:
+                continue
+            proof = doc.get("proof") if isinstance(doc, dict) else None
+            if isinstance(proof, str):
+                out[rid] = proof
+    return out
 
 
 def _render_audit(report: dict[str, Any]) -> str:
@@ -298,8 +368,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
-    from notary.gateway.store import read_decisions
-
     if not _is_sqlite(args.state):
         raise _error(f"{args.state} is not a gateway state file")
 
@@ -336,7 +404,7 @@ def _upstream_flags(p: argparse.ArgumentParser, *, shared: bool) -> None:
 
 
 _EPILOG = """\
-policy format: see examples/gateway-policy.toml and notary/gateway/policy.py.
+policy format: see examples/gateway-policy.toml and notary/gateway/policy/format.py.
 codes (in _meta["io.zkmcp/authorization-error"].code of an isError result):
   policy.AUTHORIZATION_DENIED          the policy does not allow the call (whatever rule)
   gateway.UPSTREAM_TOOL_FAILED         authorized and forwarded; the upstream failed
@@ -360,7 +428,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _upstream_flags(p, shared=False)
     p.add_argument("--policy", type=Path, help="the policy TOML file")
-    p.add_argument("--salt-file", type=Path, help="the policy salt (default <policy>.salt)")
+    p.add_argument("--salt-file", type=Path, help="the policy salt (default <state>.salt, "
+                   "beside the state file)")
     p.add_argument("--state", type=Path, default=DEFAULT_STATE,
                    help=f"the gateway's SQLite state file (default {DEFAULT_STATE})")
     p.add_argument("--notary", metavar="URL", help="the notary (default $NOTARY_URL)")
@@ -374,6 +443,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    "gateway.agent, else the request's _meta['io.zkmcp/agent'])")
     p.add_argument("--http", metavar="HOST:PORT",
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    p.add_argument("--list-all-tools", action="store_true",
+                   help="tools/list forwards every upstream tool (default: only the tools the "
+                        "policy could allow)")
     p.add_argument("--upstream-timeout", type=float, default=120.0, metavar="SECONDS",
                    help="per upstream call (default 120)")
     p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto",
@@ -392,11 +464,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        "file, 0600, when absent)")
     c.add_argument("--policy", type=Path, required=True)
     c.add_argument("--salt-file", type=Path, default=argparse.SUPPRESS)
+    c.add_argument("--state", type=Path, default=argparse.SUPPRESS,
+                   help=f"the state file the salt sits beside (default {DEFAULT_STATE})")
 
     a = sub.add_parser("audit", help="re-check past decisions with the revealed policy and salt")
     a.add_argument("--policy", type=Path, action="append", required=True,
                    help="a revealed policy file (repeat for every version in force)")
-    a.add_argument("--salt-file", type=Path, required=True)
+    a.add_argument("--salt-file", type=Path, default=argparse.SUPPRESS,
+                   help="the policy salt (default: beside the --decisions state file)")
     a.add_argument("--decisions", type=Path, required=True,
                    help="the gateway state file, or JSON lines from 'gateway decisions'")
     a.add_argument("--server", help="the gateway name the entries must carry")
@@ -405,6 +480,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="trusted log verifier key (repeatable)")
     a.add_argument("--notary", metavar="URL", default=argparse.SUPPRESS,
                    help="fetch the receipt keys and log key from this notary")
+    a.add_argument("--witness", action="append", default=[], metavar="VKEY|@FILE",
+                   help="witness cosignature key (repeatable): each decision's checkpoint must "
+                        "carry the quorum; proofs are upgraded from the notary first")
+    a.add_argument("--quorum", type=int, metavar="K",
+                   help="witnesses that must have cosigned (default: all given)")
+    a.add_argument("--witness-policy", metavar="FILE",
+                   help="a C2SP tlog-policy file instead of --witness/--quorum")
+    a.add_argument("--offline", action="store_true",
+                   help="fetch nothing (no upgraded proofs: witness checks use the saved ones)")
     a.add_argument("--timeout", type=float, default=10.0)
     a.add_argument("--json", action="store_true")
 

@@ -3,38 +3,48 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import socket
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from ledger.cli import monitor, witness
+from ledger.client.http import FetchError, HttpClient
+from ledger.core.boundedjson import JsonError
+from ledger.core.timestamps import rfc3339
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.keyfile import KeyFileError
-from notary.cli import gateway, mcp, verify
+from ledger.logs import configure
+from ledger.sequencer import LogIntegrityError
+from ledger.storage.damage import corruption_in, damage_message
+from notary.backup import BackupError, backup, restore
+from notary.cli import check, gateway, mcp, verify
+from notary.cli.trust_args import parse_input_json
 from notary.config import ConfigError, Settings, resolve
 from notary.core.accounts import ACCOUNT_RE, month_of, new_api_key
 from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
+from notary.http.app import create_app, init_data_dir
 from notary.keys import Paths, create_receipt_key
 from notary.store.sqlite import connect_admin, create_account_key, list_keys, revoke_key
 from notary.watch import server_filter
+from notary.workers import bind, supervise
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     flags = {k: v for k, v in vars(args).items()
              if k in ("data", "listen", "public_url", "origin", "max_body", "log_format",
-                      "witnesses", "witness_quorum", "witness_interval", "publish", "workers")}
+                      "witnesses", "witness_quorum", "witness_policy", "witness_interval",
+                      "scrub_rate", "publish", "workers")}
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
-    from ledger.logs import configure
-    from notary.http.app import create_app, init_data_dir
-
     settings = _settings(args)
     configure(settings.log_format, settings.log_level)
     if settings.workers < 1:
@@ -50,8 +60,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host, port = settings.host_port
     app = create_app(settings)  # settings are checked here, before any worker starts
     if settings.workers > 1:
-        from notary.workers import bind, supervise
-
         try:
             sock = bind(host, port)
         except OSError as e:
@@ -60,8 +68,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
               flush=True)
         return supervise(sock, settings.workers, args.argv)
     if worker:
-        import socket
-
         web.run_app(app, sock=socket.socket(fileno=args.listen_fd), print=None,
                     access_log=None, handle_signals=True, shutdown_timeout=30)
         return 0
@@ -90,9 +96,13 @@ def cmd_apikey_create(args: argparse.Namespace) -> int:
         create_account_key(conn, args.account, args.monthly_allowance, key.key_id,
                            key.secret_sha256)
     allowance = "unlimited" if args.monthly_allowance is None else args.monthly_allowance
-    print(f"Created API key {key.key_id} for account {args.account!r} "
-          f"(monthly allowance: {allowance}). It is shown once; store it now:", file=sys.stderr)
-    print(key.token)
+    # Everything on stdout, the key alone on the last line: `| tail -1` gives just the key,
+    # and the note never ends in a colon with nothing after it when the key is captured.
+    print(f"Created API key {key.key_id} for account {args.account!r} (monthly allowance: "
+          f"{allowance}).")
+    print("The key is on the next line and is shown only once (only its SHA-256 is stored); "
+          "`notary apikey create ... | tail -1` prints the key alone.")
+    print(key.token, flush=True)
     return 0
 
 
@@ -102,7 +112,8 @@ def cmd_apikey_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([
             {"key_id": r[0], "account": r[1], "monthly_allowance": r[2], "used_this_month": r[3],
-             "created": r[4], "revoked": r[5]} for r in rows], indent=2))
+             "created": rfc3339(r[4]), "revoked": None if r[5] is None else rfc3339(r[5])}
+            for r in rows], indent=2))
         return 0
     print(f"{'KEY ID':<14}{'ACCOUNT':<24}{'ALLOWANCE':>10}{'USED':>8}  STATUS")
     for key_id, account, allowance, used, _created, revoked in rows:
@@ -133,9 +144,9 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
 
 def cmd_hash(args: argparse.Namespace) -> int:
     try:
-        raw = sys.stdin.read() if args.record == "-" else Path(args.record).read_text()
-        obj = json.loads(raw)
-    except (OSError, ValueError) as e:
+        raw = sys.stdin.buffer.read() if args.record == "-" else Path(args.record).read_bytes()
+        obj = parse_input_json(raw)
+    except (OSError, JsonError) as e:
         raise UsageError(f"cannot read {args.record}: {e}") from e
     try:
         record = record_from_json(obj)
@@ -144,6 +155,55 @@ def cmd_hash(args: argparse.Namespace) -> int:
             sys.stderr.write(record.canonical_bytes().decode() + "\n")
     except (RecordError, CanonicalizationError) as e:
         raise UsageError(f"not a valid call record: {e}") from e
+    return 0
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    try:
+        info = backup(settings.data, Path(args.dest))
+    except BackupError as e:
+        raise UsageError(str(e)) from e
+    print(f"Backed up {settings.data}/ to {args.dest}/: {info.describe()}.")
+    print("Keys and database are 0600, directories 0700. Keep the backup as private as the "
+          "data directory: log.key is the log's identity.")
+    return 0
+
+
+MAX_CHECKPOINT_BYTES = 1 << 20
+"""Largest --checkpoint fetched (a signed checkpoint with many cosignatures is a few KiB)."""
+
+
+def _checkpoint_arg(value: str) -> tuple[str, bytes]:
+    """A signed checkpoint from a file, or fetched from an http(s) URL (``.../checkpoint``)."""
+    if value.startswith(("http://", "https://")):
+
+        async def fetch() -> bytes:
+            async with HttpClient(timeout=10.0) as http:
+                return await http.get(value, limit=MAX_CHECKPOINT_BYTES)
+
+        try:
+            return value, asyncio.run(fetch())
+        except FetchError as e:
+            raise UsageError(f"cannot fetch --checkpoint {value}: {e}") from e
+    try:
+        return value, Path(value).read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read --checkpoint {value}: {e}") from e
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    extra = [_checkpoint_arg(v) for v in args.checkpoint]
+    try:
+        info, moved = restore(Path(args.backup), settings.data, extra)
+    except BackupError as e:
+        raise UsageError(str(e)) from e
+    if moved is not None:
+        print(f"Moved the replaced data directory to {moved}/ (delete it once the restore is "
+              "verified).")
+    print(f"Restored {args.backup}/ into {settings.data}/: {info.describe()}. Start the notary "
+          "again; it checks the tiles against the signed checkpoint on start.")
     return 0
 
 
@@ -167,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a witness to collect cosignatures from (repeatable)")
     p.add_argument("--witness-quorum", type=int, metavar="K",
                    help="cosignatures a published checkpoint needs (default: a majority)")
+    p.add_argument("--witness-policy", metavar="FILE",
+                   help="a C2SP tlog-policy file naming the witnesses (with their submission "
+                        "URLs) and the quorum, instead of --witness/--witness-quorum")
     p.add_argument("--witness-interval", type=float, metavar="S",
                    help="seconds between submissions of a grown tree (default 2)")
     p.add_argument("--workers", type=int, metavar="N",
@@ -175,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--publish", metavar="DIR",
                    help="keep the log's static tlog-tiles tree in DIR up to date, for a web "
                         "server or CDN to serve reads off the database")
+    p.add_argument("--scrub-rate", type=float, metavar="N",
+                   help="stored tiles and bundles the background scrub re-verifies per second "
+                        "(default 20; 0 turns it off)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("hash", help="print the call_sha256 of a call record file ('-': stdin)")
@@ -205,10 +271,36 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=cmd_keys_rotate)
 
-    for module in (verify, mcp, witness, gateway):
+    p = sub.add_parser("backup", help="copy the data directory while the notary runs (SQLite "
+                       "online backup, keys included, modes kept)")
+    _common(p)
+    p.add_argument("dest", help="a new (or empty) directory for the backup")
+    p.set_defaults(func=cmd_backup)
+    p = sub.add_parser("restore", help="restore a backup into the data directory, refusing one "
+                       "older than the log has become (that would fork the log)")
+    _common(p)
+    p.add_argument("backup", help="a directory made by notary backup")
+    p.add_argument("--checkpoint", action="append", default=[], metavar="FILE|URL",
+                   help="a newer signed checkpoint seen elsewhere (a saved /checkpoint, a "
+                        "monitor's or a witness's); the restore is refused if the backup is "
+                        "older than it (repeatable)")
+    p.set_defaults(func=cmd_restore)
+
+    for module in (verify, check, mcp, witness, gateway):
         module.register(sub)
     monitor.register(sub, watch=server_filter)
     return parser
+
+
+def _database(args: argparse.Namespace) -> tuple[Path | None, str | None]:
+    """The notary database a command uses, and the command that checks it (for messages)."""
+    if not hasattr(args, "data"):
+        return None, None
+    try:
+        data = _settings(args).data
+    except (ConfigError, UsageError):
+        return None, None
+    return Paths(data).db, f"notary check --data {data}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,6 +310,18 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except (UsageError, ConfigError, KeyFileError) as e:
         print(f"notary: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    except Exception as e:
+        # A damaged store: not a bug to show as a traceback, nor worth retrying.
+        db, check_command = _database(args)
+        if isinstance(e, LogIntegrityError):
+            print(f"notary: error: the log in {db} does not match its signed checkpoint ({e}). "
+                  f"Restore the newest backup and run `{check_command}` before serving it.",
+                  file=sys.stderr)
+            return ExitCode.USAGE
+        if corruption_in(e) is None:
+            raise
+        print(f"notary: error: {damage_message(db, e, check_command)}", file=sys.stderr)
         return ExitCode.USAGE
 
 

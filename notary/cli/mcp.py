@@ -7,32 +7,33 @@ when this command runs, so every other ``notary`` command starts fast.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 from typing import TYPE_CHECKING
+
+import uvicorn
 
 from ledger.exitcodes import UsageError
 from ledger.netaddr import parse_host_port
-from notary.cli.trust_args import add_trust_arguments, check_network_args, state_from_args
-from notary.core.receipts import Jwks
-from notary.verifier.inputs import (
-    VerifierInputError,
+from notary.cli.trust_args import (
+    add_trust_arguments,
+    check_network_args,
+    state_from_args,
+    witness_policy_from_args,
 )
-from notary.verifier.state import StateError
-
-if TYPE_CHECKING:
-    from notary.mcp_server import ServerConfig
+from notary.core.receipts import Jwks
+from notary.verifier.inputs import VerifierInputError
+from notary.verifier.state import VerifierStateError
 from notary.verifier.trust import (
     Trust,
+    build_trust,
     load_jwks,
     parse_log_keys,
     parse_witness_keys,
 )
 
-
-def _host_port(value: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(value)
-    except ValueError:
-        raise VerifierInputError(f"--http wants HOST:PORT, got {value!r}") from None
+if TYPE_CHECKING:
+    from notary.mcp_server import ServerConfig
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -44,17 +45,20 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if args.jwks and args.jwks.startswith(("http://", "https://")):
         jwks = args.jwks
     elif args.jwks:
-        import asyncio
-
         jwks = asyncio.run(load_jwks(args.jwks, None))
+    policy = witness_policy_from_args(args)
     witnesses = parse_witness_keys(args.witness)
-    if args.quorum and not witnesses:
-        raise VerifierInputError("--quorum needs witness keys (--witness)")
     log_keys = parse_log_keys(args.log_key)
-    Trust(None, log_keys, witnesses, args.quorum if args.quorum is not None else len(witnesses))
+    if policy is not None:
+        log_keys = (*log_keys, *(k for k, _ in policy.logs
+                                 if all(k.vkey != h.vkey for h in log_keys)))
+        Trust(None, log_keys, policy=policy)
+    else:
+        build_trust(None, log_keys, witnesses, args.quorum)  # refuse an unmeetable quorum now
     return ServerConfig(notary_url=args.notary, jwks=jwks, log_keys=log_keys,
-                        witnesses=witnesses, quorum=args.quorum, state=state_from_args(args),
-                        offline=args.offline, log_url=args.log_url, timeout=args.timeout)
+                        witnesses=witnesses, quorum=args.quorum, witness_policy=policy,
+                        state=state_from_args(args), offline=args.offline,
+                        log_url=args.log_url, timeout=args.timeout)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -62,17 +66,18 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     try:
         config = config_from_args(args)
-        address = _host_port(args.http) if args.http else None
-    except (VerifierInputError, StateError) as e:
+        address = parse_host_port(args.http, what="--http") if args.http else None
+    except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
     server = build_server(config)
     if address is None:
         server.run("stdio")
         return 0
-    import uvicorn
-
     host, port = address
     app = server.streamable_http_app(host=host)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"notary mcp: serving MCP (streamable HTTP) at http://{shown}:{port}/mcp",
+          file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
     return 0
 

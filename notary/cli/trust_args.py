@@ -5,14 +5,17 @@ share, and turning them into trust anchors and a state file.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from notary.verifier.fetch import Fetcher, _check_url
+from ledger.client.http import HttpClient
+from ledger.core.boundedjson import JsonError, parse_json
+from ledger.core.tlog_policy import TlogPolicy
+from notary.core.canonical import MAX_DEPTH
 from notary.verifier.inputs import (
     VerifierInputError,
+    check_http_url,
 )
 from notary.verifier.state import (
     DEFAULT_STATE_PATH,
@@ -20,21 +23,36 @@ from notary.verifier.state import (
 )
 from notary.verifier.trust import (
     Trust,
+    build_trust,
+    complete_from_notary,
     load_jwks,
+    load_witness_policy,
     parse_log_keys,
     parse_witness_keys,
-    trust_from_notary,
 )
+
+MAX_INPUT_BYTES = 64 << 20
+"""Largest input file read; far above any tool call (the notary takes 64 KiB bodies)."""
+MAX_INPUT_DEPTH = MAX_DEPTH + 8
+"""A call record may nest :data:`~notary.core.canonical.MAX_DEPTH` deep, inside a few levels of
+saved call or receipt."""
+
+
+def parse_input_json(text: str | bytes) -> Any:
+    """An input document (tool call, record, receipt), parsed within bounds: a file someone sent
+    may be as hostile as a network answer."""
+    return parse_json(text, max_bytes=MAX_INPUT_BYTES, max_depth=MAX_INPUT_DEPTH)
 
 
 def _read_json(value: str, what: str) -> Any:
     """JSON from a file path, ``-`` (stdin), or inline text starting with ``{``."""
     try:
         if value.lstrip().startswith("{"):
-            return json.loads(value)
-        text = sys.stdin.read() if value == "-" else Path(value).expanduser().read_text()
-        return json.loads(text)
-    except (OSError, ValueError) as e:
+            return parse_input_json(value)
+        data = (sys.stdin.buffer.read() if value == "-"
+                else Path(value).expanduser().read_bytes())
+        return parse_input_json(data)
+    except (OSError, JsonError) as e:
         raise VerifierInputError(f"cannot read {what} {value!r}: {e}") from e
 
 
@@ -50,6 +68,9 @@ def add_trust_arguments(p: argparse.ArgumentParser, notary_help: str = "") -> No
     p.add_argument("--quorum", type=int, metavar="K",
                    help="witnesses that must have cosigned (default: all given witnesses; "
                         "0 when none)")
+    p.add_argument("--witness-policy", metavar="FILE",
+                   help="a C2SP tlog-policy file (log, witness, group and quorum lines) "
+                        "instead of --witness/--quorum; its log keys are trusted too")
     p.add_argument("--notary", metavar="URL",
                    help=notary_help + "fetch the receipt keys and log key from this notary when "
                         "--jwks or --log-key is not given (trusts that notary for its own keys)")
@@ -81,21 +102,29 @@ def check_network_args(args: argparse.Namespace) -> None:
         raise VerifierInputError("--jwks is a URL, which --offline forbids; pass a JWKS file")
     for url in (args.notary, args.log_url):
         if url is not None:
-            _check_url(url)
+            check_http_url(url)
     if args.timeout <= 0:
         raise VerifierInputError("--timeout must be positive")
 
 
-async def trust_from_args(args: argparse.Namespace, fetcher: Fetcher | None) -> Trust:
+async def trust_from_args(args: argparse.Namespace, fetcher: HttpClient | None) -> Trust:
     """The trust anchors the flags name; the notary's own keys fill in only what is missing."""
     jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
-    log_keys = parse_log_keys(args.log_key)
-    if (jwks is None or not log_keys) and args.notary and fetcher is not None:
-        notary_jwks, notary_key = await trust_from_notary(args.notary, fetcher)
-        jwks = jwks or notary_jwks
-        log_keys = log_keys or (notary_key,)
-    witnesses = parse_witness_keys(args.witness)
-    quorum = len({(w.name, w.key_id) for w in witnesses}) if args.quorum is None else args.quorum
-    if args.quorum and not witnesses:
-        raise VerifierInputError("--quorum needs witness keys (--witness)")
-    return Trust(jwks, log_keys, witnesses, quorum)
+    jwks, log_keys, _ = await complete_from_notary(jwks, parse_log_keys(args.log_key),
+                                                   args.notary, fetcher)
+    policy = witness_policy_from_args(args)
+    if policy is not None:
+        log_keys = (*log_keys, *(k for k, _ in policy.logs
+                                 if all(k.vkey != have.vkey for have in log_keys)))
+        return Trust(jwks, log_keys, policy=policy)
+    return build_trust(jwks, log_keys, parse_witness_keys(args.witness), args.quorum)
+
+
+def witness_policy_from_args(args: argparse.Namespace) -> TlogPolicy | None:
+    """The ``--witness-policy`` file, which replaces ``--witness`` and ``--quorum``."""
+    if getattr(args, "witness_policy", None) is None:
+        return None
+    if args.witness or args.quorum is not None:
+        raise VerifierInputError("--witness-policy replaces --witness and --quorum; give one "
+                                 "or the other")
+    return load_witness_policy(args.witness_policy)

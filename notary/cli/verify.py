@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from pathlib import Path
 
+from ledger.atomic import write_atomic
+from ledger.client.http import HttpClient
 from ledger.exitcodes import UsageError
 from notary.cli.aer1 import verify_command as verify_aer1_command
 from notary.cli.trust_args import (
@@ -16,7 +19,6 @@ from notary.cli.trust_args import (
     state_from_args,
     trust_from_args,
 )
-from notary.verifier.fetch import HttpFetcher
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -26,7 +28,7 @@ from notary.verifier.inputs import (
 )
 from notary.verifier.report import Report
 from notary.verifier.state import (
-    StateError,
+    VerifierStateError,
 )
 from notary.verifier.verify import verify_tool_call
 
@@ -52,18 +54,22 @@ async def _run_verify(args: argparse.Namespace) -> Report:
     check_network_args(args)
     if not (args.jwks or args.notary):
         raise VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)")
-    if not (args.log_key or args.notary):
-        raise VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL)")
+    if not (args.log_key or args.notary or args.witness_policy):
+        raise VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or "
+                                 "a --witness-policy with a log line)")
     call = _load_call(args)
     state = state_from_args(args)
     if args.offline:
+        if args.upgrade:
+            raise VerifierInputError("--upgrade fetches the receipt's proof, which --offline "
+                                     "forbids")
         trust = await trust_from_args(args, None)
         return await verify_tool_call(call, trust, fetcher=None, state=state,
                                       log_url=args.log_url)
-    async with HttpFetcher(args.timeout) as fetcher:
+    async with HttpClient(timeout=args.timeout) as fetcher:
         trust = await trust_from_args(args, fetcher)
         return await verify_tool_call(call, trust, fetcher=fetcher, state=state,
-                                      log_url=args.log_url)
+                                      log_url=args.log_url, upgrade=args.upgrade)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -72,8 +78,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return aer1_code
     try:
         report = asyncio.run(_run_verify(args))
-    except (VerifierInputError, StateError) as e:
+    except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
+    if args.save_receipt is not None:
+        upgraded = report.receipt_with_proof()
+        if upgraded is not None:
+            try:
+                write_atomic(Path(args.save_receipt),
+                             (json.dumps(upgraded, indent=2, ensure_ascii=False) + "\n").encode(),
+                             mode=0o644)  # a receipt is public: it is meant to be shared
+            except OSError as e:
+                raise UsageError(f"cannot write --save-receipt {args.save_receipt}: {e}") from e
+            report.notes.append(f"receipt with the proof used saved to {args.save_receipt}")
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:
@@ -112,5 +128,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--receipt", metavar="FILE", help="receipt JSON (with its proof)")
     p.add_argument("--record", metavar="FILE", help="rs-tool-call/1 call record JSON")
     add_trust_arguments(p)
+    p.add_argument("--upgrade", action="store_true",
+                   help="fetch the receipt's current proof from the notary first (into its "
+                        "newest witnessed checkpoint: a receipt embedded at call time never "
+                        "carries cosignatures) and verify with it")
+    p.add_argument("--save-receipt", metavar="FILE",
+                   help="write the receipt with the proof used (after --upgrade: the "
+                        "witnessed one, verifiable offline with --witness later)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)

@@ -34,16 +34,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeGuard
 
+from ledger.core.boundedjson import JsonError, parse_json
 from ledger.core.note import NoteVerifier
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
-from notary.core.canonical import CanonicalizationError, canonical_json
+from notary.core.canonical import MAX_DEPTH, CanonicalizationError, canonical_json
 from notary.core.ids import format_issued_at
 from notary.core.meta import AER1_AGENT_META_KEY, AER1_META_KEY
 from notary.core.receipts import Jwks
@@ -242,8 +242,8 @@ def _record_of(data: bytes | None) -> dict[str, Any] | None:
     if data is None:
         return None
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        doc = parse_json(data, max_bytes=len(data), max_depth=MAX_DEPTH)
+    except JsonError:
         return None
     if not isinstance(doc, dict):
         return None

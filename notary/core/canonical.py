@@ -18,6 +18,8 @@ from typing import Any, cast
 
 import rfc8785
 
+from notary.core.errors import NotaryBaseError
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
@@ -42,7 +44,7 @@ _IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
-class CanonicalizationError(ValueError):
+class CanonicalizationError(NotaryBaseError, ValueError):
     """A value cannot be canonicalized faithfully; ``path`` names it (``$.a.items[3].n``)."""
 
     def __init__(self, path: str, problem: str) -> None:

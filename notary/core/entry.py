@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import cbor2
 
+from notary.core.errors import NotaryBaseError
 from notary.core.ids import is_receipt_id, parse_issued_at
 from notary.core.records import SPEC, name_problem
 
@@ -29,7 +30,7 @@ _KEYS = frozenset({"spec", "id", "server", "tool", "call_sha256", "issued_at"})
 _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 
 
-class EntryError(ValueError):
+class EntryError(NotaryBaseError, ValueError):
     """Bytes or values that are not a valid rs-tool-call/1 log entry."""
 
 

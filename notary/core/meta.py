@@ -19,7 +19,10 @@ __all__ = [
     "REPLAY_META_KEY",
     "SERVER_INFO_META_KEY",
     "TOOL_CALL_META_KEY",
+    "UPSTREAM_AER1_META_KEY",
+    "UPSTREAM_AUTH_RECEIPT_META_KEY",
     "UPSTREAM_SERVER_INFO_META_KEY",
+    "UPSTREAM_TOOL_CALL_META_KEY",
 ]
 
 TOOL_CALL_META_KEY: Final = "com.rightshold/tool-call"
@@ -52,3 +55,13 @@ SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 
 UPSTREAM_SERVER_INFO_META_KEY: Final = "io.zkmcp/upstream-server-info"
 """Result: where the gateway moves an upstream's serverInfo (never passed off as its own)."""
+
+UPSTREAM_TOOL_CALL_META_KEY: Final = "io.zkmcp/upstream-tool-call"
+"""Result: where the gateway keeps an upstream's own rs-tool-call/1 block (receipt and salt),
+which it would otherwise replace with its own notarization."""
+
+UPSTREAM_AER1_META_KEY: Final = "io.zkmcp/upstream-aer-1-receipt"
+"""Result: where the gateway keeps an upstream's own AER-1 receipt."""
+
+UPSTREAM_AUTH_RECEIPT_META_KEY: Final = "io.zkmcp/upstream-authorization-receipt"
+"""Result: where a gateway keeps the authorization receipt of a gateway it fronts."""

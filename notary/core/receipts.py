@@ -21,10 +21,11 @@ from typing import Final
 
 import nacl.exceptions
 import nacl.signing
-import rfc8785
 
 from notary.core.canonical import CanonicalizationError, canonical_json
+from notary.core.errors import NotaryBaseError
 from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id, parse_issued_at
+from notary.core.receipt_jcs import receipt_jcs
 from notary.core.records import SPEC, name_problem
 
 __all__ = [
@@ -50,11 +51,11 @@ _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 _MAX_INDEX = 2**53 - 1  # JSON number a JavaScript verifier reads exactly
 
 
-class ReceiptFormatError(ValueError):
+class ReceiptFormatError(NotaryBaseError, ValueError):
     """A receipt does not have the rs-tool-call/1 shape."""
 
 
-class ReceiptSignatureError(ValueError):
+class ReceiptSignatureError(NotaryBaseError, ValueError):
     """A receipt signature does not verify; ``reason`` is a stable machine-readable code.
 
     Reasons: ``missing`` (no signature member), ``malformed`` (signature or receipt cannot
@@ -67,7 +68,7 @@ class ReceiptSignatureError(ValueError):
         self.reason = reason
 
 
-class JwksError(ValueError):
+class JwksError(NotaryBaseError, ValueError):
     """A JWKS, or an Ed25519 key in it, is malformed."""
 
 
@@ -262,10 +263,11 @@ class ReceiptKey:
         """The ``sig`` value alone, for a receipt the caller built and checked already.
 
         The issuing hot path uses this: :meth:`sign`'s copy and re-validation cost more than
-        the signature itself.
+        the signature itself. The bytes are :func:`~notary.core.receipt_jcs.receipt_jcs`'s,
+        which equal ``rfc8785.dumps`` (property-tested) at a twentieth of its cost.
         """
         body = {k: v for k, v in receipt.items() if k not in ("signature", "proof")}
-        message = rfc8785.dumps(body)  # type: ignore[arg-type]  # a checked receipt is JSON
+        message = receipt_jcs(body)
         return b64url_encode(self._signing_key.sign(message).signature)
 
     def __repr__(self) -> str:

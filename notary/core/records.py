@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from notary.core.canonical import canonical_json, check_js_safe, child_path
+from notary.core.errors import NotaryBaseError
 
 __all__ = [
     "MAX_NAME_CHARS",
@@ -44,11 +45,10 @@ MAX_NAME_CHARS = 256
 _SALT_RE = re.compile(rf"(?:[0-9a-f]{{2}}){{{SALT_MIN_BYTES},}}")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
-_RESULT_OPTIONAL = ("structuredContent", "isError")
 _RECORD_KEYS = frozenset({"spec", "server", "tool", "arguments", "result", "salt"})
 
 
-class RecordError(ValueError):
+class RecordError(NotaryBaseError, ValueError):
     """A call record is malformed; ``path`` names the offending member (``$.salt``)."""
 
     def __init__(self, path: str, problem: str) -> None:
@@ -89,12 +89,15 @@ def hashed_result(result: Mapping[str, object]) -> dict[str, object]:
     """The part of an MCP ``CallToolResult`` (wire JSON, camelCase) that is hashed.
 
     ``{content, structuredContent?, isError?}``: ``content`` is required and must be a
-    list; the optional members are included only when present and not None, the way a
-    JavaScript ``JSON.stringify`` drops ``undefined``. ``resultType`` and ``_meta`` (and
-    anything else) are not part of the commitment: the SDK adds ``_meta`` *after* hashing,
-    and protocol versions differ on ``resultType``. Types follow the MCP schema
-    (``structuredContent`` an object, ``isError`` a boolean); the values inside are kept
-    exactly as given. Raises :class:`RecordError` with paths under ``$.result``.
+    list. ``structuredContent`` may be any JSON value (MCP 2026-07-28, SEP-2106: object,
+    array, string, number, boolean or ``null``) and is hashed exactly as sent: present
+    with ``null`` is hashed as ``null``, and only a result without the member leaves it
+    out, as a JavaScript JCS of the same wire JSON does. ``isError`` is a boolean, left
+    out when absent (or ``null``, which no schema allows and the SDKs read as absent).
+    ``resultType`` and ``_meta`` (and anything else) are not part of the commitment: the
+    SDK adds ``_meta`` *after* hashing, and protocol versions differ on ``resultType``.
+    The values are kept exactly as given. Raises :class:`RecordError` with paths under
+    ``$.result``.
     """
     if not isinstance(result, Mapping):
         raise RecordError("$.result", f"must be an object, not {type(result).__name__}")
@@ -104,14 +107,8 @@ def hashed_result(result: Mapping[str, object]) -> dict[str, object]:
     if not isinstance(content, list):
         raise RecordError("$.result.content", f"must be a list, not {type(content).__name__}")
     out: dict[str, object] = {"content": content}
-    structured = result.get("structuredContent")
-    if structured is not None:
-        if not isinstance(structured, dict):
-            raise RecordError(
-                "$.result.structuredContent",
-                f"must be an object, not {type(structured).__name__}",
-            )
-        out["structuredContent"] = structured
+    if "structuredContent" in result:
+        out["structuredContent"] = result["structuredContent"]
     is_error = result.get("isError")
     if is_error is not None:
         if not isinstance(is_error, bool):

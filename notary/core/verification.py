@@ -14,6 +14,7 @@ from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.hashing import leaf_hash
 from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.proofs import ProofError, verify_inclusion
+from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError
 from ledger.core.tlog_proof import ProofBundle, ProofBundleError, decode_proof_bundle
 from notary.core.canonical import CanonicalizationError
 from notary.core.entry import EntryError, LogEntry
@@ -138,6 +139,24 @@ def check_inclusion(
     return passed(f"index {bundle.index} in {cp.origin} at size {cp.size}"), bundle, cp
 
 
+def check_witnesses(checkpoint: bytes, log_verifier: NoteVerifier, policy: TlogPolicy
+                    ) -> LevelResult:
+    """Level 4: the checkpoint's cosignatures meet the witness policy (C2SP tlog-policy).
+
+    Reports the number of valid cosignatures truthfully (all of them, not just the quorum).
+    """
+    try:
+        cosigned = policy.cosigners(checkpoint, [log_verifier])
+    except NoteError as e:
+        return failed(f"a witness cosignature does not verify: {e}")
+    total = len(policy.witnesses)
+    names = ", ".join(sorted(cosigned)) or "none"
+    counted = f"{len(cosigned)} of {total} witness{'es' if total != 1 else ''} cosigned ({names})"
+    if policy.satisfied(cosigned):
+        return passed(f"{counted}; quorum {policy.describe()} met")
+    return failed(f"{counted}; quorum {policy.describe()} not met")
+
+
 def verify_receipt(
     receipt: Mapping[str, object],
     *,
@@ -147,8 +166,14 @@ def verify_receipt(
     proof: str | bytes | None = None,
     witnesses: Sequence[NoteVerifier] = (),
     quorum: int = 0,
+    witness_policy: TlogPolicy | None = None,
 ) -> Verdict:
-    """Check levels 1–4 of one receipt; ``proof`` defaults to the receipt's own ``proof``."""
+    """Check levels 1–4 of one receipt; ``proof`` defaults to the receipt's own ``proof``.
+
+    Witnesses are trusted through ``witness_policy`` (a C2SP tlog-policy), or in the simple
+    form ``witnesses`` with ``quorum`` (k of them); level 4 is required when the policy needs
+    any cosignature.
+    """
     verdict = Verdict()
     try:
         validate_receipt_shape(receipt)
@@ -159,20 +184,23 @@ def verify_receipt(
     if proof is None:
         own = receipt.get("proof")
         proof = own if isinstance(own, str) else None
+    if witness_policy is None and (witnesses or quorum):
+        try:
+            witness_policy = TlogPolicy.from_quorum(witnesses, quorum)
+        except TlogPolicyError as e:
+            raise ValueError(str(e)) from None
     verdict.levels["record"] = check_record(receipt, record)
     verdict.levels["signature"] = check_signature(receipt, jwks)
     inclusion, bundle, cp = check_inclusion(receipt, proof, log_verifier)
     verdict.levels["inclusion"] = inclusion
     verdict.checkpoint = cp if inclusion.status == "passed" else None
-    if quorum <= 0:
+    if witness_policy is None or not witness_policy.requires_cosignatures:
         verdict.levels["witnesses"] = skipped("no witness quorum required")
     elif bundle is None or log_verifier is None or inclusion.status != "passed":
         verdict.levels["witnesses"] = skipped("no verified checkpoint to check cosignatures on")
+        verdict.required = (*verdict.required, "witnesses")
     else:
-        try:
-            open_checkpoint(bundle.checkpoint, log_verifier, witnesses, quorum)
-            verdict.levels["witnesses"] = passed(f"{quorum} of {len(witnesses)} witnesses")
-        except (NoteError, ValueError) as e:
-            verdict.levels["witnesses"] = failed(str(e))
+        verdict.levels["witnesses"] = check_witnesses(bundle.checkpoint, log_verifier,
+                                                      witness_policy)
         verdict.required = (*verdict.required, "witnesses")
     return verdict

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core.note import Ed25519Verifier
+from ledger.core.tlog_policy import TlogPolicy
 from notary.core.receipts import Jwks
 from notary.core.verification import LevelResult, failed, passed, skipped, verify_receipt
 from notary.gateway import codes
@@ -80,8 +81,16 @@ def _log_key_for(receipt: Mapping[str, Any], keys: Sequence[Ed25519Verifier]
 
 def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str,
                        server: str | None, jwks: Jwks | None,
-                       log_keys: Sequence[Ed25519Verifier]) -> LevelResult:
-    """A notary receipt commits to ``digest`` as ``tool`` (of ``server``), signed and included."""
+                       log_keys: Sequence[Ed25519Verifier],
+                       witness_policy: TlogPolicy | None = None,
+                       proofs: Mapping[str, str] | None = None) -> LevelResult:
+    """A notary receipt commits to ``digest`` as ``tool`` (of ``server``), signed and included.
+
+    With a ``witness_policy`` the checkpoint must also carry the cosignatures it requires.
+    A receipt saved at call time ends in a checkpoint no witness had cosigned yet, so
+    ``proofs`` (receipt id → a newer tlog-proof, fetched from the notary) supplies the
+    upgraded proof to check instead; each is verified in full like the receipt's own.
+    """
     if receipt is None:
         return failed("no notary receipt: the entry was never made (the notary was "
                       "unavailable) or the evidence lost it")
@@ -98,17 +107,26 @@ def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str
     if log_key is None:
         return failed(f"no trusted log key for the receipt's origin "
                       f"{receipt.get('ledger', {}).get('origin')!r}")
-    verdict = verify_receipt(receipt, record=None, jwks=jwks, log_verifier=log_key)
-    for level in ("signature", "inclusion"):
+    upgraded = (proofs or {}).get(str(receipt.get("id")))
+    verdict = verify_receipt(receipt, record=None, jwks=jwks, log_verifier=log_key,
+                             proof=upgraded, witness_policy=witness_policy)
+    levels = ("signature", "inclusion", "witnesses") if witness_policy is not None and \
+        witness_policy.requires_cosignatures else ("signature", "inclusion")
+    for level in levels:
         result = verdict.levels.get(level, skipped("not checked"))
         if result.status != "passed":
             return LevelResult(result.status, f"{level}: {result.reason}")
-    return passed(f"receipt {receipt.get('id')}: {verdict.levels['inclusion'].reason}")
+    reason = verdict.levels["inclusion"].reason
+    if "witnesses" in levels:
+        reason += f"; {verdict.levels['witnesses'].reason}"
+    return passed(f"receipt {receipt.get('id')}: {reason}")
 
 
 def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[str, Policy],
                    *, server: str | None, jwks: Jwks | None,
-                   log_keys: Sequence[Ed25519Verifier]) -> DecisionCheck:
+                   log_keys: Sequence[Ed25519Verifier],
+                   witness_policy: TlogPolicy | None = None,
+                   proofs: Mapping[str, str] | None = None) -> DecisionCheck:
     """The four checks of one decision against the revealed ``policies`` (commitment → policy)."""
     record = evidence.record
     check = DecisionCheck(number, dict(record))
@@ -138,20 +156,24 @@ def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[st
             else failed(f"the policy gives {expected!r}, the gateway recorded {decision!r}"
                         + (f" ({'; '.join(reasons)})" if reasons else "")))
     check.levels["ledger"] = check_ledger_entry(
-        evidence.receipt, sha256_jcs(record), codes.POLICY_DECISION_TOOL, server, jwks, log_keys)
+        evidence.receipt, sha256_jcs(record), codes.POLICY_DECISION_TOOL, server, jwks, log_keys,
+        witness_policy, proofs)
     return check
 
 
 def check_policy(source: str, commitment: str, receipt: Mapping[str, Any] | None,
                  *, server: str | None, jwks: Jwks | None,
-                 log_keys: Sequence[Ed25519Verifier]) -> PolicyCheck:
+                 log_keys: Sequence[Ed25519Verifier],
+                 witness_policy: TlogPolicy | None = None,
+                 proofs: Mapping[str, str] | None = None) -> PolicyCheck:
     """A revealed policy's ``policy.commit`` entry (its receipt from the state file)."""
     if receipt is None:
         return PolicyCheck(source, commitment, skipped(
             "no policy.commit receipt for it in the evidence (look it up by call_sha256 at "
             "the notary)"))
     return PolicyCheck(source, commitment, check_ledger_entry(
-        receipt, commitment, codes.POLICY_COMMIT_TOOL, server, jwks, log_keys))
+        receipt, commitment, codes.POLICY_COMMIT_TOOL, server, jwks, log_keys, witness_policy,
+        proofs))
 
 
 def parse_jsonl(text: str) -> list[DecisionEvidence]:

@@ -86,20 +86,21 @@ def project_result(wire: Mapping[str, Any], validator: Validator | None
     out = dict(wire)
     if validator is None or out.get("isError") is True:
         return out, None
-    structured = out.get("structuredContent")
     content = out.get("content")
     blocks = content if isinstance(content, list) else []
-    if structured is None:
+    if "structuredContent" not in out:  # any JSON value, null included, counts as present
         texts = [b for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"]
         if len(texts) == 1 and isinstance(texts[0].get("text"), str):
             try:
                 candidate = json.loads(texts[0]["text"])
-            except ValueError:
-                candidate = None
-            if candidate is not None and _problem(validator, candidate) is None:
-                out["structuredContent"] = candidate
-                return out, None
+            except (ValueError, RecursionError):
+                pass  # not JSON: no structured value to recover
+            else:
+                if _problem(validator, candidate) is None:
+                    out["structuredContent"] = candidate
+                    return out, None
         return out, "the tool declares an output schema but returned no structured content"
+    structured = out["structuredContent"]
     problem = _problem(validator, structured)
     if problem is not None:
         return out, f"structured content does not match the tool's output schema: {problem}"

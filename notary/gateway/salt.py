@@ -1,4 +1,4 @@
-"""The policy salt: 32 random bytes as hex in a 0600 file next to (never inside) the policy.
+"""The policy salt: 32 random bytes as hex in a 0600 file beside the gateway's state file.
 
 The salt is what keeps a policy commitment from being matched against guessed policies
 (a small policy has few plausible variants). It is secret until the operator reveals it
@@ -12,18 +12,33 @@ import re
 import secrets
 from pathlib import Path
 
-__all__ = ["SALT_BYTES", "SaltError", "default_salt_path", "ensure_salt", "read_salt"]
+from notary.core.errors import NotaryBaseError
+
+__all__ = ["SALT_BYTES", "SaltError", "default_salt_path", "ensure_salt", "legacy_salt_path",
+           "read_salt"]
 
 SALT_BYTES = 32
 _SALT_RE = re.compile(r"(?:[0-9a-f]{2}){16,}")
 
 
-class SaltError(ValueError):
+class SaltError(NotaryBaseError, ValueError):
     """A salt file is missing or malformed."""
 
 
-def default_salt_path(policy_path: Path) -> Path:
-    """``<policy file>.salt``: kept beside the policy so the two are revealed together."""
+def default_salt_path(state_path: Path) -> Path:
+    """``<state file without suffix>.salt``: beside the gateway's state, not the policy.
+
+    The policy file is often kept in a repository, where a salt written next to it would be
+    committed (and so revealed) by accident; the state file is the gateway's own, private
+    data. ``gateway-state.db`` gets ``gateway-state.salt``.
+    """
+    state_path = Path(state_path)
+    return state_path.with_name(state_path.stem + ".salt")
+
+
+def legacy_salt_path(policy_path: Path) -> Path:
+    """``<policy file>.salt``, where earlier versions kept the salt (still read if present)."""
+    policy_path = Path(policy_path)
     return policy_path.with_name(policy_path.name + ".salt")
 
 

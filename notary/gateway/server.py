@@ -45,6 +45,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
@@ -63,7 +64,7 @@ from notary.gateway.policy import (
 from notary.gateway.projection import OutputSchemas, project_result
 from notary.gateway.salt import read_salt
 from notary.gateway.store import DecisionEvidence, GatewayStore
-from notary.sdk import Notarizer, NotaryClient, NotaryError
+from notary.sdk import Notarizer, NotaryClient, NotaryError, received_wire, structured_for
 
 __all__ = [
     "DEFAULT_NAME",
@@ -91,6 +92,9 @@ class GatewayConfig:
     server name and the ``server`` of every ledger entry the gateway makes. ``agent`` fixes the
     ``agent`` fact (else the policy's ``gateway.agent``, else the request's
     ``_meta["io.zkmcp/agent"]``, a claim the gateway cannot authenticate).
+    ``list_all_tools`` makes ``tools/list`` forward every upstream tool; by default it lists
+    only the tools the policy could allow (:meth:`Policy.could_allow`), so a client is not
+    offered tools every call of which is denied.
     """
 
     upstream: UpstreamTarget
@@ -105,6 +109,7 @@ class GatewayConfig:
     notary_public_url: str | None = None
     notary_timeout: float = 5.0
     upstream_timeout: float | None = 120.0
+    list_all_tools: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,11 +298,24 @@ class GatewayRuntime:
             if cursor is None:
                 return
 
-    async def list_tools(self, cursor: str | None) -> types.ListToolsResult:
-        """``tools/list`` forwarded; the schemas seen are recorded for projection."""
+    async def list_tools(self, cursor: str | None, meta: Mapping[str, Any] | None, *,
+                         client_version: str | None = None) -> types.ListToolsResult:
+        """``tools/list`` forwarded, the schemas seen recorded for projection.
+
+        Only the tools the policy could allow for this caller's agent are listed, unless the
+        gateway was started with ``list_all_tools``: every other tool is denied on every
+        call, and offering it would only invite the client to try.
+        """
         page = await self.upstream.list_tools(cursor=cursor)
         self._record_tools(page.tools)
-        return types.ListToolsResult(tools=page.tools, next_cursor=page.next_cursor)
+        tools = page.tools
+        if not self.config.list_all_tools:
+            policy = (await self._current_policy()).policy
+            agent = self.agent_for(meta, policy)
+            tools = [t for t in tools if policy.could_allow(t.name, agent)]
+        if client_version not in MODERN_PROTOCOL_VERSIONS:
+            tools = [_legacy_tool(t) for t in tools]
+        return types.ListToolsResult(tools=tools, next_cursor=page.next_cursor)
 
     # tools/call -------------------------------------------------------------------------
 
@@ -309,8 +327,14 @@ class GatewayRuntime:
         return _string_meta(meta, codes.AGENT_META_KEY)
 
     async def call_tool(self, tool: str, arguments: dict[str, Any] | None,
-                        meta: Mapping[str, Any] | None) -> dict[str, Any]:
-        """One ``tools/call``: the wire result (see the module docstring for the order)."""
+                        meta: Mapping[str, Any] | None, *, client_version: str | None = None
+                        ) -> dict[str, Any]:
+        """One ``tools/call``: the wire result (see the module docstring for the order).
+
+        ``client_version`` is the protocol version of the gateway's client: a 2025-era client
+        gets a non-object ``structuredContent`` wrapped as ``{"result": …}`` (the only shape
+        its schema allows), and the notarization is of that shape, the one it receives.
+        """
         started = time.perf_counter()
         problem = name_problem(tool)
         if problem is not None:
@@ -323,7 +347,8 @@ class GatewayRuntime:
         agent = self.agent_for(meta, policy)
         spec = policy.tools.get(tool)
         if spec is None or spec.idempotent:
-            result = await self._authorize_and_run(state, tool, arguments, meta, agent)
+            result = await self._authorize_and_run(state, tool, arguments, meta, agent,
+                                                   client_version)
         else:
             key = _string_meta(meta, codes.IDEMPOTENCY_META_KEY)
             if key is None:
@@ -333,7 +358,8 @@ class GatewayRuntime:
                                f"{MAX_KEY_CHARS} characters) in _meta"
                                f"[{codes.IDEMPOTENCY_META_KEY!r}] and reuse it to retry")
             async with self._key_lock(key):
-                result = await self._keyed_call(state, tool, arguments, meta, agent, key)
+                result = await self._keyed_call(state, tool, arguments, meta, agent, key,
+                                                client_version)
         await _log.ainfo("tool_call", tool=tool, ms=round((time.perf_counter() - started) * 1e3, 2),
                          outcome=_outcome(result))
         return result
@@ -355,7 +381,7 @@ class GatewayRuntime:
 
     async def _keyed_call(self, state: PolicyState, tool: str, arguments: dict[str, Any] | None,
                           meta: Mapping[str, Any] | None, agent: str | None,
-                          key: str) -> dict[str, Any]:
+                          key: str, client_version: str | None = None) -> dict[str, Any]:
         digest = _request_digest(tool, arguments, agent)
         replay = await self._replay(key, digest)
         if replay is not None:
@@ -367,7 +393,7 @@ class GatewayRuntime:
             replay = await self._replay(key, digest)  # claimed by another gateway process
             assert replay is not None
             return replay
-        result = await self._run(auth, arguments, meta)
+        result = await self._run(auth, arguments, meta, client_version=client_version)
         await self.store.finish(key, result)
         return result
 
@@ -394,11 +420,12 @@ class GatewayRuntime:
     async def _authorize_and_run(self, state: PolicyState, tool: str,
                                  arguments: dict[str, Any] | None,
                                  meta: Mapping[str, Any] | None,
-                                 agent: str | None) -> dict[str, Any]:
+                                 agent: str | None,
+                                 client_version: str | None = None) -> dict[str, Any]:
         auth = await self._authorize(state, tool, arguments, agent)
         if not isinstance(auth, Authorized):
             return auth
-        return await self._run(auth, arguments, meta)
+        return await self._run(auth, arguments, meta, client_version=client_version)
 
     async def _authorize(self, state: PolicyState, tool: str, arguments: dict[str, Any] | None,
                          agent: str | None) -> Authorized | dict[str, Any]:
@@ -449,7 +476,8 @@ class GatewayRuntime:
             request_read_timeout_seconds=self.config.upstream_timeout)
 
     async def _run(self, auth: Authorized, arguments: dict[str, Any] | None,
-                   meta: Mapping[str, Any] | None) -> dict[str, Any]:
+                   meta: Mapping[str, Any] | None, *, client_version: str | None = None
+                   ) -> dict[str, Any]:
         """Forward an authorized call and build the final result with its receipts."""
         _check_grant(auth)  # outside the try below: a forged ticket is an error, not a result
         tool = auth.tool
@@ -463,7 +491,7 @@ class GatewayRuntime:
             wire = refusal(codes.UPSTREAM_TOOL_FAILED, "the upstream tool failed after "
                            "authorization")
         else:
-            wire = self._shape(tool, upstream)
+            wire = self._shape(tool, upstream, client_version)
         meta_out = dict(wire.get("_meta") or {})
         meta_out[codes.AUTH_RECEIPT_META_KEY] = auth.block
         wire["_meta"] = meta_out
@@ -471,14 +499,26 @@ class GatewayRuntime:
         wire["_meta"][AER1_META_KEY] = self._aer1(tool, record_arguments, wire, observed)
         return wire
 
-    def _shape(self, tool: str, result: types.CallToolResult) -> dict[str, Any]:
-        """The upstream result as wire JSON: serverInfo renamed, projected, failures coded."""
-        wire = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    def _shape(self, tool: str, result: types.CallToolResult,
+               client_version: str | None = None) -> dict[str, Any]:
+        """The upstream result as wire JSON: serverInfo renamed, projected, failures coded.
+
+        Projected on the upstream's own output schema, then shaped for the client: a 2025-era
+        client gets a non-object ``structuredContent`` as ``{"result": …}``.
+        """
+        wire = received_wire(result)  # structuredContent as sent, null included
         wire.pop("resultType", None)  # the gateway's own runner sets it for its client
         meta = wire.get("_meta")
-        if isinstance(meta, dict) and codes.SERVER_INFO_META_KEY in meta:
+        if isinstance(meta, dict) and any(k in meta for k in _UPSTREAM_KEYS):
+            # The upstream's serverInfo, and any receipts it attached itself (an upstream that
+            # notarizes its own results, or a gateway in front of a gateway), are kept under
+            # upstream keys: the gateway's own receipts take the plain keys, and the
+            # upstream's stay verifiable (its record hashes the same content, unless the
+            # projection below had to change it).
             meta = dict(meta)
-            meta[codes.UPSTREAM_SERVER_INFO_META_KEY] = meta.pop(codes.SERVER_INFO_META_KEY)
+            for key, aside in _UPSTREAM_KEYS.items():
+                if key in meta:
+                    meta[aside] = meta.pop(key)
             wire["_meta"] = meta
         if wire.get("isError") is True:
             err_meta = dict(wire.get("_meta") or {})
@@ -487,6 +527,9 @@ class GatewayRuntime:
             return wire
         projected, problem = project_result(wire, self.schemas.validator(tool))
         if problem is None:
+            if "structuredContent" in projected:
+                projected["structuredContent"] = structured_for(
+                    client_version, projected["structuredContent"])
             return projected
         _log.warning("upstream_output_invalid", tool=tool, problem=problem)
         kept = {k: v for k, v in (wire.get("_meta") or {}).items()}
@@ -525,6 +568,29 @@ class GatewayRuntime:
             return aer1.build_aer1(notary_receipt=None, **kwargs)
 
 
+_UPSTREAM_KEYS: Final = {
+    codes.SERVER_INFO_META_KEY: codes.UPSTREAM_SERVER_INFO_META_KEY,
+    TOOL_CALL_META_KEY: codes.UPSTREAM_TOOL_CALL_META_KEY,
+    AER1_META_KEY: codes.UPSTREAM_AER1_META_KEY,
+    codes.AUTH_RECEIPT_META_KEY: codes.UPSTREAM_AUTH_RECEIPT_META_KEY,
+}
+"""``_meta`` keys of an upstream result that the gateway moves aside, and where to."""
+
+
+def _legacy_tool(tool: types.Tool) -> types.Tool:
+    """A tool as a 2025-era client may see it: an output schema for an object.
+
+    Those clients (and the SDK's sieve for them) take only object schemas; an upstream's
+    schema for another root is wrapped as ``{"result": <schema>}``, matching the wrapped
+    ``structuredContent`` such a client gets.
+    """
+    schema = tool.output_schema
+    if schema is None or schema.get("type") == "object":
+        return tool
+    wrapped = {"type": "object", "properties": {"result": dict(schema)}, "required": ["result"]}
+    return tool.model_copy(update={"output_schema": wrapped})
+
+
 def _outcome(result: Mapping[str, Any]) -> str:
     meta = result.get("_meta")
     if isinstance(meta, Mapping):
@@ -547,7 +613,9 @@ def _key_digest(key: str) -> str:
 
 async def _on_list_tools(ctx: ServerRequestContext[GatewayRuntime],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return await ctx.lifespan_context.list_tools(params.cursor if params is not None else None)
+    return await ctx.lifespan_context.list_tools(params.cursor if params is not None else None,
+                                                 dict(ctx.meta) if ctx.meta else None,
+                                                 client_version=ctx.protocol_version)
 
 
 async def _on_call_tool(ctx: ServerRequestContext[GatewayRuntime],
@@ -556,7 +624,8 @@ async def _on_call_tool(ctx: ServerRequestContext[GatewayRuntime],
     # result schema anyway (dropping resultType on 2025-11-25), so building a model here
     # first would only cost time.
     wire = await ctx.lifespan_context.call_tool(
-        params.name, params.arguments, dict(ctx.meta) if ctx.meta is not None else None)
+        params.name, params.arguments, dict(ctx.meta) if ctx.meta is not None else None,
+        client_version=ctx.protocol_version)
     return {**wire, "resultType": "complete"}
 
 

@@ -23,6 +23,8 @@ All I/O runs on aiosqlite's threads, so an fsync never blocks the event loop.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +68,21 @@ class DecisionEvidence:
         return {"record": self.record, "facts": self.facts, "receipt": self.receipt}
 
 
+def _private_file(path: Path) -> None:
+    """Create ``path`` 0600 if absent; take group and other access off one that exists."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode & 0o077:
+            os.fchmod(fd, mode & 0o700)
+            for suffix in ("-wal", "-shm"):
+                side = path.with_name(path.name + suffix)
+                if side.exists():
+                    os.chmod(side, stat.S_IMODE(side.stat().st_mode) & 0o700)
+    finally:
+        os.close(fd)
+
+
 def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -79,7 +96,14 @@ class GatewayStore:
         self._log: aiosqlite.Connection | None = None
 
     async def open(self) -> GatewayStore:
+        """Open (creating it, mode 0600) the state file; a file others can read is fixed.
+
+        The file holds results, facts and record salts: only the gateway's user may read it.
+        SQLite gives its ``-wal`` and ``-shm`` files the database file's mode, so creating
+        the database 0600 before SQLite touches it covers all three.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _private_file(self.path)
         db = await aiosqlite.connect(self.path)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=FULL")

@@ -22,7 +22,9 @@ from ledger.seen import SeenCheckpoint
 from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS
+from notary.http.integrity import damage_middleware, integrity_context
 from notary.http.metrics import Metrics
+from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import add_tool_call_routes
 from notary.http.witnessing import witnessing_context
@@ -65,7 +67,7 @@ def create_app(settings: Settings) -> web.Application:
     metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_body,
-        middlewares=[metrics.middleware(), error_middleware],
+        middlewares=[metrics.middleware(), error_middleware, damage_middleware],
     )
     app[SETTINGS] = settings
     app[METRICS] = metrics
@@ -73,9 +75,11 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
     if settings.publish:
         app.cleanup_ctx.append(_publish_ctx)  # after witnessing: it publishes what it serves
+    app.cleanup_ctx.append(integrity_context(settings))
     add_ledger_routes(app)
     add_tool_call_routes(app)
     add_meta_routes(app)
+    add_explorer_routes(app)
     return app
 
 

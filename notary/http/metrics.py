@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -11,6 +12,8 @@ from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _access = structlog.get_logger("notary.access")
+
+_MAX_SERIES = 4096  # (route, method, status) children kept resolved
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
@@ -37,6 +40,7 @@ class Metrics:
                               "1 while this process refuses to sign: the store does not extend "
                               "the newest checkpoint it saw committed (restored or lagging "
                               "database); writes get 503 until it does", registry=r)
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def watch_writer(self, refusing: Callable[[], bool]) -> None:
         """Report ``refusing()`` (read at each scrape) as ``ledger_writer_refusing``."""
@@ -46,15 +50,35 @@ class Metrics:
         self.batch_size.observe(size)
         self.commit_seconds.observe(seconds)
 
+    def _series(self, route: str, method: str, status: int) -> tuple[Any, Any]:
+        """The request counter and latency histogram of one (route, method, status).
+
+        ``labels()`` takes a lock and builds the label tuple on every call, about as much as
+        the rest of the middleware; the children are looked up once and kept. Methods are
+        whatever clients send, so the cache is bounded (past it, lookups are uncached).
+        """
+        key = (route, method, status)
+        series = self._children.get(key)
+        if series is None:
+            series = (self.requests.labels(route, method, str(status)),
+                      self.latency.labels(route, method))
+            if len(self._children) < _MAX_SERIES:
+                self._children[key] = series
+        return series
+
     def middleware(self) -> web.middleware:  # type: ignore[valid-type]
         """Count and time every request, and write its access-log line (debug level).
 
         The log line carries method, route, status and duration only: never bodies, queries or
-        headers, which may hold API keys, call records or digests.
+        headers, which may hold API keys, call records or digests. The access logger is bound
+        at the first request (after the process configured logging): calling a bound logger
+        whose level is filtered out costs a no-op call, the lazy proxy several µs a request.
         """
+        access: Any = None
 
         @web.middleware
         async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+            nonlocal access
             started = time.perf_counter()
             status = 500
             try:
@@ -68,9 +92,12 @@ class Metrics:
                 info = request.match_info.route.resource
                 route = info.canonical if info is not None else "unmatched"
                 seconds = time.perf_counter() - started
-                self.requests.labels(route, request.method, str(status)).inc()
-                self.latency.labels(route, request.method).observe(seconds)
-                _access.debug("request", method=request.method, route=route, status=status,
-                              ms=round(seconds * 1000, 2))
+                count, latency = self._series(route, request.method, status)
+                count.inc()
+                latency.observe(seconds)
+                if access is None:
+                    access = _access.bind()
+                access.debug("request", method=request.method, route=route, status=status,
+                             ms=round(seconds * 1000, 2))
 
         return metrics_middleware

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT
 from ledger.lease import FileLease, JobRunner, Lease
 from ledger.log import Log
@@ -21,6 +23,7 @@ from ledger.witnessing import (
     WitnessEndpoint,
     Witnessing,
     WitnessState,
+    endpoints_from_policy,
     parse_witness_spec,
 )
 from notary.config import ConfigError, Settings
@@ -29,8 +32,27 @@ from notary.http.appkeys import METRICS, NOTARY
 _log = structlog.get_logger("notary.witnessing")
 
 
+def _policy(settings: Settings) -> TlogPolicy | None:
+    """The ``witness_policy`` file (C2SP tlog-policy), when one is configured."""
+    if not settings.witness_policy:
+        return None
+    if settings.witnesses or settings.witness_quorum:
+        raise ConfigError("witness_policy replaces witnesses and witness_quorum: give one or "
+                          "the other")
+    path = Path(settings.witness_policy).expanduser()
+    try:
+        return parse_tlog_policy(path.read_bytes())
+    except OSError as e:
+        raise ConfigError(f"cannot read the witness policy {path}: {e}") from None
+    except TlogPolicyError as e:
+        raise ConfigError(f"the witness policy {path} is not valid: {e}") from None
+
+
 def _endpoints(settings: Settings) -> list[WitnessEndpoint]:
     try:
+        policy = _policy(settings)
+        if policy is not None:
+            return endpoints_from_policy(policy)
         return [parse_witness_spec(s) for s in settings.witnesses]
     except WitnessConfigError as e:
         raise ConfigError(str(e)) from None
@@ -79,16 +101,37 @@ def _lease(log: Log, settings: Settings) -> Lease:
         lease: Lease = make("witnessing")
         return lease
     return FileLease(settings.data / "witnessing.lock")
+def witness_policy(settings: Settings) -> tuple[int, list[WitnessEndpoint]]:
+    """(quorum, witnesses) as configured; (0, []) without witnesses. Checked at startup."""
+    endpoints = _endpoints(settings)
+    return (_quorum(settings, endpoints) if endpoints else 0), endpoints
 
 
 def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | None = None
                   ) -> Witnessing:
-    """A :class:`Witnessing` for the notary's settings (quorum 0 means a majority)."""
+    """A :class:`Witnessing` for the notary's settings (quorum 0 means a majority).
+
+    With a witness policy, its quorum expression decides what is published, and its ``log``
+    lines (if any) must include this log's key: a policy written for another log is a
+    mistake to stop at, not to run with.
+    """
     endpoints = _endpoints(settings)
-    return Witnessing(log, endpoints, quorum=_quorum(settings, endpoints),
-                      interval=settings.witness_interval,
-                      timeout=settings.witness_timeout, state=_state(log, settings),
-                      registry=registry)
+    policy = _policy(settings)
+    try:
+        if policy is not None:
+            if policy.logs and all(k.vkey != log.verifier.vkey for k, _ in policy.logs):
+                raise ConfigError("the witness policy lists log keys, but not this log's "
+                                  f"({log.verifier.vkey})")
+            return Witnessing(log, endpoints, policy=policy,
+                              interval=settings.witness_interval,
+                              timeout=settings.witness_timeout,
+                              state=_state(log, settings), registry=registry)
+        return Witnessing(log, endpoints, quorum=_quorum(settings, endpoints),
+                          interval=settings.witness_interval,
+                          timeout=settings.witness_timeout, state=_state(log, settings),
+                          registry=registry)
+    except WitnessConfigError as e:
+        raise ConfigError(str(e)) from None
 
 
 def witnessing_context(settings: Settings
@@ -100,7 +143,7 @@ def witnessing_context(settings: Settings
     ``notary serve`` before it opens anything, with the ConfigError as the message.
     """
     endpoints = _endpoints(settings)
-    if endpoints:
+    if endpoints and not settings.witness_policy:
         _quorum(settings, endpoints)
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
@@ -124,7 +167,7 @@ def witnessing_context(settings: Settings
                            retry=min(settings.witness_interval, 2.0))
         job = asyncio.create_task(runner.run(), name="witnessing lease")
         _log.info("witnessing_started", witnesses=[e.url for e in witnessing.endpoints],
-                  quorum=witnessing.quorum, interval=witnessing.interval)
+                  quorum=witnessing.policy.describe(), interval=witnessing.interval)
         try:
             yield
         finally:

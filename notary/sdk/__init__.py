@@ -21,8 +21,10 @@ from notary.sdk.mcp import (
     OnUnavailable,
     notarization_of,
     notarize_server,
+    received_wire,
     record_for,
     result_to_wire,
+    structured_for,
     verify_tool_result,
 )
 
@@ -38,7 +40,9 @@ __all__ = [
     "OnUnavailable",
     "notarization_of",
     "notarize_server",
+    "received_wire",
     "record_for",
     "result_to_wire",
+    "structured_for",
     "verify_tool_result",
 ]

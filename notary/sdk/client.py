@@ -28,6 +28,10 @@ from urllib.parse import quote
 
 import aiohttp
 
+from ledger.client.http import MAX_JSON_BYTES, MAX_JSON_DEPTH, read_bounded
+from ledger.core.boundedjson import JsonError, parse_json
+from notary.core.errors import NotaryBaseError
+
 __all__ = [
     "NotaryClient",
     "NotaryError",
@@ -50,7 +54,7 @@ caller (fail or mark) is the better answer than another attempt.
 """
 
 
-class NotaryError(Exception):
+class NotaryError(NotaryBaseError):
     """Base class of every error the notary client raises."""
 
 
@@ -118,12 +122,12 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 def _error_body(status: int, reason: str | None, body: bytes) -> tuple[str, str]:
     """(code, message) from the notary's ``{"error": {"code", "message"}}`` body, if any."""
     try:
-        doc = json.loads(body)
+        doc = parse_json(body, max_bytes=MAX_JSON_BYTES, max_depth=4)
         err = doc["error"]
         code, message = err["code"], err["message"]
         if isinstance(code, str) and isinstance(message, str):
             return code, message
-    except (ValueError, KeyError, TypeError):
+    except (JsonError, KeyError, TypeError):
         pass
     text = body[:200].decode("utf-8", "replace").strip()
     return f"http_{status}", text or (reason or "no message")
@@ -305,13 +309,17 @@ class NotaryClient:
         try:
             async with session.request(method, url, data=data, headers=headers, params=params,
                                        timeout=timeout, allow_redirects=False) as resp:
-                payload = await resp.read()
+                # Bounded: a hostile or broken server's endless answer is never held whole.
+                payload = await read_bounded(resp, MAX_JSON_BYTES)
                 status, reason, resp_headers = resp.status, resp.reason, resp.headers
         except TimeoutError as exc:
             raise _Retryable(f"timed out after {self.timeout}s") from exc
         except aiohttp.ClientError as exc:
             # Connection refused/reset, DNS, a response cut short: transient by nature.
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        if payload is None:
+            raise NotaryResponseError(f"the notary's answer from {url} is larger than "
+                                      f"{MAX_JSON_BYTES} bytes")
         if status >= 500:
             code, message = _error_body(status, reason, payload)
             raise _Retryable(f"HTTP {status} {code}: {message}", status,
@@ -322,8 +330,8 @@ class NotaryClient:
         if not 200 <= status < 300:
             raise NotaryResponseError(f"unexpected HTTP {status} from {url}")
         try:
-            doc = json.loads(payload)
-        except (ValueError, UnicodeDecodeError) as exc:
+            doc = parse_json(payload, max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH)
+        except JsonError as exc:
             raise NotaryResponseError(f"the notary's answer from {url} is not JSON: {exc}") from exc
         if not isinstance(doc, dict):
             raise NotaryResponseError(f"the notary's answer from {url} is not a JSON object")

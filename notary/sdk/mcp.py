@@ -49,10 +49,12 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, CallToolResult, InputRequiredResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from ledger.core.note import NoteVerifier
 from notary.core.canonical import CanonicalizationError
+from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Jwks
 from notary.core.records import SPEC, CallRecord, RecordError, hashed_result, is_final, new_salt
@@ -66,8 +68,10 @@ __all__ = [
     "OnUnavailable",
     "notarization_of",
     "notarize_server",
+    "received_wire",
     "record_for",
     "result_to_wire",
+    "structured_for",
     "verify_tool_result",
 ]
 
@@ -79,7 +83,7 @@ OnUnavailable = Literal["fail", "mark"]
 _HASHED_KEYS = ("content", "structuredContent", "isError")
 
 
-class NotarizationFailedError(MCPError):
+class NotarizationFailedError(MCPError, NotaryBaseError):
     """A final tool result could not be notarized under ``on_unavailable="fail"``.
 
     An :class:`mcp.shared.exceptions.MCPError`, so raised from a handler or middleware it
@@ -102,14 +106,46 @@ class NotarizationFailedError(MCPError):
 
 
 def result_to_wire(result: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
-    """A tool result as wire JSON (camelCase, no nulls), the form the call record hashes.
+    """A tool result as the server sends it (camelCase, no nulls): what the record hashes.
 
-    Accepts the SDK model or an already-dumped mapping (copied). This is the same dump the
-    SDK's server runner applies to handler results.
+    Accepts the SDK model or an already-dumped mapping (copied). For a model this is the
+    dump the SDK's server runner applies to handler results (``exclude_none``), so a
+    ``structured_content=None`` set on a model is never sent and never hashed. A client
+    rebuilding the record from what it *received* uses :func:`received_wire`, which keeps a
+    ``structuredContent: null`` the server did send.
     """
     if isinstance(result, BaseModel):
         return result.model_dump(by_alias=True, exclude_none=True, mode="json")
     return dict(result)
+
+
+def received_wire(result: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+    """A received tool result as wire JSON, with ``structuredContent`` exactly as it came.
+
+    The SDK's model cannot hold "absent" and ``null`` apart in its value (both are None),
+    but it remembers which members the wire carried (``model_fields_set``): a server that
+    sent ``"structuredContent": null`` (MCP 2026-07-28 allows any JSON value, ``null``
+    included) hashed ``null``, so the record rebuilt here keeps it.
+    """
+    wire = result_to_wire(result)
+    if (isinstance(result, CallToolResult) and result.structured_content is None
+            and "structured_content" in result.model_fields_set):
+        wire["structuredContent"] = None
+    return wire
+
+
+def structured_for(protocol_version: str | None, value: object) -> object:
+    """``value`` as ``structuredContent`` for a client of ``protocol_version``.
+
+    MCP 2026-07-28 allows any JSON value; 2025-era clients (and the SDK's own sieve for
+    them) accept only an object, so a non-object root is wrapped as ``{"result": value}``,
+    the shape the TypeScript SDK sends and ``MCPServer``'s typed tools use. Each client gets
+    (and the record hashes) the shape it can read: for a low-level server's ``on_call_tool``,
+    ``structured_for(ctx.protocol_version, value)``.
+    """
+    if protocol_version in MODERN_PROTOCOL_VERSIONS or isinstance(value, dict):
+        return value
+    return {"result": value}
 
 
 def _normalized(wire: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,10 +153,12 @@ def _normalized(wire: Mapping[str, Any]) -> dict[str, Any]:
 
     A client using the SDK never sees the wire JSON, only a parsed ``CallToolResult``, and
     the model cannot tell an absent ``isError`` from ``false`` (it defaults to False). So
-    the hashed members are passed through the model once here and *sent in that form*:
-    ``isError`` is then always explicit, and a client reading raw JSON and one reading the
-    model rebuild the same record. For results the SDK produced this changes nothing else
-    (checked in the tests). If the model refuses the result, it is left as it is.
+    ``content`` and ``isError`` are passed through the model once here and *sent in that
+    form*: ``isError`` is then always explicit, and a client reading raw JSON and one
+    reading the model rebuild the same record. ``structuredContent`` is any JSON value and
+    is kept exactly as it is (``null`` included; see :func:`received_wire`). For results
+    the SDK produced this changes nothing else (checked in the tests). If the model
+    refuses the result, it is left as it is.
     """
     out = dict(wire)
     try:
@@ -128,8 +166,8 @@ def _normalized(wire: Mapping[str, Any]) -> dict[str, Any]:
     except ValidationError:
         return out
     dumped = model.model_dump(by_alias=True, exclude_none=True, mode="json",
-                              include={"content", "structured_content", "is_error"})
-    for key in _HASHED_KEYS:
+                              include={"content", "is_error"})
+    for key in ("content", "isError"):
         if key in dumped:
             out[key] = dumped[key]
         else:
@@ -349,7 +387,7 @@ def record_for(tool: str, arguments: Mapping[str, Any] | None,
     record: dict[str, Any] = {
         "tool": tool,
         "arguments": {} if arguments is None else dict(arguments),
-        "result": hashed_result(result_to_wire(result)),
+        "result": hashed_result(received_wire(result)),
         "salt": salt,
     }
     if server is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import aiosqlite
 
-SCHEMA = """
+TABLES = """
 CREATE TABLE IF NOT EXISTS accounts (
     name TEXT PRIMARY KEY, monthly_allowance INTEGER, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -32,6 +32,17 @@ CREATE TABLE IF NOT EXISTS receipts (
 CREATE TABLE IF NOT EXISTS receipt_keys (
     kid TEXT PRIMARY KEY, jwk TEXT NOT NULL, created REAL NOT NULL);
 """
+
+#: The indexes of :meth:`NotaryDB.search_receipts`: newest first by (issued_at, idx), with the
+#: equality filters (server; server and tool; tool) leading the key.
+SEARCH_INDEXES = """
+CREATE INDEX IF NOT EXISTS receipts_by_time ON receipts (issued_at, idx);
+CREATE INDEX IF NOT EXISTS receipts_by_server_time ON receipts (server, issued_at, idx);
+CREATE INDEX IF NOT EXISTS receipts_by_server_tool_time ON receipts (server, tool, issued_at, idx);
+CREATE INDEX IF NOT EXISTS receipts_by_tool_time ON receipts (tool, issued_at, idx);
+"""
+
+SCHEMA = TABLES + SEARCH_INDEXES
 
 RECEIPT_COLUMNS = "id, call_sha256, idx, server, tool, issued_at, kid, sig, account"
 
@@ -97,6 +108,43 @@ class NotaryDB:
         row = await self._one(f"SELECT {RECEIPT_COLUMNS} FROM receipts WHERE call_sha256 = ?",
                               (call_sha256,))
         return None if row is None else ReceiptRow(*row)
+
+    # Search -------------------------------------------------------------------------------
+    # One self-contained query, kept apart so that it ports as one method of a store contract.
+
+    async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
+                              since: str | None = None, until: str | None = None,
+                              before: tuple[str, int] | None = None, limit: int = 20
+                              ) -> list[ReceiptRow]:
+        """Receipts newest first by ``(issued_at, index)``, at most ``limit`` of them.
+
+        ``since`` (inclusive) and ``until`` (exclusive) are ``issued_at`` strings in the
+        receipts' own fixed-width RFC 3339 form, so text order is time order. ``before`` is
+        the ``(issued_at, index)`` of the last row of the previous page: the next page starts
+        strictly after it, which keeps pages stable while new receipts arrive (they are newer
+        than any cursor). The index on ``(server, tool, issued_at, idx)`` (or its shorter
+        siblings) makes every combination a range scan.
+        """
+        where: list[str] = []
+        args: list[Any] = []
+        for column, value in (("server", server), ("tool", tool)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if since is not None:
+            where.append("issued_at >= ?")
+            args.append(since)
+        if until is not None:
+            where.append("issued_at < ?")
+            args.append(until)
+        if before is not None:
+            where.append("(issued_at, idx) < (?, ?)")
+            args.extend(before)
+        sql = (f"SELECT {RECEIPT_COLUMNS} FROM receipts"
+               + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY issued_at DESC, idx DESC LIMIT ?")
+        args.append(limit)
+        return [ReceiptRow(*row) for row in self.conn.execute(sql, args).fetchall()]
 
     async def api_key(self, key_id: str) -> ApiKeyRow | None:
         row = await self._one(

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
 
 
-class VerifierInputError(ValueError):
+class VerifierInputError(NotaryBaseError, ValueError):
     """The inputs or trust material are unusable: a usage error (exit 2), not a verdict."""
 
 
@@ -21,6 +22,13 @@ _SAVED_CALL_KEYS = frozenset({"tool", "arguments", "result", "server"})
 
 
 _ENTRIES_PATH = re.compile(r"/v1/ledger/entries/[0-9]+/?$")
+
+
+def check_http_url(url: str) -> None:
+    """Refuse anything but an http(s) URL with a host, as an input error."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise VerifierInputError(f"{url!r} is not an http(s) URL")
 
 
 def log_base_url(receipt: Mapping[str, object]) -> str | None:

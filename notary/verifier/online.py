@@ -6,18 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ledger.client.tiles import tile_at
+from ledger.client.http import FetchError, HttpClient
+from ledger.client.tiles import LogSource
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.note import Ed25519Verifier, NoteError, strict_b64decode
-from ledger.core.proofs import Coord, assemble, consistency_plan, plan_coords
-from ledger.core.tilehash import ExpandedTile, tile_of
+from ledger.core.note import Ed25519Verifier, NoteError
 from ledger.core.tlog_proof import decode_proof_bundle
 from notary.core.verification import (
+    check_witnesses,
     failed,
     passed,
     skipped,
 )
-from notary.verifier.fetch import Fetcher, FetchError, get_json
 from notary.verifier.inputs import log_base_url
 from notary.verifier.report import Report, require_level
 from notary.verifier.state import (
@@ -31,7 +30,7 @@ from notary.verifier.trust import Trust
 
 
 async def _level5(report: Report, receipt: Mapping[str, object], proof: str | None,
-                  log_key: Ed25519Verifier | None, trust: Trust, fetcher: Fetcher | None,
+                  log_key: Ed25519Verifier | None, trust: Trust, fetcher: HttpClient | None,
                   state: StateFile | None, log_url: str | None) -> None:
     verdict = report.verdict
     cp = verdict.checkpoint
@@ -63,6 +62,7 @@ async def _level5(report: Report, receipt: Mapping[str, object], proof: str | No
     latest: Seen | None = None
     problems: list[str] = []
     base = (log_url.rstrip("/") if log_url else None) or log_base_url(receipt)
+    log = LogSource(base, fetcher, pipeline=False) if fetcher is not None and base else None
     if fetcher is None:
         problems.append("offline: the log's latest checkpoint and consistency proofs are not "
                         "fetched")
@@ -70,7 +70,8 @@ async def _level5(report: Report, receipt: Mapping[str, object], proof: str | No
         problems.append("no http(s) log URL in the receipt (use --log-url)")
     else:
         try:
-            latest = await _latest(fetcher, base, log_key, trust)
+            assert log is not None
+            latest = await _latest(log, log_key, trust)
         except FetchError as e:
             if e.refused:
                 verdict.levels["consistency"] = failed(f"the log's latest checkpoint: {e}")
@@ -88,9 +89,9 @@ async def _level5(report: Report, receipt: Mapping[str, object], proof: str | No
 
     reconciler = Reconciler(stored, receipt_seen, latest)
     proofs: dict[tuple[int, int], ProofResult] = {}
-    if fetcher is not None and base is not None:
+    if log is not None:
         for old, new in reconciler.proofs_needed():
-            proofs[(old, new)] = await _consistency_proof(fetcher, base, old, new)
+            proofs[(old, new)] = await _consistency_proof(log, old, new)
     result = reconciler.finish(proofs)
     report.conflicts = result.conflicts
 
@@ -114,6 +115,12 @@ async def _level5(report: Report, receipt: Mapping[str, object], proof: str | No
     verdict.levels["consistency"] = level
 
     newest = result.newest
+    if fetcher is None:
+        # Offline: the state file is read (a stored checkpoint still catches a rollback) but
+        # never written, so an offline check leaves no file behind.
+        if state is not None and newest is not None and newest.label != "stored":
+            report.notes.append(f"offline: {state.path} is not updated")
+        return
     if state is not None and newest is not None and state.remember(
             newest.checkpoint, newest.note, log_key.vkey):
         report.notes.append(f"remembered {newest.describe()} as the newest checkpoint seen for "
@@ -124,65 +131,36 @@ class _LatestUnusable(Exception):
     """The log's latest checkpoint verifies under the log key but misses the witness quorum."""
 
 
-async def _latest(fetcher: Fetcher, base: str, log_key: Ed25519Verifier, trust: Trust) -> Seen:
+async def _latest(log: LogSource, log_key: Ed25519Verifier, trust: Trust) -> Seen:
     """The log's latest checkpoint, verified under the log key and the witness policy.
 
     One without the witness quorum is not used (a log may serve a new checkpoint before its
     witnesses cosign it; that is not evidence of anything) but one the log key did not sign is
     an error the caller reports as a failure.
     """
-    note = await fetcher.get_bytes(base + "/checkpoint")
+    note = await log.checkpoint()
     latest, _ = open_checkpoint(note, log_key)
-    if trust.quorum:
-        try:
-            open_checkpoint(note, log_key, trust.witnesses, trust.quorum)
-        except (NoteError, ValueError) as e:
+    policy = trust.witness_policy
+    if policy is not None and policy.requires_cosignatures:
+        level = check_witnesses(note, log_key, policy)
+        if level.status != "passed":
             raise _LatestUnusable(
                 f"the log's latest checkpoint (size {latest.size}) does not meet the witness "
-                f"policy and is not used: {e}") from None
+                f"policy and is not used: {level.reason}")
     return Seen("latest", latest, note)
 
 
-async def _consistency_proof(fetcher: Fetcher, base: str, old: int, new: int) -> ProofResult:
-    url = f"{base}/v1/ledger/proofs/consistency?old={old}&new={new}"
+async def _consistency_proof(log: LogSource, old: int, new: int) -> ProofResult:
+    """The log's proof, or why there is none: ``refused`` when it answered without one."""
     try:
-        doc = await get_json(fetcher, url)
+        return ProofResult(proof=tuple(await log.consistency_from_api(old, new)))
     except FetchError as e:
         if e.status == 404:
             # No proof API: a static tlog-tiles mirror (``--publish``). The tiles hold the
             # same hashes; the proof is checked against both roots all the same.
-            return await _consistency_from_tiles(fetcher, base, old, new, e)
-        return ProofResult(problem=str(e), refused=e.refused)
-    hashes = doc.get("proof") if isinstance(doc, dict) else None
-    if (not isinstance(doc, dict) or doc.get("old") != old or doc.get("new") != new
-            or not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes)):
-        return ProofResult(problem=f"GET {url}: malformed answer", refused=True)
-    try:
-        return ProofResult(proof=tuple(strict_b64decode(h, "proof hash") for h in hashes))
-    except NoteError as e:
-        return ProofResult(problem=f"GET {url}: {e}", refused=True)
-
-
-async def _consistency_from_tiles(fetcher: Fetcher, base: str, old: int, new: int,
-                                  no_api: FetchError) -> ProofResult:
-    """PROOF(old, new) assembled from the tiles a tree of size ``new`` publishes."""
-    plan = consistency_plan(old, new)
-    tiles: dict[tuple[int, int], ExpandedTile] = {}
-    hashes: dict[Coord, bytes] = {}
-    for coord in plan_coords(plan):
-        level, index, _ = tile_of(coord)
-        if (level, index) not in tiles:
-            path = tile_at(level, index, new).path()
             try:
-                tiles[(level, index)] = ExpandedTile(await fetcher.get_bytes(f"{base}/{path}"))
-            except FetchError as e:
-                return ProofResult(problem=f"{no_api}; and from tiles: {e}",
-                                   refused=no_api.refused and e.refused)
-            except ValueError as e:
-                return ProofResult(problem=f"GET {base}/{path}: {e}", refused=True)
-        try:
-            hashes[coord] = tiles[(level, index)].get(coord)
-        except KeyError:
-            return ProofResult(problem=f"{base}: tile {level}/{index} is too short",
-                               refused=True)
-    return ProofResult(proof=tuple(assemble(plan, hashes)))
+                return ProofResult(proof=tuple(await log.consistency_from_tiles(old, new)))
+            except FetchError as t:
+                return ProofResult(problem=f"{e}; and from tiles: {t}",
+                                   refused=e.refused and t.refused)
+        return ProofResult(problem=str(e), refused=e.refused)

@@ -31,6 +31,17 @@ class Report:
     checkpoint: Checkpoint | None = None
     conflicts: list[Conflict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    proof: str | None = None
+    """The tlog-proof the verdict was reached on (the receipt's own, or a fetched upgrade)."""
+
+    def receipt_with_proof(self) -> dict[str, object] | None:
+        """The receipt carrying the proof used: an upgraded receipt, ready to save."""
+        if self.receipt is None:
+            return None
+        out = dict(self.receipt)
+        if self.proof is not None:
+            out["proof"] = self.proof
+        return out
 
     @property
     def valid(self) -> bool:

@@ -34,6 +34,7 @@ import base64
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +42,10 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.atomic import write_atomic
+from notary.core.errors import NotaryBaseError
+
+if sys.platform != "win32":  # advisory locking is POSIX; elsewhere the atomic rename still holds
+    import fcntl
 from ledger.core.checkpoint import Checkpoint
 from ledger.core.proofs import ProofError, verify_consistency
 
@@ -52,9 +57,9 @@ __all__ = [
     "Reconciler",
     "Reconciliation",
     "Seen",
-    "StateError",
     "StateFile",
     "StoredCheckpoint",
+    "VerifierStateError",
 ]
 
 DEFAULT_STATE_PATH = Path("~/.config/mcp-notary/verifier-state.json")
@@ -72,7 +77,7 @@ _DESCRIBE: dict[str, str] = {
 }
 
 
-class StateError(ValueError):
+class VerifierStateError(NotaryBaseError, ValueError):
     """The state file cannot be read or written (a usage/input problem, not a verdict)."""
 
 
@@ -98,12 +103,12 @@ class StoredCheckpoint:
     @classmethod
     def from_json(cls, origin: str, obj: object) -> StoredCheckpoint:
         if not isinstance(obj, Mapping):
-            raise StateError(f"logs[{origin!r}] must be an object")
+            raise VerifierStateError(f"logs[{origin!r}] must be an object")
         size, root, note = obj.get("size"), obj.get("root"), obj.get("checkpoint")
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise StateError(f"logs[{origin!r}].size must be a non-negative integer")
+            raise VerifierStateError(f"logs[{origin!r}].size must be a non-negative integer")
         if not isinstance(root, str) or not isinstance(note, str):
-            raise StateError(f"logs[{origin!r}] needs 'root' and 'checkpoint' strings")
+            raise VerifierStateError(f"logs[{origin!r}] needs 'root' and 'checkpoint' strings")
         vkey, updated = obj.get("vkey", ""), obj.get("updated", "")
         return cls(origin, size, root, note, vkey if isinstance(vkey, str) else "",
                    updated if isinstance(updated, str) else "")
@@ -121,23 +126,23 @@ class StateFile:
         self.path = path.expanduser()
 
     def load(self) -> dict[str, StoredCheckpoint]:
-        """Every origin's stored checkpoint; raises :class:`StateError` for a corrupt file."""
+        """Every origin's stored checkpoint; :class:`VerifierStateError` for a corrupt file."""
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return {}
         except OSError as e:
-            raise StateError(f"cannot read the state file {self.path}: {e}") from e
+            raise VerifierStateError(f"cannot read the state file {self.path}: {e}") from e
         try:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
-            raise StateError(f"the state file {self.path} is not valid JSON: {e}") from e
+            raise VerifierStateError(f"the state file {self.path} is not valid JSON: {e}") from e
         if not isinstance(doc, Mapping) or doc.get("version") != STATE_VERSION:
-            raise StateError(f"the state file {self.path} is not a version-{STATE_VERSION} "
+            raise VerifierStateError(f"the state file {self.path} is not a version-{STATE_VERSION} "
                              "verifier state ({\"version\": 1, \"logs\": {...}})")
         logs = doc.get("logs", {})
         if not isinstance(logs, Mapping):
-            raise StateError(f"the state file {self.path}: 'logs' must be an object")
+            raise VerifierStateError(f"the state file {self.path}: 'logs' must be an object")
         return {str(o): StoredCheckpoint.from_json(str(o), v) for o, v in logs.items()}
 
     def get(self, origin: str) -> StoredCheckpoint | None:
@@ -147,9 +152,7 @@ class StateFile:
     def _locked(self) -> Iterator[None]:
         """An advisory lock on a sidecar file, where the platform has ``fcntl``."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: atomic rename still holds
+        if sys.platform == "win32":  # pragma: no cover - no fcntl
             yield
             return
         lock_path = self.path.with_name(self.path.name + ".lock")
@@ -186,7 +189,7 @@ class StateFile:
                 self._write(logs)
                 return True
         except OSError as e:
-            raise StateError(f"cannot write the state file {self.path}: {e}") from e
+            raise VerifierStateError(f"cannot write the state file {self.path}: {e}") from e
 
 
 # ---------------------------------------------------------------------------------------------

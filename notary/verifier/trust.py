@@ -3,37 +3,115 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger.client.http import FetchError, HttpClient
+from ledger.core.boundedjson import JsonError, parse_json
 from ledger.core.cosignature import parse_verifier_key
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from notary.core.receipts import Jwks, JwksError
-from notary.verifier.fetch import Fetcher, FetchError, _check_url, get_json
-from notary.verifier.inputs import VerifierInputError, _object
+from notary.verifier.inputs import VerifierInputError, _object, check_http_url
+
+MAX_JWKS_FILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
 class Trust:
-    """The verifier's trust anchors: receipt keys, log keys, witness keys and the quorum.
+    """The verifier's trust anchors: receipt keys, log keys, and the witness policy.
 
-    ``quorum`` is how many distinct witnesses must have cosigned (k of n); 0 means no witness
-    check. Log keys are matched to a receipt by origin (the key name).
+    Witnesses come as a C2SP tlog-policy (``policy``: witnesses, groups, a quorum), or in the
+    simple form ``witnesses`` with ``quorum`` (k of n distinct witnesses; 0 means no witness
+    check). Log keys are matched to a receipt by origin (the key name).
     """
 
     jwks: Jwks | None = None
     log_keys: tuple[Ed25519Verifier, ...] = ()
     witnesses: tuple[NoteVerifier, ...] = ()
     quorum: int = 0
+    policy: TlogPolicy | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.quorum, bool) or not isinstance(self.quorum, int) or self.quorum < 0:
             raise VerifierInputError("the witness quorum must be a non-negative integer")
-        if self.quorum > len({(w.name, w.key_id) for w in self.witnesses}):
-            raise VerifierInputError(f"a quorum of {self.quorum} cannot be met by "
-                                     f"{len(self.witnesses)} witness key(s)")
+        if self.policy is not None and (self.witnesses or self.quorum):
+            raise VerifierInputError("a witness policy replaces --witness and --quorum; give "
+                                     "one or the other")
+        try:
+            TlogPolicy.from_quorum(self.witnesses, self.quorum)
+        except TlogPolicyError as e:
+            raise VerifierInputError(str(e)) from None
+
+    @property
+    def witness_policy(self) -> TlogPolicy | None:
+        """The witness policy in force (the simple form turned into one), or None."""
+        if self.policy is not None:
+            return self.policy
+        if not self.witnesses and not self.quorum:
+            return None
+        return TlogPolicy.from_quorum(self.witnesses, self.quorum)
+
+    @property
+    def requires_witnesses(self) -> bool:
+        policy = self.witness_policy
+        return policy is not None and policy.requires_cosignatures
+
+
+def load_witness_policy(path: str | Path) -> TlogPolicy:
+    """A C2SP tlog-policy file (``log``, ``witness``, ``group``, ``quorum`` lines)."""
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as e:
+        raise VerifierInputError(f"cannot read the witness policy {path}: {e}") from e
+    try:
+        return parse_tlog_policy(data)
+    except TlogPolicyError as e:
+        raise VerifierInputError(f"the witness policy {path} is not valid: {e}") from e
+
+
+def parse_witness_policy_text(text: str) -> TlogPolicy:
+    """A tlog-policy given as text (a tool argument of ``notary mcp``)."""
+    try:
+        return parse_tlog_policy(text)
+    except TlogPolicyError as e:
+        raise VerifierInputError(f"the witness policy is not valid: {e}") from e
+
+
+def distinct_witnesses(witnesses: Sequence[NoteVerifier]) -> int:
+    """How many different witnesses the keys name: a key listed twice still counts once, under
+    another name too (cosignature/v1 does not commit to the name), as in the witness policy."""
+    return len(TlogPolicy.from_quorum(witnesses, 0).witnesses)
+
+
+def build_trust(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
+                witnesses: Sequence[NoteVerifier], quorum: int | None) -> Trust:
+    """The one way every entry point (CLI flags, ``notary mcp`` arguments, gateway audit) turns
+    keys into trust anchors, so a quorum means the same everywhere.
+
+    ``quorum`` None asks for every distinct witness given (0 when none is).
+    """
+    if quorum and not witnesses:
+        raise VerifierInputError("a witness quorum needs witness keys (--witness)")
+    k = distinct_witnesses(witnesses) if quorum is None else quorum
+    return Trust(jwks, tuple(log_keys), tuple(witnesses), k)
+
+
+async def complete_from_notary(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
+                               notary_url: str | None, fetcher: HttpClient | None
+                               ) -> tuple[Jwks | None, tuple[Ed25519Verifier, ...], bool]:
+    """(jwks, log keys, fetched): pinned keys, with only what is missing filled in from the
+    notary's own (trust on first use, see :func:`trust_from_notary`).
+
+    Nothing is fetched when both kinds are pinned, no notary is named, or ``fetcher`` is None
+    (offline); ``fetched`` says whether the notary was asked.
+    """
+    keys = tuple(log_keys)
+    if (jwks is not None and keys) or notary_url is None or fetcher is None:
+        return jwks, keys, False
+    notary_jwks, notary_key = await trust_from_notary(notary_url, fetcher)
+    return (jwks if jwks is not None else notary_jwks), (keys or (notary_key,)), True
 
 
 def _expand_keys(values: Sequence[str]) -> list[str]:
@@ -84,7 +162,7 @@ def _jwks(doc: object, where: str) -> Jwks:
     return jwks
 
 
-async def load_jwks(value: str | Mapping[str, object], fetcher: Fetcher | None) -> Jwks:
+async def load_jwks(value: str | Mapping[str, object], fetcher: HttpClient | None) -> Jwks:
     """Receipt keys from a JWKS document, a file (``FILE`` or ``@FILE``), or an http(s) URL.
 
     A URL needs ``fetcher``: offline, it is an input error rather than a silent skip.
@@ -96,28 +174,28 @@ async def load_jwks(value: str | Mapping[str, object], fetcher: Fetcher | None) 
             raise VerifierInputError(f"the JWKS {value} is a URL, and offline nothing is fetched; "
                                      "pass a saved JWKS file")
         try:
-            return _jwks(await get_json(fetcher, value), value)
+            return _jwks(await fetcher.get_json(value), value)
         except FetchError as e:
             raise VerifierInputError(f"cannot fetch the JWKS: {e}") from e
     path = Path(value.removeprefix("@")).expanduser()
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        doc = parse_json(path.read_bytes(), max_bytes=MAX_JWKS_FILE_BYTES)
+    except (OSError, JsonError) as e:
         raise VerifierInputError(f"cannot read the JWKS file {path}: {e}") from e
     return _jwks(doc, str(path))
 
 
-async def trust_from_notary(url: str, fetcher: Fetcher) -> tuple[Jwks, Ed25519Verifier]:
+async def trust_from_notary(url: str, fetcher: HttpClient) -> tuple[Jwks, Ed25519Verifier]:
     """The receipt keys and log key a notary publishes (``/.well-known/jwks.json``, ``/v1/ledger``).
 
     This trusts that notary for its own keys (trust on first use): it proves the receipt is the
     notary's, not that the notary is the one you meant. Pin keys to verify independently.
     """
     base = url.rstrip("/")
-    _check_url(base)
+    check_http_url(base)
     try:
-        jwks = _jwks(await get_json(fetcher, base + "/.well-known/jwks.json"), base)
-        ledger = await get_json(fetcher, base + "/v1/ledger")
+        jwks = _jwks(await fetcher.get_json(base + "/.well-known/jwks.json"), base)
+        ledger = await fetcher.get_json(base + "/v1/ledger")
     except FetchError as e:
         raise VerifierInputError(f"cannot fetch the notary's keys: {e}") from e
     vkey = ledger.get("vkey") if isinstance(ledger, dict) else None

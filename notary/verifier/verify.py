@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ledger.client.http import FetchError, HttpClient
 from ledger.core.note import Ed25519Verifier, NoteError, parse_note
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.verification import (
@@ -16,7 +17,6 @@ from notary.core.verification import (
     skipped,
     verify_receipt,
 )
-from notary.verifier.fetch import Fetcher, FetchError, get_json
 from notary.verifier.inputs import ToolCall, VerifierInputError, _object, log_base_url
 from notary.verifier.online import _level5
 from notary.verifier.report import Report, require_level
@@ -51,7 +51,8 @@ def _select_log_key(receipt: Mapping[str, object], proof: str | None,
     return candidates[0]
 
 
-async def _fetch_receipt(call: ToolCall, fetcher: Fetcher | None) -> tuple[dict[str, Any], str]:
+async def _fetch_receipt(call: ToolCall, fetcher: HttpClient | None
+                         ) -> tuple[dict[str, Any], str]:
     url = call.receipt_url
     if url is None:
         raise VerifierInputError("the tool result carries no receipt and no receipt_url; "
@@ -60,21 +61,21 @@ async def _fetch_receipt(call: ToolCall, fetcher: Fetcher | None) -> tuple[dict[
         raise VerifierInputError(f"the tool result carries no receipt, and offline it cannot be "
                                  f"fetched from {url}; pass it with --receipt")
     try:
-        receipt = _object(await get_json(fetcher, url), f"the receipt from {url}")
+        receipt = _object(await fetcher.get_json(url), f"the receipt from {url}")
     except FetchError as e:
         raise VerifierInputError(f"cannot fetch the receipt: {e}") from e
     return receipt, f"receipt fetched from {url}"
 
 
 async def _fetch_proof(receipt: Mapping[str, object], receipt_url: str | None,
-                       fetcher: Fetcher | None) -> tuple[str | None, str]:
+                       fetcher: HttpClient | None) -> tuple[str | None, str]:
     """The notary's current proof for a receipt (served with the receipt at its URL)."""
     base = log_base_url(receipt)
     url = receipt_url or (f"{base}/v1/tool-calls/{receipt.get('id')}" if base else None)
     if fetcher is None or url is None:
         return None, "the receipt has no proof and offline none can be fetched"
     try:
-        fetched = await get_json(fetcher, url)
+        fetched = await fetcher.get_json(url)
     except FetchError as e:
         return None, f"the receipt has no proof and none could be fetched: {e}"
     proof = fetched.get("proof") if isinstance(fetched, dict) else None
@@ -109,17 +110,22 @@ async def verify_tool_call(
     call: ToolCall,
     trust: Trust,
     *,
-    fetcher: Fetcher | None = None,
+    fetcher: HttpClient | None = None,
     state: StateFile | None = None,
     log_url: str | None = None,
+    upgrade: bool = False,
 ) -> Report:
     """Check all five levels of one tool call.
 
-    ``fetcher`` None means offline: nothing is fetched and level 5 decides only what needs no
-    proof. ``state`` None means no memory (level 5 then compares with the log's latest only).
-    ``log_url`` overrides the log's base URL taken from the receipt's ``ledger.entry_url``.
-    Raises :class:`VerifierInputError` for unusable inputs and :class:`StateError` for a state
-    file that cannot be read or written.
+    ``fetcher`` None means offline: nothing is fetched, level 5 decides only what needs no
+    proof, and the state file is read but not written. ``state`` None means no memory (level
+    5 then compares with the log's latest only). ``log_url`` overrides the log's base URL
+    taken from the receipt's ``ledger.entry_url``. ``upgrade`` fetches the receipt's current
+    proof from the notary first (``GET /v1/tool-calls/{id}``: into the newest witnessed
+    checkpoint that covers it) and verifies with it when it verifies; ``report.proof`` is the
+    proof used, so the upgraded receipt can be saved and later checked offline with its
+    cosignatures. Raises :class:`VerifierInputError` for unusable inputs and
+    :class:`VerifierStateError` for a state file that cannot be read or written.
     """
     notes: list[str] = []
     receipt = call.receipt
@@ -132,10 +138,33 @@ async def verify_tool_call(
         proof_text, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
         notes.append(note)
 
+    if upgrade:
+        if fetcher is None:
+            raise VerifierInputError("--upgrade fetches the receipt's proof, which --offline "
+                                     "forbids")
+        fresh, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
+        if fresh is None:
+            notes.append(f"not upgraded: {note.removeprefix('the receipt has no proof and ')}")
+        elif fresh == proof_text:
+            notes.append("upgrade: the notary serves the same proof (no newer witnessed "
+                         "checkpoint covers the entry yet)")
+        else:
+            selected = _select_log_key(receipt, fresh, trust.log_keys)
+            key = selected if isinstance(selected, Ed25519Verifier) else None
+            trial = verify_receipt(receipt, record=call.record, jwks=trust.jwks,
+                                   log_verifier=key, proof=fresh,
+                                   witness_policy=trust.witness_policy)
+            if trial.levels.get("inclusion", skipped("")).status == "passed":
+                proof_text = fresh
+                notes.append(f"upgraded: {note}")
+            else:
+                notes.append(f"not upgraded: the fetched proof does not verify "
+                             f"({trial.levels.get('inclusion', skipped('')).reason})")
+
     selected = _select_log_key(receipt, proof_text, trust.log_keys)
     log_key = selected if isinstance(selected, Ed25519Verifier) else None
     verdict = verify_receipt(receipt, record=call.record, jwks=trust.jwks, log_verifier=log_key,
-                             proof=proof_text, witnesses=trust.witnesses, quorum=trust.quorum)
+                             proof=proof_text, witness_policy=trust.witness_policy)
     if isinstance(selected, LevelResult) and "inclusion" in verdict.levels:
         verdict.levels["inclusion"] = selected
     witnesses = verdict.levels.get("witnesses")
@@ -147,17 +176,17 @@ async def verify_tool_call(
         if fresh is not None and fresh != proof_text:
             retry = verify_receipt(receipt, record=call.record, jwks=trust.jwks,
                                    log_verifier=log_key, proof=fresh,
-                                   witnesses=trust.witnesses, quorum=trust.quorum)
+                                   witness_policy=trust.witness_policy)
             if retry.levels.get("witnesses", witnesses).status == "passed":
                 verdict, proof_text = retry, fresh
                 notes.append(f"the receipt's own proof lacked the witness quorum: {note}")
     _check_meta(call, receipt, verdict)
-    report = Report(verdict, receipt, verdict.checkpoint, notes=notes)
+    report = Report(verdict, receipt, verdict.checkpoint, notes=notes, proof=proof_text)
     if "witnesses" not in verdict.levels:  # a malformed receipt stops after level 3
         verdict.levels["witnesses"] = skipped("the receipt is malformed")
         verdict.levels["consistency"] = skipped("the receipt is malformed")
         return report
-    if trust.quorum:
+    if trust.requires_witnesses:
         require_level(verdict, "witnesses")
 
     await _level5(report, receipt, proof_text, log_key, trust, fetcher, state, log_url)

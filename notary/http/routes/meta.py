@@ -1,4 +1,4 @@
-"""Keys, health, metrics and the API description."""
+"""Keys, witnesses, health, metrics and the API description."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ledger.http.routes import LOG
-from notary.http.appkeys import METRICS, NOTARY
+from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
+from notary.http.witnessing import witness_policy
 
 
 async def jwks(request: web.Request) -> web.Response:
@@ -20,9 +21,41 @@ async def jwks(request: web.Request) -> web.Response:
     return resp
 
 
+async def witnesses(request: web.Request) -> web.Response:
+    """The witnesses whose cosignatures this notary collects, and the quorum it publishes at.
+
+    Their verifier keys let a client (the explorer) check the cosignatures on ``/checkpoint``
+    itself; submission URLs are the operator's business and are not shown.
+    """
+    quorum, endpoints = witness_policy(request.app[SETTINGS])
+    resp = web.json_response({
+        "quorum": quorum,
+        "witnesses": [{"name": e.verifier.name, "vkey": e.vkey} for e in endpoints],
+    })
+    resp.headers["Cache-Control"] = "public, max-age=60"
+    return resp
+
+
 async def healthz(request: web.Request) -> web.Response:
-    head = await request.app[LOG].head()
-    return web.json_response({"status": "ok", "size": head.size if head else 0})
+    """Up, the tree size, whether writes are accepted, and the scrub's progress.
+
+    Still 200 once damage stopped writes (``status: failing`` and the ``problem``): the process
+    serves reads, and restarting it would not repair the store. Alert on ``status`` (or on the
+    ``ledger_scrub_damage`` metric)."""
+    log = request.app[LOG]
+    head = await log.head()
+    halted = log.sequencer.halted if log.sequencer is not None else None
+    body: dict[str, object] = {"status": "ok" if halted is None else "failing",
+                               "size": head.size if head else 0,
+                               "writes": "accepted" if halted is None else "stopped"}
+    if halted is not None:
+        body["problem"] = halted
+    scrub = request.app.get(SCRUB)
+    if scrub is not None:
+        body["scrub"] = scrub.status.to_json()
+    resp = web.json_response(body)
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -48,6 +81,7 @@ async def openapi(request: web.Request) -> web.Response:
 
 def add_meta_routes(app: web.Application) -> None:
     app.router.add_get("/.well-known/jwks.json", jwks)
+    app.router.add_get("/v1/witnesses", witnesses)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/openapi.json", openapi)

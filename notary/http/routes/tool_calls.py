@@ -1,4 +1,4 @@
-"""``/v1/tool-calls``: issue, fetch, look up and verify receipts."""
+"""``/v1/tool-calls``: issue, fetch, look up, search and verify receipts."""
 
 from __future__ import annotations
 
@@ -10,6 +10,15 @@ from aiohttp import web
 
 from ledger.http.errors import ApiError
 from notary.core.ids import is_receipt_id
+from notary.core.search import (
+    DEFAULT_LIMIT,
+    Cursor,
+    SearchParameterError,
+    decode_cursor,
+    encode_cursor,
+    parse_limit,
+    parse_time_bound,
+)
 from notary.http.appkeys import METRICS, NOTARY
 
 MAX_NAME = 256
@@ -87,16 +96,60 @@ async def get_receipt(request: web.Request) -> web.Response:
     return web.json_response(receipt)
 
 
-async def lookup(request: web.Request) -> web.Response:
-    unknown = sorted(set(request.query) - {"call_sha256"})
+SEARCH_PARAMETERS = ("server", "tool", "since", "until", "cursor", "limit")
+
+
+def _single(request: web.Request, name: str) -> str | None:
+    values = request.query.getall(name, [])
+    if len(values) > 1:
+        raise ApiError(400, "repeated_parameter", f"give query parameter {name} at most once")
+    return values[0] if values else None
+
+
+def _query_name(request: web.Request, field: str) -> str | None:
+    value = _single(request, field)
+    return None if value is None else _name({field: value}, field)
+
+
+async def lookup_or_search(request: web.Request) -> web.Response:
+    """``?call_sha256=`` is the lookup of one receipt; anything else is the search."""
+    unknown = sorted(set(request.query) - {"call_sha256", *SEARCH_PARAMETERS})
     if unknown:
-        raise ApiError(400, "unknown_field", f"unknown query parameter(s) {unknown}")
-    if "call_sha256" not in request.query:
-        raise ApiError(400, "missing_field", "query parameter call_sha256 is required")
-    if len(request.query.getall("call_sha256")) > 1:
-        raise ApiError(400, "invalid_call_sha256", "give call_sha256 once")
-    receipt = await request.app[NOTARY].lookup(_digest(request.query["call_sha256"]))
-    return web.json_response(receipt)
+        raise ApiError(400, "unknown_field", f"unknown query parameter(s) {unknown}; allowed: "
+                       f"call_sha256, or {', '.join(SEARCH_PARAMETERS)}")
+    if "call_sha256" in request.query:
+        if len(request.query.getall("call_sha256")) > 1:
+            raise ApiError(400, "invalid_call_sha256", "give call_sha256 once")
+        mixed = sorted(set(request.query) & set(SEARCH_PARAMETERS))
+        if mixed:
+            raise ApiError(400, "invalid_query", f"call_sha256 finds one receipt and takes no "
+                           f"search parameters; drop {mixed}")
+        receipt = await request.app[NOTARY].lookup(_digest(request.query["call_sha256"]))
+        return web.json_response(receipt)
+    return await _search(request)
+
+
+async def _search(request: web.Request) -> web.Response:
+    """Receipts newest first, one bounded page, with a cursor to the next one."""
+    server, tool = _query_name(request, "server"), _query_name(request, "tool")
+    try:
+        raw = {name: _single(request, name) for name in ("since", "until", "cursor", "limit")}
+        since = None if raw["since"] is None else parse_time_bound("since", raw["since"])
+        until = None if raw["until"] is None else parse_time_bound("until", raw["until"])
+        cursor = None if raw["cursor"] is None else decode_cursor(raw["cursor"])
+        limit = DEFAULT_LIMIT if raw["limit"] is None else parse_limit(raw["limit"])
+    except SearchParameterError as e:
+        raise ApiError(400, e.code, str(e)) from None
+    if since is not None and until is not None and since >= until:
+        raise ApiError(400, "invalid_time", f"since ({raw['since']}) must be earlier than "
+                       f"until ({raw['until']})")
+    receipts, last = await request.app[NOTARY].search(
+        server=server, tool=tool, since=since, until=until,
+        before=None if cursor is None else cursor.key(), limit=limit)
+    next_cursor = None if last is None else encode_cursor(Cursor(*last))
+    resp = web.json_response({"tool_calls": receipts, "next_cursor": next_cursor})
+    resp.headers["Cache-Control"] = "no-cache"
+    return resp
 
 
 async def verify(request: web.Request) -> web.Response:
@@ -112,7 +165,7 @@ async def verify(request: web.Request) -> web.Response:
 
 def add_tool_call_routes(app: web.Application) -> None:
     app.router.add_post("/v1/tool-calls", issue)
-    app.router.add_get("/v1/tool-calls", lookup)
+    app.router.add_get("/v1/tool-calls", lookup_or_search)
     app.router.add_post("/v1/tool-calls/verify", verify)
     # Not "verify": GET /v1/tool-calls/verify is a 405 (Allow: POST), not a malformed receipt id.
     app.router.add_get(r"/v1/tool-calls/{id:(?!verify$)[^/]+}", get_receipt)

@@ -1,0 +1,110 @@
+// The log at a glance: origin, key, size, the newest checkpoint and its signatures (each checked
+// here), the witnesses and their latest cosignatures, the growth chart and recent tool calls.
+
+import { CosignatureVerifier, Ed25519Verifier, parseCheckpointText, parseNote, parseVerifierKey } from "../../src/verify.js";
+import { getJson, getText } from "../api.js";
+import { growthChart } from "../chart.js";
+import { alert, fields, h, link, mono, utc } from "../dom.js";
+import { fingerprint, pinLogKey, pins, servedKeys } from "../trust.js";
+import { findForm, resultsTable } from "./search.js";
+
+const enc = new TextEncoder();
+const hex8 = (n) => n.toString(16).padStart(8, "0");
+
+/** Each signature line of a note: who made it, whether it verifies here, a cosignature's time. */
+export async function checkSignatures(noteText, logVkey, witnesses) {
+  const note = parseNote(noteText);
+  const verifiers = [];
+  if (logVkey) verifiers.push({ role: "log", v: Ed25519Verifier.fromVkey(logVkey) });
+  for (const w of witnesses) verifiers.push({ role: "witness", v: parseVerifierKey(w.vkey) });
+  const message = enc.encode(note.text);
+  return Promise.all(note.signatures.map(async (sig) => {
+    const match = verifiers.find(({ v }) => v.name === sig.name && v.keyId === sig.keyId);
+    const out = { name: sig.name, keyId: hex8(sig.keyId), role: match?.role ?? "unknown", ok: null, time: null };
+    if (match) {
+      out.ok = await match.v.verify(message, sig.signature);
+      if (match.v instanceof CosignatureVerifier && sig.signature.length === 72) out.time = Number(CosignatureVerifier.timestamp(sig.signature));
+    }
+    return out;
+  }));
+}
+
+function signatureRow(sig) {
+  const status = sig.ok === null ? "not checked (unknown key)" : sig.ok ? "✔ verified here" : "✘ does not verify";
+  return [sig.role === "log" ? "log" : sig.role === "witness" ? "witness" : "unknown", mono(sig.name), mono(sig.keyId),
+    sig.time === null ? "—" : utc(sig.time), h("span", { class: sig.ok ? "ok" : sig.ok === false ? "bad" : "" }, status)];
+}
+
+export async function overview(main) {
+  const [{ ledger, witnesses }, cp, history, recent] = await Promise.all([
+    servedKeys(), getText("/checkpoint"), getJson("/v1/ledger/checkpoints?limit=1000"), getJson("/v1/tool-calls?limit=10"),
+  ]);
+  const checkpoint = parseCheckpointText(parseNote(cp.text).text);
+  const sigs = await checkSignatures(cp.text, ledger.vkey, witnesses.witnesses);
+  const fp = await fingerprint(ledger.vkey);
+  const pinned = pins()[ledger.origin];
+  const witnessed = cp.headers.get("Notary-Witnessed");
+
+  const pinButton = h("button", { type: "button", class: "secondary" }, "Pin this log key in this browser");
+  pinButton.addEventListener("click", () => {
+    pinLogKey(ledger.vkey);
+    pinButton.replaceWith(h("span", { class: "source pinned", role: "status" }, "Pinned. Receipts are now checked against this key, whatever the server says later."));
+  });
+  const pinState = pinned === undefined
+    ? [h("span", { class: "source" }, "Not pinned: the page trusts the key this server sends. "), pinButton]
+    : pinned.vkey === ledger.vkey
+      ? h("span", { class: "source pinned" }, `Pinned in this browser on ${pinned.pinned_at}.`)
+      : alert("This server's log key differs from the one you pinned: its receipts fail level 3 here. See Trust.");
+
+  const latestBy = new Map(sigs.filter((x) => x.role === "witness").map((x) => [`${x.name}\n${x.keyId}`, x]));
+  const witnessRows = witnesses.witnesses.map((w) => {
+    const key = parseVerifierKey(w.vkey);
+    const sig = latestBy.get(`${key.name}\n${hex8(key.keyId)}`);
+    return [mono(w.name), mono(hex8(key.keyId)), sig ? `${utc(sig.time)} (size ${checkpoint.size})` : "none on the published checkpoint",
+      sig ? h("span", { class: sig.ok ? "ok" : "bad" }, sig.ok ? "✔ verified here" : "✘ does not verify") : "—"];
+  });
+
+  main.append(
+    h("h1", { tabindex: "-1" }, "Transparency log"),
+    h("p", { class: "lead" }, "Every notarized MCP tool call is an entry of this append-only Merkle tree log. Find a call below and this page verifies it itself, with keys you can pin."),
+    findForm(),
+    h("div", { class: "grid" },
+      h("section", { class: "card", "aria-labelledby": "log-h" },
+        h("h2", { id: "log-h" }, "The log"),
+        fields([
+          ["Origin", mono(ledger.origin)],
+          ["Size", h("span", { class: "big", "data-testid": "log-size" }, Number(ledger.size).toLocaleString("en-US"), " entries")],
+          ["Root hash", mono(ledger.root)],
+          ["Log key", mono(ledger.vkey)],
+          ["Key ID", mono(fp.keyId)],
+          ["Fingerprint", h("span", {}, mono(fp.sha256), h("br"), h("span", { class: "source" }, "SHA-256 of the Ed25519 public key"))],
+          ["Trust", pinState],
+        ])),
+      h("section", { class: "card", "aria-labelledby": "cp-h" },
+        h("h2", { id: "cp-h" }, "Newest checkpoint"),
+        h("p", {}, `Size ${checkpoint.size}, as served at `, link("/checkpoint", "/checkpoint", { "data-external": "" }),
+          witnessed === null ? "." : witnessed === "true" ? ": witnessed (meets the witness quorum)." : ": not yet witnessed."),
+        h("pre", { class: "note", "data-testid": "checkpoint-text", tabindex: "0" }, cp.text),
+        h("h3", {}, "Signatures"),
+        h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "checkpoint signatures" },
+          h("table", {}, h("thead", {}, h("tr", {}, ["Role", "Key name", "Key ID", "Cosigned at", "Check"].map((t) => h("th", { scope: "col" }, t)))),
+            h("tbody", {}, sigs.map((x) => h("tr", {}, signatureRow(x).map((c) => h("td", {}, c))))))))),
+    h("section", { class: "card", "aria-labelledby": "w-h" },
+      h("h2", { id: "w-h" }, "Witnesses"),
+      witnesses.witnesses.length
+        ? [h("p", {}, `A published checkpoint needs ${witnesses.quorum} of ${witnesses.witnesses.length} witness cosignatures.`),
+          h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "witnesses" },
+            h("table", {}, h("thead", {}, h("tr", {}, ["Witness", "Key ID", "Latest cosignature", "Check"].map((t) => h("th", { scope: "col" }, t)))),
+              h("tbody", {}, witnessRows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c)))))))]
+        : h("p", { class: "empty" }, "This notary has no witnesses configured: its checkpoints carry the log's signature only.")),
+    h("section", { class: "card", "aria-labelledby": "g-h" },
+      h("h2", { id: "g-h" }, "Growth"),
+      growthChart(history.checkpoints)),
+    h("section", { class: "card", "aria-labelledby": "r-h" },
+      h("h2", { id: "r-h" }, "Recent tool calls"),
+      resultsTable(recent.tool_calls),
+      recent.next_cursor ? h("p", {}, link(`/explorer/search?cursor=${encodeURIComponent(recent.next_cursor)}`, "Older tool calls →")) : null,
+      h("p", {}, link("/explorer/search", "Search by server, tool and time")))
+  );
+  return "Overview";
+}

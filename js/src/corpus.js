@@ -1,0 +1,103 @@
+// Run one case of the cross-language corpus (tests/corpus/generate.py) through this package:
+// used by the Node tests and, bundled, by the browser tests. Returns what the case's `expect`
+// describes, so the caller compares the two.
+
+import { parseJson } from "./json.js";
+import { callFromDocument, callFromReceiptAndRecord, makeTrust, verifyToolCall, verifyReceipt } from "./verifier.js";
+import { MemoryStore } from "./state.js";
+import { recordFromJson, recordBytes } from "./records.js";
+import { canonicalText } from "./canonical.js";
+import { toHex } from "./bytes.js";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { CanonicalizationError, RecordError, StateError, VerifierInputError } from "./errors.js";
+
+const LEVELS = ["record", "signature", "inclusion", "witnesses", "consistency"];
+
+function load(obj, key) {
+  const text = obj[`${key}_text`];
+  return typeof text === "string" ? parseJson(text) : obj[key];
+}
+
+/** The call_sha256 of a `verify` case's call record, as the verifier rebuilds it; or null. */
+export function recordDigest(c) {
+  const inp = c.input;
+  let call;
+  try {
+    if (inp.format === "saved_call" || inp.format === "tool_result") {
+      const args = load(inp, "arguments");
+      const receipt = load(inp, "receipt");
+      call = callFromDocument(load(inp, "call"), { tool: inp.tool ?? undefined, arguments: args ?? undefined, receipt: receipt ?? undefined });
+    } else if (inp.format === "receipt_record") {
+      call = callFromReceiptAndRecord(load(inp, "receipt"), load(inp, "record"));
+    } else return null;
+  } catch (e) {
+    if (e instanceof VerifierInputError) return null;
+    throw e;
+  }
+  const receipt = call.receipt !== null && typeof call.receipt === "object" ? call.receipt : {};
+  try {
+    const record = recordFromJson(call.record, { server: typeof receipt.server === "string" ? receipt.server : undefined });
+    return toHex(sha256(recordBytes(record)));
+  } catch (e) {
+    if (e instanceof RecordError || e instanceof CanonicalizationError) return null;
+    throw e;
+  }
+}
+
+/** The outcome of a `verify` case: {error, levels, valid, required}. */
+export async function runVerifyCase(c) {
+  const t = c.trust;
+  try {
+    const trust = makeTrust({ jwks: t.jwks ?? null, logKeys: t.log_keys ?? [], witnesses: t.witnesses ?? [], quorum: t.quorum ?? undefined, policy: t.policy ?? null });
+    const store = c.state === null || c.state === undefined ? null : new MemoryStore(c.state);
+    const inp = c.input;
+    let report;
+    if (inp.format === "saved_call" || inp.format === "tool_result") {
+      const opts = { trust, store };
+      if (inp.tool !== undefined && inp.tool !== null) opts.tool = inp.tool;
+      const args = load(inp, "arguments");
+      if (args !== undefined && args !== null) opts.arguments = args;
+      const receipt = load(inp, "receipt");
+      if (receipt !== undefined && receipt !== null) opts.receipt = receipt;
+      report = await verifyToolCall(load(inp, "call"), opts);
+    } else if (inp.format === "receipt_record") {
+      report = await verifyReceipt(load(inp, "receipt"), load(inp, "record"), { trust, store });
+    } else {
+      report = await verifyReceipt(load(inp, "receipt"), null, { trust, store });
+    }
+    const levels = Object.fromEntries(LEVELS.map((n) => [n, report.levels[n].status]));
+    return { error: null, levels, valid: report.valid, required: report.required, reasons: Object.fromEntries(LEVELS.map((n) => [n, report.levels[n].reason])) };
+  } catch (e) {
+    if (e instanceof VerifierInputError) return { error: "input", levels: null, valid: null, required: null, message: e.message };
+    if (e instanceof StateError) return { error: "state", levels: null, valid: null, required: null, message: e.message };
+    throw e;
+  }
+}
+
+/** The outcome of a `jcs` case: {refused, call_sha256, canonical}. */
+export function runJcsCase(c) {
+  let record;
+  try {
+    record = recordFromJson(parseJson(c.record_text), { server: c.server ?? undefined });
+  } catch (e) {
+    if (e instanceof RecordError || e instanceof CanonicalizationError) return { refused: true, call_sha256: null, canonical: null, message: e.message };
+    throw e;
+  }
+  return { refused: false, call_sha256: toHex(sha256(recordBytes(record))), canonical: canonicalText(record) };
+}
+
+/** Run any case; {expected, got, ok}. */
+export async function runCase(c) {
+  if (c.kind === "jcs") {
+    const got = runJcsCase(c);
+    const e = c.expect;
+    const ok = got.refused === e.refused && got.call_sha256 === e.call_sha256 && got.canonical === e.canonical;
+    return { expected: e, got, ok };
+  }
+  const got = await runVerifyCase(c);
+  got.call_sha256 = recordDigest(c);
+  const e = { ...c.expect, call_sha256: c.call_sha256 ?? null };
+  const ok = got.error === e.error && JSON.stringify(got.levels) === JSON.stringify(e.levels) && got.valid === e.valid &&
+    JSON.stringify(got.required) === JSON.stringify(e.required) && got.call_sha256 === e.call_sha256;
+  return { expected: e, got, ok };
+}

@@ -1,0 +1,5 @@
+// mcp-notary: verify notarized MCP tool calls (Node and browsers), and notarize the tool calls of
+// TypeScript MCP servers. This entry point imports nothing Node-only.
+export * from "./verify.js";
+export { NotaryClient, NotaryHTTPError, NotaryResponseError, NotaryUnavailableError } from "./client.js";
+export { NotarizationFailedError, Notarizer, notarizeServer, notarizationOf, recordFor } from "./notarize.js";

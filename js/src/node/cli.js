@@ -1,0 +1,193 @@
+// `mcp-notary verify`: the Python `notary verify` in Node, same inputs, flags and exit status:
+// 0 every required level passed, 1 a level failed or a required level did not pass, 2 usage or
+// input error. Extra: --policy FILE (a C2SP tlog-policy for the log and witness trust).
+
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { JsonError, StateError, VerifierInputError } from "../errors.js";
+import { parseJson } from "../json.js";
+import { callFromDocument, callFromReceiptAndRecord, loadTrust, verifyCall } from "../verifier.js";
+import { checkUrl, createFetcher } from "../fetcher.js";
+import { DEFAULT_STATE_PATH, StateFileStore, expandUser } from "./state-file.js";
+import { setEd25519Backend } from "../ed25519.js";
+import { nodeEd25519 } from "./ed25519-node.js";
+
+const USAGE = `usage: mcp-notary verify [CALL] [--tool T] [--arguments FILE|JSON] [--receipt FILE] [--record FILE]
+                         [--jwks FILE|URL] [--log-key VKEY|@FILE]... [--witness VKEY|@FILE]... [--quorum K]
+                         [--policy FILE] [--notary URL] [--state FILE | --no-state] [--offline]
+                         [--log-url URL] [--timeout SECONDS] [--json]
+
+Verify a notarized MCP tool call: the call record, the receipt signature, inclusion in the log,
+witness cosignatures, and consistency with the checkpoints seen before.
+
+inputs (one of):
+  CALL                      saved tool call {"tool", "arguments", "result", "server"?}
+  CALL --tool T [--arguments A]
+                            bare CallToolResult (wire JSON with _meta), or a JSON-RPC response
+  --receipt R --record C    receipt (with proof) and rs-tool-call/1 call record
+  (CALL --receipt R: use R instead of, or for want of, the receipt embedded in _meta)
+
+trust:
+  --jwks FILE|URL           trusted receipt keys (a URL needs the network)
+  --log-key VKEY|@FILE      trusted log verifier key <origin>+<id>+<key> (repeatable)
+  --witness VKEY|@FILE      witness cosignature key (repeatable)
+  --quorum K                witnesses that must have cosigned (default: all given witnesses)
+  --policy FILE             C2SP tlog-policy: trusted logs, witnesses and the quorum
+  --notary URL              fetch the receipt keys and log key from this notary when --jwks or
+                            --log-key is not given (trusts that notary for its own keys)
+
+  --state FILE              checkpoints seen so far, per log (default ${DEFAULT_STATE_PATH})
+  --no-state                neither read nor write a state file
+  --offline                 never use the network; checks that need it are skipped
+  --log-url URL             the log's base URL for level 5 (default: from the receipt)
+  --timeout SECONDS         per HTTP request (default 10)
+  --json                    print the report as JSON
+
+levels: 1 record, 2 signature, 3 inclusion, 4 witnesses, 5 consistency.
+exit status: 0 every required level passed (1-3 always; 4 with a quorum; 5 when a checkpoint
+of the log was stored before and the check could be made), 1 a level failed or a required
+level did not pass (a fork or rollback always fails), 2 usage or input error.`;
+
+class UsageError extends Error {}
+
+function readText(path, what) {
+  try {
+    const bytes = path === "-" ? readFileSync(0) : readFileSync(expandUser(path));
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch (e) {
+    throw new VerifierInputError(`cannot read ${what} ${JSON.stringify(path)}: ${e.message}`);
+  }
+}
+
+/** JSON from a file path, "-" (stdin), or inline text starting with "{". */
+function readJson(value, what) {
+  const text = value.trimStart().startsWith("{") ? value : readText(value, what);
+  try {
+    return parseJson(text);
+  } catch (e) {
+    if (e instanceof JsonError) throw new VerifierInputError(`cannot read ${what} ${JSON.stringify(value)}: ${e.message}`);
+    throw e;
+  }
+}
+
+function expandKeys(values) {
+  const out = [];
+  for (const value of values) {
+    if (value.startsWith("@")) {
+      const text = readText(value.slice(1), "key file");
+      for (const line of text.split(/\r\n|\r|\n/)) {
+        const t = line.trim();
+        if (t && !t.startsWith("#")) out.push(t);
+      }
+    } else out.push(value.trim());
+  }
+  return out;
+}
+
+function parse(argv) {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        tool: { type: "string" }, arguments: { type: "string" }, receipt: { type: "string" }, record: { type: "string" },
+        jwks: { type: "string" }, "log-key": { type: "string", multiple: true, default: [] },
+        witness: { type: "string", multiple: true, default: [] }, quorum: { type: "string" }, policy: { type: "string" },
+        notary: { type: "string" }, state: { type: "string" }, "no-state": { type: "boolean", default: false },
+        offline: { type: "boolean", default: false }, "log-url": { type: "string" }, timeout: { type: "string", default: "10" },
+        json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
+      },
+    });
+  } catch (e) {
+    throw new UsageError(e.message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return { help: true };
+  if (positionals.length > 1) throw new UsageError(`unrecognized arguments: ${positionals.slice(1).join(" ")}`);
+  if (values.state !== undefined && values["no-state"]) throw new UsageError("argument --no-state: not allowed with argument --state");
+  let quorum;
+  if (values.quorum !== undefined) {
+    if (!/^-?[0-9]+$/.test(values.quorum.trim())) throw new UsageError(`argument --quorum: invalid int value: '${values.quorum}'`);
+    quorum = Number(values.quorum);
+  }
+  const timeout = Number(values.timeout);
+  if (values.timeout.trim() === "" || Number.isNaN(timeout)) throw new UsageError(`argument --timeout: invalid float value: '${values.timeout}'`);
+  return { ...values, call: positionals[0], quorum, timeout };
+}
+
+function checkNetworkArgs(args) {
+  if (args.offline && args.notary) throw new VerifierInputError("--notary fetches keys, which --offline forbids; pass --jwks FILE and --log-key");
+  if (args.offline && args.jwks && /^https?:\/\//.test(args.jwks)) throw new VerifierInputError("--jwks is a URL, which --offline forbids; pass a JWKS file");
+  for (const url of [args.notary, args["log-url"]]) if (url !== undefined) checkUrl(url);
+  if (!(args.timeout > 0)) throw new VerifierInputError("--timeout must be positive");
+}
+
+function loadCall(args) {
+  const receipt = args.receipt ? readJson(args.receipt, "the receipt") : null;
+  if (receipt !== null && (receipt === null || typeof receipt !== "object" || Array.isArray(receipt))) {
+    throw new VerifierInputError("the receipt must be a JSON object");
+  }
+  if (args.call === undefined) {
+    if (args.record === undefined || receipt === null) throw new VerifierInputError("give a tool call file, or --receipt FILE and --record FILE");
+    if (args.tool !== undefined || args.arguments !== undefined) throw new VerifierInputError("--tool and --arguments go with a bare tool result");
+    return callFromReceiptAndRecord(receipt, readJson(args.record, "the record"));
+  }
+  if (args.record !== undefined) throw new VerifierInputError("--record goes with --receipt, not with a tool call file");
+  const args_ = args.arguments !== undefined ? readJson(args.arguments, "the arguments") : undefined;
+  if (args_ !== undefined && (args_ === null || typeof args_ !== "object" || Array.isArray(args_))) throw new VerifierInputError("the arguments must be a JSON object");
+  return callFromDocument(readJson(args.call, "the tool call"), { tool: args.tool, arguments: args_, receipt });
+}
+
+async function run(args) {
+  setEd25519Backend(nodeEd25519);
+  checkNetworkArgs(args);
+  if (!(args.jwks || args.notary)) throw new VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)");
+  if (!(args["log-key"].length || args.notary || args.policy)) throw new VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or --policy FILE)");
+  const call = loadCall(args);
+  const store = args["no-state"] ? null : new StateFileStore(args.state ?? DEFAULT_STATE_PATH);
+  const fetcher = args.offline ? null : createFetcher({ timeoutMs: args.timeout * 1000 });
+  let jwks = null;
+  if (args.jwks) jwks = /^https?:\/\//.test(args.jwks) ? args.jwks : readJson(args.jwks.replace(/^@/, ""), "the JWKS file");
+  const witnesses = expandKeys(args.witness);
+  if (args.quorum && witnesses.length === 0) throw new VerifierInputError("--quorum needs witness keys (--witness)");
+  const policy = args.policy ? readText(args.policy, "the policy file") : null;
+  const trust = await loadTrust({ jwks, logKeys: expandKeys(args["log-key"]), witnesses, quorum: args.quorum, policy, notary: args.notary ?? null }, { fetcher });
+  return verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null });
+}
+
+/** Run the CLI with `argv` (without node and the script); resolves to the exit status. */
+export async function main(argv, { stdout = process.stdout, stderr = process.stderr } = {}) {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === "-h" || command === "--help") {
+    (command === undefined ? stderr : stdout).write(USAGE + "\n");
+    return command === undefined ? 2 : 0;
+  }
+  if (command !== "verify") {
+    stderr.write(`mcp-notary: error: unknown command ${JSON.stringify(command)} (the command is: verify)\n`);
+    return 2;
+  }
+  let args;
+  try {
+    args = parse(rest);
+  } catch (e) {
+    stderr.write(`${USAGE.split("\n\n")[0]}\nmcp-notary verify: error: ${e.message}\n`);
+    return 2;
+  }
+  if (args.help) {
+    stdout.write(USAGE + "\n");
+    return 0;
+  }
+  let report;
+  try {
+    report = await run(args);
+  } catch (e) {
+    if (e instanceof VerifierInputError || e instanceof StateError) {
+      stderr.write(`mcp-notary: error: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  stdout.write((args.json ? JSON.stringify(report.toJSON(), null, 2) : report.render()) + "\n");
+  return report.exitCode;
+}

@@ -1,0 +1,648 @@
+// Verify a notarized MCP tool call, all five levels, as the Python `notary verify` does:
+// the inputs it takes (a saved tool call, a bare tool result, a receipt and a record), the
+// trust it loads (JWKS, log keys, witness keys and a quorum, or a tlog-policy), offline by
+// default, and online the log's latest checkpoint and consistency proofs, with the newest
+// checkpoint per log kept in a store the caller passes.
+
+import { FetchError, JsonError, NoteError, ProofBundleError, StateError, VerifierInputError } from "./errors.js";
+import { fromBase64, toBase64 } from "./bytes.js";
+import { parseJson } from "./json.js";
+import { Jwks } from "./receipt.js";
+import { Ed25519Verifier, parseNote, parseVerifierKey } from "./note.js";
+import { openCheckpoint } from "./checkpoint.js";
+import { decodeProofBundle } from "./proofbundle.js";
+import { Policy, parsePolicy } from "./policy.js";
+import { LEVELS, failed, passed, skipped, verifyLevels } from "./levels.js";
+import { Reconciler, Seen, checkStoredEntry, describePairs, jsonSize } from "./state.js";
+import { checkUrl, createFetcher, getJson, splitUrl } from "./fetcher.js";
+
+/** The _meta key of the rs-tool-call/1 notarization block in a tool result. */
+export const META_KEY = "com.rightshold/tool-call";
+
+const TRUST = Symbol("mcp-notary trust");
+const SAVED_CALL_KEYS = ["tool", "arguments", "result", "server"];
+const ENTRIES_PATH = /\/v1\/ledger\/entries\/[0-9]+\/?$/;
+const has = (obj, key) => Object.prototype.hasOwnProperty.call(obj, key);
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const pyType = (v) => (v === null ? "NoneType" : Array.isArray(v) ? "list" : typeof v === "string" ? "str" : typeof v === "boolean" ? "bool" : typeof v === "number" ? (Number.isInteger(v) ? "int" : "float") : typeof v);
+const repr = (v) => (typeof v === "string" ? `'${v}'` : v === undefined || v === null ? "None" : JSON.stringify(v));
+
+function object(value, what) {
+  if (!isObject(value)) throw new VerifierInputError(`${what} must be a JSON object, not ${pyType(value)}`);
+  return value;
+}
+
+function readDoc(value, what) {
+  if (typeof value === "string" || value instanceof Uint8Array) {
+    try {
+      return parseJson(value);
+    } catch (e) {
+      if (e instanceof JsonError) throw new VerifierInputError(`cannot read ${what}: ${e.message}`);
+      throw e;
+    }
+  }
+  return value;
+}
+
+/** The log's base URL from the receipt's ledger.entry_url, or null without an http(s) URL. */
+export function logBaseUrl(receipt) {
+  const url = isObject(receipt?.ledger) ? receipt.ledger.entry_url : undefined;
+  if (typeof url !== "string") return null;
+  const parts = splitUrl(url);
+  if (parts === null || !["http", "https"].includes(parts.scheme) || !parts.netloc) return null;
+  const path = ENTRIES_PATH.test(parts.path) ? parts.path.replace(ENTRIES_PATH, "") : "";
+  return `${parts.scheme}://${parts.netloc}${path}`.replace(/\/+$/, "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs
+
+/** Format (b): a CallToolResult (wire JSON) plus the tool name and arguments of the call. */
+export function callFromToolResult(result, { tool, arguments: args, server, receipt } = {}) {
+  result = object(result, "the tool result");
+  if (typeof tool !== "string" || !tool) throw new VerifierInputError("the tool name is required to rebuild the call record");
+  args = object(args === undefined || args === null ? {} : args, "the arguments");
+  const metaAll = result._meta;
+  const block = isObject(metaAll) && has(metaAll, META_KEY) ? metaAll[META_KEY] : undefined;
+  if (!isObject(block)) {
+    throw new VerifierInputError(`the tool result has no _meta['${META_KEY}']: it was not notarized, or its _meta was stripped on the way`);
+  }
+  if (block.notarized === false) {
+    throw new VerifierInputError(`the server says this result was not notarized: ${has(block, "reason") ? block.reason : "no reason given"}`);
+  }
+  if (typeof block.salt !== "string") {
+    throw new VerifierInputError(`_meta['${META_KEY}'].salt is missing: the record cannot be rebuilt without it`);
+  }
+  const record = { tool, arguments: args, result, salt: block.salt };
+  if (server !== undefined && server !== null) record.server = server;
+  if (receipt === undefined || receipt === null) {
+    const embedded = block.receipt;
+    if (embedded !== undefined && embedded !== null) receipt = object(embedded, `_meta['${META_KEY}'].receipt`);
+    else receipt = null;
+  }
+  return { receipt, record, meta: block, source: "tool result" };
+}
+
+/** Format (a): a saved tool call {tool, arguments, result, server?}. */
+export function callFromSavedCall(doc, { receipt } = {}) {
+  doc = object(doc, "a saved tool call");
+  const unknown = Object.keys(doc).filter((k) => !SAVED_CALL_KEYS.includes(k)).sort();
+  if (unknown.length) {
+    throw new VerifierInputError(`a saved tool call has unknown member(s) ${JSON.stringify(unknown)}; expected ${JSON.stringify([...SAVED_CALL_KEYS].sort())}`);
+  }
+  for (const key of ["tool", "result"]) {
+    if (!has(doc, key)) throw new VerifierInputError(`a saved tool call needs '${key}'`);
+  }
+  const server = has(doc, "server") ? doc.server : null;
+  if (typeof doc.tool !== "string" || (server !== null && typeof server !== "string")) {
+    throw new VerifierInputError("a saved tool call's 'tool' and 'server' must be strings");
+  }
+  const args = has(doc, "arguments") ? doc.arguments : {};
+  const call = callFromToolResult(object(doc.result, "'result'"), { tool: doc.tool, arguments: object(args, "'arguments'"), server, receipt });
+  return { ...call, source: "saved tool call" };
+}
+
+/** Format (c): a receipt (with its proof) and an rs-tool-call/1 call record. */
+export function callFromReceiptAndRecord(receipt, record) {
+  return { receipt: object(receipt, "the receipt"), record: object(record, "the call record"), meta: null, source: "receipt and record" };
+}
+
+/**
+ * Format (a) or (b), told apart by shape: a result has `content`, a saved call `result`. A
+ * JSON-RPC response is unwrapped to its result. Text is parsed (bounded).
+ */
+export function callFromDocument(doc, { tool, arguments: args, receipt } = {}) {
+  let obj = object(readDoc(doc, "the tool call"), "the tool call document");
+  if (has(obj, "jsonrpc")) obj = object(obj.result, "the JSON-RPC response's result");
+  if (has(obj, "content")) {
+    if (tool === undefined || tool === null) throw new VerifierInputError("a bare tool result needs the tool name (--tool)");
+    return callFromToolResult(obj, { tool, arguments: args, receipt });
+  }
+  if (has(obj, "result")) {
+    if ((tool !== undefined && tool !== null) || (args !== undefined && args !== null)) {
+      throw new VerifierInputError("--tool and --arguments are for a bare tool result; a saved tool call carries its own");
+    }
+    return callFromSavedCall(obj, { receipt });
+  }
+  throw new VerifierInputError("not a tool call: expected a saved call {tool, arguments, result} or a CallToolResult {content, _meta, ...}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trust
+
+function jwksFrom(doc, where) {
+  let jwks;
+  if (doc instanceof Jwks) jwks = doc;
+  else {
+    try {
+      jwks = new Jwks(object(readDoc(doc, `the JWKS from ${where}`), `the JWKS from ${where}`));
+    } catch (e) {
+      if (e instanceof VerifierInputError) throw e;
+      if (e?.name === "JwksError") throw new VerifierInputError(`the JWKS from ${where} is unusable: ${e.message}`);
+      throw e;
+    }
+  }
+  if (jwks.size === 0) throw new VerifierInputError(`the JWKS from ${where} has no Ed25519 key`);
+  return jwks;
+}
+
+function keyList(values, what, parse) {
+  const list = values === undefined || values === null ? [] : Array.isArray(values) ? values : [values];
+  return list.map((v) => {
+    if (typeof v !== "string") {
+      if (v !== null && typeof v === "object" && typeof v.verify === "function" && typeof v.name === "string") return v;
+      throw new VerifierInputError(`a ${what} must be a verifier key text`);
+    }
+    try {
+      return parse(v.trim());
+    } catch (e) {
+      if (e instanceof NoteError) throw new VerifierInputError(`bad ${what} ${repr(v.trim().slice(0, 60))}: ${e.message}`);
+      throw e;
+    }
+  });
+}
+
+/**
+ * The trust anchors, from what a caller has in hand: `jwks` (a JWKS object, its JSON text or a
+ * Jwks), `logKeys` (vkey texts `<origin>+<id>+<key>`), `witnesses` (cosignature/v1 or Ed25519
+ * vkeys) with `quorum` (default: all of them), or `policy` (tlog-policy text; its logs join the
+ * log keys). Throws VerifierInputError for unusable material.
+ */
+export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, policy = null } = {}) {
+  const out = {
+    jwks: jwks === null || jwks === undefined ? null : jwksFrom(jwks, "the arguments"),
+    logKeys: keyList(logKeys, "log key", (t) => Ed25519Verifier.fromVkey(t)),
+    witnesses: keyList(witnesses, "witness key", parseVerifierKey),
+    quorum: 0,
+    policy: null,
+  };
+  // A key counts once, under another name too (cosignature/v1 does not commit to the name), as
+  // openCheckpoint counts cosignatures and as Python's verifier refuses an unmeetable quorum.
+  const distinct = new Set(out.witnesses.map((w) => (w.publicKey instanceof Uint8Array ? `pk:${toBase64(w.publicKey)}` : `id:${w.name}\n${w.keyId}`))).size;
+  out.quorum = quorum === undefined || quorum === null ? distinct : quorum;
+  if (!Number.isInteger(out.quorum) || out.quorum < 0) throw new VerifierInputError("the witness quorum must be a non-negative integer");
+  if (out.quorum > distinct) throw new VerifierInputError(`a quorum of ${out.quorum} cannot be met by ${distinct} distinct witness key(s)`);
+  if (policy !== null && policy !== undefined) {
+    try {
+      out.policy = policy instanceof Policy ? policy : parsePolicy(policy);
+    } catch (e) {
+      if (e?.name === "PolicyError") throw new VerifierInputError(`the tlog-policy is unusable: ${e.message}`);
+      throw e;
+    }
+    if (out.quorum > 0 && out.policy.quorum !== "none") {
+      throw new VerifierInputError("give witness keys with a quorum or a tlog-policy with a quorum, not both");
+    }
+    for (const v of out.policy.logVerifiers) {
+      if (!out.logKeys.some((k) => k.name === v.name && k.keyId === v.keyId)) out.logKeys.push(v);
+    }
+  }
+  out[TRUST] = true;
+  return Object.freeze(out);
+}
+
+/**
+ * Like makeTrust, and also: `jwks` may be an http(s) URL, and `notary` a notary's base URL whose
+ * own JWKS and log key fill in what is missing (trust on first use). Needs a fetcher for URLs.
+ */
+export async function loadTrust(spec = {}, { fetcher = null } = {}) {
+  let { jwks = null, logKeys = [], notary = null } = spec;
+  if (typeof jwks === "string" && /^https?:\/\//.test(jwks)) {
+    if (fetcher === null) throw new VerifierInputError(`the JWKS ${jwks} is a URL, and offline nothing is fetched; pass a saved JWKS`);
+    try {
+      jwks = jwksFrom(await getJson(fetcher, jwks), jwks);
+    } catch (e) {
+      if (e instanceof FetchError) throw new VerifierInputError(`cannot fetch the JWKS: ${e.message}`);
+      throw e;
+    }
+  }
+  const keys = logKeys === null || logKeys === undefined ? [] : Array.isArray(logKeys) ? logKeys : [logKeys];
+  if ((jwks === null || keys.length === 0) && notary) {
+    if (fetcher === null) throw new VerifierInputError("fetching the notary's keys needs the network; pass jwks and logKeys");
+    const base = notary.replace(/\/+$/, "");
+    checkUrl(base);
+    let nJwks;
+    let ledger;
+    try {
+      nJwks = jwksFrom(await getJson(fetcher, base + "/.well-known/jwks.json"), base);
+      ledger = await getJson(fetcher, base + "/v1/ledger");
+    } catch (e) {
+      if (e instanceof FetchError) throw new VerifierInputError(`cannot fetch the notary's keys: ${e.message}`);
+      throw e;
+    }
+    if (!isObject(ledger) || typeof ledger.vkey !== "string") throw new VerifierInputError(`${base}/v1/ledger has no 'vkey'`);
+    jwks = jwks ?? nJwks;
+    if (keys.length === 0) keys.push(ledger.vkey);
+  }
+  return makeTrust({ ...spec, jwks, logKeys: keys });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report
+
+function receiptSummary(receipt) {
+  if (receipt === null || receipt === undefined) return null;
+  const ledger = isObject(receipt.ledger) ? receipt.ledger : {};
+  const pick = (o, k) => (has(o, k) ? o[k] : null);
+  return {
+    id: pick(receipt, "id"), server: pick(receipt, "server"), tool: pick(receipt, "tool"),
+    call_sha256: pick(receipt, "call_sha256"), issued_at: pick(receipt, "issued_at"),
+    origin: pick(ledger, "origin"), index: pick(ledger, "index"),
+  };
+}
+
+/** The outcome: one verdict per level, which levels were required, and the overall validity. */
+export class Report {
+  constructor(verdict, receipt, notes = []) {
+    this.verdict = verdict;
+    this.receipt = receipt;
+    this.checkpoint = verdict.checkpoint;
+    this.conflicts = [];
+    this.notes = notes;
+  }
+
+  /** Every required level passed and none failed (Python's Report.valid). */
+  get valid() {
+    return this.verdict.valid && !Object.values(this.verdict.levels).some((r) => r.status === "failed");
+  }
+
+  get exitCode() {
+    return this.valid ? 0 : 1;
+  }
+
+  get required() {
+    return [...this.verdict.required];
+  }
+
+  /** {record, signature, inclusion, witnesses, consistency}: each {status, reason, required}. */
+  get levels() {
+    const out = {};
+    for (const name of LEVELS) {
+      const r = this.verdict.levels[name] ?? skipped("not checked");
+      out[name] = { status: r.status, reason: r.reason, required: this.verdict.required.includes(name) };
+    }
+    return out;
+  }
+
+  /** The JSON report of `notary verify --json`. */
+  toJSON() {
+    const levels = {};
+    for (const [name, r] of Object.entries(this.levels)) {
+      const entry = { status: r.status };
+      if (r.reason) entry.reason = r.reason;
+      entry.required = r.required;
+      if (name === "consistency" && this.conflicts.length) entry.evidence = this.conflicts.map((c) => c.toJSON());
+      levels[name] = entry;
+    }
+    const cp = this.checkpoint;
+    return {
+      valid: this.valid, levels, required: this.required, receipt: receiptSummary(this.receipt),
+      checkpoint: cp ? { origin: cp.origin, size: jsonSize(cp.size), root: toBase64(cp.rootHash) } : null,
+      notes: [...this.notes],
+    };
+  }
+
+  /** The human-readable report. */
+  render() {
+    const lines = [];
+    const s = receiptSummary(this.receipt);
+    if (s) {
+      lines.push(`Receipt ${s.id}: server ${repr(s.server)}, tool ${repr(s.tool)}, issued ${s.issued_at}`);
+      lines.push(`  log ${repr(s.origin)}, entry ${s.index}`);
+    }
+    LEVELS.forEach((name, i) => {
+      const r = this.levels[name];
+      const reason = r.reason ? `: ${r.reason}` : "";
+      lines.push(`  ${i + 1}. ${name.padEnd(12)} ${r.status.toUpperCase().padEnd(8)} (${r.required ? "required" : "optional"})${reason}`);
+    });
+    for (const c of this.conflicts) {
+      lines.push(`  EVIDENCE of a ${c.kind.toUpperCase()}: ${c.message}`);
+      for (const seen of [c.first, c.second]) {
+        lines.push(`    ${seen.describe()}:`);
+        for (const ln of new TextDecoder().decode(seen.note).replace(/\n+$/, "").split("\n")) lines.push("      " + ln);
+      }
+    }
+    for (const n of this.notes) lines.push(`  note: ${n}`);
+    const missing = LEVELS.filter((n) => this.verdict.required.includes(n) && this.verdict.levels[n]?.status !== "passed");
+    lines.push(this.valid ? "VALID: every required level passed." : `NOT VALID: ${missing.join(", ")} did not pass.`);
+    return lines.join("\n");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verification
+
+function selectLogKey(receipt, proof, keys) {
+  if (keys.length === 0) return null;
+  const origin = isObject(receipt.ledger) ? receipt.ledger.origin : undefined;
+  const candidates = keys.filter((k) => k.name === origin);
+  if (candidates.length === 0) {
+    return failed(`no trusted log key for origin ${repr(origin)} (trusted: ${[...new Set(keys.map((k) => k.name))].sort().join(", ")})`);
+  }
+  if (candidates.length > 1 && proof !== null) {
+    try {
+      const note = parseNote(decodeProofBundle(proof).checkpoint);
+      const signers = new Set(note.signatures.map((s) => `${s.name}\n${s.keyId}`));
+      candidates.sort((a, b) => Number(!signers.has(`${a.name}\n${a.keyId}`)) - Number(!signers.has(`${b.name}\n${b.keyId}`)));
+    } catch (e) {
+      if (!(e instanceof NoteError || e instanceof ProofBundleError)) throw e;
+    }
+  }
+  return candidates[0];
+}
+
+async function fetchReceipt(call, fetcher) {
+  const url = isObject(call.meta) && typeof call.meta.receipt_url === "string" ? call.meta.receipt_url : null;
+  if (url === null) throw new VerifierInputError("the tool result carries no receipt and no receipt_url; pass the receipt (--receipt)");
+  if (fetcher === null) throw new VerifierInputError(`the tool result carries no receipt, and offline it cannot be fetched from ${url}; pass it with --receipt`);
+  try {
+    return [object(await getJson(fetcher, url), `the receipt from ${url}`), `receipt fetched from ${url}`];
+  } catch (e) {
+    if (e instanceof FetchError) throw new VerifierInputError(`cannot fetch the receipt: ${e.message}`);
+    throw e;
+  }
+}
+
+async function fetchProof(receipt, receiptUrl, fetcher) {
+  const base = logBaseUrl(receipt);
+  const url = receiptUrl ?? (base ? `${base}/v1/tool-calls/${receipt.id}` : null);
+  if (fetcher === null || url === null) return [null, "the receipt has no proof and offline none can be fetched"];
+  let fetched;
+  try {
+    fetched = await getJson(fetcher, url);
+  } catch (e) {
+    if (e instanceof FetchError || e instanceof VerifierInputError) return [null, `the receipt has no proof and none could be fetched: ${e.message}`];
+    throw e;
+  }
+  const proof = isObject(fetched) ? fetched.proof : undefined;
+  if (typeof proof !== "string") return [null, `the receipt has no proof and ${url} gave none`];
+  return [proof, `inclusion proof fetched from ${url}`];
+}
+
+function checkMeta(call, receipt, verdict) {
+  if (verdict.levels.record?.status !== "passed") return;
+  if (call.meta !== null && call.meta !== undefined) {
+    for (const key of ["id", "call_sha256"]) {
+      if (has(call.meta, key) && call.meta[key] !== receipt[key]) {
+        verdict.levels.record = failed(`the result's _meta ${key} ${repr(call.meta[key])} differs from its receipt's ${repr(receipt[key])}`);
+        return;
+      }
+    }
+  }
+  verdict.levels.record = passed(`the call record hashes to call_sha256 ${receipt.call_sha256}`);
+}
+
+class LatestUnusable extends Error {}
+
+async function meetsWitnessRule(note, logKey, trust) {
+  if (trust.policy !== null && trust.policy.quorum !== "none") {
+    await trust.policy.verify(note, [logKey]);
+  } else if (trust.quorum) {
+    await openCheckpoint(note, logKey, trust.witnesses, trust.quorum);
+  }
+}
+
+async function fetchLatest(fetcher, base, logKey, trust) {
+  const note = await fetcher.getBytes(base + "/checkpoint");
+  const { checkpoint } = await openCheckpoint(note, logKey);
+  try {
+    await meetsWitnessRule(note, logKey, trust);
+  } catch (e) {
+    if (e instanceof NoteError) {
+      throw new LatestUnusable(`the log's latest checkpoint (size ${checkpoint.size}) does not meet the witness policy and is not used: ${e.message}`);
+    }
+    throw e;
+  }
+  return new Seen("latest", checkpoint, note);
+}
+
+async function fetchConsistency(fetcher, base, oldSize, newSize) {
+  const url = `${base}/v1/ledger/proofs/consistency?old=${oldSize}&new=${newSize}`;
+  let doc;
+  try {
+    doc = await getJson(fetcher, url);
+  } catch (e) {
+    if (e instanceof FetchError) return { problem: e.message, refused: e.refused };
+    throw e;
+  }
+  const hashes = isObject(doc) ? doc.proof : undefined;
+  const sameSize = (v, want) => (typeof v === "number" && Number.isSafeInteger(v) ? BigInt(v) === want : typeof v === "boolean" ? BigInt(v) === want : false);
+  if (!isObject(doc) || !sameSize(doc.old, oldSize) || !sameSize(doc.new, newSize) || !Array.isArray(hashes) || !hashes.every((h) => typeof h === "string")) {
+    return { problem: `GET ${url}: malformed answer`, refused: true };
+  }
+  try {
+    return { proof: hashes.map((h) => fromBase64(h, "proof hash")) };
+  } catch (e) {
+    if (e instanceof NoteError) return { problem: `GET ${url}: ${e.message}`, refused: true };
+    throw e;
+  }
+}
+
+async function loadStored(store, origin) {
+  if (store === null) return null;
+  let entry;
+  try {
+    entry = await store.get(origin);
+  } catch (e) {
+    if (e instanceof StateError) throw e;
+    throw new StateError(`cannot read the verifier state: ${e?.message ?? e}`);
+  }
+  return entry === undefined || entry === null ? null : checkStoredEntry(origin, entry);
+}
+
+async function remember(store, seen, vkey) {
+  const origin = seen.checkpoint.origin;
+  const current = await loadStored(store, origin);
+  if (current !== null && BigInt(current.size) > seen.size) return false;
+  const entry = {
+    size: jsonSize(seen.size), root: toBase64(seen.checkpoint.rootHash), checkpoint: new TextDecoder().decode(seen.note),
+    vkey, updated: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
+  };
+  try {
+    await store.set(origin, entry);
+  } catch (e) {
+    if (e instanceof StateError) throw e;
+    throw new StateError(`cannot write the verifier state: ${e?.message ?? e}`);
+  }
+  return true;
+}
+
+async function level5(report, receipt, proof, logKey, trust, fetcher, store, logUrl) {
+  const verdict = report.verdict;
+  const cp = verdict.checkpoint;
+  if (cp === null || logKey === null || proof === null) {
+    verdict.levels.consistency = skipped("no verified checkpoint to compare (level 3)");
+    return;
+  }
+  if (verdict.levels.witnesses.status === "failed") {
+    verdict.levels.consistency = skipped("the receipt's checkpoint does not meet the witness policy; it is neither compared nor remembered");
+    return;
+  }
+  const receiptSeen = new Seen("receipt", cp, decodeProofBundle(proof).checkpoint);
+
+  let stored = null;
+  const entry = await loadStored(store, cp.origin);
+  if (entry !== null) {
+    let storedCp;
+    try {
+      ({ checkpoint: storedCp } = await openCheckpoint(entry.checkpoint, logKey));
+    } catch (e) {
+      if (!(e instanceof NoteError)) throw e;
+      verdict.levels.consistency = failed(`the checkpoint stored for ${repr(cp.origin)} in the verifier state does not verify under the trusted log key (${e.message}); the state was altered or the log key changed: remove that entry to start over`);
+      verdict.require("consistency");
+      return;
+    }
+    stored = new Seen("stored", storedCp, new TextEncoder().encode(entry.checkpoint));
+  }
+
+  let latest = null;
+  const problems = [];
+  const base = (logUrl ? logUrl.replace(/\/+$/, "") : null) || logBaseUrl(receipt);
+  if (fetcher === null) {
+    problems.push("offline: the log's latest checkpoint and consistency proofs are not fetched");
+  } else if (base === null) {
+    problems.push("no http(s) log URL in the receipt (use --log-url)");
+  } else {
+    try {
+      latest = await fetchLatest(fetcher, base, logKey, trust);
+    } catch (e) {
+      if (e instanceof FetchError) {
+        if (e.refused) {
+          verdict.levels.consistency = failed(`the log's latest checkpoint: ${e.message}`);
+          verdict.require("consistency");
+          return;
+        }
+        problems.push(`the log's latest checkpoint could not be fetched: ${e.message}`);
+      } else if (e instanceof LatestUnusable) {
+        problems.push(e.message);
+      } else if (e instanceof NoteError) {
+        verdict.levels.consistency = failed(`the log at ${base} serves a checkpoint that does not verify under the trusted log key: ${e.message}`);
+        verdict.require("consistency");
+        return;
+      } else throw e;
+    }
+  }
+
+  const reconciler = new Reconciler(stored, receiptSeen, latest);
+  const proofs = new Map();
+  if (fetcher !== null && base !== null) {
+    for (const [oldSize, newSize] of reconciler.proofsNeeded()) {
+      proofs.set(`${oldSize} ${newSize}`, await fetchConsistency(fetcher, base, oldSize, newSize));
+    }
+  }
+  const result = reconciler.finish(proofs);
+  report.conflicts = result.conflicts;
+  if (result.conflicts.length) {
+    verdict.levels.consistency = failed(result.conflicts.map((c) => c.message).join("; "));
+    verdict.require("consistency");
+    return;
+  }
+  const others = [stored, latest].filter((s) => s !== null);
+  const unchecked = describePairs(result.unchecked);
+  let level;
+  if (others.length && others.every((s) => result.connected(receiptSeen, s))) {
+    level = passed(`consistent with ${others.map((s) => s.describe()).join(" and ")}`);
+    if (stored !== null) verdict.require("consistency");
+  } else if (stored === null && latest === null) {
+    level = skipped([...problems, `no checkpoint of ${repr(cp.origin)} seen before`].join("; "));
+  } else {
+    level = skipped([...problems, unchecked].filter((p) => p).join("; "));
+  }
+  if (problems.length && level.status === "passed") report.notes.push(...problems);
+  verdict.levels.consistency = level;
+  const newest = result.newest;
+  if (store !== null && newest !== null && (await remember(store, newest, logKey.vkey))) {
+    report.notes.push(`remembered ${newest.describe()} as the newest checkpoint seen for ${repr(cp.origin)}`);
+  }
+}
+
+function fetcherFrom(options) {
+  if (options.fetcher) return options.fetcher;
+  if (options.online || options.fetch) return createFetcher({ fetch: options.fetch ?? globalThis.fetch, timeoutMs: options.timeoutMs ?? 10000 });
+  return null;
+}
+
+async function trustFrom(options, fetcher) {
+  const t = options.trust ?? {};
+  if (t[TRUST] === true) return t; // made by makeTrust or loadTrust
+  return loadTrust(t, { fetcher });
+}
+
+/**
+ * Check all five levels of a call (as returned by callFrom*). Options: `fetcher` (null:
+ * offline), `store` (null: no memory), `logUrl` (the log's base URL instead of the receipt's).
+ */
+export async function verifyCall(call, trust, { fetcher = null, store = null, logUrl = null } = {}) {
+  const notes = [];
+  let receipt = call.receipt;
+  if (receipt === null || receipt === undefined) {
+    let note;
+    [receipt, note] = await fetchReceipt(call, fetcher);
+    notes.push(note);
+  }
+  const receiptUrl = isObject(call.meta) && typeof call.meta.receipt_url === "string" ? call.meta.receipt_url : null;
+  let proofText = typeof receipt.proof === "string" ? receipt.proof : null;
+  if (!has(receipt, "proof") || receipt.proof === null) {
+    let note;
+    [proofText, note] = await fetchProof(receipt, receiptUrl, fetcher);
+    notes.push(note);
+  }
+  const selected = selectLogKey(receipt, proofText, trust.logKeys);
+  const logKey = selected === null || "status" in selected ? null : selected;
+  const levelOptions = { record: call.record, jwks: trust.jwks, logVerifier: logKey, witnesses: trust.witnesses, quorum: trust.quorum, policy: trust.policy };
+  let verdict = await verifyLevels(receipt, { ...levelOptions, proof: proofText });
+  if (selected !== null && logKey === null && "inclusion" in verdict.levels) verdict.levels.inclusion = selected;
+  const witnesses = verdict.levels.witnesses;
+  if (witnesses !== undefined && witnesses.status === "failed" && fetcher !== null) {
+    const [fresh, note] = await fetchProof(receipt, receiptUrl, fetcher);
+    if (fresh !== null && fresh !== proofText) {
+      const retry = await verifyLevels(receipt, { ...levelOptions, proof: fresh });
+      if ((retry.levels.witnesses ?? witnesses).status === "passed") {
+        verdict = retry;
+        proofText = fresh;
+        notes.push(`the receipt's own proof lacked the witness quorum: ${note}`);
+      }
+    }
+  }
+  checkMeta(call, receipt, verdict);
+  const report = new Report(verdict, receipt, notes);
+  if (!("witnesses" in verdict.levels)) {
+    verdict.levels.witnesses = skipped("the receipt is malformed");
+    verdict.levels.consistency = skipped("the receipt is malformed");
+    return report;
+  }
+  if (trust.quorum || (trust.policy !== null && trust.policy.quorum !== "none")) verdict.require("witnesses");
+  await level5(report, receipt, proofText, logKey, trust, fetcher, store, logUrl);
+  report.checkpoint = verdict.checkpoint;
+  return report;
+}
+
+/**
+ * Verify a notarized tool call: a saved call {tool, arguments, result, server?}, a bare
+ * CallToolResult (give `tool` and `arguments`) or a JSON-RPC response carrying one, as an object
+ * or JSON text. Options: `trust` (see makeTrust/loadTrust), `receipt` (instead of the embedded
+ * one), `online` (fetch the log's latest checkpoint and consistency proofs), `fetch`, `store`
+ * ({get, set}: the newest checkpoint per log), `logUrl`, `timeoutMs`. Resolves to a Report;
+ * throws VerifierInputError for unusable inputs and StateError for an unusable store.
+ */
+export async function verifyToolCall(input, options = {}) {
+  const fetcher = fetcherFrom(options);
+  const trust = await trustFrom(options, fetcher);
+  const receipt = options.receipt === undefined || options.receipt === null ? null : object(readDoc(options.receipt, "the receipt"), "the receipt");
+  const call = callFromDocument(input, { tool: options.tool, arguments: options.arguments === undefined ? undefined : readDoc(options.arguments, "the arguments"), receipt });
+  return verifyCall(call, trust, { fetcher, store: options.store ?? null, logUrl: options.logUrl ?? null });
+}
+
+/**
+ * Verify a receipt (with its proof) against the call record it should commit to (or null: level
+ * 1 skipped). Same options as verifyToolCall. Resolves to a Report.
+ */
+export async function verifyReceipt(receipt, record, options = {}) {
+  const fetcher = fetcherFrom(options);
+  const trust = await trustFrom(options, fetcher);
+  const r = object(readDoc(receipt, "the receipt"), "the receipt");
+  const call = record === null || record === undefined
+    ? { receipt: r, record: null, meta: null, source: "receipt" }
+    : callFromReceiptAndRecord(r, readDoc(record, "the call record"));
+  return verifyCall(call, trust, { fetcher, store: options.store ?? null, logUrl: options.logUrl ?? null });
+}
+

@@ -1,0 +1,147 @@
+// `mcp-notary verify`: the Python CLI's inputs and exit status (0 valid, 1 not valid, 2 usage or
+// input error), its --json report, and a state file it shares with `notary verify`.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { main } from "../src/node/index.js";
+import { loadCases } from "./support/corpus.js";
+import { notaryCli, notaryCommand } from "./support/notary.js";
+
+const BIN = fileURLToPath(new URL("../bin/mcp-notary.js", import.meta.url));
+// notary.verifier.state remembering the checkpoint of a saved call's receipt (argv: call, state
+// file, log vkey), as `notary verify` does online.
+const PY_REMEMBER = `
+import json, sys
+from pathlib import Path
+from ledger.core.checkpoint import parse_checkpoint_text
+from ledger.core.note import parse_note
+from ledger.core.tlog_proof import decode_proof_bundle
+from notary.verifier.state import StateFile
+call = json.loads(Path(sys.argv[1]).read_text())
+receipt = call["result"]["_meta"]["com.rightshold/tool-call"]["receipt"]
+note = decode_proof_bundle(receipt["proof"].encode()).checkpoint
+assert StateFile(Path(sys.argv[2])).remember(parse_checkpoint_text(parse_note(note).text), note, sys.argv[3])
+`;
+const dir = mkdtempSync(join(tmpdir(), "mcp-notary-cli-"));
+const cases = Object.fromEntries(loadCases().map((c) => [c.name, c.case]));
+
+function write(name, value) {
+  const path = join(dir, name);
+  writeFileSync(path, typeof value === "string" ? value : JSON.stringify(value));
+  return path;
+}
+
+async function run(...argv) {
+  let out = "";
+  let err = "";
+  const code = await main(argv, { stdout: { write: (s) => (out += s) }, stderr: { write: (s) => (err += s) } });
+  return { code, out, err };
+}
+
+const base = cases["valid-saved-call"];
+const jwks = write("jwks.json", base.trust.jwks);
+const vkey = base.trust.log_keys[0];
+const trustArgs = ["--jwks", jwks, "--log-key", vkey];
+
+test("inputs and exit status", async () => {
+  const saved = write("saved.json", base.input.call);
+  let r = await run("verify", saved, ...trustArgs, "--offline", "--no-state");
+  assert.equal(r.code, 0, r.out + r.err);
+  assert.match(r.out, /1\. record {7}PASSED/);
+  assert.match(r.out, /VALID: every required level passed\./);
+  r = await run("verify", saved, ...trustArgs, "--offline", "--no-state", "--json");
+  const doc = JSON.parse(r.out);
+  assert.equal(doc.valid, true);
+  assert.deepEqual(doc.required, ["record", "signature", "inclusion"]);
+  assert.equal(doc.receipt.id, base.input.call.result._meta["com.rightshold/tool-call"].id);
+  const bare = cases["valid-tool-result"].input;
+  r = await run("verify", write("bare.json", bare.call), "--tool", bare.tool, "--arguments", JSON.stringify(bare.arguments), ...trustArgs, "--offline", "--no-state");
+  assert.equal(r.code, 0, r.out + r.err);
+  const pair = cases["valid-receipt-record"].input;
+  r = await run("verify", "--receipt", write("receipt.json", pair.receipt), "--record", write("record.json", pair.record), ...trustArgs, "--offline", "--no-state");
+  assert.equal(r.code, 0, r.out + r.err);
+  const keyFile = write("log.vkey", `# the log\n${vkey}\n`);
+  r = await run("verify", saved, "--jwks", jwks, "--log-key", `@${keyFile}`, "--offline", "--no-state");
+  assert.equal(r.code, 0, r.out + r.err);
+  // not valid: exit 1
+  const tampered = cases["tamper-record-arguments"].input.call;
+  r = await run("verify", write("tampered.json", tampered), ...trustArgs, "--offline", "--no-state");
+  assert.equal(r.code, 1);
+  assert.match(r.out, /1\. record {7}FAILED/);
+  assert.match(r.out, /NOT VALID: record did not pass\./);
+  const w = cases["witness-quorum-3-of-3-short"];
+  r = await run("verify", write("w.json", w.input.call), "--receipt", write("wr.json", w.input.receipt), ...trustArgs, ...w.trust.witnesses.flatMap((k) => ["--witness", k]), "--offline", "--no-state", "--json");
+  assert.equal(r.code, 1);
+  assert.equal(JSON.parse(r.out).levels.witnesses.status, "failed");
+  const policy = cases["policy-any-met"];
+  r = await run("verify", write("p.json", policy.input.call), "--receipt", write("pr.json", policy.input.receipt), "--jwks", jwks, "--policy", write("policy.txt", policy.trust.policy), "--offline", "--no-state", "--json");
+  assert.equal(r.code, 0, r.out + r.err);
+  assert.equal(JSON.parse(r.out).levels.witnesses.status, "passed");
+});
+
+test("usage and input errors exit 2 with a message", async () => {
+  const saved = write("saved2.json", base.input.call);
+  const usage = [
+    [], ["frobnicate"], ["verify", saved], ["verify", saved, "--jwks", jwks], ["verify", ...trustArgs],
+    ["verify", join(dir, "missing.json"), ...trustArgs], ["verify", write("junk.json", { x: 1 }), ...trustArgs],
+    ["verify", write("result.json", cases["valid-tool-result"].input.call), ...trustArgs],
+    ["verify", saved, "--record", saved, ...trustArgs], ["verify", saved, "--jwks", jwks, "--log-key", "nope"],
+    ["verify", saved, ...trustArgs, "--offline", "--notary", "http://127.0.0.1:1"],
+    ["verify", saved, "--jwks", "http://127.0.0.1:1/jwks", "--log-key", vkey, "--offline"],
+    ["verify", saved, ...trustArgs, "--quorum", "1"], ["verify", saved, ...trustArgs, "--witness", cases["witness-quorum-2-of-3"].trust.witnesses[0], "--quorum", "2"],
+    ["verify", saved, ...trustArgs, "--state", "x", "--no-state"], ["verify", saved, "--jwks", write("notjwks.json", { keys: [] }), "--log-key", vkey],
+    ["verify", saved, ...trustArgs, "--bogus"], ["verify", saved, ...trustArgs, "--timeout", "0"], ["verify", saved, ...trustArgs, "--quorum", "x"],
+    ["verify", write("notjson.json", "{nope"), ...trustArgs], ["verify", write("bom.json", "\ufeff" + JSON.stringify(base.input.call)), ...trustArgs, "--offline"],
+    ["verify", write("notnot.json", cases["input-not-notarized"].input.call), ...trustArgs, "--offline"],
+    ["verify", saved, ...trustArgs, "--policy", write("badpolicy.txt", "quorum nobody\n")],
+    ["verify", saved, ...trustArgs, "--state", write("badstate.json", "[1]"), "--offline"],
+  ];
+  for (const argv of usage) {
+    const r = await run(...argv);
+    assert.equal(r.code, 2, `${argv.join(" ")}\n${r.out}${r.err}`);
+    assert.match(r.err, /error|usage/, argv.join(" "));
+    assert.equal(r.out, "", "nothing on stdout for an error");
+  }
+  assert.equal((await run("verify", "--help")).code, 0);
+});
+
+test("the state file is the Python verifier's: each reads what the other wrote", async () => {
+  const state = join(dir, "state.json");
+  const c0 = cases["state-same-checkpoint"].input.call;
+  const file = write("c0.json", c0);
+  let r = await run("verify", file, ...trustArgs, "--offline", "--state", state);
+  assert.equal(r.code, 0, r.out + r.err);
+  const written = JSON.parse(readFileSync(state, "utf8"));
+  assert.equal(written.version, 1);
+  // Python reads it: the same checkpoint again is decided offline, passed and required
+  const py = notaryCli("verify", file, ...trustArgs, "--offline", "--state", state, "--json");
+  assert.equal(py.status, 0, py.stdout + py.stderr);
+  const report = JSON.parse(py.stdout);
+  assert.equal(report.levels.consistency.status, "passed");
+  assert.ok(report.required.includes("consistency"));
+  // and the other way round: Python remembers a newer checkpoint, the JS CLI reads it. Python
+  // writes its state file only online (--offline reads it, never writes it), so here its state
+  // module stores the checkpoint, as its online verifier does once level 5 has passed.
+  const newer = write("c2.json", cases["state-older-checkpoint"].input.call);
+  const pyState = join(dir, "py-state.json");
+  assert.equal(notaryCli("verify", newer, ...trustArgs, "--offline", "--state", pyState).status, 0);
+  assert.equal(existsSync(pyState), false, "Python's --offline writes no state file");
+  const remember = spawnSync(join(dirname(notaryCommand()[0]), "python"), ["-c", PY_REMEMBER, newer, pyState, vkey], { encoding: "utf8" });
+  assert.equal(remember.status, 0, remember.stdout + remember.stderr);
+  r = await run("verify", newer, ...trustArgs, "--offline", "--state", pyState, "--json");
+  assert.equal(r.code, 0, r.out + r.err);
+  assert.equal(JSON.parse(r.out).levels.consistency.status, "passed");
+});
+
+test("the installed bin runs and exits with the verdict's status", () => {
+  const ok = spawnSync(process.execPath, [BIN, "verify", write("b.json", base.input.call), ...trustArgs, "--offline", "--no-state"], { encoding: "utf8" });
+  assert.equal(ok.status, 0, ok.stdout + ok.stderr);
+  const bad = spawnSync(process.execPath, [BIN, "verify", write("bt.json", cases["tamper-record-content"].input.call), ...trustArgs, "--offline", "--no-state"], { encoding: "utf8" });
+  assert.equal(bad.status, 1);
+  const usage = spawnSync(process.execPath, [BIN, "verify"], { encoding: "utf8" });
+  assert.equal(usage.status, 2);
+});

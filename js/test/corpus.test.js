@@ -1,0 +1,36 @@
+// Cross-language agreement: every case of the corpus the Python suite generates (valid receipts
+// and saved calls, Python SDK results, each tamper case, witness and policy cases, the
+// verifier's memory, JCS traps) gives here exactly the verdict per level, the validity and the
+// call_sha256 recorded there.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { loadCases } from "./support/corpus.js";
+import { runCase } from "../src/corpus.js";
+import { setEd25519Backend } from "../src/verify.js";
+
+const cases = loadCases();
+
+test("the corpus holds every kind of case", () => {
+  const names = cases.map((c) => c.name);
+  for (const prefix of ["valid-", "python-sdk-auto-", "python-sdk-legacy-", "tamper-receipt-", "tamper-record-", "input-", "trust-", "witness-", "policy-", "state-", "jcs-refuse-", "jcs-"]) {
+    assert.ok(names.some((n) => n.startsWith(prefix)), `no case named ${prefix}*`);
+  }
+  assert.ok(cases.length >= 150, `${cases.length} cases`);
+});
+
+for (const backend of ["auto", "noble"]) {
+  test(`every case agrees with Python (Ed25519 backend ${backend})`, async () => {
+    setEd25519Backend(backend);
+    try {
+      const mismatches = [];
+      for (const { name, case: c } of cases) {
+        if (backend === "noble" && !(name.startsWith("witness-") || name.startsWith("tamper-receipt-") || name.startsWith("valid-"))) continue;
+        const { ok, expected, got } = await runCase(c);
+        if (!ok) mismatches.push(`${name}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
+      }
+      assert.equal(mismatches.length, 0, mismatches.join("\n"));
+    } finally {
+      setEd25519Backend("auto");
+    }
+  });
+}

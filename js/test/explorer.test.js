@@ -1,0 +1,237 @@
+// The explorer in a real browser: headless Chromium against a real `notary serve` (with a real
+// witness) on 127.0.0.1. Checks what a person would: the overview renders without a console
+// error, a receipt found by id or by digest verifies at every level in the page, a tampered
+// saved call fails at exactly the record level without the record ever leaving the browser, and
+// a pinned wrong log key makes inclusion fail. Screenshots of the main pages go to a temporary
+// directory, or to $NOTARY_SCREENSHOTS (`NOTARY_SCREENSHOTS=docs/screenshots npm test` refreshes
+// the README's pictures): a test run never changes tracked files.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+import { ed25519 } from "@noble/curves/ed25519.js";
+import { Ed25519Verifier, META_KEY, callSha256, newSalt } from "../src/verify.js";
+import { REPO } from "./support/notary.js";
+import { CHROMIUM, startStack, witnessed } from "./support/explorer.js";
+
+const SHOTS = process.env.NOTARY_SCREENSHOTS
+  ? join(REPO, process.env.NOTARY_SCREENSHOTS)
+  : mkdtempSync(join(tmpdir(), "explorer-shots-"));
+const LEVELS = ["record", "signature", "inclusion", "witnesses", "consistency"];
+let stack;
+let browser;
+const calls = [];
+
+async function notarize(server, tool, args, text) {
+  const record = { server, tool, arguments: args, result: { content: [{ type: "text", text }] }, salt: newSalt() };
+  const digest = callSha256(record);
+  const r = await fetch(stack.url + "/v1/tool-calls", {
+    method: "POST", headers: { authorization: `Bearer ${stack.apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ server, tool, call_sha256: digest }),
+  });
+  assert.equal(r.status, 201, await r.clone().text());
+  const receipt = await r.json();
+  const meta = { spec: "rs-tool-call/1", id: receipt.id, call_sha256: digest, salt: record.salt,
+    receipt_url: `${stack.url}/v1/tool-calls/${receipt.id}`, verify_url: `${stack.url}/v1/tool-calls/verify`, receipt };
+  const saved = { server, tool, arguments: args, result: { ...record.result, _meta: { [META_KEY]: meta } } };
+  return { record, receipt, saved };
+}
+
+/** A page that records every console error and every request (URL, headers, body). */
+async function openPage({ viewport = { width: 1280, height: 900 } } = {}) {
+  const context = await browser.newContext({ viewport, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  const errors = [];
+  const requests = [];
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("request", (r) => requests.push({ url: r.url(), method: r.method(), headers: r.headers(), body: r.postDataBuffer() }));
+  return { page, context, errors, requests };
+}
+
+async function levels(page) {
+  const verdict = page.locator('[data-testid="verdict"][data-valid]');
+  await verdict.waitFor({ timeout: 30000 });
+  const out = {};
+  for (const name of LEVELS) out[name] = await verdict.locator(`[data-level="${name}"]`).getAttribute("data-verdict");
+  return { valid: await verdict.getAttribute("data-valid"), ...out };
+}
+
+before(async () => {
+  stack = await startStack();
+  calls.push(await notarize("weather", "get_forecast", { city: "Paris" }, "18°C, light rain"));
+  calls.push(await notarize("weather", "get_forecast", { city: "Lyon" }, "21°C, sunny"));
+  calls.push(await notarize("files", "read_file", { path: "/etc/motd" }, "Welcome"));
+  for (let i = 0; i < 5; i++) calls.push(await notarize("search", "web_search", { q: `query ${i}` }, `result ${i}`));
+  await witnessed(stack.url, calls.length);
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox"] });
+  mkdirSync(SHOTS, { recursive: true });
+});
+
+after(async () => {
+  await browser?.close();
+  await stack?.cleanup();
+});
+
+test("/ redirects to the overview, which renders the log with no console error", async () => {
+  const { page, context, errors } = await openPage();
+  const resp = await page.goto(stack.url + "/");
+  assert.equal(new URL(page.url()).pathname, "/explorer/");
+  assert.match(resp.headers()["content-security-policy"], /script-src 'self'/);
+  await page.getByRole("heading", { name: "The log" }).waitFor();
+  assert.equal(await page.locator('[data-testid="log-size"]').textContent(), `${calls.length} entries`);
+  const body = await page.locator("main").textContent();
+  assert.ok(body.includes(stack.origin) && body.includes(stack.vkey), "origin and log key shown");
+  assert.ok(body.includes("witness.test/w1"), "the witness is listed");
+  assert.match(await page.locator('[data-testid="checkpoint-text"]').textContent(), new RegExp(`^${stack.origin}\n${calls.length}\n`));
+  assert.ok((await page.locator("svg.chart path.line").count()) === 1, "the growth chart is drawn");
+  assert.ok((await page.locator("svg.chart rect.bar").count()) >= 1, "entries per minute are drawn");
+  assert.equal(await page.getByText("✔ verified here").count() >= 2, true, "log signature and cosignature verified in the page");
+  await page.screenshot({ path: join(SHOTS, "overview.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a receipt found by id verifies in the page, and with its record every level passes", async () => {
+  const { page, context, errors } = await openPage();
+  const { receipt, record } = calls[0];
+  await page.goto(stack.url + "/explorer/");
+  await page.getByLabel("Find a tool call").fill(receipt.id);
+  await page.keyboard.press("Enter");
+  await page.waitForURL(`**/explorer/tool-calls/${receipt.id}`);
+  // Without the record the call is not proven (level 1 is required), though the receipt is.
+  assert.deepEqual(await levels(page), { valid: "false", record: "skipped", signature: "passed", inclusion: "passed", witnesses: "passed", consistency: "passed" });
+  await page.getByLabel("Call record or saved tool call (for level 1)").fill(JSON.stringify(record));
+  await page.getByRole("button", { name: "Verify with this record" }).click();
+  await page.locator('[data-level="record"][data-verdict="passed"]').waitFor();
+  assert.deepEqual(await levels(page), { valid: "true", record: "passed", signature: "passed", inclusion: "passed", witnesses: "passed", consistency: "passed" });
+  const text = await page.locator(".trust").textContent();
+  assert.ok(text.includes(stack.vkey) && text.includes("/v1/ledger"), "the page says which log key it trusts and where it came from");
+  await page.screenshot({ path: join(SHOTS, "receipt.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a receipt found by its call_sha256 verifies at every level", async () => {
+  const { page, context, errors } = await openPage();
+  const { receipt, saved } = calls[1];
+  await page.goto(stack.url + "/explorer/search");
+  await page.getByLabel("Find a tool call").fill(receipt.call_sha256);
+  await page.getByRole("button", { name: "Find" }).click();
+  await page.waitForURL(`**/explorer/tool-calls/${receipt.id}`);
+  await page.getByLabel("Call record or saved tool call (for level 1)").fill(JSON.stringify(saved));
+  await page.getByRole("button", { name: "Verify with this record" }).click();
+  await page.locator('[data-level="record"][data-verdict="passed"]').waitFor();
+  assert.deepEqual(await levels(page), { valid: "true", record: "passed", signature: "passed", inclusion: "passed", witnesses: "passed", consistency: "passed" });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("search by server and tool lists newest first and pages with a cursor; deep links work", async () => {
+  const { page, context, errors } = await openPage();
+  await page.goto(`${stack.url}/explorer/servers/search?limit=2`);
+  await page.getByRole("heading", { name: /Tool calls of/ }).waitFor();
+  const ids = async () => page.locator("table.results tbody tr td:nth-child(5)").allTextContents();
+  const first = await ids();
+  const expected = calls.filter((c) => c.receipt.server === "search").map((c) => c.receipt.id).reverse();
+  assert.deepEqual(first, expected, "newest first (the page asks for 20, more than there are)");
+  await page.goto(`${stack.url}/explorer/servers/weather?tool=get_forecast`);
+  await page.locator("table.results").waitFor();
+  assert.deepEqual(await ids(), [calls[1].receipt.id, calls[0].receipt.id]);
+  await page.screenshot({ path: join(SHOTS, "search.png"), fullPage: true });
+  // Paging: the API's cursor, followed by the page's "Older" link.
+  const r = await (await fetch(`${stack.url}/v1/tool-calls?server=search&limit=2`)).json();
+  await page.goto(`${stack.url}/explorer/search?server=search&cursor=${encodeURIComponent(r.next_cursor)}`);
+  await page.locator("table.results").waitFor();
+  assert.deepEqual(await ids(), expected.slice(2));
+  // An entry deep link shows the entry and its receipt, verified.
+  await page.goto(`${stack.url}/explorer/entries/${calls[2].receipt.ledger.index}`);
+  assert.equal((await levels(page)).inclusion, "passed");
+  assert.ok((await page.locator("main").textContent()).includes(calls[2].receipt.id));
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a tampered saved call pasted into the panel fails at exactly the record level; no request carries it", async () => {
+  const { page, context, errors, requests } = await openPage();
+  const tampered = structuredClone(calls[2].saved);
+  tampered.arguments.path = "/etc/shadow-TAMPERED-MARKER";
+  const text = JSON.stringify(tampered, null, 2);
+  await page.goto(stack.url + "/explorer/verify");
+  await page.getByLabel("Saved tool call, or call record").fill(text);
+  await page.getByRole("button", { name: "Verify in this browser" }).click();
+  assert.deepEqual(await levels(page), { valid: "false", record: "failed", signature: "passed", inclusion: "passed", witnesses: "passed", consistency: "passed" });
+  await page.screenshot({ path: join(SHOTS, "verify-tampered.png"), fullPage: true });
+  // The genuine call, pasted the same way, passes.
+  await page.getByLabel("Saved tool call, or call record").fill(JSON.stringify(calls[2].saved));
+  await page.getByRole("button", { name: "Verify in this browser" }).click();
+  await page.locator('[data-testid="verdict"][data-valid="true"]').waitFor();
+  assert.equal((await levels(page)).record, "passed");
+  const secrets = ["TAMPERED-MARKER", calls[2].record.salt, "/etc/motd", "Welcome"];
+  assert.ok(requests.length > 3, "the page did fetch (keys, checkpoints, proofs)");
+  for (const r of requests) {
+    const blob = [r.url, JSON.stringify(r.headers), r.body ? r.body.toString("latin1") : ""].join("\n");
+    for (const s of secrets) assert.ok(!blob.includes(s) && !blob.includes(encodeURIComponent(s)), `${r.method} ${r.url} carries ${s}`);
+    assert.equal(r.method, "GET", `${r.method} ${r.url}: the panel only reads`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a pinned wrong log key makes inclusion fail; unpinning restores it", async () => {
+  const { page, context, errors } = await openPage();
+  const wrong = new Ed25519Verifier(stack.origin, ed25519.getPublicKey(ed25519.utils.randomSecretKey())).vkey;
+  await page.goto(stack.url + "/explorer/trust");
+  await page.getByLabel("Pin a log key you got elsewhere").fill(wrong);
+  await page.getByRole("button", { name: "Pin", exact: true }).click();
+  await page.getByText(`Pinned a log key for ${stack.origin}.`).waitFor();
+  await page.screenshot({ path: join(SHOTS, "trust.png"), fullPage: true });
+  await page.goto(`${stack.url}/explorer/tool-calls/${calls[0].receipt.id}`);
+  const got = await levels(page);
+  assert.equal(got.valid, "false");
+  assert.equal(got.inclusion, "failed");
+  assert.equal(got.signature, "passed");
+  assert.ok((await page.getByRole("alert").allTextContents()).some((t) => t.includes("differs from the one this notary serves")));
+  await page.goto(stack.url + "/explorer/trust");
+  await page.locator(`[data-unpin="${stack.origin}"]`).click();
+  await page.getByText(`Unpinned the key for ${stack.origin}.`).waitFor();
+  await page.goto(`${stack.url}/explorer/tool-calls/${calls[0].receipt.id}`);
+  assert.equal((await levels(page)).inclusion, "passed");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("on a phone-sized screen the overview fits and the receipt page verifies", async () => {
+  const { page, context, errors } = await openPage({ viewport: { width: 390, height: 844 } });
+  await page.goto(stack.url + "/explorer/");
+  await page.getByRole("heading", { name: "The log" }).waitFor();
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px`);
+  await page.screenshot({ path: join(SHOTS, "overview-phone.png"), fullPage: false });
+  await page.goto(`${stack.url}/explorer/tool-calls/${calls[3].receipt.id}`);
+  await page.getByLabel("Call record or saved tool call (for level 1)").fill(JSON.stringify(calls[3].record));
+  await page.getByRole("button", { name: "Verify with this record" }).click();
+  await page.locator('[data-level="record"][data-verdict="passed"]').waitFor();
+  assert.equal((await levels(page)).valid, "true");
+  await page.screenshot({ path: join(SHOTS, "receipt-phone.png"), fullPage: false });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the explorer is usable by keyboard: skip link, then the find box, then Enter", async () => {
+  const { page, context, errors } = await openPage();
+  await page.goto(stack.url + "/explorer/");
+  await page.getByRole("heading", { name: "The log" }).waitFor();
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), "Skip to content");
+  await page.locator("#find-q").focus();
+  await page.keyboard.type(String(calls[4].receipt.ledger.index));
+  await page.keyboard.press("Enter");
+  await page.waitForURL(`**/explorer/entries/${calls[4].receipt.ledger.index}`);
+  assert.equal((await levels(page)).inclusion, "passed");
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), `Entry #${calls[4].receipt.ledger.index}`, "focus moves to the new page's heading");
+  assert.deepEqual(errors, []);
+  await context.close();
+});

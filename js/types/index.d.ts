@@ -1,0 +1,76 @@
+// Types of `mcp-notary`: the verifier (see verify.d.ts) plus notarization for MCP servers.
+export * from "./verify.js";
+import type { CallRecordJson, JsonObject, NotarizationBlock, Receipt } from "./verify.js";
+
+export interface NotaryClientOptions {
+  /** Per attempt (default 5000). */
+  timeoutMs?: number;
+  /** Additional attempts after the first on connection errors, timeouts and 5xx (default 3). */
+  retries?: number;
+  /** First back-off, doubled per retry, with jitter, capped at 2 s (default 50). */
+  backoffMs?: number;
+  fetch?: typeof globalThis.fetch;
+}
+
+/** A client for one notary's HTTP API. The API key is never printed. */
+export class NotaryClient {
+  constructor(baseUrl: string, apiKey?: string | null, options?: NotaryClientOptions);
+  readonly baseUrl: string;
+  readonly timeoutMs: number;
+  readonly retries: number;
+  readonly backoffMs: number;
+  readonly verifyUrl: string;
+  receiptUrl(id: string): string;
+  /** POST /v1/tool-calls: the receipt (with its proof) for this digest. */
+  notarize(server: string, tool: string, callSha256: string): Promise<Receipt & { proof: string }>;
+  getReceipt(id: string): Promise<Receipt>;
+  lookup(callSha256: string): Promise<Receipt>;
+  verify(id: string, record: CallRecordJson | JsonObject): Promise<JsonObject>;
+  jwks(): Promise<JsonObject>;
+  ledger(): Promise<JsonObject & { origin: string; vkey: string; size: number }>;
+  request(method: string, path: string, options?: { body?: unknown; auth?: boolean }): Promise<JsonObject>;
+}
+
+export interface NotarizerOptions {
+  /** "fail" (default): withhold the result with a JSON-RPC error; "mark": return it marked. */
+  onUnreachable?: "fail" | "mark";
+  /** Put the full receipt and its proof in _meta (default true). */
+  embedReceipt?: boolean;
+  /** The notary's URL as verifiers see it in receipt_url/verify_url (default the client's). */
+  publicUrl?: string | null;
+  /** Where warnings go (default console; null: nowhere). */
+  logger?: { warn(message: string): void } | null;
+}
+
+/** Notarizes the final tool results of one MCP server through one notary. */
+export class Notarizer {
+  constructor(client: NotaryClient, serverName: string, options?: NotarizerOptions);
+  readonly client: NotaryClient;
+  readonly serverName: string;
+  readonly onUnreachable: "fail" | "mark";
+  readonly embedReceipt: boolean;
+  readonly publicUrl: string;
+  /** A copy of `result` with the notarization block in _meta (non-final results unchanged). */
+  notarizeResult<T extends object>(tool: string, args: JsonObject | undefined | null, result: T): Promise<T & { _meta: Record<string, unknown> }>;
+  wrapHandler<H extends (request: any, extra: any) => unknown>(handler: H): H;
+}
+
+/** The JSON-RPC error (code -32603) a tool call answers with when onUnreachable is "fail". */
+export class NotarizationFailedError extends Error {
+  readonly code: -32603;
+  readonly data: { "com.rightshold/tool-call": { spec: "rs-tool-call/1"; notarized: false; reason: string; tool_executed: true } };
+  readonly tool: string;
+  readonly reason: string;
+}
+
+/**
+ * Notarize every final tools/call result of an McpServer or low-level Server of
+ * @modelcontextprotocol/sdk 1.x or @modelcontextprotocol/server 2.x; returns the server.
+ */
+export function notarizeServer<S extends object>(server: S, notarizer: Notarizer): S;
+
+/** The notarization block of a received result, or null. */
+export function notarizationOf(result: unknown): NotarizationBlock | { spec: string; notarized: false; reason: string } | null;
+
+/** The call record a client rebuilds from what it sent and received (for verifyReceipt). */
+export function recordFor(tool: string, args: JsonObject | undefined | null, result: JsonObject | object, options?: { server?: string | null }): CallRecordJson;

@@ -1,0 +1,20 @@
+// Types of `mcp-notary/node`: Node-only helpers (the state file store, the CLI).
+import type { CheckpointStore, StoredCheckpoint } from "./verify.js";
+
+export const DEFAULT_STATE_PATH: string;
+export function expandUser(path: string): string;
+
+/** The verifier's memory in a JSON file shared with the Python `notary verify` (version 1). */
+export class StateFileStore implements CheckpointStore {
+  constructor(path?: string);
+  readonly path: string;
+  load(): Record<string, StoredCheckpoint>;
+  get(origin: string): StoredCheckpoint | undefined;
+  set(origin: string, entry: StoredCheckpoint): void;
+}
+
+/** Ed25519 through Node's own crypto, synchronously: `setEd25519Backend(nodeEd25519)`. */
+export const nodeEd25519: { readonly name: "node"; verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean };
+
+/** `mcp-notary ARGV...`; resolves to the exit status (0 valid, 1 not valid, 2 usage/input error). */
+export function main(argv: string[], io?: { stdout?: { write(s: string): unknown }; stderr?: { write(s: string): unknown } }): Promise<number>;

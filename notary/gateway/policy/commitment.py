@@ -1,0 +1,42 @@
+"""What the gateway commits to in the ledger: the policy, the facts of a call, each decision.
+
+Commitment: ``SHA-256(JCS({"policy": <the TOML document as JSON>, "salt": <hex salt>}))``:
+comments and layout do not change it, any value does; the salt keeps a small policy from
+being guessed from its digest until the operator reveals it. A decision is notarized as the
+SHA-256 of the JCS of :func:`decision_record`, which names the facts by their digest only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from notary.core.canonical import canonical_json
+
+__all__ = ["DecisionValue", "decision_record", "facts_sha256", "policy_commitment",
+           "sha256_jcs"]
+
+DecisionValue = Literal["allow", "deny"]
+
+
+def sha256_jcs(value: object) -> str:
+    """Lower-case hex SHA-256 of the RFC 8785 canonical JSON of ``value``."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def policy_commitment(document: Mapping[str, Any], salt_hex: str) -> str:
+    """The salted commitment to a policy document (see the module docstring)."""
+    return sha256_jcs({"policy": dict(document), "salt": salt_hex})
+
+
+def facts_sha256(facts: Mapping[str, Any]) -> str:
+    """The digest of a set of authorization facts (JCS, SHA-256, lower-case hex)."""
+    return sha256_jcs(dict(facts))
+
+
+def decision_record(decision: DecisionValue, tool: str, facts_digest: str,
+                    commitment: str, when: str) -> dict[str, str]:
+    """The record notarized for one decision: its SHA-256 (JCS) is the entry's call_sha256."""
+    return {"decision": decision, "tool": tool, "facts_sha256": facts_digest,
+            "policy_commitment": commitment, "time": when}

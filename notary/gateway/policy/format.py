@@ -1,0 +1,288 @@
+"""The policy file: TOML, version 1, parsed strictly into a :class:`Policy` (pure).
+
+File format (``examples/gateway-policy.toml`` and ``examples/gateway-filesystem.toml`` are
+commented examples)::
+
+    version = 1                         # format version (required, 1)
+
+    [gateway]
+    name = "payments-gateway"           # server name on ledger entries (optional)
+    agent = "LegalAgent"                # the agent fact, when the operator fixes it (optional)
+
+    [tools."payments.transfer"]
+    idempotent = false                  # needs an idempotency key (default true)
+    facts.amount = { from = "amount", type = "integer" }
+    facts.approved = { from = "approval.approved", type = "boolean", default = false }
+    facts.recipient = "recipient"       # shorthand: type "any", no default
+    rules = [
+      { fact = "amount", op = "<=", value = 5000 },
+      { fact = "agent", op = "in", value = ["LegalAgent", "OpsAgent"] },
+      { fact = "approved", op = "==", value = true },
+    ]
+
+    [tools.read_file]
+    facts.path = { from = "path", type = "path" }
+    rules = [{ fact = "path", op = "prefix", value = "/srv/data" },
+             { fact = "path", op = "not glob", value = "**/.*" }]
+
+Facts: ``agent`` and ``tool`` are context facts (reserved names; ``agent`` may be absent); the
+others come from argument paths (``a.b.0.c``: object keys, and list indexes for lists; a list
+of segments ``["a.b", "c"]`` for keys that contain dots), coerced to a type of
+:mod:`.facts`. A missing argument takes ``default`` when one is given; otherwise, as after a
+failed coercion, the fact is **absent**. Rules (all must hold) use the operators of
+:mod:`.rules`; a rule on an absent fact fails: the policy fails closed. A tool that is not
+listed is denied. Unknown keys are refused everywhere, so a typo cannot silently leave a tool
+unconstrained.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import date, datetime, time
+from typing import Any, Final
+
+from notary.core.canonical import CanonicalizationError, canonical_json
+from notary.core.errors import NotaryBaseError
+from notary.gateway.policy.evaluation import Policy, ToolPolicy
+from notary.gateway.policy.facts import (
+    CONTEXT_FACTS,
+    FACT_TYPES,
+    MISSING,
+    CoercionError,
+    FactSpec,
+    FactType,
+    coerce,
+    normalize_path,
+)
+from notary.gateway.policy.patterns import PatternError, PatternKind, compile_pattern
+from notary.gateway.policy.rules import (
+    LENGTH,
+    MEMBERSHIP,
+    OPERATORS,
+    ORDERING,
+    PATTERN_OPS,
+    STRING_OPS,
+    Rule,
+    is_number,
+)
+
+__all__ = ["POLICY_FORMAT", "PolicyError", "load_policy_text", "parse_policy"]
+
+POLICY_FORMAT: Final = 1
+_TOP_KEYS = frozenset({"version", "gateway", "tools"})
+_GATEWAY_KEYS = frozenset({"name", "agent"})
+_TOOL_KEYS = frozenset({"description", "idempotent", "facts", "rules"})
+_FACT_KEYS = frozenset({"from", "type", "default"})
+_RULE_KEYS = frozenset({"fact", "op", "value"})
+_LENGTH_KEYS = frozenset({"min", "max"})
+_FACT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+_STRING_KINDS = frozenset({"string", "path", "paths", "any"})
+
+
+class PolicyError(NotaryBaseError, ValueError):
+    """A policy file is malformed; ``path`` names the offending member (``tools.x.rules[0]``)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}" if path else problem)
+        self.path = path
+        self.problem = problem
+
+
+def _to_json(value: object, path: str) -> object:
+    """TOML values as JSON: dates and times have no JSON form and are refused."""
+    if isinstance(value, datetime | date | time):
+        raise PolicyError(path, "dates and times are not allowed (they have no JSON form)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PolicyError(path, "NaN and infinities are not allowed")
+    if isinstance(value, dict):
+        return {k: _to_json(v, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _check_keys(obj: Mapping[str, Any], allowed: frozenset[str], path: str) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise PolicyError(path, f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def _optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise PolicyError(f"{path}.{key}", "must be a non-empty string")
+    return value
+
+
+def _parse_path(value: object, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        segments = tuple(value.split("."))
+    elif isinstance(value, list) and value and all(isinstance(s, str) for s in value):
+        segments = tuple(value)
+    else:
+        raise PolicyError(where, "must be an argument path: \"a.b.0\" or a list of segments")
+    if not segments or any(not s for s in segments):
+        raise PolicyError(where, f"{value!r} has an empty segment")
+    return segments
+
+
+def _parse_fact(name: str, raw: object, where: str) -> FactSpec:
+    if name in CONTEXT_FACTS:
+        raise PolicyError(where, f"{name!r} is a context fact and cannot come from the "
+                          "arguments (a caller could set it)")
+    if not _FACT_NAME_RE.fullmatch(name):
+        raise PolicyError(where, "fact names are 1-64 characters: letters, digits, _ . -")
+    if isinstance(raw, str | list):
+        return FactSpec(name, _parse_path(raw, where))
+    if not isinstance(raw, Mapping):
+        raise PolicyError(where, "must be an argument path or a table {from, type, default}")
+    _check_keys(raw, _FACT_KEYS, where)
+    if "from" not in raw:
+        raise PolicyError(where, "needs 'from' (the argument path)")
+    kind = raw.get("type", "any")
+    if kind not in FACT_TYPES:
+        raise PolicyError(f"{where}.type", f"must be one of {list(FACT_TYPES)}")
+    default: object = MISSING
+    if "default" in raw:
+        try:
+            default = coerce(raw["default"], kind)
+        except CoercionError as e:
+            raise PolicyError(f"{where}.default", f"does not fit type {kind!r}: {e}") from None
+    return FactSpec(name, _parse_path(raw["from"], f"{where}.from"), kind, default)
+
+
+def _strings(value: object, where: str, op: str) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, str) and v for v in items):
+        raise PolicyError(f"{where}.value", f"'{op}' needs a non-empty string or a non-empty "
+                          "list of them")
+    return tuple(str(v) for v in items)
+
+
+def _length_bounds(value: object, where: str) -> None:
+    if not isinstance(value, Mapping) or not value:
+        raise PolicyError(f"{where}.value", "'length' needs a table {min = M, max = N}")
+    _check_keys(value, _LENGTH_KEYS, f"{where}.value")
+    for key, bound in value.items():
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
+            raise PolicyError(f"{where}.value.{key}", "must be a non-negative integer")
+    if "min" in value and "max" in value and value["min"] > value["max"]:
+        raise PolicyError(f"{where}.value", "min is greater than max")
+
+
+def _parse_rule(raw: object, where: str, fact_types: Mapping[str, str]) -> Rule:
+    if not isinstance(raw, Mapping):
+        raise PolicyError(where, "a rule is a table {fact, op, value}")
+    _check_keys(raw, _RULE_KEYS, where)
+    for key in ("fact", "op", "value"):
+        if key not in raw:
+            raise PolicyError(where, f"needs {key!r}")
+    fact, op, value = raw["fact"], raw["op"], raw["value"]
+    if not isinstance(fact, str) or fact not in fact_types:
+        raise PolicyError(f"{where}.fact", f"{fact!r} is not a fact of this tool (facts: "
+                          f"{sorted(fact_types)})")
+    if op not in OPERATORS:
+        raise PolicyError(f"{where}.op", f"{op!r} is not one of {list(OPERATORS)}")
+    kind = fact_types[fact]
+    if op in ORDERING:
+        if not is_number(value):
+            raise PolicyError(f"{where}.value", f"{op} compares numbers; {value!r} is not one")
+        if kind not in ("integer", "number", "any"):
+            raise PolicyError(where, f"{op} needs a numeric fact; {fact!r} is {kind}")
+        return Rule(fact, op, value, kind)
+    if op in MEMBERSHIP and not isinstance(value, list):
+        raise PolicyError(f"{where}.value", f"'{op}' needs a list")
+    if op == LENGTH:
+        if kind not in ("string", "path", "paths", "any"):
+            raise PolicyError(where, f"'length' needs a string or list fact; {fact!r} is {kind}")
+        _length_bounds(value, where)
+        return Rule(fact, op, value, kind)
+    if op in STRING_OPS:
+        if kind not in _STRING_KINDS:
+            raise PolicyError(where, f"'{op}' needs a string or path fact; {fact!r} is {kind}")
+        items = _strings(value, where, op)
+        if op in PATTERN_OPS:
+            pattern_kind: PatternKind = "glob" if op.endswith("glob") else "regex"
+            if pattern_kind == "regex" and len(items) != 1:
+                raise PolicyError(f"{where}.value", "'regex' takes one pattern (use | inside)")
+            try:
+                patterns = tuple(compile_pattern(pattern_kind, p) for p in items)
+            except PatternError as e:
+                raise PolicyError(f"{where}.value", str(e)) from None
+            return Rule(fact, op, value, kind, patterns=patterns)
+        if kind in ("path", "paths"):
+            bad = [p for p in items if not p.startswith("/")]
+            if bad:
+                raise PolicyError(f"{where}.value", f"a path prefix must be absolute: {bad[0]!r}")
+            try:
+                prefixes = tuple(normalize_path(p) for p in items)
+            except CoercionError as e:
+                raise PolicyError(f"{where}.value", str(e)) from None
+            return Rule(fact, op, value, kind, prefixes=prefixes)
+        return Rule(fact, op, value, kind, prefixes=items)
+    return Rule(fact, op, value, kind)
+
+
+def _parse_tool(tool: str, raw: object) -> ToolPolicy:
+    where = f"tools.{tool}"
+    if not isinstance(raw, Mapping):
+        raise PolicyError(where, "must be a table")
+    _check_keys(raw, _TOOL_KEYS, where)
+    idempotent = raw.get("idempotent", True)
+    if not isinstance(idempotent, bool):
+        raise PolicyError(f"{where}.idempotent", "must be true or false")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise PolicyError(f"{where}.description", "must be a string")
+    facts_doc = raw.get("facts", {})
+    if not isinstance(facts_doc, Mapping):
+        raise PolicyError(f"{where}.facts", "must be a table of facts")
+    facts = tuple(_parse_fact(n, v, f"{where}.facts.{n}") for n, v in facts_doc.items())
+    fact_types: dict[str, FactType] = {"tool": "string", "agent": "string"}
+    fact_types.update({f.name: f.type for f in facts})
+    rules_doc = raw.get("rules", [])
+    if not isinstance(rules_doc, list):
+        raise PolicyError(f"{where}.rules", "must be a list of rules")
+    rules = tuple(_parse_rule(r, f"{where}.rules[{i}]", fact_types)
+                  for i, r in enumerate(rules_doc))
+    try:
+        canonical_json(raw)
+    except CanonicalizationError as e:
+        raise PolicyError(where, str(e)) from None
+    return ToolPolicy(tool, facts, rules, idempotent, description)
+
+
+def parse_policy(document: Mapping[str, Any]) -> Policy:
+    """Validate a policy document (the parsed TOML) strictly; raises :class:`PolicyError`."""
+    doc = _to_json(dict(document), "")
+    assert isinstance(doc, dict)
+    _check_keys(doc, _TOP_KEYS, "")
+    if doc.get("version") != POLICY_FORMAT:
+        raise PolicyError("version", f"must be {POLICY_FORMAT} (the policy format version)")
+    gateway = doc.get("gateway", {})
+    if not isinstance(gateway, Mapping):
+        raise PolicyError("gateway", "must be a table")
+    _check_keys(gateway, _GATEWAY_KEYS, "gateway")
+    name = _optional_str(gateway, "name", "gateway")
+    agent = _optional_str(gateway, "agent", "gateway")
+    tools_doc = doc.get("tools", {})
+    if not isinstance(tools_doc, Mapping):
+        raise PolicyError("tools", "must be a table of tools")
+    tools = {tool: _parse_tool(tool, raw) for tool, raw in tools_doc.items()}
+    try:
+        canonical_json(doc)
+    except CanonicalizationError as e:
+        raise PolicyError("", f"the policy cannot be canonicalized: {e}") from None
+    return Policy(doc, tools, name, agent)
+
+
+def load_policy_text(text: str) -> Policy:
+    """Parse TOML text into a :class:`Policy`; TOML syntax errors become PolicyError."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PolicyError("", f"not valid TOML: {e}") from None
+    return parse_policy(document)

@@ -1,0 +1,83 @@
+"""Damage to the store while ``notary serve`` runs: the background scrub, and requests that hit
+a damaged database page.
+
+Either way the outcome is the same: writes stop (the sequencer is halted, so
+``POST /v1/tool-calls`` answers 503 ``store_corrupt``), ``/healthz`` reports ``failing`` with the
+reason, and the finding is recorded in the data directory (:mod:`notary.integrity`) so that a
+restart does not resume writing on the same store. Reads go on being served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from ledger.http.errors import ApiError
+from ledger.http.routes import LOG
+from ledger.scrub import Scrubber
+from ledger.storage.damage import corruption_in
+from notary.config import ConfigError, Settings
+from notary.http.appkeys import METRICS, SCRUB, SETTINGS
+from notary.integrity import read_damage, record_damage
+
+__all__ = ["damage_middleware", "integrity_context", "stop_writes"]
+
+_log = structlog.get_logger("notary.integrity")
+
+STORE_CORRUPT = "store_corrupt"
+
+
+def stop_writes(app: web.Application, reason: str) -> None:
+    """Halt the log's writer and record why (the first reason recorded is kept)."""
+    seq = app[LOG].sequencer
+    if seq is not None and seq.halted is None:
+        seq.halt(reason)
+        _log.error("writes_stopped", reason=reason)
+    record_damage(app[SETTINGS].data, reason)
+
+
+def integrity_context(settings: Settings) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The aiohttp cleanup_ctx that starts the scrub (after the log is open) and honours a
+    damage finding recorded by an earlier run."""
+    if settings.scrub_rate < 0:
+        raise ConfigError(f"scrub_rate {settings.scrub_rate} must be 0 (off) or positive")
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        log = app[LOG]
+        recorded = read_damage(settings.data)
+        if recorded is not None and log.sequencer is not None:
+            log.sequencer.halt(recorded)
+            _log.error("writes_stopped", reason=recorded,
+                       why="damage recorded by an earlier run; run `notary check`")
+        scrubber: Scrubber | None = None
+        if settings.scrub_rate > 0 and recorded is None:
+            scrubber = Scrubber(log, rate=settings.scrub_rate,
+                                on_damage=lambda reason: stop_writes(app, reason),
+                                registry=app[METRICS].registry)
+            app[SCRUB] = scrubber
+            await scrubber.start()
+        try:
+            yield
+        finally:
+            if scrubber is not None:
+                await scrubber.close()
+
+    return ctx
+
+
+@web.middleware
+async def damage_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A request that hits a damaged database page gets a 503 that says so, not a 500, and
+    writes stop; the error middleware around this one renders it."""
+    try:
+        return await handler(request)
+    except Exception as e:
+        found = corruption_in(e)
+        if found is None:
+            raise
+        stop_writes(request.app, f"the database is damaged: {found}")
+        raise ApiError(503, STORE_CORRUPT, "the notary's database is damaged; writes are "
+                       "stopped until the operator restores a backup (see /healthz)") from None

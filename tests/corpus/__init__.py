@@ -1,0 +1,1 @@
+"""The cross-language verification corpus (``python -m tests.corpus.generate DIR``)."""

@@ -1,0 +1,110 @@
+"""``notary backup`` and ``notary restore`` against a running notary (subprocess, loopback).
+
+The backup is taken while the daemon serves; restore must refuse a backup older than the log
+has become (the replaced data directory's checkpoint, the witnesses' sizes, or a checkpoint
+saved elsewhere), and a backup of another history at the same size; a newer or equal backup
+restores, and the restored notary serves the receipts it held.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+from tests.notary_server import NotaryProcess
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def notarize(server: NotaryProcess, key: str, n: int) -> dict[str, Any]:
+    digest = f"{n:064x}"
+    resp = server.post("/v1/tool-calls", api_key=key,
+                       json_body={"server": "s", "tool": "t", "call_sha256": digest})
+    assert resp.status == 201, resp.text
+    receipt: dict[str, Any] = resp.json()
+    return receipt
+
+
+def test_backup_online_and_restore_refuses_an_older_backup(tmp_path: Path) -> None:
+    data = tmp_path / "notary-data"
+    with NotaryProcess(data) as server:
+        key = server.create_api_key("b")
+        early = [notarize(server, key, n) for n in range(3)]
+        # The parent directory does not exist yet: the backup makes it (0700).
+        dest = tmp_path / "backups" / "first"
+        out = server.cli("backup", "--data", str(data), str(dest)).stdout
+        assert "at size 3" in out, out
+        for path in (dest / "notary.store.sqlite", dest / "log.key", dest / "backup.json"):
+            assert mode(path) == 0o600, path
+        assert mode(dest) == 0o700 and mode(dest / "receipt-keys") == 0o700
+        assert [mode(k) for k in (dest / "receipt-keys").iterdir()] == [0o600]
+        manifest = json.loads((dest / "backup.json").read_text())
+        assert manifest["size"] == 3 and manifest["checkpoint"].startswith(manifest["origin"])
+        # A second backup into a non-empty directory is refused.
+        again = server.cli("backup", "--data", str(data), str(dest), check=False)
+        assert again.returncode == 2 and "not empty" in again.stderr
+        later = [notarize(server, key, n) for n in range(3, 5)]
+        saved_checkpoint = tmp_path / "checkpoint-5"
+        saved_checkpoint.write_bytes(server.get("/checkpoint").body)
+        newer = tmp_path / "backups" / "second"
+        server.cli("backup", "--data", str(data), str(newer))
+
+    # The log moved on (size 5): the backup at size 3 is refused over the data directory ...
+    refused = server.cli("restore", "--data", str(data), str(dest), check=False)
+    assert refused.returncode == 2 and "moved on" in refused.stderr, refused.stderr
+    assert "size 5" in refused.stderr and "size 3" in refused.stderr
+    # ... and, with the data directory lost, against a checkpoint saved elsewhere.
+    lost = tmp_path / "lost-and-rebuilt"
+    refused = server.cli("restore", "--data", str(lost), str(dest), "--checkpoint",
+                         str(saved_checkpoint), check=False)
+    assert refused.returncode == 2 and "moved on" in refused.stderr
+    assert not lost.exists()  # nothing was touched
+
+    # The newer backup restores over the data directory (which is moved aside, not deleted).
+    done = server.cli("restore", "--data", str(data), str(newer), "--checkpoint",
+                      str(saved_checkpoint)).stdout
+    assert "at size 5" in done
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("notary-data.replaced-")]
+    assert len(aside) == 1 and (aside[0] / "notary.store.sqlite").exists()
+    assert mode(data / "log.key") == 0o600 and mode(data) == 0o700
+    with NotaryProcess(data) as restored:
+        for receipt in early + later:
+            got = restored.get(f"/v1/tool-calls/{receipt['id']}")
+            assert got.status == 200 and got.json()["signature"] == receipt["signature"]
+
+    # The old backup into an empty directory, with no newer evidence at all, is allowed.
+    fresh = tmp_path / "fresh"
+    server.cli("restore", "--data", str(fresh), str(dest))
+    with NotaryProcess(fresh) as restored:
+        assert restored.get(f"/v1/tool-calls/{early[0]['id']}").status == 200
+        assert restored.get(f"/v1/tool-calls/{later[0]['id']}").status == 404
+
+
+def test_restore_refuses_another_history_of_the_same_size(tmp_path: Path) -> None:
+    data = tmp_path / "notary-data"
+    with NotaryProcess(data) as server:
+        key = server.create_api_key("b")
+        notarize(server, key, 1)
+    twin = tmp_path / "twin"
+    shutil.copytree(data, twin)  # the same log key and history up to size 1 ...
+    with NotaryProcess(data) as server:
+        notarize(server, key, 2)
+    with NotaryProcess(twin) as other:
+        notarize(other, key, 3)  # ... then another entry at index 1: a fork
+        fork_backup = tmp_path / "fork-backup"
+        other.cli("backup", "--data", str(twin), str(fork_backup))
+    refused = server.cli("restore", "--data", str(data), str(fork_backup), check=False)
+    assert refused.returncode == 2 and "different history" in refused.stderr, refused.stderr
+    # What the witnesses cosigned counts too (witnessing.json survives in the data directory).
+    rebuilt = tmp_path / "rebuilt"
+    rebuilt.mkdir()
+    (rebuilt / "witnessing.json").write_text(json.dumps(
+        {"version": 1, "origin": "x", "witnesses": {"w.example+0000+AAAA": {"size": 9}},
+         "published": None}))
+    refused = server.cli("restore", "--data", str(rebuilt), str(fork_backup), check=False)
+    assert refused.returncode == 2 and "cosigned size 9" in refused.stderr, refused.stderr

@@ -1,0 +1,65 @@
+"""The benchmarks as code: they import as modules, leave the work tree clean, and patch nothing.
+
+No benchmark runs here (figures belong to benchmarks/, not to the suite); this checks what a new
+user trips over before any figure: a crash on import, a tracked file rewritten by a trial run.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks._common import LOCAL_RESULTS, REPO, RESULTS, result_path
+
+BENCH = REPO / "benchmarks"
+MODULES = sorted(
+    ".".join(p.relative_to(REPO).with_suffix("").parts)
+    for p in BENCH.rglob("*.py") if p.name != "__init__.py"
+)
+# gateway_bench drives the same small MCP upstream the gateway tests use.
+IMPORTS_TESTS = {"benchmarks.gateway_bench"}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_imports_as_a_module(name: str) -> None:
+    importlib.import_module(name)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_sys_path_edits_and_no_test_imports(name: str) -> None:
+    path = REPO / (name.replace(".", "/") + ".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "path" and \
+                isinstance(node.value, ast.Name) and node.value.id == "sys":
+            pytest.fail(f"{path.name}:{node.lineno} touches sys.path")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tests" \
+                and name not in IMPORTS_TESTS:
+            pytest.fail(f"{path.name}:{node.lineno} imports from tests/")
+
+
+def test_results_go_where_git_does_not_look_unless_saved(tmp_path: Path) -> None:
+    assert result_path("ledger") == LOCAL_RESULTS / "ledger.json"
+    assert result_path("ledger", save=True) == RESULTS / "ledger.json"
+    assert result_path("ledger", save=True, out=tmp_path / "x.json") == tmp_path / "x.json"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(LOCAL_RESULTS / "ledger.json")],
+                             cwd=REPO, check=False)
+    assert ignored.returncode == 0, "benchmarks/results/local/ is not gitignored"
+    tracked = subprocess.run(["git", "check-ignore", "-q", str(RESULTS / "ledger.json")],
+                             cwd=REPO, check=False)
+    assert tracked.returncode == 1, "benchmarks/results/*.json must stay tracked"
+
+
+def test_pymerkle_is_imported_only_by_the_peer_module() -> None:
+    for path in BENCH.rglob("*.py"):
+        if path.name == "peer.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.split(".")[0] == "pymerkle" for n in names), path

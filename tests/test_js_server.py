@@ -1,0 +1,170 @@
+"""The TypeScript MCP server of js/test/fixtures/server.ts, notarized with the npm package,
+called over stdio by the Python ``mcp.Client`` and verified by the Python verifier.
+
+The server runs on ``@modelcontextprotocol/sdk`` 1.x (which speaks the 2025 protocol, so the
+client runs in ``legacy`` mode) and on ``@modelcontextprotocol/server`` 2.x (both modes). Its
+notary is the real notary application on a 127.0.0.1 socket. Needs ``node`` and the package's
+dependencies (``npm ci`` in js/, which ./scripts/test runs before pytest).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+from mcp_types import CallToolResult
+
+from ledger.core.note import Ed25519Verifier
+from notary.core.meta import TOOL_CALL_META_KEY
+from notary.core.receipts import Jwks
+from notary.core.records import SPEC
+from notary.sdk import NotaryClient, notarization_of, verify_tool_result
+from notary.verifier.inputs import call_from_document
+from notary.verifier.trust import Trust
+from notary.verifier.verify import verify_tool_call
+from tests.notary_server import app_notary, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+JS = REPO / "js"
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("add", {"a": 2, "b": 40}),
+    ("echo", {"text": "héllo \u2028 \U0001f600", "n": 9007199254740991}),
+    ("boom", {}),
+    ("traps", {}),
+]
+
+
+@pytest.fixture(scope="module")
+def server_script() -> Path:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not installed: the JavaScript package needs Node 20+")
+    if not (JS / "node_modules" / "esbuild").exists():
+        pytest.fail("js/node_modules is missing: run `npm ci` in js/ (./scripts/test does)")
+    out = subprocess.run(
+        [node, "test/support/build-fixture.mjs"],
+        cwd=JS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return Path(out.stdout.strip())
+
+
+@pytest.fixture
+async def notary(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+    async with app_notary(tmp_path / "data") as app:
+        async with NotaryClient(app.url) as c:
+            jwks = await c.jwks()
+        yield {
+            "url": app.url,
+            "key": app.create_api_key("js-server"),
+            "jwks": Jwks(jwks),
+            "log_key": Ed25519Verifier.from_vkey(app.vkey),
+        }
+
+
+def params(script: Path, notary: dict[str, Any], **env: str) -> StdioServerParameters:
+    node = shutil.which("node")
+    assert node is not None
+    return StdioServerParameters(
+        command=node,
+        args=[str(script)],
+        cwd=str(JS),
+        env={"NOTARY_URL": notary["url"], "NOTARY_API_KEY": notary["key"], **env},
+    )
+
+
+def statuses(report: Any) -> dict[str, str]:
+    return {n: r["status"] for n, r in report.to_json()["levels"].items()}
+
+
+@pytest.mark.parametrize(
+    ("sdk", "kind", "mode"),
+    [
+        ("v1", "mcp", "legacy"),
+        ("v1", "lowlevel", "legacy"),
+        ("v2", "mcp", "auto"),
+        ("v2", "mcp", "legacy"),
+        ("v2", "lowlevel", "auto"),
+    ],
+)
+async def test_typescript_server_results_verify_in_python(
+    server_script: Path, notary: dict[str, Any], sdk: str, kind: str, mode: str
+) -> None:
+    env = {"FIXTURE_SDK": sdk, "FIXTURE_KIND": kind, "FIXTURE_ORDER": "after"}
+    trust = Trust(notary["jwks"], (notary["log_key"],))
+    async with Client(params(server_script, notary, **env), mode=mode) as client:
+        calls = [*CALLS, ("list", {})] if (sdk, kind) == ("v2", "mcp") else CALLS
+        for tool, arguments in calls:
+            result: CallToolResult = await client.call_tool(tool, arguments)
+            block = notarization_of(result)
+            assert block is not None, (tool, result)
+            assert set(block) == {
+                "spec",
+                "id",
+                "call_sha256",
+                "salt",
+                "receipt_url",
+                "verify_url",
+                "receipt",
+            }
+            assert block["spec"] == SPEC and block["receipt"]["server"] == "ts-fixture"
+            assert block["receipt_url"] == f"{notary['url']}/v1/tool-calls/{block['id']}"
+            assert result.is_error is (tool == "boom")
+            # the SDK's client-side check (levels 1-3)
+            verdict = verify_tool_result(
+                tool, arguments, result, jwks=notary["jwks"], log_verifier=notary["log_key"]
+            )
+            assert verdict.valid, (tool, verdict.to_json())
+            # the full verifier on the call as a client saves it
+            saved = {
+                "tool": tool,
+                "arguments": arguments,
+                "result": result.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            }
+            report = await verify_tool_call(call_from_document(saved), trust)
+            assert report.valid, (tool, report.to_json())
+            assert statuses(report) == {
+                "record": "passed",
+                "signature": "passed",
+                "inclusion": "passed",
+                "witnesses": "skipped",
+                "consistency": "skipped",
+            }
+            changed = {**saved, "arguments": {**arguments, "extra": 1}}
+            bad = await verify_tool_call(call_from_document(changed), trust)
+            assert statuses(bad)["record"] == "failed"
+        echo = await client.call_tool("echo", {"text": "meta"})
+        assert (echo.meta or {})["example.com/trace"] == "t-1"  # existing _meta is kept
+
+
+@pytest.mark.parametrize("sdk", ["v1", "v2"])
+async def test_unreachable_notary_fails_the_call_loudly(
+    server_script: Path, notary: dict[str, Any], sdk: str
+) -> None:
+    dead = {**notary, "url": f"http://127.0.0.1:{free_port()}"}
+    async with Client(params(server_script, dead, FIXTURE_SDK=sdk), mode="legacy") as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("add", {"a": 1, "b": 2})
+    assert "could not be notarized" in info.value.message
+    assert info.value.data[TOOL_CALL_META_KEY] == {
+        "spec": SPEC,
+        "notarized": False,
+        "tool_executed": True,
+        "reason": info.value.data[TOOL_CALL_META_KEY]["reason"],
+    }
+    async with Client(
+        params(server_script, dead, FIXTURE_SDK=sdk, NOTARY_ON_UNREACHABLE="mark"), mode="legacy"
+    ) as client:
+        result = await client.call_tool("add", {"a": 1, "b": 2})
+    block = notarization_of(result)
+    assert block is not None and block["notarized"] is False and "unavailable" in block["reason"]

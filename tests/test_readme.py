@@ -1,0 +1,98 @@
+"""The README's walkthrough, run as written in a fresh copy of the repository.
+
+Every block after a ``<!-- walkthrough -->`` marker is run, in README order, as one bash script
+in a throwaway git repository holding the tracked files of this one; a
+``<!-- walkthrough:python PATH -->`` block is written to PATH and run twice (the README says it
+can be). Then ``git status`` there must show nothing: whatever the walkthrough writes lands in
+ignored places. Two substitutions only, so the test neither reinstalls the shared virtualenv nor
+takes a fixed port: ``./scripts/serve`` becomes the ``notary serve`` it execs (with the venv of
+this checkout linked in), and port 8080 a free loopback port. ``HOME`` and ``XDG_STATE_HOME``
+point into the temporary directory, so nothing is written to the user's home either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.notary_server import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"<!-- walkthrough(?::python (?P<path>\S+))? -->\n```(?P<lang>\w+)\n"
+                   r"(?P<body>.*?)\n```", re.S)
+
+
+def walkthrough(readme: str, port: int) -> str:
+    """The walkthrough as one bash script (with the two substitutions)."""
+    parts = ["set -euo pipefail"]
+    for m in BLOCK.finditer(readme):
+        body = m.group("body")
+        if m.group("path"):
+            assert m.group("lang") == "python"
+            path = m.group("path")
+            parts.append(f"cat > {path} <<'PYTHON_BLOCK'\n{body}\nPYTHON_BLOCK")
+            parts += [f".venv/bin/python {path}"] * 2
+        else:
+            assert m.group("lang") == "sh", m.group(0)[:80]
+            parts.append(body)
+    script = "\n".join(parts) + "\n"
+    assert script.count("./scripts/serve &") == 1, "the walkthrough starts the notary once"
+    script = script.replace("./scripts/serve &",
+                            f".venv/bin/notary serve --listen 127.0.0.1:{port} &")
+    return script.replace("127.0.0.1:8080", f"127.0.0.1:{port}")
+
+
+def fresh_copy(tmp_path: Path) -> Path:
+    """A git repository with the tracked files of this work tree, committed."""
+    clone = tmp_path / "clone"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = REPO / name
+        if not src.exists():  # deleted in the work tree, not yet committed
+            continue
+        dst = clone / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+    git = ["git", "-c", "user.name=walkthrough", "-c", "user.email=walkthrough@example.invalid"]
+    subprocess.run([*git, "init", "-q"], cwd=clone, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=clone, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "fresh clone"], cwd=clone, check=True)
+    (clone / ".venv").symlink_to(REPO / ".venv")  # ignored by .gitignore, like a real .venv
+    return clone
+
+
+def test_readme_walkthrough_runs_and_leaves_the_work_tree_clean(tmp_path: Path) -> None:
+    port = free_port()
+    clone = fresh_copy(tmp_path)
+    script = walkthrough((clone / "README.md").read_text(), port)
+    assert "scratch/" in script and "git status --short" in script
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTARY_")}
+    env.update(HOME=str(tmp_path / "home"), XDG_STATE_HOME=str(tmp_path / "state"),
+               PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(["bash", "-c", script], cwd=clone, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a notary the script did not stop
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out[-6000:]
+    # What the walkthrough shows did happen.
+    assert "all results verified" in out
+    assert "VALID: every required level passed." in out
+    assert "refused: notary-data has moved on" in out and "moved on since this backup" in out
+    runs = re.findall(r"appended (\d+) and \[(\d+), (\d+)\]; size (\d+)", out)
+    assert len(runs) == 2 and int(runs[1][0]) == int(runs[0][3]), runs  # twice, one log
+    assert (clone / "scratch" / "gateway-state.salt").exists()
+    assert not (clone / "examples" / "gateway-policy.toml.salt").exists()
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored=no"], cwd=clone,
+                            capture_output=True, text=True, check=True).stdout
+    assert status == "", status
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.key"))
