@@ -389,6 +389,15 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
             assert "0 of 3 witnesses cosigned" in report["levels"]["witnesses"]["reason"]
             assert not state.exists()  # --offline writes no state file
 
+            # The receipt endpoint picks up the witnessed checkpoint from the witnessing task,
+            # which may publish it a moment after /checkpoint: wait until it serves it.
+            async def cosigned_proof() -> bool | None:
+                _, body, _ = await notary.get(f"/v1/tool-calls/{receipt['id']}")
+                note = decode_proof_bundle(json.loads(body)["proof"].encode()).checkpoint
+                return True if len(parse_note(note).signatures) == 4 else None
+
+            await eventually(cosigned_proof, "the receipt served with a witnessed proof")
+
             # --upgrade fetches the proof into the witnessed checkpoint; saved, it verifies
             # offline. The log key comes from the policy's log line.
             upgraded = tmp_path / "upgraded.json"
