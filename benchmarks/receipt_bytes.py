@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS, command_line, machine_info, now_utc, table, write_json
-
+from benchmarks._common import RESULTS, command_line, machine_info, now_utc, table, write_json
 from notary.config import Settings
 from notary.http.app import init_data_dir
 from notary.keys import Paths
