@@ -14,7 +14,7 @@ from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.tlog_proof import ProofBundle
 from ledger.reader import LogReader
-from ledger.sequencer import Appended, BatchHook, BatchObserver, Sequencer
+from ledger.sequencer import Appended, BatchHook, BatchObserver, BatchScreen, Sequencer
 from ledger.storage.base import CheckpointRecord, LogStore
 
 
@@ -59,6 +59,7 @@ class Log:
         verifier: Ed25519Verifier | None = None,
         max_batch: int = 4096,
         hook: BatchHook | None = None,
+        screen: BatchScreen | None = None,
         observer: BatchObserver | None = None,
         cache_tiles: int = 4096,
     ) -> Log:
@@ -69,7 +70,7 @@ class Log:
         sequencer = None
         if signer is not None:
             sequencer = Sequencer(store, signer, reader=reader, max_batch=max_batch,
-                                  hook=hook, observer=observer)
+                                  hook=hook, screen=screen, observer=observer)
             try:
                 await sequencer.start()
             except BaseException:

@@ -29,6 +29,17 @@ BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
 commit atomically with the entries."""
 
+BatchScreen = Callable[[WriteTx, Sequence[Any]],
+                      Awaitable[Sequence[Exception | bytes | None]]]
+"""Runs inside the batch's transaction, under the log's lock and before anything is integrated,
+with the context of every queued entry; answers, per entry, None to log it as queued, bytes to
+log those instead (an entry finalized under the lock, e.g. with a time that must not go back),
+or the exception to answer its caller with. This is where decisions that must hold across
+processes are made (the notary: a digest logged already, an allowance spent, a timestamp no
+earlier than the last one logged), since no other writer can act between the screen and the
+commit. A group (:meth:`Sequencer.append_many`) with any entry refused is refused as a whole,
+with the first refusal."""
+
 BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
 
@@ -119,6 +130,7 @@ class Sequencer:
         reader: LogReader | None = None,
         max_batch: int = 4096,
         hook: BatchHook | None = None,
+        screen: BatchScreen | None = None,
         observer: BatchObserver | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -128,6 +140,7 @@ class Sequencer:
         self.reader = reader
         self.max_batch = max_batch
         self.hook = hook
+        self.screen = screen
         self.observer = observer
         self.clock = clock
         self.state = TreeState()
@@ -250,9 +263,37 @@ class Sequencer:
             if self._closing:
                 return
 
+    async def _screened(self, tx: WriteTx, batch: list[_Group],
+                        refused: list[tuple[_Group, Exception]]) -> list[_Group]:
+        """The groups of ``batch`` the screen admits; the others go to ``refused``, answered
+        with their refusal once the transaction has ended (never before a rollback)."""
+        if self.screen is None:
+            return batch
+        verdicts = list(await self.screen(tx, [c for g in batch for c in g.contexts]))
+        if len(verdicts) != sum(len(g.contexts) for g in batch):
+            raise RuntimeError("the batch screen must answer once per entry")
+        admitted: list[_Group] = []
+        at = 0
+        for group in batch:
+            mine = verdicts[at:at + len(group.contexts)]
+            at += len(group.contexts)
+            refusal = next((v for v in mine if isinstance(v, Exception)), None)
+            if refusal is not None:
+                refused.append((group, refusal))
+                continue
+            entries = [v if isinstance(v, bytes) else e
+                       for e, v in zip(group.entries, mine, strict=True)]
+            for entry in entries:
+                if len(entry) > MAX_ENTRY_SIZE:
+                    raise EntryTooLargeError(f"the screen made an entry of {len(entry)} bytes")
+            admitted.append(group if entries == group.entries else
+                            _Group(entries, group.contexts, group.future))
+        return admitted
+
     async def _commit(self, batch: list[_Group]) -> None:
         started = time.perf_counter()
-        entries = [e for g in batch for e in g.entries]
+        refused: list[tuple[_Group, Exception]] = []
+        done: Integrated | None = None
         try:
             async with self.store.transaction() as tx:
                 latest = await tx.latest()
@@ -263,15 +304,18 @@ class Sequencer:
                         raise LogIntegrityError("the stored checkpoint disappeared")
                     self.state = await self._verified_state(tx, latest)
                     self.checkpoint = latest
-                first = self.state.size
-                done: Integrated = integrate(self.state, entries)
-                record = self._sign(done.state)
-                await tx.write(done.tiles, record)
-                if self.hook is not None:
-                    contexts = [c for g in batch for c in g.contexts]
-                    await self.hook(tx, [(first + i, c) for i, c in enumerate(contexts)])
+                batch = await self._screened(tx, batch, refused)
+                entries = [e for g in batch for e in g.entries]
+                if entries:
+                    first = self.state.size
+                    done = integrate(self.state, entries)
+                    record = self._sign(done.state)
+                    await tx.write(done.tiles, record)
+                    if self.hook is not None:
+                        contexts = [c for g in batch for c in g.contexts]
+                        await self.hook(tx, [(first + i, c) for i, c in enumerate(contexts)])
         except BaseException as e:
-            for group in batch:
+            for group in [*batch, *(g for g, _ in refused)]:
                 if not group.future.done():
                     group.future.set_exception(
                         e if isinstance(e, Exception) else RuntimeError(str(e)))
@@ -280,12 +324,17 @@ class Sequencer:
             self.commit_error = e
             return
         self.commit_error = None
+        for group, refusal in refused:
+            if not group.future.done():
+                group.future.set_exception(refusal)
+        if done is None:
+            return
         self.state = done.state
         self.checkpoint = record
         if self.reader is not None:
             self.reader.offer(done.tiles)
         if self.observer is not None:
-            self.observer(len(entries), time.perf_counter() - started)
+            self.observer(sum(len(g.entries) for g in batch), time.perf_counter() - started)
         index = first
         for group in batch:
             if not group.future.done():
@@ -309,8 +358,7 @@ class Sequencer:
             return False
         self._probed = now
         try:
-            await self.store.set_meta("write_probe", "x" * PROBE_BYTES)
-            await self.store.set_meta("write_probe", "")
+            await self.store.probe_space(PROBE_BYTES)
         except Exception:
             return False
         self.commit_error = None

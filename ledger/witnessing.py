@@ -33,8 +33,10 @@ it (and so carries the cosignatures) as soon as it covers the entry.
 
 None of this touches the write path: the sequencer never waits for a witness, and a slow or
 unreachable witness only delays cosignatures. The witnesses' sizes and the witnessed checkpoint
-are kept in ``<data>/witnessing.json`` (atomic writes), so a restart resumes without a 409
-round trip and serves the witnessed checkpoint at once.
+are kept in the log's store (:class:`ledger.storage.base.WitnessState`), so a restart resumes
+without a 409 round trip and serves the witnessed checkpoint at once. Releases before that kept
+them in ``<data>/witnessing.json``: given as ``state_path``, that file is read once when the
+store holds no state yet, and the state moves into the store.
 """
 
 from __future__ import annotations
@@ -46,12 +48,10 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ledger.atomic import write_atomic
 from ledger.client.http import HttpClient
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
@@ -62,6 +62,7 @@ from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signa
 from ledger.core.tlog_policy import TlogPolicy
 from ledger.log import Head, Log
 from ledger.reader import stack_coords
+from ledger.storage.base import WitnessState
 
 __all__ = [
     "STATE_FILE",
@@ -401,38 +402,40 @@ class Witnessing:
     # Persistence ------------------------------------------------------------------------------
 
     async def _save(self) -> None:
-        """Write the state file; the document is built here, on the loop, and only the
-        (fsynced) write runs on a thread."""
-        if self.state_path is None:
-            return
+        """Save the witnesses' sizes and the witnessed checkpoint in the log's store."""
         pub = self._published
-        doc: dict[str, Any] = {
-            "version": 1,
-            "origin": self.log.origin,
-            "witnesses": {vkey: {"size": w.known} for vkey, w in self._witnesses.items()
-                          if w.known is not None},
-            "published": (pub.note.decode("utf-8")
-                          if pub is not None and pub.witnessed else None),
-        }
-        await asyncio.to_thread(write_atomic, self.state_path,
-                                json.dumps(doc, indent=1).encode("utf-8"))
+        await self.log.store.save_witness_state(WitnessState(
+            {vkey: w.known for vkey, w in self._witnesses.items() if w.known is not None},
+            pub.note if pub is not None and pub.witnessed else None))
 
     async def _load(self) -> None:
+        state = await self.log.store.witness_state()
+        if state is None:
+            state = self._legacy_state()
+            if state is None:
+                return
+            self._dirty = True  # into the store with the next save
+        for vkey, size in state.sizes.items():
+            if vkey in self._witnesses:
+                self._witnesses[vkey].known = size
+        if state.published is not None:
+            self._published = await self._check_published(state.published)
+
+    def _legacy_state(self) -> WitnessState | None:
+        """The state file of an older release (``state_path``), if there is one for this log."""
         if self.state_path is None or not self.state_path.exists():
-            return
+            return None
         try:
             doc = json.loads(self.state_path.read_text(encoding="utf-8"))
             if doc.get("version") != 1 or doc.get("origin") != self.log.origin:
                 raise ValueError("not this log's witnessing state")
-            for vkey, item in doc.get("witnesses", {}).items():
-                if vkey in self._witnesses and isinstance(item.get("size"), int):
-                    self._witnesses[vkey].known = item["size"]
+            sizes = {vkey: item["size"] for vkey, item in doc.get("witnesses", {}).items()
+                     if isinstance(item.get("size"), int)}
             note = doc.get("published")
         except (OSError, ValueError, AttributeError, TypeError) as e:
             _log.warning("witnessing_state_ignored", path=str(self.state_path), error=str(e))
-            return
-        if isinstance(note, str):
-            self._published = await self._check_published(note.encode("utf-8"))
+            return None
+        return WitnessState(sizes, note.encode("utf-8") if isinstance(note, str) else None)
 
     async def _check_published(self, note: bytes) -> Published | None:
         """A persisted witnessed checkpoint, if it still meets the policy and is of this tree."""

@@ -21,8 +21,10 @@ from urllib.parse import urlsplit
 
 from ledger.core.note import is_valid_key_name
 from ledger.netaddr import AddressError, parse_host_port
+from ledger.storage.base import StoreError
 from ledger.witnessing import WitnessConfigError, parse_witness_spec
 from notary.core.errors import NotaryBaseError
+from notary.store import check_database
 
 
 class ConfigError(NotaryBaseError, ValueError):
@@ -32,6 +34,9 @@ class ConfigError(NotaryBaseError, ValueError):
 @dataclass(frozen=True)
 class Settings:
     data: Path = Path("notary-data")
+    # The store: "" for the SQLite file in `data` (notary.store.sqlite), "memory:" for a
+    # throwaway one that lives as long as the process (tests, demos).
+    database: str = ""
     listen: str = "127.0.0.1:8080"
     public_url: str = ""  # defaults to http://<listen>
     origin: str = ""  # fixed at first run; defaults to the public URL without its scheme
@@ -176,9 +181,18 @@ def _witnesses(value: Any) -> str | None:
     return None
 
 
+def _database(value: str) -> str | None:
+    try:
+        check_database(value)
+    except StoreError as e:
+        return str(e)
+    return None
+
+
 _MIB = 1024 * 1024
 _RULES: Mapping[str, Check] = {
     "data": _data,
+    "database": _database,
     "listen": _listen,
     "public_url": _public_url,
     "origin": _origin,

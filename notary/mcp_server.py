@@ -38,7 +38,7 @@ from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
 from ledger.core.tlog_policy import TlogPolicy
 from notary.core.ids import is_receipt_id
-from notary.core.receipts import Jwks, ReceiptFormatError, validate_receipt_shape
+from notary.core.receipts import Jwks, Receipt, ReceiptFormatError
 from notary.core.verification import check_witnesses
 from notary.verifier.inputs import (
     ToolCall,
@@ -321,12 +321,10 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
             except FetchError as e:
                 raise ToolError(f"cannot fetch receipt {id}: {e}") from e
         try:
-            if not isinstance(receipt, dict):
-                raise ReceiptFormatError("the notary's answer is not an object")
-            validate_receipt_shape(receipt)
+            parsed = Receipt.from_json(receipt).to_json()
         except ReceiptFormatError as e:
             raise ToolError(f"the notary returned a malformed receipt: {e}") from e
-        return CallToolResult(content=_text(receipt), structured_content=receipt)
+        return CallToolResult(content=_text(parsed), structured_content=parsed)
 
     @server.tool(description="The configured notary's latest signed checkpoint (tree size and "
                              "root hash), with its fields parsed and, when the server has the "

@@ -1,14 +1,18 @@
 """The notary's behaviour, independent of HTTP: issue, look up and verify receipts.
 
-Issuing: the receipt id and time are fixed first, the CBOR entry goes to the log's sequencer,
-and inside the batch transaction (``_hook``) the receipt is signed and stored next to the entry
-and the account's usage is counted. So a receipt exists if and only if its entry does, and a
-retried digest finds it.
+Issuing: the receipt id and time are fixed first and the CBOR entry goes to the log's
+sequencer. Inside the batch transaction, under the log's lock, :meth:`Notary.screen` decides
+what must hold across processes (a digest logged already returns its receipt; a spent
+allowance refuses) and :meth:`Notary.hook` signs each receipt and stores it next to its entry
+with the account's usage (``notary.store.base``, theory of operation). So a receipt exists if
+and only if its entry does, two processes never log one digest twice, and a retried digest
+finds its receipt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,10 +26,18 @@ from ledger.sequencer import LogHaltedError
 from ledger.storage.base import WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
+from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, new_receipt_id
-from notary.core.receipts import Jwks, ReceiptKey, build_receipt
-from notary.keys import Paths, jwks_from_rows, load_receipt_key
-from notary.store.sqlite import NotaryDB, ReceiptRow, insert_receipts
+from notary.core.receipts import Jwks, Receipt, ReceiptKey
+from notary.keys import Paths, current_receipt_key, jwks_from_records
+from notary.store.base import (
+    IssuedReceipt,
+    NotaryStore,
+    ReceiptWithheldError,
+    UsageKey,
+    notary_tx,
+)
+from notary.store.sqlite_schema import ENTRIES_PATH
 
 KEY_REFRESH_SECONDS = 5.0
 _NO_DIGEST = b"\1" * 32  # what a malformed key is compared as: never a stored digest
@@ -63,6 +75,15 @@ class NotFound(NotaryError):
     status, code = 404, "not_found"
 
 
+class AlreadyLogged(NotaryBaseError):
+    """The screen's answer for a digest another process logged first: its stored receipt
+    (None when that receipt is withheld)."""
+
+    def __init__(self, receipt: Receipt | None) -> None:
+        super().__init__("already logged")
+        self.receipt = receipt
+
+
 class StoreCorrupt(NotaryError):
     """Writes are stopped: damage was found in the stored log (the scrub, or a damaged page)."""
 
@@ -82,19 +103,22 @@ class Account:
 
 @dataclass
 class _Pending:
-    id: str
-    server: str
-    tool: str
-    call_sha256: str
-    issued_at: str
-    account: str
+    """One request's entry on its way through the sequencer (its context in the batch)."""
+
+    entry: LogEntry
+    account: Account
     month: str
-    row: ReceiptRow | None = None
+    now: datetime
+    receipt: Receipt | None = None  # set by the hook: signed, stored with the entry
+
+    @property
+    def usage_key(self) -> UsageKey:
+        return (self.account.name, self.month)
 
 
 class Notary:
-    def __init__(self, db: NotaryDB, paths: Paths, base_url: str) -> None:
-        self.db = db
+    def __init__(self, store: NotaryStore, paths: Paths, base_url: str) -> None:
+        self.store = store
         self.paths = paths
         self.base_url = base_url.rstrip("/")
         self.log: Log | None = None
@@ -102,9 +126,10 @@ class Notary:
         self.published_checkpoint: Callable[[], tuple[int, bytes] | None] | None = None
         self.jwks = Jwks({"keys": []})
         self._current: ReceiptKey | None = None
+        self._kids: list[str] = []
         self._keys_read = 0.0
-        self._inflight: dict[str, asyncio.Future[ReceiptRow]] = {}
-        self._reserved: dict[tuple[str, str], int] = {}
+        self._inflight: dict[str, asyncio.Future[Receipt]] = {}
+        self._reserved: dict[UsageKey, int] = {}
 
     # Keys -----------------------------------------------------------------------------------
 
@@ -114,14 +139,14 @@ class Notary:
         if not force and now - self._keys_read < KEY_REFRESH_SECONDS:
             return
         self._keys_read = now
-        rows = await self.db.receipt_keys()
-        if not rows:
+        records = await self.store.receipt_keys()
+        if not records:
             raise RuntimeError("no receipt key; the data directory was not initialised")
-        newest = rows[-1][0]
-        if len(rows) != len(self.jwks) or self._current is None or self._current.kid != newest:
-            self.jwks = jwks_from_rows(rows)
-            if self._current is None or self._current.kid != newest:
-                self._current = load_receipt_key(self.paths, newest)
+        kids = [r.kid for r in records]
+        if kids != self._kids:
+            self.jwks = jwks_from_records(records)
+            self._current = current_receipt_key(self.paths, records)
+            self._kids = kids
 
     @property
     def current_key(self) -> ReceiptKey:
@@ -142,9 +167,10 @@ class Notary:
         if scheme.lower() != "bearer" or not credentials.strip():
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
         key_id, presented = split_api_key(credentials.strip()) or ("", _NO_DIGEST)
-        row = await self.db.api_key(key_id)
-        ok = digests_match(row.secret_sha256, presented)
-        if not (ok and row.found):
+        row = await self.store.api_key(key_id)
+        # Compare even when the key is unknown, so timing says nothing about which part failed.
+        ok = digests_match(_NO_DIGEST if row is None else row.secret_sha256, presented)
+        if row is None or not ok:
             raise Unauthorized("invalid API key", invalid_token=True)
         if row.revoked is not None:
             raise Unauthorized("this API key has been revoked", invalid_token=True)
@@ -153,23 +179,14 @@ class Notary:
     # Issue ----------------------------------------------------------------------------------
 
     def entry_url(self, index: int) -> str:
-        return f"{self.base_url}/v1/ledger/entries/{index}"
+        """Where a receipt issued now points for its entry (old receipts keep theirs)."""
+        return f"{self.base_url}{ENTRIES_PATH}{index}"
 
     def receipt_url(self, receipt_id: str) -> str:
         return f"{self.base_url}/v1/tool-calls/{receipt_id}"
 
-    def receipt_from_row(self, row: ReceiptRow) -> dict[str, object]:
-        assert self.log is not None
-        receipt = build_receipt(
-            id=row.id, server=row.server, tool=row.tool, call_sha256_hex=row.call_sha256,
-            issued_at=row.issued_at, origin=self.log.origin, index=row.index,
-            entry_url=self.entry_url(row.index), check=False,
-        )
-        receipt["signature"] = {"alg": "EdDSA", "kid": row.kid, "sig": row.sig}
-        return receipt
-
     async def notarize(self, account: Account, server: str, tool: str, call_sha256: str
-                       ) -> tuple[dict[str, object], bool]:
+                       ) -> tuple[Receipt, bool]:
         """(receipt with proof, newly issued?). A known digest returns its receipt, uncounted.
 
         The in-flight future is registered before the first await, so concurrent requests for
@@ -177,10 +194,10 @@ class Notary:
         """
         waiting = self._inflight.get(call_sha256)
         if waiting is not None:
-            row = await asyncio.shield(waiting)
-            self._check_same(row, server, tool)
-            return await self.with_proof(row), False
-        fut: asyncio.Future[ReceiptRow] = asyncio.get_running_loop().create_future()
+            receipt = await asyncio.shield(waiting)
+            self._check_same(receipt, server, tool)
+            return await self.with_proof(receipt), False
+        fut: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
         self._inflight[call_sha256] = fut
         try:
             result = await self._notarize_new(account, server, tool, call_sha256, fut)
@@ -193,13 +210,24 @@ class Notary:
             del self._inflight[call_sha256]
         return result
 
+    async def _existing(self, receipt: Receipt | None, server: str, tool: str,
+                        fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool]:
+        if receipt is None:
+            raise DigestConflict("this call_sha256 was notarized already, but its receipt is "
+                                 "withheld (it could not be recovered when the store was "
+                                 "migrated)")
+        fut.set_result(receipt)
+        self._check_same(receipt, server, tool)
+        return await self.with_proof(receipt), False
+
     async def _notarize_new(self, account: Account, server: str, tool: str, call_sha256: str,
-                            fut: asyncio.Future[ReceiptRow]) -> tuple[dict[str, object], bool]:
-        existing = await self.db.receipt_by_digest(call_sha256)
+                            fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool]:
+        try:
+            existing = await self.store.receipt_by_digest(call_sha256)
+        except ReceiptWithheldError:
+            return await self._existing(None, server, tool, fut)
         if existing is not None:
-            fut.set_result(existing)
-            self._check_same(existing, server, tool)
-            return await self.with_proof(existing), False
+            return await self._existing(existing, server, tool, fut)
         assert self.log is not None and self.log.sequencer is not None
         if self.log.sequencer.halted is not None:
             raise _store_corrupt(self.log.sequencer.halted)
@@ -207,107 +235,158 @@ class Notary:
         now = datetime.now(UTC)
         month = month_of(now)
         await self._reserve(account, month, now)
-        pending = _Pending(new_receipt_id(), server, tool, call_sha256, format_issued_at(now),
-                           account.name, month)
+        entry = LogEntry(id=new_receipt_id(), server=server, tool=tool,
+                         call_sha256=bytes.fromhex(call_sha256), issued_at=format_issued_at(now))
+        pending = _Pending(entry, account, month, now)
         try:
-            entry = LogEntry(id=pending.id, server=server, tool=tool,
-                             call_sha256=bytes.fromhex(call_sha256), issued_at=pending.issued_at)
             appended = await self.log.sequencer.append(entry.encode(), pending)
+        except AlreadyLogged as logged:  # by another process, decided under the log's lock
+            return await self._existing(logged.receipt, server, tool, fut)
         except LogHaltedError as e:
             raise _store_corrupt(str(e)) from None
         finally:
-            # Committed writes are counted in the database by now; failed ones never were.
-            self._reserved[(account.name, month)] -= 1
-        assert pending.row is not None
-        fut.set_result(pending.row)
+            # Committed writes are counted in the store by now; refused ones never were.
+            self._reserved[pending.usage_key] -= 1
+        assert pending.receipt is not None
+        fut.set_result(pending.receipt)
         proof = await self.log.reader.inclusion_proof(appended.index, appended.size)
-        return self._complete(pending.row, appended.index, proof, appended.checkpoint), True
+        return self._complete(pending.receipt, proof, appended.checkpoint), True
 
-    def _complete(self, row: ReceiptRow, index: int, proof: Sequence[bytes], checkpoint: bytes
-                  ) -> dict[str, object]:
-        receipt = self.receipt_from_row(row)
-        receipt["proof"] = ProofBundle(index, tuple(proof), checkpoint).encode().decode()
-        return receipt
+    @staticmethod
+    def _complete(receipt: Receipt, proof: Sequence[bytes], checkpoint: bytes) -> Receipt:
+        return receipt.with_proof(
+            ProofBundle(receipt.index, tuple(proof), checkpoint).encode().decode())
 
-    async def with_proof(self, row: ReceiptRow) -> dict[str, object]:
+    async def with_proof(self, receipt: Receipt) -> Receipt:
         """The stored receipt plus a proof to the newest checkpoint."""
         assert self.log is not None
         head = await self.log.head()
-        assert head is not None and head.size > row.index
+        assert head is not None and head.size > receipt.index
         size, note = head.size, head.note
         witnessed = self.published_checkpoint() if self.published_checkpoint else None
-        if witnessed is not None and row.index < witnessed[0] <= head.size:
+        if witnessed is not None and receipt.index < witnessed[0] <= head.size:
             size, note = witnessed  # upgraded: the proof's checkpoint carries cosignatures
-        proof = await self.log.reader.inclusion_proof(row.index, size)
-        return self._complete(row, row.index, proof, note)
+        proof = await self.log.reader.inclusion_proof(receipt.index, size)
+        return self._complete(receipt, proof, note)
 
     @staticmethod
-    def _check_same(row: ReceiptRow, server: str, tool: str) -> None:
-        if row.server != server or row.tool != tool:
+    def _check_same(receipt: Receipt, server: str, tool: str) -> None:
+        if receipt.server != server or receipt.tool != tool:
             raise DigestConflict(
                 "this call_sha256 was already notarized for another server or tool"
             )
 
+    def _quota_exceeded(self, account: Account, now: datetime) -> QuotaExceeded:
+        return QuotaExceeded(
+            f"account {account.name!r} has used its monthly allowance of "
+            f"{account.monthly_allowance} writes; it resets at the start of the next UTC month",
+            headers={"Retry-After": str(seconds_until_next_month(now))},
+        )
+
     async def _reserve(self, account: Account, month: str, now: datetime) -> None:
-        """Count the write before it happens, so concurrent requests cannot overspend."""
+        """Count the write before it is queued: a request that cannot fit in the allowance
+        even by this process's count is refused at once (the screen decides for certain)."""
         key = (account.name, month)
         self._reserved[key] = self._reserved.get(key, 0) + 1
         if account.monthly_allowance is None:
             return
-        used = await self.db.usage(account.name, month) + self._reserved[key]
+        used = await self.store.usage(account.name, month) + self._reserved[key]
         if used > account.monthly_allowance:
             self._reserved[key] -= 1
-            raise QuotaExceeded(
-                f"account {account.name!r} has used its monthly allowance of "
-                f"{account.monthly_allowance} writes; it resets at the start of the next UTC month",
-                headers={"Retry-After": str(seconds_until_next_month(now))},
-            )
+            raise self._quota_exceeded(account, now)
+
+    async def screen(self, tx: WriteTx, contexts: Sequence[Any]
+                     ) -> list[Exception | bytes | None]:
+        """Inside the batch transaction, under the log's lock: refuse what another process
+        made impossible since the request was read (its digest logged, its allowance spent),
+        and issue no receipt earlier than the latest one logged.
+
+        That last rule makes ``issued_at`` non-decreasing along the log, across processes and
+        clocks: an entry stamped before a later-stamped one that was logged first takes that
+        one's time (a few milliseconds at most, the commit's wait). Time order is then log
+        order, which is what lets a store search by time without an index of times.
+        """
+        pendings = [c for c in contexts if isinstance(c, _Pending)]
+        if not pendings:
+            return [None] * len(contexts)
+        found = await notary_tx(tx).screen(
+            [p.entry.call_sha256_hex for p in pendings],
+            {p.usage_key for p in pendings if p.account.monthly_allowance is not None})
+        tail = found.last_issued_at
+        admitted: dict[UsageKey, int] = {}
+        verdicts: list[Exception | bytes | None] = []
+        for c in contexts:
+            if not isinstance(c, _Pending):
+                verdicts.append(None)
+                continue
+            digest = c.entry.call_sha256_hex
+            if digest in found.logged:
+                verdicts.append(AlreadyLogged(found.logged[digest]))
+                continue
+            allowance = c.account.monthly_allowance
+            taken = admitted.get(c.usage_key, 0)
+            if allowance is not None and found.usage.get(c.usage_key, 0) + taken >= allowance:
+                verdicts.append(self._quota_exceeded(c.account, c.now))
+                continue
+            admitted[c.usage_key] = taken + 1
+            if tail is not None and c.entry.issued_at < tail:
+                c.entry = dataclasses.replace(c.entry, issued_at=tail)
+                verdicts.append(c.entry.encode())
+            else:
+                tail = c.entry.issued_at
+                verdicts.append(None)
+        return verdicts
 
     async def hook(self, tx: WriteTx, items: Sequence[tuple[int, Any]]) -> None:
         """Inside the log's batch transaction: sign and store each receipt, count usage."""
         assert self.log is not None
         key = self.current_key
-        rows: list[ReceiptRow] = []
-        usage: dict[tuple[str, str], int] = {}
+        origin = self.log.origin
+        issued: list[IssuedReceipt] = []
+        usage: dict[UsageKey, int] = {}
         for index, pending in items:
             if not isinstance(pending, _Pending):
                 continue
-            unsigned = build_receipt(
-                id=pending.id, server=pending.server, tool=pending.tool,
-                call_sha256_hex=pending.call_sha256, issued_at=pending.issued_at,
-                origin=self.log.origin, index=index, entry_url=self.entry_url(index),
-            )
-            row = ReceiptRow(pending.id, pending.call_sha256, index, pending.server,
-                             pending.tool, pending.issued_at, key.kid,
-                             key.signature_for(unsigned), pending.account)
-            pending.row = row
-            rows.append(row)
-            usage[(pending.account, pending.month)] = usage.get(
-                (pending.account, pending.month), 0) + 1
-        await insert_receipts(tx.handle, rows, usage)
+            unsigned = Receipt.for_entry(pending.entry, origin=origin, index=index,
+                                         entry_url=self.entry_url(index))
+            pending.receipt = key.sign_receipt(unsigned)
+            issued.append(IssuedReceipt(pending.receipt, pending.account.name))
+            usage[pending.usage_key] = usage.get(pending.usage_key, 0) + 1
+        if issued:
+            await notary_tx(tx).add_receipts(issued, usage)
 
     # Read and verify ------------------------------------------------------------------------
 
-    async def get(self, receipt_id: str) -> dict[str, object]:
-        row = await self.db.receipt_by_id(receipt_id)
-        if row is None:
-            raise NotFound(f"no receipt with id {receipt_id!r}")
-        return await self.with_proof(row)
+    async def _stored(self, receipt: Receipt | None, what: str) -> Receipt:
+        if receipt is None:
+            raise NotFound(what)
+        return await self.with_proof(receipt)
 
-    async def lookup(self, call_sha256: str) -> dict[str, object]:
-        row = await self.db.receipt_by_digest(call_sha256)
-        if row is None:
-            raise NotFound("no receipt for this call_sha256")
-        return await self.with_proof(row)
+    async def get(self, receipt_id: str) -> Receipt:
+        try:
+            receipt = await self.store.receipt_by_id(receipt_id)
+        except ReceiptWithheldError as e:
+            raise NotFound(f"receipt {receipt_id!r} is withheld: its signed form could not be "
+                           "recovered when the store was migrated") from e
+        return await self._stored(receipt, f"no receipt with id {receipt_id!r}")
+
+    async def lookup(self, call_sha256: str) -> Receipt:
+        try:
+            receipt = await self.store.receipt_by_digest(call_sha256)
+        except ReceiptWithheldError as e:
+            raise NotFound("the receipt for this call_sha256 is withheld: its signed form "
+                           "could not be recovered when the store was migrated") from e
+        return await self._stored(receipt, "no receipt for this call_sha256")
 
     async def search(self, *, server: str | None, tool: str | None, since: str | None,
                      until: str | None, before: tuple[str, int] | None, limit: int
-                     ) -> tuple[list[dict[str, object]], tuple[str, int] | None]:
+                     ) -> tuple[list[Receipt], tuple[str, int] | None]:
         """One page of signed receipts, newest first, without proofs (a page of proofs would
         cost an inclusion proof per row; a receipt's own URL gives one), and the
         ``(issued_at, index)`` the next page starts after, or None on the last page."""
-        rows = await self.db.search_receipts(server=server, tool=tool, since=since, until=until,
-                                             before=before, limit=limit + 1)
-        page = rows[:limit]
-        last = (page[-1].issued_at, page[-1].index) if len(rows) > limit else None
-        return [self.receipt_from_row(r) for r in page], last
+        found = await self.store.search_receipts(server=server, tool=tool, since=since,
+                                                 until=until, before=before, limit=limit + 1)
+        page = found[:limit]
+        last = (page[-1].issued_at, page[-1].index) if len(found) > limit else None
+        return page, last
+

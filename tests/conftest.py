@@ -1,9 +1,7 @@
 """Shared fixtures: a real ``notary serve`` subprocess on 127.0.0.1 (see notary_server.py).
 
 - ``notary_server``: a fresh notary (own data directory) per test.
-- ``notary_server_module``: one notary shared by the tests of a module (faster; the tests must
-  not depend on the log being empty).
-- ``notary_api_key`` / ``notary_api_key_module``: an unlimited API key for those servers.
+- ``notary_api_key``: an unlimited API key for that server.
 - ``notary_factory``: start more notaries with custom flags; all are stopped at teardown.
 - ``serve``: serve an aiohttp application in the test's loop (see servers.py); every server it
   started is stopped at teardown.
@@ -48,21 +46,9 @@ def notary_server(tmp_path: Path) -> Iterator[NotaryProcess]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def notary_server_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotaryProcess]:
-    base = tmp_path_factory.mktemp("notary-module")
-    with NotaryProcess(base / "notary-data") as server:
-        yield server
-
-
 @pytest.fixture
 def notary_api_key(notary_server: NotaryProcess) -> str:
     return notary_server.create_api_key("test")
-
-
-@pytest.fixture(scope="module")
-def notary_api_key_module(notary_server_module: NotaryProcess) -> str:
-    return notary_server_module.create_api_key("test-module")
 
 
 @pytest.fixture

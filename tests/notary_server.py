@@ -10,6 +10,7 @@ for tests that need its internals or many quick starts. All traffic goes to 127.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import io
@@ -20,8 +21,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -29,13 +32,18 @@ from typing import Any
 
 from aiohttp import web
 
+from notary import admin
 from notary.cli.main import main as notary_cli
 from notary.config import Settings
 from notary.http.app import create_app, init_data_dir
+from notary.http.appkeys import NOTARY, STORE
+from notary.keys import Paths
+from notary.service import Notary
+from notary.store.base import NotaryStore
 from tests.servers import bound_socket, serving
 
-__all__ = ["AppNotary", "HttpResponse", "NotaryProcess", "NotaryStartError", "app_notary",
-           "create_api_key", "free_port", "run_cli"]
+__all__ = ["AppNotary", "HttpResponse", "LoopbackHttp", "NotaryProcess", "NotaryStartError",
+           "ThreadedNotary", "app_notary", "create_api_key", "free_port", "run_cli"]
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -59,11 +67,19 @@ def free_port() -> int:
 
 
 def run_cli(*argv: str) -> tuple[int, str]:
-    """``notary ARGV`` in this process: (exit status, standard output)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = notary_cli(list(argv))
-    return code, out.getvalue()
+    """``notary ARGV`` in this process: (exit status, standard output).
+
+    In a thread of its own, so that it may be called from a test's running event loop (the
+    command runs its own ``asyncio.run``); the caller waits for it.
+    """
+    def run() -> tuple[int, str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = notary_cli(list(argv))
+        return code, out.getvalue()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
 
 
 def create_api_key(data: Path, account: str, allowance: int | None = None) -> str:
@@ -87,8 +103,30 @@ class AppNotary:
     def app(self) -> web.Application:
         return self.runner.app
 
+    @property
+    def store(self) -> NotaryStore:
+        return self.runner.app[STORE]
+
+    @property
+    def notary(self) -> Notary:
+        return self.runner.app[NOTARY]
+
     def create_api_key(self, account: str = "test", allowance: int | None = None) -> str:
+        """A new key through ``notary apikey create`` (the SQLite store only)."""
         return create_api_key(self.data, account, allowance)
+
+    async def new_api_key(self, account: str = "test", allowance: int | None = None) -> str:
+        """A new key through the running app's store (any backend)."""
+        return (await admin.create_api_key(self.store, account, allowance)).token
+
+    async def revoke_api_key(self, key: str) -> None:
+        await admin.revoke_api_key(self.store, key)
+
+    async def rotate_receipt_key(self) -> str:
+        """A new receipt key, picked up by the running notary at once; its kid."""
+        key = await admin.rotate_receipt_key(Paths(self.data), self.store)
+        await self.notary.refresh_keys(force=True)
+        return key.kid
 
     async def stop(self) -> None:
         await self.runner.cleanup()  # idempotent: the context manager calls it again
@@ -145,8 +183,48 @@ def _child_env(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+class LoopbackHttp:
+    """Plain blocking HTTP to a server on 127.0.0.1:``port`` (for synchronous tests)."""
+
+    port: int
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        body: bytes | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+    ) -> HttpResponse:
+        """One HTTP request to this notary; never raises for a 4xx or 5xx status."""
+        hdrs = dict(headers or {})
+        if json_body is not None:
+            body = json.dumps(json_body)
+            hdrs.setdefault("Content-Type", "application/json")
+        if api_key is not None:
+            hdrs["Authorization"] = f"Bearer {api_key}"
+        data = body.encode() if isinstance(body, str) else body
+        conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=data, headers=hdrs)
+            resp = conn.getresponse()
+            payload = resp.read()
+            return HttpResponse(resp.status, dict(resp.getheaders()), payload, resp.reason)
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kwargs: Any) -> HttpResponse:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> HttpResponse:
+        return self.request("POST", path, **kwargs)
+
+
 @dataclass
-class NotaryProcess:
+class NotaryProcess(LoopbackHttp):
     """One ``notary serve`` subprocess with its own data directory.
 
     ``args`` are extra flags for ``serve`` (``--max-body``, ``--origin``...). The port is
@@ -345,38 +423,58 @@ class NotaryProcess:
             raise RuntimeError("notary apikey create printed no key")
         return lines[-1].strip()
 
-    # HTTP ----------------------------------------------------------------------------------
+    def revoke_api_key(self, key: str) -> None:
+        self.cli("apikey", "revoke", "--data", str(self.data_dir), key)
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json_body: Any = None,
-        body: bytes | str | None = None,
-        headers: Mapping[str, str] | None = None,
-        api_key: str | None = None,
-        timeout: float = 30.0,
-    ) -> HttpResponse:
-        """One HTTP request to this notary; never raises for a 4xx or 5xx status."""
-        hdrs = dict(headers or {})
-        if json_body is not None:
-            body = json.dumps(json_body)
-            hdrs.setdefault("Content-Type", "application/json")
-        if api_key is not None:
-            hdrs["Authorization"] = f"Bearer {api_key}"
-        data = body.encode() if isinstance(body, str) else body
-        conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
-        try:
-            conn.request(method, path, body=data, headers=hdrs)
-            resp = conn.getresponse()
-            payload = resp.read()
-            return HttpResponse(resp.status, dict(resp.getheaders()), payload, resp.reason)
-        finally:
-            conn.close()
 
-    def get(self, path: str, **kwargs: Any) -> HttpResponse:
-        return self.request("GET", path, **kwargs)
+class ThreadedNotary(LoopbackHttp):
+    """The notary app served from an event loop in a thread of its own, driven like a
+    :class:`NotaryProcess` (blocking HTTP, key administration) but reaching its store in
+    process: the way to test stores no other process can open (``database="memory:"``)."""
 
-    def post(self, path: str, **kwargs: Any) -> HttpResponse:
-        return self.request("POST", path, **kwargs)
+    def __init__(self, data_dir: Path, **settings: Any) -> None:
+        self.data_dir = Path(data_dir)
+        self.settings = settings
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="notary", daemon=True)
+        self._stack = contextlib.AsyncExitStack()
+        self._app: AppNotary | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(60)
+
+    def start(self) -> ThreadedNotary:
+        self._thread.start()
+        self._app = self._call(self._stack.enter_async_context(
+            app_notary(self.data_dir, **self.settings)))
+        assert self._app is not None
+        self.port = int(self._app.url.rsplit(":", 1)[1])
+        return self
+
+    def stop(self) -> None:
+        if self._app is not None:
+            self._call(self._stack.aclose())
+            self._app = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+        self._loop.close()
+
+    def __enter__(self) -> ThreadedNotary:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def create_api_key(self, account: str = "test", monthly_allowance: int | None = None) -> str:
+        assert self._app is not None
+        return str(self._call(self._app.new_api_key(account, monthly_allowance)))
+
+    def revoke_api_key(self, key: str) -> None:
+        assert self._app is not None
+        self._call(self._app.revoke_api_key(key))

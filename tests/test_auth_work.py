@@ -17,12 +17,14 @@ import aiohttp
 
 from notary.http.appkeys import NOTARY
 from notary.service import Notary, Unauthorized
+from notary.store.sqlite import SqliteNotaryStore
 from tests.notary_server import app_notary, run_cli
 
 
 async def _work(notary: Notary, token: str) -> tuple[list[str], int, list[tuple[str, str]]]:
     """(SQL statements, SQLite VM steps, calls made) of one refused authentication."""
-    conn = notary.db.conn
+    assert isinstance(notary.store, SqliteNotaryStore)
+    conn = notary.store._point  # the connection key lookups run on (on the event loop)
     statements: list[str] = []
     steps = [0]
     calls: list[tuple[str, str]] = []

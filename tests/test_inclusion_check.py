@@ -18,7 +18,7 @@ from ledger.log import Log
 from ledger.storage.memory import MemoryStore
 from notary.core.entry import LogEntry
 from notary.core.ids import new_receipt_id, now_issued_at
-from notary.core.receipts import build_receipt
+from notary.core.receipts import Receipt, ReceiptFormatError, build_receipt
 from notary.core.verification import check_inclusion
 
 ORIGIN = "inclusion.test/log"
@@ -47,7 +47,7 @@ async def _receipt_and_proof() -> tuple[dict[str, Any], str]:
 @pytest.fixture
 async def good() -> tuple[dict[str, Any], str]:
     receipt, proof = await _receipt_and_proof()
-    result, _, cp = check_inclusion(receipt, proof, SIGNER.verifier())
+    result, _, cp = check_inclusion(Receipt.from_json(receipt), proof, SIGNER.verifier())
     assert result.status == "passed" and cp is not None and cp.size == 5, result
     return receipt, proof
 
@@ -61,14 +61,14 @@ def _reencode(text: str, **changes: Any) -> str:
 
 async def test_missing_inputs_skip_the_level(good: tuple[dict[str, Any], str]) -> None:
     receipt, proof = good
-    result, _, _ = check_inclusion(receipt, None, SIGNER.verifier())
+    result, _, _ = check_inclusion(Receipt.from_json(receipt), None, SIGNER.verifier())
     assert (result.status, result.reason) == ("skipped", "no proof bundle given")
-    result, _, _ = check_inclusion(receipt, proof, None)
+    result, _, _ = check_inclusion(Receipt.from_json(receipt), proof, None)
     assert (result.status, result.reason) == ("skipped", "no log verifier key given")
 
 
 def _failed_with(receipt: Any, proof: str | bytes, reason: str, verifier: Any = None) -> None:
-    result, _, _ = check_inclusion(receipt, proof, verifier or SIGNER.verifier())
+    result, _, _ = check_inclusion(Receipt.from_json(receipt), proof, verifier or SIGNER.verifier())
     assert result.status == "failed", result
     assert result.reason is not None and result.reason.startswith(reason), result.reason
 
@@ -81,16 +81,20 @@ async def test_a_malformed_bundle_fails(good: tuple[dict[str, Any], str]) -> Non
 
 async def test_a_receipt_the_entry_cannot_be_rebuilt_from_fails(
         good: tuple[dict[str, Any], str]) -> None:
-    receipt, proof = good
+    receipt, _ = good
     broken = {k: v for k, v in receipt.items() if k != "call_sha256"}
-    _failed_with(broken, proof, "cannot rebuild the log entry from the receipt:")
+    # A typed Receipt always holds what the entry is rebuilt from: such a receipt is refused
+    # when it is parsed, before inclusion is checked.
+    with pytest.raises(ReceiptFormatError, match="call_sha256"):
+        Receipt.from_json(broken)
 
 
 async def test_a_proof_for_another_index_fails(good: tuple[dict[str, Any], str]) -> None:
     receipt, proof = good
     _failed_with(receipt, _reencode(proof, index=3), "the proof is for another index")
     no_ledger = {k: v for k, v in receipt.items() if k != "ledger"}
-    _failed_with(no_ledger, proof, "the proof is for another index")
+    with pytest.raises(ReceiptFormatError, match="ledger"):  # refused when parsed (typed)
+        Receipt.from_json(no_ledger)
 
 
 async def test_a_checkpoint_the_log_key_did_not_sign_fails(

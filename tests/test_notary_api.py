@@ -1,11 +1,17 @@
-"""End to end: the notary app on a loopback socket, driven over HTTP with aiohttp's client."""
+"""End to end: the notary app on a loopback socket, driven over HTTP with aiohttp's client.
+
+Every test runs against each store backend (``database`` "" = SQLite, "memory:"), and reaches
+the store only through the typed contract (``notary.admin``), as any backend's user would.
+"""
 
 from __future__ import annotations
 
 import json
+import pickle
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,29 +20,48 @@ import pytest
 from aiohttp import web
 
 from ledger.core.note import Ed25519Verifier
+from notary.core.accounts import month_of
 from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
-from notary.http.appkeys import NOTARY
-from tests.notary_server import app_notary, create_api_key, run_cli
+from notary.store.memory import MemoryNotaryStore
+from tests.notary_server import AppNotary, app_notary
 
-
-def cli(*args: str) -> str:
-    code, out = run_cli(*args)
-    assert code == 0, out
-    return out
+BACKENDS = ["sqlite", "memory"]
 
 
 @dataclass
 class Server:
     url: str
     data: Path
-    app: web.Application
+    notary: AppNotary
     http: aiohttp.ClientSession
     vkey: str
+    backend: str
 
-    def new_key(self, account: str = "alice", allowance: int | None = None) -> str:
-        return create_api_key(self.data, account, allowance)
+    @property
+    def app(self) -> web.Application:
+        return self.notary.app
+
+    async def new_key(self, account: str = "alice", allowance: int | None = None) -> str:
+        return await self.notary.new_api_key(account, allowance)
+
+    async def used_this_month(self, account: str) -> int:
+        month = month_of(datetime.now(UTC))
+        return sum(k.used_this_month for k in await self.notary.store.list_api_keys(month)
+                   if k.account == account)
+
+    def stored_state(self) -> bytes:
+        """Everything the store holds, as bytes (to compare, and to search for secrets)."""
+        store = self.notary.store
+        if isinstance(store, MemoryNotaryStore):
+            return pickle.dumps({k: v for k, v in vars(store).items() if k != "_lock"})
+        db = self.data / "notary.store.sqlite"
+        with sqlite3.connect(db) as c:
+            tables = [(t, c.execute(f"SELECT * FROM {t}").fetchall()) for (t,) in
+                      c.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        wal = db.with_name("notary.store.sqlite-wal")
+        return repr(tables).encode() + db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
 
     async def post(self, path: str, body: Any, key: str | None = None,
                    raw: bytes | None = None) -> tuple[int, Any, aiohttp.ClientResponse]:
@@ -50,11 +75,12 @@ class Server:
             return r.status, await r.json(content_type=None)
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    async with app_notary(tmp_path / "data", max_body=4096) as notary, \
+@pytest.fixture(params=BACKENDS)
+async def server(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Server]:
+    database = "memory:" if request.param == "memory" else ""
+    async with app_notary(tmp_path / "data", max_body=4096, database=database) as notary, \
             aiohttp.ClientSession() as http:
-        yield Server(notary.url, notary.data, notary.app, http, notary.vkey)
+        yield Server(notary.url, notary.data, notary, http, notary.vkey, request.param)
 
 
 def record(tool: str = "echo", **arguments: Any) -> CallRecord:
@@ -68,7 +94,7 @@ def issue_body(rec: CallRecord) -> dict[str, str]:
 
 
 async def test_issue_fetch_lookup_and_verify_offline(server: Server) -> None:
-    key = server.new_key()
+    key = await server.new_key()
     rec = record(x=1)
     status, receipt, _ = await server.post("/v1/tool-calls", issue_body(rec), key)
     assert status == 201
@@ -91,22 +117,14 @@ async def test_issue_fetch_lookup_and_verify_offline(server: Server) -> None:
     assert status == 404
 
     # The retry was not counted twice.
-    usage = json.loads(cli("apikey", "list", "--data", str(server.data), "--json"))
-    assert usage[0]["used_this_month"] == 1
+    assert await server.used_this_month("alice") == 1
 
 
 async def test_verify_endpoint_levels_and_no_trace(server: Server) -> None:
-    key = server.new_key()
+    key = await server.new_key()
     rec = record(secret="hunter2-do-not-log")
     _, receipt, _ = await server.post("/v1/tool-calls", issue_body(rec), key)
-    db = server.data / "notary.store.sqlite"
-
-    def dump() -> list[Any]:
-        with sqlite3.connect(db) as c:
-            return [(t, c.execute(f"SELECT * FROM {t}").fetchall()) for (t,) in
-                    c.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
-
-    before = dump()
+    before = server.stored_state()
     body = {"id": receipt["id"], "record": {k: v for k, v in rec.to_json().items()
                                              if k not in ("spec", "server")}}
     status, verdict, _ = await server.post("/v1/tool-calls/verify", body)
@@ -119,10 +137,9 @@ async def test_verify_endpoint_levels_and_no_trace(server: Server) -> None:
     assert status == 200 and verdict["valid"] is False
     assert verdict["levels"]["record"]["status"] == "failed"
     assert verdict["levels"]["signature"]["status"] == "passed"
-    assert dump() == before
-    blob = db.read_bytes() + (db.with_name("notary.store.sqlite-wal").read_bytes()
-                              if db.with_name("notary.store.sqlite-wal").exists() else b"")
-    assert b"hunter2-do-not-log" not in blob and b"changed" not in blob
+    after = server.stored_state()
+    assert after == before
+    assert b"hunter2-do-not-log" not in after and b"changed" not in after
 
 
 async def test_authentication(server: Server) -> None:
@@ -131,17 +148,17 @@ async def test_authentication(server: Server) -> None:
     assert (status, err["error"]["code"]) == (401, "unauthorized")
     status, err, _ = await server.post("/v1/tool-calls", body, "nk_000000000000_" + "A" * 43)
     assert status == 401
-    key = server.new_key()
+    key = await server.new_key()
     wrong = key[:-1] + ("B" if key[-1] != "B" else "C")
     status, _, _ = await server.post("/v1/tool-calls", body, wrong)
     assert status == 401
-    cli("apikey", "revoke", "--data", str(server.data), key)
+    await server.notary.revoke_api_key(key)
     status, err, _ = await server.post("/v1/tool-calls", body, key)
     assert status == 401 and "revoked" in err["error"]["message"]
 
 
 async def test_monthly_allowance(server: Server) -> None:
-    key = server.new_key("small", allowance=2)
+    key = await server.new_key("small", allowance=2)
     first = issue_body(record(n=1))
     for body in (first, issue_body(record(n=2))):
         status, _, _ = await server.post("/v1/tool-calls", body, key)
@@ -171,7 +188,7 @@ async def test_monthly_allowance(server: Server) -> None:
     ],
 )
 async def test_validation(server: Server, raw: bytes, code: str) -> None:
-    key = server.new_key()
+    key = await server.new_key()
     status, err, _ = await server.post("/v1/tool-calls", None, key, raw=raw)
     assert (status, err["error"]["code"]) == (400, code)
     _, ledger = await server.get("/v1/ledger")
@@ -179,7 +196,7 @@ async def test_validation(server: Server, raw: bytes, code: str) -> None:
 
 
 async def test_conflict_and_body_limit(server: Server) -> None:
-    key = server.new_key()
+    key = await server.new_key()
     rec = record()
     await server.post("/v1/tool-calls", issue_body(rec), key)
     status, err, _ = await server.post(
@@ -191,11 +208,10 @@ async def test_conflict_and_body_limit(server: Server) -> None:
 
 
 async def test_key_rotation_keeps_old_receipts_valid(server: Server) -> None:
-    key = server.new_key()
+    key = await server.new_key()
     rec1 = record(a=1)
     _, old, _ = await server.post("/v1/tool-calls", issue_body(rec1), key)
-    cli("keys", "rotate", "--data", str(server.data))
-    await server.app[NOTARY].refresh_keys(force=True)
+    await server.notary.rotate_receipt_key()
     rec2 = record(a=2)
     _, new, _ = await server.post("/v1/tool-calls", issue_body(rec2), key)
     assert new["signature"]["kid"] != old["signature"]["kid"]
@@ -209,7 +225,7 @@ async def test_key_rotation_keeps_old_receipts_valid(server: Server) -> None:
 
 
 async def test_health_and_metrics(server: Server) -> None:
-    key = server.new_key()
+    key = await server.new_key()
     await server.post("/v1/tool-calls", issue_body(record()), key)
     status, health = await server.get("/healthz")
     assert status == 200 and health["size"] == 1
@@ -225,7 +241,7 @@ async def test_health_and_metrics(server: Server) -> None:
 async def test_concurrent_retries_share_one_entry(server: Server) -> None:
     import asyncio
 
-    key = server.new_key()
+    key = await server.new_key()
     body = issue_body(record(same=True))
     answers = await asyncio.gather(*(server.post("/v1/tool-calls", body, key) for _ in range(8)))
     assert sorted(a[0] for a in answers) == [200] * 7 + [201]
@@ -235,7 +251,7 @@ async def test_concurrent_retries_share_one_entry(server: Server) -> None:
 
 
 async def test_non_json_constants_and_repeated_lookup_are_refused(server: Server) -> None:
-    key = server.new_key()
+    key = await server.new_key()
     status, err, _ = await server.post(
         "/v1/tool-calls/verify", None, raw=b'{"id":"tc_AAAAAAAAAAAAAAAAAAAAAA","record":NaN}')
     assert (status, err["error"]["code"]) == (400, "invalid_json")

@@ -105,6 +105,22 @@ def test_apikey_lifecycle(tmp_path: Path) -> None:
         assert bad.returncode == 2
 
 
+def test_database_setting(tmp_path: Path) -> None:
+    """--database picks the store; a memory store is refused where it cannot be reached."""
+    with NotaryProcess(tmp_path / "mem", args=("--database", "memory:")) as server:
+        health = server.get("/healthz").json()
+        assert (health["status"], health["size"]) == ("ok", 0)
+        assert server.get("/.well-known/jwks.json").json()["keys"]  # its key is registered
+        assert not (server.data_dir / "notary.store.sqlite").exists()
+        listed = server.cli("apikey", "list", "--data", str(server.data_dir), "--database",
+                            "memory:", check=False)
+        assert listed.returncode == 2 and "memory:" in listed.stderr
+    res = run("serve", "--data", str(tmp_path / "x"), "--database", "postgres:nope", cwd=tmp_path)
+    assert res.returncode == 2 and "database 'postgres:nope' is not supported" in res.stderr
+    res = run("apikey", "list", "--data", str(tmp_path / "none"), cwd=tmp_path)
+    assert res.returncode == 2 and "run `notary serve` once first" in res.stderr
+
+
 async def test_sigterm_drains_pending_appends(tmp_path: Path) -> None:
     server = NotaryProcess(tmp_path / "data").start()
     key = server.create_api_key("drain")

@@ -40,7 +40,7 @@ from notary.core.records import CallRecord, new_salt
 from notary.http.app import create_app
 from notary.http.routes.explorer import explorer_assets
 from notary.http.routes.meta import openapi_document
-from tests.notary_server import HttpResponse, NotaryProcess
+from tests.notary_server import HttpResponse, NotaryProcess, ThreadedNotary
 
 REPO = Path(__file__).resolve().parent.parent
 DOC: dict[str, Any] = openapi_document()
@@ -258,7 +258,7 @@ def test_package_data_ships_the_document() -> None:
 
 @dataclass
 class Live:
-    server: NotaryProcess
+    server: NotaryProcess | ThreadedNotary
     key: str
     quota_key: str
     revoked_key: str
@@ -283,12 +283,28 @@ class Live:
         return self.server.post("/v1/tool-calls", json_body=body, api_key=key or self.key)
 
 
+@pytest.fixture(scope="module", params=["sqlite", "memory"])
+def live_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[NotaryProcess | ThreadedNotary]:
+    """The server under test, once per store backend: ``notary serve`` as a real process on
+    its SQLite file, and the same application in process on the memory store."""
+    base = tmp_path_factory.mktemp(f"openapi-{request.param}")
+    server: NotaryProcess | ThreadedNotary
+    if request.param == "memory":
+        server = ThreadedNotary(base / "notary-data", database="memory:")
+    else:
+        server = NotaryProcess(base / "notary-data")
+    with server:
+        yield server
+
+
 @pytest.fixture(scope="module")
-def live(notary_server_module: NotaryProcess, notary_api_key_module: str) -> Live:
-    server, key = notary_server_module, notary_api_key_module
+def live(live_server: NotaryProcess | ThreadedNotary) -> Live:
+    server = live_server
+    key = server.create_api_key("test-module")
     quota_key = server.create_api_key("quota", monthly_allowance=1)
     revoked_key = server.create_api_key("revoked")
-    server.cli("apikey", "revoke", "--data", str(server.data_dir), revoked_key)
+    server.revoke_api_key(revoked_key)
 
     rec = CallRecord(server="srv", tool="get_weather", arguments={"city": "Paris"},
                      result={"content": [{"type": "text", "text": "18°C"}]}, salt=new_salt())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 from datetime import UTC
 from typing import Any
@@ -17,8 +18,10 @@ from notary.core.ids import b64url_decode, b64url_encode, format_issued_at
 from notary.core.receipts import (
     Jwks,
     JwksError,
+    Receipt,
     ReceiptFormatError,
     ReceiptKey,
+    ReceiptSignature,
     ReceiptSignatureError,
     build_receipt,
     jwk_thumbprint,
@@ -456,3 +459,49 @@ def test_any_top_level_change_breaks_the_signature(receipt: dict[str, object], k
     with pytest.raises(ReceiptSignatureError) as info:
         Jwks.from_keys(KEYS).verify(signed)
     assert info.value.reason == "bad_signature"
+
+
+# --- the typed Receipt ---------------------------------------------------------------------
+
+
+@given(receipts, st.sampled_from(KEYS), st.one_of(st.none(), st.text(max_size=40)))
+def test_typed_receipt_round_trips_the_signed_json(receipt: dict[str, object], key: ReceiptKey,
+                                                   proof: str | None) -> None:
+    signed = key.sign(receipt)
+    if proof is not None:
+        signed["proof"] = proof
+    typed = Receipt.from_json(signed)
+    assert typed.to_json() == signed  # member for member, in the notary's order
+    assert list(typed.to_json()) == list(signed)
+    assert typed.signed_bytes() == signed_bytes(signed) == signed_bytes(typed)
+    Jwks.from_keys(KEYS).verify(typed)
+    # Signing the typed form gives the very same signature (Ed25519 is deterministic).
+    again = key.sign_receipt(Receipt.from_json(receipt))
+    assert again.signature == typed.signature
+    assert typed.entry() == LogEntry.from_receipt(signed)
+    assert typed.with_proof(None).without_proof() == typed.without_proof()
+
+
+def test_typed_receipt_refuses_what_validate_refuses() -> None:
+    good = _signed()
+    Receipt.from_json(good)
+    for path, value in (("ledger.index", -1), ("call_sha256", "A" * 64), ("extra", 1),
+                        ("signature.alg", 5), ("ledger.entry_url", ...)):
+        with pytest.raises(ReceiptFormatError):
+            Receipt.from_json(_with(path, value))
+    with pytest.raises(ReceiptFormatError):
+        Receipt.from_json([good])
+
+
+def test_typed_receipt_signature_checks() -> None:
+    typed = Receipt.from_json(_signed())
+    jwks = Jwks.from_keys([RFC_KEY])
+    jwks.verify(typed)
+    assert _reason(jwks, dataclasses.replace(typed, signature=None)) == "missing"
+    tampered = Receipt.from_json({**_signed(), "tool": "other"})
+    assert _reason(jwks, tampered) == "bad_signature"
+    assert _reason(Jwks.from_keys([OTHER_KEY]), typed) == "unknown_kid"
+    raw = typed.signature.raw if typed.signature else b""
+    assert len(raw) == 64 and ReceiptSignature.from_raw(RFC8037_KID, raw) == typed.signature
+    with pytest.raises(ReceiptFormatError):
+        ReceiptSignature.from_raw(RFC8037_KID, raw[:63])

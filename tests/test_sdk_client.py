@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from notary.core.receipts import build_receipt
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.sdk import (
@@ -32,9 +33,16 @@ DIGEST = "ab" * 32
 BODY = {"server": "srv", "tool": "echo", "call_sha256": DIGEST}
 
 
-def receipt_for(body: dict[str, Any]) -> dict[str, Any]:
-    """Enough of a receipt for the client's own checks (the stub signs nothing)."""
-    return {**body, "id": "tc_AAAAAAAAAAAAAAAAAAAAAA", "proof": "c2sp.org/tlog-proof@v1\n"}
+def receipt_for(body: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A receipt of the right shape for the client's checks (the stub's signature is fake)."""
+    receipt = build_receipt(id="tc_AAAAAAAAAAAAAAAAAAAAAA", server=body["server"],
+                            tool=body["tool"], call_sha256_hex=body["call_sha256"],
+                            issued_at="2026-01-01T00:00:00.000Z", origin="stub.example/log",
+                            index=0, entry_url="http://stub.example/v1/ledger/entries/0")
+    receipt["signature"] = {"alg": "EdDSA", "kid": "stub", "sig": "AAAA"}
+    receipt["proof"] = "c2sp.org/tlog-proof@v1\n"
+    receipt.update(changes)
+    return receipt
 
 
 Step = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -107,7 +115,7 @@ async def test_5xx_is_retried_until_it_succeeds(stub: Callable[..., Awaitable[St
     s = await stub(status(503, "unavailable"), status(503, "unavailable"), ok)
     async with client(s.url, retries=3) as c:
         receipt = await c.notarize("srv", "echo", DIGEST)
-    assert receipt["call_sha256"] == DIGEST
+    assert receipt.call_sha256 == DIGEST
     assert len(s.requests) == 3
     # Every attempt is the same request, with the key.
     assert {r["body"] for r in s.requests} == {s.requests[0]["body"]}
@@ -159,7 +167,7 @@ async def test_timeouts_are_retried(stub: Callable[..., Awaitable[Stub]]) -> Non
     s = await stub(slow(0.6), ok)
     async with client(s.url, timeout=0.2) as c:
         receipt = await c.notarize("srv", "echo", DIGEST)
-    assert receipt["id"].startswith("tc_") and len(s.requests) == 2
+    assert receipt.id.startswith("tc_") and len(s.requests) == 2
 
 
 async def test_connection_refused_gives_unavailable_after_retries() -> None:
@@ -194,6 +202,29 @@ async def test_receipt_for_another_call_is_refused(stub: Callable[..., Awaitable
         with pytest.raises(NotaryResponseError, match="call_sha256"):
             await c.notarize("srv", "echo", DIGEST)
     assert len(s.requests) == 1
+
+
+async def test_answers_that_are_not_receipts_are_refused(
+        stub: Callable[..., Awaitable[Stub]]) -> None:
+    async def unsigned(request: web.Request) -> web.StreamResponse:
+        doc = receipt_for(await request.json())
+        del doc["signature"]
+        return web.json_response(doc, status=201)
+
+    async def malformed(request: web.Request) -> web.StreamResponse:
+        return web.json_response(receipt_for(await request.json(), ledger={"index": 0}),
+                                 status=201)
+
+    async def extra(request: web.Request) -> web.StreamResponse:
+        return web.json_response(receipt_for(await request.json(), account="alice"), status=201)
+
+    for answer, match in ((unsigned, "signature"), (malformed, r"\$\.ledger"),
+                          (extra, "unexpected")):
+        s = await stub(answer)
+        async with client(s.url) as c:
+            with pytest.raises(NotaryResponseError, match=match):
+                await c.notarize("srv", "echo", DIGEST)
+        assert len(s.requests) == 1  # not retried: a notary answering garbage is broken
 
 
 async def test_non_json_answers_are_refused(stub: Callable[..., Awaitable[Stub]]) -> None:
@@ -243,21 +274,22 @@ async def test_every_endpoint_against_the_real_notary(notary: LiveNotary) -> Non
     async with NotaryClient(notary.url, notary.key) as c:
         receipt = await c.notarize("srv", "echo", digest)
         again = await c.notarize("srv", "echo", digest)  # idempotent: what makes retry safe
-        assert again["id"] == receipt["id"] and again["signature"] == receipt["signature"]
-        fetched = await c.get_receipt(receipt["id"])
+        assert again.without_proof() == receipt.without_proof()  # the same signed receipt
+        fetched = await c.get_receipt(receipt.id)
         found = await c.lookup(digest)
-        assert fetched["id"] == found["id"] == receipt["id"]
-        online = await c.verify(receipt["id"], {k: v for k, v in record.to_json().items()
+        assert fetched.without_proof() == found.without_proof() == receipt.without_proof()
+        online = await c.verify(receipt.id, {k: v for k, v in record.to_json().items()
                                                 if k not in ("spec", "server")})
         assert online["valid"] is True
         ledger = await c.ledger()
         assert ledger["size"] == 1 and ledger["vkey"].startswith(ledger["origin"] + "+")
         jwks = await c.jwks()
-        assert receipt["signature"]["kid"] in {k["kid"] for k in jwks["keys"]}
+        assert receipt.signature is not None
+        assert receipt.signature.kid in {k["kid"] for k in jwks["keys"]}
         with pytest.raises(NotaryHTTPError) as info:
             await c.lookup("00" * 32)
         assert (info.value.status, info.value.code) == (404, "not_found")
-        assert c.receipt_url(receipt["id"]) == f"{notary.url}/v1/tool-calls/{receipt['id']}"
+        assert c.receipt_url(receipt.id) == f"{notary.url}/v1/tool-calls/{receipt.id}"
     verdict = verify_receipt(receipt, record=record.to_json(), jwks=notary.jwks,
                              log_verifier=notary.log_key)
     assert verdict.valid, verdict.to_json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,8 @@ from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.log import Log
 from ledger.sequencer import LogIntegrityError
+from ledger.storage.base import WriteTx
+from ledger.storage.memory import MemoryStore
 from ledger.storage.sqlite import SqliteStore
 
 
@@ -114,4 +117,37 @@ async def test_append_many_is_one_group_at_consecutive_indexes(tmp_path: Path,
     head = await log.head(0)
     assert head is not None and head.size == 255  # the refused group added nothing
     assert await log.append_many([]) == []
+    await log.close()
+
+
+async def test_a_screen_refuses_and_finalizes_entries_under_the_lock(
+        signer: Ed25519Signer) -> None:
+    """The screen sees every queued context inside the transaction: a refused entry is not
+    logged and its caller gets the refusal; a replaced one is logged as replaced; the rest
+    land in order. A group is refused as a whole."""
+    seen: list[list[Any]] = []
+
+    async def screen(tx: WriteTx, contexts: Any) -> list[Exception | bytes | None]:
+        assert (await tx.latest()) is not None  # under the lock, after any catch-up
+        seen.append(list(contexts))
+        return [ValueError(f"no {c}") if c == "refuse" else
+                b"replaced" if c == "replace" else None for c in contexts]
+
+    log = await Log.open(MemoryStore(), signer=signer, screen=screen)
+    assert log.sequencer is not None
+    results = await asyncio.gather(
+        log.sequencer.append(b"a", "keep"), log.sequencer.append(b"b", "refuse"),
+        log.sequencer.append(b"c", "replace"),
+        log.sequencer.append_many([b"d", b"e"], ["keep", "refuse"]),
+        return_exceptions=True)
+    assert isinstance(results[1], ValueError) and isinstance(results[3], ValueError)
+    head = await log.head(0)
+    assert head is not None and head.size == 2
+    assert await log.reader.entries(0, 2) == [b"a", b"replaced"]
+    assert sum(len(s) for s in seen) == 5
+    # A batch whose every entry is refused signs nothing and leaves the log as it was.
+    with pytest.raises(ValueError):
+        await log.sequencer.append(b"x", "refuse")
+    again = await log.head(0)
+    assert again is not None and again.note == head.note
     await log.close()

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: without an entry fails test_every_setting_has_a_bad_value_refused.
 BAD: dict[str, list[str]] = {
     "data": ["a\0b"],
+    "database": ["mysql://h/db", "sqlite:"],
     "witness_policy": ["/nonexistent/witnesses.policy"],
     "listen": ["nonsense", "127.0.0.1:70000"],
     "public_url": ["ftp://x", "http://", "http://h/p?q=1", "not a url"],

@@ -242,7 +242,7 @@ async def test_a_request_that_hits_a_damaged_page_stops_writes(
         async def damaged(receipt_id: str) -> None:
             raise sqlite3.DatabaseError("database disk image is malformed")
 
-        monkeypatch.setattr(notary.db, "receipt_by_id", damaged)
+        monkeypatch.setattr(notary.store, "receipt_by_id", damaged)
         async with http.get(f"{app.url}/v1/tool-calls/{receipt['id']}") as r:
             assert r.status == 503 and (await r.json())["error"]["code"] == "store_corrupt"
         doc = await health(http, app.url)

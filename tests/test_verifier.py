@@ -34,7 +34,7 @@ from notary.cli.main import main as notary_cli
 from notary.core.entry import LogEntry
 from notary.core.ids import new_receipt_id, now_issued_at
 from notary.core.meta import TOOL_CALL_META_KEY
-from notary.core.receipts import Jwks
+from notary.core.receipts import Jwks, Receipt
 from notary.core.records import CallRecord, new_salt
 from notary.keys import Paths, load_log_key
 from notary.verifier.inputs import (
@@ -444,7 +444,8 @@ async def test_untrusted_keys_fail_signature_and_inclusion(notary: Notary) -> No
     assert failed_levels(report) == {"inclusion"}
     assert "no trusted log key for origin" in report.verdict.levels["inclusion"].reason
     # Missing inputs skip the level; the report is then not valid.
-    report = await verify(ToolCall(c.receipt, None), notary.trust(), online=False)
+    report = await verify(ToolCall(Receipt.from_json(c.receipt), None), notary.trust(),
+                          online=False)
     assert statuses(report)["record"] == "skipped" and not report.valid
     report = await verify(saved(c), Trust(Jwks(notary.jwks)), online=False)
     assert statuses(report)["inclusion"] == "skipped" and not report.valid
@@ -812,8 +813,10 @@ async def test_cli_formats_and_exit_codes(notary: Notary, tmp_path: Path) -> Non
 
 
 def test_log_base_url() -> None:
-    def r(url: str) -> dict[str, Any]:
-        return {"ledger": {"entry_url": url}}
+    def r(url: str) -> Receipt:
+        return Receipt(id="tc_AAAAAAAAAAAAAAAAAAAAAA", server="s", tool="t",
+                       call_sha256="a" * 64, issued_at="2026-01-01T00:00:00.000Z", origin="o",
+                       index=7, entry_url=url)
     assert log_base_url(r("https://n.example/v1/ledger/entries/7")) == "https://n.example"
     assert log_base_url(r("https://n.example/api/v1/ledger/entries/7")) == \
         "https://n.example/api"

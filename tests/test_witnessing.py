@@ -24,17 +24,21 @@ from aiohttp import web
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
-from ledger.core.note import Ed25519Verifier, parse_note
+from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
 from ledger.core.tlog_proof import decode_proof_bundle
+from ledger.http.routes import LOG
+from ledger.log import Log
+from ledger.storage.memory import MemoryStore
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore
-from ledger.witnessing import STATE_FILE, WitnessConfigError, parse_witness_spec
+from ledger.witnessing import STATE_FILE, WitnessConfigError, Witnessing, parse_witness_spec
 from notary.cli.main import main as notary_cli
 from notary.config import ConfigError, Settings
 from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
+from tests.notary_server import run_cli
 from tests.servers import bound_socket, start_server
 
 T = TypeVar("T")
@@ -42,10 +46,9 @@ RECORDS: dict[str, dict[str, Any]] = {}
 
 
 def cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        assert notary_cli(list(args)) == 0
-    return out.getvalue()
+    code, out = run_cli(*args)
+    assert code == 0, out
+    return out
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], what: str,
@@ -257,8 +260,8 @@ async def test_two_of_three_with_one_witness_down(tmp_path: Path,
         assert verdict.valid, verdict.to_json()
 
         async def persisted() -> int | None:
-            state = json.loads((settings.data / STATE_FILE).read_text())
-            size = state["witnesses"].get(w[2].signer.verifier_key_text(), {}).get("size")
+            state = await notary.runner.app[LOG].store.witness_state()
+            size = None if state is None else state.sizes.get(w[2].signer.verifier_key_text())
             return size if size == 10 else None
 
         await eventually(persisted, "the witness's size to be persisted")
@@ -445,3 +448,30 @@ def test_witness_policy_settings_are_checked(tmp_path: Path) -> None:
                                   witnesses=(f"http://127.0.0.1:1={vkey}",))):
         with pytest.raises(ConfigError):
             create_app(make())
+
+
+async def test_a_state_file_of_an_older_release_moves_into_the_store(tmp_path: Path) -> None:
+    signer = Ed25519Signer.generate("example.com/log")
+    log = await Log.open(MemoryStore(), signer=signer)
+    witness = CosignatureSigner.generate("witness.test/old")
+    vkey = witness.verifier_key_text()
+    old = tmp_path / STATE_FILE
+    old.write_text(json.dumps({"version": 1, "origin": log.origin, "published": None,
+                               "witnesses": {vkey: {"size": 0}}}))
+    down = bound_socket()  # bound, never listening: a witness that is down
+    endpoint = parse_witness_spec(f"http://127.0.0.1:{down.getsockname()[1]}={vkey}")
+    witnessing = Witnessing(log, [endpoint], quorum=1, interval=30, state_path=old)
+    await witnessing.start()
+    await witnessing.close()
+    state = await log.store.witness_state()
+    assert state is not None and dict(state.sizes) == {vkey: 0} and state.published is None
+    # From now on the store is what counts: the file is not read again.
+    old.write_text(json.dumps({"version": 1, "origin": log.origin, "published": None,
+                               "witnesses": {vkey: {"size": 7}}}))
+    again = Witnessing(log, [endpoint], quorum=1, interval=30, state_path=old)
+    await again.start()
+    await again.close()
+    state = await log.store.witness_state()
+    assert state is not None and dict(state.sizes) == {vkey: 0}
+    down.close()
+    await log.close()

@@ -81,6 +81,26 @@ def decode_bundle(data: bytes) -> list[bytes]:
     return out
 
 
+def bundle_entry(data: bytes, position: int) -> bytes:
+    """Entry ``position`` (0-255) of an entry bundle, found by skipping length prefixes only.
+
+    For point reads of one entry (a stored receipt rebuilt from its leaf): no list of the other
+    entries is built. Raises ValueError if the bundle is malformed or shorter than that.
+    """
+    if not 0 <= position < TILE_WIDTH:
+        raise ValueError(f"a bundle position is 0-{TILE_WIDTH - 1}, not {position}")
+    pos, end = 0, len(data)
+    try:
+        for _ in range(position):
+            pos += 2 + (data[pos] << 8 | data[pos + 1])  # indexing: cheaper than from_bytes
+        n = data[pos] << 8 | data[pos + 1]
+    except IndexError:
+        raise ValueError(f"entry bundle holds fewer than {position + 1} entries") from None
+    if pos + 2 + n > end:
+        raise ValueError("entry bundle ends inside an entry")
+    return data[pos + 2 : pos + 2 + n]
+
+
 def integrate(state: TreeState, entries: Sequence[bytes]) -> Integrated:
     """Append ``entries`` after ``state``; pure and all-or-nothing (bad input raises first).
 

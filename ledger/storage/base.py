@@ -1,8 +1,30 @@
-"""The storage contract: tiles and entry bundles by (level, index), and the signed checkpoint.
+"""The log's storage contract: tiles and entry bundles by (level, index), the signed checkpoint
+and its history, behind one atomic write transaction.
 
-A backend needs only keyed blobs and one atomic write transaction. The transaction is what makes
-the log crash-safe: tiles, bundles and the checkpoint that commits to them become visible together
-or not at all, so a signed checkpoint never refers to tiles that were lost.
+Theory of operation
+-------------------
+A backend needs only keyed blobs and one write transaction that is also the log's single-writer
+lock. The sequencer commits a batch like this (DESIGN.md, "One log, many processes"):
+
+1. ``async with store.transaction() as tx`` takes the lock. SQLite: ``BEGIN IMMEDIATE``;
+   PostgreSQL: ``BEGIN`` then ``SELECT … FROM log_state … FOR UPDATE`` on the log's one state
+   row. Whoever holds it is the only writer until the transaction ends, in any process.
+2. ``await tx.latest()`` re-reads the stored checkpoint *under the lock*. When another process
+   moved it, the sequencer catches up from the tiles that process wrote (``tx.read_tiles``)
+   before integrating anything of its own, so two processes never sign inconsistent trees.
+3. Backends that add tables to the log (the notary: receipts, usage) read and decide inside the
+   same transaction (duplicates, quota) and add their rows to it; see ``notary/store/base.py``.
+4. ``await tx.write(tiles, checkpoint)`` queues the new tiles, bundles and the signed checkpoint;
+   leaving the ``async with`` block commits them together (durably: SQLite ``synchronous=FULL``,
+   PostgreSQL a synchronous commit) or, on any exception, rolls everything back. A checkpoint
+   is thus never visible without the tiles it commits to, and nothing is answered before the
+   commit returns.
+
+Reads outside a transaction (``read_tiles``, ``latest``, ``history``) see committed data only.
+Full tiles never change once written; partial tiles and bundles are overwritten as they grow.
+The checkpoint history (one checkpoint a minute at least) is written by the batch that signs it;
+the witnessing job keeps its :class:`WitnessState` in the store too, so that every process of
+one log resumes from the same state.
 """
 
 from __future__ import annotations
@@ -10,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 TileKey = tuple[int, int]  # (tile level, or -1 for entry bundles; tile index)
 
@@ -39,10 +61,22 @@ class CheckpointRecord:
     note: bytes  # the signed checkpoint note
 
 
+@dataclass(frozen=True)
+class WitnessState:
+    """What the witnessing job keeps between runs (``ledger.witnessing``): each witness's last
+    known tree size, by its cosignature verifier key, and the newest witnessed checkpoint it
+    published (so a restart serves it at once, and never an older one)."""
+
+    sizes: Mapping[str, int]
+    published: bytes | None = None
+
+
 class WriteTx(Protocol):
     """One open write transaction; it holds the log's single-writer lock until it ends."""
 
-    async def latest(self) -> CheckpointRecord | None: ...
+    async def latest(self) -> CheckpointRecord | None:
+        """The stored checkpoint as of the lock (or as written earlier in this transaction)."""
+        ...
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]: ...
 
@@ -50,22 +84,29 @@ class WriteTx(Protocol):
         self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord
     ) -> None: ...
 
-    @property
-    def handle(self) -> Any:
-        """The backend's own connection, for callers that add rows to the same transaction."""
-        ...
-
 
 class LogStore(Protocol):
+    """A log's store: committed reads, and :meth:`transaction` for the one writer at a time."""
+
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]: ...
 
     async def latest(self) -> CheckpointRecord | None: ...
 
     async def history(self, limit: int) -> list[CheckpointRecord]: ...
 
-    async def get_meta(self, key: str) -> str | None: ...
+    async def witness_state(self) -> WitnessState | None:
+        """The witnessing job's saved state, or None if it never saved one."""
+        ...
 
-    async def set_meta(self, key: str, value: str) -> None: ...
+    async def save_witness_state(self, state: WitnessState) -> None:
+        """Replace the witnessing job's state (durably, outside the log's batches)."""
+        ...
+
+    async def probe_space(self, nbytes: int) -> None:
+        """Write ``nbytes`` outside the log's tables and remove them again; raises
+        :class:`StorageFullError` while the store cannot take a write that large (how the
+        sequencer learns that space came back after a full disk)."""
+        ...
 
     def transaction(self) -> AbstractAsyncContextManager[WriteTx]: ...
 

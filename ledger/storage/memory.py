@@ -1,12 +1,18 @@
-"""An in-memory store with the same transaction semantics, for tests and throwaway logs."""
+"""An in-memory store with the same transaction semantics, for tests and throwaway logs.
+
+The transaction is an ``asyncio.Lock`` (one writer at a time within the process) and a buffer:
+nothing a transaction wrote is visible to reads until it ends without an exception, and then
+everything is, as with the database backends. Subclasses (the notary's store) add their own
+buffered rows through their own transaction type and :meth:`MemoryStore._apply`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from ledger.storage.base import CheckpointRecord, TileKey
+from ledger.storage.base import CheckpointRecord, TileKey, WitnessState
 
 
 class MemoryWriteTx:
@@ -14,10 +20,6 @@ class MemoryWriteTx:
         self._store = store
         self.tiles: dict[TileKey, bytes] = {}
         self.checkpoint: CheckpointRecord | None = None
-
-    @property
-    def handle(self) -> MemoryStore:
-        return self._store
 
     async def latest(self) -> CheckpointRecord | None:
         return self.checkpoint or self._store._latest
@@ -37,7 +39,7 @@ class MemoryStore:
         self.tiles: dict[TileKey, bytes] = {}
         self._latest: CheckpointRecord | None = None
         self._history: list[CheckpointRecord] = []
-        self._meta: dict[str, str] = {}
+        self._witness_state: WitnessState | None = None
         self._lock = asyncio.Lock()
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
@@ -49,21 +51,31 @@ class MemoryStore:
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
         return self._history[::-1][:limit]
 
-    async def get_meta(self, key: str) -> str | None:
-        return self._meta.get(key)
+    async def witness_state(self) -> WitnessState | None:
+        return self._witness_state
 
-    async def set_meta(self, key: str, value: str) -> None:
-        self._meta[key] = value
+    async def save_witness_state(self, state: WitnessState) -> None:
+        self._witness_state = WitnessState(dict(state.sizes), state.published)
+
+    async def probe_space(self, nbytes: int) -> None:
+        return None  # memory is never full in the sense of a disk
+
+    def _apply(self, tx: MemoryWriteTx) -> None:
+        """Make a finished transaction's writes visible (runs only if it ended cleanly)."""
+        self.tiles.update(tx.tiles)
+        if tx.checkpoint is not None:
+            self._latest = tx.checkpoint
+            self._history.append(tx.checkpoint)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[MemoryWriteTx]:
+    async def _transaction(self) -> AsyncIterator[MemoryWriteTx]:
         async with self._lock:
             tx = MemoryWriteTx(self)
             yield tx
-            self.tiles.update(tx.tiles)
-            if tx.checkpoint is not None:
-                self._latest = tx.checkpoint
-                self._history.append(tx.checkpoint)
+            self._apply(tx)
+
+    def transaction(self) -> AbstractAsyncContextManager[MemoryWriteTx]:
+        return self._transaction()
 
     async def close(self) -> None:
         return None

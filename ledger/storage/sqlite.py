@@ -14,10 +14,10 @@ import asyncio
 import errno
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, TypeVar
 
 import aiosqlite
 
@@ -26,6 +26,7 @@ from ledger.storage.base import (
     StorageFullError,
     StoreError,
     TileKey,
+    WitnessState,
     WriterBusyError,
 )
 
@@ -38,8 +39,15 @@ CREATE TABLE IF NOT EXISTS log_state (
     size INTEGER NOT NULL, time REAL NOT NULL, note BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS checkpoints (
     size INTEGER PRIMARY KEY, time REAL NOT NULL, note BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS write_probe (one INTEGER PRIMARY KEY CHECK (one = 1), data BLOB);
+CREATE TABLE IF NOT EXISTS witness_sizes (vkey TEXT PRIMARY KEY, size INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS witness_published (
+    one INTEGER PRIMARY KEY CHECK (one = 1), note BLOB);
 """
+
+_T = TypeVar("_T")
+
+Statements = list[tuple[str, list[Sequence[Any]]]]
 
 
 def _tile_id(key: TileKey) -> int:
@@ -89,31 +97,37 @@ def _latest_sync(conn: sqlite3.Connection) -> CheckpointRecord | None:
     return None if row is None else CheckpointRecord(row[0], row[1], bytes(row[2]))
 
 
-class StatementBuffer:
-    """What a batch hook writes through: statements queued to run inside the transaction."""
-
-    def __init__(self) -> None:
-        self.statements: list[tuple[str, list[Sequence[Any]]]] = []
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.statements.append((sql, list(rows)))
-
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self.statements.append((sql, [params]))
-
-
 class SqliteWriteTx:
-    """One write transaction: the lock is held, writes are buffered until the commit."""
+    """One write transaction: the lock is held, writes are buffered until the commit.
+
+    Subclasses (the notary's store) add rows with :meth:`_queue`, which run in the commit's
+    trip in the order queued, and read under the lock with :meth:`_read_locked`.
+    """
 
     def __init__(self, store: SqliteStore, latest: CheckpointRecord | None) -> None:
         self._store = store
         self._latest = latest
-        self._buffer = StatementBuffer()
+        self._statements: Statements = []
         self._pending_history: float | None = None
 
-    @property
-    def handle(self) -> StatementBuffer:
-        return self._buffer
+    def _queue(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._statements.append((sql, list(rows)))
+
+    async def _read_locked(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``fn(writer connection)`` in a worker thread, inside this transaction (one trip)."""
+        result: _T = await _in_thread(fn, self._store._wconn)
+        return result
+
+    def _read_locked_now(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``fn(writer connection)`` on the caller's thread, inside this transaction: for a few
+        indexed reads, cheaper than a trip to the worker thread. Safe because the transaction
+        holds the store's writer lock and no trip is running between two awaits."""
+        return fn(self._store._wconn)
+
+    def _committed(self) -> None:
+        """Called once the transaction committed (caches may now trust what it wrote)."""
+        if self._pending_history is not None:
+            self._store._last_history = self._pending_history
 
     async def latest(self) -> CheckpointRecord | None:
         return self._latest
@@ -123,17 +137,16 @@ class SqliteWriteTx:
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         cp = checkpoint
-        buf = self._buffer.statements
-        buf.append(("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
-                    [(_tile_id(k), v) for k, v in tiles.items()]))
-        buf.append(("INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
-                    [(cp.size, cp.time, cp.note)]))
+        self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
+                    [(_tile_id(k), v) for k, v in tiles.items()])
+        self._queue("INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
+                    [(cp.size, cp.time, cp.note)])
         last = self._store._last_history
         if last is None:
             last = await asyncio.to_thread(self._store._last_history_time)
         if cp.time - last >= HISTORY_INTERVAL:
-            buf.append(("INSERT OR REPLACE INTO checkpoints (size, time, note) VALUES (?, ?, ?)",
-                        [(cp.size, cp.time, cp.note)]))
+            self._queue("INSERT OR REPLACE INTO checkpoints (size, time, note) VALUES (?, ?, ?)",
+                        [(cp.size, cp.time, cp.note)])
             self._pending_history = cp.time
 
 
@@ -153,7 +166,7 @@ class SqliteStore:
 
     @classmethod
     async def open(cls, path: str | Path, *, create: bool = False, busy_timeout: float = 10.0
-                   ) -> SqliteStore:
+                   ) -> Self:
         path = Path(path)
         if not create and not path.exists():
             raise StoreError(f"no log database at {path}")
@@ -165,6 +178,9 @@ class SqliteStore:
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open log database {path}: {e}") from e
         return cls(path, writer, reader)
+
+    def _new_tx(self, latest: CheckpointRecord | None) -> SqliteWriteTx:
+        return SqliteWriteTx(self, latest)
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         return await _read_tiles(self._reader, keys)
@@ -178,30 +194,35 @@ class SqliteStore:
         )
         return [CheckpointRecord(r[0], r[1], bytes(r[2])) for r in rows]
 
-    async def get_meta(self, key: str) -> str | None:
-        rows = list(await self._reader.execute_fetchall(
-            "SELECT value FROM meta WHERE key = ?", (key,)
-        ))
-        return str(rows[0][0]) if rows else None
+    async def witness_state(self) -> WitnessState | None:
+        row = self._point.execute("SELECT note FROM witness_published WHERE one = 1").fetchone()
+        if row is None:
+            return None
+        sizes = dict(self._point.execute("SELECT vkey, size FROM witness_sizes").fetchall())
+        return WitnessState(sizes, None if row[0] is None else bytes(row[0]))
 
-    async def set_meta(self, key: str, value: str) -> None:
-        async with self._wlock:
-            try:
-                await asyncio.to_thread(
-                    self._wconn.execute, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                    (key, value))
-            except (sqlite3.Error, OSError) as e:
-                full = self._full(e)
-                if full is None:
-                    raise
-                raise full from e
+    async def save_witness_state(self, state: WitnessState) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM witness_sizes")
+            conn.executemany("INSERT INTO witness_sizes (vkey, size) VALUES (?, ?)",
+                             sorted(state.sizes.items()))
+            conn.execute("INSERT OR REPLACE INTO witness_published (one, note) VALUES (1, ?)",
+                         (state.published,))
+
+        await self._write_locked(write)
+
+    async def probe_space(self, nbytes: int) -> None:
+        # Two commits, as real batches would make: the row must reach the WAL and the file.
+        await self._write_locked(lambda conn: conn.execute(
+            "INSERT OR REPLACE INTO write_probe (one, data) VALUES (1, ?)", (bytes(nbytes),)))
+        await self._write_locked(lambda conn: conn.execute("DELETE FROM write_probe"))
 
     def _last_history_time(self) -> float:
         row = self._wconn.execute("SELECT max(time) FROM checkpoints").fetchone()
         return float(row[0]) if row and row[0] is not None else float("-inf")
 
-    def _begin(self) -> CheckpointRecord | None:
-        """Take the write lock (``BEGIN IMMEDIATE``, waiting up to the busy timeout)."""
+    def _lock(self) -> None:
+        """``BEGIN IMMEDIATE``: the write lock, waiting up to the busy timeout."""
         started = time.monotonic()
         try:
             self._wconn.execute("BEGIN IMMEDIATE")
@@ -212,13 +233,42 @@ class SqliteStore:
                     f"(waited {time.monotonic() - started:.1f}s)"
                 ) from e
             raise
+
+    def _begin(self) -> CheckpointRecord | None:
+        """Take the write lock and read the stored checkpoint under it."""
+        self._lock()
         try:
             return _latest_sync(self._wconn)
         except BaseException:
             self._wconn.execute("ROLLBACK")
             raise
 
-    def _finish(self, statements: list[tuple[str, list[Sequence[Any]]]]) -> None:
+    def _locked_sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        self._lock()
+        try:
+            result = fn(self._wconn)
+            self._wconn.execute("COMMIT")
+        except BaseException:
+            if self._wconn.in_transaction:
+                self._wconn.execute("ROLLBACK")
+            raise
+        return result
+
+    async def _write_locked(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``fn(writer connection)`` in a short write transaction of its own, committed when
+        it returns (rolled back if it raises): for rows outside the log's batches, such as a
+        subclass's administration, serialized with every other writer of the file."""
+        async with self._wlock:
+            try:
+                result: _T = await _in_thread(self._locked_sync, fn)
+            except (sqlite3.Error, OSError) as e:
+                full = self._full(e)
+                if full is None:
+                    raise
+                raise full from e
+            return result
+
+    def _finish(self, statements: Statements) -> None:
         """Run the buffered statements and COMMIT; roll back if anything fails."""
         conn = self._wconn
         try:
@@ -246,7 +296,7 @@ class SqliteStore:
         return StorageFullError(f"cannot write to {self.path}: the disk or the database is full")
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[SqliteWriteTx]:
+    async def _transaction(self) -> AsyncIterator[SqliteWriteTx]:
         async with self._wlock:
             try:
                 latest = await _in_thread(self._begin)
@@ -255,18 +305,20 @@ class SqliteStore:
                 if full is None:
                     raise
                 raise full from e
-            tx = SqliteWriteTx(self, latest)
+            tx = self._new_tx(latest)
             try:
                 yield tx
-                await _in_thread(self._finish, tx._buffer.statements)
+                await _in_thread(self._finish, tx._statements)
             except BaseException as e:
                 await _in_thread(self._abort)
                 full = self._full(e)
                 if full is not None:
                     raise full from e
                 raise
-            if tx._pending_history is not None:
-                self._last_history = tx._pending_history
+            tx._committed()
+
+    def transaction(self) -> AbstractAsyncContextManager[SqliteWriteTx]:
+        return self._transaction()
 
     def read_tiles_now(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         """Synchronous :meth:`read_tiles` for a handful of keys (see ``_point``)."""
@@ -280,8 +332,6 @@ class SqliteStore:
         await self._reader.close()
         async with self._wlock:
             await asyncio.to_thread(self._wconn.close)
-
-
 
 
 def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:

@@ -37,6 +37,7 @@ from ledger.exitcodes import UsageError
 from ledger.logs import configure
 from ledger.netaddr import parse_host_port
 from notary.cli.trust_args import witness_policy_from_args
+from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.gateway.audit import audit_decision, check_policy, parse_jsonl
 from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
 from notary.gateway.salt import (
@@ -322,10 +323,14 @@ async def _upgraded_proofs(receipts: list[dict[str, Any]], args: argparse.Namesp
     """
     out: dict[str, str] = {}
     async with HttpClient(timeout=args.timeout) as fetcher:
-        for receipt in receipts:
-            rid = receipt.get("id")
+        for given in receipts:
+            try:
+                receipt = Receipt.from_json(given)
+            except ReceiptFormatError:
+                continue  # judged as malformed by the audit itself
+            rid = receipt.id
             base = args.notary.rstrip("/") if args.notary else log_base_url(receipt)
-            if not isinstance(rid, str) or base is None or rid in out:
+            if base is None or rid in out:
                 continue
             try:
                 doc = await fetcher.get_json(f"{base}/v1/tool-calls/{rid}")

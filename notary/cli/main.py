@@ -6,10 +6,11 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from ledger.cli import monitor, witness
 from ledger.client.http import FetchError, HttpClient
@@ -21,19 +22,26 @@ from ledger.http.server import ServerLimits
 from ledger.keyfile import KeyFileError
 from ledger.logs import configure
 from ledger.sequencer import LogIntegrityError
+from ledger.storage.base import StoreError
 from ledger.storage.damage import corruption_in, damage_message
+from notary import admin
 from notary.backup import BackupError, backup, restore
 from notary.cli import check, gateway, mcp, verify
 from notary.cli.trust_args import parse_input_json
 from notary.config import ConfigError, Settings, resolve
-from notary.core.accounts import ACCOUNT_RE, month_of, new_api_key
+from notary.core.accounts import month_of
 from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
 from notary.http.app import create_app, init_data_dir
-from notary.keys import Paths, create_receipt_key
-from notary.store.sqlite import connect_admin, create_account_key, list_keys, revoke_key
+from notary.keys import Paths
+from notary.startup import entry_url_bases
+from notary.store import MEMORY, is_memory, open_store
+from notary.store.base import NotaryStore
+from notary.store.sqlite import SqliteNotaryStore
+from notary.store.sqlite_schema import MigrationReport
 from notary.watch import server_filter
 
+_T = TypeVar("_T")
 _SETTING_NAMES = frozenset(f.name for f in fields(Settings))
 
 
@@ -51,7 +59,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"Created a new notary in {settings.data}/ (keys are 0600; back them up).")
         print(f"Log verifier key:  {first.vkey}")
         print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
-        print(f"Create an API key: notary apikey create --data {settings.data} --account NAME")
+        if not is_memory(settings.database):
+            print(f"Create an API key: notary apikey create --data {settings.data} "
+                  "--account NAME")
+    if is_memory(settings.database):
+        print(f"The store is in memory ({MEMORY}): nothing outlives this process, and API keys "
+              "can only be added in process (notary.admin).")
     host, port = settings.host_port
     limits = ServerLimits(max_connections=settings.max_connections,
                           keepalive_timeout=settings.keepalive_timeout,
@@ -66,24 +79,50 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _admin(args: argparse.Namespace) -> Any:
-    settings = _settings(args)
+def _log_origin(paths: Paths) -> str | None:
+    """The log's origin, from its verifier key file (``<origin>+<key id>+<key>``)."""
     try:
-        return connect_admin(Paths(settings.data).db)
-    except FileNotFoundError as e:
-        raise UsageError(str(e)) from e
+        return paths.log_vkey.read_text().strip().split("+", 1)[0] or None
+    except OSError:
+        return None
+
+
+def _with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable[_T]], *,
+                bases: tuple[str, ...] = ()) -> _T:
+    """Run ``use`` on the store the settings select, beside a running server if there is one.
+
+    Opening migrates a store of an older layout, as ``notary serve`` would (``bases``: more
+    base URLs older receipts may have been signed with, tried first).
+    """
+    settings = _settings(args)
+    if is_memory(settings.database):
+        raise UsageError(f"database {MEMORY!r} lives inside one `notary serve` process; there "
+                         "is nothing to administer from the command line")
+    paths = Paths(settings.data)
+    if not paths.db.exists():
+        raise UsageError(f"no notary database at {paths.db}; run `notary serve` once first")
+    origin = _log_origin(paths)
+    candidates = [*bases, *(entry_url_bases(settings, origin) if origin else [settings.base_url])]
+
+    async def run() -> _T:
+        store = await open_store(settings.database, paths.db, entry_url_bases=candidates)
+        try:
+            return await use(store)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run())
+    except StoreError as e:
+        raise UsageError(f"the store at {paths.db}: {e}") from e
 
 
 def cmd_apikey_create(args: argparse.Namespace) -> int:
-    if not ACCOUNT_RE.fullmatch(args.account):
-        raise UsageError("account names are 1-64 characters: letters, digits and ._@- "
-                       "(starting with a letter or digit)")
-    if args.monthly_allowance is not None and args.monthly_allowance < 0:
-        raise UsageError("--monthly-allowance must be zero or more")
-    key = new_api_key()
-    with _admin(args) as conn:
-        create_account_key(conn, args.account, args.monthly_allowance, key.key_id,
-                           key.secret_sha256)
+    try:
+        key = _with_store(args, lambda store: admin.create_api_key(
+            store, args.account, args.monthly_allowance))
+    except admin.AdminError as e:
+        raise UsageError(str(e)) from e
     allowance = "unlimited" if args.monthly_allowance is None else args.monthly_allowance
     # Everything on stdout, the key alone on the last line: `| tail -1` gives just the key,
     # and the note never ends in a colon with nothing after it when the key is captured.
@@ -96,39 +135,68 @@ def cmd_apikey_create(args: argparse.Namespace) -> int:
 
 
 def cmd_apikey_list(args: argparse.Namespace) -> int:
-    with _admin(args) as conn:
-        rows = list_keys(conn, month_of(datetime.now(UTC)))
+    month = month_of(datetime.now(UTC))
+    rows = _with_store(args, lambda store: store.list_api_keys(month))
     if args.json:
         print(json.dumps([
-            {"key_id": r[0], "account": r[1], "monthly_allowance": r[2], "used_this_month": r[3],
-             "created": rfc3339(r[4]), "revoked": None if r[5] is None else rfc3339(r[5])}
+            {"key_id": r.key_id, "account": r.account, "monthly_allowance": r.monthly_allowance,
+             "used_this_month": r.used_this_month, "created": rfc3339(r.created),
+             "revoked": None if r.revoked is None else rfc3339(r.revoked)}
             for r in rows], indent=2))
         return 0
     print(f"{'KEY ID':<14}{'ACCOUNT':<24}{'ALLOWANCE':>10}{'USED':>8}  STATUS")
-    for key_id, account, allowance, used, _created, revoked in rows:
-        status = "revoked" if revoked else "active"
-        print(f"{key_id:<14}{account:<24}{allowance if allowance is not None else '-':>10}"
-              f"{used:>8}  {status}")
+    for r in rows:
+        status = "revoked" if r.revoked else "active"
+        allowance = r.monthly_allowance if r.monthly_allowance is not None else "-"
+        print(f"{r.key_id:<14}{r.account:<24}{allowance:>10}{r.used_this_month:>8}  {status}")
     return 0
 
 
 def cmd_apikey_revoke(args: argparse.Namespace) -> int:
-    key_id = args.key_id.removeprefix("nk_").split("_")[0]
-    with _admin(args) as conn:
-        if not revoke_key(conn, key_id):
-            raise UsageError(f"no active API key {key_id!r}")
+    try:
+        key_id = _with_store(args, lambda store: admin.revoke_api_key(store, args.key_id))
+    except admin.AdminError as e:
+        raise UsageError(str(e)) from e
     print(f"Revoked API key {key_id}")
     return 0
 
 
 def cmd_keys_rotate(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    paths = Paths(settings.data)
-    with _admin(args) as conn:
-        key = create_receipt_key(paths, conn)
+    paths = Paths(_settings(args).data)
+    key = _with_store(args, lambda store: admin.rotate_receipt_key(paths, store))
     print(f"New receipt key {key.kid}; old keys stay in the JWKS. A running notary switches "
           "within a few seconds.")
     return 0
+
+
+def _report_migration(report: MigrationReport | None) -> int:
+    if report is None:
+        return ExitCode.OK
+    moved = f"{report.migrated} receipt(s) moved to the current layout"
+    if report.prefixes:
+        moved += " (signed under " + ", ".join(p.removesuffix("/v1/ledger/entries/")
+                                              for p in report.prefixes) + ")"
+    print(f"Store was at schema version {report.from_version}; {moved}.")
+    if not report.withheld:
+        print("Every receipt is served exactly as it was signed.")
+        return ExitCode.OK
+    print(f"{len(report.withheld)} receipt(s) are withheld (never served) until the base URL "
+          "they were issued under is given with --base-url:")
+    for receipt_id, problem in report.withheld:
+        print(f"  {receipt_id}: {problem}")
+    return ExitCode.CHECK_FAILED
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    bases = tuple(args.base_urls or ())
+    for url in bases:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"--base-url {url!r} is not an http(s) URL")
+
+    async def report(store: NotaryStore) -> MigrationReport | None:
+        return store.migration if isinstance(store, SqliteNotaryStore) else None
+
+    return _report_migration(_with_store(args, report, bases=bases))
 
 
 def cmd_hash(args: argparse.Namespace) -> int:
@@ -198,6 +266,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, help="data directory (default ./notary-data)")
+    p.add_argument("--database", help="the store: empty (default) for the SQLite file in "
+                   f"--data, {MEMORY!r} for a throwaway one (serve only)")
     p.add_argument("--config", type=Path, help="TOML settings file")
 
 
@@ -271,6 +341,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("key_id")
     p.set_defaults(func=cmd_apikey_revoke)
 
+    p = sub.add_parser("migrate", help="bring the store to the current layout; recover "
+                       "receipts issued under other base URLs")
+    _common(p)
+    p.add_argument("--base-url", dest="base_urls", action="append", metavar="URL",
+                   help="a public URL older receipts were issued under (repeatable)")
+    p.set_defaults(func=cmd_migrate)
+
     keys = sub.add_parser("keys", help="manage receipt signing keys").add_subparsers(
         dest="action", required=True)
     p = keys.add_parser("rotate", help="start signing receipts with a new key")
@@ -313,8 +390,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (UsageError, ConfigError, KeyFileError) as e:
-        print(f"notary: error: {e}", file=sys.stderr)
+    except (UsageError, ConfigError, KeyFileError, StoreError) as e:
+        if corruption_in(e) is None:
+            print(f"notary: error: {e}", file=sys.stderr)
+            return ExitCode.USAGE
+        db, check_command = _database(args)
+        print(f"notary: error: {damage_message(db, e, check_command)}", file=sys.stderr)
         return ExitCode.USAGE
     except Exception as e:
         # A damaged store: not a bug to show as a traceback, nor worth retrying.

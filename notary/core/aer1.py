@@ -46,7 +46,7 @@ from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.canonical import MAX_DEPTH, CanonicalizationError, canonical_json
 from notary.core.ids import format_issued_at
 from notary.core.meta import AER1_AGENT_META_KEY, AER1_META_KEY
-from notary.core.receipts import Jwks
+from notary.core.receipts import Jwks, Receipt
 from notary.core.records import CallRecord
 from notary.core.verification import LevelResult, Verdict, failed, passed, skipped, verify_receipt
 
@@ -75,29 +75,27 @@ AER1_LEVELS = ("bytes", "hash", "anchor")
 _HEX64 = frozenset("0123456789abcdef")
 
 
-def anchor_from_receipt(receipt: Mapping[str, Any]) -> dict[str, Any]:
+def anchor_from_receipt(receipt: Receipt) -> dict[str, Any]:
     """The AER-1 ``anchor`` for a notary receipt (which must carry its ``proof``).
 
     ``checkpoint`` is the signed checkpoint note from the proof, as text: the commitment a
     reader can compare with what witnesses and monitors saw. ``receipt`` is the whole notary
     receipt (proof included), without which the anchor could not be checked offline.
     """
-    ledger = receipt["ledger"]
-    proof = receipt.get("proof")
     checkpoint: str | None = None
-    if isinstance(proof, str):
+    if receipt.proof is not None:
         try:
-            checkpoint = decode_proof_bundle(proof.encode()).checkpoint.decode("utf-8")
+            checkpoint = decode_proof_bundle(receipt.proof.encode()).checkpoint.decode("utf-8")
         except (ProofBundleError, UnicodeDecodeError):
             checkpoint = None
     return {
         "type": "rs-tool-call/1",
-        "origin": ledger["origin"],
-        "index": ledger["index"],
-        "entry_url": ledger["entry_url"],
+        "origin": receipt.origin,
+        "index": receipt.index,
+        "entry_url": receipt.entry_url,
         "checkpoint": checkpoint,
-        "receipt_id": receipt["id"],
-        "receipt": dict(receipt),
+        "receipt_id": receipt.id,
+        "receipt": receipt.to_json(),
     }
 
 
@@ -108,7 +106,7 @@ def build_aer1(
     verification_status: str,
     status: str,
     tool_context: Mapping[str, str],
-    notary_receipt: Mapping[str, Any] | None,
+    notary_receipt: Receipt | None,
     timestamp: datetime | None = None,
     receipt_id: str | None = None,
 ) -> dict[str, Any]:
@@ -121,7 +119,7 @@ def build_aer1(
     """
     data = record.canonical_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    if notary_receipt is not None and notary_receipt.get("call_sha256") != digest:
+    if notary_receipt is not None and notary_receipt.call_sha256 != digest:
         raise ValueError("the notary receipt is for another digest than this call record")
     for key in ("name", "version", "scope"):
         value = tool_context.get(key)

@@ -14,15 +14,18 @@ another key's name; old keys stay in the set after rotation so old receipts stil
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import ClassVar, Final
 
 import nacl.exceptions
 import nacl.signing
 
 from notary.core.canonical import CanonicalizationError, canonical_json
+from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id, parse_issued_at
 from notary.core.receipt_jcs import receipt_jcs
@@ -32,8 +35,10 @@ __all__ = [
     "RECEIPT_ALG",
     "Jwks",
     "JwksError",
+    "Receipt",
     "ReceiptFormatError",
     "ReceiptKey",
+    "ReceiptSignature",
     "ReceiptSignatureError",
     "build_receipt",
     "jwk_thumbprint",
@@ -83,8 +88,10 @@ def jwk_thumbprint(x: str) -> str:
     return b64url_encode(hashlib.sha256(canonical_json(members)).digest())
 
 
-def signed_bytes(receipt: Mapping[str, object]) -> bytes:
+def signed_bytes(receipt: Receipt | Mapping[str, object]) -> bytes:
     """The bytes a receipt signature covers: JCS of the receipt minus signature and proof."""
+    if isinstance(receipt, Receipt):
+        return receipt.signed_bytes()
     body = {k: v for k, v in receipt.items() if k not in ("signature", "proof")}
     return canonical_json(body)
 
@@ -193,6 +200,127 @@ def build_receipt(
     return receipt
 
 
+@dataclass(frozen=True, slots=True)
+class ReceiptSignature:
+    """The ``signature`` member: Ed25519 (``alg`` EdDSA) by the key ``kid``; ``sig`` is
+    base64url without padding of the 64 signature bytes."""
+
+    kid: str
+    sig: str
+    alg: str = RECEIPT_ALG
+
+    @classmethod
+    def from_raw(cls, kid: str, raw: bytes) -> ReceiptSignature:
+        """The signature member for 64 raw signature bytes (the canonical base64url spelling)."""
+        if len(raw) != 64:
+            raise ReceiptFormatError(f"an Ed25519 signature is 64 bytes, not {len(raw)}")
+        return cls(kid, b64url_encode(raw))
+
+    @property
+    def raw(self) -> bytes:
+        """The 64 signature bytes (raises ValueError for a sig that is not strict base64url)."""
+        return b64url_decode(self.sig)
+
+    def to_json(self) -> dict[str, str]:
+        return {"alg": self.alg, "kid": self.kid, "sig": self.sig}
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """One rs-tool-call/1 receipt as a value: what was signed, its signature, and its proof.
+
+    Parsed and validated once where it enters (:meth:`from_json`: an HTTP answer, a verifier's
+    input, a stored row) and passed around typed afterwards. Every signed member is a field, so
+    :meth:`signed_bytes` is the exact JCS the signature covers and :meth:`to_json` gives the
+    receipt back member for member: a receipt that went in as JSON comes out as the same JSON,
+    and a stored one is served byte for byte as signed. ``proof`` (the tlog-proof text) is not
+    signed: it is refreshed as the log grows (:meth:`with_proof`).
+
+    The constructor does not check its values (rebuilding a receipt the notary signed must not
+    cost a validation per read); :meth:`from_json` and :meth:`for_entry` do.
+    """
+
+    spec: ClassVar[str] = SPEC
+
+    id: str
+    server: str
+    tool: str
+    call_sha256: str
+    issued_at: str
+    origin: str
+    index: int
+    entry_url: str
+    signature: ReceiptSignature | None = None
+    proof: str | None = None
+
+    @classmethod
+    def from_json(cls, obj: object) -> Receipt:
+        """Parse a receipt object strictly (:func:`validate_receipt_shape`); raises
+        :class:`ReceiptFormatError`."""
+        if not isinstance(obj, Mapping):
+            raise ReceiptFormatError(f"receipt must be an object, not {type(obj).__name__}")
+        validate_receipt_shape(obj)
+        ledger = obj["ledger"]
+        signature = obj.get("signature")
+        proof = obj.get("proof")
+        return cls(
+            id=obj["id"], server=obj["server"], tool=obj["tool"],
+            call_sha256=obj["call_sha256"], issued_at=obj["issued_at"],
+            origin=ledger["origin"], index=ledger["index"], entry_url=ledger["entry_url"],
+            signature=None if signature is None else ReceiptSignature(
+                signature["kid"], signature["sig"], signature["alg"]),
+            proof=proof,
+        )
+
+    @classmethod
+    def for_entry(cls, entry: LogEntry, *, origin: str, index: int, entry_url: str) -> Receipt:
+        """The unsigned receipt of a log entry at ``index``, shape-checked (so the notary never
+        signs a malformed one). Its members are the entry's, so the entry rebuilt from the
+        receipt (:meth:`entry`) is the very leaf that was logged."""
+        receipt = cls(id=entry.id, server=entry.server, tool=entry.tool,
+                      call_sha256=entry.call_sha256_hex, issued_at=entry.issued_at,
+                      origin=origin, index=index, entry_url=entry_url)
+        validate_receipt_shape(receipt.unsigned_json())
+        return receipt
+
+    def unsigned_json(self) -> dict[str, object]:
+        """The signed members, in the order the notary writes them."""
+        return {
+            "spec": SPEC,
+            "id": self.id,
+            "server": self.server,
+            "tool": self.tool,
+            "call_sha256": self.call_sha256,
+            "issued_at": self.issued_at,
+            "ledger": {"origin": self.origin, "index": self.index, "entry_url": self.entry_url},
+        }
+
+    def signed_bytes(self) -> bytes:
+        """The RFC 8785 bytes the signature covers (everything but ``signature`` and ``proof``)."""
+        return canonical_json(self.unsigned_json())
+
+    def to_json(self) -> dict[str, object]:
+        """The receipt as JSON: the signed members, then ``signature`` and ``proof`` if set."""
+        out = self.unsigned_json()
+        if self.signature is not None:
+            out["signature"] = self.signature.to_json()
+        if self.proof is not None:
+            out["proof"] = self.proof
+        return out
+
+    def entry(self) -> LogEntry:
+        """The log entry this receipt commits to (raises ``EntryError`` if it cannot be one)."""
+        return LogEntry(id=self.id, server=self.server, tool=self.tool,
+                        call_sha256=bytes.fromhex(self.call_sha256), issued_at=self.issued_at)
+
+    def with_proof(self, proof: str | None) -> Receipt:
+        """The same signed receipt with another (or no) proof."""
+        return dataclasses.replace(self, proof=proof)
+
+    def without_proof(self) -> Receipt:
+        return self if self.proof is None else dataclasses.replace(self, proof=None)
+
+
 class ReceiptKey:
     """An Ed25519 key that signs receipts.
 
@@ -269,6 +397,19 @@ class ReceiptKey:
         body = {k: v for k, v in receipt.items() if k not in ("signature", "proof")}
         message = receipt_jcs(body)
         return b64url_encode(self._signing_key.sign(message).signature)
+
+    def sign_receipt(self, receipt: Receipt) -> Receipt:
+        """``receipt`` signed by this key (its ``proof``, if any, is kept and not signed).
+
+        The receipt must be well formed already (:meth:`Receipt.for_entry` checks it), so
+        this costs one JCS and one signature.
+        """
+        # The fast JCS: a checked receipt holds only strings and a safe integer, the shape
+        # receipt_jcs is property-tested to spell exactly as rfc8785 does.
+        message = receipt_jcs(receipt.unsigned_json())
+        raw = self._signing_key.sign(message).signature
+        return dataclasses.replace(receipt, signature=ReceiptSignature(self.kid,
+                                                                       b64url_encode(raw)))
 
     def __repr__(self) -> str:
         return f"ReceiptKey(kid={self.kid!r})"
@@ -361,22 +502,28 @@ class Jwks:
             ]
         }
 
-    def verify(self, receipt: Mapping[str, object]) -> None:
+    def verify(self, receipt: Receipt | Mapping[str, object]) -> None:
         """Check the receipt's signature; raises :class:`ReceiptSignatureError`.
 
         Only the signature is checked here (over the receipt as given, minus
-        ``signature`` and ``proof``); use :func:`validate_receipt_shape` for the shape.
+        ``signature`` and ``proof``); use :func:`validate_receipt_shape` (or parse it with
+        :meth:`Receipt.from_json`) for the shape.
         """
-        if not isinstance(receipt, Mapping):
-            raise ReceiptSignatureError("malformed", "receipt must be an object")
-        if "signature" not in receipt:
-            raise ReceiptSignatureError("missing", "receipt has no signature")
-        signature = receipt["signature"]
-        if not isinstance(signature, Mapping) or set(signature) != _SIGNATURE_KEYS:
-            raise ReceiptSignatureError(
-                "malformed", "signature must be an object with exactly alg, kid and sig"
-            )
-        alg, kid, sig = signature["alg"], signature["kid"], signature["sig"]
+        if isinstance(receipt, Receipt):
+            if receipt.signature is None:
+                raise ReceiptSignatureError("missing", "receipt has no signature")
+            alg, kid, sig = receipt.signature.alg, receipt.signature.kid, receipt.signature.sig
+        else:
+            if not isinstance(receipt, Mapping):
+                raise ReceiptSignatureError("malformed", "receipt must be an object")
+            if "signature" not in receipt:
+                raise ReceiptSignatureError("missing", "receipt has no signature")
+            signature = receipt["signature"]
+            if not isinstance(signature, Mapping) or set(signature) != _SIGNATURE_KEYS:
+                raise ReceiptSignatureError(
+                    "malformed", "signature must be an object with exactly alg, kid and sig"
+                )
+            alg, kid, sig = signature["alg"], signature["kid"], signature["sig"]
         if alg != RECEIPT_ALG:
             raise ReceiptSignatureError("bad_alg", f"alg {alg!r} is not {RECEIPT_ALG!r}")
         if not isinstance(kid, str) or kid not in self._keys:

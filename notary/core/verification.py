@@ -17,12 +17,12 @@ from ledger.core.proofs import ProofError, verify_inclusion
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError
 from ledger.core.tlog_proof import ProofBundle, ProofBundleError, decode_proof_bundle
 from notary.core.canonical import CanonicalizationError
-from notary.core.entry import EntryError, LogEntry
+from notary.core.entry import EntryError
 from notary.core.receipts import (
     Jwks,
+    Receipt,
     ReceiptFormatError,
     ReceiptSignatureError,
-    validate_receipt_shape,
 )
 from notary.core.records import RecordError, record_from_json
 
@@ -73,26 +73,23 @@ class Verdict:
         }
 
 
-def check_record(receipt: Mapping[str, object], record: Mapping[str, object] | None
-                 ) -> LevelResult:
+def check_record(receipt: Receipt, record: Mapping[str, object] | None) -> LevelResult:
     """Level 1: the call record rebuilds the receipt's ``call_sha256``."""
     if record is None:
         return skipped("no call record given")
-    server = receipt.get("server")
     try:
-        rec = record_from_json(record, server=server if isinstance(server, str) else None)
+        rec = record_from_json(record, server=receipt.server)
         digest = rec.call_sha256()
     except (RecordError, CanonicalizationError) as e:
         return failed(f"the record is not a valid rs-tool-call/1 record: {e}")
-    if rec.server != receipt.get("server") or rec.tool != receipt.get("tool"):
+    if rec.server != receipt.server or rec.tool != receipt.tool:
         return failed("the record's server or tool differs from the receipt's")
-    if digest != receipt.get("call_sha256"):
-        return failed(f"the record hashes to {digest}, the receipt says "
-                      f"{receipt.get('call_sha256')}")
+    if digest != receipt.call_sha256:
+        return failed(f"the record hashes to {digest}, the receipt says {receipt.call_sha256}")
     return passed()
 
 
-def check_signature(receipt: Mapping[str, object], jwks: Jwks | None) -> LevelResult:
+def check_signature(receipt: Receipt, jwks: Jwks | None) -> LevelResult:
     """Level 2: the receipt is signed by a trusted receipt key."""
     if jwks is None:
         return skipped("no receipt keys (JWKS) given")
@@ -100,11 +97,12 @@ def check_signature(receipt: Mapping[str, object], jwks: Jwks | None) -> LevelRe
         jwks.verify(receipt)
     except ReceiptSignatureError as e:
         return failed(str(e))
-    return passed(f"kid {receipt['signature']['kid']}")  # type: ignore[index]
+    assert receipt.signature is not None  # verify() refuses a receipt without one
+    return passed(f"kid {receipt.signature.kid}")
 
 
 def check_inclusion(
-    receipt: Mapping[str, object],
+    receipt: Receipt,
     proof: str | bytes | None,
     log_verifier: NoteVerifier | None,
 ) -> tuple[LevelResult, ProofBundle | None, Checkpoint | None]:
@@ -118,18 +116,17 @@ def check_inclusion(
     except ProofBundleError as e:
         return failed(f"malformed proof bundle: {e}"), None, None
     try:
-        entry = LogEntry.from_receipt(receipt)
+        entry = receipt.entry()
     except EntryError as e:
         return failed(f"cannot rebuild the log entry from the receipt: {e}"), bundle, None
-    ledger = receipt.get("ledger")
-    if not isinstance(ledger, Mapping) or ledger.get("index") != bundle.index:
+    if receipt.index != bundle.index:
         return failed("the proof is for another index than the receipt's"), bundle, None
     try:
         cp, _ = open_checkpoint(bundle.checkpoint, log_verifier)
     except (NoteError, ValueError) as e:
         return failed(f"checkpoint: {e}"), bundle, None
-    if ledger.get("origin") != cp.origin:
-        return failed(f"the receipt names log {ledger.get('origin')!r}, the checkpoint "
+    if receipt.origin != cp.origin:
+        return failed(f"the receipt names log {receipt.origin!r}, the checkpoint "
                       f"{cp.origin!r}"), bundle, cp
     try:
         verify_inclusion(bundle.index, cp.size, leaf_hash(entry.encode()), bundle.proof,
@@ -157,8 +154,16 @@ def check_witnesses(checkpoint: bytes, log_verifier: NoteVerifier, policy: TlogP
     return failed(f"{counted}; quorum {policy.describe()} not met")
 
 
+def malformed_verdict(problem: ReceiptFormatError) -> Verdict:
+    """The verdict on a receipt that cannot be parsed: levels 1-3 failed with the reason."""
+    verdict = Verdict()
+    for name in LEVELS[:3]:
+        verdict.levels[name] = failed(f"malformed receipt: {problem}")
+    return verdict
+
+
 def verify_receipt(
-    receipt: Mapping[str, object],
+    receipt: Receipt | Mapping[str, object],
     *,
     record: Mapping[str, object] | None,
     jwks: Jwks | None,
@@ -173,17 +178,18 @@ def verify_receipt(
     Witnesses are trusted through ``witness_policy`` (a C2SP tlog-policy), or in the simple
     form ``witnesses`` with ``quorum`` (k of them); level 4 is required when the policy needs
     any cosignature.
+
+    A receipt given as JSON is parsed first (:meth:`Receipt.from_json`); a malformed one
+    fails levels 1-3 with the reason.
     """
     verdict = Verdict()
     try:
-        validate_receipt_shape(receipt)
+        if not isinstance(receipt, Receipt):
+            receipt = Receipt.from_json(receipt)
     except ReceiptFormatError as e:
-        for name in LEVELS[:3]:
-            verdict.levels[name] = failed(f"malformed receipt: {e}")
-        return verdict
+        return malformed_verdict(e)
     if proof is None:
-        own = receipt.get("proof")
-        proof = own if isinstance(own, str) else None
+        proof = receipt.proof
     if witness_policy is None and (witnesses or quorum):
         try:
             witness_policy = TlogPolicy.from_quorum(witnesses, quorum)

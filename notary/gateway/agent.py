@@ -25,6 +25,7 @@ from mcp import Client
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
 from notary.core.meta import AER1_AGENT_META_KEY
+from notary.core.receipts import Receipt
 from notary.core.records import CallRecord, RecordError, hashed_result, new_salt
 from notary.sdk import NotaryClient, NotaryError
 from notary.sdk.mcp import result_to_wire
@@ -95,7 +96,7 @@ class AgentRecorder:
             # Arguments JavaScript cannot represent: the receipt covers the result alone.
             record = CallRecord(server=server, tool=name, arguments={}, result=wire,
                                 salt=new_salt())
-        notary_receipt: dict[str, Any] | None
+        notary_receipt: Receipt | None
         try:
             notary_receipt = await self.notary.notarize(server, name, record.call_sha256())
         except NotaryError:

@@ -27,6 +27,7 @@ Order of a ``tools/call`` (see :meth:`GatewayRuntime.call_tool`):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import json
@@ -51,7 +52,9 @@ from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
 from notary.core.ids import now_issued_at
 from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
-from notary.core.records import CallRecord, RecordError, name_problem, new_salt
+from notary.core.receipts import Receipt, ReceiptFormatError
+from notary.core.records import CallRecord, RecordError, name_problem, new_salt, record_from_json
+from notary.core.toolcall import RebuildError, notarization_block, rebuild_record
 from notary.gateway import codes
 from notary.gateway.policy import (
     Decision,
@@ -231,11 +234,12 @@ class GatewayRuntime:
         policy = load_policy_text(path.read_text("utf-8"))
         commitment = policy.commitment(self.salt)
         receipt = await self.notary.notarize(self.name, codes.POLICY_COMMIT_TOOL, commitment)
-        await self.store.save_policy(commitment, now_issued_at(), receipt)
-        state = PolicyState(policy, commitment, stamp, receipt)
+        evidence = receipt.to_json()  # kept as the notary signed it, with its proof
+        await self.store.save_policy(commitment, now_issued_at(), evidence)
+        state = PolicyState(policy, commitment, stamp, evidence)
         self._policy = state
         await _log.ainfo("policy_committed", policy=str(path), commitment=commitment,
-                         receipt=receipt.get("id"), tools=sorted(policy.tools))
+                         receipt=receipt.id, tools=sorted(policy.tools))
         return state
 
     async def _current_policy(self) -> PolicyState:
@@ -441,7 +445,8 @@ class GatewayRuntime:
         digest = sha256_jcs(record)
         receipt: dict[str, Any] | None
         try:
-            receipt = await self.notary.notarize(self.name, codes.POLICY_DECISION_TOOL, digest)
+            receipt = (await self.notary.notarize(self.name, codes.POLICY_DECISION_TOOL,
+                                                  digest)).to_json()
         except NotaryError as e:
             receipt = None
             await _log.aerror("decision_not_notarized", tool=tool, error=str(e))
@@ -539,20 +544,24 @@ class GatewayRuntime:
     def _aer1(self, tool: str, arguments: dict[str, Any], wire: dict[str, Any],
               observed: bool) -> dict[str, Any]:
         """The AER-1 receipt of the final result, from the SDK's notarization block."""
-        block = wire["_meta"].get(TOOL_CALL_META_KEY)
-        block = block if isinstance(block, dict) else {}
-        notarized = block.get("notarized") is not False and isinstance(block.get("salt"), str)
-        salt = block["salt"] if notarized else new_salt()
+        block = notarization_block(wire) or {}
+        receipt: Receipt | None = None
         try:
-            record = CallRecord(server=self.name, tool=tool, arguments=arguments, result=wire,
-                                salt=salt)
-        except (RecordError, CanonicalizationError):
-            # The notarizer refused the same record (so it is marked unnotarized); AER-1 still
-            # needs bytes, so it describes the result without the arguments it cannot encode.
-            record = CallRecord(server=self.name, tool=tool, arguments={}, result=wire,
-                                salt=new_salt())
-            notarized = False
-        receipt = block.get("receipt") if notarized else None
+            # The record the notarizer hashed, rebuilt as every verifier rebuilds it.
+            record = record_from_json(rebuild_record(tool, arguments, wire, server=self.name))
+            with contextlib.suppress(KeyError, ReceiptFormatError):
+                receipt = Receipt.from_json(block["receipt"])
+        except (RebuildError, RecordError, CanonicalizationError):
+            # Not notarized (the notarizer refused the same record, or the notary was out of
+            # reach). AER-1 still needs bytes: it describes the result, without the arguments
+            # when they are what cannot be encoded, under a salt of its own.
+            try:
+                record = CallRecord(server=self.name, tool=tool, arguments=arguments,
+                                    result=wire, salt=new_salt())
+            except (RecordError, CanonicalizationError):
+                record = CallRecord(server=self.name, tool=tool, arguments={}, result=wire,
+                                    salt=new_salt())
+            receipt = None
         kwargs: dict[str, Any] = {
             "record": record, "provenance": aer1.PROVENANCE_GATEWAY,
             "verification_status": "execution_observed" if observed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -12,10 +11,8 @@ from aiohttp import web
 
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, add_ledger_routes
-from ledger.log import Log
-from ledger.storage.sqlite import SqliteStore
 from notary.config import ConfigError, Settings
-from notary.http.appkeys import METRICS, NOTARY, SETTINGS, VERIFIER
+from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE, VERIFIER
 from notary.http.integrity import damage_middleware, integrity_context
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
@@ -23,9 +20,9 @@ from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import add_tool_call_routes
 from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
-from notary.keys import Paths, create_log_key, create_receipt_key, load_log_key
-from notary.service import Notary
-from notary.store.sqlite import NotaryDB, connect_admin, init_schema
+from notary.keys import Paths, create_log_key, load_log_key, write_receipt_key
+from notary.startup import open_notary
+from notary.store import is_memory
 
 _log = structlog.get_logger("notary")
 
@@ -37,7 +34,9 @@ class FirstRun:
 
 
 def init_data_dir(settings: Settings) -> FirstRun | None:
-    """Create the data directory, keys (0600) and database on first run; None if present."""
+    """Create the data directory and keys (0600) on first run (and the SQLite file, 0600, for
+    the accounts it will hold); None if present. The store's tables are created when the store
+    is first opened, and the receipt key is registered in it then."""
     paths = Paths(settings.data)
     if paths.log_key.exists():
         signer = load_log_key(paths)
@@ -49,10 +48,9 @@ def init_data_dir(settings: Settings) -> FirstRun | None:
         return None
     paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     signer = create_log_key(paths, settings.default_origin)
-    os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
-    init_schema(paths.db)
-    with connect_admin(paths.db) as conn:
-        key = create_receipt_key(paths, conn)
+    if not is_memory(settings.database):
+        os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
+    key = write_receipt_key(paths)
     return FirstRun(signer.verifier_key_text(), key.kid)
 
 
@@ -87,26 +85,17 @@ async def _verify_pool_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
-    paths = Paths(settings.data)
-    signer = load_log_key(paths)
-    db = await NotaryDB.open(paths.db)
-    notary = Notary(db, paths, settings.base_url)
-    try:
-        await notary.refresh_keys(force=True)
-        store = await SqliteStore.open(paths.db, create=True)
-        log = await Log.open(store, signer=signer, hook=notary.hook,
-                             observer=app[METRICS].observe_batch, max_batch=settings.max_batch)
-    except (sqlite3.DatabaseError, OSError):
-        await db.close()
-        raise
-    notary.log = log
+    notary = await open_notary(settings, observer=app[METRICS].observe_batch)
+    log = notary.log
+    assert log is not None
     app[LOG] = log
     app[NOTARY] = notary
+    app[STORE] = notary.store
     head = await log.head(0)
     _log.info("notary_started", origin=log.origin, size=head.size if head else 0,
-              url=settings.base_url)
+              url=settings.base_url, database=settings.database or "sqlite")
     yield
-    # Draining: the sequencer commits everything already pending before it stops.
+    # Draining: the sequencer commits everything already pending before it stops (and closes
+    # the store with it).
     await log.close()
-    await db.close()
     _log.info("notary_stopped")

@@ -9,9 +9,11 @@ from notary.config import Settings
 from notary.http.metrics import Metrics
 from notary.http.verify_pool import VerifyPool
 from notary.service import Notary
+from notary.store.base import NotaryStore
 
 SETTINGS = web.AppKey("notary.settings", Settings)
 NOTARY = web.AppKey("notary.service", Notary)
 METRICS = web.AppKey("notary.http.metrics", Metrics)
 VERIFIER = web.AppKey("notary.http.verify_pool", VerifyPool)
+STORE = web.AppKey("notary.store", NotaryStore)
 SCRUB = web.AppKey("notary.scrub", Scrubber)  # absent when the scrub is off (scrub_rate 0)

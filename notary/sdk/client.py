@@ -31,6 +31,7 @@ import aiohttp
 from ledger.client.http import MAX_JSON_BYTES, MAX_JSON_DEPTH, read_bounded
 from ledger.core.boundedjson import JsonError, parse_json
 from notary.core.errors import NotaryBaseError
+from notary.core.receipts import Receipt, ReceiptFormatError
 
 __all__ = [
     "NotaryClient",
@@ -133,6 +134,18 @@ def _error_body(status: int, reason: str | None, body: bytes) -> tuple[str, str]
     return f"http_{status}", text or (reason or "no message")
 
 
+def _receipt(doc: dict[str, Any], path: str) -> Receipt:
+    """The notary's answer as a :class:`Receipt`: strictly shaped, signed, with a proof."""
+    try:
+        receipt = Receipt.from_json(doc)
+    except ReceiptFormatError as exc:
+        raise NotaryResponseError(f"the notary's answer to {path} is not a receipt: {exc}"
+                                  ) from exc
+    if receipt.signature is None or receipt.proof is None:
+        raise NotaryResponseError("the notary's receipt lacks its signature or its proof")
+    return receipt
+
+
 class NotaryClient:
     """Client for one notary. Use as ``async with NotaryClient(url, key) as notary: ...``.
 
@@ -216,37 +229,46 @@ class NotaryClient:
 
     # API ------------------------------------------------------------------------------------
 
-    async def notarize(self, server: str, tool: str, call_sha256: str) -> dict[str, Any]:
-        """Notarize one call digest; the receipt with its top-level ``proof``.
+    async def notarize(self, server: str, tool: str, call_sha256: str) -> Receipt:
+        """Notarize one call digest; the receipt with its ``proof``.
 
         Sends only the server name, the tool name and the digest. A digest already notarized
-        returns its existing receipt. The receipt is checked to be *for this call* (same
-        server, tool and digest, and a ``proof`` present) before it is returned, because a
-        receipt for anything else would be embedded in a result it does not describe.
+        returns its existing receipt. The receipt is parsed strictly and checked to be *for
+        this call* (same server, tool and digest, signed, with a ``proof``) before it is
+        returned, because a receipt for anything else would be embedded in a result it does
+        not describe. Its signature is the verifier's to check, against keys it trusts.
         """
         if self._api_key is None:
             raise ValueError("notarize() needs an API key; pass api_key to NotaryClient")
         if not isinstance(call_sha256, str) or _HEX64.fullmatch(call_sha256) is None:
             raise ValueError("call_sha256 must be 64 lower-case hex characters")
         body = {"server": server, "tool": tool, "call_sha256": call_sha256}
-        receipt = await self._request("POST", "/v1/tool-calls", body, auth=True)
+        doc = await self._request("POST", "/v1/tool-calls", body, auth=True)
         for key in _RECEIPT_FIELDS:
-            if receipt.get(key) != body[key]:
+            if doc.get(key) != body[key]:
                 raise NotaryResponseError(
-                    f"the notary returned a receipt whose {key} is {receipt.get(key)!r}, "
+                    f"the notary returned a receipt whose {key} is {doc.get(key)!r}, "
                     f"not {body[key]!r}"
                 )
-        if not isinstance(receipt.get("id"), str) or not isinstance(receipt.get("proof"), str):
-            raise NotaryResponseError("the notary's receipt lacks its id or its proof")
+        return _receipt(doc, "/v1/tool-calls")
+
+    async def get_receipt(self, receipt_id: str) -> Receipt:
+        """The receipt ``receipt_id`` with a proof to the notary's latest checkpoint."""
+        path = f"/v1/tool-calls/{quote(receipt_id, safe='')}"
+        receipt = _receipt(await self._request("GET", path), path)
+        if receipt.id != receipt_id:
+            raise NotaryResponseError(f"the notary answered receipt {receipt.id!r} for "
+                                      f"{receipt_id!r}")
         return receipt
 
-    async def get_receipt(self, receipt_id: str) -> dict[str, Any]:
-        """The receipt ``receipt_id`` with a proof to the notary's latest checkpoint."""
-        return await self._request("GET", f"/v1/tool-calls/{quote(receipt_id, safe='')}")
-
-    async def lookup(self, call_sha256: str) -> dict[str, Any]:
+    async def lookup(self, call_sha256: str) -> Receipt:
         """The receipt issued for ``call_sha256`` (raises NotaryHTTPError 404 if none)."""
-        return await self._request("GET", "/v1/tool-calls", params={"call_sha256": call_sha256})
+        receipt = _receipt(await self._request("GET", "/v1/tool-calls",
+                                               params={"call_sha256": call_sha256}),
+                           "/v1/tool-calls")
+        if receipt.call_sha256 != call_sha256:
+            raise NotaryResponseError("the notary answered a receipt for another call_sha256")
+        return receipt
 
     async def verify(self, receipt_id: str, record: Mapping[str, Any]) -> dict[str, Any]:
         """Online verification: the notary's per-level verdict for ``record``.

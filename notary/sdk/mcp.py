@@ -56,8 +56,9 @@ from ledger.core.note import NoteVerifier
 from notary.core.canonical import CanonicalizationError
 from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
-from notary.core.receipts import Jwks
-from notary.core.records import SPEC, CallRecord, RecordError, hashed_result, is_final, new_salt
+from notary.core.receipts import Jwks, Receipt
+from notary.core.records import SPEC, CallRecord, RecordError, is_final, new_salt
+from notary.core.toolcall import rebuild_record
 from notary.core.verification import Verdict, verify_receipt
 from notary.sdk.client import NotaryClient, NotaryError
 
@@ -245,14 +246,14 @@ class Notarizer:
             return self._failed(tool, wire, _describe(exc))
         block: dict[str, Any] = {
             "spec": SPEC,
-            "id": receipt["id"],
+            "id": receipt.id,
             "call_sha256": digest,
             "salt": record.salt,
-            "receipt_url": f"{self.public_url}/v1/tool-calls/{receipt['id']}",
+            "receipt_url": f"{self.public_url}/v1/tool-calls/{receipt.id}",
             "verify_url": f"{self.public_url}/v1/tool-calls/verify",
         }
         if self.embed_receipt:
-            block["receipt"] = copy.deepcopy(receipt)
+            block["receipt"] = receipt.to_json()
         return self._with_block(tool, wire, block)
 
     def _with_block(self, tool: str, wire: dict[str, Any], block: dict[str, Any]
@@ -374,25 +375,10 @@ def record_for(tool: str, arguments: Mapping[str, Any] | None,
     ``result`` the ``CallToolResult`` it got back (or its wire JSON). The salt comes from
     the result's notarization block. ``server`` is omitted unless given: the verifier then
     takes it from the receipt; pass the server name you expect to pin it. Raises
-    ``ValueError`` if the result carries no usable notarization block.
+    ``ValueError`` if the result carries no usable notarization block. The verifier and the
+    gateway rebuild records with the same function (:func:`notary.core.toolcall.rebuild_record`).
     """
-    block = notarization_of(result)
-    if block is None:
-        raise ValueError(f"the result has no {TOOL_CALL_META_KEY} block in _meta")
-    if block.get("notarized") is False:
-        raise ValueError(f"the result was not notarized: {block.get('reason')}")
-    salt = block.get("salt")
-    if not isinstance(salt, str):
-        raise ValueError(f"the {TOOL_CALL_META_KEY} block has no salt")
-    record: dict[str, Any] = {
-        "tool": tool,
-        "arguments": {} if arguments is None else dict(arguments),
-        "result": hashed_result(received_wire(result)),
-        "salt": salt,
-    }
-    if server is not None:
-        record["server"] = server
-    return record
+    return rebuild_record(tool, arguments, received_wire(result), server=server)
 
 
 def verify_tool_result(
@@ -402,7 +388,7 @@ def verify_tool_result(
     *,
     jwks: Jwks | None,
     log_verifier: NoteVerifier | None,
-    receipt: Mapping[str, Any] | None = None,
+    receipt: Receipt | Mapping[str, Any] | None = None,
     server: str | None = None,
 ) -> Verdict:
     """Verify a received tool result offline: record, receipt signature, inclusion.

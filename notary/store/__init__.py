@@ -1,1 +1,46 @@
-"""notary.store."""
+"""The notary's store: the typed contract (``base``) and its backends (``memory``, ``sqlite``).
+
+:func:`open_store` picks the backend from the ``database`` setting: empty for the SQLite file in
+the data directory (the default), ``memory:`` for a throwaway store that lives as long as one
+``notary serve`` process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ledger.storage.base import StoreError
+from notary.store.base import NotaryStore
+from notary.store.memory import MemoryNotaryStore
+from notary.store.sqlite import SqliteNotaryStore
+
+__all__ = ["MEMORY", "check_database", "is_memory", "open_store"]
+
+MEMORY = "memory:"
+
+
+def is_memory(database: str) -> bool:
+    return database == MEMORY
+
+
+def check_database(database: str) -> None:
+    """Refuse a ``database`` setting no backend understands (StoreError names the choices)."""
+    if database not in ("", MEMORY):
+        raise StoreError(f"database {database!r} is not supported: leave it empty for the SQLite "
+                         f"file in the data directory, or use {MEMORY!r}")
+
+
+async def open_store(database: str, sqlite_path: Path, *, create: bool = False,
+                     entry_url_bases: Sequence[str] = ()) -> NotaryStore:
+    """The notary store ``database`` selects (see the module doc).
+
+    ``sqlite_path`` is the SQLite file (used when ``database`` is empty); ``create`` allows a
+    new one; ``entry_url_bases`` are the base URLs older receipts may have been signed with,
+    for migrating a store of an older layout (the current base URL first).
+    """
+    check_database(database)
+    if is_memory(database):
+        return MemoryNotaryStore()
+    return await SqliteNotaryStore.open(sqlite_path, create=create,
+                                        entry_url_bases=entry_url_bases)

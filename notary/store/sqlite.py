@@ -1,254 +1,380 @@
-"""The notary's own tables, in the same SQLite file as the log so that a receipt row and the log
-entry it points at commit in one transaction (see ``Notary.hook``).
+"""The notary's store on SQLite: the log's file (``ledger.storage.sqlite``) with the notary's
+tables beside the tiles, so that a receipt row and the log entry it points at commit in one
+transaction. The layout and its migrations are in :mod:`notary.store.sqlite_schema`.
 
-Rows here are an index over the log plus accounts: the log entry carries everything a receipt
-signs, and the account never enters the log.
+Point reads (a receipt, an API key, usage) are indexed lookups in a WAL database, where readers
+never wait for the writer: they take microseconds, less than a hop to a worker thread, so they
+run on the caller's thread on their own connection. Batch writes are buffered into the log's
+transaction and run in its commit trip; the screen of a batch (duplicates, usage) reads on the
+writer connection under the lock, in one trip. Administration takes short write transactions
+of its own, beside a running server in this process or another.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Self, cast
 
 import aiosqlite
 
-TABLES = """
-CREATE TABLE IF NOT EXISTS accounts (
-    name TEXT PRIMARY KEY, monthly_allowance INTEGER, created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id TEXT PRIMARY KEY, account TEXT NOT NULL REFERENCES accounts(name),
-    secret_sha256 BLOB NOT NULL, created REAL NOT NULL, revoked REAL);
-CREATE TABLE IF NOT EXISTS usage (
-    account TEXT NOT NULL, month TEXT NOT NULL, count INTEGER NOT NULL,
-    PRIMARY KEY (account, month));
-CREATE TABLE IF NOT EXISTS receipts (
-    id TEXT PRIMARY KEY, call_sha256 TEXT NOT NULL UNIQUE, idx INTEGER NOT NULL UNIQUE,
-    server TEXT NOT NULL, tool TEXT NOT NULL, issued_at TEXT NOT NULL,
-    kid TEXT NOT NULL, sig TEXT NOT NULL, account TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS receipt_keys (
-    kid TEXT PRIMARY KEY, jwk TEXT NOT NULL, created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS key_version (
-    one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL);
-INSERT OR IGNORE INTO key_version (one, n) VALUES (1, 0);
-"""
-# Any change to keys or accounts, by any program, bumps key_version (see NotaryDB.api_key).
-TABLES += "".join(
-    f"CREATE TRIGGER IF NOT EXISTS {table}_{op.lower()}_version AFTER {op} ON {table} "
-    "BEGIN UPDATE key_version SET n = n + 1 WHERE one = 1; END;\n"
-    for table in ("api_keys", "accounts") for op in ("INSERT", "UPDATE", "DELETE"))
+from ledger.storage.base import CheckpointRecord, StoreError
+from ledger.storage.sqlite import SqliteStore, SqliteWriteTx
+from notary.core.receipts import Receipt
+from notary.store.base import (
+    ApiKeyListing,
+    ApiKeyRecord,
+    IssuedReceipt,
+    ReceiptKeyRecord,
+    ReceiptWithheldError,
+    Screening,
+    UsageKey,
+)
+from notary.store.sqlite_schema import (
+    RECEIPT_COLUMNS,
+    RECEIPT_JOINS,
+    MigrationReport,
+    Needed,
+    Refs,
+    digest_key,
+    entry_at,
+    id_key,
+    last_issued_at,
+    lookup_salt,
+    prepare,
+    receipt_from_row,
+    receipt_statements,
+    resolve_refs,
+)
 
-#: The indexes of :meth:`NotaryDB.search_receipts`: newest first by (issued_at, idx), with the
-#: equality filters (server; server and tool; tool) leading the key.
-SEARCH_INDEXES = """
-CREATE INDEX IF NOT EXISTS receipts_by_time ON receipts (issued_at, idx);
-CREATE INDEX IF NOT EXISTS receipts_by_server_time ON receipts (server, issued_at, idx);
-CREATE INDEX IF NOT EXISTS receipts_by_server_tool_time ON receipts (server, tool, issued_at, idx);
-CREATE INDEX IF NOT EXISTS receipts_by_tool_time ON receipts (tool, issued_at, idx);
-"""
+__all__ = ["SqliteNotaryStore"]
 
-SCHEMA = TABLES + SEARCH_INDEXES
+_CHUNK = 500  # bound on the parameters of one IN (...) list
+_SCREEN_NOW = 32  # digests a batch screen reads on the event loop's thread (more: a thread trip)
 
-RECEIPT_COLUMNS = "id, call_sha256, idx, server, tool, issued_at, kid, sig, account"
-
-
-@dataclass(frozen=True)
-class ReceiptRow:
-    id: str
-    call_sha256: str
-    index: int
-    server: str
-    tool: str
-    issued_at: str
-    kid: str
-    sig: str
-    account: str
+_BY_ID = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_ids i JOIN receipts r ON r.idx = i.idx "
+          f"{RECEIPT_JOINS} WHERE i.k = ?")
+_BY_DIGEST = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_digests i JOIN receipts r ON r.idx = i.idx "
+              f"{RECEIPT_JOINS} WHERE i.k IN ({{marks}})")
+_SEARCH_COLUMNS = "r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix"
+_SEARCH_JOINS = ("JOIN receipt_keys k ON k.id = r.kid "
+                 "JOIN receipt_ledgers l ON l.id = r.ledger")
 
 
-@dataclass(frozen=True)
-class ApiKeyRow:
-    key_id: str
-    account: str
-    secret_sha256: bytes
-    revoked: float | None
-    monthly_allowance: int | None
-    found: bool = True  # False: the stand-in for an unknown key id (never authenticates)
+def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt: bytes,
+                        withheld: bool) -> dict[str, Receipt | None]:
+    """The stored receipts of these digests (None for a withheld one, looked for only when
+    ``withheld``); absent ones left out."""
+    wanted = set(digests)
+    out: dict[str, Receipt | None] = {}
+    keys = sorted({digest_key(d, salt) for d in wanted})
+    for i in range(0, len(keys), _CHUNK):
+        chunk = keys[i : i + _CHUNK]
+        sql = _BY_DIGEST.format(marks=",".join("?" * len(chunk)))
+        for row in conn.execute(sql, chunk):
+            receipt = receipt_from_row(row)
+            if receipt.call_sha256 in wanted:
+                out[receipt.call_sha256] = receipt
+    rest = sorted(wanted - out.keys()) if withheld else []
+    for i in range(0, len(rest), _CHUNK):
+        names = rest[i : i + _CHUNK]
+        marks = ",".join("?" * len(names))
+        for (digest,) in conn.execute(
+                f"SELECT call_sha256 FROM withheld_receipts WHERE call_sha256 IN ({marks})",
+                names):
+            out[digest] = None
+    return out
 
 
-#: What an unknown key id is checked against: a digest of the same length as a real one.
-UNKNOWN_KEY = ApiKeyRow("", "", bytes(32), None, None, found=False)
+def _log_size(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT size FROM log_state WHERE one = 1").fetchone()
+    return 0 if row is None else int(row[0])
 
 
-def init_schema(path: Path) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.executescript(SCHEMA)
+def _bundles(conn: sqlite3.Connection, numbers: Collection[int]) -> dict[int, bytes]:
+    """Entry bundles by number (a bundle's tile id is its number: see sqlite_schema)."""
+    out: dict[int, bytes] = {}
+    wanted = sorted(numbers)
+    for i in range(0, len(wanted), _CHUNK):
+        chunk = wanted[i : i + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        out.update((n, bytes(data)) for n, data in conn.execute(
+            f"SELECT id, data FROM tiles WHERE id IN ({marks})", chunk))
+    missing = set(wanted) - out.keys()
+    if missing:
+        raise StoreError(f"entry bundle {min(missing)} is missing from the store")
+    return out
 
 
-class NotaryDB:
-    """Point reads on their own connection; batch writes go through the log's transaction.
+def _first_index_at(conn: sqlite3.Connection, issued_at: str, size: int) -> int:
+    """The first log index whose entry was issued at or after ``issued_at`` (``size`` if
+    none): a bisection over the entries, which ``issued_at`` orders (a bundle read a step)."""
+    cache: dict[int, bytes] = {}
 
-    The reads are indexed lookups of one row in a WAL database, where readers never wait for the
-    writer: they take a few microseconds, less than handing them to a thread would, so they run
-    on the event loop's thread. The methods stay ``async`` so a networked backend fits the same
-    interface.
+    def at(index: int) -> str:
+        number = index >> 8
+        if number not in cache:
+            cache[number] = _bundles(conn, [number])[number]
+        return entry_at(cache[number], index).issued_at
+
+    lo, hi = 0, size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if at(mid) < issued_at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _usage(conn: sqlite3.Connection, keys: Collection[UsageKey]) -> dict[UsageKey, int]:
+    out = {}
+    for account, month in keys:
+        row = conn.execute("SELECT u.count FROM usage u JOIN accounts a ON a.id = u.account "
+                           "WHERE a.name = ? AND u.month = ?", (account, month)).fetchone()
+        out[(account, month)] = 0 if row is None else int(row[0])
+    return out
+
+
+class SqliteNotaryWriteTx(SqliteWriteTx):
+    """The log's transaction plus the notary's screen and receipt rows."""
+
+    def __init__(self, store: SqliteNotaryStore, latest: CheckpointRecord | None) -> None:
+        super().__init__(store, latest)
+        self._notary = store
+        self._new_refs = Refs()
+
+    async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
+                     ) -> Screening:
+        def read(conn: sqlite3.Connection) -> Screening:
+            store = self._notary
+            found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold)
+                     if digests else {})
+            return Screening(found, _usage(conn, usage), last_issued_at(conn))
+
+        if len(digests) + len(usage) <= _SCREEN_NOW:
+            # A small batch (light load, where latency counts): a few index lookups of a few
+            # microseconds each, less than the trip to the worker thread would cost.
+            return self._read_locked_now(read)
+        return await self._read_locked(read)
+
+    async def add_receipts(self, receipts: Sequence[IssuedReceipt],
+                           usage: Mapping[UsageKey, int]) -> None:
+        pairs = [(r.receipt, r.account) for r in receipts]
+        refs = Refs()
+        refs.merge(self._notary._refs)
+        refs.merge(self._new_refs)
+        missing = Needed.of(pairs).missing_from(refs)
+        missing.accounts |= {a for a, _ in usage} - refs.accounts.keys()
+        if missing:
+            # New names (a server's first receipt, or the first batch since start): one trip,
+            # inside this transaction; the ids are trusted by others only after the commit.
+            def resolve(conn: sqlite3.Connection) -> Refs:
+                return resolve_refs(conn, missing)
+
+            self._new_refs.merge(await self._read_locked(resolve))
+            refs.merge(self._new_refs)
+        for sql, rows in receipt_statements(pairs, refs, self._notary._salt):
+            self._queue(sql, rows)
+        if usage:
+            self._queue("INSERT INTO usage (account, month, count) VALUES (?, ?, ?) "
+                        "ON CONFLICT (account, month) DO UPDATE SET count = count + excluded.count",
+                        [(refs.accounts[a], m, n) for (a, m), n in usage.items()])
+
+    def _committed(self) -> None:
+        super()._committed()
+        self._notary._refs.merge(self._new_refs)
+
+
+class SqliteNotaryStore(SqliteStore):
+    """The log and the notary's tables in one SQLite file. Open with :meth:`open`.
+
+    ``migration`` tells what opening did to the notary's tables (created, migrated from an
+    older layout, receipts withheld): see :func:`notary.store.sqlite_schema.prepare`.
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self._keys: dict[str, ApiKeyRow] = {}
+    def __init__(self, path: Path, writer: sqlite3.Connection,
+                 reader: aiosqlite.Connection) -> None:
+        super().__init__(path, writer, reader)
+        self._refs = Refs()
+        self._salt = b""  # the store's lookup salt, read at open
+        # Only a migration withholds receipts, and only when it opens a version-1 store (before
+        # any current server runs on it); so "none withheld at open" stays true.
+        self._may_withhold = True
+        self.migration: MigrationReport | None = None
+        self._keys: dict[str, ApiKeyRecord] = {}
         self._keys_version: int | None = None
 
+    def _new_tx(self, latest: CheckpointRecord | None) -> SqliteNotaryWriteTx:
+        return SqliteNotaryWriteTx(self, latest)
+
+    def transaction(self) -> AbstractAsyncContextManager[SqliteNotaryWriteTx]:
+        # _transaction yields what _new_tx made, which is a SqliteNotaryWriteTx here.
+        return cast(AbstractAsyncContextManager[SqliteNotaryWriteTx], self._transaction())
+
     @classmethod
-    async def open(cls, path: Path) -> NotaryDB:
-        init_schema(path)
-        conn = sqlite3.connect(path, isolation_level=None, timeout=10)
-        return cls(conn)
+    async def open(cls, path: str | Path, *, create: bool = False, busy_timeout: float = 10.0,
+                   entry_url_bases: Sequence[str] = ()) -> Self:
+        """Open (``create``: or create) the file, and create or migrate the notary's tables.
 
-    async def close(self) -> None:
-        self.conn.close()
+        ``entry_url_bases`` are the base URLs that receipts of an older layout may have been
+        signed with (the current one first); a receipt that verifies under none is withheld.
+        """
+        store = await super().open(path, create=create, busy_timeout=busy_timeout)
+        try:
+            store.migration = await store._write_locked(lambda c: prepare(c, entry_url_bases))
+            store._salt = lookup_salt(store._point)
+            store._may_withhold = store._point.execute(
+                "SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None
+        except BaseException:
+            await store.close()
+            raise
+        return store
 
-    async def _one(self, sql: str, args: Sequence[Any]) -> Any:
-        return self.conn.execute(sql, args).fetchone()
+    # Receipts -------------------------------------------------------------------------------
 
-    async def receipt_by_id(self, receipt_id: str) -> ReceiptRow | None:
-        row = await self._one(f"SELECT {RECEIPT_COLUMNS} FROM receipts WHERE id = ?",
-                              (receipt_id,))
-        return None if row is None else ReceiptRow(*row)
+    def _withheld(self, column: str, value: str) -> None:
+        if not self._may_withhold:
+            return
+        row = self._point.execute(f"SELECT id, problem FROM withheld_receipts WHERE {column} = ?",
+                                  (value,)).fetchone()
+        if row is not None:
+            raise ReceiptWithheldError(row[0], row[1])
 
-    async def receipt_by_digest(self, call_sha256: str) -> ReceiptRow | None:
-        row = await self._one(f"SELECT {RECEIPT_COLUMNS} FROM receipts WHERE call_sha256 = ?",
-                              (call_sha256,))
-        return None if row is None else ReceiptRow(*row)
+    async def receipt_by_id(self, receipt_id: str) -> Receipt | None:
+        try:
+            key = id_key(receipt_id)
+        except ValueError:
+            return None
+        for row in self._point.execute(_BY_ID, (key,)):
+            receipt = receipt_from_row(row)
+            if receipt.id == receipt_id:
+                return receipt
+        self._withheld("id", receipt_id)
+        return None
 
-    # Search -------------------------------------------------------------------------------
-    # One self-contained query, kept apart so that it ports as one method of a store contract.
+    async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
+        found = _receipts_by_digest(self._point, [call_sha256], self._salt, self._may_withhold)
+        if call_sha256 in found and found[call_sha256] is None:
+            self._withheld("call_sha256", call_sha256)
+        return found.get(call_sha256)
 
     async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
                               since: str | None = None, until: str | None = None,
                               before: tuple[str, int] | None = None, limit: int = 20
-                              ) -> list[ReceiptRow]:
-        """Receipts newest first by ``(issued_at, index)``, at most ``limit`` of them.
-
-        ``since`` (inclusive) and ``until`` (exclusive) are ``issued_at`` strings in the
-        receipts' own fixed-width RFC 3339 form, so text order is time order. ``before`` is
-        the ``(issued_at, index)`` of the last row of the previous page: the next page starts
-        strictly after it, which keeps pages stable while new receipts arrive (they are newer
-        than any cursor). The index on ``(server, tool, issued_at, idx)`` (or its shorter
-        siblings) makes every combination a range scan.
-        """
-        where: list[str] = []
-        args: list[Any] = []
-        for column, value in (("server", server), ("tool", tool)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        if since is not None:
-            where.append("issued_at >= ?")
-            args.append(since)
-        if until is not None:
-            where.append("issued_at < ?")
-            args.append(until)
+                              ) -> list[Receipt]:
+        # issued_at never decreases along the log (see sqlite_schema): the time bounds are an
+        # index range, and (issued_at, idx) order is idx order. Receipts of version 1 were
+        # stamped before the lock and may be out of time order by a few milliseconds; the
+        # page is filtered exactly on its own issued_at, so none outside the bounds shows.
+        conn = self._point
+        refs: list[int] = []
+        where = ["r.idx >= ?", "r.idx < ?"]
+        for column, name in (("server", server), ("tool", tool)):
+            if name is None:
+                continue
+            row = conn.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return []  # never used: nothing to find
+            where.append(f"r.{column} = ?")
+            refs.append(int(row[0]))
+        size = _log_size(conn)
+        lo = 0 if since is None else _first_index_at(conn, since, size)
+        hi = size if until is None else _first_index_at(conn, until, size)
         if before is not None:
-            where.append("(issued_at, idx) < (?, ?)")
-            args.extend(before)
-        sql = (f"SELECT {RECEIPT_COLUMNS} FROM receipts"
-               + (" WHERE " + " AND ".join(where) if where else "")
-               + " ORDER BY issued_at DESC, idx DESC LIMIT ?")
-        args.append(limit)
-        return [ReceiptRow(*row) for row in self.conn.execute(sql, args).fetchall()]
+            hi = min(hi, before[1])
+        if lo >= hi or limit <= 0:
+            return []
+        rows = conn.execute(
+            f"SELECT {_SEARCH_COLUMNS} FROM receipts r {_SEARCH_JOINS} WHERE "
+            + " AND ".join(where) + " ORDER BY r.idx DESC LIMIT ?",
+            [lo, hi, *refs, limit]).fetchall()
+        bundles = _bundles(conn, {row[0] >> 8 for row in rows})
+        out = []
+        for idx, sig, kid, origin, prefix in rows:
+            receipt = receipt_from_row((idx, sig, kid, origin, prefix, bundles[idx >> 8]))
+            if (since is None or receipt.issued_at >= since) and (
+                    until is None or receipt.issued_at < until) and (
+                    before is None or (receipt.issued_at, receipt.index) < before):
+                out.append(receipt)
+        return out
 
-    async def api_key(self, key_id: str) -> ApiKeyRow:
-        """The key's row, or :data:`UNKNOWN_KEY`; the work is the same either way.
+    # Accounts, API keys and usage -----------------------------------------------------------
 
-        A database lookup costs measurably more when the row exists (the row is read and
-        joined), which would let a client learn which key ids exist. So every call runs the
-        same one-row query (the version that triggers bump on any change to keys or
-        accounts, from any process: revocation still takes effect at once), reloads all keys
-        when that version moved, a cost unrelated to the key asked for, and ends in a dict
-        lookup.
+    async def api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The key, or None; the work is the same either way.
+
+        A lookup of one key costs measurably more when the row exists (it is read and joined),
+        which would let a client learn which key ids exist. So every call runs the same one-row
+        query (``key_version``, which triggers bump on any change to keys or accounts from any
+        process, so a revocation takes effect at once), reloads all keys when it moved (a cost
+        unrelated to the key asked for), and ends in a dict lookup.
         """
-        (version,) = await self._one("SELECT n FROM key_version WHERE one = 1", ())
+        (version,) = self._point.execute("SELECT n FROM key_version WHERE one = 1").fetchone()
         if version != self._keys_version:
-            rows = self.conn.execute(
-                "SELECT k.key_id, k.account, k.secret_sha256, k.revoked, a.monthly_allowance "
-                "FROM api_keys k JOIN accounts a ON a.name = k.account").fetchall()
-            self._keys = {r[0]: ApiKeyRow(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
+            rows = self._point.execute(
+                "SELECT k.key_id, a.name, k.secret_sha256, k.revoked, a.monthly_allowance "
+                "FROM api_keys k JOIN accounts a ON a.id = k.account").fetchall()
+            self._keys = {r[0]: ApiKeyRecord(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
             self._keys_version = version  # read before the keys: a change in between reloads
-        return self._keys.get(key_id, UNKNOWN_KEY)
+        return self._keys.get(key_id)
 
     async def usage(self, account: str, month: str) -> int:
-        row = await self._one("SELECT count FROM usage WHERE account = ? AND month = ?",
-                              (account, month))
-        return 0 if row is None else int(row[0])
+        return _usage(self._point, [(account, month)])[(account, month)]
 
-    async def receipt_keys(self) -> list[tuple[str, str]]:
-        rows = self.conn.execute("SELECT kid, jwk FROM receipt_keys ORDER BY created").fetchall()
-        return [(r[0], r[1]) for r in rows]
+    async def create_api_key(self, account: str, monthly_allowance: int | None, key_id: str,
+                             secret_sha256: bytes) -> None:
+        now = time.time()
 
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO accounts (name, monthly_allowance, created) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET monthly_allowance = "
+                "coalesce(excluded.monthly_allowance, accounts.monthly_allowance)",
+                (account, monthly_allowance, now))
+            conn.execute(
+                "INSERT INTO api_keys (key_id, account, secret_sha256, created) "
+                "SELECT ?, id, ?, ? FROM accounts WHERE name = ?",
+                (key_id, secret_sha256, now, account))
 
-async def insert_receipts(conn: aiosqlite.Connection, rows: Sequence[ReceiptRow],
-                          usage: dict[tuple[str, str], int]) -> None:
-    """Inside the log's batch transaction: the receipts and the writes they count."""
-    await conn.executemany(
-        f"INSERT INTO receipts ({RECEIPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(r.id, r.call_sha256, r.index, r.server, r.tool, r.issued_at, r.kid, r.sig, r.account)
-         for r in rows],
-    )
-    await conn.executemany(
-        "INSERT INTO usage (account, month, count) VALUES (?, ?, ?) "
-        "ON CONFLICT (account, month) DO UPDATE SET count = count + excluded.count",
-        [(a, m, n) for (a, m), n in usage.items()],
-    )
+        try:
+            await self._write_locked(write)
+        except sqlite3.IntegrityError as e:
+            raise StoreError(f"cannot add API key {key_id}: {e}") from e
 
+    async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
+        rows = self._point.execute(
+            "SELECT k.key_id, a.name, a.monthly_allowance, coalesce(u.count, 0), k.created, "
+            "k.revoked FROM api_keys k JOIN accounts a ON a.id = k.account "
+            "LEFT JOIN usage u ON u.account = k.account AND u.month = ? "
+            "ORDER BY k.created, k.key_id", (month,)).fetchall()
+        return [ApiKeyListing(*r) for r in rows]
 
-# Administration (CLI): short synchronous transactions beside a running server.
+    async def revoke_api_key(self, key_id: str) -> bool:
+        now = time.time()
 
-def connect_admin(path: Path) -> sqlite3.Connection:
-    if not path.exists():
-        raise FileNotFoundError(f"no notary database at {path}; run `notary serve` once first")
-    init_schema(path)
-    conn = sqlite3.connect(path, timeout=10)
-    conn.execute("PRAGMA synchronous = FULL")
-    return conn
+        def write(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute("UPDATE api_keys SET revoked = ? WHERE key_id = ? "
+                               "AND revoked IS NULL", (now, key_id))
+            return cur.rowcount == 1
 
+        return await self._write_locked(write)
 
-def create_account_key(conn: sqlite3.Connection, account: str, allowance: int | None,
-                       key_id: str, secret_sha256: bytes) -> None:
-    now = time.time()
-    with conn:
-        conn.execute(
-            "INSERT INTO accounts (name, monthly_allowance, created) VALUES (?, ?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET monthly_allowance = "
-            "coalesce(excluded.monthly_allowance, accounts.monthly_allowance)",
-            (account, allowance, now),
-        )
-        conn.execute(
-            "INSERT INTO api_keys (key_id, account, secret_sha256, created) VALUES (?, ?, ?, ?)",
-            (key_id, account, secret_sha256, now),
-        )
+    # Receipt keys ---------------------------------------------------------------------------
 
+    async def receipt_keys(self) -> list[ReceiptKeyRecord]:
+        rows = self._point.execute(
+            "SELECT kid, jwk, created FROM receipt_keys ORDER BY created, id").fetchall()
+        return [ReceiptKeyRecord(*r) for r in rows]
 
-def list_keys(conn: sqlite3.Connection, month: str) -> list[tuple[Any, ...]]:
-    return conn.execute(
-        "SELECT k.key_id, k.account, a.monthly_allowance, coalesce(u.count, 0), k.created, "
-        "k.revoked FROM api_keys k JOIN accounts a ON a.name = k.account "
-        "LEFT JOIN usage u ON u.account = k.account AND u.month = ? ORDER BY k.created",
-        (month,),
-    ).fetchall()
+    async def add_receipt_key(self, kid: str, jwk: str, created: float) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute("INSERT OR IGNORE INTO receipt_keys (kid, jwk, created) "
+                               "VALUES (?, ?, ?)", (kid, jwk, created))
+            return cur.rowcount == 1
 
+        return await self._write_locked(write)
 
-def revoke_key(conn: sqlite3.Connection, key_id: str) -> bool:
-    with conn:
-        cur = conn.execute("UPDATE api_keys SET revoked = ? WHERE key_id = ? AND revoked IS NULL",
-                           (time.time(), key_id))
-    return cur.rowcount == 1
-
-
-def add_receipt_key(conn: sqlite3.Connection, kid: str, jwk: str) -> None:
-    with conn:
-        conn.execute("INSERT OR IGNORE INTO receipt_keys (kid, jwk, created) VALUES (?, ?, ?)",
-                     (kid, jwk, time.time()))

@@ -12,10 +12,32 @@ from urllib.parse import urlsplit
 
 from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
+from notary.core.receipts import Receipt, ReceiptFormatError
+from notary.core.toolcall import RebuildError, notarization_block, rebuild_record
 
 
 class VerifierInputError(NotaryBaseError, ValueError):
     """The inputs or trust material are unusable: a usage error (exit 2), not a verdict."""
+
+
+@dataclass(frozen=True)
+class MalformedReceipt:
+    """A receipt that was given but cannot be parsed: a failed verdict, not a usage error.
+
+    ``raw`` is kept for the report's summary; ``problem`` says what is wrong.
+    """
+
+    raw: Mapping[str, object]
+    problem: ReceiptFormatError
+
+
+def parse_receipt(obj: object, what: str) -> Receipt | MalformedReceipt:
+    """A receipt where it enters the verifier: parsed once, strictly, or kept as malformed."""
+    doc = _object(obj, what)
+    try:
+        return Receipt.from_json(doc)
+    except ReceiptFormatError as e:
+        return MalformedReceipt(doc, e)
 
 
 _SAVED_CALL_KEYS = frozenset({"tool", "arguments", "result", "server"})
@@ -31,17 +53,13 @@ def check_http_url(url: str) -> None:
         raise VerifierInputError(f"{url!r} is not an http(s) URL")
 
 
-def log_base_url(receipt: Mapping[str, object]) -> str | None:
+def log_base_url(receipt: Receipt) -> str | None:
     """The log's base URL, from the receipt's ``ledger.entry_url``.
 
     The notary writes ``<base>/v1/ledger/entries/<index>``; anything else falls back to the
     URL's scheme and host. None when there is no http(s) URL to go by.
     """
-    ledger = receipt.get("ledger")
-    url = ledger.get("entry_url") if isinstance(ledger, Mapping) else None
-    if not isinstance(url, str):
-        return None
-    parts = urlsplit(url)
+    parts = urlsplit(receipt.entry_url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return None
     path = _ENTRIES_PATH.sub("", parts.path) if _ENTRIES_PATH.search(parts.path) else ""
@@ -57,10 +75,14 @@ class ToolCall:
     ``_meta["com.rightshold/tool-call"]`` when the call came from a tool result.
     """
 
-    receipt: Mapping[str, object] | None
+    receipt: Receipt | MalformedReceipt | None
     record: Mapping[str, object] | None
     meta: Mapping[str, object] | None = None
     source: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.receipt, Mapping):  # a caller that built one by hand: parse it here
+            object.__setattr__(self, "receipt", parse_receipt(self.receipt, "the receipt"))
 
     @property
     def receipt_url(self) -> str | None:
@@ -90,27 +112,18 @@ def call_from_tool_result(
     if not isinstance(tool, str) or not tool:
         raise VerifierInputError("the tool name is required to rebuild the call record")
     args = _object({} if arguments is None else arguments, "the arguments")
-    meta_all = result.get("_meta")
-    block = meta_all.get(TOOL_CALL_META_KEY) if isinstance(meta_all, Mapping) else None
-    if not isinstance(block, Mapping):
-        raise VerifierInputError(f"the tool result has no _meta[{TOOL_CALL_META_KEY!r}]: it was "
-                                 "not notarized, or its _meta was stripped on the way")
-    meta: Mapping[str, object] = block
-    if meta.get("notarized") is False:
-        raise VerifierInputError(f"the server says this result was not notarized: "
-                                 f"{meta.get('reason', 'no reason given')}")
-    salt = meta.get("salt")
-    if not isinstance(salt, str):
-        raise VerifierInputError(f"_meta[{TOOL_CALL_META_KEY!r}].salt is missing: the record "
-                                 "cannot be rebuilt without it")
-    record: dict[str, object] = {"tool": tool, "arguments": args, "result": result, "salt": salt}
-    if server is not None:
-        record["server"] = server
-    if receipt is None:
-        embedded = meta.get("receipt")
-        if embedded is not None:
-            receipt = _object(embedded, f"_meta[{TOOL_CALL_META_KEY!r}].receipt")
-    return ToolCall(receipt, record, meta, "tool result")
+    try:
+        record = rebuild_record(tool, args, result, server=server)
+    except RebuildError as e:
+        raise VerifierInputError(str(e)) from e
+    meta = notarization_block(result)
+    assert meta is not None  # rebuild_record found it
+    given: Receipt | MalformedReceipt | None = None
+    if receipt is not None:
+        given = parse_receipt(receipt, "the receipt")
+    elif meta.get("receipt") is not None:
+        given = parse_receipt(meta["receipt"], f"_meta[{TOOL_CALL_META_KEY!r}].receipt")
+    return ToolCall(given, record, meta, "tool result")
 
 
 def call_from_saved_call(doc: Mapping[str, object],
@@ -137,7 +150,7 @@ def call_from_saved_call(doc: Mapping[str, object],
 def call_from_receipt_and_record(receipt: Mapping[str, object],
                                  record: Mapping[str, object]) -> ToolCall:
     """Format (c): a receipt (with ``proof``) and an rs-tool-call/1 call record."""
-    return ToolCall(_object(receipt, "the receipt"), _object(record, "the call record"),
+    return ToolCall(parse_receipt(receipt, "the receipt"), _object(record, "the call record"),
                     None, "receipt and record")
 
 

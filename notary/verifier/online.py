@@ -4,13 +4,12 @@ what the verifier saw before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ledger.client.http import FetchError, HttpClient
 from ledger.client.tiles import LogSource
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Verifier, NoteError
 from ledger.core.tlog_proof import decode_proof_bundle
+from notary.core.receipts import Receipt
 from notary.core.verification import (
     check_witnesses,
     failed,
@@ -29,7 +28,7 @@ from notary.verifier.state import (
 from notary.verifier.trust import Trust
 
 
-async def _level5(report: Report, receipt: Mapping[str, object], proof: str | None,
+async def _level5(report: Report, receipt: Receipt, proof: str | None,
                   log_key: Ed25519Verifier | None, trust: Trust, fetcher: HttpClient | None,
                   state: StateFile | None, log_url: str | None) -> None:
     verdict = report.verdict

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core.checkpoint import Checkpoint
+from notary.core.receipts import Receipt
 from notary.core.verification import (
     LEVELS,
     Verdict,
@@ -27,7 +28,7 @@ class Report:
     """
 
     verdict: Verdict
-    receipt: Mapping[str, object] | None = None
+    receipt: Receipt | Mapping[str, object] | None = None
     checkpoint: Checkpoint | None = None
     conflicts: list[Conflict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -38,7 +39,8 @@ class Report:
         """The receipt carrying the proof used: an upgraded receipt, ready to save."""
         if self.receipt is None:
             return None
-        out = dict(self.receipt)
+        out = (self.receipt.to_json() if isinstance(self.receipt, Receipt)
+               else dict(self.receipt))
         if self.proof is not None:
             out["proof"] = self.proof
         return out
@@ -100,9 +102,13 @@ class Report:
         return "\n".join(lines)
 
 
-def _receipt_summary(receipt: Mapping[str, object] | None) -> dict[str, object] | None:
+def _receipt_summary(receipt: Receipt | Mapping[str, object] | None
+                     ) -> dict[str, object] | None:
+    """What the report shows of the receipt (a malformed one as far as it goes)."""
     if receipt is None:
         return None
+    if isinstance(receipt, Receipt):
+        receipt = receipt.to_json()
     ledger = receipt.get("ledger")
     ledger = ledger if isinstance(ledger, Mapping) else {}
     return {k: receipt.get(k) for k in ("id", "server", "tool", "call_sha256", "issued_at")} | {

@@ -3,21 +3,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.note import Ed25519Verifier, NoteError, parse_note
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
+from notary.core.receipts import Receipt
 from notary.core.verification import (
     LevelResult,
     Verdict,
     failed,
+    malformed_verdict,
     passed,
     skipped,
     verify_receipt,
 )
-from notary.verifier.inputs import ToolCall, VerifierInputError, _object, log_base_url
+from notary.verifier.inputs import (
+    MalformedReceipt,
+    ToolCall,
+    VerifierInputError,
+    log_base_url,
+    parse_receipt,
+)
 from notary.verifier.online import _level5
 from notary.verifier.report import Report, require_level
 from notary.verifier.state import (
@@ -26,7 +33,7 @@ from notary.verifier.state import (
 from notary.verifier.trust import Trust
 
 
-def _select_log_key(receipt: Mapping[str, object], proof: str | None,
+def _select_log_key(receipt: Receipt, proof: str | None,
                     keys: Sequence[Ed25519Verifier]) -> Ed25519Verifier | LevelResult | None:
     """The trusted log key for the receipt's origin; a failed result when there is none.
 
@@ -35,8 +42,7 @@ def _select_log_key(receipt: Mapping[str, object], proof: str | None,
     """
     if not keys:
         return None
-    ledger = receipt.get("ledger")
-    origin = ledger.get("origin") if isinstance(ledger, Mapping) else None
+    origin = receipt.origin
     candidates = [k for k in keys if k.name == origin]
     if not candidates:
         return failed(f"no trusted log key for origin {origin!r} (trusted: "
@@ -52,7 +58,7 @@ def _select_log_key(receipt: Mapping[str, object], proof: str | None,
 
 
 async def _fetch_receipt(call: ToolCall, fetcher: HttpClient | None
-                         ) -> tuple[dict[str, Any], str]:
+                         ) -> tuple[Receipt | MalformedReceipt, str]:
     url = call.receipt_url
     if url is None:
         raise VerifierInputError("the tool result carries no receipt and no receipt_url; "
@@ -61,17 +67,17 @@ async def _fetch_receipt(call: ToolCall, fetcher: HttpClient | None
         raise VerifierInputError(f"the tool result carries no receipt, and offline it cannot be "
                                  f"fetched from {url}; pass it with --receipt")
     try:
-        receipt = _object(await fetcher.get_json(url), f"the receipt from {url}")
+        receipt = parse_receipt(await fetcher.get_json(url), f"the receipt from {url}")
     except FetchError as e:
         raise VerifierInputError(f"cannot fetch the receipt: {e}") from e
     return receipt, f"receipt fetched from {url}"
 
 
-async def _fetch_proof(receipt: Mapping[str, object], receipt_url: str | None,
+async def _fetch_proof(receipt: Receipt, receipt_url: str | None,
                        fetcher: HttpClient | None) -> tuple[str | None, str]:
     """The notary's current proof for a receipt (served with the receipt at its URL)."""
     base = log_base_url(receipt)
-    url = receipt_url or (f"{base}/v1/tool-calls/{receipt.get('id')}" if base else None)
+    url = receipt_url or (f"{base}/v1/tool-calls/{receipt.id}" if base else None)
     if fetcher is None or url is None:
         return None, "the receipt has no proof and offline none can be fetched"
     try:
@@ -84,7 +90,7 @@ async def _fetch_proof(receipt: Mapping[str, object], receipt_url: str | None,
     return proof, f"inclusion proof fetched from {url}"
 
 
-def _check_meta(call: ToolCall, receipt: Mapping[str, object], verdict: Verdict) -> None:
+def _check_meta(call: ToolCall, receipt: Receipt, verdict: Verdict) -> None:
     """Level 1 also covers the binding of the result's ``_meta`` to its receipt.
 
     ``_meta`` repeats ``id`` and ``call_sha256`` outside the signature; if they disagree with
@@ -92,18 +98,16 @@ def _check_meta(call: ToolCall, receipt: Mapping[str, object], verdict: Verdict)
     """
     if verdict.levels.get("record", skipped("")).status != "passed":
         return
-    if call.meta is None:
-        verdict.levels["record"] = passed(f"the call record hashes to call_sha256 "
-                                          f"{receipt.get('call_sha256')}")
-        return
-    for key in ("id", "call_sha256"):
-        if key in call.meta and call.meta[key] != receipt.get(key):
-            verdict.levels["record"] = failed(
-                f"the result's _meta {key} {call.meta[key]!r} differs from its receipt's "
-                f"{receipt.get(key)!r}")
-            return
+    signed = {"id": receipt.id, "call_sha256": receipt.call_sha256}
+    if call.meta is not None:
+        for key, value in signed.items():
+            if key in call.meta and call.meta[key] != value:
+                verdict.levels["record"] = failed(
+                    f"the result's _meta {key} {call.meta[key]!r} differs from its receipt's "
+                    f"{value!r}")
+                return
     verdict.levels["record"] = passed(f"the call record hashes to call_sha256 "
-                                      f"{receipt.get('call_sha256')}")
+                                      f"{receipt.call_sha256}")
 
 
 async def verify_tool_call(
@@ -128,13 +132,18 @@ async def verify_tool_call(
     :class:`VerifierStateError` for a state file that cannot be read or written.
     """
     notes: list[str] = []
-    receipt = call.receipt
-    if receipt is None:
-        receipt, note = await _fetch_receipt(call, fetcher)
+    given = call.receipt
+    if given is None:
+        given, note = await _fetch_receipt(call, fetcher)
         notes.append(note)
-    proof = receipt.get("proof")
-    proof_text = proof if isinstance(proof, str) else None
-    if proof is None:
+    if isinstance(given, MalformedReceipt):
+        verdict = malformed_verdict(given.problem)
+        verdict.levels["witnesses"] = skipped("the receipt is malformed")
+        verdict.levels["consistency"] = skipped("the receipt is malformed")
+        return Report(verdict, given.raw, None, notes=notes)
+    receipt = given
+    proof_text = receipt.proof
+    if proof_text is None:
         proof_text, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
         notes.append(note)
 
@@ -182,10 +191,6 @@ async def verify_tool_call(
                 notes.append(f"the receipt's own proof lacked the witness quorum: {note}")
     _check_meta(call, receipt, verdict)
     report = Report(verdict, receipt, verdict.checkpoint, notes=notes, proof=proof_text)
-    if "witnesses" not in verdict.levels:  # a malformed receipt stops after level 3
-        verdict.levels["witnesses"] = skipped("the receipt is malformed")
-        verdict.levels["consistency"] = skipped("the receipt is malformed")
-        return report
     if trust.requires_witnesses:
         require_level(verdict, "witnesses")
 

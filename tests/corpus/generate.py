@@ -60,10 +60,12 @@ from notary.core.canonical import CanonicalizationError, canonical_json
 from notary.core.entry import LogEntry
 from notary.core.ids import new_receipt_id, now_issued_at
 from notary.core.meta import TOOL_CALL_META_KEY as META_KEY
+from notary.core.receipts import Receipt
 from notary.core.records import SPEC, CallRecord, RecordError, new_salt, record_from_json
 from notary.keys import Paths, load_log_key
 from notary.sdk import Notarizer, NotaryClient
 from notary.verifier.inputs import (
+    MalformedReceipt,
     ToolCall,
     VerifierInputError,
     call_from_document,
@@ -177,7 +179,7 @@ def _apply_policy(report: Any, policy: Any, trust: Trust) -> None:
             "skipped", "no verified checkpoint to check cosignatures on"
         )
         return
-    note = decode_proof_bundle(report.receipt["proof"].encode()).checkpoint
+    note = decode_proof_bundle(report.receipt.proof.encode()).checkpoint
     origin = verdict.checkpoint.origin
     try:
         policy.verify(note, [k for k in trust.log_keys if k.name == origin])
@@ -221,8 +223,11 @@ def record_digest(case: Json) -> str | None:
         call = _call(case["input"])
     except VerifierInputError:
         return None
-    receipt = call.receipt if isinstance(call.receipt, dict) else {}
-    server = receipt.get("server") if isinstance(receipt.get("server"), str) else None
+    if isinstance(call.receipt, Receipt):
+        server: str | None = call.receipt.server
+    else:  # malformed (its raw form) or none
+        raw = call.receipt.raw if isinstance(call.receipt, MalformedReceipt) else {}
+        server = raw.get("server") if isinstance(raw.get("server"), str) else None  # type: ignore[assignment]
     if call.record is None:
         return None
     try:

@@ -86,13 +86,13 @@ async def issue(request: web.Request) -> web.Response:
     receipt, created = await notary.notarize(account, server, tool, digest)
     if created:
         request.app[METRICS].receipts.inc()
-    return web.json_response(receipt, status=201 if created else 200)
+    return web.json_response(receipt.to_json(), status=201 if created else 200)
 
 
 async def get_receipt(request: web.Request) -> web.Response:
     notary = request.app[NOTARY]
     receipt = await notary.get(_receipt_id(request.match_info["id"]))
-    return web.json_response(receipt)
+    return web.json_response(receipt.to_json())
 
 
 SEARCH_PARAMETERS = ("server", "tool", "since", "until", "cursor", "limit")
@@ -124,7 +124,7 @@ async def lookup_or_search(request: web.Request) -> web.Response:
             raise ApiError(400, "invalid_query", f"call_sha256 finds one receipt and takes no "
                            f"search parameters; drop {mixed}")
         receipt = await request.app[NOTARY].lookup(_digest(request.query["call_sha256"]))
-        return web.json_response(receipt)
+        return web.json_response(receipt.to_json())
     return await _search(request)
 
 
@@ -146,7 +146,8 @@ async def _search(request: web.Request) -> web.Response:
         server=server, tool=tool, since=since, until=until,
         before=None if cursor is None else cursor.key(), limit=limit)
     next_cursor = None if last is None else encode_cursor(Cursor(*last))
-    resp = web.json_response({"tool_calls": receipts, "next_cursor": next_cursor})
+    resp = web.json_response({"tool_calls": [r.to_json() for r in receipts],
+                              "next_cursor": next_cursor})
     resp.headers["Cache-Control"] = "no-cache"
     return resp
 
@@ -171,7 +172,7 @@ async def verify(request: web.Request) -> web.Response:
                 receipt_id = await pool.run(client, read_verify_request, raw)
                 _refused(receipt_id)
                 assert isinstance(receipt_id, str)
-                receipt = await notary.get(receipt_id)
+                receipt = (await notary.get(receipt_id)).to_json()
                 await notary.refresh_keys()
                 assert notary.log is not None
                 verdict = await pool.run(client, verify_request, raw, receipt,

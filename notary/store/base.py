@@ -1,0 +1,231 @@
+"""The notary's storage contract: the log's store (``ledger.storage.base``) plus the notary's
+own tables, accounts, API keys, usage, receipt keys and receipts, as typed methods.
+
+Every backend (``memory``, ``sqlite``, and PostgreSQL next) implements :class:`NotaryStore`;
+the service never sees SQL or a connection. The rows are the dataclasses below; a receipt is
+the core :class:`~notary.core.receipts.Receipt`, returned exactly as it was signed.
+
+Theory of operation
+-------------------
+The notary's rows live in the same database as the log, so that a receipt exists if and only
+if its log entry does. One batch of the sequencer is one :meth:`NotaryStore.transaction`:
+
+1. **Lock.** Opening the transaction takes the log's single-writer lock (SQLite
+   ``BEGIN IMMEDIATE``; PostgreSQL ``SELECT … FROM log_state WHERE … FOR UPDATE`` on the log's
+   one state row, which every writer locks first, so writers queue there and readers never
+   wait). The sequencer re-reads the checkpoint and catches up if another process moved it.
+2. **Screen.** :meth:`NotaryWriteTx.screen` reads, under that lock, which of the batch's digests
+   are logged already and how much of each account's monthly allowance is spent. Since no other
+   process can commit until this transaction ends, what it answers is still true at the commit:
+   duplicates and quota are decided here, never on a read from before the lock (those are only
+   a fast path that refuses early). Two processes therefore never log one digest twice or
+   overspend an allowance.
+3. **Write.** The sequencer integrates the admitted entries and signs one checkpoint; inside
+   the same transaction :meth:`NotaryWriteTx.add_receipts` adds each signed receipt and the
+   usage it counts.
+4. **Commit.** Tiles, bundles, checkpoint, receipts and usage become durable together or not
+   at all; only then is any caller answered.
+
+Reads outside a transaction see committed rows only; administration (API keys, receipt keys)
+uses short transactions of its own and may run in another process beside the server.
+
+A stored receipt is served exactly as signed: a backend stores what cannot be rebuilt (the
+signature, the key id, the ``origin`` and ``entry_url`` it was signed with) and may rebuild the
+other members from the log entry at its index, which holds exactly those values. No member is
+ever rebuilt from current settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ledger.storage.base import LogStore, StoreError, WriteTx
+from notary.core.receipts import Receipt
+
+__all__ = [
+    "ApiKeyListing",
+    "ApiKeyRecord",
+    "IssuedReceipt",
+    "NotaryStore",
+    "NotaryWriteTx",
+    "ReceiptKeyRecord",
+    "ReceiptWithheldError",
+    "Screening",
+    "UsageKey",
+    "notary_tx",
+]
+
+UsageKey = tuple[str, str]
+"""(account name, UTC month ``YYYY-MM``): what an allowance is counted per."""
+
+
+class ReceiptWithheldError(StoreError):
+    """The receipt exists but is not served: its signed form could not be recovered when the
+    store was migrated (see ``notary migrate``). Serving a rebuilt guess would be a receipt
+    that does not verify, or worse, one that was never signed."""
+
+    def __init__(self, receipt_id: str, problem: str) -> None:
+        super().__init__(f"receipt {receipt_id} is withheld: {problem}")
+        self.receipt_id = receipt_id
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    """What authenticating one API key needs (the secret only as its SHA-256)."""
+
+    key_id: str
+    account: str
+    secret_sha256: bytes
+    revoked: float | None
+    monthly_allowance: int | None
+
+
+@dataclass(frozen=True)
+class ApiKeyListing:
+    """One line of ``notary apikey list``."""
+
+    key_id: str
+    account: str
+    monthly_allowance: int | None
+    used_this_month: int
+    created: float
+    revoked: float | None
+
+
+@dataclass(frozen=True)
+class ReceiptKeyRecord:
+    """A receipt key the store knows: its kid and public JWK (JSON text); the seed is a file."""
+
+    kid: str
+    jwk: str
+    created: float
+
+
+@dataclass(frozen=True)
+class IssuedReceipt:
+    """A receipt signed inside the batch transaction, for the account that asked for it.
+
+    ``receipt`` carries its signature and no proof; ``receipt.index`` is its entry's index and
+    ``receipt.entry_url`` must end with that index in decimal (the notary writes
+    ``<base>/v1/ledger/entries/<index>``), so a backend may keep only the prefix.
+    """
+
+    receipt: Receipt
+    account: str
+
+
+@dataclass(frozen=True)
+class Screening:
+    """What :meth:`NotaryWriteTx.screen` found under the lock.
+
+    ``logged`` maps each asked digest that is logged already to its receipt (None: logged, but
+    its receipt is withheld); ``usage`` the stored writes of each asked (account, month);
+    ``last_issued_at`` the latest ``issued_at`` stored (None before the first receipt): new
+    receipts are issued no earlier, so ``issued_at`` never decreases along the log.
+    """
+
+    logged: Mapping[str, Receipt | None] = field(default_factory=dict)
+    usage: Mapping[UsageKey, int] = field(default_factory=dict)
+    last_issued_at: str | None = None
+
+
+@runtime_checkable
+class NotaryWriteTx(WriteTx, Protocol):
+    """The log's write transaction plus the notary's reads and rows inside it."""
+
+    async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
+                     ) -> Screening:
+        """Under the lock: the receipts already stored for ``digests``, the stored usage of
+        each key in ``usage`` (0 when none) and the latest ``issued_at`` stored."""
+        ...
+
+    async def add_receipts(self, receipts: Sequence[IssuedReceipt],
+                           usage: Mapping[UsageKey, int]) -> None:
+        """Store signed receipts and add ``usage`` (writes per account and month); committed
+        with the transaction's tiles and checkpoint, or not at all. Every account named must
+        exist (:class:`~ledger.storage.base.StoreError` otherwise). The latest ``issued_at``
+        stored becomes the receipts' latest."""
+        ...
+
+
+class NotaryStore(LogStore, Protocol):
+    """A log store that also holds the notary's tables (see the module's theory of operation).
+
+    Every method may raise :class:`~ledger.storage.base.StoreError` when the store cannot be
+    used; reads of one receipt may raise :class:`ReceiptWithheldError`.
+    """
+
+    def transaction(self) -> AbstractAsyncContextManager[NotaryWriteTx]: ...
+
+    # Receipts -----------------------------------------------------------------------------
+
+    async def receipt_by_id(self, receipt_id: str) -> Receipt | None:
+        """The stored receipt (signed, no proof) with this id, or None."""
+        ...
+
+    async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
+        """The stored receipt for this ``call_sha256`` (lower-case hex), or None."""
+        ...
+
+    async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
+                              since: str | None = None, until: str | None = None,
+                              before: tuple[str, int] | None = None, limit: int = 20
+                              ) -> list[Receipt]:
+        """Receipts newest first by ``(issued_at, index)``, at most ``limit`` of them.
+
+        ``server`` and ``tool`` must match exactly; ``since`` (inclusive) and ``until``
+        (exclusive) are ``issued_at`` strings (fixed width, so text order is time order);
+        ``before`` is the ``(issued_at, index)`` the page starts strictly after. Withheld
+        receipts are left out. Every combination is an indexed range, never a scan.
+        """
+        ...
+
+    # Accounts, API keys and usage -----------------------------------------------------------
+
+    async def api_key(self, key_id: str) -> ApiKeyRecord | None: ...
+
+    async def usage(self, account: str, month: str) -> int:
+        """Committed writes of ``account`` in ``month`` (0 when none)."""
+        ...
+
+    async def create_api_key(self, account: str, monthly_allowance: int | None, key_id: str,
+                             secret_sha256: bytes) -> None:
+        """Add a key, creating the account if new; a given allowance replaces the account's
+        (None keeps it, or makes a new account unlimited)."""
+        ...
+
+    async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
+        """Every key, oldest first, with its account's usage in ``month``."""
+        ...
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke an active key; False when there is no such active key."""
+        ...
+
+    # Receipt keys ---------------------------------------------------------------------------
+
+    async def receipt_keys(self) -> list[ReceiptKeyRecord]:
+        """Every receipt key, oldest first: the newest signs, all are published."""
+        ...
+
+    async def add_receipt_key(self, kid: str, jwk: str, created: float) -> bool:
+        """Register a receipt key's public half; False if the kid was known already."""
+        ...
+
+
+def notary_tx(tx: WriteTx) -> NotaryWriteTx:
+    """The notary's view of the transaction the sequencer hands its hooks.
+
+    The sequencer is generic (``ledger`` knows nothing of receipts), so it passes a
+    :class:`~ledger.storage.base.WriteTx`; the notary opened the log on a :class:`NotaryStore`,
+    whose transactions are :class:`NotaryWriteTx`. Checked, not assumed: a log opened on a
+    plain log store fails here loudly instead of losing receipts.
+    """
+    if not isinstance(tx, NotaryWriteTx):
+        raise TypeError(f"the log's store is not a notary store (its transaction is "
+                        f"{type(tx).__name__})")
+    return tx

@@ -1,0 +1,184 @@
+"""The notary's store in memory: the contract of ``notary.store.base`` for tests and throwaway
+notaries (``notary serve --database memory:``). Nothing survives the process.
+
+It keeps the same transaction semantics as the database backends: the batch's screen reads and
+receipt rows happen under the transaction's lock, and its rows become visible together with
+the tiles and checkpoint when it ends cleanly, never before and never after a failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+from ledger.storage.base import StoreError
+from ledger.storage.memory import MemoryStore, MemoryWriteTx
+from notary.core.receipts import Receipt
+from notary.store.base import (
+    ApiKeyListing,
+    ApiKeyRecord,
+    IssuedReceipt,
+    ReceiptKeyRecord,
+    Screening,
+    UsageKey,
+)
+
+__all__ = ["MemoryNotaryStore"]
+
+
+@dataclass
+class _Account:
+    monthly_allowance: int | None
+    created: float
+
+
+@dataclass
+class _ApiKey:
+    account: str
+    secret_sha256: bytes
+    created: float
+    revoked: float | None = None
+
+
+class MemoryNotaryWriteTx(MemoryWriteTx):
+    def __init__(self, store: MemoryNotaryStore) -> None:
+        super().__init__(store)
+        self._notary = store
+        self.receipts: list[IssuedReceipt] = []
+        self.usage: dict[UsageKey, int] = {}
+
+    async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
+                     ) -> Screening:
+        store = self._notary
+        logged: dict[str, Receipt | None] = {
+            d: store._receipts[store._by_digest[d]] for d in digests if d in store._by_digest}
+        return Screening(logged, {k: store._usage.get(k, 0) for k in usage},
+                         store._last_issued_at)
+
+    async def add_receipts(self, receipts: Sequence[IssuedReceipt],
+                           usage: Mapping[UsageKey, int]) -> None:
+        unknown = ({r.account for r in receipts} | {a for a, _ in usage}) - \
+            self._notary._accounts.keys()
+        if unknown:
+            raise StoreError(f"account {sorted(unknown)[0]!r} does not exist")
+        self.receipts.extend(receipts)
+        for key, n in usage.items():
+            self.usage[key] = self.usage.get(key, 0) + n
+
+
+class MemoryNotaryStore(MemoryStore):
+    """Log tiles, checkpoints and the notary's rows in dictionaries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._receipts: dict[int, Receipt] = {}
+        self._by_id: dict[str, int] = {}
+        self._by_digest: dict[str, int] = {}
+        self._accounts: dict[str, _Account] = {}
+        self._keys: dict[str, _ApiKey] = {}
+        self._usage: dict[UsageKey, int] = {}
+        self._receipt_keys: dict[str, ReceiptKeyRecord] = {}
+        self._last_issued_at: str | None = None
+
+    # Transactions ---------------------------------------------------------------------------
+
+    def _apply(self, tx: MemoryWriteTx) -> None:
+        assert isinstance(tx, MemoryNotaryWriteTx)
+        for issued in tx.receipts:  # checked before anything is applied: all or nothing
+            r = issued.receipt
+            if r.call_sha256 in self._by_digest or r.id in self._by_id or r.index in self._receipts:
+                raise RuntimeError(f"receipt {r.id} collides with a stored one")  # a bug upstream
+        super()._apply(tx)
+        for issued in tx.receipts:
+            r = issued.receipt
+            self._receipts[r.index] = r
+            self._by_id[r.id] = r.index
+            self._by_digest[r.call_sha256] = r.index
+        for key, n in tx.usage.items():
+            self._usage[key] = self._usage.get(key, 0) + n
+        for issued in tx.receipts:
+            if self._last_issued_at is None or issued.receipt.issued_at > self._last_issued_at:
+                self._last_issued_at = issued.receipt.issued_at
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[MemoryNotaryWriteTx]:
+        async with self._lock:
+            tx = MemoryNotaryWriteTx(self)
+            yield tx
+            self._apply(tx)
+
+    def transaction(self) -> AbstractAsyncContextManager[MemoryNotaryWriteTx]:
+        return self._transaction()
+
+    # Receipts -------------------------------------------------------------------------------
+
+    async def receipt_by_id(self, receipt_id: str) -> Receipt | None:
+        index = self._by_id.get(receipt_id)
+        return None if index is None else self._receipts[index]
+
+    async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
+        index = self._by_digest.get(call_sha256)
+        return None if index is None else self._receipts[index]
+
+    async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
+                              since: str | None = None, until: str | None = None,
+                              before: tuple[str, int] | None = None, limit: int = 20
+                              ) -> list[Receipt]:
+        found = sorted((r for r in self._receipts.values()
+                        if (server is None or r.server == server)
+                        and (tool is None or r.tool == tool)
+                        and (since is None or r.issued_at >= since)
+                        and (until is None or r.issued_at < until)
+                        and (before is None or (r.issued_at, r.index) < before)),
+                       key=lambda r: (r.issued_at, r.index), reverse=True)
+        return found[:max(limit, 0)]
+
+    # Accounts, API keys and usage -----------------------------------------------------------
+
+    async def api_key(self, key_id: str) -> ApiKeyRecord | None:
+        key = self._keys.get(key_id)
+        if key is None:
+            return None
+        account = self._accounts[key.account]
+        return ApiKeyRecord(key_id, key.account, key.secret_sha256, key.revoked,
+                            account.monthly_allowance)
+
+    async def usage(self, account: str, month: str) -> int:
+        return self._usage.get((account, month), 0)
+
+    async def create_api_key(self, account: str, monthly_allowance: int | None, key_id: str,
+                             secret_sha256: bytes) -> None:
+        if key_id in self._keys:
+            raise ValueError(f"API key {key_id} exists already")
+        now = time.time()
+        known = self._accounts.get(account)
+        if known is None:
+            self._accounts[account] = _Account(monthly_allowance, now)
+        elif monthly_allowance is not None:
+            known.monthly_allowance = monthly_allowance
+        self._keys[key_id] = _ApiKey(account, secret_sha256, now)
+
+    async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
+        return [ApiKeyListing(key_id, k.account, self._accounts[k.account].monthly_allowance,
+                              self._usage.get((k.account, month), 0), k.created, k.revoked)
+                for key_id, k in sorted(self._keys.items(), key=lambda kv: kv[1].created)]
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        key = self._keys.get(key_id)
+        if key is None or key.revoked is not None:
+            return False
+        key.revoked = time.time()
+        return True
+
+    # Receipt keys ---------------------------------------------------------------------------
+
+    async def receipt_keys(self) -> list[ReceiptKeyRecord]:
+        return sorted(self._receipt_keys.values(), key=lambda k: k.created)
+
+    async def add_receipt_key(self, kid: str, jwk: str, created: float) -> bool:
+        if kid in self._receipt_keys:
+            return False
+        self._receipt_keys[kid] = ReceiptKeyRecord(kid, jwk, created)
+        return True

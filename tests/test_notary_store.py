@@ -1,0 +1,460 @@
+"""The notary's store contract (``notary.store.base``), the same tests on every backend.
+
+Receipts go through the real write path (the notary's screen and hook inside the sequencer's
+batch transaction) and must come back exactly as signed; accounts, keys and usage through the
+typed methods; and two notaries on one SQLite file (two processes, as far as the store can
+tell) never log a digest twice or overspend an allowance, because both are decided under the
+log's lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.core.compact import bundle_entry, encode_bundle_entry
+from ledger.storage.base import WitnessState
+from ledger.storage.memory import MemoryStore, MemoryWriteTx
+from notary import admin, service
+from notary.config import Settings
+from notary.core.canonical import canonical_json
+from notary.core.entry import decode_entry
+from notary.core.receipts import Receipt
+from notary.http.app import init_data_dir
+from notary.service import Account, DigestConflict, Notary, QuotaExceeded
+from notary.startup import open_notary
+from notary.store import MEMORY
+from notary.store.base import NotaryStore, notary_tx
+from notary.store.memory import MemoryNotaryStore
+from notary.store.sqlite import SqliteNotaryStore
+
+BACKENDS = ["sqlite", "memory"]
+BASE = "http://notary.test:8080"
+
+
+def settings_for(data: Path, backend: str, base_url: str = BASE) -> Settings:
+    return Settings(data=data, database=MEMORY if backend == "memory" else "",
+                    public_url=base_url)
+
+
+@contextlib.asynccontextmanager
+async def running(data: Path, backend: str, base_url: str = BASE) -> AsyncIterator[Notary]:
+    """A notary without HTTP on a data directory (initialised on first use)."""
+    config = settings_for(data, backend, base_url)
+    init_data_dir(config)
+    notary = await open_notary(config)
+    if await notary.store.api_key(ALICE_KEY) is None:
+        await notary.store.create_api_key("alice", None, ALICE_KEY, b"\0" * 32)
+    try:
+        yield notary
+    finally:
+        assert notary.log is not None
+        await notary.log.close()
+
+
+UNLIMITED = Account("alice", None)
+ALICE_KEY = "a11ce0000000"
+
+
+def digest(n: int) -> str:
+    return n.to_bytes(32, "big").hex()
+
+
+async def issue(notary: Notary, n: int, account: Account = UNLIMITED, *, server: str = "srv",
+                tool: str = "tool") -> tuple[Receipt, bool]:
+    return await notary.notarize(account, server, tool, digest(n))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+# --- receipts -----------------------------------------------------------------------------
+
+
+async def test_receipts_come_back_exactly_as_signed(tmp_path: Path, backend: str) -> None:
+    async with running(tmp_path / "d", backend) as notary:
+        # Concurrent, so a few batches fill a whole bundle and a partial one (and every
+        # request is answered only once its batch is durable).
+        answers = await asyncio.gather(*(issue(notary, n, server=f"s{n % 3}")
+                                         for n in range(300)))
+        issued = sorted((r for r, _ in answers), key=lambda r: r.index)
+        store = notary.store
+        for receipt in issued:
+            signed = receipt.without_proof()
+            for got in (await store.receipt_by_id(receipt.id),
+                        await store.receipt_by_digest(receipt.call_sha256)):
+                assert got is not None
+                assert got == signed
+                assert canonical_json(got.to_json()) == canonical_json(signed.to_json())
+            notary.jwks.verify(signed)
+        assert await store.receipt_by_id("tc_AAAAAAAAAAAAAAAAAAAAAA") is None
+        assert await store.receipt_by_digest(digest(10_000)) is None
+
+
+_names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=40)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(st.tuples(_names, _names, st.binary(min_size=32, max_size=32)),
+                      min_size=1, max_size=8, unique_by=lambda c: c[2]),
+       backend=st.sampled_from(BACKENDS),
+       base=st.sampled_from([BASE, "https://n.example/some/path", "http://[::1]:9"]))
+def test_round_trip_is_byte_for_byte(calls: list[tuple[str, str, bytes]], backend: str,
+                                     base: str) -> None:
+    """Any names, digests and base URL: the stored receipt's JCS is the signed JCS."""
+    async def run(data: Path) -> None:
+        async with running(data, backend, base) as notary:
+            issued = await asyncio.gather(*(notary.notarize(UNLIMITED, s, t, d.hex())
+                                            for s, t, d in calls))
+            for receipt, created in issued:
+                assert created
+                stored = await notary.store.receipt_by_id(receipt.id)
+                assert stored is not None
+                assert stored.signed_bytes() == receipt.signed_bytes()
+                assert canonical_json(stored.to_json()) == \
+                    canonical_json(receipt.without_proof().to_json())
+                assert stored.entry_url == f"{base}/v1/ledger/entries/{receipt.index}"
+                notary.jwks.verify(stored)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(run(Path(tmp) / "d"))
+
+
+async def test_a_failed_batch_stores_nothing(tmp_path: Path, backend: str) -> None:
+    async with running(tmp_path / "d", backend) as notary:
+        await issue(notary, 1)
+        before = (await notary.store.latest(), await notary.store.usage("alice", "2000-01"))
+        real_hook = notary.hook
+        assert notary.log is not None and notary.log.sequencer is not None
+
+        async def failing_hook(tx: object, items: object) -> None:
+            await real_hook(tx, items)  # type: ignore[arg-type]
+            raise RuntimeError("disk on fire")
+
+        notary.log.sequencer.hook = failing_hook
+        with pytest.raises(RuntimeError, match="disk on fire"):
+            await issue(notary, 2)
+        notary.log.sequencer.hook = real_hook
+        assert await notary.store.receipt_by_digest(digest(2)) is None
+        assert (await notary.store.latest(), await notary.store.usage("alice", "2000-01")) \
+            == before
+        receipt, created = await issue(notary, 2)  # and the log goes on where it was
+        assert created and receipt.index == 1
+
+
+async def test_screen_reads_committed_receipts_and_usage(tmp_path: Path, backend: str) -> None:
+    async with running(tmp_path / "d", backend) as notary:
+        receipt, _ = await issue(notary, 1, Account("alice", 5))
+        month = receipt.issued_at[:7]
+        async with notary.store.transaction() as tx:
+            found = await notary_tx(tx).screen([digest(1), digest(2)], [("alice", month),
+                                                                         ("bob", month)])
+        assert found.logged == {digest(1): receipt.without_proof()}
+        assert found.usage == {("alice", month): 1, ("bob", month): 0}
+
+
+def test_notary_tx_refuses_a_plain_log_transaction() -> None:
+    with pytest.raises(TypeError, match="not a notary store"):
+        notary_tx(MemoryWriteTx(MemoryStore()))
+
+
+async def test_issued_at_never_decreases_along_the_log(tmp_path: Path) -> None:
+    """B's clock is behind A's: B's receipt, logged after A's, is issued at A's time."""
+    data = tmp_path / "d"
+    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+        ahead, _ = await issue(a, 1)
+        real = service.datetime
+
+        class Behind(real):  # type: ignore[misc,valid-type]
+            @classmethod
+            def now(cls, tz: object = None) -> real:  # type: ignore[override,valid-type]
+                return real.fromisoformat("2020-01-01T00:00:00+00:00")
+
+        service.datetime = Behind  # type: ignore[misc]
+        try:
+            late, _ = await issue(b, 2)
+        finally:
+            service.datetime = real  # type: ignore[misc]
+        assert late.index == ahead.index + 1 and late.issued_at == ahead.issued_at
+        stored = await a.store.receipt_by_id(late.id)
+        assert stored is not None and stored.issued_at == ahead.issued_at
+        b.jwks.verify(stored)  # signed with the time it was logged with
+        assert a.log is not None
+        entries = await a.log.reader.entries(0, 2)
+        assert [decode_entry(e).issued_at for e in entries] == [ahead.issued_at] * 2
+        # Later receipts go on from there, in order.
+        answers = await asyncio.gather(*(issue(a if n % 2 else b, n) for n in range(3, 40)))
+        by_index = sorted((r for r, _ in answers), key=lambda r: r.index)
+        times = [ahead.issued_at, *(r.issued_at for r in by_index)]
+        assert times == sorted(times)
+
+
+async def test_search(tmp_path: Path, backend: str) -> None:
+    async with running(tmp_path / "d", backend) as notary:
+        calls = [(f"s{n % 3}", f"t{n % 2}") for n in range(60)]
+        issued = []
+        for i in range(0, 60, 20):  # three batches, so the times differ
+            answers = await asyncio.gather(*(issue(notary, n, server=calls[n][0],
+                                                   tool=calls[n][1]) for n in range(i, i + 20)))
+            issued += [r.without_proof() for r, _ in answers]
+            await asyncio.sleep(0.01)
+        newest = sorted(issued, key=lambda r: (r.issued_at, r.index), reverse=True)
+        store = notary.store
+
+        def expect(server: str | None = None, tool: str | None = None, since: str | None = None,
+                   until: str | None = None) -> list[Receipt]:
+            return [r for r in newest if (server is None or r.server == server)
+                    and (tool is None or r.tool == tool)
+                    and (since is None or r.issued_at >= since)
+                    and (until is None or r.issued_at < until)]
+
+        mid = newest[30].issued_at
+        for kwargs in ({}, {"server": "s1"}, {"tool": "t0"}, {"server": "s2", "tool": "t1"},
+                       {"since": mid}, {"until": mid}, {"server": "s0", "since": mid},
+                       {"tool": "t1", "until": mid}, {"since": "2099-01-01T00:00:00.000Z"}):
+            want = expect(**kwargs)
+            assert await store.search_receipts(**kwargs, limit=100) == want, kwargs
+            # Paging with (issued_at, index) cursors walks the same list.
+            pages: list[Receipt] = []
+            before: tuple[str, int] | None = None
+            while True:
+                page = await store.search_receipts(**kwargs, before=before, limit=7)
+                pages += page
+                if len(page) < 7:
+                    break
+                before = (page[-1].issued_at, page[-1].index)
+            assert pages == want, kwargs
+        assert await store.search_receipts(server="nobody") == []
+        assert await store.search_receipts(server="s0", tool="never") == []
+        page, last = await notary.search(server="s1", tool=None, since=None, until=None,
+                                         before=None, limit=5)
+        assert page == expect(server="s1")[:5] and last == (page[-1].issued_at, page[-1].index)
+
+
+def test_sqlite_search_uses_an_index_for_every_combination(tmp_path: Path) -> None:
+    asyncio.run(_make_store(tmp_path))
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        for where, index in (("r.server = 1", "receipts_by_server"),
+                             ("r.tool = 1", "receipts_by_tool"),
+                             ("r.server = 1 AND r.tool = 2", "receipts_by_server_tool")):
+            plan = " ".join(str(row[-1]) for row in db.execute(
+                "EXPLAIN QUERY PLAN SELECT r.idx FROM receipts r JOIN receipt_keys k "
+                "ON k.id = r.kid JOIN receipt_ledgers l ON l.id = r.ledger WHERE "
+                f"r.idx >= 0 AND r.idx < 9 AND {where} ORDER BY r.idx DESC LIMIT 5"))
+            assert f"USING COVERING INDEX {index}" in plan or f"USING INDEX {index}" in plan, plan
+            assert "TEMP B-TREE" not in plan, plan
+
+
+async def _make_store(tmp_path: Path) -> None:
+    store = await SqliteNotaryStore.open(tmp_path / "s.sqlite", create=True)
+    await store.close()
+
+
+# --- accounts, API keys, receipt keys -----------------------------------------------------
+
+
+async def open_bare(tmp_path: Path, backend: str) -> NotaryStore:
+    if backend == "memory":
+        return MemoryNotaryStore()
+    return await SqliteNotaryStore.open(tmp_path / "s.sqlite", create=True)
+
+
+async def test_api_keys_and_usage(tmp_path: Path, backend: str) -> None:
+    store = await open_bare(tmp_path, backend)
+    try:
+        first = await admin.create_api_key(store, "alice", 10)
+        second = await admin.create_api_key(store, "alice")  # keeps the allowance
+        other = await admin.create_api_key(store, "bob")
+        record = await store.api_key(first.key_id)
+        assert record is not None
+        assert (record.account, record.secret_sha256, record.revoked,
+                record.monthly_allowance) == ("alice", first.secret_sha256, None, 10)
+        assert (await store.api_key(second.key_id)).monthly_allowance == 10  # type: ignore[union-attr]
+        assert await store.api_key("ffffffffffff") is None
+        await admin.create_api_key(store, "alice", 3)  # a given allowance replaces it
+        assert (await store.api_key(first.key_id)).monthly_allowance == 3  # type: ignore[union-attr]
+
+        listing = await store.list_api_keys("2026-01")
+        assert [k.key_id for k in listing][:3] == [first.key_id, second.key_id, other.key_id]
+        assert {k.account for k in listing} == {"alice", "bob"}
+        assert all(k.used_this_month == 0 and k.revoked is None for k in listing)
+        assert await store.usage("alice", "2026-01") == 0
+
+        assert await admin.revoke_api_key(store, first.token) == first.key_id
+        with pytest.raises(admin.AdminError):
+            await admin.revoke_api_key(store, first.key_id)  # already revoked
+        with pytest.raises(admin.AdminError):
+            await admin.create_api_key(store, "no spaces")
+        assert (await store.api_key(first.key_id)).revoked is not None  # type: ignore[union-attr]
+    finally:
+        await store.close()
+
+
+async def test_receipt_keys(tmp_path: Path, backend: str) -> None:
+    store = await open_bare(tmp_path, backend)
+    try:
+        assert await store.receipt_keys() == []
+        assert await store.add_receipt_key("kid-b", '{"b": 1}', 20.0)
+        assert await store.add_receipt_key("kid-a", '{"a": 1}', 10.0)
+        assert not await store.add_receipt_key("kid-a", '{"other": 1}', 30.0)
+        assert [(k.kid, k.jwk) for k in await store.receipt_keys()] == [
+            ("kid-a", '{"a": 1}'), ("kid-b", '{"b": 1}')]  # oldest first: the newest signs
+    finally:
+        await store.close()
+
+
+async def test_a_rotated_key_signs_and_old_receipts_stay_valid(tmp_path: Path, backend: str
+                                                              ) -> None:
+    async with running(tmp_path / "d", backend) as notary:
+        old, _ = await issue(notary, 1)
+        await admin.rotate_receipt_key(notary.paths, notary.store)
+        await notary.refresh_keys(force=True)
+        new, _ = await issue(notary, 2)
+        assert old.signature and new.signature and old.signature.kid != new.signature.kid
+        for receipt in (old, new):
+            stored = await notary.store.receipt_by_id(receipt.id)
+            assert stored == receipt.without_proof()
+            notary.jwks.verify(stored)
+
+
+# --- two writers on one SQLite file -------------------------------------------------------
+
+
+async def test_a_digest_logged_by_another_process_is_not_logged_again(tmp_path: Path) -> None:
+    """B read "not logged yet" before A committed (the race window), then queued it: B's
+    batch screen, under the lock, finds A's receipt and answers with it."""
+    data = tmp_path / "d"
+    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+        mine, created = await issue(a, 7)
+        assert created
+
+        async def stale_read(call_sha256: str) -> None:
+            return None  # what B's early lookup saw before A's commit
+
+        b.store.receipt_by_digest = stale_read  # type: ignore[method-assign]
+        theirs, created = await issue(b, 7)
+        assert not created and theirs.without_proof() == mine.without_proof()
+        with pytest.raises(DigestConflict):
+            await issue(b, 7, tool="other")
+        assert b.log is not None
+        head = await b.log.head(0)
+        assert head is not None and head.size == 1
+
+
+async def test_an_allowance_spent_by_another_process_is_not_overspent(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+        await a.store.create_api_key("small", 1, "000000000001", b"\0" * 32)
+        small = Account("small", 1)
+        await issue(a, 1, small)
+
+        async def stale_usage(account: str, month: str) -> int:
+            return 0  # B's early check ran before A's write was committed
+
+        b.store.usage = stale_usage  # type: ignore[method-assign]
+        with pytest.raises(QuotaExceeded):
+            await issue(b, 2, small)
+        assert await a.store.receipt_by_digest(digest(2)) is None
+        listing = await a.store.list_api_keys(
+            (await a.store.receipt_by_digest(digest(1))).issued_at[:7])  # type: ignore[union-attr]
+        assert [k.used_this_month for k in listing if k.account == "small"] == [1]
+
+
+async def test_two_writers_under_load_keep_every_invariant(tmp_path: Path) -> None:
+    """Concurrent requests on two notaries of one file, with overlapping digests and a small
+    allowance: each digest is logged once, every answer for it is the same receipt, and the
+    account is charged exactly its allowance."""
+    data = tmp_path / "d"
+    allowance = 40
+    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+        await a.store.create_api_key("acct", allowance, "000000000001", b"\0" * 32)
+        account = Account("acct", allowance)
+
+        async def attempt(notary: Notary, n: int) -> Receipt | None:
+            try:
+                return (await issue(notary, n, account))[0]
+            except QuotaExceeded:
+                return None
+
+        digests = [n % 60 for n in range(120)]  # each digest asked of both notaries
+        answers = await asyncio.gather(*(attempt(a if i % 2 else b, n)
+                                         for i, n in enumerate(digests)))
+        got = [r for r in answers if r is not None]
+        by_digest: dict[str, set[str]] = {}
+        for r in got:
+            by_digest.setdefault(r.call_sha256, set()).add(r.id)
+        assert all(len(ids) == 1 for ids in by_digest.values())
+        assert len(by_digest) == allowance  # 60 distinct digests, 40 fit
+        assert a.log is not None
+        head = await a.log.head(0)
+        assert head is not None and head.size == allowance
+        entries = await a.log.reader.entries(0, head.size)
+        assert len({decode_entry(e).call_sha256 for e in entries}) == allowance
+        month = got[0].issued_at[:7]
+        assert await a.store.usage("acct", month) == allowance
+
+
+# --- the SQLite layout ----------------------------------------------------------------------
+
+
+async def test_sqlite_receipt_rows_hold_only_what_the_entry_does_not(tmp_path: Path) -> None:
+    async with running(tmp_path / "d", "sqlite") as notary:
+        receipt, _ = await issue(notary, 1, server="weather", tool="forecast")
+    with sqlite3.connect(tmp_path / "d" / "notary.store.sqlite") as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        row = db.execute("SELECT * FROM receipts").fetchone()
+        columns = [d[0] for d in db.execute("SELECT * FROM receipts").description]
+    assert columns == ["idx", "sig", "kid", "ledger", "account", "server", "tool"]
+    assert row[0] == receipt.index and len(row[1]) == 64
+    assert all(isinstance(v, int) for v in row[2:])
+    flat = repr(row).encode()
+    for value in (receipt.id, receipt.call_sha256, "weather", "forecast", receipt.issued_at):
+        assert value.encode() not in flat
+
+
+def test_bundle_entry_finds_one_entry() -> None:
+    entries = [os.urandom(n) for n in (0, 1, 300, 5, 65535)]
+    bundle = b"".join(encode_bundle_entry(e) for e in entries)
+    assert [bundle_entry(bundle, i) for i in range(len(entries))] == entries
+    for bad in (len(entries), -1, 256):
+        with pytest.raises(ValueError):
+            bundle_entry(bundle, bad)
+    with pytest.raises(ValueError):
+        bundle_entry(bundle[:-1], len(entries) - 1)
+
+
+async def test_digests_aimed_at_one_prefix_do_not_share_a_lookup_key(tmp_path: Path) -> None:
+    """A client chooses its digests: ones with a common prefix must not pile onto one key of
+    the 8-byte lookup index (each lookup would then rebuild every one of them)."""
+    async with running(tmp_path / "d", "sqlite") as notary:
+        digests = ["00" * 24 + f"{n:016x}" for n in range(64)]
+        await asyncio.gather(*(notary.notarize(UNLIMITED, "srv", "t", d) for d in digests))
+        for d in digests:
+            stored = await notary.store.receipt_by_digest(d)
+            assert stored is not None and stored.call_sha256 == d
+    with sqlite3.connect(tmp_path / "d" / "notary.store.sqlite") as db:
+        keys = {k for (k,) in db.execute("SELECT k FROM receipt_digests")}
+    assert len(keys) == len(digests)
+
+
+async def test_witness_state(tmp_path: Path, backend: str) -> None:
+    store = await open_bare(tmp_path, backend)
+    try:
+        assert await store.witness_state() is None
+        await store.save_witness_state(WitnessState({"w1": 5, "w2": 3}, b"note\n"))
+        assert await store.witness_state() == WitnessState({"w1": 5, "w2": 3}, b"note\n")
+        await store.save_witness_state(WitnessState({"w2": 9}))  # replaces, not merges
+        assert await store.witness_state() == WitnessState({"w2": 9}, None)
+    finally:
+        await store.close()
