@@ -32,14 +32,6 @@ PACKAGES = ("ledger", "notary")
 CLI_PACKAGES = ("ledger.cli", "notary.cli")
 DEFER_MARK = "# deferred:"
 
-# Exceptions in code that another branch is rewriting (the one tlog-tiles HTTP client replaces
-# ledger/client/; notary/gateway/ is being split). Each must go when that work lands: the test
-# below fails as soon as one is no longer needed.
-KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
-KNOWN_UNEXPLAINED: frozenset[str] = frozenset({
-    "notary/gateway/__init__.py: from notary.gateway import server",
-    "notary/gateway/server.py: from ledger.logs import configure",
-})
 
 
 @dataclass(frozen=True)
@@ -229,7 +221,7 @@ def test_import_linter_contracts_are_kept() -> None:
 
 def test_no_import_cycles_function_level_imports_included() -> None:
     graph, _ = import_graph(ROOT, PACKAGES)
-    cycles = [c for c in find_cycles(graph) if tuple(c) not in KNOWN_CYCLES]
+    cycles = find_cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(_render(c) for c in cycles)
 
 
@@ -269,22 +261,11 @@ def unexplained_function_level_imports(root: Path, packages: Iterable[str]) -> l
 
 
 def test_function_level_imports_say_why_they_are_deferred() -> None:
-    unexplained = [u for u in unexplained_function_level_imports(ROOT, PACKAGES)
-                   if u not in KNOWN_UNEXPLAINED]
+    unexplained = unexplained_function_level_imports(ROOT, PACKAGES)
     assert not unexplained, (
         f"function-level imports without a '{DEFER_MARK} <why>' comment "
         "(hoist them, or say which heavy import they defer):\n" + "\n".join(unexplained)
     )
-
-
-def test_known_exceptions_are_still_needed() -> None:
-    """An exception whose code was fixed must leave the lists above, so they only shrink."""
-    graph, _ = import_graph(ROOT, PACKAGES)
-    cycles = {tuple(c) for c in find_cycles(graph)}
-    unexplained = set(unexplained_function_level_imports(ROOT, PACKAGES))
-    stale = [" -> ".join(c) for c in KNOWN_CYCLES if c not in cycles]
-    stale += [u for u in KNOWN_UNEXPLAINED if u not in unexplained]
-    assert not stale, "fixed; remove from KNOWN_CYCLES / KNOWN_UNEXPLAINED:\n" + "\n".join(stale)
 
 
 def test_argparse_only_in_cli_packages() -> None:

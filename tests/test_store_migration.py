@@ -55,6 +55,16 @@ CREATE TABLE IF NOT EXISTS receipt_keys (
     kid TEXT PRIMARY KEY, jwk TEXT NOT NULL, created REAL NOT NULL);
 """
 
+# What the last version-1 release added: a counter the triggers bump on any key change.
+V1_KEY_VERSION_DDL = """
+CREATE TABLE IF NOT EXISTS key_version (
+    one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL);
+INSERT OR IGNORE INTO key_version (one, n) VALUES (1, 0);
+""" + "".join(
+    f"CREATE TRIGGER IF NOT EXISTS {table}_{op.lower()}_version AFTER {op} ON {table} "
+    "BEGIN UPDATE key_version SET n = n + 1 WHERE one = 1; END;\n"
+    for table in ("api_keys", "accounts") for op in ("INSERT", "UPDATE", "DELETE"))
+
 FIRST_URL = "http://old.example:8080"  # the first run's URL: the origin is old.example:8080
 MOVED_URL = "https://notary.example"  # where the operator moved it later
 ELSEWHERE = "http://10.1.2.3:9000"  # a URL no candidate names
@@ -78,7 +88,8 @@ class V1Store:
         return [i for i, b in self.under.items() if b == base]
 
 
-async def build_v1_store(data: Path, bases: Sequence[str]) -> V1Store:
+async def build_v1_store(data: Path, bases: Sequence[str], *, key_version: bool = False
+                         ) -> V1Store:
     """A data directory as the old notary left it: log, keys, and version-1 rows whose receipts
     were signed under ``bases`` in turn (then one with a damaged signature, one whose entry is
     another receipt's)."""
@@ -111,7 +122,7 @@ async def build_v1_store(data: Path, bases: Sequence[str]) -> V1Store:
     rows[-2][7] = rows[-2][7][:-2] + ("AA" if not rows[-2][7].endswith("AA") else "BA")
     rows[-1][4] = "not-its-tool"  # the row disagrees with its log entry
     with sqlite3.connect(paths.db) as db:
-        db.executescript(V1_DDL)
+        db.executescript(V1_DDL + (V1_KEY_VERSION_DDL if key_version else ""))
         db.execute("INSERT INTO accounts VALUES ('alice', 100, ?)", (now,))
         db.execute("INSERT INTO api_keys VALUES (?, 'alice', ?, ?, NULL)",
                    (api_key.key_id, api_key.secret_sha256, now))
@@ -198,6 +209,29 @@ async def test_a_migration_that_fails_changes_nothing(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (0,)
         assert conn.execute("SELECT * FROM receipts ORDER BY idx").fetchall() == before
+
+
+async def test_a_version_1_key_cache_keeps_working_after_migration(tmp_path: Path) -> None:
+    """A store of the last version-1 release (with ``key_version`` and its triggers on the old
+    tables) migrates, and a change to the keys still reaches a store that cached them."""
+    v1 = await build_v1_store(tmp_path / "d", [FIRST_URL], key_version=True)
+    db = Paths(v1.data).db
+    store = await SqliteNotaryStore.open(db, entry_url_bases=[FIRST_URL])
+    try:
+        assert store.migration is not None and store.migration.from_version == 1
+        cached = await store.api_key(v1.api_key.key_id)
+        assert cached is not None and cached.revoked is None
+        with sqlite3.connect(db) as other:  # another process revokes it
+            other.execute("UPDATE api_keys SET revoked = 1 WHERE key_id = ?",
+                          (v1.api_key.key_id,))
+        now = await store.api_key(v1.api_key.key_id)
+        assert now is not None and now.revoked == 1
+    finally:
+        await store.close()
+    with sqlite3.connect(db) as conn:
+        triggers = {r[0]: r[1] for r in conn.execute(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'")}
+        assert set(triggers.values()) == {"api_keys", "accounts"} and len(triggers) == 6
 
 
 def _record(tool: str) -> CallRecord:

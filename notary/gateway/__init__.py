@@ -21,7 +21,7 @@ __all__ = ["GatewayConfig", "GatewayRuntime", "build_gateway"]
 
 def __getattr__(name: str) -> Any:
     if name in ("GatewayConfig", "GatewayRuntime", "build_gateway"):
-        from notary.gateway import server
+        from notary.gateway import server  # deferred: the mcp SDK loads only when used
 
         return getattr(server, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

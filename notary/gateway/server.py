@@ -48,6 +48,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ledger.logs import configure
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
 from notary.core.ids import now_issued_at
@@ -676,8 +677,6 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
     if not structlog.is_configured():
         # structlog's default writes to stdout, which is the MCP channel of a stdio server:
         # the operator log goes to stderr instead (the CLI configures this itself).
-        from ledger.logs import configure
-
         configure("auto", "info")
     live: list[GatewayRuntime] = []
 
