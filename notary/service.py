@@ -43,7 +43,7 @@ KEY_REFRESH_SECONDS = 5.0
 _NO_DIGEST = b"\1" * 32  # what a malformed key is compared as: never a stored digest
 
 
-class NotaryError(ApiError):
+class ServiceRefusal(ApiError):
     """A refusal the HTTP layer renders as its JSON error (status and code per subclass)."""
 
     status = 400
@@ -53,7 +53,7 @@ class NotaryError(ApiError):
         super().__init__(type(self).status, type(self).code, message, headers)
 
 
-class Unauthorized(NotaryError):
+class Unauthorized(ServiceRefusal):
     """401 with the RFC 6750 challenge, so clients know which scheme to use."""
 
     status, code = 401, "unauthorized"
@@ -63,15 +63,15 @@ class Unauthorized(NotaryError):
         super().__init__(message, headers={"WWW-Authenticate": challenge})
 
 
-class QuotaExceeded(NotaryError):
+class QuotaExceeded(ServiceRefusal):
     status, code = 429, "quota_exceeded"
 
 
-class DigestConflict(NotaryError):
+class DigestConflict(ServiceRefusal):
     status, code = 409, "digest_conflict"
 
 
-class NotFound(NotaryError):
+class NotFound(ServiceRefusal):
     status, code = 404, "not_found"
 
 
@@ -84,7 +84,7 @@ class AlreadyLogged(NotaryBaseError):
         self.receipt = receipt
 
 
-class StoreCorrupt(NotaryError):
+class StoreCorrupt(ServiceRefusal):
     """Writes are stopped: damage was found in the stored log (the scrub, or a damaged page)."""
 
     status, code = 503, "store_corrupt"

@@ -403,10 +403,5 @@ def test_each_error_name_has_one_meaning() -> None:
     by_name: dict[str, list[str]] = {}
     for cls in _error_classes():
         by_name.setdefault(cls.__name__, []).append(cls.__module__)
-    # Both are in code another branch is rewriting: the two HTTP clients become one, and the
-    # service's HTTP NotaryError (an ApiError) gets a name of its own with the store rework.
-    allowed = {"NotaryError"}
-    twice = {n: m for n, m in by_name.items() if len(m) > 1 and n not in allowed}
+    twice = {n: m for n, m in by_name.items() if len(m) > 1}
     assert not twice, f"error classes defined more than once: {twice}"
-    stale = sorted(n for n in allowed if len(by_name.get(n, ())) < 2)
-    assert not stale, f"defined once now; remove from the allowed list: {stale}"
