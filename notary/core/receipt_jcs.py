@@ -13,7 +13,7 @@ Nothing else is written by hand: any string that needs escaping or is not ASCII 
 by ``rfc8785`` itself (JCS of an object is the concatenation of its members' JCS, so the
 result is the same bytes), and anything that is not exactly the receipt shape (a missing or
 extra key, a value of another type, an index beyond 2^53−1) goes to ``rfc8785.dumps`` whole.
-``tests/test_receipt_jcs.py`` checks with property tests that the output equals
+``tests/notary/core/test_receipt_jcs.py`` checks with property tests that the output equals
 ``rfc8785.dumps`` (or raises as it does) for arbitrary strings, numbers and shapes.
 """
 

@@ -5,7 +5,7 @@
 127.0.0.1 socket) and every "Python SDK" result by the real ``notarize_server`` through the real
 ``mcp.Client``; tampered, forked, witnessed and policy cases are derived from those with the
 project's own ledger code. Each case carries its inputs, its trust material and the expected
-result, and both test suites check it: ``tests/test_corpus.py`` that the Python verifier gives
+result, and both test suites check it: ``tests/js/test_corpus.py`` that the Python verifier gives
 exactly the expected verdicts, ``js/test/corpus.test.js`` that the JavaScript one does too.
 
 Two kinds of case:
@@ -125,7 +125,7 @@ MALFORMED = expect(failed={"record", "signature", "inclusion"})
 
 
 # ---------------------------------------------------------------------------------------------
-# Python's verdict on a case (used by tests/test_corpus.py too)
+# Python's verdict on a case (used by tests/js/test_corpus.py too)
 
 
 def _load(doc: Json, key: str) -> Any:
@@ -516,7 +516,7 @@ def _delete(key: str) -> Callable[[Json], None]:
     return apply
 
 
-# The Python verifier's tamper table (tests/test_verifier.py), plus shape errors.
+# The Python verifier's tamper table (tests/notary/verifier/test_verifier.py), plus shape errors.
 RECEIPT_TAMPERING: list[tuple[str, Callable[[Json], None], Json]] = [
     ("id", _set("id", lambda _: new_receipt_id()), expect(failed={"signature", "inclusion"})),
     ("server", _set("server", "other"), expect(failed={"record", "signature", "inclusion"})),
@@ -757,7 +757,8 @@ def _example(name: str) -> ModuleType:
 
 async def python_sdk_results(corpus: Corpus) -> None:
     """Results of the example MCPServer notarized by the Python SDK, as its clients saved them."""
-    notarized_server = _example("notarized_server")  # as tests/test_sdk_mcp.py loads them
+    # as tests/notary/sdk/test_sdk_mcp.py loads them
+    notarized_server = _example("notarized_server")
     sample_calls: list[tuple[str, Json | None]] = _example("verifying_client").SAMPLE_CALLS
     for mode in ("auto", "legacy"):
         async with NotaryClient(corpus.url, corpus.api_key) as notary:

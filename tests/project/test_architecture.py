@@ -27,7 +27,7 @@ from ledger.core.errors import LedgerError
 from ledger.http.errors import ApiError
 from notary.core.errors import NotaryBaseError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("ledger", "notary")
 CLI_PACKAGES = ("ledger.cli", "notary.cli")
 DEFER_MARK = "# deferred:"

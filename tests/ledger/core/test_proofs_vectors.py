@@ -12,7 +12,7 @@ from ledger.core.compact import TreeState, integrate
 from ledger.core.hashing import EMPTY_ROOT, leaf_hash, merkle_root
 from ledger.core.proofs import ProofError, verify_consistency, verify_inclusion
 
-VECTORS = Path(__file__).parent / "vectors" / "rfc9162"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "rfc9162"
 INCLUSION = sorted((VECTORS / "inclusion").rglob("*.json"))
 CONSISTENCY = sorted((VECTORS / "consistency").rglob("*.json"))
 

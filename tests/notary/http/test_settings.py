@@ -14,7 +14,7 @@ import pytest
 
 from notary.config import ConfigError, Settings, resolve
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 #: At least one bad value per setting (as it would arrive from the environment): a setting
 #: without an entry fails test_every_setting_has_a_bad_value_refused.

@@ -42,7 +42,7 @@ from notary.http.routes.explorer import explorer_assets
 from notary.http.routes.meta import openapi_document
 from tests.notary_server import HttpResponse, NotaryProcess, ThreadedNotary
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 DOC: dict[str, Any] = openapi_document()
 DOC_URI = "urn:notary:openapi"
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")

@@ -25,8 +25,8 @@ from aiohttp import web
 from ledger.exitcodes import ExitCode
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.sdk.client import NotaryClient, NotaryResponseError, NotaryUnavailableError
-from tests.test_monitor import Served, entry, grow, monitor, served
-from tests.test_verifier import Notary, notary, run_cli
+from tests.ledger.test_monitor import Served, entry, grow, monitor, served
+from tests.notary.verifier.test_verifier import Notary, notary, run_cli
 
 __all__ = ["notary", "served"]  # fixtures, imported for pytest
 

@@ -17,7 +17,7 @@ from ledger.core.cosignature import CosignatureSigner
 from notary.http.routes.explorer import CSP, explorer_assets
 from tests.notary_server import AppNotary, app_notary
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 SHELL_PATHS = ["/explorer/", "/explorer/search", "/explorer/verify", "/explorer/trust",
                "/explorer/tool-calls/tc_AAAAAAAAAAAAAAAAAAAAAA", "/explorer/entries/12",
                "/explorer/servers/my%20server"]

@@ -26,7 +26,7 @@ from notary.core.records import CallRecord, new_salt
 from notary.sdk import NotaryClient
 from tests.notary_server import app_notary
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 SHARED_SCHEMA = REPO.parent / "shared" / "specs" / "aer-1-receipt.schema.json"
 PACKAGED_SCHEMA = REPO / "notary" / "aer-1-receipt.schema.json"
 

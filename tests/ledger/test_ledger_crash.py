@@ -18,15 +18,17 @@ from ledger.core.proofs import verify_consistency, verify_inclusion
 from ledger.log import Log
 from ledger.storage.sqlite import SqliteStore
 
-CHILD = Path(__file__).with_name("crash_child.py")
+REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 25
 
 
 def _run_child_until_killed(directory: Path, key: str, rng: random.Random
                             ) -> tuple[dict[int, bytes], list[bytes]]:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
-    proc = subprocess.Popen([sys.executable, str(CHILD), str(directory), key],
-                            stdout=subprocess.PIPE, env=env)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # As a module from the repository: run as a file, tests/ would be first on sys.path and
+    # tests/ledger/ would shadow the ledger package.
+    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_child", str(directory), key],
+                            cwd=REPO, stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     acked: dict[int, bytes] = {}
     checkpoints: list[bytes] = []

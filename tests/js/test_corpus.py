@@ -52,7 +52,7 @@ def test_corpus_covers_every_kind(corpus: tuple[Path, list[dict[str, Any]]]) -> 
     ):
         assert any(n.startswith(prefix) for n in names), prefix
     assert len(cases) >= 150
-    # the tamper table of tests/test_verifier.py is there in full
+    # the tamper table of tests/notary/verifier/test_verifier.py is there in full
     for field in (
         "id",
         "server",

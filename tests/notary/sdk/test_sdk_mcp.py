@@ -58,7 +58,7 @@ from notary.sdk import (
 )
 from tests.notary_server import app_notary, create_api_key, free_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 LEVELS = ("record", "signature", "inclusion")
 
 

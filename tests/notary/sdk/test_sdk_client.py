@@ -26,8 +26,8 @@ from notary.sdk import (
     NotaryUnavailableError,
 )
 from notary.sdk import client as client_module
+from tests.notary.sdk.test_sdk_mcp import LiveNotary, closed_url, free_port, notary  # noqa: F401
 from tests.servers import Serve
-from tests.test_sdk_mcp import LiveNotary, closed_url, free_port, notary  # noqa: F401
 
 DIGEST = "ab" * 32
 BODY = {"server": "srv", "tool": "echo", "call_sha256": DIGEST}

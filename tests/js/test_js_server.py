@@ -29,7 +29,7 @@ from notary.verifier.trust import Trust
 from notary.verifier.verify import verify_tool_call
 from tests.notary_server import app_notary, free_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 JS = REPO / "js"
 
 CALLS: list[tuple[str, dict[str, Any]]] = [

@@ -28,7 +28,7 @@ from notary.gateway.policy import (
 from notary.gateway.policy.patterns import MAX_MATCH_CHARS
 from notary.gateway.projection import OutputSchemas, project_result
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "gateway-policy.toml"
 
 POLICY = """

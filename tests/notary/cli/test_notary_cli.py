@@ -22,7 +22,7 @@ from tests.notary_server import NotaryProcess, _child_env
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "notary.cli.main", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=60, stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1])))
+                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3])))
 
 
 def test_settings_precedence(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tests.notary_server import free_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"<!-- walkthrough(?::python (?P<path>\S+))? -->\n```(?P<lang>\w+)\n"
                    r"(?P<body>.*?)\n```", re.S)
 

@@ -26,11 +26,11 @@ from notary.core.receipts import ReceiptKey
 from notary.mcp_server import ServerConfig, build_server
 from notary.verifier.state import StateFile
 from notary.verifier.trust import parse_log_keys
+from tests.notary.verifier.test_verifier import Call, Notary, json_out, run_cli, running_notary
 from tests.notary_server import free_port
-from tests.test_verifier import Call, Notary, json_out, run_cli, running_notary
 
 MODES = ["auto", "legacy"]
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

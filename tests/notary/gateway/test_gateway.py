@@ -47,7 +47,7 @@ from notary.sdk import NotaryClient, received_wire, verify_tool_result
 from tests.gateway_upstream import read_log
 from tests.notary_server import app_notary, free_port, run_cli
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 AER1_SCHEMA = json.loads((REPO / "notary" / "aer-1-receipt.schema.json").read_text())
 AER1_VALIDATOR = Draft202012Validator(AER1_SCHEMA,
                                       format_checker=Draft202012Validator.FORMAT_CHECKER)
