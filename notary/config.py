@@ -42,6 +42,7 @@ class Settings:
     origin: str = ""  # fixed at first run; defaults to the public URL without its scheme
     max_body: int = 64 * 1024
     max_batch: int = 4096
+    workers: int = 1  # processes serving the log behind one listening socket (--workers)
     log_format: str = "auto"  # auto (console on a TTY, else JSON), json or console
     log_level: str = "info"
     # Witnessing (ledger/witnessing.py): "URL=VKEY" per witness (a TOML list; in the
@@ -67,6 +68,8 @@ class Settings:
     verify_queue: int = 8
     verify_per_client: int = 2
     verify_budget: float = 0.5
+    # A directory kept up to date with the log's static tlog-tiles tree ("" for none).
+    publish: str = ""
     # Background scrub (ledger/scrub.py): stored tiles and bundles re-verified per second;
     # 0 turns it off.
     scrub_rate: float = 20.0
@@ -214,6 +217,8 @@ _RULES: Mapping[str, Check] = {
     "verify_per_client": _between(1, 10_000),
     "verify_budget": _between(0.001, 1000, "worker-seconds per second"),
     "scrub_rate": _between(0, 100_000, "tiles and bundles per second (0: off)"),
+    "workers": _between(1, 256, "processes"),
+    "publish": _data,
 }
 
 

@@ -366,11 +366,13 @@ class NotaryProcess(LoopbackHttp):
         return self._reap()
 
     def kill9(self) -> int | None:
-        """SIGKILL at once, as a crash would (no draining, no cleanup)."""
+        """SIGKILL at once, as a crash would (no draining, no cleanup): its whole process
+        group, so ``--workers`` children die with their parent, as on a lost machine."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
         return self._reap()
 

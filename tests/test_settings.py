@@ -42,6 +42,8 @@ BAD: dict[str, list[str]] = {
     "verify_per_client": ["0"],
     "verify_budget": ["0", "-1", "nan"],
     "scrub_rate": ["-1", "nan", "1000000"],
+    "workers": ["0", "-1", "1000", "1.5"],
+    "publish": ["out\0dir"],
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
@@ -40,6 +41,7 @@ from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 from notary.store.sqlite_schema import MigrationReport
 from notary.watch import server_filter
+from notary.workers import bind, supervise
 
 _T = TypeVar("_T")
 _SETTING_NAMES = frozenset(f.name for f in fields(Settings))
@@ -53,7 +55,13 @@ def _settings(args: argparse.Namespace) -> Settings:
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     configure(settings.log_format, settings.log_level)
-    first = init_data_dir(settings)
+    if settings.workers < 1:
+        raise UsageError("--workers must be 1 or more")
+    if settings.workers > 1 and is_memory(settings.database):
+        raise UsageError(f"--workers needs a store the workers share; {MEMORY} is one per "
+                         "process")
+    worker = args.listen_fd is not None
+    first = None if worker else init_data_dir(settings)
     base = settings.base_url
     if first is not None:
         print(f"Created a new notary in {settings.data}/ (keys are 0600; back them up).")
@@ -66,16 +74,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"The store is in memory ({MEMORY}): nothing outlives this process, and API keys "
               "can only be added in process (notary.admin).")
     host, port = settings.host_port
+    app = create_app(settings)  # settings are checked here, before any worker starts
+    if settings.workers > 1:
+        try:
+            sock = bind(host, port)
+        except OSError as e:
+            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+        print(f"Serving on {base} (listening on {host}:{port}, {settings.workers} workers)",
+              flush=True)
+        return supervise(sock, settings.workers, args.argv)
     limits = ServerLimits(max_connections=settings.max_connections,
                           keepalive_timeout=settings.keepalive_timeout,
                           header_timeout=settings.header_timeout,
                           body_timeout=settings.body_timeout)
 
     def announce(url: str) -> None:
-        print(f"Serving on {base} (listening on {url.split('://', 1)[1]})", flush=True)
+        if not worker:
+            print(f"Serving on {base} (listening on {url.split('://', 1)[1]})", flush=True)
 
-    asyncio.run(serve_until_signalled(create_app(settings), host, port, announce,
-                                      limits=limits, shutdown_timeout=30))
+    inherited = socket.socket(fileno=args.listen_fd) if worker else None
+    asyncio.run(serve_until_signalled(app, host, port, announce, limits=limits,
+                                      shutdown_timeout=30, sock=inherited))
     return 0
 
 
@@ -314,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between submissions of a grown tree (default 2)")
     p.add_argument("--witness-timeout", type=float, metavar="S",
                    help="seconds to wait for a witness's answer (default 5)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="processes serving the log behind one listening port (default 1)")
+    p.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # a worker's socket
+    p.add_argument("--publish", metavar="DIR",
+                   help="keep the log's static tlog-tiles tree in DIR up to date, for a web "
+                        "server or CDN to serve reads off the database")
     p.add_argument("--scrub-rate", type=float, metavar="N",
                    help="stored tiles and bundles the background scrub re-verifies per second "
                         "(default 20; 0 turns it off)")
@@ -388,6 +413,7 @@ def _database(args: argparse.Namespace) -> tuple[Path | None, str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what --workers passes on
     try:
         return int(args.func(args))
     except (UsageError, ConfigError, KeyFileError, StoreError) as e:

@@ -15,13 +15,22 @@ from notary.store.base import NotaryStore
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 
-__all__ = ["MEMORY", "check_database", "is_memory", "open_store"]
+__all__ = ["MEMORY", "check_database", "is_memory", "is_postgres", "open_store", "store_kind"]
 
 MEMORY = "memory:"
 
 
 def is_memory(database: str) -> bool:
     return database == MEMORY
+
+
+def is_postgres(database: str) -> bool:
+    return database.startswith(("postgresql://", "postgres://"))
+
+
+def store_kind(database: str) -> str:
+    """The backend's name for logs and messages: never the URL, which may hold a password."""
+    return "postgresql" if is_postgres(database) else "memory" if is_memory(database) else "sqlite"
 
 
 def check_database(database: str) -> None:
