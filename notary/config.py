@@ -24,7 +24,7 @@ from ledger.netaddr import AddressError, parse_host_port
 from ledger.storage.base import StoreError
 from ledger.witnessing import WitnessConfigError, parse_witness_spec
 from notary.core.errors import NotaryBaseError
-from notary.store import check_database
+from notary.store import check_database, is_postgres
 
 
 class ConfigError(NotaryBaseError, ValueError):
@@ -254,6 +254,11 @@ _KINDS: Mapping[str, str] = {f.name: str(f.type) for f in fields(Settings)}
 _ENV_PREFIX = "NOTARY_"
 
 
+def _mask_url(value: Any) -> Any:
+    """A PostgreSQL URL as messages show it: never in full, since it may hold a password."""
+    return "postgresql://…" if isinstance(value, str) and is_postgres(value) else value
+
+
 def _coerce(name: str, value: Any) -> Any:
     """A value from a flag, the environment (text) or TOML (typed) as the setting's type.
 
@@ -311,9 +316,12 @@ def resolve(flags: Mapping[str, Any], env: Mapping[str, str] | None = None,
     where: dict[str, str] = {}
     for name in names:
         env_name = _ENV_PREFIX + name.upper()
-        for source, value in ((f"{_flag(name)} {flags.get(name)!s}", flags.get(name)),
-                              (f"{env_name}={env.get(env_name)}", env.get(env_name)),
-                              (f"{path}: {name} = {file_values.get(name)!r}",
+        # Where a value came from, for messages; a secret one (a database URL may hold a
+        # password) is named but never shown.
+        shown = _mask_url if name == "database" else (lambda v: v)
+        for source, value in ((f"{_flag(name)} {shown(flags.get(name))!s}", flags.get(name)),
+                              (f"{env_name}={shown(env.get(env_name))}", env.get(env_name)),
+                              (f"{path}: {name} = {shown(file_values.get(name))!r}",
                                file_values.get(name))):
             if value is None or value == "":
                 continue

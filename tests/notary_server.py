@@ -139,7 +139,7 @@ async def app_notary(data: Path, **settings: Any) -> AsyncIterator[AppNotary]:
     port = sock.getsockname()[1]
     config = Settings(data=data, listen=f"{HOST}:{port}", **settings)
     first = init_data_dir(config)
-    assert first is not None, f"{data} already holds a notary"
+    assert first is not None, f"{data} already holds a notary (with a receipt key)"
     async with serving(create_app(config), sock=sock) as server:
         yield AppNotary(server.url, config.data, first.vkey, server.runner)
 

@@ -281,3 +281,21 @@ def primary_with_standby() -> Iterator[tuple[Cluster, Cluster]]:
             if c is not None:
                 c.stop("immediate")
         shutil.rmtree(base, ignore_errors=True)
+
+
+async def pg_dump_tables(url: str) -> bytes:
+    """Every row of every table in the database at ``url``, as bytes (to compare two states,
+    and to search a store for a secret that must never be in it)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        tables = [r[0] for r in await conn.fetch(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")]
+        out = []
+        for table in tables:
+            rows = await conn.fetch(f'SELECT * FROM "{table}" ORDER BY 1')
+            out.append((table, [tuple(r) for r in rows]))
+        return repr(out).encode()
+    finally:
+        await conn.close()

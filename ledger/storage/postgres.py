@@ -32,7 +32,7 @@ import hashlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Self, TypeVar
 
 from ledger.storage.base import (
@@ -173,6 +173,9 @@ class PostgresWriteTx:
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         # Written at commit, in one statement; a later write in the same transaction wins.
         self._pending = (tiles, checkpoint)
+
+    def _committed(self) -> None:
+        """Called once the transaction committed (subclasses: trust what it created)."""
 
     async def _flush(self) -> None:
         if self._pending is None:
@@ -384,8 +387,11 @@ class PostgresStore:
         """The transaction object; subclasses (the notary's store) return their own."""
         return PostgresWriteTx(conn, latest, history_time)
 
+    def transaction(self) -> AbstractAsyncContextManager[PostgresWriteTx]:
+        return self._transaction()
+
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[PostgresWriteTx]:
+    async def _transaction(self) -> AsyncIterator[PostgresWriteTx]:
         async with self._wlock:
             conn, tr, row = await self._begin()
             tx = self._new_tx(conn, _record(row), float(row["history_time"]))
@@ -410,6 +416,7 @@ class PostgresStore:
                         f"{what}") from None
                 raise
             await self._release(conn)  # committed: a connection that dies now changes nothing
+            tx._committed()
 
     def lease(self, name: str) -> PostgresLease:
         """The lease of job ``name`` (see :mod:`ledger.lease`): a session advisory lock."""

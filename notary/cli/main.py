@@ -36,7 +36,7 @@ from notary.core.records import RecordError, record_from_json
 from notary.http.app import create_app, init_data_dir
 from notary.keys import Paths
 from notary.startup import entry_url_bases
-from notary.store import MEMORY, is_memory, open_store
+from notary.store import MEMORY, is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 from notary.store.sqlite_schema import MigrationReport
@@ -63,7 +63,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     worker = args.listen_fd is not None
     first = None if worker else init_data_dir(settings)
     base = settings.base_url
-    if first is not None:
+    if first is not None and not first.new_log:
+        print(f"Joined the log of {settings.data}/log.key with a receipt key of this "
+              f"frontend's own (kid {first.kid}, 0600; back it up).")
+    elif first is not None:
         print(f"Created a new notary in {settings.data}/ (keys are 0600; back them up).")
         print(f"Log verifier key:  {first.vkey}")
         print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
@@ -118,8 +121,10 @@ def _with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable
         raise UsageError(f"database {MEMORY!r} lives inside one `notary serve` process; there "
                          "is nothing to administer from the command line")
     paths = Paths(settings.data)
-    if not paths.db.exists():
+    pg = is_postgres(settings.database)
+    if not pg and not paths.db.exists():
         raise UsageError(f"no notary database at {paths.db}; run `notary serve` once first")
+    where = "the PostgreSQL store" if pg else f"the store at {paths.db}"  # never the URL
     origin = _log_origin(paths)
     candidates = [*bases, *(entry_url_bases(settings, origin) if origin else [settings.base_url])]
 
@@ -133,7 +138,7 @@ def _with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable
     try:
         return asyncio.run(run())
     except StoreError as e:
-        raise UsageError(f"the store at {paths.db}: {e}") from e
+        raise UsageError(f"{where}: {e}") from e
 
 
 def cmd_apikey_create(args: argparse.Namespace) -> int:
@@ -234,8 +239,18 @@ def cmd_hash(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_postgres(settings: Settings, command: str) -> None:
+    if is_postgres(settings.database):
+        raise UsageError(
+            f"`notary {command}` copies the SQLite file in --data; a PostgreSQL store is backed "
+            "up and restored with PostgreSQL's own tools (pg_dump / pg_restore, or "
+            "pg_basebackup with WAL archiving for point-in-time recovery), and the key files "
+            f"in {settings.data}/ (log.key, receipt-keys/) copied beside it")
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    _refuse_postgres(settings, "backup")
     try:
         info = backup(settings.data, Path(args.dest))
     except BackupError as e:
@@ -270,6 +285,7 @@ def _checkpoint_arg(value: str) -> tuple[str, bytes]:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    _refuse_postgres(settings, "restore")
     extra = [_checkpoint_arg(v) for v in args.checkpoint]
     try:
         info, moved = restore(Path(args.backup), settings.data, extra)
@@ -286,7 +302,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, help="data directory (default ./notary-data)")
     p.add_argument("--database", help="the store: empty (default) for the SQLite file in "
-                   f"--data, {MEMORY!r} for a throwaway one (serve only)")
+                   f"--data, {MEMORY!r} for a throwaway one (serve only), or a "
+                   "postgresql://host[,host2]/dbname URL shared by several frontends")
     p.add_argument("--config", type=Path, help="TOML settings file")
 
 

@@ -39,6 +39,7 @@ SEEN_FILE = "seen-checkpoint.json"  # the newest checkpoint this notary saw comm
 class FirstRun:
     vkey: str
     kid: str
+    new_log: bool = True  # False: a frontend joining a log whose key was copied into --data
 
 
 def init_data_dir(settings: Settings) -> FirstRun | None:
@@ -53,7 +54,13 @@ def init_data_dir(settings: Settings) -> FirstRun | None:
                 f"this data directory's log has origin {signer.name!r}; "
                 f"--origin {settings.origin!r} cannot change it"
             )
-        return None
+        if paths.receipt_keys.is_dir() and any(paths.receipt_keys.glob("*.key")):
+            return None
+        # Another frontend of a shared store (PostgreSQL): the log key was copied here, the
+        # receipt key is this frontend's own (registered in the store when it opens, and
+        # published by every frontend's JWKS).
+        key = write_receipt_key(paths)
+        return FirstRun(signer.verifier_key_text(), key.kid, new_log=False)
     paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     signer = create_log_key(paths, settings.default_origin)
     if not is_memory(settings.database):

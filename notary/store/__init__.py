@@ -1,14 +1,17 @@
-"""The notary's store: the typed contract (``base``) and its backends (``memory``, ``sqlite``).
+"""The notary's store: the typed contract (``base``) and its backends (``memory``, ``sqlite``,
+``postgres``).
 
 :func:`open_store` picks the backend from the ``database`` setting: empty for the SQLite file in
 the data directory (the default), ``memory:`` for a throwaway store that lives as long as one
-``notary serve`` process.
+``notary serve`` process, a ``postgresql://`` URL for a database that any number of frontends
+share (multi-host URLs with ``target_session_attrs=read-write`` find the primary).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ledger.storage.base import StoreError
 from notary.store.base import NotaryStore
@@ -34,10 +37,25 @@ def store_kind(database: str) -> str:
 
 
 def check_database(database: str) -> None:
-    """Refuse a ``database`` setting no backend understands (StoreError names the choices)."""
+    """Refuse a ``database`` setting no backend understands (StoreError names the choices).
+
+    A PostgreSQL URL is never echoed: it may hold a password."""
+    if is_postgres(database):
+        try:
+            parts = urlsplit(database)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            raise StoreError("the PostgreSQL database URL is malformed (expected "
+                             "postgresql://[user[:password]@]host[:port][,host2…]/dbname"
+                             "[?target_session_attrs=read-write])") from None
+        if not parts.path.strip("/"):
+            raise StoreError("the PostgreSQL database URL names no database "
+                             "(postgresql://host/dbname)")
+        return
     if database not in ("", MEMORY):
         raise StoreError(f"database {database!r} is not supported: leave it empty for the SQLite "
-                         f"file in the data directory, or use {MEMORY!r}")
+                         f"file in the data directory, use {MEMORY!r}, or a "
+                         "postgresql://host/dbname URL")
 
 
 async def open_store(database: str, sqlite_path: Path, *, create: bool = False,
@@ -51,5 +69,10 @@ async def open_store(database: str, sqlite_path: Path, *, create: bool = False,
     check_database(database)
     if is_memory(database):
         return MemoryNotaryStore()
+    if is_postgres(database):
+        # deferred: asyncpg is the optional `postgres` extra; the SQLite default never needs it
+        from notary.store.postgres import PgNotaryStore
+
+        return await PgNotaryStore.open(database)
     return await SqliteNotaryStore.open(sqlite_path, create=create,
                                         entry_url_bases=entry_url_bases)
