@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import structlog
 from aiohttp import web
 
 from tests.notary_server import NotaryProcess
-from tests.pgcluster import Cluster, start_cluster
+from tests.pgcluster import Cluster, new_database, start_cluster
 from tests.servers import Serve, Served, start_server
 from tests.stores import BACKENDS, StoreFactory
 
@@ -114,11 +113,6 @@ def pg_url(pg_cluster: Cluster) -> str:
     return new_database(pg_cluster)
 
 
-def new_database(cluster: Cluster) -> str:
-    """A fresh, empty database in ``cluster``; its URL."""
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    cluster.psql(f"CREATE DATABASE {name}")
-    return cluster.url.rsplit("/", 1)[0] + "/" + name
 
 
 @pytest.fixture(params=BACKENDS)

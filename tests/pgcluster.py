@@ -25,6 +25,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -299,3 +300,10 @@ async def pg_dump_tables(url: str) -> bytes:
         return repr(out).encode()
     finally:
         await conn.close()
+
+
+def new_database(cluster: Cluster) -> str:
+    """A fresh, empty database in ``cluster``; its URL."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    cluster.psql(f"CREATE DATABASE {name}")
+    return cluster.url.rsplit("/", 1)[0] + "/" + name
