@@ -17,6 +17,7 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -369,6 +370,21 @@ async def test_a_digest_logged_by_another_process_is_not_logged_again(
         assert b.log is not None
         head = await b.log.head(0)
         assert head is not None and head.size == 1
+
+
+async def test_a_receipt_another_process_just_logged_comes_with_a_proof(
+        tmp_path: Path, shared: str) -> None:
+    """B's head is a moment old when A logs a digest; B, asked for it, finds A's receipt and
+    proves it to a checkpoint that covers it (it re-reads the head instead of failing)."""
+    data = tmp_path / "d"
+    async with running(data, shared) as a, running(data, shared) as b:
+        assert b.log is not None
+        await b.log.head(0)  # B's cached head: the empty log
+        mine, _ = await issue(a, 9)
+        b.log._head_read = time.monotonic()  # still fresh when B is asked
+        theirs, created = await issue(b, 9)
+        assert not created and theirs.without_proof() == mine.without_proof()
+        assert theirs.proof is not None
 
 
 async def test_an_allowance_spent_by_another_process_is_not_overspent(
