@@ -13,6 +13,7 @@ import aiohttp
 
 from notary.cli.main import main as notary_cli
 from notary.service import Unauthorized
+from notary.store import check_database
 from tests.notary_server import app_notary, run_cli
 
 
@@ -81,3 +82,9 @@ def test_a_malformed_url_is_refused_without_echoing_it(tmp_path: Path) -> None:
     code, err = cli_err("apikey", "list", "--data", str(tmp_path),
                         "--database", "postgresql://u:s3cret-pw@h:notaport/db")
     assert code == 2 and "malformed" in err and "s3cret-pw" not in err, err
+
+
+def test_multi_host_urls_are_accepted() -> None:
+    for url in ("postgresql://n@h1:5432,h2:5433/db?target_session_attrs=read-write",
+                "postgresql://h1,h2/db", "postgresql://[::1]:5432/db", "postgres:///db"):
+        check_database(url)

@@ -36,18 +36,28 @@ def store_kind(database: str) -> str:
     return "postgresql" if is_postgres(database) else "memory" if is_memory(database) else "sqlite"
 
 
+def _host_port_ok(text: str) -> bool:
+    """``host``, ``host:port`` or ``[v6]:port`` of a (multi-host) libpq URL; an empty host is
+    libpq's default (the local socket)."""
+    host, sep, port = text.rpartition(":") if not text.endswith("]") else (text, "", "")
+    if not sep:
+        host, port = text, ""
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        return False
+    return "/" not in host and " " not in host
+
+
 def check_database(database: str) -> None:
     """Refuse a ``database`` setting no backend understands (StoreError names the choices).
 
     A PostgreSQL URL is never echoed: it may hold a password."""
     if is_postgres(database):
-        try:
-            parts = urlsplit(database)
-            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-        except ValueError:
+        parts = urlsplit(database)
+        hosts = parts.netloc.rpartition("@")[2]
+        if not all(_host_port_ok(h) for h in hosts.split(",")):
             raise StoreError("the PostgreSQL database URL is malformed (expected "
-                             "postgresql://[user[:password]@]host[:port][,host2…]/dbname"
-                             "[?target_session_attrs=read-write])") from None
+                             "postgresql://[user[:password]@]host[:port][,host2[:port]…]/dbname"
+                             "[?target_session_attrs=read-write])")
         if not parts.path.strip("/"):
             raise StoreError("the PostgreSQL database URL names no database "
                              "(postgresql://host/dbname)")
