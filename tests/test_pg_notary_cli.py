@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -88,3 +89,53 @@ def test_multi_host_urls_are_accepted() -> None:
     for url in ("postgresql://n@h1:5432,h2:5433/db?target_session_attrs=read-write",
                 "postgresql://h1,h2/db", "postgresql://[::1]:5432/db", "postgres:///db"):
         check_database(url)
+
+
+async def test_unknown_key_id_and_wrong_secret_send_the_same_queries(tmp_path: Path,
+                                                                     pg_url: str) -> None:
+    """As on SQLite (test_auth_work): both refusals cost one one-row read of the key version,
+    whatever the key id; the key table is reloaded only when that version moved."""
+    async with app_notary(tmp_path / "a", database=pg_url) as served:
+        notary = served.notary
+        key = await served.new_api_key("alice")
+        for i in range(5):
+            await served.new_api_key(f"other{i}")
+        key_id, secret = key[3:15], key[16:]
+        wrong_secret = f"nk_{key_id}_{('B' if secret[0] == 'A' else 'A')}{secret[1:]}"
+        unknown_id = f"nk_{'0' * 12}_{secret}"
+        store = notary.store
+        sent: list[tuple[str, str]] = []
+        real = store._retrying  # type: ignore[attr-defined]
+
+        class Recording:
+            def __init__(self, conn: Any) -> None:
+                self.conn = conn
+
+            def __getattr__(self, name: str) -> Any:
+                attr = getattr(self.conn, name)
+                if name not in ("fetch", "fetchval", "fetchrow", "execute"):
+                    return attr
+
+                async def call(query: str, *args: Any) -> Any:
+                    sent.append((name, query))
+                    return await attr(query, *args)
+
+                return call
+
+        async def recording(fn: Any) -> Any:
+            return await real(lambda conn: fn(Recording(conn)))
+
+        store._retrying = recording  # type: ignore[attr-defined]
+
+        async def work(token: str) -> list[tuple[str, str]]:
+            sent.clear()
+            try:
+                await notary.authenticate(f"Bearer {token}")
+            except Unauthorized:
+                return list(sent)
+            raise AssertionError("the key was accepted")
+
+        await work(wrong_secret)
+        await work(unknown_id)
+        known, unknown = await work(wrong_secret), await work(unknown_id)
+        assert known == unknown and len(known) == 1, (known, unknown)

@@ -148,10 +148,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except (StoreUnavailableError, WriterBusyError) as e:
         # The database is away (failover, lost connection) or a writer held the lock too
         # long: nothing was acknowledged, a retry may succeed.
-        _log.warning("store_unavailable", method=request.method, path=request.path,
-                     error=type(e).__name__)
-        return json_error(503, "unavailable", f"the log's store is unavailable: {e}",
-                          headers={"Retry-After": "1"})
+        # The detail (driver error, host and port) is for the operator's log, once per
+        # interval; the client learns only that it may retry.
+        dropped = _throttle.allow("store_unavailable")
+        if dropped is not None:
+            _log.warning("store_unavailable", method=request.method, path=request.path,
+                         error=str(e), suppressed=dropped)
+        return json_error(503, "unavailable", "the log's store is unavailable right now "
+                          "(nothing was written); retry shortly", headers={"Retry-After": "1"})
     except LogRollbackError as e:
         _log.error("writer_refusing", method=request.method, path=request.path, error=str(e))
         return json_error(503, "log_refusing", str(e), headers={"Retry-After": "30"})
