@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +141,11 @@ async def test_unknown_key_id_and_wrong_secret_send_the_same_queries(tmp_path: P
         await work(unknown_id)
         known, unknown = await work(wrong_secret), await work(unknown_id)
         assert known == unknown and len(known) == 1, (known, unknown)
+
+
+def test_the_sqlite_default_never_imports_asyncpg() -> None:
+    """asyncpg is the optional `postgres` extra: serving and administering on SQLite must work
+    without it (its imports are deferred to the PostgreSQL branches)."""
+    code = ("import sys, notary.cli.main, notary.http.app, notary.startup, notary.store, "
+            "notary.cli.check; assert 'asyncpg' not in sys.modules, 'asyncpg imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])

@@ -74,3 +74,20 @@ def test_workers_share_one_log_and_replace_a_killed_one(tmp_path: Path) -> None:
             verdict = verify_receipt(receipt, record=record, jwks=jwks, log_verifier=vkey)
             assert verdict.valid, json.dumps(verdict.to_json())
         assert server.stop() == 0
+
+
+def test_workers_on_postgresql(tmp_path: Path, pg_url: str) -> None:
+    """The same on a PostgreSQL store: the workers share the database's log, one receipt key."""
+    with NotaryProcess(tmp_path / "data", args=("--workers", "2", "--database", pg_url)) as server:
+        out = server.cli("apikey", "create", "--data", str(server.data_dir), "--database", pg_url,
+                         "--account", "w").stdout
+        key = out.strip().splitlines()[-1]
+        with ThreadPoolExecutor(16) as pool:
+            got = list(pool.map(lambda n: notarize(server, key, n), range(100)))
+        assert sorted(r["ledger"]["index"] for r, _ in got) == list(range(100))
+        jwks = Jwks(server.get("/.well-known/jwks.json").json())
+        vkey = Ed25519Verifier.from_vkey(server.get("/v1/ledger").json()["vkey"])
+        for receipt, record in got:
+            verdict = verify_receipt(receipt, record=record, jwks=jwks, log_verifier=vkey)
+            assert verdict.valid, json.dumps(verdict.to_json())
+        assert server.stop() == 0
