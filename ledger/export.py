@@ -47,7 +47,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
     write_atomic(path, data, mode=0o644, sync_dir=False)
 
 
-def _write_tile(path: Path, data: bytes) -> bool:
+def write_tile_once(path: Path, data: bytes) -> bool:
     """Write a tile unless it is already there; True if written. Raise on different bytes."""
     try:
         existing = path.read_bytes()
@@ -63,10 +63,10 @@ def _write_tile(path: Path, data: bytes) -> bool:
 
 
 def _write_tiles(out: Path, pairs: list[tuple[Tile, bytes]]) -> int:
-    return sum(_write_tile(out / t.path(), data) for t, data in pairs)
+    return sum(write_tile_once(out / t.path(), data) for t, data in pairs)
 
 
-def _check_full(tile: Tile, data: bytes | None) -> bytes:
+def check_full_tile(tile: Tile, data: bytes | None) -> bytes:
     """A full tile read from the store, refusing one that is missing or not full."""
     if data is None:
         raise ExportError(f"{tile.path()} is missing from the store: the store is damaged")
@@ -87,7 +87,7 @@ async def _tile_bytes(log: Log, chunk: list[Tile]) -> list[tuple[Tile, bytes]]:
     out = []
     for t in chunk:
         if t.is_full:
-            data = _check_full(t, full.get((t.level, t.index)))
+            data = check_full_tile(t, full.get((t.level, t.index)))
         else:
             partial = await log.reader.tile(t.level, t.index, t.width)
             if partial is None:

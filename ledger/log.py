@@ -62,15 +62,22 @@ class Log:
         screen: BatchScreen | None = None,
         observer: BatchObserver | None = None,
         cache_tiles: int = 4096,
+        trusted: CheckpointRecord | None = None,
     ) -> Log:
-        """A writable log when given the signer (which checks the stored tree on start)."""
+        """A writable log when given the signer (which checks the stored tree on start).
+
+        ``trusted`` is a checkpoint of this log seen committed before (by an earlier run): the
+        writer refuses a store whose tree does not extend it
+        (:class:`~ledger.sequencer.LogRollbackError`).
+        """
         if signer is None and verifier is None:
             raise ValueError("a log needs its signer (to write) or its verifier (to read)")
         reader = LogReader(store, cache_tiles=cache_tiles)
         sequencer = None
         if signer is not None:
             sequencer = Sequencer(store, signer, reader=reader, max_batch=max_batch,
-                                  hook=hook, screen=screen, observer=observer)
+                                  hook=hook, screen=screen, observer=observer,
+                                  trusted=trusted)
             try:
                 await sequencer.start()
             except BaseException:
@@ -87,7 +94,8 @@ class Log:
         this process's sequencer, is the authority; the short cache keeps hot paths cheap.
         """
         seq = self.sequencer
-        if seq is not None and seq.checkpoint is not None and self._newer(seq.checkpoint):
+        if seq is not None and seq.checkpoint is not None and seq.refusing is None \
+                and self._newer(seq.checkpoint):
             self._set_head(seq.checkpoint)
         now = time.monotonic()
         if self._head is None or now - self._head_read > max_age:
@@ -99,7 +107,9 @@ class Log:
 
     def _newer(self, rec: CheckpointRecord) -> bool:
         head = self._head
-        return head is None or (rec.note != head.note and rec.size >= head.size)
+        # Only growth: a store that went back (restored, failed over) or holds another tree
+        # at the same size is not followed; the writer refuses it and says why.
+        return head is None or rec.size > head.size
 
     def _set_head(self, rec: CheckpointRecord) -> None:
         cp, _ = open_checkpoint(rec.note, self.verifier)

@@ -18,7 +18,7 @@ from typing import Any
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
 from ledger.core.errors import LedgerError
-from ledger.core.hashing import HASH_SIZE
+from ledger.core.hashing import HASH_SIZE, fold_right
 from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE
@@ -52,6 +52,15 @@ class LogIntegrityError(LedgerError, RuntimeError):
     """The stored tiles do not match the signed checkpoint: the log must not run."""
 
 
+class LogRollbackError(LogIntegrityError):
+    """The store holds a tree that is not an extension of one this process saw committed.
+
+    A database restored from an older backup, or a failover that lost acknowledged commits,
+    looks like this. Signing on top of it would fork the log (two checkpoints that no
+    consistency proof links), so the writer refuses every batch until the store is back.
+    """
+
+
 class LogHaltedError(LogIntegrityError):
     """Appends are refused: damage was found in the stored log (:meth:`Sequencer.halt`)."""
 
@@ -76,6 +85,33 @@ class Appended:
     index: int
     size: int
     checkpoint: bytes
+
+
+async def root_at(
+    read_tiles: Callable[[Sequence[TileKey]], Awaitable[dict[TileKey, bytes]]],
+    size: int,
+) -> bytes:
+    """The root of the first ``size`` leaves, from tiles of a tree at least that large.
+
+    Only complete subtrees are read, and those never change as the tree grows, so this is how
+    a writer checks that the stored tree extends a checkpoint it saw before (a consistency
+    check with the tiles as the proof).
+    """
+    coords = stack_coords(size)
+    keys = list(dict.fromkeys(tile_of(c)[:2] for c in coords))
+    got = await read_tiles(keys)
+    expanded: dict[TileKey, ExpandedTile] = {}
+    stack = []
+    for c in coords:
+        key = tile_of(c)[:2]
+        if key not in got:
+            raise LogIntegrityError(f"tile {key} needed at size {size} is missing from the store")
+        tile = expanded.get(key) or expanded.setdefault(key, ExpandedTile(got[key]))
+        try:
+            stack.append(tile.get(c))
+        except KeyError as e:
+            raise LogIntegrityError(f"tile {key} is too short for size {size}") from e
+    return fold_right(stack)
 
 
 async def load_state(
@@ -133,6 +169,7 @@ class Sequencer:
         screen: BatchScreen | None = None,
         observer: BatchObserver | None = None,
         clock: Callable[[], float] = time.time,
+        trusted: CheckpointRecord | None = None,
     ) -> None:
         self.store = store
         self.signer = signer
@@ -144,7 +181,12 @@ class Sequencer:
         self.observer = observer
         self.clock = clock
         self.state = TreeState()
-        self.checkpoint: CheckpointRecord | None = None
+        #: The newest checkpoint this process has seen durably committed (its own commits and
+        #: what it read from the store), or one it was told it had seen before (``trusted``,
+        #: e.g. remembered across restarts). Nothing inconsistent with it is ever signed.
+        self.checkpoint: CheckpointRecord | None = trusted
+        #: Why the writer is refusing to sign (a rolled-back store), or None while it is not.
+        self.refusing: str | None = None
         self._pending: list[_Group] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -161,10 +203,19 @@ class Sequencer:
         async with self.store.transaction() as tx:
             latest = await tx.latest()
             if latest is None:
+                if self.checkpoint is not None and self.checkpoint.size > 0:
+                    raise LogRollbackError(
+                        f"the store is empty, but this process saw the log at size "
+                        f"{self.checkpoint.size}: refusing to start a new tree over it")
                 latest = self._sign(TreeState())
                 await tx.write({}, latest)
-            self.state = await self._verified_state(tx, latest)
-            self.checkpoint = latest
+            try:
+                self.state = await self._catch_up(tx, latest)
+                self.checkpoint = latest
+            except LogRollbackError:
+                # Serve reads; refuse every batch (each one re-checks the store, so writes
+                # resume by themselves once the database is back where this process saw it).
+                pass
         self._task = asyncio.create_task(self._run(), name=f"sequencer {self.origin}")
 
     async def _verified_state(self, tx: WriteTx, latest: CheckpointRecord) -> TreeState:
@@ -187,6 +238,33 @@ class Sequencer:
             )
         return state
 
+    async def _catch_up(self, tx: WriteTx, latest: CheckpointRecord) -> TreeState:
+        """The verified state at the stored checkpoint, refusing one that does not extend the
+        newest checkpoint this process saw committed (``self.checkpoint``)."""
+        seen = self.checkpoint
+        try:
+            if seen is not None and latest.size < seen.size:
+                raise LogRollbackError(
+                    f"the store's checkpoint is at size {latest.size}, older than size "
+                    f"{seen.size} that this process saw committed: the database was restored "
+                    "or failed over and lost commits; refusing to sign (it would fork the log)")
+            state = await self._verified_state(tx, latest)
+            if seen is not None and seen.size > 0 and seen.note != latest.note:
+                try:
+                    seen_cp, _ = open_checkpoint(seen.note, self.signer.verifier())
+                except NoteError as e:
+                    raise LogIntegrityError(f"a remembered checkpoint does not verify: {e}") from e
+                root = state.root() if seen.size == state.size else await root_at(
+                    tx.read_tiles, seen.size)
+                if root != seen_cp.root_hash:
+                    raise LogRollbackError(
+                        f"the stored tree (size {latest.size}) does not contain the tree of "
+                        f"size {seen.size} that this process saw committed: the store was "
+                        "replaced or forked; refusing to sign")
+        except LogRollbackError as e:
+            self.refusing = str(e)
+            raise
+        return state
     def halt(self, reason: str) -> None:
         """Refuse every append from now on, queued ones included.
 
@@ -294,16 +372,21 @@ class Sequencer:
         started = time.perf_counter()
         refused: list[tuple[_Group, Exception]] = []
         done: Integrated | None = None
+        caught_up: CheckpointRecord | None = None
         try:
             async with self.store.transaction() as tx:
                 latest = await tx.latest()
                 if latest is None or self.checkpoint is None or latest.size != self.state.size \
                         or latest.note != self.checkpoint.note:
                     # Another process appended since our last commit: catch up from its tiles.
+                    # ``self.checkpoint`` stays what it was until this transaction commits:
+                    # only then is what it read known to be durable (with synchronous
+                    # replication, on the standby too), and a failed commit binds nothing.
                     if latest is None:
-                        raise LogIntegrityError("the stored checkpoint disappeared")
-                    self.state = await self._verified_state(tx, latest)
-                    self.checkpoint = latest
+                        raise LogRollbackError("the stored checkpoint disappeared")
+                    self.state = await self._catch_up(tx, latest)
+                    caught_up = latest
+                self.refusing = None
                 batch = await self._screened(tx, batch, refused)
                 entries = [e for g in batch for e in g.entries]
                 if entries:
@@ -328,6 +411,8 @@ class Sequencer:
             if not group.future.done():
                 group.future.set_exception(refusal)
         if done is None:
+            if caught_up is not None:  # what it read is now known to be durable
+                self.checkpoint = caught_up
             return
         self.state = done.state
         self.checkpoint = record

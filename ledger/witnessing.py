@@ -205,6 +205,7 @@ class Witnessing:
         self.interval = interval
         self.timeout = timeout
         self.state_path = state_path
+        self.leading = False
         self._http: HttpClient | None = None
         self._witnesses: dict[str, _Witness] = {}
         self._targets: OrderedDict[int, _Target] = OrderedDict()
@@ -224,7 +225,13 @@ class Witnessing:
 
     # Lifetime ---------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, lead: bool = True) -> None:
+        """Load the state and serve the witnessed checkpoint; with ``lead``, also submit.
+
+        When several processes serve one log, exactly one leads (it holds the witnessing
+        lease, see :mod:`ledger.lease`); the others follow: they re-read the shared state
+        every interval and serve the newest witnessed checkpoint the leader stored.
+        """
         self._http = await HttpClient(timeout=self.timeout).open()
         for e in self.endpoints:
             client = WitnessClient(e.url, e.verifier, self._http)
@@ -234,17 +241,50 @@ class Witnessing:
         if head is not None:
             self._set_target(head)
         self._republish()
+        if lead:
+            await self.lead()
+        else:
+            self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+
+    async def lead(self) -> None:
+        """Start submitting (this process took the lease); state is re-read first."""
+        await self._stop_task()
+        await self._load()
+        self.leading = True
         self._task = asyncio.create_task(self._run(), name="witnessing")
 
-    async def close(self) -> None:
+    async def follow(self) -> None:
+        """Stop submitting (the lease was lost) and follow the leader's stored state."""
+        await self._stop_task()
+        self.leading = False
+        self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+
+    async def _stop_task(self) -> None:
         tasks = [t for t in (self._task, *(w.task for w in self._witnesses.values())) if t]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._dirty:
+        for w in self._witnesses.values():
+            w.task = None
+            w.busy_with = None
+        self._task = None
+
+    async def close(self) -> None:
+        await self._stop_task()
+        if self._dirty and self.leading:
             await self._save()
         if self._http is not None:
             await self._http.close()
+
+    async def _follow(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self._load()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("witnessing_follow_failed")
 
     # What is published ------------------------------------------------------------------------
 
@@ -409,6 +449,11 @@ class Witnessing:
             pub.note if pub is not None and pub.witnessed else None))
 
     async def _load(self) -> None:
+        """Adopt the stored state: witnesses' sizes, and the witnessed checkpoint if it is
+        newer than (or as new as, with more cosignatures) the one served now.
+
+        Followers call this every interval (the leader of several processes on one log
+        writes the state), so it only ever moves forward."""
         state = await self.log.store.witness_state()
         if state is None:
             state = self._legacy_state()
@@ -417,9 +462,18 @@ class Witnessing:
             self._dirty = True  # into the store with the next save
         for vkey, size in state.sizes.items():
             if vkey in self._witnesses:
-                self._witnesses[vkey].known = size
-        if state.published is not None:
-            self._published = await self._check_published(state.published)
+                known = self._witnesses[vkey].known
+                self._witnesses[vkey].known = max(known or 0, size)
+        pub = self._published
+        note = state.published
+        if note is not None and (pub is None or note != pub.note):
+            got = await self._check_published(note)
+            if got is not None and (pub is None or not pub.witnessed or got.size > pub.size
+                                    or (got.size == pub.size
+                                        and got.cosignatures > pub.cosignatures)):
+                self._published = got
+                self.m_published.set(got.size)
+                self.m_cosigs.set(got.cosignatures)
 
     def _legacy_state(self) -> WitnessState | None:
         """The state file of an older release (``state_path``), if there is one for this log."""

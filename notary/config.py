@@ -24,7 +24,7 @@ from ledger.netaddr import AddressError, parse_host_port
 from ledger.storage.base import StoreError
 from ledger.witnessing import WitnessConfigError, parse_witness_spec
 from notary.core.errors import NotaryBaseError
-from notary.store import check_database
+from notary.store import check_database, is_postgres
 
 
 class ConfigError(NotaryBaseError, ValueError):
@@ -42,6 +42,7 @@ class Settings:
     origin: str = ""  # fixed at first run; defaults to the public URL without its scheme
     max_body: int = 64 * 1024
     max_batch: int = 4096
+    workers: int = 1  # processes serving the log behind one listening socket (--workers)
     log_format: str = "auto"  # auto (console on a TTY, else JSON), json or console
     log_level: str = "info"
     # Witnessing (ledger/witnessing.py): "URL=VKEY" per witness (a TOML list; in the
@@ -67,6 +68,8 @@ class Settings:
     verify_queue: int = 8
     verify_per_client: int = 2
     verify_budget: float = 0.5
+    # A directory kept up to date with the log's static tlog-tiles tree ("" for none).
+    publish: str = ""
     # Background scrub (ledger/scrub.py): stored tiles and bundles re-verified per second;
     # 0 turns it off.
     scrub_rate: float = 20.0
@@ -214,6 +217,8 @@ _RULES: Mapping[str, Check] = {
     "verify_per_client": _between(1, 10_000),
     "verify_budget": _between(0.001, 1000, "worker-seconds per second"),
     "scrub_rate": _between(0, 100_000, "tiles and bundles per second (0: off)"),
+    "workers": _between(1, 256, "processes"),
+    "publish": _data,
 }
 
 
@@ -247,6 +252,11 @@ def _cross_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
 
 _KINDS: Mapping[str, str] = {f.name: str(f.type) for f in fields(Settings)}
 _ENV_PREFIX = "NOTARY_"
+
+
+def _mask_url(value: Any) -> Any:
+    """A PostgreSQL URL as messages show it: never in full, since it may hold a password."""
+    return "postgresql://…" if isinstance(value, str) and is_postgres(value) else value
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -306,9 +316,12 @@ def resolve(flags: Mapping[str, Any], env: Mapping[str, str] | None = None,
     where: dict[str, str] = {}
     for name in names:
         env_name = _ENV_PREFIX + name.upper()
-        for source, value in ((f"{_flag(name)} {flags.get(name)!s}", flags.get(name)),
-                              (f"{env_name}={env.get(env_name)}", env.get(env_name)),
-                              (f"{path}: {name} = {file_values.get(name)!r}",
+        # Where a value came from, for messages; a secret one (a database URL may hold a
+        # password) is named but never shown.
+        shown = _mask_url if name == "database" else (lambda v: v)
+        for source, value in ((f"{_flag(name)} {shown(flags.get(name))!s}", flags.get(name)),
+                              (f"{env_name}={shown(env.get(env_name))}", env.get(env_name)),
+                              (f"{path}: {name} = {shown(file_values.get(name))!r}",
                                file_values.get(name))):
             if value is None or value == "":
                 continue

@@ -261,6 +261,10 @@ class Notary:
         """The stored receipt plus a proof to the newest checkpoint."""
         assert self.log is not None
         head = await self.log.head()
+        if head is None or head.size <= receipt.index:
+            # Logged by another process after this one last read the head: read it now (the
+            # receipt is committed, so is a checkpoint that covers it).
+            head = await self.log.head(0)
         assert head is not None and head.size > receipt.index
         size, note = head.size, head.note
         witnessed = self.published_checkpoint() if self.published_checkpoint else None

@@ -10,6 +10,7 @@ import structlog
 
 from ledger.log import Log
 from ledger.sequencer import BatchObserver
+from ledger.storage.base import CheckpointRecord
 from notary.config import Settings
 from notary.keys import Paths, load_log_key, register_key_files
 from notary.service import Notary
@@ -47,8 +48,12 @@ async def open_notary_store(settings: Settings, origin: str, *, extra_bases: Seq
     return store
 
 
-async def open_notary(settings: Settings, *, observer: BatchObserver | None = None) -> Notary:
+async def open_notary(settings: Settings, *, observer: BatchObserver | None = None,
+                      trusted: CheckpointRecord | None = None) -> Notary:
     """A running notary for an initialised data directory (``notary.http.app.init_data_dir``).
+
+    ``trusted`` is the newest checkpoint this notary saw committed in an earlier run
+    (``seen-checkpoint.json``): its writer refuses a store that does not extend it.
 
     Close it with ``await notary.log.close()``: the sequencer drains, then the store closes.
     """
@@ -64,5 +69,6 @@ async def open_notary(settings: Settings, *, observer: BatchObserver | None = No
         raise
     # Log.open closes the store itself if the log cannot start.
     notary.log = await Log.open(store, signer=signer, hook=notary.hook, screen=notary.screen,
-                                observer=observer, max_batch=settings.max_batch)
+                                observer=observer, max_batch=settings.max_batch,
+                                trusted=trusted)
     return notary

@@ -18,7 +18,9 @@ import structlog
 from aiohttp import web
 
 from tests.notary_server import NotaryProcess
+from tests.pgcluster import Cluster, new_database, start_cluster
 from tests.servers import Serve, Served, start_server
+from tests.stores import BACKENDS, StoreFactory
 
 pytest_plugins = ["tests.seeding"]  # seeded_rng, and the seed of a failed test in its report
 
@@ -93,3 +95,28 @@ def _fresh_structlog() -> Iterator[None]:
     _test_logging()
     yield
     _test_logging()
+
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+# One throwaway cluster per test process (pytest-xdist worker), started on first use; each test
+# that asks for ``pg_url`` gets a database of its own in it.
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    with start_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Cluster) -> str:
+    return new_database(pg_cluster)
+
+
+
+
+@pytest.fixture(params=BACKENDS)
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """Opens stores of one log on each backend in turn (memory, SQLite, PostgreSQL)."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    return StoreFactory(request.param, tmp_path, url)

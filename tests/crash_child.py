@@ -15,11 +15,21 @@ from pathlib import Path
 
 from ledger.core.note import Ed25519Signer
 from ledger.log import Log
+from ledger.storage.base import LogStore
 from ledger.storage.sqlite import SqliteStore
 
 
-async def main(directory: Path, key: str) -> None:
-    store = await SqliteStore.open(directory / "log.db", create=True)
+async def open_store(where: str) -> LogStore:
+    """A PostgreSQL URL, or a directory holding the SQLite ``log.db``."""
+    if where.startswith("postgresql://"):
+        from ledger.storage.postgres import PostgresStore
+
+        return await PostgresStore.open(where)
+    return await SqliteStore.open(Path(where) / "log.db", create=True)
+
+
+async def main(where: str, key: str) -> None:
+    store = await open_store(where)
     log = await Log.open(store, signer=Ed25519Signer.from_private_key(key), max_batch=512)
     seen: set[int] = set()
     out = sys.stdout
@@ -38,4 +48,4 @@ async def main(directory: Path, key: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]), sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

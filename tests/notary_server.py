@@ -139,7 +139,7 @@ async def app_notary(data: Path, **settings: Any) -> AsyncIterator[AppNotary]:
     port = sock.getsockname()[1]
     config = Settings(data=data, listen=f"{HOST}:{port}", **settings)
     first = init_data_dir(config)
-    assert first is not None, f"{data} already holds a notary"
+    assert first is not None, f"{data} already holds a notary (with a receipt key)"
     async with serving(create_app(config), sock=sock) as server:
         yield AppNotary(server.url, config.data, first.vkey, server.runner)
 
@@ -366,11 +366,13 @@ class NotaryProcess(LoopbackHttp):
         return self._reap()
 
     def kill9(self) -> int | None:
-        """SIGKILL at once, as a crash would (no draining, no cleanup)."""
+        """SIGKILL at once, as a crash would (no draining, no cleanup): its whole process
+        group, so ``--workers`` children die with their parent, as on a lost machine."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
         return self._reap()
 

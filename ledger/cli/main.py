@@ -34,6 +34,7 @@ from ledger.log import Log
 from ledger.logs import configure
 from ledger.netaddr import parse_host_port
 from ledger.progress import progress_reporter
+from ledger.publish import Publisher
 from ledger.sequencer import LogIntegrityError
 from ledger.storage.base import StoreError
 from ledger.storage.damage import (
@@ -235,18 +236,26 @@ def cmd_add(args: argparse.Namespace) -> int:
 # --- serve --------------------------------------------------------------------------------------
 
 
-async def _serve(directory: Path, host: str, port: int) -> None:
+async def _serve(directory: Path, host: str, port: int, publish: Path | None) -> None:
     log = await _open_readonly(directory)
+    publisher = task = None
     try:  # a failure to listen is a ListenError, a usage error with its message
+        if publish is not None:
+            publisher = Publisher(log, publish)
+            await publisher.publish()  # a directory of another log stops us before serving
+            task = asyncio.create_task(publisher.run(), name="publish")
         await serve_until_signalled(create_ledger_app(log), host, port,
                                     lambda url: print(url, flush=True))
     finally:
+        if publisher is not None and task is not None:
+            await publisher.stop_after_final_round(task)
         await log.close()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     host, port = parse_host_port(args.listen, what="--listen")
-    asyncio.run(_serve(Path(args.dir), host, port))
+    asyncio.run(_serve(Path(args.dir), host, port,
+                       Path(args.publish) if args.publish else None))
     return 0
 
 
@@ -327,6 +336,9 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="serve the tlog-tiles and JSON read API")
     s.add_argument("dir", metavar="DIR")
     s.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT")
+    s.add_argument("--publish", metavar="DIR",
+                   help="also keep a static tlog-tiles tree in DIR up to date as the log grows, "
+                        "for any web server to serve")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("export", help="write the static tlog-tiles tree to a directory")

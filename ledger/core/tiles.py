@@ -131,3 +131,25 @@ def tiles_for_size(tree_size: int, *, entries: bool = False) -> list[Tile]:
 def tile_count(tree_size: int, level: int) -> int:
     """Hashes (or entries, for level -1) a tree of this size has at a tile level."""
     return tree_size if level == ENTRIES_LEVEL else level_size(tree_size, level)
+
+
+def tiles_between(old_size: int, new_size: int, *, entries: bool = True) -> list[Tile]:
+    """The tiles a tree of ``new_size`` publishes that one of ``old_size`` did not.
+
+    Full tiles completed since ``old_size`` and the new partial tile of each level (when its
+    width changed): what keeping a static mirror up to date needs to write, lowest level first.
+    """
+    if not 0 <= old_size <= new_size:
+        raise ValueError(f"cannot go from tree size {old_size} to {new_size}")
+    out: list[Tile] = []
+    level = ENTRIES_LEVEL if entries else 0
+    while True:
+        new = tile_count(new_size, level)
+        if new == 0 and level >= 0:
+            break
+        old = tile_count(old_size, level)
+        out.extend(Tile(level, i) for i in range(old // TILE_WIDTH, new // TILE_WIDTH))
+        if new % TILE_WIDTH and new != old:
+            out.append(Tile(level, new // TILE_WIDTH, new % TILE_WIDTH))
+        level += 1
+    return out

@@ -24,7 +24,8 @@ from aiohttp.typedefs import Handler
 
 from ledger.core.errors import LedgerError
 from ledger.logs import LogThrottle, safe_traceback
-from ledger.storage.base import StorageFullError
+from ledger.sequencer import LogRollbackError
+from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
 
 __all__ = ["CLIENT_CLOSED", "STORAGE_RETRY_AFTER", "ApiError", "RequestBodyTimeout",
            "error_middleware", "json_error"]
@@ -144,6 +145,20 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except ApiError as e:
         return e.response()
+    except (StoreUnavailableError, WriterBusyError) as e:
+        # The database is away (failover, lost connection) or a writer held the lock too
+        # long: nothing was acknowledged, a retry may succeed.
+        # The detail (driver error, host and port) is for the operator's log, once per
+        # interval; the client learns only that it may retry.
+        dropped = _throttle.allow("store_unavailable")
+        if dropped is not None:
+            _log.warning("store_unavailable", method=request.method, path=request.path,
+                         error=str(e), suppressed=dropped)
+        return json_error(503, "unavailable", "the log's store is unavailable right now "
+                          "(nothing was written); retry shortly", headers={"Retry-After": "1"})
+    except LogRollbackError as e:
+        _log.error("writer_refusing", method=request.method, path=request.path, error=str(e))
+        return json_error(503, "log_refusing", str(e), headers={"Retry-After": "30"})
     except web.HTTPException as e:
         if e.status < 400 or e.content_type == "application/json":
             raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from collections.abc import Callable
 
 import structlog
@@ -24,7 +25,8 @@ _log = structlog.get_logger("ledger.http.serve")
 async def serve_until_signalled(app: web.Application, host: str, port: int,
                                 announce: Callable[[str], None], *,
                                 limits: ServerLimits | None = None,
-                                shutdown_timeout: float = 30.0) -> None:
+                                shutdown_timeout: float = 30.0,
+                                sock: socket.socket | None = None) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then clean up (cleanup_ctx included).
 
     Connections are accepted by a :class:`~ledger.http.server.Listener` within ``limits``
@@ -36,6 +38,7 @@ async def serve_until_signalled(app: web.Application, host: str, port: int,
     signal handlers are installed, so whoever reads the URL can already stop the server.
     A failure to bind, or a connection limit the descriptor limit cannot honour, raises
     :class:`~ledger.http.server.ListenError` (a usage error: the message says what to change).
+    ``sock`` is a listening socket to accept on instead of binding ``host``:``port``.
     """
     limits = limits or ServerLimits()
     capture_stdlib_logging()
@@ -47,7 +50,7 @@ async def serve_until_signalled(app: web.Application, host: str, port: int,
         assert runner.server is not None
         listener = Listener(runner.server, limits, max_connections=connection_limit(limits))
         try:
-            bound = await listener.start(host, port)
+            bound = await listener.start(host, port, sock=sock)
         except OSError as e:
             raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         stop = asyncio.Event()

@@ -355,8 +355,17 @@ class Listener:
     def _factory(self) -> GuardedHandler:
         return GuardedHandler(self.server, loop=asyncio.get_running_loop(), listener=self)
 
-    async def start(self, host: str, port: int) -> list[tuple[str, int]]:
-        """Bind and listen on every address of ``host``; the (host, port) pairs bound."""
+    async def start(self, host: str, port: int, *, sock: socket.socket | None = None
+                    ) -> list[tuple[str, int]]:
+        """Bind and listen on every address of ``host``; the (host, port) pairs bound.
+
+        With ``sock`` (a socket already listening, inherited from a supervisor that hands it
+        to several worker processes: ``notary serve --workers``), accept on it instead."""
+        if sock is not None:
+            sock.setblocking(False)
+            self._sockets.append(sock)
+            self._tasks.append(asyncio.create_task(self._accept_loop(sock), name="accept"))
+            return [sock.getsockname()[:2]]
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)

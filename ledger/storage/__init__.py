@@ -4,10 +4,18 @@ from ledger.storage.base import (
     CheckpointRecord,
     LogStore,
     StoreError,
+    StoreUnavailableError,
     WitnessState,
     WriterBusyError,
     WriteTx,
 )
 
-__all__ = ["CheckpointRecord", "LogStore", "StoreError", "WitnessState", "WriteTx",
-           "WriterBusyError"]
+__all__ = [
+    "CheckpointRecord",
+    "LogStore",
+    "StoreError",
+    "StoreUnavailableError",
+    "WitnessState",
+    "WriteTx",
+    "WriterBusyError",
+]

@@ -50,6 +50,13 @@ class StorageFullError(StoreError):
     """
 
 
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached right now (connection lost, failover under way).
+
+    Nothing was written that was acknowledged; the caller may retry later (HTTP: 503).
+    """
+
+
 class WriterBusyError(StoreError):
     """Another writer holds the log's write lock for longer than we were willing to wait."""
 

@@ -1,7 +1,9 @@
 """``notary check``: the full check of a notary's store, for after a crash, a restore, or an
 alarm from the scrub.
 
-In order: SQLite's own check of every page of the database file; then every entry bundle
+In order: SQLite's own check of every page of the database file (PostgreSQL, ``--database URL``:
+left to the server, whose pages carry their own checksums when the cluster has them); then every
+entry bundle
 re-hashed and every tile recomputed from the entries and compared with the stored one, byte for
 byte; then the root against the signed checkpoint (:func:`ledger.check.audit_log`). It only
 reads, so it can run beside ``notary serve``. Exit status: 0 the store is sound (a damage
@@ -20,11 +22,13 @@ from ledger.check import AuditError, audit_log
 from ledger.core.note import Ed25519Verifier, NoteError
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.progress import progress_reporter
+from ledger.storage.base import LogStore
 from ledger.storage.damage import corruption_in, describe_findings, integrity_errors
 from ledger.storage.sqlite import SqliteStore
 from notary.config import resolve
 from notary.integrity import clear_damage, read_damage
 from notary.keys import Paths
+from notary.store import is_postgres
 
 __all__ = ["register"]
 
@@ -38,8 +42,15 @@ def _verifier(paths: Paths) -> Ed25519Verifier:
         raise UsageError(f"{paths.log_vkey}: {e}") from None
 
 
-async def _audit(db: Path, verifier: Ed25519Verifier) -> str:
-    store = await SqliteStore.open(db)
+async def _audit(db: Path, verifier: Ed25519Verifier, database: str = "") -> str:
+    store: LogStore
+    if is_postgres(database):
+        # deferred: asyncpg is the optional `postgres` extra; the SQLite default never needs it
+        from ledger.storage.postgres import PostgresStore
+
+        store = await PostgresStore.open(database, retry_for=5.0)
+    else:
+        store = await SqliteStore.open(db)
     update, close = progress_reporter("check", "entry")
     try:
         report = await audit_log(store, verifier, progress=update)
@@ -51,8 +62,19 @@ async def _audit(db: Path, verifier: Ed25519Verifier) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    settings = resolve({"data": args.data}, config_file=args.config)
+    settings = resolve({"data": args.data, "database": args.database}, config_file=args.config)
     paths = Paths(settings.data)
+    if is_postgres(settings.database):
+        verifier = _verifier(paths)
+        print("checking the PostgreSQL store: every tile and bundle", file=sys.stderr)
+        try:
+            summary = asyncio.run(_audit(paths.db, verifier, settings.database))
+        except AuditError as e:
+            print(f"notary check: FAILED: {e}. Restore the newest backup and check it again.",
+                  file=sys.stderr)
+            return ExitCode.CHECK_FAILED
+        print(f"ok: {summary}")
+        return ExitCode.OK
     if not paths.db.is_file():
         raise UsageError(f"no notary database at {paths.db}")
     verifier = _verifier(paths)
@@ -90,5 +112,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       "checkpoint", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, help="data directory (default ./notary-data)")
+    p.add_argument("--database", help="the store: empty (default) for the SQLite file in "
+                   "--data, or a postgresql:// URL")
     p.add_argument("--config", type=Path, help="TOML settings file")
     p.set_defaults(func=cmd_check)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
@@ -35,11 +36,12 @@ from notary.core.records import RecordError, record_from_json
 from notary.http.app import create_app, init_data_dir
 from notary.keys import Paths
 from notary.startup import entry_url_bases
-from notary.store import MEMORY, is_memory, open_store
+from notary.store import MEMORY, is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 from notary.store.sqlite_schema import MigrationReport
 from notary.watch import server_filter
+from notary.workers import bind, supervise
 
 _T = TypeVar("_T")
 _SETTING_NAMES = frozenset(f.name for f in fields(Settings))
@@ -53,9 +55,18 @@ def _settings(args: argparse.Namespace) -> Settings:
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     configure(settings.log_format, settings.log_level)
-    first = init_data_dir(settings)
+    if settings.workers < 1:
+        raise UsageError("--workers must be 1 or more")
+    if settings.workers > 1 and is_memory(settings.database):
+        raise UsageError(f"--workers needs a store the workers share; {MEMORY} is one per "
+                         "process")
+    worker = args.listen_fd is not None
+    first = None if worker else init_data_dir(settings)
     base = settings.base_url
-    if first is not None:
+    if first is not None and not first.new_log:
+        print(f"Joined the log of {settings.data}/log.key with a receipt key of this "
+              f"frontend's own (kid {first.kid}, 0600; back it up).")
+    elif first is not None:
         print(f"Created a new notary in {settings.data}/ (keys are 0600; back them up).")
         print(f"Log verifier key:  {first.vkey}")
         print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
@@ -66,16 +77,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"The store is in memory ({MEMORY}): nothing outlives this process, and API keys "
               "can only be added in process (notary.admin).")
     host, port = settings.host_port
+    app = create_app(settings)  # settings are checked here, before any worker starts
+    if settings.workers > 1:
+        try:
+            sock = bind(host, port)
+        except OSError as e:
+            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+        print(f"Serving on {base} (listening on {host}:{port}, {settings.workers} workers)",
+              flush=True)
+        return supervise(sock, settings.workers, args.argv)
     limits = ServerLimits(max_connections=settings.max_connections,
                           keepalive_timeout=settings.keepalive_timeout,
                           header_timeout=settings.header_timeout,
                           body_timeout=settings.body_timeout)
 
     def announce(url: str) -> None:
-        print(f"Serving on {base} (listening on {url.split('://', 1)[1]})", flush=True)
+        if not worker:
+            print(f"Serving on {base} (listening on {url.split('://', 1)[1]})", flush=True)
 
-    asyncio.run(serve_until_signalled(create_app(settings), host, port, announce,
-                                      limits=limits, shutdown_timeout=30))
+    inherited = socket.socket(fileno=args.listen_fd) if worker else None
+    asyncio.run(serve_until_signalled(app, host, port, announce, limits=limits,
+                                      shutdown_timeout=30, sock=inherited))
     return 0
 
 
@@ -99,8 +121,10 @@ def _with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable
         raise UsageError(f"database {MEMORY!r} lives inside one `notary serve` process; there "
                          "is nothing to administer from the command line")
     paths = Paths(settings.data)
-    if not paths.db.exists():
+    pg = is_postgres(settings.database)
+    if not pg and not paths.db.exists():
         raise UsageError(f"no notary database at {paths.db}; run `notary serve` once first")
+    where = "the PostgreSQL store" if pg else f"the store at {paths.db}"  # never the URL
     origin = _log_origin(paths)
     candidates = [*bases, *(entry_url_bases(settings, origin) if origin else [settings.base_url])]
 
@@ -114,7 +138,7 @@ def _with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable
     try:
         return asyncio.run(run())
     except StoreError as e:
-        raise UsageError(f"the store at {paths.db}: {e}") from e
+        raise UsageError(f"{where}: {e}") from e
 
 
 def cmd_apikey_create(args: argparse.Namespace) -> int:
@@ -215,8 +239,18 @@ def cmd_hash(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_postgres(settings: Settings, command: str) -> None:
+    if is_postgres(settings.database):
+        raise UsageError(
+            f"`notary {command}` copies the SQLite file in --data; a PostgreSQL store is backed "
+            "up and restored with PostgreSQL's own tools (pg_dump / pg_restore, or "
+            "pg_basebackup with WAL archiving for point-in-time recovery), and the key files "
+            f"in {settings.data}/ (log.key, receipt-keys/) copied beside it")
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    _refuse_postgres(settings, "backup")
     try:
         info = backup(settings.data, Path(args.dest))
     except BackupError as e:
@@ -251,6 +285,7 @@ def _checkpoint_arg(value: str) -> tuple[str, bytes]:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    _refuse_postgres(settings, "restore")
     extra = [_checkpoint_arg(v) for v in args.checkpoint]
     try:
         info, moved = restore(Path(args.backup), settings.data, extra)
@@ -267,7 +302,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, help="data directory (default ./notary-data)")
     p.add_argument("--database", help="the store: empty (default) for the SQLite file in "
-                   f"--data, {MEMORY!r} for a throwaway one (serve only)")
+                   f"--data, {MEMORY!r} for a throwaway one (serve only), or a "
+                   "postgresql://host[,host2]/dbname URL shared by several frontends")
     p.add_argument("--config", type=Path, help="TOML settings file")
 
 
@@ -314,6 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between submissions of a grown tree (default 2)")
     p.add_argument("--witness-timeout", type=float, metavar="S",
                    help="seconds to wait for a witness's answer (default 5)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="processes serving the log behind one listening port (default 1)")
+    p.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # a worker's socket
+    p.add_argument("--publish", metavar="DIR",
+                   help="keep the log's static tlog-tiles tree in DIR up to date, for a web "
+                        "server or CDN to serve reads off the database")
     p.add_argument("--scrub-rate", type=float, metavar="N",
                    help="stored tiles and bundles the background scrub re-verifies per second "
                         "(default 20; 0 turns it off)")
@@ -388,6 +430,7 @@ def _database(args: argparse.Namespace) -> tuple[Path | None, str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what --workers passes on
     try:
         return int(args.func(args))
     except (UsageError, ConfigError, KeyFileError, StoreError) as e:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 from aiohttp import web
 
+from ledger.export import ExportError
 from ledger.http.errors import error_middleware
-from ledger.http.routes import LOG, add_ledger_routes
+from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT, add_ledger_routes
+from ledger.lease import FileLease, JobRunner
+from ledger.publish import LOCK_FILE, Publisher
+from ledger.seen import SeenCheckpoint
 from notary.config import ConfigError, Settings
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE, VERIFIER
 from notary.http.integrity import damage_middleware, integrity_context
@@ -22,15 +28,18 @@ from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
 from notary.keys import Paths, create_log_key, load_log_key, write_receipt_key
 from notary.startup import open_notary
-from notary.store import is_memory
+from notary.store import is_memory, store_kind
 
 _log = structlog.get_logger("notary")
+
+SEEN_FILE = "seen-checkpoint.json"  # the newest checkpoint this notary saw committed
 
 
 @dataclass(frozen=True)
 class FirstRun:
     vkey: str
     kid: str
+    new_log: bool = True  # False: a frontend joining a log whose key was copied into --data
 
 
 def init_data_dir(settings: Settings) -> FirstRun | None:
@@ -45,7 +54,13 @@ def init_data_dir(settings: Settings) -> FirstRun | None:
                 f"this data directory's log has origin {signer.name!r}; "
                 f"--origin {settings.origin!r} cannot change it"
             )
-        return None
+        if paths.receipt_keys.is_dir() and any(paths.receipt_keys.glob("*.key")):
+            return None
+        # Another frontend of a shared store (PostgreSQL): the log key was copied here, the
+        # receipt key is this frontend's own (registered in the store when it opens, and
+        # published by every frontend's JWKS).
+        key = write_receipt_key(paths)
+        return FirstRun(signer.verifier_key_text(), key.kid, new_log=False)
     paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     signer = create_log_key(paths, settings.default_origin)
     if not is_memory(settings.database):
@@ -65,6 +80,8 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_notary_ctx)
     app.cleanup_ctx.append(_verify_pool_ctx)
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
+    if settings.publish:
+        app.cleanup_ctx.append(_publish_ctx)  # after witnessing: it publishes what it serves
     app.cleanup_ctx.append(integrity_context(settings))
     add_ledger_routes(app)
     add_tool_call_routes(app)
@@ -83,19 +100,57 @@ async def _verify_pool_ctx(app: web.Application) -> AsyncIterator[None]:
     await pool.close()
 
 
+async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
+    """``--publish DIR``: the static tree of the checkpoint ``/checkpoint`` serves, written by
+    one process at a time (a lock file in DIR) when several serve the log (``--workers``)."""
+    choose = app.get(PUBLISHED_CHECKPOINT)
+    out = Path(app[SETTINGS].publish)
+    publisher = Publisher(app[LOG], out,
+                          choose=(lambda head: choose(head)[0]) if choose else None)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(publisher.check_directory)  # another log's mirror: refuse now
+    except (ExportError, OSError) as e:
+        raise ConfigError(f"--publish: {e}") from None
+
+    async def job() -> None:
+        try:
+            await publisher.run()
+        finally:
+            await publisher.publish_final()
+
+    runner = JobRunner("publish", FileLease(out / LOCK_FILE), job, retry=1.0)
+    task = asyncio.create_task(runner.run(), name="publish lease")
+    _log.info("publishing", dir=str(out))
+    yield
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
-    notary = await open_notary(settings, observer=app[METRICS].observe_batch)
+    seen = SeenCheckpoint(settings.data / SEEN_FILE)
+    try:
+        trusted = await asyncio.to_thread(seen.load)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    notary = await open_notary(settings, observer=app[METRICS].observe_batch, trusted=trusted)
     log = notary.log
     assert log is not None
     app[LOG] = log
     app[NOTARY] = notary
     app[STORE] = notary.store
+    sequencer = log.sequencer
+    assert sequencer is not None
+    app[METRICS].watch_writer(lambda: sequencer.refusing is not None)
+    remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")
     head = await log.head(0)
     _log.info("notary_started", origin=log.origin, size=head.size if head else 0,
-              url=settings.base_url, database=settings.database or "sqlite")
+              url=settings.base_url, database=store_kind(settings.database))
     yield
-    # Draining: the sequencer commits everything already pending before it stops (and closes
-    # the store with it).
+    # Draining: the sequencer commits everything already pending before it stops.
+    await sequencer.close()
+    remember.cancel()  # after the last commit: it saves what the writer saw last
+    await asyncio.gather(remember, return_exceptions=True)
     await log.close()
     _log.info("notary_stopped")

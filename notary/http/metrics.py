@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -35,7 +36,15 @@ class Metrics:
                                         "Time to integrate, sign and durably commit a batch",
                                         buckets=_LATENCY_BUCKETS, registry=r)
         self.receipts = Counter("notary_receipts_issued_total", "Receipts issued", registry=r)
+        self.refusing = Gauge("ledger_writer_refusing",
+                              "1 while this process refuses to sign: the store does not extend "
+                              "the newest checkpoint it saw committed (restored or lagging "
+                              "database); writes get 503 until it does", registry=r)
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+    def watch_writer(self, refusing: Callable[[], bool]) -> None:
+        """Report ``refusing()`` (read at each scrape) as ``ledger_writer_refusing``."""
+        self.refusing.set_function(lambda: 1.0 if refusing() else 0.0)
 
     def observe_batch(self, size: int, seconds: float) -> None:
         self.batch_size.observe(size)

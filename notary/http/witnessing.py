@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT
+from ledger.lease import FileLease, JobRunner, Lease
 from ledger.log import Log
 from ledger.witnessing import (
     STATE_FILE,
@@ -66,6 +68,17 @@ def _quorum(settings: Settings, endpoints: Sequence[WitnessEndpoint]) -> int:
     return quorum
 
 
+def _lease(log: Log, settings: Settings) -> Lease:
+    """Who submits: one process of the log at a time. A database that serves processes on
+    several machines has its own lease (PostgreSQL: an advisory lock); otherwise a lock file in
+    the data directory, which every worker of ``--workers`` shares."""
+    make = getattr(log.store, "lease", None)
+    if make is not None:
+        lease: Lease = make("witnessing")
+        return lease
+    return FileLease(settings.data / "witnessing.lock")
+
+
 def witness_policy(settings: Settings) -> tuple[int, list[WitnessEndpoint]]:
     """(quorum, witnesses) as configured; (0, []) without witnesses. Checked at startup."""
     endpoints = _endpoints(settings)
@@ -116,15 +129,29 @@ def witnessing_context(settings: Settings
             yield
             return
         witnessing = from_settings(app[LOG], settings, app[METRICS].registry)
-        await witnessing.start()
+        await witnessing.start(lead=False)
         app[PUBLISHED_CHECKPOINT] = witnessing.checkpoint_for
         app[NOTARY].published_checkpoint = witnessing.witnessed
+
+        async def submit() -> None:
+            # Held by one process of the log at a time (the lease); the others follow.
+            await witnessing.lead()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                await witnessing.follow()
+
+        runner = JobRunner("witnessing", _lease(app[LOG], settings), submit,
+                           retry=min(settings.witness_interval, 2.0))
+        job = asyncio.create_task(runner.run(), name="witnessing lease")
         _log.info("witnessing_started", witnesses=[e.url for e in witnessing.endpoints],
                   quorum=witnessing.policy.describe(), interval=witnessing.interval)
         try:
             yield
         finally:
             app[NOTARY].published_checkpoint = None
+            job.cancel()
+            await asyncio.gather(job, return_exceptions=True)
             await witnessing.close()
 
     return ctx

@@ -1,21 +1,24 @@
-"""The notary's store: the typed contract (``base``) and its backends (``memory``, ``sqlite``).
+"""The notary's store: the typed contract (``base``) and its backends (``memory``, ``sqlite``,
+``postgres``).
 
 :func:`open_store` picks the backend from the ``database`` setting: empty for the SQLite file in
 the data directory (the default), ``memory:`` for a throwaway store that lives as long as one
-``notary serve`` process.
+``notary serve`` process, a ``postgresql://`` URL for a database that any number of frontends
+share (multi-host URLs with ``target_session_attrs=read-write`` find the primary).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ledger.storage.base import StoreError
 from notary.store.base import NotaryStore
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 
-__all__ = ["MEMORY", "check_database", "is_memory", "open_store"]
+__all__ = ["MEMORY", "check_database", "is_memory", "is_postgres", "open_store", "store_kind"]
 
 MEMORY = "memory:"
 
@@ -24,11 +27,45 @@ def is_memory(database: str) -> bool:
     return database == MEMORY
 
 
+def is_postgres(database: str) -> bool:
+    return database.startswith(("postgresql://", "postgres://"))
+
+
+def store_kind(database: str) -> str:
+    """The backend's name for logs and messages: never the URL, which may hold a password."""
+    return "postgresql" if is_postgres(database) else "memory" if is_memory(database) else "sqlite"
+
+
+def _host_port_ok(text: str) -> bool:
+    """``host``, ``host:port`` or ``[v6]:port`` of a (multi-host) libpq URL; an empty host is
+    libpq's default (the local socket)."""
+    host, sep, port = text.rpartition(":") if not text.endswith("]") else (text, "", "")
+    if not sep:
+        host, port = text, ""
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        return False
+    return "/" not in host and " " not in host
+
+
 def check_database(database: str) -> None:
-    """Refuse a ``database`` setting no backend understands (StoreError names the choices)."""
+    """Refuse a ``database`` setting no backend understands (StoreError names the choices).
+
+    A PostgreSQL URL is never echoed: it may hold a password."""
+    if is_postgres(database):
+        parts = urlsplit(database)
+        hosts = parts.netloc.rpartition("@")[2]
+        if not all(_host_port_ok(h) for h in hosts.split(",")):
+            raise StoreError("the PostgreSQL database URL is malformed (expected "
+                             "postgresql://[user[:password]@]host[:port][,host2[:port]…]/dbname"
+                             "[?target_session_attrs=read-write])")
+        if not parts.path.strip("/"):
+            raise StoreError("the PostgreSQL database URL names no database "
+                             "(postgresql://host/dbname)")
+        return
     if database not in ("", MEMORY):
         raise StoreError(f"database {database!r} is not supported: leave it empty for the SQLite "
-                         f"file in the data directory, or use {MEMORY!r}")
+                         f"file in the data directory, use {MEMORY!r}, or a "
+                         "postgresql://host/dbname URL")
 
 
 async def open_store(database: str, sqlite_path: Path, *, create: bool = False,
@@ -42,5 +79,10 @@ async def open_store(database: str, sqlite_path: Path, *, create: bool = False,
     check_database(database)
     if is_memory(database):
         return MemoryNotaryStore()
+    if is_postgres(database):
+        # deferred: asyncpg is the optional `postgres` extra; the SQLite default never needs it
+        from notary.store.postgres import PgNotaryStore
+
+        return await PgNotaryStore.open(database)
     return await SqliteNotaryStore.open(sqlite_path, create=create,
                                         entry_url_bases=entry_url_bases)

@@ -1,4 +1,5 @@
-"""Crash safety: SIGKILL a busy writer at random moments; nothing acknowledged may be lost."""
+"""Crash safety: SIGKILL a busy writer at random moments; nothing acknowledged may be lost
+(SQLite, and PostgreSQL where the killed writer's transaction dies with its connection)."""
 
 from __future__ import annotations
 
@@ -11,23 +12,25 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.hashing import leaf_hash
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_consistency, verify_inclusion
 from ledger.log import Log
-from ledger.storage.sqlite import SqliteStore
+from tests.crash_child import open_store
 
 REPO = Path(__file__).resolve().parents[2]
-ROUNDS = 25
+ROUNDS = {"sqlite": 25, "postgres": 10}
 
 
-def _run_child_until_killed(directory: Path, key: str, rng: random.Random
+def _run_child_until_killed(where: str, key: str, rng: random.Random
                             ) -> tuple[dict[int, bytes], list[bytes]]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     # As a module from the repository: run as a file, tests/ would be first on sys.path and
     # tests/ledger/ would shadow the ledger package.
-    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_child", str(directory), key],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_child", where, key],
                             cwd=REPO, stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     acked: dict[int, bytes] = {}
@@ -55,21 +58,24 @@ def _run_child_until_killed(directory: Path, key: str, rng: random.Random
     return acked, checkpoints
 
 
-async def test_sigkill_never_loses_acknowledged_entries(tmp_path: Path,
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_sigkill_never_loses_acknowledged_entries(tmp_path: Path, backend: str,
+                                                        request: pytest.FixtureRequest,
                                                         seeded_rng: random.Random) -> None:
+    where = request.getfixturevalue("pg_url") if backend == "postgres" else str(tmp_path)
     rng = seeded_rng
     signer = Ed25519Signer.generate("crash.test/log")
     key = signer.private_key_text()
     verifier = signer.verifier()
     all_acked: dict[int, bytes] = {}
     all_checkpoints: list[bytes] = []
-    for _ in range(ROUNDS):
-        acked, cps = _run_child_until_killed(tmp_path, key, rng)
+    for _ in range(ROUNDS[backend]):
+        acked, cps = _run_child_until_killed(where, key, rng)
         all_acked.update(acked)
         print(f"round: {len(acked)} acked, {len(cps)} checkpoints")
         all_checkpoints.extend(cps)
         # Restart: opening with the signer recomputes the root from tiles and checks it.
-        log = await Log.open(await SqliteStore.open(tmp_path / "log.db"), signer=signer)
+        log = await Log.open(await open_store(where), signer=signer)
         try:
             head = await log.head(0)
             assert head is not None

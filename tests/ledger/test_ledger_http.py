@@ -24,6 +24,8 @@ from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.http.errors import ApiError, error_middleware
 from ledger.http.routes import LOG, add_ledger_routes, create_ledger_app
 from ledger.log import Log
+from ledger.sequencer import LogRollbackError
+from ledger.storage.base import StoreUnavailableError
 from ledger.storage.sqlite import SqliteStore
 from tests.servers import Serve
 
@@ -365,10 +367,19 @@ async def test_error_middleware_body_limit_crash_and_api_error(serve: Serve) -> 
     async def refuse(request: web.Request) -> web.Response:
         raise ApiError(409, "conflict_here", "already there", headers={"Retry-After": "3"})
 
+    async def unavailable(request: web.Request) -> web.Response:
+        raise StoreUnavailableError("the PostgreSQL database is unavailable: OSError: "
+                                    "Connect call failed ('10.1.2.3', 5432)")
+
+    async def rolled_back(request: web.Request) -> web.Response:
+        raise LogRollbackError("the store's checkpoint is at size 3, older than size 8")
+
     app = web.Application(middlewares=[error_middleware], client_max_size=1000)
     app.router.add_post("/echo", echo)
     app.router.add_get("/crash", crash)
     app.router.add_get("/refuse", refuse)
+    app.router.add_get("/unavailable", unavailable)
+    app.router.add_get("/rolled-back", rolled_back)
     url = (await serve(app)).url
     async with aiohttp.ClientSession() as http:
         async with http.post(url + "/echo", data=b"x" * 10) as r:
@@ -385,6 +396,15 @@ async def test_error_middleware_body_limit_crash_and_api_error(serve: Serve) -> 
         async with http.get(url + "/refuse") as r:
             assert r.status == 409 and r.headers["Retry-After"] == "3"
             assert error_code(await r.read()) == "conflict_here"
+        # A store that is away, or one the writer refuses: 503s that say so, never a 500.
+        async with http.get(url + "/unavailable") as r:
+            assert r.status == 503 and r.headers["Retry-After"] == "1"
+            body = await r.read()
+            assert error_code(body) == "unavailable" and b"10.1.2.3" not in body
+        async with http.get(url + "/rolled-back") as r:
+            assert r.status == 503
+            body = await r.read()
+            assert error_code(body) == "log_refusing" and b"size 8" in body
 
 
 async def test_routes_mount_on_a_larger_app_and_read_the_log_at_request_time(

@@ -1,10 +1,9 @@
-"""The sequencer's contract: durable group commit, refusals, and the start-up integrity check."""
+"""The sequencer's contract: durable group commit, refusals, and the start-up integrity check,
+on every store backend (``stores``: memory, SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +14,10 @@ from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.log import Log
-from ledger.sequencer import LogIntegrityError
+from ledger.sequencer import LogIntegrityError, LogRollbackError
 from ledger.storage.base import WriteTx
 from ledger.storage.memory import MemoryStore
-from ledger.storage.sqlite import SqliteStore
+from tests.stores import StoreFactory
 
 
 @pytest.fixture
@@ -26,13 +25,13 @@ def signer() -> Ed25519Signer:
     return Ed25519Signer.generate("seq.test/log")
 
 
-async def open_log(path: Path, signer: Ed25519Signer) -> Log:
-    return await Log.open(await SqliteStore.open(path / "log.db", create=True), signer=signer)
+async def open_log(stores: StoreFactory, signer: Ed25519Signer) -> Log:
+    return await Log.open(await stores.open(), signer=signer)
 
 
-async def test_append_resolves_to_durable_index_and_checkpoint(tmp_path: Path,
+async def test_append_resolves_to_durable_index_and_checkpoint(stores: StoreFactory,
                                                                signer: Ed25519Signer) -> None:
-    log = await open_log(tmp_path, signer)
+    log = await open_log(stores, signer)
     entries = [b"e%d" % i for i in range(1000)]
     results = await asyncio.gather(*(log.append(e) for e in entries))
     assert sorted(r.index for r in results) == list(range(1000))
@@ -43,15 +42,15 @@ async def test_append_resolves_to_durable_index_and_checkpoint(tmp_path: Path,
         assert cp.root_hash == merkle_root([leaf_hash(e) for e in entries[: cp.size]])
     await log.close()
     # A fresh process sees everything that was acknowledged.
-    log = await open_log(tmp_path, signer)
+    log = await open_log(stores, signer)
     head = await log.head(0)
     assert head is not None and head.size == 1000
     assert await log.reader.entries(0, 1000) == entries
     await log.close()
 
 
-async def test_entry_limit(tmp_path: Path, signer: Ed25519Signer) -> None:
-    log = await open_log(tmp_path, signer)
+async def test_entry_limit(stores: StoreFactory, signer: Ed25519Signer) -> None:
+    log = await open_log(stores, signer)
     await log.append(b"x" * MAX_ENTRY_SIZE)
     with pytest.raises(EntryTooLargeError, match="65535"):
         await log.append(b"x" * (MAX_ENTRY_SIZE + 1))
@@ -61,34 +60,29 @@ async def test_entry_limit(tmp_path: Path, signer: Ed25519Signer) -> None:
 
 
 async def test_refuses_to_start_when_tiles_do_not_match_checkpoint(
-    tmp_path: Path, signer: Ed25519Signer
+    stores: StoreFactory, signer: Ed25519Signer
 ) -> None:
-    log = await open_log(tmp_path, signer)
+    log = await open_log(stores, signer)
     await asyncio.gather(*(log.append(b"%d" % i) for i in range(300)))
     await log.close()
-    db = sqlite3.connect(tmp_path / "log.db")
-    edge = (1 << 48) | 1  # level-0 tile 1, the partial edge the root depends on
-    (data,) = db.execute("SELECT data FROM tiles WHERE id = ?", (edge,)).fetchone()
-    db.execute("UPDATE tiles SET data = ? WHERE id = ?", (bytes([data[0] ^ 1]) + data[1:], edge))
-    db.commit()
-    db.close()
+    await stores.flip_tile_byte((0, 1))  # level-0 tile 1, the partial edge the root depends on
     with pytest.raises(LogIntegrityError, match="root recomputed"):
-        await open_log(tmp_path, signer)
+        await open_log(stores, signer)
 
 
-async def test_refuses_a_checkpoint_signed_by_another_key(tmp_path: Path,
+async def test_refuses_a_checkpoint_signed_by_another_key(stores: StoreFactory,
                                                           signer: Ed25519Signer) -> None:
-    log = await open_log(tmp_path, signer)
+    log = await open_log(stores, signer)
     await log.append(b"a")
     await log.close()
     other = Ed25519Signer.generate("seq.test/log")
     with pytest.raises(LogIntegrityError, match="does not verify"):
-        await open_log(tmp_path, other)
+        await open_log(stores, other)
 
 
-async def test_two_writers_share_one_log(tmp_path: Path, signer: Ed25519Signer) -> None:
-    a = await open_log(tmp_path, signer)
-    b = await open_log(tmp_path, signer)
+async def test_two_writers_share_one_log(stores: StoreFactory, signer: Ed25519Signer) -> None:
+    a = await open_log(stores, signer)
+    b = await open_log(stores, signer)
     got = []
     for i in range(20):
         got.append(await (a if i % 2 else b).append(b"w%d" % i))
@@ -99,10 +93,9 @@ async def test_two_writers_share_one_log(tmp_path: Path, signer: Ed25519Signer) 
     await b.close()
 
 
-async def test_append_many_is_one_group_at_consecutive_indexes(tmp_path: Path,
+async def test_append_many_is_one_group_at_consecutive_indexes(stores: StoreFactory,
                                                                signer: Ed25519Signer) -> None:
-    store = await SqliteStore.open(tmp_path / "log.db", create=True)
-    log = await Log.open(store, signer=signer, max_batch=100)
+    log = await Log.open(await stores.open(), signer=signer, max_batch=100)
     singles = [asyncio.create_task(log.append(b"s%d" % i)) for i in range(5)]
     group = [b"g%d" % i for i in range(250)]  # larger than max_batch: committed on its own
     results = await log.append_many(group)
@@ -151,3 +144,51 @@ async def test_a_screen_refuses_and_finalizes_entries_under_the_lock(
     again = await log.head(0)
     assert again is not None and again.note == head.note
     await log.close()
+
+
+async def test_refuses_to_sign_over_a_store_that_went_back(stores: StoreFactory,
+                                                           signer: Ed25519Signer) -> None:
+    """A restored (or failed-over, commit-losing) store: writes stop, nothing forks."""
+    log = await open_log(stores, signer)
+    await log.append_many([b"a%d" % i for i in range(5)])
+    old = await log.store.latest()
+    assert old is not None and old.size == 5
+    await log.append_many([b"b%d" % i for i in range(5)])
+    assert (await log.head(0)).size == 10  # type: ignore[union-attr]  # served to someone
+    await stores.set_state(old)  # behind the writer's back: the database was restored
+    with pytest.raises(LogRollbackError, match="older than size 10"):
+        await log.append(b"c")
+    assert log.sequencer is not None and "restored" in (log.sequencer.refusing or "")
+    head = await log.head(0)
+    assert head is not None and head.size == 10  # what it served never goes back either
+    await log.close()
+    # A restarted writer that remembers size 10 serves reads but refuses writes as well.
+    assert log.sequencer.checkpoint is not None
+    again = await Log.open(await stores.open(), signer=signer, trusted=log.sequencer.checkpoint)
+    assert again.sequencer is not None and again.sequencer.refusing is not None
+    assert (await again.head(0)).size == 5  # type: ignore[union-attr]
+    with pytest.raises(LogRollbackError):
+        await again.append(b"d")
+    await again.close()
+
+
+async def test_refuses_a_tree_that_does_not_extend_what_it_saw(stores: StoreFactory,
+                                                               signer: Ed25519Signer) -> None:
+    """Same size or larger, but another tree (a different log under the same key): refused;
+    a tree that does extend the remembered one is accepted."""
+    log = await open_log(stores, signer)
+    await log.append_many([b"x%d" % i for i in range(300)])
+    assert log.sequencer is not None
+    seen = log.sequencer.checkpoint
+    await log.close()
+    other = Ed25519Signer.from_private_key(signer.private_key_text())
+    fork = await Log.open(await StoreFactory("memory", stores.path.parent).open(), signer=other)
+    await fork.append_many([b"y%d" % i for i in range(400)])
+    assert fork.sequencer is not None and fork.sequencer.checkpoint is not None
+    refused = await Log.open(fork.store, signer=signer, trusted=seen)
+    with pytest.raises(LogRollbackError, match="does not contain"):
+        await refused.append(b"z")
+    assert (await refused.head(0)).size == 400  # type: ignore[union-attr]
+    again = await Log.open(await stores.open(), signer=signer, trusted=seen)
+    await again.append(b"more")
+    await again.close()

@@ -20,8 +20,9 @@ MODULES = sorted(
     ".".join(p.relative_to(REPO).with_suffix("").parts)
     for p in BENCH.rglob("*.py") if p.name != "__init__.py"
 )
-# gateway_bench drives the same small MCP upstream the gateway tests use.
-IMPORTS_TESTS = {"benchmarks.gateway_bench"}
+# gateway_bench drives the same small MCP upstream the gateway tests use; pg_frontends starts
+# the same throwaway PostgreSQL clusters the tests do.
+IMPORTS_TESTS = {"benchmarks.gateway_bench", "benchmarks.pg_frontends"}
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -86,3 +86,15 @@ def test_path_round_trip(level: int, index: int, width: int) -> None:
 def test_non_ascii_digits_rejected(path: str) -> None:
     with pytest.raises(TilePathError):
         parse_tile_path(path)
+
+
+def test_tiles_between_is_what_the_new_size_adds() -> None:
+    from ledger.core.tiles import tiles_between
+
+    for old, new in [(0, 0), (0, 1), (5, 5), (255, 256), (256, 257), (300, 70000),
+                     (0, 65536), (65535, 65537), (1000, 1000 * 256 + 3)]:
+        added = set(tiles_between(old, new))
+        assert added == set(tiles_for_size(new, entries=True)) - set(
+            tiles_for_size(old, entries=True)), (old, new)
+    with pytest.raises(ValueError):
+        tiles_between(2, 1)

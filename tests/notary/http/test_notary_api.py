@@ -1,7 +1,8 @@
 """End to end: the notary app on a loopback socket, driven over HTTP with aiohttp's client.
 
-Every test runs against each store backend (``database`` "" = SQLite, "memory:"), and reaches
-the store only through the typed contract (``notary.admin``), as any backend's user would.
+Every test runs against each store backend (``database`` "" = SQLite, "memory:", a PostgreSQL
+URL: a database of its own in this test process's throwaway cluster), and reaches the store only
+through the typed contract (``notary.admin``), as any backend's user would.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.store.memory import MemoryNotaryStore
 from tests.notary_server import AppNotary, app_notary
+from tests.pgcluster import pg_dump_tables
 
-BACKENDS = ["sqlite", "memory"]
+BACKENDS = ["sqlite", "memory", "postgres"]
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Server:
     http: aiohttp.ClientSession
     vkey: str
     backend: str
+    database: str = ""
 
     @property
     def app(self) -> web.Application:
@@ -51,9 +54,11 @@ class Server:
         return sum(k.used_this_month for k in await self.notary.store.list_api_keys(month)
                    if k.account == account)
 
-    def stored_state(self) -> bytes:
+    async def stored_state(self) -> bytes:
         """Everything the store holds, as bytes (to compare, and to search for secrets)."""
         store = self.notary.store
+        if self.backend == "postgres":
+            return await pg_dump_tables(self.database)
         if isinstance(store, MemoryNotaryStore):
             return pickle.dumps({k: v for k, v in vars(store).items() if k != "_lock"})
         db = self.data / "notary.store.sqlite"
@@ -77,10 +82,13 @@ class Server:
 
 @pytest.fixture(params=BACKENDS)
 async def server(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Server]:
-    database = "memory:" if request.param == "memory" else ""
+    database = ("memory:" if request.param == "memory" else
+                request.getfixturevalue("pg_url") if request.param == "postgres" else "")
     async with app_notary(tmp_path / "data", max_body=4096, database=database) as notary, \
             aiohttp.ClientSession() as http:
-        yield Server(notary.url, notary.data, notary, http, notary.vkey, request.param)
+        if request.param == "postgres":  # the URL selected the PostgreSQL store, not a default
+            assert type(notary.store).__name__ == "PgNotaryStore"
+        yield Server(notary.url, notary.data, notary, http, notary.vkey, request.param, database)
 
 
 def record(tool: str = "echo", **arguments: Any) -> CallRecord:
@@ -124,7 +132,7 @@ async def test_verify_endpoint_levels_and_no_trace(server: Server) -> None:
     key = await server.new_key()
     rec = record(secret="hunter2-do-not-log")
     _, receipt, _ = await server.post("/v1/tool-calls", issue_body(rec), key)
-    before = server.stored_state()
+    before = await server.stored_state()
     body = {"id": receipt["id"], "record": {k: v for k, v in rec.to_json().items()
                                              if k not in ("spec", "server")}}
     status, verdict, _ = await server.post("/v1/tool-calls/verify", body)
@@ -137,7 +145,7 @@ async def test_verify_endpoint_levels_and_no_trace(server: Server) -> None:
     assert status == 200 and verdict["valid"] is False
     assert verdict["levels"]["record"]["status"] == "failed"
     assert verdict["levels"]["signature"]["status"] == "passed"
-    after = server.stored_state()
+    after = await server.stored_state()
     assert after == before
     assert b"hunter2-do-not-log" not in after and b"changed" not in after
 

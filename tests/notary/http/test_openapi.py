@@ -41,6 +41,7 @@ from notary.http.app import create_app
 from notary.http.routes.explorer import explorer_assets
 from notary.http.routes.meta import openapi_document
 from tests.notary_server import HttpResponse, NotaryProcess, ThreadedNotary
+from tests.pgcluster import new_database
 
 REPO = Path(__file__).resolve().parents[3]
 DOC: dict[str, Any] = openapi_document()
@@ -283,15 +284,19 @@ class Live:
         return self.server.post("/v1/tool-calls", json_body=body, api_key=key or self.key)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "memory"])
+@pytest.fixture(scope="module", params=["sqlite", "memory", "postgres"])
 def live_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                 ) -> Iterator[NotaryProcess | ThreadedNotary]:
     """The server under test, once per store backend: ``notary serve`` as a real process on
-    its SQLite file, and the same application in process on the memory store."""
+    its SQLite file, and the same application in process on the memory store and on a
+    PostgreSQL database of its own (in this test process's throwaway cluster)."""
     base = tmp_path_factory.mktemp(f"openapi-{request.param}")
     server: NotaryProcess | ThreadedNotary
     if request.param == "memory":
         server = ThreadedNotary(base / "notary-data", database="memory:")
+    elif request.param == "postgres":
+        url = new_database(request.getfixturevalue("pg_cluster"))
+        server = ThreadedNotary(base / "notary-data", database=url)
     else:
         server = NotaryProcess(base / "notary-data")
     with server:

@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[3]
 #: without an entry fails test_every_setting_has_a_bad_value_refused.
 BAD: dict[str, list[str]] = {
     "data": ["a\0b"],
-    "database": ["mysql://h/db", "sqlite:"],
+    "database": ["mysql://h/db", "sqlite:", "postgresql://u:s3cret@h:port/db",
+                 "postgresql://u:s3cret@h"],
     "witness_policy": ["/nonexistent/witnesses.policy"],
     "listen": ["nonsense", "127.0.0.1:70000"],
     "public_url": ["ftp://x", "http://", "http://h/p?q=1", "not a url"],
@@ -42,6 +43,8 @@ BAD: dict[str, list[str]] = {
     "verify_per_client": ["0"],
     "verify_budget": ["0", "-1", "nan"],
     "scrub_rate": ["-1", "nan", "1000000"],
+    "workers": ["0", "-1", "1000", "1.5"],
+    "publish": ["out\0dir"],
 }
 
 
@@ -53,7 +56,9 @@ def test_every_setting_has_a_bad_value_refused() -> None:
             with pytest.raises(ConfigError) as info:
                 resolve({}, env={env_name: value})
             message = str(info.value)
-            assert message.startswith(f"{env_name}={value}:"), message
+            shown = "postgresql://…" if value.startswith("postgresql://") else value
+            assert message.startswith(f"{env_name}={shown}:"), message
+            assert "s3cret" not in message
             assert name in message
 
 

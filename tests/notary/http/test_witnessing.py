@@ -323,6 +323,62 @@ def test_bad_witness_configuration_is_refused(tmp_path: Path) -> None:
                                 witness_quorum=quorum))
 
 
+async def test_two_processes_on_one_log_submit_from_one_and_serve_from_both(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    """Two notaries on one data directory (``--workers``): one holds the witnessing lease and
+    submits, the other serves what it stored; when the holder stops, the other takes over."""
+    base = Settings(data=tmp_path / "notary")
+    first = init_data_dir(base)
+    assert first is not None
+    signers = [CosignatureSigner.generate(f"witness.test/w{i}") for i in range(2)]
+    w = [WitnessProc(s, tmp_path / f"w{i}.db", first.vkey)
+         for i, s in enumerate(signers)]
+    for x in w:
+        await x.start()
+    notaries = []
+    for _ in range(2):
+        sock = bound_socket()
+        settings = Settings(data=base.data, listen=f"127.0.0.1:{sock.getsockname()[1]}",
+                            witnesses=tuple(x.spec for x in w), witness_quorum=2,
+                            witness_interval=0.05, witness_timeout=2.0)
+        notaries.append(await start_notary(settings, http, first.vkey, sock))
+    a, b = notaries
+    try:
+        key = cli("apikey", "create", "--data", str(base.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        for n in range(3):
+            await a.issue(key, n)
+
+        def witnessed(notary: Notary, size: int) -> Callable[[], Awaitable[bytes | None]]:
+            async def probe() -> bytes | None:
+                status, body, headers = await notary.get("/checkpoint")
+                ok = headers["Notary-Witnessed"] == "true" and checkpoint_size(body) >= size
+                return bytes(body) if status == 200 and ok else None
+            return probe
+
+        await eventually(witnessed(a, 3), "a witnessed checkpoint on the first notary")
+        await eventually(witnessed(b, 3), "the same served by the second")
+
+        async def submitted(notary: Notary) -> float:
+            _, body, _ = await notary.get("/metrics")
+            return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+                       if line.startswith("notary_witness_requests_total{"))
+
+        counts = [await submitted(a), await submitted(b)]
+        assert sorted(c > 0 for c in counts) == [False, True], counts  # exactly one submits
+        leader, other = (a, b) if counts[0] else (b, a)
+        await leader.runner.cleanup()
+        for n in range(3, 6):
+            await other.issue(key, n)
+        note = await eventually(witnessed(other, 6), "the survivor to take witnessing over")
+        open_checkpoint(note, Ed25519Verifier.from_vkey(first.vkey),
+                        [s.verifier() for s in signers], 2)
+        assert await submitted(other) > 0
+    finally:
+        for n in notaries:
+            await n.runner.cleanup()
+        for x in w:
+            await x.stop()
 def run_cli_capture(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

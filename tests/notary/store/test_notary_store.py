@@ -2,9 +2,12 @@
 
 Receipts go through the real write path (the notary's screen and hook inside the sequencer's
 batch transaction) and must come back exactly as signed; accounts, keys and usage through the
-typed methods; and two notaries on one SQLite file (two processes, as far as the store can
-tell) never log a digest twice or overspend an allowance, because both are decided under the
-log's lock.
+typed methods; and two notaries on one SQLite file or one PostgreSQL database (two processes,
+as far as the store can tell) never log a digest twice or overspend an allowance, because both
+are decided under the log's lock.
+
+``backend`` is "sqlite", "memory", or the URL of a fresh database in this test process's
+throwaway PostgreSQL cluster.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import contextlib
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -32,18 +36,19 @@ from notary.core.receipts import Receipt
 from notary.http.app import init_data_dir
 from notary.service import Account, DigestConflict, Notary, QuotaExceeded
 from notary.startup import open_notary
-from notary.store import MEMORY
+from notary.store import MEMORY, open_store
 from notary.store.base import NotaryStore, notary_tx
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 
-BACKENDS = ["sqlite", "memory"]
+BACKENDS = ["sqlite", "memory", "postgres"]
+SHARED = ["sqlite", "postgres"]  # backends two processes can share
 BASE = "http://notary.test:8080"
 
 
 def settings_for(data: Path, backend: str, base_url: str = BASE) -> Settings:
-    return Settings(data=data, database=MEMORY if backend == "memory" else "",
-                    public_url=base_url)
+    database = MEMORY if backend == "memory" else "" if backend == "sqlite" else backend
+    return Settings(data=data, database=database, public_url=base_url)
 
 
 @contextlib.asynccontextmanager
@@ -74,9 +79,21 @@ async def issue(notary: Notary, n: int, account: Account = UNLIMITED, *, server:
     return await notary.notarize(account, server, tool, digest(n))
 
 
+def _backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(request.param)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+    return _backend(request)
+
+
+@pytest.fixture(params=SHARED)
+def shared(request: pytest.FixtureRequest) -> str:
+    """A backend two notaries (two processes, as far as the store can tell) can share."""
+    return _backend(request)
 
 
 # --- receipts -----------------------------------------------------------------------------
@@ -108,7 +125,7 @@ _names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=40)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calls=st.lists(st.tuples(_names, _names, st.binary(min_size=32, max_size=32)),
                       min_size=1, max_size=8, unique_by=lambda c: c[2]),
-       backend=st.sampled_from(BACKENDS),
+       backend=st.sampled_from(["sqlite", "memory"]),  # one log per example: no shared cluster
        base=st.sampled_from([BASE, "https://n.example/some/path", "http://[::1]:9"]))
 def test_round_trip_is_byte_for_byte(calls: list[tuple[str, str, bytes]], backend: str,
                                      base: str) -> None:
@@ -169,10 +186,10 @@ def test_notary_tx_refuses_a_plain_log_transaction() -> None:
         notary_tx(MemoryWriteTx(MemoryStore()))
 
 
-async def test_issued_at_never_decreases_along_the_log(tmp_path: Path) -> None:
+async def test_issued_at_never_decreases_along_the_log(tmp_path: Path, shared: str) -> None:
     """B's clock is behind A's: B's receipt, logged after A's, is issued at A's time."""
     data = tmp_path / "d"
-    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+    async with running(data, shared) as a, running(data, shared) as b:
         ahead, _ = await issue(a, 1)
         real = service.datetime
 
@@ -267,6 +284,8 @@ async def _make_store(tmp_path: Path) -> None:
 async def open_bare(tmp_path: Path, backend: str) -> NotaryStore:
     if backend == "memory":
         return MemoryNotaryStore()
+    if backend != "sqlite":
+        return await open_store(backend, tmp_path / "unused.sqlite")
     return await SqliteNotaryStore.open(tmp_path / "s.sqlite", create=True)
 
 
@@ -328,14 +347,15 @@ async def test_a_rotated_key_signs_and_old_receipts_stay_valid(tmp_path: Path, b
             notary.jwks.verify(stored)
 
 
-# --- two writers on one SQLite file -------------------------------------------------------
+# --- two writers on one store -----------------------------------------------------------
 
 
-async def test_a_digest_logged_by_another_process_is_not_logged_again(tmp_path: Path) -> None:
+async def test_a_digest_logged_by_another_process_is_not_logged_again(
+        tmp_path: Path, shared: str) -> None:
     """B read "not logged yet" before A committed (the race window), then queued it: B's
     batch screen, under the lock, finds A's receipt and answers with it."""
     data = tmp_path / "d"
-    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+    async with running(data, shared) as a, running(data, shared) as b:
         mine, created = await issue(a, 7)
         assert created
 
@@ -352,9 +372,25 @@ async def test_a_digest_logged_by_another_process_is_not_logged_again(tmp_path: 
         assert head is not None and head.size == 1
 
 
-async def test_an_allowance_spent_by_another_process_is_not_overspent(tmp_path: Path) -> None:
+async def test_a_receipt_another_process_just_logged_comes_with_a_proof(
+        tmp_path: Path, shared: str) -> None:
+    """B's head is a moment old when A logs a digest; B, asked for it, finds A's receipt and
+    proves it to a checkpoint that covers it (it re-reads the head instead of failing)."""
     data = tmp_path / "d"
-    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+    async with running(data, shared) as a, running(data, shared) as b:
+        assert b.log is not None
+        await b.log.head(0)  # B's cached head: the empty log
+        mine, _ = await issue(a, 9)
+        b.log._head_read = time.monotonic()  # still fresh when B is asked
+        theirs, created = await issue(b, 9)
+        assert not created and theirs.without_proof() == mine.without_proof()
+        assert theirs.proof is not None
+
+
+async def test_an_allowance_spent_by_another_process_is_not_overspent(
+        tmp_path: Path, shared: str) -> None:
+    data = tmp_path / "d"
+    async with running(data, shared) as a, running(data, shared) as b:
         await a.store.create_api_key("small", 1, "000000000001", b"\0" * 32)
         small = Account("small", 1)
         await issue(a, 1, small)
@@ -371,13 +407,13 @@ async def test_an_allowance_spent_by_another_process_is_not_overspent(tmp_path: 
         assert [k.used_this_month for k in listing if k.account == "small"] == [1]
 
 
-async def test_two_writers_under_load_keep_every_invariant(tmp_path: Path) -> None:
+async def test_two_writers_under_load_keep_every_invariant(tmp_path: Path, shared: str) -> None:
     """Concurrent requests on two notaries of one file, with overlapping digests and a small
     allowance: each digest is logged once, every answer for it is the same receipt, and the
     account is charged exactly its allowance."""
     data = tmp_path / "d"
     allowance = 40
-    async with running(data, "sqlite") as a, running(data, "sqlite") as b:
+    async with running(data, shared) as a, running(data, shared) as b:
         await a.store.create_api_key("acct", allowance, "000000000001", b"\0" * 32)
         account = Account("acct", allowance)
 

@@ -138,8 +138,8 @@ class Notary:
 
 
 @contextlib.asynccontextmanager
-async def running_notary(tmp: Path) -> AsyncIterator[Notary]:
-    async with app_notary(tmp / "data") as app, aiohttp.ClientSession() as http:
+async def running_notary(tmp: Path, **settings: Any) -> AsyncIterator[Notary]:
+    async with app_notary(tmp / "data", **settings) as app, aiohttp.ClientSession() as http:
         async with http.get(app.url + "/.well-known/jwks.json") as r:
             jwks = await r.json()
         notary = Notary(app.url, app.data, app.vkey, app.create_api_key("t"), jwks, app.runner,

@@ -1,0 +1,478 @@
+"""PostgreSQL backend (asyncpg): one log shared by any number of processes, on any machines.
+
+The commit protocol is DESIGN.md's "one log, many processes": a write transaction starts with
+``SELECT … FOR UPDATE`` on the log's single state row, which is the log's write lock across every
+process on the database; the writer then sees the checkpoint as the last committer left it,
+catches up from the tiles that committer wrote, and writes its own tiles, bundles, checkpoint and
+(through :attr:`PostgresWriteTx.handle`) its own rows, all committed at once. The state row exists
+from the moment the schema does (with no checkpoint yet), so even the first commit on an empty
+database is serialized: two processes starting at once create one log.
+
+The schema is versioned per component (``schema_versions``) and created or migrated inside a
+transaction holding an advisory lock, so concurrent starts never race on ``CREATE TABLE``;
+a database whose schema is newer than this code is refused rather than used.
+
+Availability: the URL may name several hosts with ``target_session_attrs=read-write``, so new
+connections find the primary after a failover. Reads, and a write transaction up to the moment it
+holds the lock, are retried with exponential back-off for ``retry_for`` seconds when the server
+cannot be reached; after that, or when the connection is lost once writes have started (the
+transaction rolled back, or, during ``COMMIT``, its outcome is unknown), the caller gets
+:class:`~ledger.storage.base.StoreUnavailableError`, which HTTP answers as 503. A commit whose
+outcome is unknown was never acknowledged; the sequencer re-reads the store before its next one.
+
+asyncpg is an optional dependency (the ``postgres`` extra): importing this module without it
+raises a :class:`~ledger.storage.base.StoreError` that says how to install it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Self, TypeVar
+
+from ledger.storage.base import (
+    CheckpointRecord,
+    StorageFullError,
+    StoreError,
+    StoreUnavailableError,
+    TileKey,
+    WitnessState,
+    WriterBusyError,
+)
+
+try:
+    import asyncpg
+except ImportError as e:  # pragma: no cover - exercised only where the extra is missing
+    raise StoreError("PostgreSQL support needs asyncpg: pip install 'mcp-notary[postgres]'") from e
+
+__all__ = ["HISTORY_INTERVAL", "PostgresLease", "PostgresStore", "PostgresWriteTx",
+           "is_postgres_url", "migrate"]
+
+HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
+SCHEMA_LOCK = 0x6C6F67736368656D  # advisory lock key held while creating or migrating the schema
+
+T = TypeVar("T")
+
+#: Errors that say "the server is not there (or not writable) right now", not "you asked wrong".
+TRANSIENT: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,  # admin/crash shutdown, cannot connect now
+    asyncpg.exceptions.ReadOnlySQLTransactionError,  # connected to a standby
+    asyncpg.exceptions.InsufficientResourcesError,  # too many connections, disk full
+    asyncpg.exceptions.TransactionRollbackError,  # serialization failure, deadlock
+    asyncpg.InterfaceError,  # the connection was closed under us
+    asyncpg.exceptions.InternalClientError,  # a connection left mid-operation by a failure
+)
+
+# Versioned schema of the log. Each entry upgrades from the version before it; never edit one
+# that has shipped, append a new one.
+LEDGER_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE ledger_tiles (
+        level smallint NOT NULL, idx bigint NOT NULL, data bytea NOT NULL,
+        PRIMARY KEY (level, idx));
+    CREATE TABLE ledger_state (
+        one smallint PRIMARY KEY CHECK (one = 1),
+        size bigint, time double precision, note bytea,
+        history_time double precision NOT NULL DEFAULT '-infinity');
+    INSERT INTO ledger_state (one) VALUES (1);
+    CREATE TABLE ledger_checkpoints (
+        size bigint PRIMARY KEY, time double precision NOT NULL, note bytea NOT NULL);
+    CREATE TABLE ledger_witness_sizes (vkey text PRIMARY KEY, size bigint NOT NULL);
+    CREATE TABLE ledger_witness_published (
+        one smallint PRIMARY KEY CHECK (one = 1), note bytea);
+    CREATE TABLE ledger_write_probe (one smallint PRIMARY KEY CHECK (one = 1), data bytea);
+    """,
+)
+
+_READ_TILES = (
+    "SELECT t.level, t.idx, t.data FROM ledger_tiles t "
+    "JOIN unnest($1::smallint[], $2::bigint[]) AS k(level, idx) "
+    "ON t.level = k.level AND t.idx = k.idx"
+)
+_LOCK_STATE = "SELECT size, time, note, history_time FROM ledger_state WHERE one = 1 FOR UPDATE"
+# Tiles, bundles, the checkpoint and (every HISTORY_INTERVAL) a history row: one round trip.
+_WRITE = """
+WITH t AS (
+    INSERT INTO ledger_tiles (level, idx, data)
+    SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])
+    ON CONFLICT (level, idx) DO UPDATE SET data = excluded.data),
+h AS (
+    INSERT INTO ledger_checkpoints (size, time, note) SELECT $4, $5, $6 WHERE $7
+    ON CONFLICT (size) DO NOTHING)
+UPDATE ledger_state SET size = $4, time = $5, note = $6,
+    history_time = CASE WHEN $7 THEN $5 ELSE history_time END
+WHERE one = 1
+"""
+
+
+def is_postgres_url(text: str) -> bool:
+    """Whether a ``--database`` value names PostgreSQL (else it is SQLite)."""
+    return text.startswith(("postgresql://", "postgres://"))
+
+
+def _transient(e: BaseException) -> bool:
+    return isinstance(e, TRANSIENT)
+
+
+def _describe(e: BaseException) -> str:
+    """An error's kind and text, never a query's parameters (they may be secrets)."""
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+async def migrate(conn: Any, component: str, migrations: Sequence[str]) -> int:
+    """Bring ``component``'s tables to the newest version, inside the caller's transaction
+    (which must hold :data:`SCHEMA_LOCK`). Returns the version the database is now at."""
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_versions (component text PRIMARY KEY, "
+        "version integer NOT NULL)")
+    have = await conn.fetchval("SELECT version FROM schema_versions WHERE component = $1",
+                               component)
+    have = 0 if have is None else int(have)
+    if have > len(migrations):
+        raise StoreError(
+            f"the database's {component} schema is version {have}, newer than this program's "
+            f"{len(migrations)}: upgrade the program before using this database")
+    for version in range(have + 1, len(migrations) + 1):
+        await conn.execute(migrations[version - 1])
+        await conn.execute(
+            "INSERT INTO schema_versions (component, version) VALUES ($1, $2) "
+            "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+            component, version)
+    return len(migrations)
+
+
+class PostgresWriteTx:
+    """One open write transaction on one connection; it holds the state row's lock."""
+
+    def __init__(self, conn: Any, latest: CheckpointRecord | None, history_time: float) -> None:
+        self._conn = conn
+        self._latest = latest
+        self._history_time = history_time
+        self._pending: tuple[Mapping[TileKey, bytes], CheckpointRecord] | None = None
+
+    @property
+    def handle(self) -> Any:
+        """The asyncpg connection of this transaction, for rows that commit with the log."""
+        return self._conn
+
+    async def latest(self) -> CheckpointRecord | None:
+        return self._latest
+
+    async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+        return await _read_tiles(self._conn, keys)
+
+    async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
+        # Written at commit, in one statement; a later write in the same transaction wins.
+        self._pending = (tiles, checkpoint)
+
+    def _committed(self) -> None:
+        """Called once the transaction committed (subclasses: trust what it created)."""
+
+    async def _flush(self) -> None:
+        if self._pending is None:
+            return
+        tiles, cp = self._pending
+        history = cp.time - self._history_time >= HISTORY_INTERVAL
+        await self._conn.execute(
+            _WRITE, [k[0] for k in tiles], [k[1] for k in tiles], list(tiles.values()),
+            cp.size, cp.time, cp.note, history)
+
+
+async def _read_tiles(conn: Any, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+    keys = list(dict.fromkeys(keys))
+    if not keys:
+        return {}
+    rows = await conn.fetch(_READ_TILES, [k[0] for k in keys], [k[1] for k in keys])
+    return {(r[0], r[1]): bytes(r[2]) for r in rows}
+
+
+async def _no_reset(conn: Any) -> None:
+    """What a connection needs between uses here: nothing. No session state is ever left on
+    one (settings are per pool, transactions always end), and asyncpg's default reset would
+    cost a round trip after every read and every commit."""
+
+
+def _record(row: Any) -> CheckpointRecord | None:
+    if row is None or row["note"] is None:
+        return None
+    return CheckpointRecord(int(row["size"]), float(row["time"]), bytes(row["note"]))
+
+
+class PostgresStore:
+    """A log in a PostgreSQL database. Use :meth:`open`; close with :meth:`close`."""
+
+    def __init__(self, pool: Any, url: str, *, retry_for: float, lock_timeout: float) -> None:
+        self._pool = pool
+        self.url = url
+        self.retry_for = retry_for
+        self.lock_timeout = lock_timeout
+        self._wlock = asyncio.Lock()  # one write transaction per process at a time
+
+    @classmethod
+    async def open(cls, url: str, *, retry_for: float = 30.0, lock_timeout: float = 10.0,
+                   pool_size: int = 8, components: Sequence[tuple[str, Sequence[str]]] = ()
+                   ) -> Self:
+        """Connect (retrying for ``retry_for`` seconds), then create or migrate the schema.
+
+        ``components`` are further (name, migrations) pairs, such as the notary's tables,
+        migrated in the same locked transaction as the log's.
+        """
+        deadline = time.monotonic() + retry_for
+        delay = 0.05
+        while True:
+            try:
+                pool = await asyncpg.create_pool(
+                    url, min_size=1, max_size=pool_size, command_timeout=max(retry_for, 5.0),
+                    reset=_no_reset,
+                    server_settings={"lock_timeout": str(int(lock_timeout * 1000)),
+                                     "application_name": "ledger"})
+                break
+            except Exception as e:
+                if not _transient(e) or time.monotonic() + delay > deadline:
+                    raise StoreUnavailableError(
+                        f"cannot connect to the PostgreSQL database: {_describe(e)}") from None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        store = cls(pool, url, retry_for=retry_for, lock_timeout=lock_timeout)
+        try:
+            await store._retrying(lambda conn: store._migrate(conn, components))
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def _migrate(self, conn: Any, components: Sequence[tuple[str, Sequence[str]]]) -> None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+            await migrate(conn, "ledger", LEDGER_MIGRATIONS)
+            for name, steps in components:
+                await migrate(conn, name, steps)
+
+    async def _retrying(self, fn: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``fn`` on a pooled connection; retry it while the server is unreachable.
+
+        Only for work that is safe to repeat (reads, idempotent writes, whole transactions
+        that roll back on failure).
+        """
+        deadline = time.monotonic() + self.retry_for
+        delay = 0.05
+        while True:
+            conn = None
+            try:
+                conn = await self._pool.acquire()
+                result = await fn(conn)
+            except Exception as e:
+                await self._discard(conn)
+                if not _transient(e):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise StoreUnavailableError(
+                        f"the PostgreSQL database is unavailable: {_describe(e)}") from None
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
+            else:
+                await self._release(conn)
+                return result
+
+    async def _release(self, conn: Any) -> None:
+        with contextlib.suppress(Exception):
+            await self._pool.release(conn, timeout=5.0)
+
+    async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+        return await self._retrying(lambda conn: _read_tiles(conn, keys))
+
+    async def latest(self) -> CheckpointRecord | None:
+        row = await self._retrying(lambda conn: conn.fetchrow(
+            "SELECT size, time, note FROM ledger_state WHERE one = 1"))
+        return _record(row)
+
+    async def history(self, limit: int = 100) -> list[CheckpointRecord]:
+        rows = await self._retrying(lambda conn: conn.fetch(
+            "SELECT size, time, note FROM ledger_checkpoints ORDER BY size DESC LIMIT $1",
+            limit))
+        return [CheckpointRecord(int(r[0]), float(r[1]), bytes(r[2])) for r in rows]
+
+    async def witness_state(self) -> WitnessState | None:
+        async def read(conn: Any) -> WitnessState | None:
+            async with conn.transaction(readonly=True, isolation="repeatable_read"):
+                row = await conn.fetchrow(
+                    "SELECT note FROM ledger_witness_published WHERE one = 1")
+                if row is None:
+                    return None
+                sizes = await conn.fetch("SELECT vkey, size FROM ledger_witness_sizes")
+            return WitnessState({r[0]: int(r[1]) for r in sizes},
+                                None if row[0] is None else bytes(row[0]))
+
+        return await self._retrying(read)
+
+    async def save_witness_state(self, state: WitnessState) -> None:
+        async def write(conn: Any) -> None:
+            async with conn.transaction():
+                await conn.execute("DELETE FROM ledger_witness_sizes")
+                await conn.executemany(
+                    "INSERT INTO ledger_witness_sizes (vkey, size) VALUES ($1, $2)",
+                    sorted(state.sizes.items()))
+                await conn.execute(
+                    "INSERT INTO ledger_witness_published (one, note) VALUES (1, $1) "
+                    "ON CONFLICT (one) DO UPDATE SET note = excluded.note", state.published)
+
+        await self._retrying(write)  # one transaction: a retry repeats all of it or none
+
+    async def probe_space(self, nbytes: int) -> None:
+        async def probe(conn: Any) -> None:
+            try:
+                await conn.execute(
+                    "INSERT INTO ledger_write_probe (one, data) VALUES (1, $1) "
+                    "ON CONFLICT (one) DO UPDATE SET data = excluded.data", bytes(nbytes))
+                await conn.execute("DELETE FROM ledger_write_probe")
+            except asyncpg.exceptions.DiskFullError as e:
+                raise StorageFullError(f"the PostgreSQL server's disk is full: "
+                                       f"{_describe(e)}") from None
+
+        await self._retrying(probe)
+
+    async def _begin(self) -> tuple[Any, Any, Any]:
+        """Acquire a connection, BEGIN and lock the state row, retrying while unreachable.
+
+        Nothing has been written yet at any point where this retries.
+        """
+        deadline = time.monotonic() + self.retry_for
+        delay = 0.05
+        while True:
+            conn = None
+            try:
+                conn = await self._pool.acquire()
+                tr = conn.transaction()
+                await tr.start()
+                row = await conn.fetchrow(_LOCK_STATE)
+                if row is None:
+                    raise StoreError("the log's state row is missing: the schema is damaged")
+                return conn, tr, row
+            except asyncpg.exceptions.LockNotAvailableError as e:
+                await self._discard(conn)
+                raise WriterBusyError(
+                    f"another process held the log's write lock for over "
+                    f"{self.lock_timeout:.0f}s") from e
+            except Exception as e:
+                await self._discard(conn)
+                if not _transient(e):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise StoreUnavailableError(
+                        f"the PostgreSQL database is unavailable: {_describe(e)}") from None
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
+
+    async def _discard(self, conn: Any) -> None:
+        """Drop a connection after any failure on it: closed, never reused in whatever state
+        the failure left it (an open transaction rolls back with it); the pool opens a new
+        one when it needs one."""
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):
+            conn.terminate()
+        await self._release(conn)
+
+    def _new_tx(self, conn: Any, latest: CheckpointRecord | None, history_time: float
+                ) -> PostgresWriteTx:
+        """The transaction object; subclasses (the notary's store) return their own."""
+        return PostgresWriteTx(conn, latest, history_time)
+
+    def transaction(self) -> AbstractAsyncContextManager[PostgresWriteTx]:
+        return self._transaction()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[PostgresWriteTx]:
+        async with self._wlock:
+            conn, tr, row = await self._begin()
+            tx = self._new_tx(conn, _record(row), float(row["history_time"]))
+            committing = False
+            try:
+                yield tx
+                await tx._flush()
+                committing = True
+                await tr.commit()
+            except BaseException as e:
+                await self._discard(conn)
+                if isinstance(e, asyncpg.exceptions.DiskFullError):
+                    raise StorageFullError(
+                        f"the PostgreSQL server's disk is full ({_describe(e)}): the "
+                        "transaction was rolled back") from None
+                if isinstance(e, Exception) and _transient(e):
+                    what = ("the connection was lost during COMMIT; whether it committed is "
+                            "unknown, and nothing of it was acknowledged") if committing else (
+                            "the transaction was rolled back")
+                    raise StoreUnavailableError(
+                        f"the PostgreSQL database became unavailable ({_describe(e)}): "
+                        f"{what}") from None
+                raise
+            await self._release(conn)  # committed: a connection that dies now changes nothing
+            tx._committed()
+
+    def lease(self, name: str) -> PostgresLease:
+        """The lease of job ``name`` (see :mod:`ledger.lease`): a session advisory lock."""
+        return PostgresLease(self.url, name)
+
+    async def close(self) -> None:
+        try:
+            await asyncio.wait_for(self._pool.close(), 10.0)
+        except (TimeoutError, Exception):
+            self._pool.terminate()
+
+
+class PostgresLease:
+    """A session advisory lock on a connection of its own, for one job (:mod:`ledger.lease`).
+
+    The lock lives as long as that connection: when the holder dies, or the server it is
+    connected to does, the lock is gone and another process's :meth:`try_acquire` succeeds (on
+    the new primary after a failover, where no session holds it).
+    """
+
+    def __init__(self, url: str, name: str) -> None:
+        self.url = url
+        self.key = int.from_bytes(hashlib.sha256(b"lease:" + name.encode()).digest()[:8], "big",
+                                  signed=True)
+        self._conn: Any = None
+
+    async def try_acquire(self) -> bool:
+        if self.held():
+            return True
+        await self.release()
+        try:
+            conn = await asyncpg.connect(self.url, timeout=5.0,
+                                         server_settings={"application_name": "ledger-lease"})
+        except Exception as e:
+            if _transient(e):
+                return False
+            raise
+        try:
+            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key))
+        except Exception:
+            with contextlib.suppress(Exception):
+                conn.terminate()
+            return False
+        if not got:
+            await conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    def held(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 5.0)
+            with contextlib.suppress(Exception):
+                conn.terminate()

@@ -1,0 +1,445 @@
+"""The notary's store on PostgreSQL: the log's database (``ledger.storage.postgres``) with the
+notary's tables beside the tiles, so that a receipt row and the log entry it points at commit in
+one transaction, from any number of frontends on any machines.
+
+The layout follows the SQLite one (:mod:`notary.store.sqlite_schema`): a receipt is its log entry
+plus what cannot be rebuilt from it (index, 64 signature bytes, small references to its key id,
+``origin`` + ``entry_url`` prefix, account, server and tool), so it is stored compactly and comes
+back byte for byte as signed. Lookups by id and digest go through short integer keys (4 bytes of
+the id's random part; 6 bytes of BLAKE2b of the digest keyed with the store's random salt), every
+hit confirmed against the entry itself.
+
+Across processes:
+
+- duplicates and quota are read by :meth:`PgNotaryWriteTx.screen` inside the batch transaction,
+  after the log's state row is locked (``SELECT … FOR UPDATE``), so no other frontend can commit
+  between that read and this commit;
+- API keys are cached per process and reloaded whenever ``notary_key_version`` moved (statement
+  triggers bump it on any change to keys or accounts, from any process): authenticating costs one
+  one-row read whether or not the key id exists, and a revocation holds at once everywhere;
+- ids of small rows (names, ledgers, accounts, receipt keys) are cached only once the transaction
+  that created them committed.
+
+No ``notary migrate`` history applies here (PostgreSQL stores start at this layout), so no receipt
+is ever withheld.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Self, cast
+
+import asyncpg
+
+from ledger.storage.base import CheckpointRecord, StoreError
+from ledger.storage.postgres import PostgresStore, PostgresWriteTx
+from notary.core.receipts import Receipt
+from notary.store.base import (
+    ApiKeyListing,
+    ApiKeyRecord,
+    IssuedReceipt,
+    ReceiptKeyRecord,
+    Screening,
+    UsageKey,
+)
+from notary.store.sqlite_schema import (
+    Needed,
+    Refs,
+    digest_key,
+    entry_at,
+    id_key,
+    receipt_from_row,
+    split_entry_url,
+)
+
+__all__ = ["NOTARY_MIGRATIONS", "PgNotaryStore", "PgNotaryWriteTx"]
+
+NOTARY_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE notary_accounts (
+        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text NOT NULL UNIQUE,
+        monthly_allowance bigint, created double precision NOT NULL);
+    CREATE TABLE notary_api_keys (
+        key_id text PRIMARY KEY, account integer NOT NULL REFERENCES notary_accounts (id),
+        secret_sha256 bytea NOT NULL, created double precision NOT NULL,
+        revoked double precision);
+    CREATE TABLE notary_usage (
+        account integer NOT NULL REFERENCES notary_accounts (id), month text NOT NULL,
+        count bigint NOT NULL, PRIMARY KEY (account, month));
+    CREATE TABLE notary_receipt_keys (
+        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kid text NOT NULL UNIQUE,
+        jwk text NOT NULL, created double precision NOT NULL);
+    CREATE TABLE notary_ledgers (
+        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, origin text NOT NULL,
+        entry_url_prefix text NOT NULL, UNIQUE (origin, entry_url_prefix));
+    CREATE TABLE notary_names (
+        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text NOT NULL UNIQUE);
+    CREATE TABLE notary_receipts (
+        idx bigint PRIMARY KEY, sig bytea NOT NULL, kid integer NOT NULL, ledger integer NOT NULL,
+        account integer NOT NULL, server integer NOT NULL, tool integer NOT NULL,
+        id_k integer NOT NULL, digest_k bigint NOT NULL);
+    CREATE INDEX notary_receipts_by_id ON notary_receipts (id_k);
+    CREATE INDEX notary_receipts_by_digest ON notary_receipts (digest_k);
+    CREATE INDEX notary_receipts_by_server ON notary_receipts (server, idx);
+    CREATE INDEX notary_receipts_by_tool ON notary_receipts (tool, idx);
+    CREATE INDEX notary_receipts_by_server_tool ON notary_receipts (server, tool, idx);
+    CREATE TABLE notary_state (
+        one smallint PRIMARY KEY CHECK (one = 1), lookup_salt bytea NOT NULL,
+        last_issued_at text);
+    INSERT INTO notary_state (one, lookup_salt)
+        VALUES (1, decode(replace(gen_random_uuid()::text, '-', ''), 'hex'));
+    CREATE TABLE notary_key_version (one smallint PRIMARY KEY CHECK (one = 1), n bigint NOT NULL);
+    INSERT INTO notary_key_version (one, n) VALUES (1, 0);
+    CREATE FUNCTION notary_bump_key_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN UPDATE notary_key_version SET n = n + 1 WHERE one = 1; RETURN NULL; END $$;
+    CREATE TRIGGER notary_api_keys_version AFTER INSERT OR UPDATE OR DELETE ON notary_api_keys
+        FOR EACH STATEMENT EXECUTE FUNCTION notary_bump_key_version();
+    CREATE TRIGGER notary_accounts_version AFTER INSERT OR UPDATE OR DELETE ON notary_accounts
+        FOR EACH STATEMENT EXECUTE FUNCTION notary_bump_key_version();
+    """,
+)
+"""Versioned like the log's (``schema_versions``, component ``notary``); append, never edit."""
+
+_RECEIPT = ("SELECT r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data "
+            "FROM notary_receipts r "
+            "JOIN notary_receipt_keys k ON k.id = r.kid "
+            "JOIN notary_ledgers l ON l.id = r.ledger "
+            "JOIN ledger_tiles t ON t.level = -1 AND t.idx = r.idx >> 8 ")
+_BY_DIGESTS = _RECEIPT + "WHERE r.digest_k = ANY($1::bigint[])"
+_BY_ID = _RECEIPT + "WHERE r.id_k = $1"
+_USAGE = ("SELECT a.name, u.month, u.count FROM notary_usage u "
+          "JOIN notary_accounts a ON a.id = u.account "
+          "JOIN unnest($1::text[], $2::text[]) AS q(name, month) "
+          "ON a.name = q.name AND u.month = q.month")
+# The batch's rows in one round trip, sent with the log's tiles and checkpoint at commit.
+_ADD = """
+WITH r AS (
+    INSERT INTO notary_receipts (idx, sig, kid, ledger, account, server, tool, id_k, digest_k)
+    SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::integer[], $4::integer[],
+                         $5::integer[], $6::integer[], $7::integer[], $8::integer[],
+                         $9::bigint[])),
+u AS (
+    INSERT INTO notary_usage (account, month, count)
+    SELECT * FROM unnest($10::integer[], $11::text[], $12::bigint[])
+    ON CONFLICT (account, month) DO UPDATE SET count = notary_usage.count + excluded.count)
+UPDATE notary_state SET last_issued_at = $13
+WHERE one = 1 AND $13::text IS NOT NULL AND (last_issued_at IS NULL OR last_issued_at < $13)
+"""
+
+
+def _receipt(row: Any) -> Receipt:
+    return receipt_from_row((int(row[0]), bytes(row[1]), row[2], row[3], row[4], bytes(row[5])))
+
+
+async def _receipts_by_digest(conn: Any, digests: Collection[str], salt: bytes
+                              ) -> dict[str, Receipt | None]:
+    wanted = set(digests)
+    if not wanted:
+        return {}
+    out: dict[str, Receipt | None] = {}
+    for row in await conn.fetch(_BY_DIGESTS, sorted({digest_key(d, salt) for d in wanted})):
+        receipt = _receipt(row)
+        if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
+            out[receipt.call_sha256] = receipt
+    return out
+
+
+async def _usage(conn: Any, keys: Collection[UsageKey]) -> dict[UsageKey, int]:
+    out = dict.fromkeys(keys, 0)
+    if keys:
+        names, months = zip(*keys, strict=True)
+        for name, month, count in await conn.fetch(_USAGE, list(names), list(months)):
+            out[(name, month)] = int(count)
+    return out
+
+
+async def _resolve_refs(conn: Any, needed: Needed) -> Refs:
+    """The ids of ``needed``, creating name and ledger rows that do not exist yet; receipt keys
+    and accounts must exist."""
+    new = Refs()
+    if needed.kids:
+        rows = await conn.fetch("SELECT kid, id FROM notary_receipt_keys WHERE kid = ANY($1)",
+                                sorted(needed.kids))
+        new.kids.update((r[0], r[1]) for r in rows)
+        missing = needed.kids - new.kids.keys()
+        if missing:
+            raise StoreError(f"receipt key {min(missing)} is not registered in the store")
+    for origin, prefix in sorted(needed.ledgers):
+        await conn.execute("INSERT INTO notary_ledgers (origin, entry_url_prefix) VALUES ($1, $2) "
+                           "ON CONFLICT DO NOTHING", origin, prefix)
+        new.ledgers[(origin, prefix)] = await conn.fetchval(
+            "SELECT id FROM notary_ledgers WHERE origin = $1 AND entry_url_prefix = $2",
+            origin, prefix)
+    if needed.names:
+        await conn.execute("INSERT INTO notary_names (name) SELECT unnest($1::text[]) "
+                           "ON CONFLICT DO NOTHING", sorted(needed.names))
+        rows = await conn.fetch("SELECT name, id FROM notary_names WHERE name = ANY($1)",
+                                sorted(needed.names))
+        new.names.update((r[0], r[1]) for r in rows)
+    if needed.accounts:
+        rows = await conn.fetch("SELECT name, id FROM notary_accounts WHERE name = ANY($1)",
+                                sorted(needed.accounts))
+        new.accounts.update((r[0], r[1]) for r in rows)
+        missing = needed.accounts - new.accounts.keys()
+        if missing:
+            raise StoreError(f"account {min(missing)!r} does not exist")
+    return new
+
+
+class PgNotaryWriteTx(PostgresWriteTx):
+    """The log's transaction plus the notary's screen and receipt rows."""
+
+    def __init__(self, store: PgNotaryStore, conn: Any, latest: CheckpointRecord | None,
+                 history_time: float) -> None:
+        super().__init__(conn, latest, history_time)
+        self._notary = store
+        self._new_refs = Refs()
+        self._rows: list[Any] | None = None
+
+    async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
+                     ) -> Screening:
+        conn = self._conn
+        found = await _receipts_by_digest(conn, digests, self._notary._salt)
+        spent = await _usage(conn, usage)
+        last = await conn.fetchval("SELECT last_issued_at FROM notary_state WHERE one = 1")
+        return Screening(found, spent, last)
+
+    async def add_receipts(self, receipts: Sequence[IssuedReceipt],
+                           usage: Mapping[UsageKey, int]) -> None:
+        pairs = [(r.receipt, r.account) for r in receipts]
+        refs = Refs()
+        refs.merge(self._notary._refs)
+        refs.merge(self._new_refs)
+        missing = Needed.of(pairs).missing_from(refs)
+        missing.accounts |= {a for a, _ in usage} - refs.accounts.keys()
+        if missing:
+            self._new_refs.merge(await _resolve_refs(self._conn, missing))
+            refs.merge(self._new_refs)
+        salt = self._notary._salt
+        cols: list[list[Any]] = [[] for _ in range(9)]
+        latest: str | None = None
+        for r, account in pairs:
+            assert r.signature is not None
+            row = (r.index, r.signature.raw, refs.kids[r.signature.kid],
+                   refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
+                   refs.names[r.server], refs.names[r.tool], id_key(r.id),
+                   digest_key(r.call_sha256, salt))
+            for col, value in zip(cols, row, strict=True):
+                col.append(value)
+            latest = r.issued_at if latest is None else max(latest, r.issued_at)
+        ucols: list[list[Any]] = [[], [], []]
+        for (account, month), n in usage.items():
+            ucols[0].append(refs.accounts[account])
+            ucols[1].append(month)
+            ucols[2].append(n)
+        if self._rows is not None:  # a second call in one transaction: store both
+            await self._flush_rows()
+        self._rows = [*cols, *ucols, latest]
+
+    async def _flush_rows(self) -> None:
+        if self._rows is not None:
+            await self._conn.execute(_ADD, *self._rows)
+            self._rows = None
+
+    async def _flush(self) -> None:
+        await super()._flush()
+        await self._flush_rows()
+
+    def _committed(self) -> None:
+        self._notary._refs.merge(self._new_refs)
+
+
+class PgNotaryStore(PostgresStore):
+    """The log and the notary's tables in one PostgreSQL database. Open with :meth:`open`."""
+
+    def __init__(self, pool: Any, url: str, *, retry_for: float, lock_timeout: float) -> None:
+        super().__init__(pool, url, retry_for=retry_for, lock_timeout=lock_timeout)
+        self._refs = Refs()
+        self._salt = b""
+        self._keys: dict[str, ApiKeyRecord] = {}
+        self._keys_version: int | None = None
+
+    @classmethod
+    async def open(cls, url: str, *, retry_for: float = 30.0, lock_timeout: float = 10.0,
+                   pool_size: int = 8, components: Sequence[tuple[str, Sequence[str]]] = ()
+                   ) -> Self:
+        """Connect, create or migrate the log's and the notary's tables (one locked
+        transaction, so frontends starting at once on an empty database make one log)."""
+        store = await super().open(url, retry_for=retry_for, lock_timeout=lock_timeout,
+                                   pool_size=pool_size,
+                                   components=[("notary", NOTARY_MIGRATIONS), *components])
+        try:
+            salt = await store._retrying(lambda conn: conn.fetchval(
+                "SELECT lookup_salt FROM notary_state WHERE one = 1"))
+            if salt is None:
+                raise StoreError("the store has no lookup salt (a damaged notary schema)")
+            store._salt = bytes(salt)
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    def _new_tx(self, conn: Any, latest: CheckpointRecord | None, history_time: float
+                ) -> PgNotaryWriteTx:
+        return PgNotaryWriteTx(self, conn, latest, history_time)
+
+    def transaction(self) -> AbstractAsyncContextManager[PgNotaryWriteTx]:
+        # The base transaction yields what _new_tx made, which is a PgNotaryWriteTx here.
+        return cast(AbstractAsyncContextManager[PgNotaryWriteTx], self._transaction())
+
+    # Receipts -------------------------------------------------------------------------------
+
+    async def receipt_by_id(self, receipt_id: str) -> Receipt | None:
+        try:
+            key = id_key(receipt_id)
+        except ValueError:
+            return None
+        for row in await self._retrying(lambda conn: conn.fetch(_BY_ID, key)):
+            receipt = _receipt(row)
+            if receipt.id == receipt_id:
+                return receipt
+        return None
+
+    async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
+        found = await self._retrying(
+            lambda conn: _receipts_by_digest(conn, [call_sha256], self._salt))
+        return found.get(call_sha256)
+
+    async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
+                              since: str | None = None, until: str | None = None,
+                              before: tuple[str, int] | None = None, limit: int = 20
+                              ) -> list[Receipt]:
+        return await self._retrying(lambda conn: self._search(
+            conn, server, tool, since, until, before, limit))
+
+    async def _search(self, conn: Any, server: str | None, tool: str | None, since: str | None,
+                      until: str | None, before: tuple[str, int] | None, limit: int
+                      ) -> list[Receipt]:
+        # As on SQLite: issued_at never decreases along the log, so a time range is an index
+        # range (found by bisecting the entries) and newest first is highest index first.
+        async with conn.transaction(readonly=True, isolation="repeatable_read"):
+            where = ["r.idx >= $1", "r.idx < $2"]
+            args: list[Any] = []
+            for column, name in (("server", server), ("tool", tool)):
+                if name is None:
+                    continue
+                ref = await conn.fetchval("SELECT id FROM notary_names WHERE name = $1", name)
+                if ref is None:
+                    return []
+                args.append(ref)
+                where.append(f"r.{column} = ${len(args) + 2}")
+            size = int(await conn.fetchval(
+                "SELECT coalesce(size, 0) FROM ledger_state WHERE one = 1") or 0)
+            lo = 0 if since is None else await _first_index_at(conn, since, size)
+            hi = size if until is None else await _first_index_at(conn, until, size)
+            if before is not None:
+                hi = min(hi, before[1])
+            if lo >= hi or limit <= 0:
+                return []
+            rows = await conn.fetch(
+                _RECEIPT + "WHERE " + " AND ".join(where)
+                + f" ORDER BY r.idx DESC LIMIT ${len(args) + 3}", lo, hi, *args, limit)
+        out = []
+        for row in rows:
+            receipt = _receipt(row)
+            if (since is None or receipt.issued_at >= since) and (
+                    until is None or receipt.issued_at < until) and (
+                    before is None or (receipt.issued_at, receipt.index) < before):
+                out.append(receipt)
+        return out
+
+    # Accounts, API keys and usage -----------------------------------------------------------
+
+    async def api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The key, or None; the same work either way (see the SQLite store's twin): one
+        one-row read of ``notary_key_version``, a reload of every key when it moved (a cost
+        unrelated to the key asked for), then a dict lookup."""
+        version = await self._retrying(lambda conn: conn.fetchval(
+            "SELECT n FROM notary_key_version WHERE one = 1"))
+        if version != self._keys_version:
+            rows = await self._retrying(lambda conn: conn.fetch(
+                "SELECT k.key_id, a.name, k.secret_sha256, k.revoked, a.monthly_allowance "
+                "FROM notary_api_keys k JOIN notary_accounts a ON a.id = k.account"))
+            self._keys = {r[0]: ApiKeyRecord(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
+            self._keys_version = version  # read before the keys: a change in between reloads
+        return self._keys.get(key_id)
+
+    async def usage(self, account: str, month: str) -> int:
+        got = await self._retrying(lambda conn: _usage(conn, [(account, month)]))
+        return got[(account, month)]
+
+    async def create_api_key(self, account: str, monthly_allowance: int | None, key_id: str,
+                             secret_sha256: bytes) -> None:
+        now = time.time()
+
+        async def write(conn: Any) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    "INSERT INTO notary_accounts (name, monthly_allowance, created) "
+                    "VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET monthly_allowance = "
+                    "coalesce(excluded.monthly_allowance, notary_accounts.monthly_allowance)",
+                    account, monthly_allowance, now)
+                await conn.execute(
+                    "INSERT INTO notary_api_keys (key_id, account, secret_sha256, created) "
+                    "SELECT $1, id, $2, $3 FROM notary_accounts WHERE name = $4",
+                    key_id, secret_sha256, now, account)
+
+        try:
+            await self._retrying(write)
+        except asyncpg.exceptions.IntegrityConstraintViolationError as e:
+            raise StoreError(f"cannot add API key {key_id}: {type(e).__name__}") from None
+
+    async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
+        rows = await self._retrying(lambda conn: conn.fetch(
+            "SELECT k.key_id, a.name, a.monthly_allowance, coalesce(u.count, 0), k.created, "
+            "k.revoked FROM notary_api_keys k JOIN notary_accounts a ON a.id = k.account "
+            "LEFT JOIN notary_usage u ON u.account = k.account AND u.month = $1 "
+            "ORDER BY k.created, k.key_id", month))
+        return [ApiKeyListing(r[0], r[1], r[2], int(r[3]), r[4], r[5]) for r in rows]
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        now = time.time()
+        status = await self._retrying(lambda conn: conn.execute(
+            "UPDATE notary_api_keys SET revoked = $1 WHERE key_id = $2 AND revoked IS NULL",
+            now, key_id))
+        return str(status).endswith(" 1")
+
+    # Receipt keys ---------------------------------------------------------------------------
+
+    async def receipt_keys(self) -> list[ReceiptKeyRecord]:
+        rows = await self._retrying(lambda conn: conn.fetch(
+            "SELECT kid, jwk, created FROM notary_receipt_keys ORDER BY created, id"))
+        return [ReceiptKeyRecord(r[0], r[1], r[2]) for r in rows]
+
+    async def add_receipt_key(self, kid: str, jwk: str, created: float) -> bool:
+        status = await self._retrying(lambda conn: conn.execute(
+            "INSERT INTO notary_receipt_keys (kid, jwk, created) VALUES ($1, $2, $3) "
+            "ON CONFLICT (kid) DO NOTHING", kid, jwk, created))
+        return str(status).endswith(" 1")
+
+
+async def _first_index_at(conn: Any, issued_at: str, size: int) -> int:
+    """The first log index whose entry was issued at or after ``issued_at`` (``size`` if none):
+    a bisection over the entries, a bundle read a step."""
+    cache: dict[int, bytes] = {}
+
+    async def at(index: int) -> str:
+        number = index >> 8
+        if number not in cache:
+            data = await conn.fetchval(
+                "SELECT data FROM ledger_tiles WHERE level = -1 AND idx = $1", number)
+            if data is None:
+                raise StoreError(f"entry bundle {number} is missing from the store")
+            cache[number] = bytes(data)
+        return entry_at(cache[number], index).issued_at
+
+    lo, hi = 0, size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if await at(mid) < issued_at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

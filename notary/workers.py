@@ -1,0 +1,94 @@
+"""``notary serve --workers N``: N processes on one log behind one listening socket.
+
+The parent binds the socket once and hands it to every worker (``pass_fds``); the kernel spreads
+new connections over the workers accepting on it. Each worker is a complete ``notary serve``
+on the same store: they share the log through the many-processes commit protocol (DESIGN.md,
+"One log, many processes"), exactly as frontends on several machines do on PostgreSQL, and on
+SQLite as well (``BEGIN IMMEDIATE`` is the lock). Background jobs run in one worker at a time
+(:mod:`ledger.lease`).
+
+The parent only supervises: a worker that dies (SIGKILL, a crash) is started again after a short
+back-off, and SIGTERM or SIGINT is passed to every worker, which drains and exits; the parent
+exits when all have.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+import structlog
+
+from ledger.exitcodes import ExitCode
+
+__all__ = ["bind", "supervise"]
+
+_log = structlog.get_logger("notary.workers")
+
+RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0)
+USAGE_EXIT = int(ExitCode.USAGE)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The one listening socket every worker accepts on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family, backlog=1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def supervise(sock: socket.socket, workers: int, argv: Sequence[str]) -> int:
+    """Run ``workers`` copies of ``notary ARGV --listen-fd FD`` until signalled; exit status 0
+    after a clean stop."""
+    fd = sock.fileno()
+    cmd = [sys.executable, "-m", "notary.cli.main", *argv, "--workers", "1",
+           "--listen-fd", str(fd)]
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    restarts: dict[int, int] = {}
+    stopping = False
+    failed = False
+
+    def start(slot: int) -> None:
+        procs[slot] = subprocess.Popen(cmd, pass_fds=(fd,), stdin=subprocess.DEVNULL)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    for slot in range(workers):
+        start(slot)
+    while True:
+        time.sleep(0.1)
+        if stopping:
+            if all(p.poll() is not None for p in procs.values()):
+                break
+            continue
+        for slot, p in list(procs.items()):
+            code = p.poll()
+            if code is None:
+                continue
+            if code == USAGE_EXIT:  # a setting it refused: every restart would fail the same way
+                on_signal(signal.SIGTERM, None)
+                failed = True
+                break
+            n = restarts.get(slot, 0)
+            _log.warning("worker_exited", worker=slot, pid=p.pid, code=code, restarts=n)
+            time.sleep(RESTART_BACKOFF[min(n, len(RESTART_BACKOFF) - 1)])
+            restarts[slot] = n + 1
+            if not stopping:
+                start(slot)
+    sock.close()
+    if failed:
+        return USAGE_EXIT
+    codes = [p.returncode for p in procs.values()]
+    return 0 if all(c in (0, -signal.SIGTERM) for c in codes) else 1

@@ -1,0 +1,83 @@
+"""Leases for run-once background jobs: one holder at a time, taken over when it dies."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+
+from ledger.lease import FileLease, JobRunner, Lease
+from ledger.storage.postgres import PostgresLease
+
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+async def test_file_lease_is_exclusive_and_dies_with_its_holder(tmp_path: Path) -> None:
+    path = tmp_path / "job.lock"
+    a, b = FileLease(path), FileLease(path)
+    assert await a.try_acquire() and a.held()
+    assert not await b.try_acquire()
+    await a.release()
+    assert await b.try_acquire()
+    await b.release()
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"held\n"
+    assert not await a.try_acquire()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert await a.try_acquire()  # the kernel dropped the dead holder's lock
+    await a.release()
+
+
+async def _until(condition: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout  # generous: not a timing assertion
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+
+
+async def test_one_runner_runs_the_job_and_another_takes_over(pg_url: str) -> None:
+    running: list[str] = []
+
+    def runner(name: str, lease: Lease) -> JobRunner:
+        async def job() -> None:
+            running.append(name)
+            try:
+                await asyncio.Event().wait()
+            finally:
+                running.remove(name)
+        return JobRunner("witnessing", lease, job, retry=0.1)
+
+    first = runner("a", PostgresLease(pg_url, "witnessing"))
+    second = runner("b", PostgresLease(pg_url, "witnessing"))
+    other = PostgresLease(pg_url, "another-job")  # another job's lease is independent
+    tasks = [asyncio.create_task(first.run()), asyncio.create_task(second.run())]
+    await _until(lambda: len(running) == 1)
+    assert await other.try_acquire()
+    await asyncio.sleep(0.5)
+    assert len(running) == 1  # still exactly one holder
+    holder = first if running == ["a"] else second
+    # The holder's database session dies (its machine was lost): the other one takes over.
+    conn = await asyncpg.connect(pg_url)
+    await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE application_name = 'ledger-lease' AND pid IN "
+                       "(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = $1)",
+                       holder.lease.key & 0xFFFFFFFF)  # type: ignore[attr-defined]
+    await conn.close()
+    await _until(lambda: running == ["b" if holder is first else "a"])
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert running == []
+    await other.release()

@@ -1,0 +1,151 @@
+"""The store commands with ``--database postgresql://…``: API keys made and revoked by another
+process take effect at once in a running frontend; keys are registered and published per
+frontend; ``check`` audits the database; ``backup``/``restore`` refuse, pointing at pg_dump; the
+URL (which may hold a password) is never echoed."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from notary.cli.main import main as notary_cli
+from notary.service import Unauthorized
+from notary.store import check_database
+from tests.notary_server import app_notary, run_cli
+
+
+def cli_err(*argv: str) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = notary_cli(list(argv))
+    return code, err.getvalue()
+
+
+async def test_keys_made_and_revoked_by_the_cli_take_effect_at_once(tmp_path: Path,
+                                                                    pg_url: str) -> None:
+    async with app_notary(tmp_path / "a", database=pg_url) as served:
+        notary = served.notary
+        db = ("--data", str(served.data), "--database", pg_url)
+        code, out = run_cli("apikey", "create", *db, "--account", "alice",
+                            "--monthly-allowance", "3")
+        assert code == 0, out
+        key = out.strip().splitlines()[-1]
+        account = await notary.authenticate(f"Bearer {key}")
+        assert (account.name, account.monthly_allowance) == ("alice", 3)
+        code, out = run_cli("apikey", "list", *db, "--json")
+        assert code == 0 and '"alice"' in out
+        code, _ = run_cli("apikey", "revoke", *db, key)
+        assert code == 0
+        try:
+            await notary.authenticate(f"Bearer {key}")
+        except Unauthorized as e:
+            assert "revoked" in str(e)
+        else:
+            raise AssertionError("a key revoked by another process was accepted")
+        code, out = run_cli("check", "--data", str(served.data), "--database", pg_url)
+        assert code == 0 and out.startswith("ok:"), out
+
+
+async def test_every_frontend_publishes_every_receipt_key(tmp_path: Path, pg_url: str) -> None:
+    """Two frontends, each with its own receipt key (its own --data, the same log key): each
+    signs with its own, and both JWKS list both, so any receipt verifies from either."""
+    async with app_notary(tmp_path / "a", database=pg_url) as a:
+        b_data = tmp_path / "b"
+        b_data.mkdir(mode=0o700)
+        for name in ("log.key", "log.vkey"):
+            (b_data / name).write_bytes((a.data / name).read_bytes())
+            (b_data / name).chmod(0o600)
+        async with app_notary(b_data, database=pg_url) as b:
+            ka, kb = a.notary.current_key.kid, b.notary.current_key.kid
+            assert ka != kb
+            await a.notary.refresh_keys(force=True)
+            async with aiohttp.ClientSession() as http:
+                for served in (a, b):
+                    async with http.get(f"{served.url}/.well-known/jwks.json") as r:
+                        kids = {k["kid"] for k in (await r.json())["keys"]}
+                    assert {ka, kb} <= kids
+
+
+def test_backup_and_restore_point_at_pg_dump(tmp_path: Path) -> None:
+    url = "postgresql://notary:s3cret-pw@127.0.0.1:1/notary"
+    for argv in (("backup", "--data", str(tmp_path), "--database", url, str(tmp_path / "b")),
+                 ("restore", "--data", str(tmp_path), "--database", url, str(tmp_path / "b"))):
+        code, err = cli_err(*argv)
+        assert code == 2 and "pg_dump" in err, err
+        assert "s3cret-pw" not in err
+
+
+def test_a_malformed_url_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    code, err = cli_err("apikey", "list", "--data", str(tmp_path),
+                        "--database", "postgresql://u:s3cret-pw@h:notaport/db")
+    assert code == 2 and "malformed" in err and "s3cret-pw" not in err, err
+
+
+def test_multi_host_urls_are_accepted() -> None:
+    for url in ("postgresql://n@h1:5432,h2:5433/db?target_session_attrs=read-write",
+                "postgresql://h1,h2/db", "postgresql://[::1]:5432/db", "postgres:///db"):
+        check_database(url)
+
+
+async def test_unknown_key_id_and_wrong_secret_send_the_same_queries(tmp_path: Path,
+                                                                     pg_url: str) -> None:
+    """As on SQLite (test_auth_work): both refusals cost one one-row read of the key version,
+    whatever the key id; the key table is reloaded only when that version moved."""
+    async with app_notary(tmp_path / "a", database=pg_url) as served:
+        notary = served.notary
+        key = await served.new_api_key("alice")
+        for i in range(5):
+            await served.new_api_key(f"other{i}")
+        key_id, secret = key[3:15], key[16:]
+        wrong_secret = f"nk_{key_id}_{('B' if secret[0] == 'A' else 'A')}{secret[1:]}"
+        unknown_id = f"nk_{'0' * 12}_{secret}"
+        store = notary.store
+        sent: list[tuple[str, str]] = []
+        real = store._retrying  # type: ignore[attr-defined]
+
+        class Recording:
+            def __init__(self, conn: Any) -> None:
+                self.conn = conn
+
+            def __getattr__(self, name: str) -> Any:
+                attr = getattr(self.conn, name)
+                if name not in ("fetch", "fetchval", "fetchrow", "execute"):
+                    return attr
+
+                async def call(query: str, *args: Any) -> Any:
+                    sent.append((name, query))
+                    return await attr(query, *args)
+
+                return call
+
+        async def recording(fn: Any) -> Any:
+            return await real(lambda conn: fn(Recording(conn)))
+
+        store._retrying = recording  # type: ignore[attr-defined]
+
+        async def work(token: str) -> list[tuple[str, str]]:
+            sent.clear()
+            try:
+                await notary.authenticate(f"Bearer {token}")
+            except Unauthorized:
+                return list(sent)
+            raise AssertionError("the key was accepted")
+
+        await work(wrong_secret)
+        await work(unknown_id)
+        known, unknown = await work(wrong_secret), await work(unknown_id)
+        assert known == unknown and len(known) == 1, (known, unknown)
+
+
+def test_the_sqlite_default_never_imports_asyncpg() -> None:
+    """asyncpg is the optional `postgres` extra: serving and administering on SQLite must work
+    without it (its imports are deferred to the PostgreSQL branches)."""
+    code = ("import sys, notary.cli.main, notary.http.app, notary.startup, notary.store, "
+            "notary.cli.check; assert 'asyncpg' not in sys.modules, 'asyncpg imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])

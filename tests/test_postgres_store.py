@@ -1,0 +1,116 @@
+"""What only the PostgreSQL backend has: a schema created once under concurrent starts, schema
+versions, many writers on one database, history decided under the lock, and the errors a lost
+server gives (a StoreUnavailableError after bounded retries, never a hang or a wrong answer)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import asyncpg
+import pytest
+
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.hashing import leaf_hash, merkle_root
+from ledger.core.note import Ed25519Signer
+from ledger.log import Log
+from ledger.storage.base import StoreError, StoreUnavailableError, WitnessState
+from ledger.storage.postgres import LEDGER_MIGRATIONS, PostgresStore, is_postgres_url
+from tests.pgcluster import start_cluster
+
+
+@pytest.fixture
+def signer() -> Ed25519Signer:
+    return Ed25519Signer.generate("pg.test/log")
+
+
+async def test_concurrent_starts_on_an_empty_database_make_one_log(
+        pg_url: str, signer: Ed25519Signer) -> None:
+    stores = await asyncio.gather(*(PostgresStore.open(pg_url) for _ in range(6)))
+    logs = await asyncio.gather(*(Log.open(s, signer=signer) for s in stores))
+    # Every writer starts from the one empty tree, and their appends interleave into one log.
+    results = await asyncio.gather(*(log.append(b"%d-%d" % (n, i))
+                                     for n, log in enumerate(logs) for i in range(50)))
+    assert sorted(r.index for r in results) == list(range(300))
+    conn = await asyncpg.connect(pg_url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM ledger_state") == 1
+        assert await conn.fetchval(
+            "SELECT version FROM schema_versions WHERE component = 'ledger'"
+        ) == len(LEDGER_MIGRATIONS)
+    finally:
+        await conn.close()
+    head = await logs[0].head(0)
+    assert head is not None and head.size == 300
+    entries = await logs[0].reader.entries(0, 300)
+    assert sorted(entries) == sorted(b"%d-%d" % (n, i) for n in range(6) for i in range(50))
+    assert head.checkpoint.root_hash == merkle_root([leaf_hash(e) for e in entries])
+    # Every checkpoint any writer was handed is a prefix of the final tree.
+    for r in results:
+        cp, _ = open_checkpoint(r.checkpoint, signer.verifier())
+        assert cp.root_hash == merkle_root([leaf_hash(e) for e in entries[: cp.size]])
+    await asyncio.gather(*(log.close() for log in logs))
+
+
+async def test_a_newer_schema_is_refused(pg_url: str) -> None:
+    store = await PostgresStore.open(pg_url)
+    await store.close()
+    conn = await asyncpg.connect(pg_url)
+    await conn.execute("UPDATE schema_versions SET version = version + 1 "
+                       "WHERE component = 'ledger'")
+    await conn.close()
+    with pytest.raises(StoreError, match="newer than this program"):
+        await PostgresStore.open(pg_url)
+
+
+async def test_history_keeps_one_checkpoint_a_minute_across_writers(
+        pg_url: str, signer: Ed25519Signer) -> None:
+    clock = [time.time() + 3600]  # ahead of the empty tree signed at start
+    a, b = (await PostgresStore.open(pg_url), await PostgresStore.open(pg_url))
+    log_a = await Log.open(a, signer=signer)
+    log_b = await Log.open(b, signer=signer)
+    for seq in (log_a.sequencer, log_b.sequencer):
+        assert seq is not None
+        seq.clock = lambda: clock[0]
+    for i in range(6):  # alternate writers, 30 s apart: a history row every other commit
+        clock[0] += 30
+        await (log_a if i % 2 else log_b).append(b"%d" % i)
+    sizes = [r.size for r in await a.history(100)]
+    assert sizes == sorted(sizes, reverse=True)
+    times = sorted(r.time for r in await a.history(100))
+    assert all(t2 - t1 >= 60 for t1, t2 in itertools.pairwise(times)), times
+    assert len(times) >= 3
+    assert await a.witness_state() is None
+    await a.save_witness_state(WitnessState({"w1": 3, "w2": 5}, b"note"))
+    await b.save_witness_state(WitnessState({"w1": 7}, None))  # replaces it, for every process
+    assert await a.witness_state() == WitnessState({"w1": 7}, None)
+    await log_a.close()
+    await log_b.close()
+
+
+def test_is_postgres_url() -> None:
+    assert is_postgres_url("postgresql://h1:5432,h2:5433/db?target_session_attrs=read-write")
+    assert is_postgres_url("postgres://localhost/db")
+    assert not is_postgres_url("notary-data/notary.db")
+
+
+async def test_a_dead_server_gives_unavailable_after_bounded_retries(
+        signer: Ed25519Signer) -> None:
+    with start_cluster("gone") as cluster:
+        store = await PostgresStore.open(cluster.url, retry_for=1.0)
+        log = await Log.open(store, signer=signer)
+        await log.append(b"before")
+        cluster.kill()
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError):
+            await log.append(b"after")
+        with pytest.raises(StoreUnavailableError):
+            await store.latest()
+        assert time.monotonic() - started < 30  # bounded, not a hang (generous: a busy CI)
+        cluster.start()  # the same server comes back: writes resume without a restart
+        appended = await log.append(b"again")
+        assert appended.index == 1
+        await log.close()
+    with pytest.raises(StoreUnavailableError, match="cannot connect"):
+        await PostgresStore.open(cluster.url, retry_for=0.2)  # stopped and removed by now
