@@ -20,7 +20,7 @@ from ledger.core.proofs import verify_consistency
 from ledger.log import Log
 from ledger.storage.postgres import PostgresStore
 
-CHILD = Path(__file__).with_name("crash_child.py")
+REPO = Path(__file__).resolve().parents[2]
 KILLS = 6
 
 
@@ -35,9 +35,10 @@ class Writer:
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
-        self.proc = subprocess.Popen([sys.executable, str(CHILD), self.url, self.key],
-                                     stdout=subprocess.PIPE, env=env)
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.crash_child", self.url, self.key],
+            cwd=REPO, stdout=subprocess.PIPE, env=env)
         self.thread = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
         self.thread.start()
 

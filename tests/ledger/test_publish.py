@@ -107,7 +107,7 @@ async def test_refuses_a_directory_of_another_log(tmp_path: Path) -> None:
 async def test_ledger_serve_publish_feeds_a_static_mirror_the_monitor_audits(
         tmp_path: Path) -> None:
     logdir, out = tmp_path / "log", tmp_path / "static"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     ledger = [sys.executable, "-m", "ledger.cli.main"]
     subprocess.run([*ledger, "init", str(logdir), "--origin", ORIGIN], check=True,
                    capture_output=True, env=env)
@@ -143,7 +143,7 @@ async def test_notary_publish_lets_the_verifier_check_consistency_off_the_databa
         tmp_path: Path) -> None:
     """``notary serve --publish``: level 5 against the static mirror, which has no proof API,
     is proven from its tiles."""
-    from tests.test_verifier import running_notary, saved, statuses, verify
+    from tests.notary.verifier.test_verifier import running_notary, saved, statuses, verify
 
     out = tmp_path / "static"
     async with running_notary(tmp_path, publish=str(out)) as notary:

@@ -148,4 +148,5 @@ def test_the_sqlite_default_never_imports_asyncpg() -> None:
     without it (its imports are deferred to the PostgreSQL branches)."""
     code = ("import sys, notary.cli.main, notary.http.app, notary.startup, notary.store, "
             "notary.cli.check; assert 'asyncpg' not in sys.modules, 'asyncpg imported'")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   cwd=Path(__file__).resolve().parents[3])
