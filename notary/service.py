@@ -220,26 +220,45 @@ class Notary:
         self._check_same(receipt, server, tool)
         return await self.with_proof(receipt), False
 
-    async def _notarize_new(self, account: Account, server: str, tool: str, call_sha256: str,
-                            fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool]:
+    async def _known(self, call_sha256: str, server: str, tool: str,
+                     fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool] | None:
+        """The answer for a digest stored already (its receipt), or None if it is not."""
         try:
             existing = await self.store.receipt_by_digest(call_sha256)
         except ReceiptWithheldError:
             return await self._existing(None, server, tool, fut)
-        if existing is not None:
-            return await self._existing(existing, server, tool, fut)
+        if existing is None:
+            return None
+        return await self._existing(existing, server, tool, fut)
+
+    async def _notarize_new(self, account: Account, server: str, tool: str, call_sha256: str,
+                            fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool]:
+        """Queue a new entry. Whether the digest is logged already is decided by the batch's
+        screen, under the log's lock (it must be decided there anyway, since another process
+        may log it meanwhile), so a new digest costs no read of its own; only a request that
+        would be refused before it is queued (writes stopped, allowance spent) looks first,
+        because a known digest is answered with its receipt even then."""
         assert self.log is not None and self.log.sequencer is not None
         if self.log.sequencer.halted is not None:
+            known = await self._known(call_sha256, server, tool, fut)
+            if known is not None:
+                return known
             raise _store_corrupt(self.log.sequencer.halted)
         await self.refresh_keys()
         now = datetime.now(UTC)
         month = month_of(now)
-        await self._reserve(account, month, now)
+        try:
+            await self._reserve(account, month, now)
+        except QuotaExceeded:
+            known = await self._known(call_sha256, server, tool, fut)
+            if known is not None:
+                return known
+            raise
         entry = LogEntry(id=new_receipt_id(), server=server, tool=tool,
                          call_sha256=bytes.fromhex(call_sha256), issued_at=format_issued_at(now))
         pending = _Pending(entry, account, month, now)
         try:
-            appended = await self.log.sequencer.append(entry.encode(), pending)
+            appended = await self.log.sequencer.append(entry.encode(), pending, proof=True)
         except AlreadyLogged as logged:  # by another process, decided under the log's lock
             return await self._existing(logged.receipt, server, tool, fut)
         except LogHaltedError as e:
@@ -249,7 +268,9 @@ class Notary:
             self._reserved[pending.usage_key] -= 1
         assert pending.receipt is not None
         fut.set_result(pending.receipt)
-        proof = await self.log.reader.inclusion_proof(appended.index, appended.size)
+        proof = appended.proof
+        if proof is None:  # the batch's proofs could not be computed together
+            proof = tuple(await self.log.reader.inclusion_proof(appended.index, appended.size))
         return self._complete(pending.receipt, proof, appended.checkpoint), True
 
     @staticmethod

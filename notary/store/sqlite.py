@@ -53,7 +53,11 @@ from notary.store.sqlite_schema import (
 __all__ = ["SqliteNotaryStore"]
 
 _CHUNK = 500  # bound on the parameters of one IN (...) list
-_SCREEN_NOW = 32  # digests a batch screen reads on the event loop's thread (more: a thread trip)
+_SCREEN_NOW = 512
+"""Digests a batch screen reads on the event loop's thread; more take a trip to the worker
+thread. One indexed lookup of a few µs each: even a batch of 512 holds the loop for about a
+millisecond, while a trip costs its own CPU in hand-offs and adds the screen's wait to every
+commit (at 64 connections a batch is about 32 to 64 entries, which used to make a third trip)."""
 
 _BY_ID = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_ids i JOIN receipts r ON r.idx = i.idx "
           f"{RECEIPT_JOINS} WHERE i.k = ?")
@@ -156,8 +160,8 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
             return Screening(found, _usage(conn, usage), last_issued_at(conn))
 
         if len(digests) + len(usage) <= _SCREEN_NOW:
-            # A small batch (light load, where latency counts): a few index lookups of a few
-            # microseconds each, less than the trip to the worker thread would cost.
+            # Index lookups of a few microseconds each: less than the trip to the worker
+            # thread would cost (see _SCREEN_NOW).
             return self._read_locked_now(read)
         return await self._read_locked(read)
 
