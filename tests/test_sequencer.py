@@ -13,6 +13,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.compact import EntryTooLargeError
 from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
+from ledger.core.proofs import verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.log import Log
 from ledger.sequencer import LogIntegrityError
@@ -150,4 +151,41 @@ async def test_a_screen_refuses_and_finalizes_entries_under_the_lock(
         await log.sequencer.append(b"x", "refuse")
     again = await log.head(0)
     assert again is not None and again.note == head.note
+    await log.close()
+
+
+async def test_append_with_proof_answers_each_entry_s_inclusion_proof(
+        tmp_path: Path, signer: Ed25519Signer) -> None:
+    """Proofs asked for with the append are computed for the batch together and are each
+    entry's own proof in the checkpoint it is answered with; others get none."""
+    log = await open_log(tmp_path, signer)
+    assert log.sequencer is not None
+    entries = [b"p%d" % i for i in range(700)]
+    results = await asyncio.gather(*(log.sequencer.append(e, proof=i % 3 != 0)
+                                     for i, e in enumerate(entries)))
+    assert len({r.size for r in results}) < 700, "concurrent appends were not grouped"
+    for i, r in enumerate(results):
+        if i % 3 == 0:
+            assert r.proof is None
+            continue
+        assert r.proof is not None
+        cp, _ = open_checkpoint(r.checkpoint, signer.verifier())
+        assert list(r.proof) == await log.reader.inclusion_proof(r.index, r.size)
+        verify_inclusion(r.index, r.size, leaf_hash(entries[i]), r.proof, cp.root_hash)
+    await log.close()
+
+
+async def test_append_with_proof_is_answered_when_proofs_fail(
+        tmp_path: Path, signer: Ed25519Signer) -> None:
+    """The commit is durable whatever happens to the proofs: the caller gets no proof (and
+    reads its own), never an error for an entry that was logged."""
+    log = await open_log(tmp_path, signer)
+    assert log.sequencer is not None
+
+    async def broken(indexes: Any, tree_size: int) -> Any:
+        raise OSError("tile read failed")
+
+    log.reader.inclusion_proofs = broken  # type: ignore[method-assign]
+    r = await log.sequencer.append(b"x", proof=True)
+    assert r.proof is None and r.index == 0 and r.size == 1
     await log.close()
