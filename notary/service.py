@@ -244,11 +244,16 @@ class Notary:
             if known is not None:
                 return known
             raise _store_corrupt(self.log.sequencer.halted)
-        await self.refresh_keys()
+        if time.monotonic() - self._keys_read >= KEY_REFRESH_SECONDS:
+            await self.refresh_keys()
         now = datetime.now(UTC)
         month = month_of(now)
         try:
-            await self._reserve(account, month, now)
+            if account.monthly_allowance is None:  # only counted: nothing to read
+                key = (account.name, month)
+                self._reserved[key] = self._reserved.get(key, 0) + 1
+            else:
+                await self._reserve(account, month, now)
         except QuotaExceeded:
             known = await self._known(call_sha256, server, tool, fut)
             if known is not None:

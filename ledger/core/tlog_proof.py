@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import functools
 import re
+from binascii import b2a_base64
 from dataclasses import dataclass
 
 from ledger.core.checkpoint import parse_checkpoint_text
@@ -93,7 +94,7 @@ class ProofBundle:
         if self.extra is not None:
             lines.append("extra " + base64.b64encode(self.extra).decode("ascii"))
         lines.append(f"index {self.index}")
-        lines.extend(base64.b64encode(h).decode("ascii") for h in self.proof)
+        lines.extend(b2a_base64(h, newline=False).decode("ascii") for h in self.proof)
         head = "".join(line + "\n" for line in lines) + "\n"
         return head.encode("ascii") + self.checkpoint
 
