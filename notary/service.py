@@ -368,18 +368,25 @@ class Notary:
         assert self.log is not None
         key = self.current_key
         origin = self.log.origin
+        pendings: list[_Pending] = []
+        unsigned: list[Receipt] = []
+        for index, pending in items:
+            if isinstance(pending, _Pending):
+                pendings.append(pending)
+                unsigned.append(Receipt.for_entry(pending.entry, origin=origin, index=index,
+                                                  entry_url=self.entry_url(index)))
+        if not pendings:
+            return
+        # On the loop: signing a batch on a worker thread (Ed25519 runs without the GIL) was
+        # measured no faster here and cost more CPU per receipt in hand-offs.
+        signed = key.sign_receipts(unsigned)
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}
-        for index, pending in items:
-            if not isinstance(pending, _Pending):
-                continue
-            unsigned = Receipt.for_entry(pending.entry, origin=origin, index=index,
-                                         entry_url=self.entry_url(index))
-            pending.receipt = key.sign_receipt(unsigned)
-            issued.append(IssuedReceipt(pending.receipt, pending.account.name))
+        for pending, receipt in zip(pendings, signed, strict=True):
+            pending.receipt = receipt
+            issued.append(IssuedReceipt(receipt, pending.account.name))
             usage[pending.usage_key] = usage.get(pending.usage_key, 0) + 1
-        if issued:
-            await notary_tx(tx).add_receipts(issued, usage)
+        await notary_tx(tx).add_receipts(issued, usage)
 
     # Read and verify ------------------------------------------------------------------------
 

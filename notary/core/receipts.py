@@ -450,6 +450,10 @@ class ReceiptKey:
         return Receipt(r.id, r.server, r.tool, r.call_sha256, r.issued_at, r.origin, r.index,
                        r.entry_url, ReceiptSignature(self.kid, b64url_encode(raw)), r.proof)
 
+    def sign_receipts(self, receipts: Iterable[Receipt]) -> list[Receipt]:
+        """:meth:`sign_receipt` of each (a batch, e.g. for one worker-thread call)."""
+        return [self.sign_receipt(r) for r in receipts]
+
     def __repr__(self) -> str:
         return f"ReceiptKey(kid={self.kid!r})"
 
