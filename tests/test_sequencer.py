@@ -189,3 +189,34 @@ async def test_append_with_proof_is_answered_when_proofs_fail(
     r = await log.sequencer.append(b"x", proof=True)
     assert r.proof is None and r.index == 0 and r.size == 1
     await log.close()
+
+
+async def test_a_free_write_lock_is_taken_without_a_thread_trip(
+        tmp_path: Path, signer: Ed25519Signer, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = await SqliteStore.open(tmp_path / "log.db", create=True)
+    log = await Log.open(store, signer=signer)
+    waited: list[str] = []
+    real_begin = store._begin
+
+    def begin_in_thread() -> Any:
+        waited.append("thread")
+        return real_begin()
+
+    monkeypatch.setattr(store, "_begin", begin_in_thread)
+    await log.append(b"free")
+    assert waited == []  # nobody else held the lock: taken at once, on the loop's thread
+
+    # Another connection holds the write lock: the commit waits for it (in a worker thread,
+    # within the busy timeout) instead of failing, and proceeds once it is released.
+    other = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    appending = asyncio.create_task(log.append(b"after the other writer"))
+    await asyncio.sleep(0.3)
+    assert not appending.done()
+    other.execute("COMMIT")
+    other.close()
+    appended = await asyncio.wait_for(appending, 10)
+    assert waited == ["thread"] and appended.index == 1
+    head = await log.head(0)
+    assert head is not None and head.size == 2
+    await log.close()
