@@ -28,6 +28,7 @@ from notary import admin, service
 from notary.config import Settings
 from notary.core.canonical import canonical_json
 from notary.core.entry import decode_entry
+from notary.core.ids import b64url_decode, new_receipt_id
 from notary.core.receipts import Receipt
 from notary.http.app import init_data_dir
 from notary.service import Account, DigestConflict, Notary, QuotaExceeded
@@ -36,6 +37,7 @@ from notary.store import MEMORY
 from notary.store.base import NotaryStore, notary_tx
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
+from notary.store.sqlite_schema import id_key
 
 BACKENDS = ["sqlite", "memory"]
 BASE = "http://notary.test:8080"
@@ -501,3 +503,12 @@ async def test_a_known_digest_is_answered_when_writes_are_stopped(
         assert not created and again.without_proof() == first.without_proof()
         with pytest.raises(service.StoreCorrupt):
             await issue(notary, 2)
+
+
+def test_id_key_is_the_first_four_bytes_of_a_receipt_id() -> None:
+    for _ in range(200):
+        rid = new_receipt_id()
+        assert id_key(rid) == int.from_bytes(b64url_decode(rid[3:])[:4], "big", signed=True)
+    for bad in ("tc_short", "tc_AAECAwQFBgcICQoLDA0ODx", "xx_AAECAwQFBgcICQoLDA0ODw", ""):
+        with pytest.raises(ValueError):
+            id_key(bad)

@@ -565,3 +565,15 @@ def test_for_entry_needs_a_log_entry() -> None:
     with pytest.raises(ReceiptFormatError):
         Receipt.for_entry(_entry().to_map(), origin="o", index=0,  # type: ignore[arg-type]
                           entry_url="u")
+
+
+def test_a_fresh_signature_keeps_its_bytes_and_a_parsed_one_decodes_them() -> None:
+    key = ReceiptKey.generate()
+    unsigned = Receipt.for_entry(_entry(), origin="o", index=1, entry_url="u/1")
+    signed = key.sign_receipt(unsigned)
+    assert signed.signature is not None
+    parsed = Receipt.from_json(signed.to_json())
+    assert parsed == signed  # the kept bytes are not part of the value
+    assert parsed.signature is not None and parsed.signature.known_raw is None
+    assert signed.signature.raw == parsed.signature.raw == b64url_decode(signed.signature.sig)
+    Jwks.from_keys([key]).verify(parsed)

@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
 import nacl.exceptions
@@ -211,18 +211,21 @@ class ReceiptSignature:
     kid: str
     sig: str
     alg: str = RECEIPT_ALG
+    #: The bytes ``sig`` spells, when the signature was made from them (:meth:`from_raw`):
+    #: storing a fresh receipt then needs no decoding. Not part of the value.
+    known_raw: bytes | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_raw(cls, kid: str, raw: bytes) -> ReceiptSignature:
         """The signature member for 64 raw signature bytes (the canonical base64url spelling)."""
         if len(raw) != 64:
             raise ReceiptFormatError(f"an Ed25519 signature is 64 bytes, not {len(raw)}")
-        return cls(kid, b64url_encode(raw))
+        return cls(kid, b64url_encode(raw), RECEIPT_ALG, bytes(raw))
 
     @property
     def raw(self) -> bytes:
         """The 64 signature bytes (raises ValueError for a sig that is not strict base64url)."""
-        return b64url_decode(self.sig)
+        return self.known_raw if self.known_raw is not None else b64url_decode(self.sig)
 
     def to_json(self) -> dict[str, str]:
         return {"alg": self.alg, "kid": self.kid, "sig": self.sig}
@@ -448,7 +451,7 @@ class ReceiptKey:
             issued_at=r.issued_at, origin=r.origin, index=r.index, entry_url=r.entry_url)
         raw = self._signing_key.sign(message).signature
         return Receipt(r.id, r.server, r.tool, r.call_sha256, r.issued_at, r.origin, r.index,
-                       r.entry_url, ReceiptSignature(self.kid, b64url_encode(raw)), r.proof)
+                       r.entry_url, ReceiptSignature.from_raw(self.kid, raw), r.proof)
 
     def sign_receipts(self, receipts: Iterable[Receipt]) -> list[Receipt]:
         """:meth:`sign_receipt` of each (a batch, e.g. for one worker-thread call)."""
