@@ -271,7 +271,12 @@ class SqliteStore:
                 return _BUSY
             raise
         finally:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            except BaseException:
+                if conn.in_transaction:  # never leave the lock taken by a failed start
+                    conn.execute("ROLLBACK")
+                raise
         return self._read_latest_locked()
 
     def _locked_sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
