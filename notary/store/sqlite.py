@@ -6,7 +6,8 @@ Point reads (a receipt, an API key, usage) are indexed lookups in a WAL database
 never wait for the writer: they take microseconds, less than a hop to a worker thread, so they
 run on the caller's thread on their own connection. Batch writes are buffered into the log's
 transaction and run in its commit trip; the screen of a batch (duplicates, usage) reads on the
-writer connection under the lock, in one trip. Administration takes short write transactions
+writer connection under the lock, on the caller's thread (a worker-thread trip only for a batch of
+more than 512 digests: see _SCREEN_NOW). Administration takes short write transactions
 of its own, beside a running server in this process or another.
 """
 
