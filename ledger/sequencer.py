@@ -69,22 +69,31 @@ class SequencerClosedError(LedgerError, RuntimeError):
     pass
 
 
+_Landed = tuple[int, CheckpointRecord, list[tuple[bytes, ...]] | None]
+"""What a group's future resolves to: its first index, the checkpoint, its entries' proofs."""
+
+
 @dataclass(frozen=True)
 class _Group:
     """Entries queued together by one caller, answered by one future."""
 
     entries: list[bytes]
     contexts: list[Any]
-    future: asyncio.Future[tuple[int, CheckpointRecord]]
+    future: asyncio.Future[_Landed]
+    proof: bool = False  # answer with each entry's inclusion proof too
 
 
 @dataclass(frozen=True)
 class Appended:
-    """Where an entry landed, and the durable signed checkpoint that first commits to it."""
+    """Where an entry landed, and the durable signed checkpoint that first commits to it.
+
+    ``proof`` is the entry's inclusion proof in that checkpoint when it was asked for
+    (``append(..., proof=True)``) and could be computed from cached tiles; else None."""
 
     index: int
     size: int
     checkpoint: bytes
+    proof: tuple[bytes, ...] | None = None
 
 
 async def root_at(
@@ -279,10 +288,16 @@ class Sequencer:
         note = sign_checkpoint(Checkpoint(self.origin, state.size, state.root()), self.signer)
         return CheckpointRecord(state.size, self.clock(), note)
 
-    async def append(self, entry: bytes, context: Any = None) -> Appended:
-        """Resolve, once durable, to the entry's index and the checkpoint that commits to it."""
-        first, record = await self._enqueue([entry], [context])
-        return Appended(first, record.size, record.note)
+    async def append(self, entry: bytes, context: Any = None, *, proof: bool = False
+                     ) -> Appended:
+        """Resolve, once durable, to the entry's index and the checkpoint that commits to it.
+
+        ``proof``: also its inclusion proof in that checkpoint. The proofs of a batch are
+        computed together after its commit (neighbours share all but their lowest levels:
+        :meth:`LogReader.inclusion_proofs`), which costs a fraction of one proof each.
+        """
+        first, record, proofs = await self._enqueue([entry], [context], proof)
+        return Appended(first, record.size, record.note, proofs[0] if proofs else None)
 
     async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Any] | None = None
                           ) -> list[Appended]:
@@ -296,12 +311,12 @@ class Sequencer:
             raise ValueError("give one context per entry, or none")
         if not entries:
             return []
-        first, record = await self._enqueue(
+        first, record, _ = await self._enqueue(
             list(entries), list(contexts) if contexts is not None else [None] * len(entries))
         return [Appended(first + i, record.size, record.note) for i in range(len(entries))]
 
-    async def _enqueue(self, entries: list[bytes], contexts: list[Any]
-                       ) -> tuple[int, CheckpointRecord]:
+    async def _enqueue(self, entries: list[bytes], contexts: list[Any], proof: bool = False
+                       ) -> _Landed:
         for entry in entries:
             if len(entry) > MAX_ENTRY_SIZE:
                 raise EntryTooLargeError(
@@ -311,9 +326,8 @@ class Sequencer:
             raise LogHaltedError(self.halted)
         if self._closing or self._task is None:
             raise SequencerClosedError("the log is not accepting appends")
-        fut: asyncio.Future[tuple[int, CheckpointRecord]] = (
-            asyncio.get_running_loop().create_future())
-        self._pending.append(_Group(entries, contexts, fut))
+        fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Group(entries, contexts, fut, proof))
         self._wake.set()
         # No asyncio.shield: if the caller is cancelled, ``fut`` is cancelled with it, but the
         # entries stay queued and are committed all the same (the commit skips futures that are
@@ -365,7 +379,7 @@ class Sequencer:
                 if len(entry) > MAX_ENTRY_SIZE:
                     raise EntryTooLargeError(f"the screen made an entry of {len(entry)} bytes")
             admitted.append(group if entries == group.entries else
-                            _Group(entries, group.contexts, group.future))
+                            _Group(entries, group.contexts, group.future, group.proof))
         return admitted
 
     async def _commit(self, batch: list[_Group]) -> None:
@@ -420,11 +434,35 @@ class Sequencer:
             self.reader.offer(done.tiles)
         if self.observer is not None:
             self.observer(sum(len(g.entries) for g in batch), time.perf_counter() - started)
+        proofs = await self._proofs(batch, first, record.size)
         index = first
         for group in batch:
             if not group.future.done():
-                group.future.set_result((index, record))
+                mine = None if proofs is None or not group.proof else [
+                    proofs[i] for i in range(index, index + len(group.entries))]
+                group.future.set_result((index, record, mine))
             index += len(group.entries)
+
+    async def _proofs(self, batch: list[_Group], first: int, size: int
+                      ) -> dict[int, tuple[bytes, ...]] | None:
+        """The inclusion proofs that ``batch`` asked for, by index, computed together; None
+        if none was asked for or they cannot be computed (each caller then gets none and
+        reads its own: the commit is durable either way and must still be answered)."""
+        if self.reader is None:
+            return None
+        wanted: list[int] = []
+        index = first
+        for group in batch:
+            if group.proof and not group.future.done():
+                wanted.extend(range(index, index + len(group.entries)))
+            index += len(group.entries)
+        if not wanted:
+            return None
+        try:
+            got = await self.reader.inclusion_proofs(wanted, size)
+        except Exception:  # e.g. a tile evicted and its read failing: callers fall back
+            return None
+        return {i: tuple(p) for i, p in zip(wanted, got, strict=True)}
 
     async def probe_storage(self) -> bool:
         """After a commit failed for lack of space: can the store take a write again? Clears

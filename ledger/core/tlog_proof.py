@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import functools
 import re
+from binascii import b2a_base64
 from dataclasses import dataclass
 
 from ledger.core.checkpoint import parse_checkpoint_text
@@ -44,6 +45,11 @@ _INDEX_LINE = re.compile(r"index (0|[1-9][0-9]*)", re.ASCII)
 
 class ProofBundleError(LedgerError, ValueError):
     """A tlog-proof text is malformed."""
+
+
+def _b64_line(h: bytes) -> bytes:
+    """One proof line: the standard base64 of a hash, then a newline."""
+    return b2a_base64(h)  # newline=True: exactly the line
 
 
 @functools.lru_cache(maxsize=64)
@@ -78,9 +84,10 @@ class ProofBundle:
             raise ProofBundleError("proof must be a tuple of hashes")
         if len(self.proof) > MAX_PROOF_HASHES:
             raise ProofBundleError(f"proof has more than {MAX_PROOF_HASHES} hashes")
-        for h in self.proof:
-            if not isinstance(h, bytes) or len(h) != _HASH_SIZE:
-                raise ProofBundleError("every proof hash must be exactly 32 bytes")
+        # map() instead of a loop: this runs for every receipt answered with its proof.
+        if not set(map(type, self.proof)) <= {bytes} or not set(map(len, self.proof)) <= {
+                _HASH_SIZE}:
+            raise ProofBundleError("every proof hash must be exactly 32 bytes")
         if not isinstance(self.checkpoint, bytes):
             raise ProofBundleError("checkpoint must be the signed note bytes")
         _check_checkpoint(self.checkpoint)
@@ -93,9 +100,9 @@ class ProofBundle:
         if self.extra is not None:
             lines.append("extra " + base64.b64encode(self.extra).decode("ascii"))
         lines.append(f"index {self.index}")
-        lines.extend(base64.b64encode(h).decode("ascii") for h in self.proof)
-        head = "".join(line + "\n" for line in lines) + "\n"
-        return head.encode("ascii") + self.checkpoint
+        head = "".join(line + "\n" for line in lines).encode("ascii")
+        hashes = b"".join(map(_b64_line, self.proof))
+        return b"".join((head, hashes, b"\n", self.checkpoint))
 
 
 def decode_proof_bundle(data: bytes) -> ProofBundle:

@@ -125,6 +125,11 @@ def _describe(exc: BaseException | None) -> str:
     return safe_message(words, 160).rstrip(" :") or "malformed HTTP request"
 
 
+_TIMER_SLACK = 0.001
+"""A timer that fires this close to its deadline counts as on time (the loop may run timers
+up to its clock resolution early)."""
+
+
 class _Phase(Enum):
     HEAD = "header"  # waiting for (the rest of) a request head
     BODY = "body"  # a request is in progress and its body is still arriving
@@ -145,18 +150,29 @@ class GuardedHandler(RequestHandler):
         self._limits = listener.limits
         self._phase = _Phase.HEAD
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None  # loop time the current phase must end by
         self._body: StreamReader | None = None
         self._head_started = False
 
     # Timers --------------------------------------------------------------------------------
 
     def _arm(self, phase: _Phase, seconds: float | None) -> None:
+        """Enter ``phase``, which must end within ``seconds`` (None: no limit).
+
+        The timer is lazy, as nginx's are: a new deadline later than the pending timer leaves
+        the timer alone (when it fires, it sees the later deadline and re-arms for it), so a
+        keep-alive connection in steady state schedules no timer per request, only one per
+        timeout period; only an earlier deadline reschedules.
+        """
         self._phase = phase
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if seconds is not None:
-            self._timer = self._loop.call_later(seconds, self._expired)
+        if seconds is None:
+            self._deadline = None
+        else:
+            deadline = self._deadline = self._loop.time() + seconds
+            if self._timer is None or self._timer.when() > deadline:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = self._loop.call_at(deadline, self._expired)
         if phase in (_Phase.HEAD, _Phase.IDLE):
             self._listener.idle(self)
         else:
@@ -164,8 +180,12 @@ class GuardedHandler(RequestHandler):
 
     def _expired(self) -> None:
         self._timer = None
-        if self.transport is None:
+        if self.transport is None or self._deadline is None:
             return
+        if self._deadline - self._loop.time() > _TIMER_SLACK:  # moved later since armed
+            self._timer = self._loop.call_at(self._deadline, self._expired)
+            return
+        self._deadline = None
         if self._phase is _Phase.BODY:
             body = self._body
             if body is None or body.is_eof():

@@ -2,8 +2,11 @@
 
 Writes go through their own connection inside ``BEGIN IMMEDIATE``, which is also the lock that
 keeps a second writer process (``ledger add`` beside ``ledger serve``) from interleaving. A write
-transaction costs two trips to a worker thread: one to take the lock and read the stored
-checkpoint, one to run every buffered statement and ``COMMIT`` (its fsync included). Reads use
+transaction costs one trip to a worker thread, to run every buffered statement and ``COMMIT``
+(its fsync included). The lock is tried on the caller's thread without waiting (when it is free,
+taking it and reading the stored checkpoint are a few µs, less than a thread hand-off); only
+when another connection holds it is it waited for, up to the busy timeout, on the worker thread,
+which is one more trip. Reads use
 other connections (aiosqlite for bulk reads, a synchronous one for point reads), so they only
 ever see committed data.
 """
@@ -48,6 +51,13 @@ CREATE TABLE IF NOT EXISTS witness_published (
 _T = TypeVar("_T")
 
 Statements = list[tuple[str, list[Sequence[Any]]]]
+
+
+class _Busy:
+    """The write lock is held by another connection (see :meth:`SqliteStore._begin_now`)."""
+
+
+_BUSY = _Busy()
 
 
 def _tile_id(key: TileKey) -> int:
@@ -155,7 +165,10 @@ class SqliteStore:
 
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: aiosqlite.Connection):
         self.path = path
-        self._wconn = writer  # used only from worker threads, one call at a time (_wlock)
+        # Used one call at a time (_wlock): from worker threads, and from the caller's thread
+        # only for what cannot wait (trying the lock, reads under it).
+        self._wconn = writer
+        self._busy_ms = int(writer.execute("PRAGMA busy_timeout").fetchone()[0])
         self._wlock = asyncio.Lock()
         self._reader = reader
         self._last_history: float | None = None
@@ -237,11 +250,34 @@ class SqliteStore:
     def _begin(self) -> CheckpointRecord | None:
         """Take the write lock and read the stored checkpoint under it."""
         self._lock()
+        return self._read_latest_locked()
+
+    def _read_latest_locked(self) -> CheckpointRecord | None:
         try:
             return _latest_sync(self._wconn)
         except BaseException:
             self._wconn.execute("ROLLBACK")
             raise
+
+    def _begin_now(self) -> CheckpointRecord | _Busy | None:
+        """:meth:`_begin` if the write lock is free at once (no waiting: this runs on the
+        event loop's thread), else ``_BUSY`` and nothing was taken."""
+        conn = self._wconn
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                return _BUSY
+            raise
+        finally:
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            except BaseException:
+                if conn.in_transaction:  # never leave the lock taken by a failed start
+                    conn.execute("ROLLBACK")
+                raise
+        return self._read_latest_locked()
 
     def _locked_sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         self._lock()
@@ -299,7 +335,9 @@ class SqliteStore:
     async def _transaction(self) -> AsyncIterator[SqliteWriteTx]:
         async with self._wlock:
             try:
-                latest = await _in_thread(self._begin)
+                latest = self._begin_now()
+                if isinstance(latest, _Busy):  # another connection writes: wait in a thread
+                    latest = await _in_thread(self._begin)
             except (sqlite3.Error, OSError) as e:
                 full = self._full(e)
                 if full is None:

@@ -84,9 +84,16 @@ class LogEntry:
         """Deterministic CBOR of :meth:`to_map` (keys ordered by their encoded bytes).
 
         With these keys that order is id, spec, tool, server, issued_at, call_sha256
-        (shorter encoded keys first, then bytewise).
+        (shorter encoded keys first, then bytewise), whatever the values. The map's shape is
+        fixed, so it is written directly (``cbor2.dumps(..., canonical=True)`` cost as much
+        as the receipt's signature); ``tests/test_entry.py`` checks, with property tests,
+        that the bytes are cbor2's for any valid values.
         """
-        data: bytes = cbor2.dumps(self.to_map(), canonical=True)
+        data = b"".join((
+            b"\xa6", _KEY_ID, _cbor_text(self.id), _KEY_SPEC, _SPEC_TEXT,
+            _KEY_TOOL, _cbor_text(self.tool), _KEY_SERVER, _cbor_text(self.server),
+            _KEY_ISSUED_AT, _cbor_text(self.issued_at), _KEY_CALL_SHA256, b"\x58\x20",
+            self.call_sha256))
         if len(data) > MAX_ENTRY_BYTES:  # pragma: no cover - names are capped well below
             raise EntryError(f"entry is {len(data)} bytes; at most {MAX_ENTRY_BYTES} fit")
         return data
@@ -115,6 +122,28 @@ class LogEntry:
             call_sha256=bytes.fromhex(digest),
             issued_at=_text(receipt, "issued_at"),
         )
+
+
+def _cbor_head(major: int, n: int) -> bytes:
+    """The head of a CBOR data item (RFC 8949 §3): major type and argument, shortest form."""
+    if n < 24:
+        return bytes((major << 5 | n,))
+    if n < 0x100:
+        return bytes((major << 5 | 24, n))
+    if n < 0x10000:
+        return bytes((major << 5 | 25,)) + n.to_bytes(2, "big")
+    return bytes((major << 5 | 26,)) + n.to_bytes(4, "big")
+
+
+def _cbor_text(value: str) -> bytes:
+    """A CBOR text string (major type 3): its UTF-8 bytes after their length."""
+    raw = value.encode("utf-8")
+    return _cbor_head(3, len(raw)) + raw
+
+
+_KEY_ID, _KEY_SPEC, _KEY_TOOL, _KEY_SERVER, _KEY_ISSUED_AT, _KEY_CALL_SHA256 = (
+    _cbor_text(k) for k in ("id", "spec", "tool", "server", "issued_at", "call_sha256"))
+_SPEC_TEXT = _cbor_text(SPEC)
 
 
 def _text(source: Mapping[str, object], key: str) -> str:

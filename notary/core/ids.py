@@ -89,7 +89,7 @@ def format_issued_at(dt: datetime) -> str:
         raise ValueError("issued_at must be built from a datetime")
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise ValueError("issued_at needs a timezone-aware datetime (got a naive one)")
-    utc = dt.astimezone(UTC)
+    utc = dt if dt.tzinfo is UTC else dt.astimezone(UTC)
     return (
         f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}"
         f"T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}.{utc.microsecond // 1000:03d}Z"

@@ -16,9 +16,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
 import nacl.exceptions
@@ -28,7 +29,7 @@ from notary.core.canonical import CanonicalizationError, canonical_json
 from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id, parse_issued_at
-from notary.core.receipt_jcs import receipt_jcs
+from notary.core.receipt_jcs import receipt_jcs, unsigned_receipt_jcs
 from notary.core.records import SPEC, name_problem
 
 __all__ = [
@@ -53,6 +54,8 @@ _OPTIONAL_KEYS = frozenset({"proof", "signature"})
 _LEDGER_KEYS = frozenset({"origin", "index", "entry_url"})
 _SIGNATURE_KEYS = frozenset({"alg", "kid", "sig"})
 _HEX64_RE = re.compile(r"[0-9a-f]{64}")
+_PLAIN_JSON = re.compile(r'[ !#-\[\]-~]*')
+"""Printable ASCII but ``"`` and ``\\``: the characters ``json.dumps`` writes unescaped."""
 _MAX_INDEX = 2**53 - 1  # JSON number a JavaScript verifier reads exactly
 
 
@@ -208,18 +211,21 @@ class ReceiptSignature:
     kid: str
     sig: str
     alg: str = RECEIPT_ALG
+    #: The bytes ``sig`` spells, when the signature was made from them (:meth:`from_raw`):
+    #: storing a fresh receipt then needs no decoding. Not part of the value.
+    known_raw: bytes | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_raw(cls, kid: str, raw: bytes) -> ReceiptSignature:
         """The signature member for 64 raw signature bytes (the canonical base64url spelling)."""
         if len(raw) != 64:
             raise ReceiptFormatError(f"an Ed25519 signature is 64 bytes, not {len(raw)}")
-        return cls(kid, b64url_encode(raw))
+        return cls(kid, b64url_encode(raw), RECEIPT_ALG, bytes(raw))
 
     @property
     def raw(self) -> bytes:
         """The 64 signature bytes (raises ValueError for a sig that is not strict base64url)."""
-        return b64url_decode(self.sig)
+        return self.known_raw if self.known_raw is not None else b64url_decode(self.sig)
 
     def to_json(self) -> dict[str, str]:
         return {"alg": self.alg, "kid": self.kid, "sig": self.sig}
@@ -277,11 +283,18 @@ class Receipt:
         """The unsigned receipt of a log entry at ``index``, shape-checked (so the notary never
         signs a malformed one). Its members are the entry's, so the entry rebuilt from the
         receipt (:meth:`entry`) is the very leaf that was logged."""
-        receipt = cls(id=entry.id, server=entry.server, tool=entry.tool,
-                      call_sha256=entry.call_sha256_hex, issued_at=entry.issued_at,
-                      origin=origin, index=index, entry_url=entry_url)
-        validate_receipt_shape(receipt.unsigned_json())
-        return receipt
+        if not isinstance(entry, LogEntry):
+            raise ReceiptFormatError(f"a receipt is for a LogEntry, not {type(entry).__name__}")
+        # The entry checked its own members when it was made (and cannot change since): the
+        # same rules validate_receipt_shape applies to them. Only the ledger part is new.
+        ledger = {"origin": origin, "index": index, "entry_url": entry_url}
+        _nonempty_str(ledger, "origin", "$.ledger")
+        _nonempty_str(ledger, "entry_url", "$.ledger")
+        if type(index) is not int or not 0 <= index <= _MAX_INDEX:
+            raise ReceiptFormatError("$.ledger.index must be an integer from 0 to 2^53-1")
+        return cls(id=entry.id, server=entry.server, tool=entry.tool,
+                   call_sha256=entry.call_sha256_hex, issued_at=entry.issued_at,
+                   origin=origin, index=index, entry_url=entry_url)
 
     def unsigned_json(self) -> dict[str, object]:
         """The signed members, in the order the notary writes them."""
@@ -308,6 +321,29 @@ class Receipt:
             out["proof"] = self.proof
         return out
 
+    def to_json_bytes(self) -> bytes:
+        """``json.dumps(self.to_json(), separators=(",", ":"))`` as bytes, written directly
+        when every string is printable ASCII without ``"`` or ``\\`` (which JSON writes as
+        it is): the answer of every issue and lookup, where the general encoder cost more than
+        the rest of the response. ``tests/test_receipts.py`` checks the two agree."""
+        sig = self.signature
+        texts = (self.id, self.server, self.tool, self.call_sha256, self.issued_at,
+                 self.origin, self.entry_url, *(() if sig is None else (sig.alg, sig.kid,
+                                                                         sig.sig)))
+        if (type(self.index) is not int or not all(type(t) is str for t in texts)
+                or (self.proof is not None and type(self.proof) is not str)
+                or _PLAIN_JSON.fullmatch("".join(texts)) is None):
+            return json.dumps(self.to_json(), separators=(",", ":")).encode()
+        out = (f'{{"spec":"{SPEC}","id":"{self.id}","server":"{self.server}",'
+               f'"tool":"{self.tool}","call_sha256":"{self.call_sha256}",'
+               f'"issued_at":"{self.issued_at}","ledger":{{"origin":"{self.origin}",'
+               f'"index":{self.index},"entry_url":"{self.entry_url}"}}')
+        if sig is not None:
+            out += f',"signature":{{"alg":"{sig.alg}","kid":"{sig.kid}","sig":"{sig.sig}"}}'
+        if self.proof is not None:
+            out += ',"proof":' + json.dumps(self.proof)  # newlines and the note's em dash
+        return (out + "}").encode("ascii")
+
     def entry(self) -> LogEntry:
         """The log entry this receipt commits to (raises ``EntryError`` if it cannot be one)."""
         return LogEntry(id=self.id, server=self.server, tool=self.tool,
@@ -315,7 +351,10 @@ class Receipt:
 
     def with_proof(self, proof: str | None) -> Receipt:
         """The same signed receipt with another (or no) proof."""
-        return dataclasses.replace(self, proof=proof)
+        # Built directly: dataclasses.replace re-reads every field by name, several times the
+        # cost, on the path of every answer.
+        return Receipt(self.id, self.server, self.tool, self.call_sha256, self.issued_at,
+                       self.origin, self.index, self.entry_url, self.signature, proof)
 
     def without_proof(self) -> Receipt:
         return self if self.proof is None else dataclasses.replace(self, proof=None)
@@ -406,10 +445,17 @@ class ReceiptKey:
         """
         # The fast JCS: a checked receipt holds only strings and a safe integer, the shape
         # receipt_jcs is property-tested to spell exactly as rfc8785 does.
-        message = receipt_jcs(receipt.unsigned_json())
+        r = receipt
+        message = unsigned_receipt_jcs(
+            spec=SPEC, id=r.id, server=r.server, tool=r.tool, call_sha256=r.call_sha256,
+            issued_at=r.issued_at, origin=r.origin, index=r.index, entry_url=r.entry_url)
         raw = self._signing_key.sign(message).signature
-        return dataclasses.replace(receipt, signature=ReceiptSignature(self.kid,
-                                                                       b64url_encode(raw)))
+        return Receipt(r.id, r.server, r.tool, r.call_sha256, r.issued_at, r.origin, r.index,
+                       r.entry_url, ReceiptSignature.from_raw(self.kid, raw), r.proof)
+
+    def sign_receipts(self, receipts: Iterable[Receipt]) -> list[Receipt]:
+        """:meth:`sign_receipt` of each (a batch, e.g. for one worker-thread call)."""
+        return [self.sign_receipt(r) for r in receipts]
 
     def __repr__(self) -> str:
         return f"ReceiptKey(kid={self.kid!r})"

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from ledger.storage.base import LogStore, StoreError, WriteTx
 from notary.core.receipts import Receipt
@@ -225,7 +225,14 @@ def notary_tx(tx: WriteTx) -> NotaryWriteTx:
     whose transactions are :class:`NotaryWriteTx`. Checked, not assumed: a log opened on a
     plain log store fails here loudly instead of losing receipts.
     """
+    if type(tx) in _NOTARY_TX_TYPES:  # checked once per class: a Protocol isinstance is slow
+        return cast(NotaryWriteTx, tx)
     if not isinstance(tx, NotaryWriteTx):
         raise TypeError(f"the log's store is not a notary store (its transaction is "
                         f"{type(tx).__name__})")
+    _NOTARY_TX_TYPES.add(type(tx))
     return tx
+
+
+_NOTARY_TX_TYPES: set[type] = set()
+"""Transaction classes found to be :class:`NotaryWriteTx` (their methods are the class's)."""

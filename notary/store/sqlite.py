@@ -6,7 +6,8 @@ Point reads (a receipt, an API key, usage) are indexed lookups in a WAL database
 never wait for the writer: they take microseconds, less than a hop to a worker thread, so they
 run on the caller's thread on their own connection. Batch writes are buffered into the log's
 transaction and run in its commit trip; the screen of a batch (duplicates, usage) reads on the
-writer connection under the lock, in one trip. Administration takes short write transactions
+writer connection under the lock, on the caller's thread (a worker-thread trip only for a batch of
+more than 512 digests: see _SCREEN_NOW). Administration takes short write transactions
 of its own, beside a running server in this process or another.
 """
 
@@ -53,7 +54,11 @@ from notary.store.sqlite_schema import (
 __all__ = ["SqliteNotaryStore"]
 
 _CHUNK = 500  # bound on the parameters of one IN (...) list
-_SCREEN_NOW = 32  # digests a batch screen reads on the event loop's thread (more: a thread trip)
+_SCREEN_NOW = 512
+"""Digests a batch screen reads on the event loop's thread; more take a trip to the worker
+thread. One indexed lookup of a few µs each: even a batch of 512 holds the loop for about a
+millisecond, while a trip costs its own CPU in hand-offs and adds the screen's wait to every
+commit (at 64 connections a batch is about 32 to 64 entries, which used to make a third trip)."""
 
 _BY_ID = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_ids i JOIN receipts r ON r.idx = i.idx "
           f"{RECEIPT_JOINS} WHERE i.k = ?")
@@ -156,8 +161,8 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
             return Screening(found, _usage(conn, usage), last_issued_at(conn))
 
         if len(digests) + len(usage) <= _SCREEN_NOW:
-            # A small batch (light load, where latency counts): a few index lookups of a few
-            # microseconds each, less than the trip to the worker thread would cost.
+            # Index lookups of a few microseconds each: less than the trip to the worker
+            # thread would cost (see _SCREEN_NOW).
             return self._read_locked_now(read)
         return await self._read_locked(read)
 

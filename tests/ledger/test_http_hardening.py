@@ -8,6 +8,7 @@ finish their head or body, more connections than the process has file descriptor
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -22,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
+from ledger.http.server import Listener, ServerLimits
 from tests.notary_server import HOST, NotaryProcess
 
 BODY_MARKER = "BODYSECRET"
@@ -418,3 +421,45 @@ def read_response(s: socket.socket) -> bytes:
         data += s.recv(65536)
         _, _, body = parse(data)
     return data
+
+
+async def test_keep_alive_requests_schedule_no_timer_each(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """The connection timers are lazy: a deadline that moves later leaves the pending timer
+    alone, so requests on a keep-alive connection schedule no timer each; an idle connection
+    is still closed once its (latest) deadline passes."""
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", hello)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    assert runner.server is not None
+    limits = ServerLimits(keepalive_timeout=0.5, header_timeout=5, body_timeout=5)
+    listener = Listener(runner.server, limits, max_connections=16)
+    [(_, port)] = await listener.start(HOST, 0)
+    loop = asyncio.get_running_loop()
+    scheduled: list[float] = []
+    real_call_at = loop.call_at
+
+    def counting_call_at(when: float, callback: Any, *args: Any, **kw: Any
+                         ) -> asyncio.TimerHandle:
+        scheduled.append(when)
+        return real_call_at(when, callback, *args, **kw)
+
+    try:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        for _ in range(3):  # the first request or two may move the deadline earlier
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await reader.readuntil(b"ok")
+        monkeypatch.setattr(loop, "call_at", counting_call_at)
+        for _ in range(100):
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await reader.readuntil(b"ok")
+        assert len(scheduled) <= 2, scheduled  # at most a re-arm when a timer fired
+        assert await asyncio.wait_for(reader.read(), 30) == b""  # idle: closed by the server
+        writer.close()
+    finally:
+        await listener.close()
+        await runner.cleanup()

@@ -4,6 +4,8 @@ on every store backend (``stores``: memory, SQLite, PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +14,13 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.compact import EntryTooLargeError
 from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
+from ledger.core.proofs import verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.log import Log
 from ledger.sequencer import LogIntegrityError, LogRollbackError
 from ledger.storage.base import WriteTx
 from ledger.storage.memory import MemoryStore
+from ledger.storage.sqlite import SqliteStore
 from tests.stores import StoreFactory
 
 
@@ -192,3 +196,71 @@ async def test_refuses_a_tree_that_does_not_extend_what_it_saw(stores: StoreFact
     again = await Log.open(await stores.open(), signer=signer, trusted=seen)
     await again.append(b"more")
     await again.close()
+
+
+async def test_append_with_proof_answers_each_entry_s_inclusion_proof(
+        stores: StoreFactory, signer: Ed25519Signer) -> None:
+    """Proofs asked for with the append are computed for the batch together and are each
+    entry's own proof in the checkpoint it is answered with; others get none."""
+    log = await open_log(stores, signer)
+    assert log.sequencer is not None
+    entries = [b"p%d" % i for i in range(700)]
+    results = await asyncio.gather(*(log.sequencer.append(e, proof=i % 3 != 0)
+                                     for i, e in enumerate(entries)))
+    assert len({r.size for r in results}) < 700, "concurrent appends were not grouped"
+    for i, r in enumerate(results):
+        if i % 3 == 0:
+            assert r.proof is None
+            continue
+        assert r.proof is not None
+        cp, _ = open_checkpoint(r.checkpoint, signer.verifier())
+        assert list(r.proof) == await log.reader.inclusion_proof(r.index, r.size)
+        verify_inclusion(r.index, r.size, leaf_hash(entries[i]), r.proof, cp.root_hash)
+    await log.close()
+
+
+async def test_append_with_proof_is_answered_when_proofs_fail(
+        stores: StoreFactory, signer: Ed25519Signer) -> None:
+    """The commit is durable whatever happens to the proofs: the caller gets no proof (and
+    reads its own), never an error for an entry that was logged."""
+    log = await open_log(stores, signer)
+    assert log.sequencer is not None
+
+    async def broken(indexes: Any, tree_size: int) -> Any:
+        raise OSError("tile read failed")
+
+    log.reader.inclusion_proofs = broken  # type: ignore[method-assign]
+    r = await log.sequencer.append(b"x", proof=True)
+    assert r.proof is None and r.index == 0 and r.size == 1
+    await log.close()
+
+
+async def test_a_free_write_lock_is_taken_without_a_thread_trip(
+        tmp_path: Path, signer: Ed25519Signer, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = await SqliteStore.open(tmp_path / "log.db", create=True)
+    log = await Log.open(store, signer=signer)
+    waited: list[str] = []
+    real_begin = store._begin
+
+    def begin_in_thread() -> Any:
+        waited.append("thread")
+        return real_begin()
+
+    monkeypatch.setattr(store, "_begin", begin_in_thread)
+    await log.append(b"free")
+    assert waited == []  # nobody else held the lock: taken at once, on the loop's thread
+
+    # Another connection holds the write lock: the commit waits for it (in a worker thread,
+    # within the busy timeout) instead of failing, and proceeds once it is released.
+    other = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    appending = asyncio.create_task(log.append(b"after the other writer"))
+    await asyncio.sleep(0.3)
+    assert not appending.done()
+    other.execute("COMMIT")
+    other.close()
+    appended = await asyncio.wait_for(appending, 10)
+    assert waited == ["thread"] and appended.index == 1
+    head = await log.head(0)
+    assert head is not None and head.size == 2
+    await log.close()

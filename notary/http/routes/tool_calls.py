@@ -11,6 +11,7 @@ from ledger.core.boundedjson import JsonError
 from ledger.http.errors import ApiError
 from ledger.http.server import close_unread
 from notary.core.ids import is_receipt_id
+from notary.core.receipts import Receipt
 from notary.core.search import (
     DEFAULT_LIMIT,
     Cursor,
@@ -86,13 +87,19 @@ async def issue(request: web.Request) -> web.Response:
     receipt, created = await notary.notarize(account, server, tool, digest)
     if created:
         request.app[METRICS].receipts.inc()
-    return web.json_response(receipt.to_json(), status=201 if created else 200)
+    return receipt_response(receipt, status=201 if created else 200)
+
+
+def receipt_response(receipt: Receipt, *, status: int = 200) -> web.Response:
+    """A receipt as the JSON answer (the bytes written directly: see Receipt.to_json_bytes)."""
+    return web.Response(body=receipt.to_json_bytes(), status=status,
+                        content_type="application/json", charset="utf-8")
 
 
 async def get_receipt(request: web.Request) -> web.Response:
     notary = request.app[NOTARY]
     receipt = await notary.get(_receipt_id(request.match_info["id"]))
-    return web.json_response(receipt.to_json())
+    return receipt_response(receipt)
 
 
 SEARCH_PARAMETERS = ("server", "tool", "since", "until", "cursor", "limit")
@@ -124,7 +131,7 @@ async def lookup_or_search(request: web.Request) -> web.Response:
             raise ApiError(400, "invalid_query", f"call_sha256 finds one receipt and takes no "
                            f"search parameters; drop {mixed}")
         receipt = await request.app[NOTARY].lookup(_digest(request.query["call_sha256"]))
-        return web.json_response(receipt.to_json())
+        return receipt_response(receipt)
     return await _search(request)
 
 

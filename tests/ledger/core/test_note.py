@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.core.note import (
+    _WHITE_SPACE,
     KEY_TYPE_ED25519,
     MAX_NOTE_SIZE,
     MAX_SIGNATURES,
@@ -19,6 +20,7 @@ from ledger.core.note import (
     NoteError,
     NoteSignature,
     UnverifiedNoteError,
+    _check_note_text,
     add_signatures,
     format_note,
     is_valid_key_name,
@@ -514,3 +516,26 @@ def test_parse_arbitrary_bytes_only_raises_note_error(data: bytes) -> None:
     except NoteError:
         return
     assert format_note(note) == data
+
+
+def test_character_rules_hold_for_every_code_point() -> None:
+    """Key names, note texts and notes are checked with regular expressions: the same rules
+    as written out character by character, for every code point."""
+    for c in range(0x110000):
+        ch = chr(c)
+        control = c < 0x20 and ch != "\n"
+        surrogate = 0xD800 <= c <= 0xDFFF
+        name_ok = not (ch == "+" or ch in _WHITE_SPACE or c < 0x20 or surrogate)
+        assert is_valid_key_name("a" + ch + "b") is name_ok, hex(c)
+        text_ok = not (control or surrogate)
+        try:
+            _check_note_text("x" + ch + "\n")
+        except NoteError:
+            assert not text_ok, hex(c)
+        else:
+            assert text_ok, hex(c)
+        if not surrogate:
+            data = ("x" + ch + "\n\n— k AAAAAAA=\n").encode()
+            if control:
+                with pytest.raises(NoteError, match="control character"):
+                    parse_note(data)

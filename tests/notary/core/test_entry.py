@@ -343,3 +343,18 @@ def test_arbitrary_bytes_raise_only_entry_error(data: bytes) -> None:
     except EntryError:
         return
     assert entry.encode() == data
+
+
+@given(entries)
+def test_encode_is_cbor2_canonical_for_any_entry(entry: LogEntry) -> None:
+    """The directly written encoding is byte for byte cbor2's deterministic one, names of
+    any length and script included (1-, 2- and 3-byte CBOR length heads)."""
+    assert entry.encode() == cbor2.dumps(entry.to_map(), canonical=True)
+
+
+@pytest.mark.parametrize("length", [1, 23, 24, 255, 256])
+def test_encode_is_cbor2_canonical_at_length_boundaries(length: int) -> None:
+    for char in ("a", "é", "€", "😀"):  # 1 to 4 UTF-8 bytes: lengths up to 1,024 bytes
+        name = (char * length)[:MAX_NAME_CHARS]
+        entry = LogEntry(id=ID, server=name, tool=name, call_sha256=DIGEST, issued_at=ISSUED_AT)
+        assert entry.encode() == cbor2.dumps(entry.to_map(), canonical=True)

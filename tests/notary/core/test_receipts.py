@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import json
 from datetime import UTC
 from typing import Any
 
@@ -505,3 +506,74 @@ def test_typed_receipt_signature_checks() -> None:
     assert len(raw) == 64 and ReceiptSignature.from_raw(RFC8037_KID, raw) == typed.signature
     with pytest.raises(ReceiptFormatError):
         ReceiptSignature.from_raw(RFC8037_KID, raw[:63])
+
+
+# --- the issuing fast paths ----------------------------------------------------------------
+
+_any_text = st.text(min_size=1, max_size=40).filter(lambda s: not any(
+    0xD800 <= ord(c) <= 0xDFFF for c in s))
+
+
+@given(server=_any_text, tool=_any_text, origin=_any_text, url=_any_text,
+       index=st.integers(0, 2**53 - 1), kid=_any_text, sig=_any_text,
+       proof=st.none() | st.text(max_size=80), signed=st.booleans())
+def test_to_json_bytes_is_json_dumps_of_to_json(server: str, tool: str, origin: str, url: str,
+                                                index: int, kid: str, sig: str,
+                                                proof: str | None, signed: bool) -> None:
+    receipt = Receipt(id="tc_AAECAwQFBgcICQoLDA0ODw", server=server, tool=tool,
+                      call_sha256="ab" * 32, issued_at="2026-11-29T20:49:44.123Z",
+                      origin=origin, index=index, entry_url=url,
+                      signature=ReceiptSignature(kid, sig) if signed else None, proof=proof)
+    expected = json.dumps(receipt.to_json(), separators=(",", ":")).encode()
+    assert receipt.to_json_bytes() == expected
+
+
+def _entry() -> LogEntry:
+    return LogEntry(id="tc_AAECAwQFBgcICQoLDA0ODw", server="srv", tool="tool",
+                    call_sha256=bytes(32), issued_at="2026-11-29T20:49:44.123Z")
+
+
+def test_for_entry_is_the_validated_receipt_of_the_entry() -> None:
+    receipt = Receipt.for_entry(_entry(), origin="log.example", index=7,
+                                entry_url="https://n.example/v1/ledger/entries/7")
+    validate_receipt_shape(receipt.unsigned_json())
+    assert receipt.unsigned_json() == build_receipt(
+        id="tc_AAECAwQFBgcICQoLDA0ODw", server="srv", tool="tool", call_sha256_hex="00" * 32,
+        issued_at="2026-11-29T20:49:44.123Z", origin="log.example", index=7,
+        entry_url="https://n.example/v1/ledger/entries/7")
+    assert receipt.entry() == _entry()
+
+
+@pytest.mark.parametrize("ledger", [
+    {"origin": "", "index": 0, "entry_url": "u"},
+    {"origin": "o", "index": 0, "entry_url": ""},
+    {"origin": 1, "index": 0, "entry_url": "u"},
+    {"origin": "o", "index": -1, "entry_url": "u"},
+    {"origin": "o", "index": 2**53, "entry_url": "u"},
+    {"origin": "o", "index": True, "entry_url": "u"},
+    {"origin": "o", "index": 1.0, "entry_url": "u"},
+])
+def test_for_entry_still_checks_the_ledger_members(ledger: dict[str, Any]) -> None:
+    with pytest.raises(ReceiptFormatError):
+        Receipt.for_entry(_entry(), **ledger)
+    with pytest.raises(ReceiptFormatError):  # the same rules as the full shape check
+        validate_receipt_shape({**_entry().to_map(), "call_sha256": "00" * 32,
+                                "ledger": ledger})
+
+
+def test_for_entry_needs_a_log_entry() -> None:
+    with pytest.raises(ReceiptFormatError):
+        Receipt.for_entry(_entry().to_map(), origin="o", index=0,  # type: ignore[arg-type]
+                          entry_url="u")
+
+
+def test_a_fresh_signature_keeps_its_bytes_and_a_parsed_one_decodes_them() -> None:
+    key = ReceiptKey.generate()
+    unsigned = Receipt.for_entry(_entry(), origin="o", index=1, entry_url="u/1")
+    signed = key.sign_receipt(unsigned)
+    assert signed.signature is not None
+    parsed = Receipt.from_json(signed.to_json())
+    assert parsed == signed  # the kept bytes are not part of the value
+    assert parsed.signature is not None and parsed.signature.known_raw is None
+    assert signed.signature.raw == parsed.signature.raw == b64url_decode(signed.signature.sig)
+    Jwks.from_keys([key]).verify(parsed)

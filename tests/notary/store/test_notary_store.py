@@ -32,6 +32,7 @@ from notary import admin, service
 from notary.config import Settings
 from notary.core.canonical import canonical_json
 from notary.core.entry import decode_entry
+from notary.core.ids import b64url_decode, new_receipt_id
 from notary.core.receipts import Receipt
 from notary.http.app import init_data_dir
 from notary.service import Account, DigestConflict, Notary, QuotaExceeded
@@ -40,6 +41,7 @@ from notary.store import MEMORY, open_store
 from notary.store.base import NotaryStore, notary_tx
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
+from notary.store.sqlite_schema import id_key
 
 BACKENDS = ["sqlite", "memory", "postgres"]
 SHARED = ["sqlite", "postgres"]  # backends two processes can share
@@ -494,3 +496,55 @@ async def test_witness_state(tmp_path: Path, backend: str) -> None:
         assert await store.witness_state() == WitnessState({"w2": 9}, None)
     finally:
         await store.close()
+
+
+# --- the issue path's reads ----------------------------------------------------------------
+
+
+async def test_a_new_digest_costs_no_receipt_read(tmp_path: Path, backend: str) -> None:
+    """Duplicates are decided by the batch screen under the lock: issuing reads no receipt
+    of its own, and a repeated digest still gets its first receipt back, uncounted."""
+    async with running(tmp_path / "d", backend) as notary:
+        async def no_read(call_sha256: str) -> None:
+            raise AssertionError("the issue path read a receipt by digest")
+
+        notary.store.receipt_by_digest = no_read  # type: ignore[method-assign]
+        first, created = await issue(notary, 1)
+        again, created_again = await issue(notary, 1)
+        assert created and not created_again
+        assert again.without_proof() == first.without_proof() and again.proof is not None
+        with pytest.raises(DigestConflict):
+            await issue(notary, 1, tool="other")
+
+
+async def test_a_known_digest_is_answered_when_the_allowance_is_spent(
+        tmp_path: Path, backend: str) -> None:
+    async with running(tmp_path / "d", backend) as notary:
+        await notary.store.create_api_key("small", 1, "000000000001", b"\0" * 32)
+        small = Account("small", 1)
+        first, _ = await issue(notary, 1, small)
+        again, created = await issue(notary, 1, small)
+        assert not created and again.without_proof() == first.without_proof()
+        with pytest.raises(QuotaExceeded):
+            await issue(notary, 2, small)
+
+
+async def test_a_known_digest_is_answered_when_writes_are_stopped(
+        tmp_path: Path, backend: str) -> None:
+    async with running(tmp_path / "d", backend) as notary:
+        first, _ = await issue(notary, 1)
+        assert notary.log is not None and notary.log.sequencer is not None
+        notary.log.sequencer.halt("test: damage found")
+        again, created = await issue(notary, 1)
+        assert not created and again.without_proof() == first.without_proof()
+        with pytest.raises(service.StoreCorrupt):
+            await issue(notary, 2)
+
+
+def test_id_key_is_the_first_four_bytes_of_a_receipt_id() -> None:
+    for _ in range(200):
+        rid = new_receipt_id()
+        assert id_key(rid) == int.from_bytes(b64url_decode(rid[3:])[:4], "big", signed=True)
+    for bad in ("tc_short", "tc_AAECAwQFBgcICQoLDA0ODx", "xx_AAECAwQFBgcICQoLDA0ODw", ""):
+        with pytest.raises(ValueError):
+            id_key(bad)

@@ -1,0 +1,96 @@
+"""CPU per receipt of the issuing path in process, without HTTP (issue 13).
+
+    .venv/bin/python -m benchmarks.notarize_cpu                      # 1 and 64 in flight
+    .venv/bin/python -m benchmarks.notarize_cpu --in-flight 64 --receipts 20000
+
+What ``POST /v1/tool-calls`` runs after authentication and parsing, through the real write path:
+``notary.startup.open_notary`` on a fresh SQLite data directory (WAL, ``synchronous=FULL``),
+then ``--in-flight`` concurrent loops of ``Notary.notarize`` with random digests (the entry
+through the sequencer's batch, the screen and the hook signing and storing each receipt, the
+durable commit, the born-complete receipt with its inclusion proof). The process's CPU time
+(all threads) and the event loop thread's over the measured receipts, after a warm-up.
+
+HTTP rates on a shared machine follow the other jobs' load more than the code; this figure
+moves much less, so it is the one to compare two versions of the service back to back.
+Output: a table, and a JSON file (``benchmarks/results/local/`` unless ``--save``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import (
+    command_line,
+    machine_info,
+    now_utc,
+    result_path,
+    table,
+    write_json,
+)
+from notary.config import Settings
+from notary.http.app import init_data_dir
+from notary.service import Account
+from notary.startup import open_notary
+
+
+async def measure(data: Path, receipts: int, in_flight: int) -> dict[str, Any]:
+    """CPU per receipt with ``in_flight`` calls at once (one fresh store per measure)."""
+    config = Settings(data=data, public_url="http://127.0.0.1:8080")
+    init_data_dir(config)
+    notary = await open_notary(config)
+    account = Account("bench", None)
+    await notary.store.create_api_key("bench", None, "0000000000be", b"\0" * 32)
+
+    async def loop(count: int) -> None:
+        for _ in range(count):
+            await notary.notarize(account, "bench", "t", os.urandom(32).hex())
+
+    try:
+        await asyncio.gather(*(loop(max(1, 200 // in_flight)) for _ in range(in_flight)))
+        per_loop = max(1, receipts // in_flight)
+        cpu0, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
+        await asyncio.gather(*(loop(per_loop) for _ in range(in_flight)))
+        cpu1, main1, wall1 = time.process_time(), time.thread_time(), time.perf_counter()
+    finally:
+        assert notary.log is not None
+        await notary.log.close()
+    n = per_loop * in_flight
+    return {"in_flight": in_flight, "receipts": n,
+            "cpu_us_per_receipt": (cpu1 - cpu0) / n * 1e6,
+            "event_loop_cpu_us_per_receipt": (main1 - main0) / n * 1e6,
+            "receipts_per_s": n / (wall1 - wall0), "load_average": os.getloadavg()[0]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--in-flight", default="1,64", help="comma-separated levels (default 1,64)")
+    p.add_argument("--receipts", type=int, default=8000, help="measured per level (default 8000)")
+    p.add_argument("--save", action="store_true",
+                   help="write the tracked benchmarks/results/notarize_cpu.json")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
+    a = p.parse_args()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="notarize-cpu-") as tmp:
+        for level in (int(x) for x in a.in_flight.split(",") if x):
+            receipts = a.receipts if level > 1 else min(a.receipts, 1500)
+            runs.append(asyncio.run(measure(Path(tmp) / f"d{level}", receipts, level)))
+        machine = machine_info(Path(tmp))
+    print(table(["in flight", "receipts", "CPU/receipt", "event loop CPU/receipt",
+                 "receipts/s", "load avg"],
+                [[r["in_flight"], f"{r['receipts']:,}", f"{r['cpu_us_per_receipt']:.0f} µs",
+                  f"{r['event_loop_cpu_us_per_receipt']:.0f} µs",
+                  f"{r['receipts_per_s']:,.0f}", f"{r['load_average']:.1f}"] for r in runs]))
+    path = write_json(result_path("notarize_cpu", save=a.save, out=a.out),
+                      {"benchmark": "notarize_cpu", "when": now_utc(),
+                       "command": command_line(), "runs": runs, "machine": machine})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
