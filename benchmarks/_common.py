@@ -228,16 +228,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_notary(data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_notary(data: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str, str]:
     """``notary serve`` on a fresh data directory and loopback port: (process, URL, API key).
 
-    Run as its own process, as an operator would, so that its CPU is its own.
+    Run as its own process, as an operator would, so that its CPU is its own. ``extra`` are
+    more ``serve`` flags (``--workers 2``, ``--database URL``); the API key is made with the
+    same ``--database``.
     """
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    database = list(extra[extra.index("--database"):][:2]) if "--database" in extra else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "notary.cli.main", "serve", "--data", str(data), "--listen",
-         f"127.0.0.1:{port}", "--log-format", "json"],
+         f"127.0.0.1:{port}", "--log-format", "json", *extra],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
@@ -254,6 +257,7 @@ def start_notary(data: Path) -> tuple[subprocess.Popen[bytes], str, str]:
             time.sleep(0.05)
     key = subprocess.run(
         [sys.executable, "-m", "notary.cli.main", "apikey", "create", "--data", str(data),
-         "--account", "bench"], capture_output=True, text=True, env=env, cwd=REPO, check=True,
+         *database, "--account", "bench"],
+        capture_output=True, text=True, env=env, cwd=REPO, check=True,
     ).stdout.strip().splitlines()[-1]
     return proc, url, key

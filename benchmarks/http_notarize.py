@@ -22,6 +22,7 @@ functions, as server µs per request, into the JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import linecache
 import os
@@ -34,6 +35,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,22 +94,49 @@ def _stat_cpu(path: Path) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``notary serve --workers N`` runs N worker processes)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in task.read_text().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, all its threads (``/proc/<pid>/stat``)."""
-    return _stat_cpu(Path(f"/proc/{pid}/stat"))
+    """User + system CPU time of a process and its worker processes, all their threads
+    (``/proc/<pid>/stat``)."""
+    total = 0.0
+    for p in process_tree(pid):
+        try:
+            total += _stat_cpu(Path(f"/proc/{p}/stat"))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of the main thread (the event loop) and of all other threads together
-    (database and executor threads), from ``/proc/<pid>/task/<tid>/stat``. A thread that ended
-    during a run takes its CPU with it, so the two may sum to a little less than the process."""
+    """CPU seconds of the main threads (the event loops) and of all other threads together
+    (database and executor threads), from ``/proc/<pid>/task/<tid>/stat``, over the process
+    and its workers. A thread that ended during a run takes its CPU with it, so the two may
+    sum to a little less than the processes."""
     out = {"event loop": 0.0, "other threads": 0.0}
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    for p in process_tree(pid):
         try:
-            cpu = _stat_cpu(task / "stat")
+            tasks = list(Path(f"/proc/{p}/task").iterdir())
         except (FileNotFoundError, ProcessLookupError):
             continue
-        out["event loop" if task.name == str(pid) else "other threads"] += cpu
+        for task in tasks:
+            try:
+                cpu = _stat_cpu(task / "stat")
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            out["event loop" if task.name == str(p) else "other threads"] += cpu
     return out
 
 
@@ -195,9 +224,22 @@ def start_bare() -> Target:
     return Target("bare aiohttp", proc, url + "/v1/tool-calls", None, url)
 
 
-def start_notary_target(workdir: Path) -> Target:
-    proc, url, key = start_notary(workdir / "notary-data")
+def start_notary_target(workdir: Path, *extra: str) -> Target:
+    proc, url, key = start_notary(workdir / "notary-data", *extra)
     return Target("notary", proc, url + "/v1/tool-calls", key, url)
+
+
+@contextlib.contextmanager
+def store_flags(database: str) -> Iterator[list[str]]:
+    """``serve`` flags for the store: none for SQLite; for ``postgres``, a throwaway cluster
+    on loopback (the tests' helper: initdb and pg_ctl as the ``postgres`` user)."""
+    if database == "sqlite":
+        yield []
+        return
+    from tests.pgcluster import new_database, start_cluster  # deferred: PostgreSQL runs only
+
+    with start_cluster() as cluster:
+        yield ["--database", new_database(cluster)]
 
 
 def stop(target: Target) -> None:
@@ -376,8 +418,13 @@ def main() -> None:
                    help="sample the notary with py-spy (also BENCH_PROFILE=1)")
     p.add_argument("--profile-at", default="64", help="levels to profile (default 64)")
     p.add_argument("--profile-rate", type=int, default=200, help="py-spy samples/s")
+    p.add_argument("--workers", type=int, default=1,
+                   help="notary serve --workers N (CPU counted over all the processes)")
+    p.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
+                   help="the store: SQLite in --data (default), or a throwaway PostgreSQL "
+                        "cluster on loopback")
     p.add_argument("--save", action="store_true",
-                   help="write the tracked benchmarks/results/http_notarize.json")
+                   help="write the tracked benchmarks/results/http_notarize[-…].json")
     p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     a = p.parse_args()
     seconds = 3 if a.quick else a.seconds
@@ -390,10 +437,16 @@ def main() -> None:
     sweep: dict[int, dict[str, Any]] = {}
     profiles: list[dict[str, Any]] = []
     load_start = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
+    variant = ([f"workers{a.workers}"] if a.workers != 1 else []) + (
+        [a.database] if a.database != "sqlite" else [])
+    name = "-".join(["http_notarize", *variant])
+    print(f"notary serve: {a.workers} process(es) on {a.database}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp, \
+            store_flags(a.database) as flags:
         bare = start_bare()
         try:
-            notary = start_notary_target(Path(tmp))
+            workers = ["--workers", str(a.workers)] if a.workers != 1 else []
+            notary = start_notary_target(Path(tmp), *workers, *flags)
             try:
                 for c in levels:
                     b = drive(bare, loadgen, seconds, a.warmup, c)
@@ -417,14 +470,15 @@ def main() -> None:
     print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items()))
     for prof in profiles:
         print_profile(prof)
-    result = {"benchmark": "http_notarize", "when": now_utc(), "command": command_line(),
+    result = {"benchmark": name, "when": now_utc(), "command": command_line(),
+              "workers": a.workers, "database": a.database,
               "machine": machine_info(), "loadgen": loadgen, "seconds": seconds,
               "warmup": a.warmup, "load_average_start": load_start,
               "load_average_end": os.getloadavg(),
               "sweep": {str(c): r for c, r in sweep.items()},
               "table_markdown": render(sweep, markdown=True),
               "targets": TARGETS, "targets_met": met, "profiles": profiles}
-    path = write_json(result_path("http_notarize", save=a.save, out=a.out), result)
+    path = write_json(result_path(name, save=a.save, out=a.out), result)
     print(f"wrote {path}")
 
 

@@ -20,9 +20,10 @@ MODULES = sorted(
     ".".join(p.relative_to(REPO).with_suffix("").parts)
     for p in BENCH.rglob("*.py") if p.name != "__init__.py"
 )
-# gateway_bench drives the same small MCP upstream the gateway tests use; pg_frontends starts
-# the same throwaway PostgreSQL clusters the tests do.
-IMPORTS_TESTS = {"benchmarks.gateway_bench", "benchmarks.pg_frontends"}
+# gateway_bench drives the same small MCP upstream the gateway tests use; pg_frontends and
+# http_notarize --database postgres start the same throwaway PostgreSQL clusters the tests do.
+IMPORTS_TESTS = {"benchmarks.gateway_bench", "benchmarks.pg_frontends",
+                 "benchmarks.http_notarize"}
 
 
 @pytest.mark.parametrize("name", MODULES)
