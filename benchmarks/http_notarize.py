@@ -73,6 +73,7 @@ class Target:
     url: str
     key: str | None
     base: str  # for /metrics (notary only)
+    processes: int = 1  # with several, /metrics is one worker's: batch figures are left out
 
 
 def wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -191,7 +192,7 @@ def drive(target: Target, loadgen: str, seconds: float, warmup: float, connectio
         role: (threads1[role] - threads0[role]) / served * 1e6 for role in threads1}
     res["client_cpu_us_per_request"] = (children_cpu() - child0) / served * 1e6
     res["load_average"] = [load_before, os.getloadavg()[0]]
-    if metrics_before:
+    if metrics_before and target.processes == 1:
         after = _metrics(target)
         batches = after["ledger_batch_size_count"] - metrics_before["ledger_batch_size_count"]
         entries = after["ledger_batch_size_sum"] - metrics_before["ledger_batch_size_sum"]
@@ -226,7 +227,8 @@ def start_bare() -> Target:
 
 def start_notary_target(workdir: Path, *extra: str) -> Target:
     proc, url, key = start_notary(workdir / "notary-data", *extra)
-    return Target("notary", proc, url + "/v1/tool-calls", key, url)
+    processes = int(extra[extra.index("--workers") + 1]) if "--workers" in extra else 1
+    return Target("notary", proc, url + "/v1/tool-calls", key, url, processes)
 
 
 @contextlib.contextmanager
