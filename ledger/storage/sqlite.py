@@ -32,6 +32,7 @@ from ledger.storage.base import (
     WitnessState,
     WriterBusyError,
 )
+from ledger.storage.writer_queue import WriterQueue
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 
@@ -170,6 +171,9 @@ class SqliteStore:
         self._wconn = writer
         self._busy_ms = int(writer.execute("PRAGMA busy_timeout").fetchone()[0])
         self._wlock = asyncio.Lock()
+        # Taken before SQLite's write lock, so that writer processes take turns (the module's
+        # theory of operation).
+        self._queue = WriterQueue(path)
         self._reader = reader
         self._last_history: float | None = None
         # Point reads of a few tiles for proofs: in WAL mode a reader never waits for the writer,
@@ -295,6 +299,7 @@ class SqliteStore:
         it returns (rolled back if it raises): for rows outside the log's batches, such as a
         subclass's administration, serialized with every other writer of the file."""
         async with self._wlock:
+            await self._take_queue()
             try:
                 result: _T = await _in_thread(self._locked_sync, fn)
             except (sqlite3.Error, OSError) as e:
@@ -302,7 +307,15 @@ class SqliteStore:
                 if full is None:
                     raise
                 raise full from e
+            finally:
+                self._queue.release()
             return result
+
+    async def _take_queue(self) -> None:
+        timeout = self._busy_ms / 1000
+        if not await self._queue.take(timeout):
+            raise WriterBusyError(f"another process is writing to {self.path} "
+                                  f"(waited {timeout:.1f}s for its turn)")
 
     def _finish(self, statements: Statements) -> None:
         """Run the buffered statements and COMMIT; roll back if anything fails."""
@@ -334,26 +347,36 @@ class SqliteStore:
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[SqliteWriteTx]:
         async with self._wlock:
+            await self._take_queue()
             try:
-                latest = self._begin_now()
-                if isinstance(latest, _Busy):  # another connection writes: wait in a thread
-                    latest = await _in_thread(self._begin)
-            except (sqlite3.Error, OSError) as e:
-                full = self._full(e)
-                if full is None:
-                    raise
-                raise full from e
-            tx = self._new_tx(latest)
-            try:
-                yield tx
-                await _in_thread(self._finish, tx._statements)
-            except BaseException as e:
-                await _in_thread(self._abort)
-                full = self._full(e)
-                if full is not None:
-                    raise full from e
+                async with self._locked_transaction() as tx:
+                    yield tx
+            finally:
+                self._queue.release()
+
+    @asynccontextmanager
+    async def _locked_transaction(self) -> AsyncIterator[SqliteWriteTx]:
+        """The transaction proper, once this store's turn in the writer queue has come."""
+        try:
+            latest = self._begin_now()
+            if isinstance(latest, _Busy):  # another connection writes: wait in a thread
+                latest = await _in_thread(self._begin)
+        except (sqlite3.Error, OSError) as e:
+            full = self._full(e)
+            if full is None:
                 raise
-            tx._committed()
+            raise full from e
+        tx = self._new_tx(latest)
+        try:
+            yield tx
+            await _in_thread(self._finish, tx._statements)
+        except BaseException as e:
+            await _in_thread(self._abort)
+            full = self._full(e)
+            if full is not None:
+                raise full from e
+            raise
+        tx._committed()
 
     def transaction(self) -> AbstractAsyncContextManager[SqliteWriteTx]:
         return self._transaction()
@@ -370,6 +393,7 @@ class SqliteStore:
         await self._reader.close()
         async with self._wlock:
             await asyncio.to_thread(self._wconn.close)
+            self._queue.close()
 
 
 def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:
