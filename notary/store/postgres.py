@@ -34,7 +34,7 @@ from typing import Any, Self, cast
 import asyncpg
 
 from ledger.storage.base import CheckpointRecord, StoreError
-from ledger.storage.postgres import PostgresStore, PostgresWriteTx
+from ledger.storage.postgres import PostgresStore, PostgresWriteTx, shift_params
 from notary.core.receipts import Receipt
 from notary.store.base import (
     ApiKeyListing,
@@ -113,19 +113,40 @@ _USAGE = ("SELECT a.name, u.month, u.count FROM notary_usage u "
           "JOIN notary_accounts a ON a.id = u.account "
           "JOIN unnest($1::text[], $2::text[]) AS q(name, month) "
           "ON a.name = q.name AND u.month = q.month")
-# The batch's rows in one round trip, sent with the log's tiles and checkpoint at commit.
-_ADD = """
-WITH r AS (
+# The batch's rows, as data-modifying CTEs of the statement that writes the log's tiles and
+# checkpoint at commit (PostgresWriteTx._more_writes): one round trip for all of it.
+_ADD_CTES = (
+    """r AS (
     INSERT INTO notary_receipts (idx, sig, kid, ledger, account, server, tool, id_k, digest_k)
     SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::integer[], $4::integer[],
                          $5::integer[], $6::integer[], $7::integer[], $8::integer[],
-                         $9::bigint[])),
-u AS (
+                         $9::bigint[]))""",
+    """u AS (
     INSERT INTO notary_usage (account, month, count)
     SELECT * FROM unnest($10::integer[], $11::text[], $12::bigint[])
-    ON CONFLICT (account, month) DO UPDATE SET count = notary_usage.count + excluded.count)
-UPDATE notary_state SET last_issued_at = $13
-WHERE one = 1 AND $13::text IS NOT NULL AND (last_issued_at IS NULL OR last_issued_at < $13)
+    ON CONFLICT (account, month) DO UPDATE SET count = notary_usage.count + excluded.count)""",
+    """n AS (
+    UPDATE notary_state SET last_issued_at = $13
+    WHERE one = 1 AND $13::text IS NOT NULL
+        AND (last_issued_at IS NULL OR last_issued_at < $13))""",
+)
+# The screen's reads in one round trip: the batch's known digests (kind 0), the asked usage
+# (kind 1), and the latest issued_at (kind 2, always exactly one row).
+_SCREEN = """
+SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, NULL, NULL, NULL
+FROM notary_receipts r
+JOIN notary_receipt_keys k ON k.id = r.kid
+JOIN notary_ledgers l ON l.id = r.ledger
+JOIN ledger_tiles t ON t.level = -1 AND t.idx = r.idx >> 8
+WHERE r.digest_k = ANY($1::bigint[])
+UNION ALL
+SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, a.name, u.month, u.count
+FROM notary_usage u
+JOIN notary_accounts a ON a.id = u.account
+JOIN unnest($2::text[], $3::text[]) AS q(name, month) ON a.name = q.name AND u.month = q.month
+UNION ALL
+SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, s.last_issued_at, NULL, NULL
+FROM notary_state s WHERE s.one = 1
 """
 
 
@@ -200,10 +221,22 @@ class PgNotaryWriteTx(PostgresWriteTx):
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
                      ) -> Screening:
-        conn = self._conn
-        found = await _receipts_by_digest(conn, digests, self._notary._salt)
-        spent = await _usage(conn, usage)
-        last = await conn.fetchval("SELECT last_issued_at FROM notary_state WHERE one = 1")
+        wanted = set(digests)
+        salt = self._notary._salt
+        names, months = (list(c) for c in zip(*usage, strict=True)) if usage else ([], [])
+        found: dict[str, Receipt | None] = {}
+        spent = dict.fromkeys(usage, 0)
+        last: str | None = None
+        for row in await self._conn.fetch(
+                _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months):
+            if row[0] == 0:
+                receipt = _receipt(row[1:7])
+                if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
+                    found[receipt.call_sha256] = receipt
+            elif row[0] == 1:
+                spent[(row[7], row[8])] = int(row[9])
+            else:
+                last = row[7]
         return Screening(found, spent, last)
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
@@ -234,18 +267,16 @@ class PgNotaryWriteTx(PostgresWriteTx):
             ucols[0].append(refs.accounts[account])
             ucols[1].append(month)
             ucols[2].append(n)
-        if self._rows is not None:  # a second call in one transaction: store both
-            await self._flush_rows()
+        if self._rows is not None:  # a second call in one transaction: store the first now
+            ctes, args = self._more_writes(1)
+            await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
         self._rows = [*cols, *ucols, latest]
 
-    async def _flush_rows(self) -> None:
-        if self._rows is not None:
-            await self._conn.execute(_ADD, *self._rows)
-            self._rows = None
-
-    async def _flush(self) -> None:
-        await super()._flush()
-        await self._flush_rows()
+    def _more_writes(self, first: int) -> tuple[list[str], list[Any]]:
+        rows, self._rows = self._rows, None
+        if rows is None:
+            return [], []
+        return [shift_params(cte, first - 1) for cte in _ADD_CTES], rows
 
     def _committed(self) -> None:
         self._notary._refs.merge(self._new_refs)
