@@ -99,6 +99,7 @@ def _store_corrupt(reason: str) -> StoreCorrupt:
 class Account:
     name: str
     monthly_allowance: int | None
+    key_id: str = ""  # the API key it was authenticated with (re-checked by the screen)
 
 
 @dataclass
@@ -174,7 +175,7 @@ class Notary:
             raise Unauthorized("invalid API key", invalid_token=True)
         if row.revoked is not None:
             raise Unauthorized("this API key has been revoked", invalid_token=True)
-        return Account(row.account, row.monthly_allowance)
+        return Account(row.account, row.monthly_allowance, row.key_id)
 
     # Issue ----------------------------------------------------------------------------------
 
@@ -222,12 +223,16 @@ class Notary:
 
     async def _notarize_new(self, account: Account, server: str, tool: str, call_sha256: str,
                             fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool]:
-        try:
-            existing = await self.store.receipt_by_digest(call_sha256)
-        except ReceiptWithheldError:
-            return await self._existing(None, server, tool, fut)
-        if existing is not None:
-            return await self._existing(existing, server, tool, fut)
+        # Without an allowance, a known digest is left to the screen, which finds it under the
+        # log's lock anyway (a read less per request, a database round trip on PostgreSQL);
+        # with one, it is read first, so that a spent allowance never hides its receipt.
+        if account.monthly_allowance is not None:
+            try:
+                existing = await self.store.receipt_by_digest(call_sha256)
+            except ReceiptWithheldError:
+                return await self._existing(None, server, tool, fut)
+            if existing is not None:
+                return await self._existing(existing, server, tool, fut)
         assert self.log is not None and self.log.sequencer is not None
         if self.log.sequencer.halted is not None:
             raise _store_corrupt(self.log.sequencer.halted)
@@ -316,12 +321,17 @@ class Notary:
         found = await notary_tx(tx).screen(
             [p.entry.call_sha256_hex for p in pendings],
             {p.usage_key for p in pendings if p.account.monthly_allowance is not None})
+        revoked = await self._revoked_keys(pendings) if found.keys_changed else set()
         tail = found.last_issued_at
         admitted: dict[UsageKey, int] = {}
         verdicts: list[Exception | bytes | None] = []
         for c in contexts:
             if not isinstance(c, _Pending):
                 verdicts.append(None)
+                continue
+            if c.account.key_id in revoked:
+                verdicts.append(Unauthorized("this API key has been revoked",
+                                             invalid_token=True))
                 continue
             digest = c.entry.call_sha256_hex
             if digest in found.logged:
@@ -340,6 +350,16 @@ class Notary:
                 tail = c.entry.issued_at
                 verdicts.append(None)
         return verdicts
+
+    async def _revoked_keys(self, pendings: Sequence[_Pending]) -> set[str]:
+        """The batch's API keys that are revoked (or gone) now: the store said keys changed
+        since its cache was checked, so what authenticated a request may no longer hold."""
+        out = set()
+        for key_id in {p.account.key_id for p in pendings if p.account.key_id}:
+            row = await self.store.api_key(key_id)
+            if row is None or row.revoked is not None:
+                out.add(key_id)
+        return out
 
     async def hook(self, tx: WriteTx, items: Sequence[tuple[int, Any]]) -> None:
         """Inside the log's batch transaction: sign and store each receipt, count usage."""
