@@ -99,6 +99,7 @@ def _store_corrupt(reason: str) -> StoreCorrupt:
 class Account:
     name: str
     monthly_allowance: int | None
+    key_id: str = ""  # the API key it was authenticated with (re-checked by the screen)
 
 
 @dataclass
@@ -174,7 +175,7 @@ class Notary:
             raise Unauthorized("invalid API key", invalid_token=True)
         if row.revoked is not None:
             raise Unauthorized("this API key has been revoked", invalid_token=True)
-        return Account(row.account, row.monthly_allowance)
+        return Account(row.account, row.monthly_allowance, row.key_id)
 
     # Issue ----------------------------------------------------------------------------------
 
@@ -342,12 +343,17 @@ class Notary:
         found = await notary_tx(tx).screen(
             [p.entry.call_sha256_hex for p in pendings],
             {p.usage_key for p in pendings if p.account.monthly_allowance is not None})
+        revoked = await self._revoked_keys(pendings) if found.keys_changed else set()
         tail = found.last_issued_at
         admitted: dict[UsageKey, int] = {}
         verdicts: list[Exception | bytes | None] = []
         for c in contexts:
             if not isinstance(c, _Pending):
                 verdicts.append(None)
+                continue
+            if c.account.key_id in revoked:
+                verdicts.append(Unauthorized("this API key has been revoked",
+                                             invalid_token=True))
                 continue
             digest = c.entry.call_sha256_hex
             if digest in found.logged:
@@ -366,6 +372,16 @@ class Notary:
                 tail = c.entry.issued_at
                 verdicts.append(None)
         return verdicts
+
+    async def _revoked_keys(self, pendings: Sequence[_Pending]) -> set[str]:
+        """The batch's API keys that are revoked (or gone) now: the store said keys changed
+        since its cache was checked, so what authenticated a request may no longer hold."""
+        out = set()
+        for key_id in {p.account.key_id for p in pendings if p.account.key_id}:
+            row = await self.store.api_key(key_id)
+            if row is None or row.revoked is not None:
+                out.add(key_id)
+        return out
 
     async def hook(self, tx: WriteTx, items: Sequence[tuple[int, Any]]) -> None:
         """Inside the log's batch transaction: sign and store each receipt, count usage."""

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import hashlib
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -51,7 +52,7 @@ except ImportError as e:  # pragma: no cover - exercised only where the extra is
     raise StoreError("PostgreSQL support needs asyncpg: pip install 'mcp-notary[postgres]'") from e
 
 __all__ = ["HISTORY_INTERVAL", "PostgresLease", "PostgresStore", "PostgresWriteTx",
-           "is_postgres_url", "migrate"]
+           "is_postgres_url", "migrate", "shift_params"]
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 SCHEMA_LOCK = 0x6C6F67736368656D  # advisory lock key held while creating or migrating the schema
@@ -98,19 +99,28 @@ _READ_TILES = (
     "ON t.level = k.level AND t.idx = k.idx"
 )
 _LOCK_STATE = "SELECT size, time, note, history_time FROM ledger_state WHERE one = 1 FOR UPDATE"
-# Tiles, bundles, the checkpoint and (every HISTORY_INTERVAL) a history row: one round trip.
-_WRITE = """
-WITH t AS (
+# Tiles, bundles, the checkpoint and (every HISTORY_INTERVAL) a history row: data-modifying
+# CTEs of one statement, to which a subclass adds its own rows (see PostgresWriteTx._flush).
+_WRITE_CTES = (
+    """t AS (
     INSERT INTO ledger_tiles (level, idx, data)
     SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])
-    ON CONFLICT (level, idx) DO UPDATE SET data = excluded.data),
-h AS (
+    ON CONFLICT (level, idx) DO UPDATE SET data = excluded.data)""",
+    """h AS (
     INSERT INTO ledger_checkpoints (size, time, note) SELECT $4, $5, $6 WHERE $7
-    ON CONFLICT (size) DO NOTHING)
-UPDATE ledger_state SET size = $4, time = $5, note = $6,
-    history_time = CASE WHEN $7 THEN $5 ELSE history_time END
-WHERE one = 1
-"""
+    ON CONFLICT (size) DO NOTHING)""",
+    """s AS (
+    UPDATE ledger_state SET size = $4, time = $5, note = $6,
+        history_time = CASE WHEN $7 THEN $5 ELSE history_time END
+    WHERE one = 1)""",
+)
+_PARAM = re.compile(r"\$(\d+)")
+
+
+def shift_params(sql: str, by: int) -> str:
+    """``sql`` with each ``$n`` renumbered ``$(n + by)``, to follow ``by`` earlier arguments
+    in one statement."""
+    return _PARAM.sub(lambda m: f"${int(m.group(1)) + by}", sql)
 
 
 def is_postgres_url(text: str) -> bool:
@@ -177,14 +187,27 @@ class PostgresWriteTx:
     def _committed(self) -> None:
         """Called once the transaction committed (subclasses: trust what it created)."""
 
+    def _more_writes(self, first: int) -> tuple[list[str], list[Any]]:
+        """Data-modifying CTEs (``name AS (…)``) to commit in the same statement as the tiles
+        and checkpoint, with their arguments numbered from ``$first``; subclasses add their
+        rows here, so the whole commit is one round trip before ``COMMIT``."""
+        return [], []
+
     async def _flush(self) -> None:
-        if self._pending is None:
-            return
-        tiles, cp = self._pending
-        history = cp.time - self._history_time >= HISTORY_INTERVAL
-        await self._conn.execute(
-            _WRITE, [k[0] for k in tiles], [k[1] for k in tiles], list(tiles.values()),
-            cp.size, cp.time, cp.note, history)
+        ctes: list[str] = []
+        args: list[Any] = []
+        if self._pending is not None:
+            tiles, cp = self._pending
+            history = cp.time - self._history_time >= HISTORY_INTERVAL
+            ctes.extend(_WRITE_CTES)
+            args.extend([[k[0] for k in tiles], [k[1] for k in tiles], list(tiles.values()),
+                         cp.size, cp.time, cp.note, history])
+        more, more_args = self._more_writes(len(args) + 1)
+        ctes.extend(more)
+        args.extend(more_args)
+        if ctes:
+            # Each data-modifying CTE runs exactly once, whether or not the query reads it.
+            await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
 
 
 async def _read_tiles(conn: Any, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:

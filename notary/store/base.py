@@ -126,11 +126,15 @@ class Screening:
     its receipt is withheld); ``usage`` the stored writes of each asked (account, month);
     ``last_issued_at`` the latest ``issued_at`` stored (None before the first receipt): new
     receipts are issued no earlier, so ``issued_at`` never decreases along the log.
+    ``keys_changed``: API keys or accounts changed since the store's key cache was loaded
+    (a store that authenticates from a cache kept current asynchronously, PostgreSQL's, says
+    so here, under the lock, so that a key revoked a moment ago issues nothing more).
     """
 
     logged: Mapping[str, Receipt | None] = field(default_factory=dict)
     usage: Mapping[UsageKey, int] = field(default_factory=dict)
     last_issued_at: str | None = None
+    keys_changed: bool = False
 
 
 @runtime_checkable

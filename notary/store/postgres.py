@@ -26,6 +26,7 @@ is ever withheld.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -34,7 +35,7 @@ from typing import Any, Self, cast
 import asyncpg
 
 from ledger.storage.base import CheckpointRecord, StoreError
-from ledger.storage.postgres import PostgresStore, PostgresWriteTx
+from ledger.storage.postgres import PostgresStore, PostgresWriteTx, shift_params
 from notary.core.receipts import Receipt
 from notary.store.base import (
     ApiKeyListing,
@@ -99,6 +100,16 @@ NOTARY_MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER notary_accounts_version AFTER INSERT OR UPDATE OR DELETE ON notary_accounts
         FOR EACH STATEMENT EXECUTE FUNCTION notary_bump_key_version();
     """,
+    # Version 2: every change to keys or accounts is also announced (at commit) to the
+    # frontends LISTENing on the channel, which keep their key cache current from it.
+    """
+    CREATE OR REPLACE FUNCTION notary_bump_key_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE notary_key_version SET n = n + 1 WHERE one = 1;
+            PERFORM pg_notify('notary_key_version', '');
+            RETURN NULL;
+        END $$;
+    """,
 )
 """Versioned like the log's (``schema_versions``, component ``notary``); append, never edit."""
 
@@ -113,20 +124,42 @@ _USAGE = ("SELECT a.name, u.month, u.count FROM notary_usage u "
           "JOIN notary_accounts a ON a.id = u.account "
           "JOIN unnest($1::text[], $2::text[]) AS q(name, month) "
           "ON a.name = q.name AND u.month = q.month")
-# The batch's rows in one round trip, sent with the log's tiles and checkpoint at commit.
-_ADD = """
-WITH r AS (
+# The batch's rows, as data-modifying CTEs of the statement that writes the log's tiles and
+# checkpoint at commit (PostgresWriteTx._more_writes): one round trip for all of it.
+_ADD_CTES = (
+    """r AS (
     INSERT INTO notary_receipts (idx, sig, kid, ledger, account, server, tool, id_k, digest_k)
     SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::integer[], $4::integer[],
                          $5::integer[], $6::integer[], $7::integer[], $8::integer[],
-                         $9::bigint[])),
-u AS (
+                         $9::bigint[]))""",
+    """u AS (
     INSERT INTO notary_usage (account, month, count)
     SELECT * FROM unnest($10::integer[], $11::text[], $12::bigint[])
-    ON CONFLICT (account, month) DO UPDATE SET count = notary_usage.count + excluded.count)
-UPDATE notary_state SET last_issued_at = $13
-WHERE one = 1 AND $13::text IS NOT NULL AND (last_issued_at IS NULL OR last_issued_at < $13)
+    ON CONFLICT (account, month) DO UPDATE SET count = notary_usage.count + excluded.count)""",
+    """n AS (
+    UPDATE notary_state SET last_issued_at = $13
+    WHERE one = 1 AND $13::text IS NOT NULL
+        AND (last_issued_at IS NULL OR last_issued_at < $13))""",
+)
+# The screen's reads in one round trip: the batch's known digests (kind 0), the asked usage
+# (kind 1), and the latest issued_at (kind 2, always exactly one row).
+_SCREEN = """
+SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, NULL, NULL, NULL
+FROM notary_receipts r
+JOIN notary_receipt_keys k ON k.id = r.kid
+JOIN notary_ledgers l ON l.id = r.ledger
+JOIN ledger_tiles t ON t.level = -1 AND t.idx = r.idx >> 8
+WHERE r.digest_k = ANY($1::bigint[])
+UNION ALL
+SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, a.name, u.month, u.count
+FROM notary_usage u
+JOIN notary_accounts a ON a.id = u.account
+JOIN unnest($2::text[], $3::text[]) AS q(name, month) ON a.name = q.name AND u.month = q.month
+UNION ALL
+SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, s.last_issued_at, NULL, v.n
+FROM notary_state s, notary_key_version v WHERE s.one = 1 AND v.one = 1
 """
+KEYS_CHANNEL = "notary_key_version"  # notified by notary_bump_key_version() on every change
 
 
 def _receipt(row: Any) -> Receipt:
@@ -200,11 +233,28 @@ class PgNotaryWriteTx(PostgresWriteTx):
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
                      ) -> Screening:
-        conn = self._conn
-        found = await _receipts_by_digest(conn, digests, self._notary._salt)
-        spent = await _usage(conn, usage)
-        last = await conn.fetchval("SELECT last_issued_at FROM notary_state WHERE one = 1")
-        return Screening(found, spent, last)
+        wanted = set(digests)
+        salt = self._notary._salt
+        names, months = (list(c) for c in zip(*usage, strict=True)) if usage else ([], [])
+        found: dict[str, Receipt | None] = {}
+        spent = dict.fromkeys(usage, 0)
+        last: str | None = None
+        version: int | None = None
+        for row in await self._conn.fetch(
+                _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months):
+            if row[0] == 0:
+                receipt = _receipt(row[1:7])
+                if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
+                    found[receipt.call_sha256] = receipt
+            elif row[0] == 1:
+                spent[(row[7], row[8])] = int(row[9])
+            else:
+                last, version = row[7], row[9]
+        store = self._notary
+        changed = version != store._keys_version
+        if changed:  # a notification may still be on its way: do not trust the cache now
+            store._keys_fresh = False
+        return Screening(found, spent, last, changed)
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
@@ -234,18 +284,16 @@ class PgNotaryWriteTx(PostgresWriteTx):
             ucols[0].append(refs.accounts[account])
             ucols[1].append(month)
             ucols[2].append(n)
-        if self._rows is not None:  # a second call in one transaction: store both
-            await self._flush_rows()
+        if self._rows is not None:  # a second call in one transaction: store the first now
+            ctes, args = self._more_writes(1)
+            await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
         self._rows = [*cols, *ucols, latest]
 
-    async def _flush_rows(self) -> None:
-        if self._rows is not None:
-            await self._conn.execute(_ADD, *self._rows)
-            self._rows = None
-
-    async def _flush(self) -> None:
-        await super()._flush()
-        await self._flush_rows()
+    def _more_writes(self, first: int) -> tuple[list[str], list[Any]]:
+        rows, self._rows = self._rows, None
+        if rows is None:
+            return [], []
+        return [shift_params(cte, first - 1) for cte in _ADD_CTES], rows
 
     def _committed(self) -> None:
         self._notary._refs.merge(self._new_refs)
@@ -260,6 +308,13 @@ class PgNotaryStore(PostgresStore):
         self._salt = b""
         self._keys: dict[str, ApiKeyRecord] = {}
         self._keys_version: int | None = None
+        # The key cache is "fresh" while a LISTEN connection is up and nothing was notified
+        # since the cache was last checked: then authenticating reads nothing at all.
+        self._keys_fresh = False
+        self._notices = 0
+        self._listener: Any = None
+        self._listening: asyncio.Task[None] | None = None
+        self._listen_after = 0.0
 
     @classmethod
     async def open(cls, url: str, *, retry_for: float = 30.0, lock_timeout: float = 10.0,
@@ -276,6 +331,7 @@ class PgNotaryStore(PostgresStore):
             if salt is None:
                 raise StoreError("the store has no lookup salt (a damaged notary schema)")
             store._salt = bytes(salt)
+            await store._listen()
         except BaseException:
             await store.close()
             raise
@@ -353,9 +409,20 @@ class PgNotaryStore(PostgresStore):
     # Accounts, API keys and usage -----------------------------------------------------------
 
     async def api_key(self, key_id: str) -> ApiKeyRecord | None:
-        """The key, or None; the same work either way (see the SQLite store's twin): one
-        one-row read of ``notary_key_version``, a reload of every key when it moved (a cost
-        unrelated to the key asked for), then a dict lookup."""
+        """The key, or None; the same work either way (see the SQLite store's twin).
+
+        While the LISTEN connection is up and nothing was notified since the cache was last
+        checked, that work is a dict lookup and no round trip. Otherwise: one one-row read of
+        ``notary_key_version``, a reload of every key when it moved (a cost unrelated to the
+        key asked for), then the dict lookup. A notification arrives a moment after the change
+        committed; the batch screen closes that moment (``Screening.keys_changed``), so a
+        revoked key issues nothing once its revocation committed.
+        """
+        if self._keys_fresh:
+            return self._keys.get(key_id)
+        self._relisten()
+        notices = self._notices
+        listening = self._listener is not None
         version = await self._retrying(lambda conn: conn.fetchval(
             "SELECT n FROM notary_key_version WHERE one = 1"))
         if version != self._keys_version:
@@ -364,7 +431,63 @@ class PgNotaryStore(PostgresStore):
                 "FROM notary_api_keys k JOIN notary_accounts a ON a.id = k.account"))
             self._keys = {r[0]: ApiKeyRecord(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
             self._keys_version = version  # read before the keys: a change in between reloads
+        # Listening since before the read, and no notice since: any later change will notify.
+        self._keys_fresh = listening and self._listener is not None and notices == self._notices
         return self._keys.get(key_id)
+
+    async def _listen(self) -> None:
+        """Open the LISTEN connection for key changes; on failure stay on per-request reads
+        (and try again later, see :meth:`_relisten`)."""
+        try:
+            conn = await asyncpg.connect(self.url, timeout=5.0, server_settings={
+                "application_name": "notary-keys"})
+        except Exception:
+            return
+        try:
+            conn.add_termination_listener(self._listener_lost)
+            await conn.add_listener(KEYS_CHANNEL, self._key_notice)
+        except Exception:
+            conn.terminate()
+            return
+        self._listener = conn
+
+    def _relisten(self) -> None:
+        """Reopen a lost LISTEN connection in the background, at most once a second."""
+        if self._listener is not None or self._listening is not None:
+            return
+        now = time.monotonic()
+        if now < self._listen_after:
+            return
+        self._listen_after = now + 1.0
+
+        async def reopen() -> None:
+            try:
+                await self._listen()
+            finally:
+                self._listening = None
+
+        self._listening = asyncio.get_running_loop().create_task(reopen())
+
+    def _key_notice(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        self._notices += 1
+        self._keys_fresh = False
+
+    def _listener_lost(self, conn: Any) -> None:
+        if conn is self._listener:
+            self._listener = None
+        self._keys_fresh = False
+
+    async def close(self) -> None:
+        conn, self._listener = self._listener, None
+        self._keys_fresh = False
+        if self._listening is not None:
+            self._listening.cancel()
+        if conn is not None:
+            try:
+                await asyncio.wait_for(conn.close(), 5.0)
+            except (TimeoutError, Exception):
+                conn.terminate()
+        await super().close()
 
     async def usage(self, account: str, month: str) -> int:
         got = await self._retrying(lambda conn: _usage(conn, [(account, month)]))
@@ -390,6 +513,8 @@ class PgNotaryStore(PostgresStore):
             await self._retrying(write)
         except asyncpg.exceptions.IntegrityConstraintViolationError as e:
             raise StoreError(f"cannot add API key {key_id}: {type(e).__name__}") from None
+        finally:
+            self._keys_fresh = False  # this process sees its own change at once
 
     async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
         rows = await self._retrying(lambda conn: conn.fetch(
@@ -401,9 +526,12 @@ class PgNotaryStore(PostgresStore):
 
     async def revoke_api_key(self, key_id: str) -> bool:
         now = time.time()
-        status = await self._retrying(lambda conn: conn.execute(
-            "UPDATE notary_api_keys SET revoked = $1 WHERE key_id = $2 AND revoked IS NULL",
-            now, key_id))
+        try:
+            status = await self._retrying(lambda conn: conn.execute(
+                "UPDATE notary_api_keys SET revoked = $1 WHERE key_id = $2 AND revoked IS NULL",
+                now, key_id))
+        finally:
+            self._keys_fresh = False  # this process sees its own change at once
         return str(status).endswith(" 1")
 
     # Receipt keys ---------------------------------------------------------------------------

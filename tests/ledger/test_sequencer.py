@@ -19,7 +19,7 @@ from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.log import Log
 from ledger.sequencer import LogIntegrityError, LogRollbackError
 from ledger.storage.base import WriteTx
-from ledger.storage.memory import MemoryStore
+from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from ledger.storage.sqlite import SqliteStore
 from tests.stores import StoreFactory
 
@@ -93,6 +93,33 @@ async def test_two_writers_share_one_log(stores: StoreFactory, signer: Ed25519Si
     assert [r.index for r in got] == list(range(20))
     head = await a.head(0)
     assert head is not None and head.size == 20
+    await a.close()
+    await b.close()
+
+
+async def test_catching_up_reads_the_store_once(signer: Ed25519Signer,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """After another writer's commit, the tiles for the new state and for the check that it
+    extends what this writer saw come in one read (one round trip under the log's lock on
+    PostgreSQL), and the check still runs on them."""
+    store = MemoryStore()
+    a = await Log.open(store, signer=signer)
+    b = await Log.open(store, signer=signer)
+    await a.append_many([b"a%d" % i for i in range(300)])
+    await b.append(b"b")  # b catches up from 0 to 300
+    reads: list[list[Any]] = []
+    plain = MemoryWriteTx.read_tiles
+
+    async def read_tiles(self: MemoryWriteTx, keys: Any) -> dict[Any, bytes]:
+        reads.append(list(keys))
+        return await plain(self, keys)
+
+    monkeypatch.setattr(MemoryWriteTx, "read_tiles", read_tiles)
+    await a.append_many([b"c%d" % i for i in range(200)])  # a: from 300 to 301 and on
+    assert len(reads) == 1
+    reads.clear()
+    await b.append(b"d")  # b: saw 301, store at 501: the state and the root at 301
+    assert len(reads) == 1
     await a.close()
     await b.close()
 

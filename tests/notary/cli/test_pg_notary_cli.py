@@ -5,10 +5,12 @@ URL (which may hold a password) is never echoed."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +97,9 @@ def test_multi_host_urls_are_accepted() -> None:
 
 async def test_unknown_key_id_and_wrong_secret_send_the_same_queries(tmp_path: Path,
                                                                      pg_url: str) -> None:
-    """As on SQLite (test_auth_work): both refusals cost one one-row read of the key version,
-    whatever the key id; the key table is reloaded only when that version moved."""
+    """As on SQLite (test_auth_work): both refusals do the same work, whatever the key id.
+    With the LISTEN connection up and no change notified, that is no query at all; without
+    it, one one-row read of the key version (the key table is reloaded only when it moved)."""
     async with app_notary(tmp_path / "a", database=pg_url) as served:
         notary = served.notary
         key = await served.new_api_key("alice")
@@ -137,8 +140,21 @@ async def test_unknown_key_id_and_wrong_secret_send_the_same_queries(tmp_path: P
                 return list(sent)
             raise AssertionError("the key was accepted")
 
+        deadline = time.monotonic() + 10.0
+        while store._notices < 6:  # type: ignore[attr-defined]  # the keys' own notices
+            assert time.monotonic() < deadline, "the key notifications never came"
+            await asyncio.sleep(0.01)
         await work(wrong_secret)
         await work(unknown_id)
+        known, unknown = await work(wrong_secret), await work(unknown_id)
+        assert known == unknown == [], (known, unknown)
+
+        store._relisten = lambda: None  # type: ignore[attr-defined]  # stays down
+        store._listener.terminate()  # type: ignore[attr-defined]
+        while store._listener is not None:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "the LISTEN connection never closed"
+            await asyncio.sleep(0.01)
+        await work(wrong_secret)
         known, unknown = await work(wrong_secret), await work(unknown_id)
         assert known == unknown and len(known) == 1, (known, unknown)
 
