@@ -138,6 +138,26 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+class _Backoff:
+    """Jittered exponential back-off (50 ms doubling to 1 s) for ``retry_for`` seconds."""
+
+    def __init__(self, retry_for: float,
+                 giving_up: str = "the PostgreSQL database is unavailable") -> None:
+        self._deadline = time.monotonic() + retry_for
+        self._delay = 0.05
+        self._giving_up = giving_up
+
+    async def after(self, e: Exception) -> None:
+        """Wait before the next try after ``e``; re-raise ``e`` unless it is transient, and
+        raise :class:`StoreUnavailableError` once the next try would pass the deadline."""
+        if not _transient(e):
+            raise e
+        if time.monotonic() + self._delay > self._deadline:
+            raise StoreUnavailableError(f"{self._giving_up}: {_describe(e)}") from None
+        await asyncio.sleep(self._delay * (0.5 + random.random()))
+        self._delay = min(self._delay * 2, 1.0)
+
+
 async def migrate(conn: Any, component: str, migrations: Sequence[str]) -> int:
     """Bring ``component``'s tables to the newest version, inside the caller's transaction
     (which must hold :data:`SCHEMA_LOCK`). Returns the version the database is now at."""
@@ -249,8 +269,8 @@ class PostgresStore:
         ``components`` are further (name, migrations) pairs, such as the notary's tables,
         migrated in the same locked transaction as the log's.
         """
-        deadline = time.monotonic() + retry_for
-        delay = 0.05
+        cannot = "cannot connect to the PostgreSQL database"
+        backoff = _Backoff(retry_for, cannot)
         while True:
             try:
                 pool = await asyncpg.create_pool(
@@ -260,11 +280,9 @@ class PostgresStore:
                                      "application_name": "ledger"})
                 break
             except Exception as e:
-                if not _transient(e) or time.monotonic() + delay > deadline:
-                    raise StoreUnavailableError(
-                        f"cannot connect to the PostgreSQL database: {_describe(e)}") from None
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                if not _transient(e):  # a wrong password or database name: no use retrying
+                    raise StoreUnavailableError(f"{cannot}: {_describe(e)}") from None
+                await backoff.after(e)
         store = cls(pool, url, retry_for=retry_for, lock_timeout=lock_timeout)
         try:
             await store._retrying(lambda conn: store._migrate(conn, components))
@@ -286,8 +304,7 @@ class PostgresStore:
         Only for work that is safe to repeat (reads, idempotent writes, whole transactions
         that roll back on failure).
         """
-        deadline = time.monotonic() + self.retry_for
-        delay = 0.05
+        backoff = _Backoff(self.retry_for)
         while True:
             conn = None
             try:
@@ -295,13 +312,7 @@ class PostgresStore:
                 result = await fn(conn)
             except Exception as e:
                 await self._discard(conn)
-                if not _transient(e):
-                    raise
-                if time.monotonic() + delay > deadline:
-                    raise StoreUnavailableError(
-                        f"the PostgreSQL database is unavailable: {_describe(e)}") from None
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 1.0)
+                await backoff.after(e)
             else:
                 await self._release(conn)
                 return result
@@ -368,8 +379,7 @@ class PostgresStore:
 
         Nothing has been written yet at any point where this retries.
         """
-        deadline = time.monotonic() + self.retry_for
-        delay = 0.05
+        backoff = _Backoff(self.retry_for)
         while True:
             conn = None
             try:
@@ -387,13 +397,7 @@ class PostgresStore:
                     f"{self.lock_timeout:.0f}s") from e
             except Exception as e:
                 await self._discard(conn)
-                if not _transient(e):
-                    raise
-                if time.monotonic() + delay > deadline:
-                    raise StoreUnavailableError(
-                        f"the PostgreSQL database is unavailable: {_describe(e)}") from None
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 1.0)
+                await backoff.after(e)
 
     async def _discard(self, conn: Any) -> None:
         """Drop a connection after any failure on it: closed, never reused in whatever state

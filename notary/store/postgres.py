@@ -52,6 +52,7 @@ from notary.store.sqlite_schema import (
     entry_at,
     id_key,
     receipt_from_row,
+    refs_for,
     split_entry_url,
 )
 
@@ -259,11 +260,8 @@ class PgNotaryWriteTx(PostgresWriteTx):
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
-        refs = Refs()
-        refs.merge(self._notary._refs)
-        refs.merge(self._new_refs)
-        missing = Needed.of(pairs).missing_from(refs)
-        missing.accounts |= {a for a, _ in usage} - refs.accounts.keys()
+        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary._refs,
+                                 self._new_refs)
         if missing:
             self._new_refs.merge(await _resolve_refs(self._conn, missing))
             refs.merge(self._new_refs)

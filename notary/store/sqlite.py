@@ -38,7 +38,6 @@ from notary.store.sqlite_schema import (
     RECEIPT_COLUMNS,
     RECEIPT_JOINS,
     MigrationReport,
-    Needed,
     Refs,
     digest_key,
     entry_at,
@@ -48,6 +47,7 @@ from notary.store.sqlite_schema import (
     prepare,
     receipt_from_row,
     receipt_statements,
+    refs_for,
     resolve_refs,
 )
 
@@ -169,11 +169,8 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
-        refs = Refs()
-        refs.merge(self._notary._refs)
-        refs.merge(self._new_refs)
-        missing = Needed.of(pairs).missing_from(refs)
-        missing.accounts |= {a for a, _ in usage} - refs.accounts.keys()
+        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary._refs,
+                                 self._new_refs)
         if missing:
             # New names (a server's first receipt, or the first batch since start): one trip,
             # inside this transaction; the ids are trusted by others only after the commit.

@@ -261,6 +261,18 @@ class Needed:
         return bool(self.kids or self.ledgers or self.names or self.accounts)
 
 
+def refs_for(receipts: Iterable[tuple[Receipt, str]], usage_accounts: Iterable[str],
+             *known: Refs) -> tuple[Refs, Needed]:
+    """The ids a batch's receipt rows and usage rows can take from ``known`` (merged), and the
+    names still to resolve inside its transaction."""
+    refs = Refs()
+    for k in known:
+        refs.merge(k)
+    missing = Needed.of(receipts).missing_from(refs)
+    missing.accounts |= set(usage_accounts) - refs.accounts.keys()
+    return refs, missing
+
+
 def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: bool = False
                  ) -> Refs:
     """The ids of ``needed``, creating name and ledger rows that do not exist yet (and
