@@ -36,6 +36,14 @@ from ledger.storage.writer_queue import WriterQueue
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 
+PAGE_SIZE = 2048
+"""The page size of a new file (an existing one keeps its own). Entry bundles (~40 KB) and
+hash tiles (8 KiB) live mostly in overflow pages, but SQLite keeps up to a page of each on a
+leaf page, where it leaves on average a fraction of a page unused: with 2 KiB pages that is
+about 2 bytes per log entry, with the default 4 KiB about 7. Small rows (a notary's ~80-byte
+receipt rows) pack slightly worse in small pages (+1.6 bytes), and 1 KiB pages lose more to
+page headers than they save (benchmarks/README.md, "Bytes on disk per receipt")."""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tiles (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS log_state (
@@ -399,6 +407,7 @@ class SqliteStore:
 def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # a new file only (before WAL fixes it)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.executescript(_SCHEMA)

@@ -20,8 +20,12 @@ rebuilt from it, so the receipt row holds no copy of the id, digest, names or ti
 - Search (``search_receipts``): ``issued_at`` never decreases along the log (the notary issues
   under the log's lock, no earlier than ``notary_state.last_issued_at``), so newest first by
   ``(issued_at, idx)`` is newest first by ``idx``, and a time range is an index range (found by
-  bisecting the entries). The indexes are ``(server, idx)``, ``(tool, idx)`` and
-  ``(server, tool, idx)``: small integers, no text and no time.
+  bisecting the entries). The indexes are on ``(server)``, ``(tool)`` and ``(server, tool)``:
+  small integers, no text and no time. Every entry of an index ends with the rowid, which is
+  ``idx``, so each is in ``idx`` order within its key and an ``idx`` range is a range of it.
+  Stores created before 2026-12-01 also name ``idx`` as the last column (the same order, with
+  ``idx`` stored twice: 3-4 bytes more per receipt and index); they keep those indexes, which
+  the same queries use, so no migration is needed.
 - The rest of a receipt (``spec``, ``id``, ``server``, ``tool``, ``call_sha256``,
   ``issued_at``) is read back from the CBOR entry in its bundle, which holds exactly the values
   that were signed: the receipt comes back byte for byte.
@@ -100,9 +104,9 @@ CREATE TABLE names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE receipts (
     idx INTEGER PRIMARY KEY, sig BLOB NOT NULL, kid INTEGER NOT NULL, ledger INTEGER NOT NULL,
     account INTEGER NOT NULL, server INTEGER NOT NULL, tool INTEGER NOT NULL);
-CREATE INDEX receipts_by_server ON receipts (server, idx);
-CREATE INDEX receipts_by_tool ON receipts (tool, idx);
-CREATE INDEX receipts_by_server_tool ON receipts (server, tool, idx);
+CREATE INDEX receipts_by_server ON receipts (server);
+CREATE INDEX receipts_by_tool ON receipts (tool);
+CREATE INDEX receipts_by_server_tool ON receipts (server, tool);
 CREATE TABLE receipt_ids (k INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (k, idx))
     WITHOUT ROWID;
 CREATE TABLE receipt_digests (k INTEGER NOT NULL, idx INTEGER NOT NULL, PRIMARY KEY (k, idx))

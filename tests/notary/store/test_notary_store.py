@@ -35,6 +35,7 @@ from notary.core.entry import decode_entry
 from notary.core.ids import b64url_decode, new_receipt_id
 from notary.core.receipts import Receipt
 from notary.http.app import init_data_dir
+from notary.keys import Paths
 from notary.service import Account, DigestConflict, Notary, QuotaExceeded
 from notary.startup import open_notary
 from notary.store import MEMORY, open_store
@@ -261,9 +262,36 @@ async def test_search(tmp_path: Path, backend: str) -> None:
         assert page == expect(server="s1")[:5] and last == (page[-1].issued_at, page[-1].index)
 
 
-def test_sqlite_search_uses_an_index_for_every_combination(tmp_path: Path) -> None:
+# The search indexes of stores created before 2026-12-01: the same order, with the rowid
+# (``idx``) stored a second time at the end of each entry.
+EARLIER_INDEXES = (("receipts_by_server", "server, idx"), ("receipts_by_tool", "tool, idx"),
+                   ("receipts_by_server_tool", "server, tool, idx"))
+
+
+def _use_earlier_indexes(db: sqlite3.Connection) -> None:
+    for name, columns in EARLIER_INDEXES:
+        db.execute(f"DROP INDEX {name}")
+        db.execute(f"CREATE INDEX {name} ON receipts ({columns})")
+
+
+def test_sqlite_search_indexes_do_not_repeat_the_index(tmp_path: Path) -> None:
+    """Every entry of an index on a rowid table ends with the rowid, which is ``idx`` itself:
+    naming ``idx`` as a column stored it twice (3-4 bytes per receipt and index)."""
     asyncio.run(_make_store(tmp_path))
     with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        columns = {name: [row[2] for row in db.execute(f"PRAGMA index_info({name})")]
+                   for name, _ in EARLIER_INDEXES}
+    assert columns == {"receipts_by_server": ["server"], "receipts_by_tool": ["tool"],
+                       "receipts_by_server_tool": ["server", "tool"]}
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["current", "earlier"])
+def test_sqlite_search_uses_an_index_for_every_combination(tmp_path: Path,
+                                                           earlier: bool) -> None:
+    asyncio.run(_make_store(tmp_path))
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        if earlier:
+            _use_earlier_indexes(db)
         for where, index in (("r.server = 1", "receipts_by_server"),
                              ("r.tool = 1", "receipts_by_tool"),
                              ("r.server = 1 AND r.tool = 2", "receipts_by_server_tool")):
@@ -273,6 +301,26 @@ def test_sqlite_search_uses_an_index_for_every_combination(tmp_path: Path) -> No
                 f"r.idx >= 0 AND r.idx < 9 AND {where} ORDER BY r.idx DESC LIMIT 5"))
             assert f"USING COVERING INDEX {index}" in plan or f"USING INDEX {index}" in plan, plan
             assert "TEMP B-TREE" not in plan, plan
+
+
+async def test_sqlite_search_on_a_store_with_the_earlier_indexes(tmp_path: Path) -> None:
+    """A store made with the earlier search indexes needs no migration: the same answers."""
+    data = tmp_path / "d"
+    async with running(data, "sqlite") as notary:
+        answers = await asyncio.gather(*(issue(notary, n, server=f"s{n % 2}", tool=f"t{n % 3}")
+                                         for n in range(30)))
+    newest = sorted((r.without_proof() for r, _ in answers), key=lambda r: r.index,
+                    reverse=True)
+    with sqlite3.connect(Paths(data).db) as db:
+        _use_earlier_indexes(db)
+    async with running(data, "sqlite") as notary:
+        for server, tool in ((None, None), ("s1", None), (None, "t2"), ("s0", "t1")):
+            want = [r for r in newest if server in (None, r.server) and tool in (None, r.tool)]
+            got = await notary.store.search_receipts(server=server, tool=tool, limit=100)
+            assert got == want and want, (server, tool)
+            page = await notary.store.search_receipts(server=server, tool=tool, limit=3,
+                                                      before=(want[2].issued_at, want[2].index))
+            assert page == want[3:6], (server, tool)
 
 
 async def _make_store(tmp_path: Path) -> None:
