@@ -13,7 +13,8 @@ Theory of operation. A request is plain when its head is, byte for byte:
   the target an origin-form path of visible ASCII;
 - header lines ``name ":" OWS value OWS CRLF``, the name an RFC 9110 token, the value visible
   ASCII, space and tab (no obs-fold, no obs-text, no bare CR or LF), each name at most once;
-- an empty line, then exactly ``Content-Length`` body bytes (absent: no body).
+- an empty line, then exactly ``Content-Length`` body bytes (absent: no body);
+- a ``Host`` header (HTTP/1.1 requires one);
 
 and it has none of the headers that change how the bytes are read or answered:
 ``Transfer-Encoding`` (framing), ``Content-Encoding`` (the body is not the bytes sent),
@@ -91,6 +92,8 @@ def parse_head(buf: bytes | bytearray, *, max_head: int, max_body: int) -> Head 
         if name in headers or name in _FORBIDDEN:
             return NOT_PLAIN
         headers[name] = value_b.strip(b" \t").decode("ascii")
+    if "host" not in headers:  # HTTP/1.1 requires it (RFC 9112 §3.2); aiohttp answers 400
+        return NOT_PLAIN
     connection = headers.get("connection")
     if connection is not None and connection.lower() != "keep-alive":
         return NOT_PLAIN
