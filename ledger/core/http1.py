@@ -27,9 +27,9 @@ against aiohttp's parser), so the two paths cannot disagree about where a reques
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 from http import HTTPStatus
+from typing import NamedTuple
 
 __all__ = ["INCOMPLETE", "NOT_PLAIN", "Head", "Verdict", "format_response", "parse_head"]
 
@@ -48,15 +48,14 @@ _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 _HEAD = re.compile(
     rb"([A-Z]{1,16}) (/[!-~]*) HTTP/1\.1"
     rb"((?:\r\n" + _TOKEN + rb":[\t -~]*)*)\r\n\r\n")
-_FIELD = re.compile(rb"\r\n(" + _TOKEN + rb"):([\t -~]*)")
+_FIELD = re.compile(r"\r\n(" + _TOKEN.decode() + r"):[\t ]*([\t -~]*)")
 _FORBIDDEN = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade"})
 _DIGITS = re.compile(r"[0-9]{1,12}")
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
+class Head(NamedTuple):
     """A plain request's head: ``headers`` by lower-case name; the body is
-    ``buf[head_size:head_size + body_size]``."""
+    ``buf[head_size:head_size + body_size]``. (A named tuple: one is made per request.)"""
 
     method: str
     target: str
@@ -86,12 +85,10 @@ def parse_head(buf: bytes | bytearray, *, max_head: int, max_body: int) -> Head 
     match = _HEAD.match(buf, 0, end + 4)
     if match is None:
         return NOT_PLAIN
-    headers: dict[str, str] = {}
-    for name_b, value_b in _FIELD.findall(match.group(3)):
-        name = name_b.decode("ascii").lower()
-        if name in headers or name in _FORBIDDEN:
-            return NOT_PLAIN
-        headers[name] = value_b.strip(b" \t").decode("ascii")
+    fields = _FIELD.findall(match.group(3).decode("ascii"))
+    headers = {name.lower(): value.rstrip(" \t") for name, value in fields}
+    if len(headers) != len(fields) or not _FORBIDDEN.isdisjoint(headers):
+        return NOT_PLAIN  # a repeated field, or one that changes how the bytes are read
     if "host" not in headers:  # HTTP/1.1 requires it (RFC 9112 §3.2); aiohttp answers 400
         return NOT_PLAIN
     connection = headers.get("connection")
