@@ -73,6 +73,9 @@ class Settings:
     # Background scrub (ledger/scrub.py): stored tiles and bundles re-verified per second;
     # 0 turns it off.
     scrub_rate: float = 20.0
+    # POST /v1/tool-calls on the plain path (ledger/http/server.py), "on", or "off" to serve
+    # every request through aiohttp's request objects (to compare; the answers are the same).
+    fast_path: str = "on"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -219,6 +222,7 @@ _RULES: Mapping[str, Check] = {
     "scrub_rate": _between(0, 100_000, "tiles and bundles per second (0: off)"),
     "workers": _between(1, 256, "processes"),
     "publish": _data,
+    "fast_path": _one_of("on", "off"),
 }
 
 

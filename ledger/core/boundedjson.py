@@ -70,6 +70,10 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+"""One decoder for every document (``json.loads`` with these options builds one per call)."""
+
+
 def parse_json(data: bytes | str, *, max_bytes: int, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """Parse ``data`` as strict JSON of at most ``max_bytes`` bytes nested at most ``max_depth``
     deep; raise :class:`JsonError` (a :class:`ValueError`) for anything else."""
@@ -94,7 +98,7 @@ def parse_json(data: bytes | str, *, max_bytes: int, max_depth: int = DEFAULT_MA
         raise JsonError(f"the document is not UTF-8 (invalid byte at offset {e.start}); send "
                         "UTF-8 (RFC 8259 §8.1)") from None
     try:
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
+        return _DECODER.decode(text)
     except JsonError:
         raise
     except (ValueError, RecursionError) as e:  # RecursionError: cannot happen below max_depth

@@ -28,7 +28,7 @@ from ledger.sequencer import LogRollbackError
 from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
 
 __all__ = ["CLIENT_CLOSED", "STORAGE_RETRY_AFTER", "ApiError", "RequestBodyTimeout",
-           "error_middleware", "json_error"]
+           "error_middleware", "error_response", "json_error"]
 
 _log = structlog.get_logger("ledger.http.routes")
 _throttle = LogThrottle(30.0)
@@ -134,50 +134,59 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Re
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Render :class:`ApiError`, aiohttp errors and crashes as JSON errors.
+    """Render :class:`ApiError`, aiohttp errors and crashes as JSON errors
+    (:func:`error_response`).
 
     Successful responses and redirects pass through untouched, as does an HTTPException whose
-    body is already JSON (a handler that built its own error). Crashes are logged with the
-    method, the path and where they were raised, never the exception's message: query strings,
-    bodies and the messages built from them may hold things that must not reach logs.
+    body is already JSON (a handler that built its own error).
     """
     try:
         return await handler(request)
-    except ApiError as e:
-        return e.response()
-    except (StoreUnavailableError, WriterBusyError) as e:
+    except web.HTTPException as e:
+        if e.status < 400 or e.content_type == "application/json":
+            raise
+        return _from_http_exception(request, e)
+    except Exception as e:
+        return error_response(e, method=request.method, path=request.path)
+
+
+def error_response(exc: Exception, *, method: str, path: str) -> web.Response:
+    """The JSON error answering ``exc`` raised while handling ``method`` ``path``.
+
+    Crashes are logged with the method, the path and where they were raised, never the
+    exception's message: query strings, bodies and the messages built from them may hold
+    things that must not reach logs.
+    """
+    if isinstance(exc, ApiError):
+        return exc.response()
+    if isinstance(exc, StoreUnavailableError | WriterBusyError):
         # The database is away (failover, lost connection) or a writer held the lock too
         # long: nothing was acknowledged, a retry may succeed.
         # The detail (driver error, host and port) is for the operator's log, once per
         # interval; the client learns only that it may retry.
         dropped = _throttle.allow("store_unavailable")
         if dropped is not None:
-            _log.warning("store_unavailable", method=request.method, path=request.path,
-                         error=str(e), suppressed=dropped)
+            _log.warning("store_unavailable", method=method, path=path, error=str(exc),
+                         suppressed=dropped)
         return json_error(503, "unavailable", "the log's store is unavailable right now "
                           "(nothing was written); retry shortly", headers={"Retry-After": "1"})
-    except LogRollbackError as e:
-        _log.error("writer_refusing", method=request.method, path=request.path, error=str(e))
-        return json_error(503, "log_refusing", str(e), headers={"Retry-After": "30"})
-    except web.HTTPException as e:
-        if e.status < 400 or e.content_type == "application/json":
-            raise
-        return _from_http_exception(request, e)
-    except RequestBodyTimeout as e:
-        resp = json_error(408, "request_timeout", str(e))
+    if isinstance(exc, LogRollbackError):
+        _log.error("writer_refusing", method=method, path=path, error=str(exc))
+        return json_error(503, "log_refusing", str(exc), headers={"Retry-After": "30"})
+    if isinstance(exc, RequestBodyTimeout):
+        resp = json_error(408, "request_timeout", str(exc))
         resp.force_close()
         return resp
-    except ConnectionResetError:
+    if isinstance(exc, ConnectionResetError):
         return json_error(CLIENT_CLOSED, "client_closed_request",
                           "the client closed the connection before the request was complete")
-    except StorageFullError as e:
+    if isinstance(exc, StorageFullError):
         dropped = _throttle.allow("storage_full")
         if dropped is not None:
-            _log.warning("storage_full", error=str(e), suppressed=dropped)
+            _log.warning("storage_full", error=str(exc), suppressed=dropped)
         return json_error(503, "storage_full",
                           "the notary's disk is full; nothing was written, retry later",
                           headers={"Retry-After": str(STORAGE_RETRY_AFTER)})
-    except Exception as e:
-        _log.error("unhandled_error", method=request.method, path=request.path,
-                   exception_type=type(e).__name__, where=safe_traceback(e))
-        return json_error(500, "internal", "internal server error")
+    _log.error("unhandled_error", method=method, path=path,
+               exception_type=type(exc).__name__, where=safe_traceback(exc))
+    return json_error(500, "internal", "internal server error")

@@ -11,6 +11,7 @@ import structlog
 from aiohttp import web
 
 from ledger.http.server import (
+    PLAIN_ROUTES,
     Listener,
     ListenError,
     ServerLimits,
@@ -48,7 +49,8 @@ async def serve_until_signalled(app: web.Application, host: str, port: int,
     listener: Listener | None = None
     try:
         assert runner.server is not None
-        listener = Listener(runner.server, limits, max_connections=connection_limit(limits))
+        listener = Listener(runner.server, limits, max_connections=connection_limit(limits),
+                            plain=app.get(PLAIN_ROUTES))
         try:
             bound = await listener.start(host, port, sock=sock)
         except OSError as e:

@@ -18,6 +18,12 @@ plain text. This module keeps aiohttp's request handling and replaces the parts 
   between requests longer than ``keepalive_timeout``. Protocol errors are answered with the
   usual JSON error and logged as one structured line: never a request byte, at most one line
   per interval.
+- Hot routes (:class:`PlainRoutes`, registered by the application under :data:`PLAIN_ROUTES`)
+  are served without aiohttp's request machinery while a connection sends only plain requests
+  to them (:mod:`ledger.core.http1`): the handler gets the head and body and returns the whole
+  response. The first request that is not such is handed, with every byte after it, to
+  aiohttp, which keeps the connection from then on; so aiohttp still parses, rejects and
+  answers everything unusual, and responses stay in request order.
 """
 
 from __future__ import annotations
@@ -29,24 +35,30 @@ import json
 import os
 import resource
 import socket
+import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from email.utils import formatdate
 from enum import Enum
 from typing import Any
 
 import structlog
 from aiohttp import web
+from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 from aiohttp.web_server import Server
 
+from ledger.core.http1 import INCOMPLETE, Head, format_response, parse_head
 from ledger.exitcodes import UsageError
 from ledger.http.errors import RequestBodyTimeout, json_error
 from ledger.logs import LogThrottle, safe_message, safe_traceback
 
-__all__ = ["GuardedHandler", "ListenError", "Listener", "ServerLimits", "close_unread",
-           "connection_limit", "install_loop_exception_handler"]
+__all__ = ["PLAIN_ROUTES", "GuardedHandler", "ListenError", "Listener", "PlainHandler",
+           "PlainRoutes", "ServerLimits", "close_unread", "connection_limit",
+           "install_loop_exception_handler", "plain_from_response", "plain_response"]
 
 _log = structlog.get_logger("ledger.http.server")
 
@@ -69,6 +81,70 @@ class ServerLimits:
     body_timeout: float = 30.0
     fd_reserve: int = 64
     backlog: int = 128
+
+
+PlainHandler = Callable[[Head, bytes], Awaitable[bytes]]
+"""A hot route's handler: a plain request's head and body in, the complete response out.
+
+It answers everything itself, errors included (it must not raise), exactly as the route's
+aiohttp handler and middlewares would: the two serve the same route."""
+
+_MAX_PLAIN_HEAD = 8192
+
+
+@dataclass(frozen=True)
+class PlainRoutes:
+    """Hot routes by (method, exact target), and the body limit the application enforces
+    (a larger declared body goes to aiohttp, which answers 413).
+
+    ``unfinished(head, status, seconds)`` is told of a request whose body never arrived: 499
+    when the client left, 408 when the body timeout closed the connection (aiohttp's path
+    counts both in its metrics, as a handler reading the body sees them)."""
+
+    routes: Mapping[tuple[str, str], PlainHandler] = field(default_factory=dict)
+    max_body: int = 1024 * 1024
+    unfinished: Callable[[Head, int, float], None] | None = None
+
+
+PLAIN_ROUTES = web.AppKey("plain_routes", PlainRoutes)
+
+
+class _Clock:
+    """The ``Date`` header's text, formatted once a second (as aiohttp does)."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def date(self) -> str:
+        now = int(time.time())
+        if now != self._second:
+            self._second, self._text = now, formatdate(now, usegmt=True)
+        return self._text
+
+
+_clock = _Clock()
+
+
+def plain_response(status: int, body: bytes, *, content_type: str = "application/json",
+                   headers: tuple[tuple[str, str], ...] = (), close: bool = False,
+                   reason: str | None = None) -> bytes:
+    """A response for a :data:`PlainHandler`, with the headers aiohttp would send."""
+    if content_type.startswith("application/json") and "charset" not in content_type:
+        content_type += "; charset=utf-8"
+    return format_response(status, body, content_type=content_type, date=_clock.date(),
+                           server=SERVER_SOFTWARE, headers=headers, close=close, reason=reason)
+
+
+def plain_from_response(resp: web.Response) -> bytes:
+    """An aiohttp response (an error built by the shared error code) as plain response bytes."""
+    body = resp.body
+    assert isinstance(body, bytes)
+    headers = tuple((k, v) for k, v in resp.headers.items()
+                    if k not in ("Content-Type", "Content-Length"))
+    return format_response(resp.status, body, content_type=resp.headers["Content-Type"],
+                           date=_clock.date(), server=SERVER_SOFTWARE, headers=headers,
+                           close=resp.keep_alive is False, reason=resp.reason)
 
 
 def raise_nofile_limit() -> int:
@@ -153,6 +229,16 @@ class GuardedHandler(RequestHandler):
         self._deadline: float | None = None  # loop time the current phase must end by
         self._body: StreamReader | None = None
         self._head_started = False
+        # The plain path (see the module docstring); None once aiohttp has the connection.
+        plain = listener.plain
+        self._plain: Mapping[tuple[str, str], PlainHandler] | None = (
+            plain.routes if plain is not None and plain.routes else None)
+        self._plain_max_body = plain.max_body if plain is not None else 0
+        self._plain_unfinished = plain.unfinished if plain is not None else None
+        self._plain_buf = bytearray()
+        self._plain_head: Head | None = None  # parsed; its body is still arriving
+        self._plain_head_at = 0.0  # perf_counter() when it was
+        self._plain_task: asyncio.Task[None] | None = None
 
     # Timers --------------------------------------------------------------------------------
 
@@ -186,6 +272,13 @@ class GuardedHandler(RequestHandler):
             self._timer = self._loop.call_at(self._deadline, self._expired)
             return
         self._deadline = None
+        if self._phase is _Phase.BODY and self._plain_head is not None:
+            self._plain_abandon(408)
+            self._listener.slow_client("body")
+            self._send_raw_error(408, "request_timeout", f"the request body did not arrive "
+                                 f"within {self._limits.body_timeout:g} s")
+            self.force_close()
+            return
         if self._phase is _Phase.BODY:
             body = self._body
             if body is None or body.is_eof():
@@ -225,6 +318,7 @@ class GuardedHandler(RequestHandler):
         self._arm(_Phase.HEAD, self._limits.header_timeout)
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        self._plain_abandon(499)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -232,6 +326,9 @@ class GuardedHandler(RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._plain is not None:
+            self._plain_received(data)
+            return
         if self._phase is _Phase.IDLE and data:
             self._arm(_Phase.HEAD, self._limits.header_timeout)
         if self._phase is _Phase.HEAD and data:
@@ -246,6 +343,86 @@ class GuardedHandler(RequestHandler):
             else:
                 self._body = payload
                 self._arm(_Phase.BODY, self._limits.body_timeout)
+
+    async def shutdown(self, timeout: float | None = 15.0) -> None:
+        """Let a plain request in progress finish (its answer follows a commit), then close."""
+        if self._plain_task is not None:
+            await asyncio.wait([self._plain_task], timeout=timeout)
+        await super().shutdown(timeout)
+
+    # The plain path ------------------------------------------------------------------------
+
+    def _plain_received(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._phase is _Phase.IDLE:
+            self._arm(_Phase.HEAD, self._limits.header_timeout)
+        if self._phase is _Phase.HEAD:
+            self._head_started = True
+        self._plain_buf += data
+        if self._plain_task is None:
+            self._plain_next()
+
+    def _plain_next(self) -> None:
+        """Start the request at the front of the buffer, wait for more of it, or hand the
+        connection to aiohttp."""
+        buf = self._plain_buf
+        if not buf or self._plain is None or self.transport is None:
+            return
+        head = self._plain_head or parse_head(buf, max_head=_MAX_PLAIN_HEAD,
+                                              max_body=self._plain_max_body)
+        if head is INCOMPLETE:
+            return
+        handler = (self._plain.get((head.method, head.target)) if isinstance(head, Head)
+                   else None)
+        if handler is None or not isinstance(head, Head):
+            self._leave_plain()
+            return
+        if len(buf) < head.size:
+            if self._plain_head is None:
+                self._plain_head, self._plain_head_at = head, time.perf_counter()
+                self._arm(_Phase.BODY, self._limits.body_timeout)
+            return
+        self._plain_head = None
+        self._head_started = False
+        body = bytes(buf[head.head_size:head.size])
+        del buf[:head.size]
+        self._arm(_Phase.BUSY, None)
+        self._plain_task = self._loop.create_task(self._plain_serve(handler, head, body))
+
+    async def _plain_serve(self, handler: PlainHandler, head: Head, body: bytes) -> None:
+        try:
+            response = await handler(head, body)
+        except Exception as e:  # a handler's bug: answered as aiohttp's path would
+            self._listener.log("http_unhandled_error", status=500,
+                               exception_type=type(e).__name__, where=safe_traceback(e))
+            response = plain_response(500, json.dumps(
+                {"error": {"code": "internal", "message": "internal server error"}}).encode(),
+                headers=(("Cache-Control", "no-store"),))
+        self._plain_task = None
+        if self.transport is None:  # the client left; the request's work is done anyway
+            return
+        self.transport.write(response)
+        if self._plain_buf:  # pipelined: the next head has (begun to) arrive
+            self._arm(_Phase.HEAD, self._limits.header_timeout)
+            self._head_started = True
+            self._plain_next()
+        else:
+            self._arm(_Phase.IDLE, self._limits.keepalive_timeout)
+
+    def _plain_abandon(self, status: int) -> None:
+        """The request whose body was awaited is over unanswered (``status``: why)."""
+        head, self._plain_head = self._plain_head, None
+        if head is not None and self._plain_unfinished is not None:
+            self._plain_unfinished(head, status, time.perf_counter() - self._plain_head_at)
+
+    def _leave_plain(self) -> None:
+        """aiohttp takes the connection from here on, starting with the buffered bytes."""
+        self._plain = None
+        self._plain_head = None
+        data = bytes(self._plain_buf)
+        self._plain_buf.clear()
+        self.data_received(data)
 
     async def finish_response(self, request: BaseRequest, resp: web.StreamResponse,
                               start_time: float | None) -> tuple[web.StreamResponse, bool]:
@@ -320,9 +497,11 @@ class Listener:
     """
 
     def __init__(self, server: Server, limits: ServerLimits, *, max_connections: int,
-                 throttle: LogThrottle | None = None) -> None:
+                 throttle: LogThrottle | None = None, plain: PlainRoutes | None = None
+                 ) -> None:
         self.server = server
         self.limits = limits
+        self.plain = plain
         self.max_connections = max_connections
         self._throttle = throttle or LogThrottle(10.0)
         self._open: set[GuardedHandler] = set()

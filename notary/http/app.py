@@ -14,6 +14,7 @@ from aiohttp import web
 from ledger.export import ExportError
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT, add_ledger_routes
+from ledger.http.server import PLAIN_ROUTES, PlainRoutes
 from ledger.lease import FileLease, JobRunner
 from ledger.publish import LOCK_FILE, Publisher
 from ledger.seen import SeenCheckpoint
@@ -23,7 +24,7 @@ from notary.http.integrity import damage_middleware, integrity_context
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
-from notary.http.routes.tool_calls import add_tool_call_routes
+from notary.http.routes.tool_calls import ISSUE_PATH, add_tool_call_routes, plain_issue
 from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
 from notary.keys import Paths, create_log_key, load_log_key, write_receipt_key
@@ -85,6 +86,11 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(integrity_context(settings))
     add_ledger_routes(app)
     add_tool_call_routes(app)
+    if settings.fast_path == "on":
+        app[PLAIN_ROUTES] = PlainRoutes(
+            {("POST", ISSUE_PATH): plain_issue(app)}, max_body=settings.max_body,
+            unfinished=lambda head, status, seconds: metrics.observe_request(
+                ISSUE_PATH, head.method, status, seconds))
     add_meta_routes(app)
     add_explorer_routes(app)
     return app

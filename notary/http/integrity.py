@@ -23,7 +23,7 @@ from notary.config import Settings
 from notary.http.appkeys import METRICS, SCRUB, SETTINGS
 from notary.integrity import read_damage, record_damage
 
-__all__ = ["damage_middleware", "integrity_context", "stop_writes"]
+__all__ = ["damage_middleware", "damage_refusal", "integrity_context", "stop_writes"]
 
 _log = structlog.get_logger("notary.integrity")
 
@@ -72,9 +72,17 @@ async def damage_middleware(request: web.Request, handler: Handler) -> web.Strea
     try:
         return await handler(request)
     except Exception as e:
-        found = corruption_in(e)
-        if found is None:
+        refusal = damage_refusal(request.app, e)
+        if refusal is None:
             raise
-        stop_writes(request.app, f"the database is damaged: {found}")
-        raise ApiError(503, STORE_CORRUPT, "the notary's database is damaged; writes are "
-                       "stopped until the operator restores a backup (see /healthz)") from None
+        raise refusal from None
+
+
+def damage_refusal(app: web.Application, exc: BaseException) -> ApiError | None:
+    """The 503 for an error that shows a damaged database page (and writes stop), else None."""
+    found = corruption_in(exc)
+    if found is None:
+        return None
+    stop_writes(app, f"the database is damaged: {found}")
+    return ApiError(503, STORE_CORRUPT, "the notary's database is damaged; writes are "
+                    "stopped until the operator restores a backup (see /healthz)")

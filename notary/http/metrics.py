@@ -41,6 +41,7 @@ class Metrics:
                               "the newest checkpoint it saw committed (restored or lagging "
                               "database); writes get 503 until it does", registry=r)
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._access: Any = None
 
     def watch_writer(self, refusing: Callable[[], bool]) -> None:
         """Report ``refusing()`` (read at each scrape) as ``ledger_writer_refusing``."""
@@ -66,19 +67,26 @@ class Metrics:
                 self._children[key] = series
         return series
 
-    def middleware(self) -> web.middleware:  # type: ignore[valid-type]
-        """Count and time every request, and write its access-log line (debug level).
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count and time one request, and write its access-log line (debug level).
 
         The log line carries method, route, status and duration only: never bodies, queries or
         headers, which may hold API keys, call records or digests. The access logger is bound
         at the first request (after the process configured logging): calling a bound logger
         whose level is filtered out costs a no-op call, the lazy proxy several µs a request.
         """
-        access: Any = None
+        count, latency = self._series(route, method, status)
+        count.inc()
+        latency.observe(seconds)
+        if self._access is None:
+            self._access = _access.bind()
+        self._access.debug("request", method=method, route=route, status=status,
+                           ms=round(seconds * 1000, 2))
 
+    def middleware(self) -> web.middleware:  # type: ignore[valid-type]
+        """The aiohttp middleware that observes every request (:meth:`observe_request`)."""
         @web.middleware
         async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-            nonlocal access
             started = time.perf_counter()
             status = 500
             try:
@@ -91,13 +99,7 @@ class Metrics:
             finally:
                 info = request.match_info.route.resource
                 route = info.canonical if info is not None else "unmatched"
-                seconds = time.perf_counter() - started
-                count, latency = self._series(route, request.method, status)
-                count.inc()
-                latency.observe(seconds)
-                if access is None:
-                    access = _access.bind()
-                access.debug("request", method=request.method, route=route, status=status,
-                             ms=round(seconds * 1000, 2))
+                self.observe_request(route, request.method, status,
+                                     time.perf_counter() - started)
 
         return metrics_middleware

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from aiohttp import web
 
 from ledger.core.boundedjson import JsonError
-from ledger.http.errors import ApiError
-from ledger.http.server import close_unread
+from ledger.core.http1 import Head
+from ledger.http.errors import ApiError, error_response
+from ledger.http.server import PlainHandler, close_unread, plain_from_response, plain_response
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Receipt
 from notary.core.search import (
@@ -23,11 +25,14 @@ from notary.core.search import (
 )
 from notary.core.verify_request import Refusal, parse_body, read_verify_request, verify_request
 from notary.http.appkeys import METRICS, NOTARY, VERIFIER
+from notary.http.integrity import damage_refusal
 from notary.http.verify_pool import Refused
+from notary.service import Account
 
 MAX_NAME = 256
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 ISSUE_FIELDS = ("server", "tool", "call_sha256")
+ISSUE_PATH = "/v1/tool-calls"
 
 
 async def _body(request: web.Request) -> bytes:
@@ -40,7 +45,10 @@ async def _body(request: web.Request) -> bytes:
 
 async def _json_object(request: web.Request, fields: tuple[str, ...]) -> dict[str, Any]:
     """The body as an object with exactly ``fields``; anything else is a precise 400."""
-    raw = await _body(request)
+    return _object_from(await _body(request), fields)
+
+
+def _object_from(raw: bytes, fields: tuple[str, ...]) -> dict[str, Any]:
     try:
         body = parse_body(raw)
     except JsonError as e:
@@ -82,12 +90,40 @@ def _receipt_id(value: object) -> str:
 async def issue(request: web.Request) -> web.Response:
     notary = request.app[NOTARY]
     account = await notary.authenticate(request.headers.get("Authorization"))
-    body = await _json_object(request, ISSUE_FIELDS)
+    receipt, status = await _issue(request.app, account, await _body(request))
+    return receipt_response(receipt, status=status)
+
+
+async def _issue(app: web.Application, account: Account, raw: bytes) -> tuple[Receipt, int]:
+    """The receipt for an authenticated request's body, and its status (201: new)."""
+    body = _object_from(raw, ISSUE_FIELDS)
     server, tool, digest = _name(body, "server"), _name(body, "tool"), _digest(body["call_sha256"])
-    receipt, created = await notary.notarize(account, server, tool, digest)
+    receipt, created = await app[NOTARY].notarize(account, server, tool, digest)
     if created:
-        request.app[METRICS].receipts.inc()
-    return receipt_response(receipt, status=201 if created else 200)
+        app[METRICS].receipts.inc()
+    return receipt, 201 if created else 200
+
+
+def plain_issue(app: web.Application) -> PlainHandler:
+    """``POST /v1/tool-calls`` on the server's plain path (ledger/http/server.py): what
+    :func:`issue` and the application's middlewares do for it, without aiohttp's request and
+    response objects, which cost more than the rest of a receipt. Errors are rendered by the
+    same code as the middlewares' (``error_response``, ``damage_refusal``)."""
+    async def handle(head: Head, raw: bytes) -> bytes:
+        started = time.perf_counter()
+        try:
+            notary = app[NOTARY]
+            account = await notary.authenticate(head.headers.get("authorization"))
+            receipt, status = await _issue(app, account, raw)
+            answer = plain_response(status, receipt.to_json_bytes())
+        except Exception as e:
+            resp = error_response(damage_refusal(app, e) or e, method="POST", path=ISSUE_PATH)
+            status = resp.status
+            answer = plain_from_response(resp)
+        app[METRICS].observe_request(ISSUE_PATH, "POST", status, time.perf_counter() - started)
+        return answer
+
+    return handle
 
 
 def receipt_response(receipt: Receipt, *, status: int = 200) -> web.Response:
@@ -194,7 +230,7 @@ async def verify(request: web.Request) -> web.Response:
 
 
 def add_tool_call_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/tool-calls", issue)
+    app.router.add_post(ISSUE_PATH, issue)
     app.router.add_get("/v1/tool-calls", lookup_or_search)
     app.router.add_post("/v1/tool-calls/verify", verify)
     # Not "verify": GET /v1/tool-calls/verify is a 405 (Allow: POST), not a malformed receipt id.

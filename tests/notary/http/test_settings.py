@@ -45,6 +45,7 @@ BAD: dict[str, list[str]] = {
     "scrub_rate": ["-1", "nan", "1000000"],
     "workers": ["0", "-1", "1000", "1.5"],
     "publish": ["out\0dir"],
+    "fast_path": ["yes", "true"],
 }
 
 

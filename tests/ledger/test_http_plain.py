@@ -1,0 +1,214 @@
+"""The server's plain path (ledger/http/server.py): which requests take it, and what holds when a
+connection moves from it to aiohttp.
+
+A tiny application serves ``POST /hot`` both ways: its plain handler answers ``plain:<body>``,
+its aiohttp route ``aiohttp:<body>``, so each answer says which path served it. The server is the
+real Listener on 127.0.0.1, in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from ledger.client.framing import Response, ResponseParser
+from ledger.core.http1 import Head
+from ledger.http.server import (
+    Listener,
+    PlainRoutes,
+    ServerLimits,
+    plain_response,
+)
+
+HOST = "127.0.0.1"
+
+
+@dataclass
+class Hot:
+    """The plain handler, with a gate that holds its answers while a test looks."""
+
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    started: list[bytes] = field(default_factory=list)
+    unfinished: list[int] = field(default_factory=list)
+    fail: bool = False
+
+    async def handle(self, head: Head, body: bytes) -> bytes:
+        self.started.append(body)
+        await self.gate.wait()
+        if self.fail:
+            raise RuntimeError("secret-detail")
+        return plain_response(200, b"plain:" + body, content_type="text/plain")
+
+
+async def _aiohttp_hot(request: web.Request) -> web.Response:
+    return web.Response(text="aiohttp:" + (await request.read()).decode())
+
+
+async def _other(request: web.Request) -> web.Response:
+    return web.Response(text="other")
+
+
+@asynccontextmanager
+async def serving(hot: Hot, limits: ServerLimits | None = None) -> AsyncIterator[Listener]:
+    app = web.Application(client_max_size=1024)
+    app.router.add_post("/hot", _aiohttp_hot)
+    app.router.add_get("/other", _other)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
+    await runner.setup()
+    assert runner.server is not None
+    routes = PlainRoutes({("POST", "/hot"): hot.handle}, max_body=1024,
+                         unfinished=lambda head, status, seconds: hot.unfinished.append(status))
+    listener = Listener(runner.server, limits or ServerLimits(), max_connections=64,
+                        plain=routes)
+    await listener.start(HOST, 0)
+    try:
+        yield listener
+    finally:
+        await listener.close()
+        await runner.cleanup()
+
+
+def port_of(listener: Listener) -> int:
+    return int(listener._sockets[0].getsockname()[1])
+
+
+def post(body: bytes, *extra: str) -> bytes:
+    lines = ["POST /hot HTTP/1.1", "Host: x", f"Content-Length: {len(body)}", *extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def chunked(body: bytes) -> bytes:
+    return (b"POST /hot HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+
+
+async def read_answers(reader: asyncio.StreamReader, count: int) -> list[Response]:
+    parser = ResponseParser(max_body=1 << 20)
+    out: list[Response] = []
+    while len(out) < count:
+        data = await asyncio.wait_for(reader.read(65536), 10)
+        if not data:
+            break
+        parser.feed(data)
+        while (resp := parser.next()) is not None:
+            out.append(resp)
+    return out
+
+
+def run(test: Callable[[], object]) -> None:
+    asyncio.run(test())  # type: ignore[arg-type]
+
+
+def test_plain_requests_take_the_plain_path_and_the_rest_go_to_aiohttp() -> None:
+    async def main() -> None:
+        hot = Hot()
+        hot.gate.set()
+        async with serving(hot) as listener:
+            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            # Pipelined in one write: two plain, then one aiohttp must parse (chunked), then a
+            # plain one that aiohttp now gets too, since the connection is its own from there.
+            writer.write(post(b"a") + post(b"b") + chunked(b"c") + post(b"d")
+                         + b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+            answers = await read_answers(reader, 5)
+            assert [r.body for r in answers] == [b"plain:a", b"plain:b", b"aiohttp:c",
+                                                 b"aiohttp:d", b"other"]
+            assert all(r.status == 200 and r.keep_alive for r in answers)
+            assert answers[0].headers[b"content-type"] == b"text/plain"
+            assert set(answers[0].headers) == set(answers[2].headers)  # same header set
+            writer.close()
+            # Each of these goes to aiohttp from its first byte, and is answered as before.
+            for data, want in ((post(b"e", "Content-Encoding: identity"), 200),
+                               (post(b"x" * 2000), 413),
+                               (post(b"f", "Connection: close"), 200),
+                               (b"POST /hot HTTP/1.0\r\nContent-Length: 1\r\n\r\ng", 200)):
+                reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+                writer.write(data)
+                (answer,) = await read_answers(reader, 1)
+                assert answer.status == want
+                assert want != 200 or answer.body.startswith(b"aiohttp:")
+                writer.close()
+            assert hot.started == [b"a", b"b"]
+
+    run(main)
+
+
+def test_answers_stay_in_request_order_while_a_plain_one_is_pending() -> None:
+    async def main() -> None:
+        hot = Hot()
+        async with serving(hot) as listener:
+            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            writer.write(post(b"1") + b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
+            await asyncio.sleep(0.2)
+            assert hot.started == [b"1"]  # aiohttp has not been given the GET yet
+            hot.gate.set()
+            assert [r.body for r in await read_answers(reader, 2)] == [b"plain:1", b"other"]
+            writer.close()
+
+    run(main)
+
+
+def test_shutdown_waits_for_a_plain_request_in_progress() -> None:
+    async def main() -> None:
+        hot = Hot()
+        async with serving(hot) as listener:
+            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            writer.write(post(b"late"))
+            while not hot.started:
+                await asyncio.sleep(0.01)
+            asyncio.get_running_loop().call_later(0.3, hot.gate.set)
+            answers = asyncio.create_task(read_answers(reader, 1))
+        # The context's cleanup (listener close, runner cleanup) has run: the answer came.
+        assert [r.body for r in await answers] == [b"plain:late"]
+
+    run(main)
+
+
+def test_a_body_that_never_arrives_is_told_to_the_route() -> None:
+    async def main() -> None:
+        hot = Hot()
+        hot.gate.set()
+        limits = ServerLimits(body_timeout=0.3)
+        async with serving(hot, limits) as listener:
+            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            writer.write(post(b"0123456789")[:-4])  # head and part of the body, then nothing
+            answer = await asyncio.wait_for(reader.read(65536), 10)
+            assert answer.startswith(b"HTTP/1.1 408 ")
+            assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == (
+                "request_timeout")
+            assert await asyncio.wait_for(reader.read(65536), 10) == b""  # closed
+            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            writer.write(post(b"0123456789")[:-4])
+            await asyncio.sleep(0.1)
+            writer.close()  # the client leaves mid-body
+            for _ in range(100):
+                if len(hot.unfinished) == 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert hot.unfinished == [408, 499]
+            assert listener.slow_clients == 1
+            assert hot.started == []
+
+    run(main)
+
+
+def test_a_handler_that_raises_is_a_quiet_500(capsys: pytest.CaptureFixture[str]) -> None:
+    async def main() -> None:
+        hot = Hot(fail=True)
+        hot.gate.set()
+        async with serving(hot) as listener:
+            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            writer.write(post(b"boom") + post(b"again"))
+            answers = await read_answers(reader, 2)
+            assert [r.status for r in answers] == [500, 500]
+            assert json.loads(answers[0].body) == {
+                "error": {"code": "internal", "message": "internal server error"}}
+            writer.close()
+
+    run(main)
+    assert "secret-detail" not in capsys.readouterr().err
