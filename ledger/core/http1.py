@@ -12,7 +12,8 @@ Theory of operation. A request is plain when its head is, byte for byte:
 - the request line ``METHOD SP TARGET SP "HTTP/1.1" CRLF``, the method upper-case letters and
   the target an origin-form path of visible ASCII;
 - header lines ``name ":" OWS value OWS CRLF``, the name an RFC 9110 token, the value visible
-  ASCII, space and tab (no obs-fold, no obs-text, no bare CR or LF), each name at most once;
+  ASCII, space and tab (no obs-fold, no obs-text, no bare CR or LF), each name at most once,
+  at most :data:`MAX_FIELDS` of them, the whole head within the caller's ``max_head``;
 - an empty line, then exactly ``Content-Length`` body bytes (absent: no body);
 - a ``Host`` header (HTTP/1.1 requires one);
 
@@ -31,7 +32,8 @@ from enum import Enum
 from http import HTTPStatus
 from typing import NamedTuple
 
-__all__ = ["INCOMPLETE", "NOT_PLAIN", "Head", "Verdict", "format_response", "parse_head"]
+__all__ = ["INCOMPLETE", "MAX_FIELDS", "NOT_PLAIN", "Head", "Verdict", "format_response",
+           "parse_head"]
 
 
 class Verdict(Enum):
@@ -51,6 +53,9 @@ _HEAD = re.compile(
 _FIELD = re.compile(r"\r\n(" + _TOKEN.decode() + r"):[\t ]*([\t -~]*)")
 _FORBIDDEN = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade"})
 _DIGITS = re.compile(r"[0-9]{1,12}")
+
+MAX_FIELDS = 64
+"""At most this many header fields (aiohttp refuses more than 127)."""
 
 
 class Head(NamedTuple):
@@ -86,6 +91,8 @@ def parse_head(buf: bytes | bytearray, *, max_head: int, max_body: int) -> Head 
     if match is None:
         return NOT_PLAIN
     fields = _FIELD.findall(match.group(3).decode("ascii"))
+    if len(fields) > MAX_FIELDS:
+        return NOT_PLAIN
     headers = {name.lower(): value.rstrip(" \t") for name, value in fields}
     if len(headers) != len(fields) or not _FORBIDDEN.isdisjoint(headers):
         return NOT_PLAIN  # a repeated field, or one that changes how the bytes are read

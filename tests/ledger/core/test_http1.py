@@ -18,7 +18,14 @@ from aiohttp.base_protocol import BaseProtocol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.core.http1 import INCOMPLETE, NOT_PLAIN, Head, format_response, parse_head
+from ledger.core.http1 import (
+    INCOMPLETE,
+    MAX_FIELDS,
+    NOT_PLAIN,
+    Head,
+    format_response,
+    parse_head,
+)
 
 MAX_BODY = 4096
 PARSERS = [http_parser.HttpRequestParserPy, http_parser.HttpRequestParserC]
@@ -146,6 +153,18 @@ def test_every_prefix_of_a_plain_request_waits_for_more(body: bytes, method: str
 ])
 def test_what_is_not_plain(data: bytes) -> None:
     assert parse_head(data, max_head=8192, max_body=MAX_BODY) is NOT_PLAIN
+
+
+def test_a_head_aiohttp_would_refuse_for_its_size_is_not_plain() -> None:
+    many = tuple((f"X-{i}", "1") for i in range(200))
+    data = plain(headers=many)
+    assert parse_head(data, max_head=8192, max_body=MAX_BODY) is NOT_PLAIN
+    with pytest.raises(Exception, match=r"(?i)too many headers"):
+        aiohttp_reads(data)
+    allowed = plain(headers=many[:MAX_FIELDS - 2])  # with Host and Content-Length
+    head = parse_head(allowed, max_head=8192, max_body=MAX_BODY)
+    assert isinstance(head, Head) and len(head.headers) == MAX_FIELDS
+    assert len(aiohttp_reads(allowed)) == 1
 
 
 def test_fields_and_sizes() -> None:
