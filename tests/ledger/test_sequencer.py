@@ -262,6 +262,31 @@ async def test_append_with_proof_is_answered_when_proofs_fail(
     await log.close()
 
 
+async def test_an_uncontended_commit_runs_no_busy_timeout_pragma(
+        tmp_path: Path, signer: Ed25519Signer) -> None:
+    # The writer connection keeps busy_timeout 0 and only _lock (a worker thread) raises it
+    # around its wait: two PRAGMAs less on every commit than switching it off and on again.
+    store = await SqliteStore.open(tmp_path / "log.db", create=True, busy_timeout=7.5)
+    log = await Log.open(store, signer=signer)
+    ran: list[str] = []
+    store._wconn.set_trace_callback(ran.append)
+    await log.append(b"one")
+    store._wconn.set_trace_callback(None)
+    assert "BEGIN IMMEDIATE" in ran and "COMMIT" in ran
+    assert not [sql for sql in ran if "busy_timeout" in sql]
+    # Administration still waits up to the configured timeout for another writer.
+    other = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    saving = asyncio.create_task(store.probe_space(16))
+    await asyncio.sleep(0.3)
+    assert not saving.done()
+    other.execute("COMMIT")
+    other.close()
+    await asyncio.wait_for(saving, 10)
+    assert store._wconn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+    await log.close()
+
+
 async def test_a_free_write_lock_is_taken_without_a_thread_trip(
         tmp_path: Path, signer: Ed25519Signer, monkeypatch: pytest.MonkeyPatch) -> None:
     store = await SqliteStore.open(tmp_path / "log.db", create=True)
