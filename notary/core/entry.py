@@ -161,10 +161,14 @@ def _cbor_head(major: int, n: int) -> bytes:
     return bytes((major << 5 | 26,)) + n.to_bytes(4, "big")
 
 
+_TEXT_HEADS = [_cbor_head(3, n) for n in range(0x100)]  # every entry's texts fit here
+
+
 def _cbor_text(value: str) -> bytes:
     """A CBOR text string (major type 3): its UTF-8 bytes after their length."""
     raw = value.encode("utf-8")
-    return _cbor_head(3, len(raw)) + raw
+    n = len(raw)
+    return (_TEXT_HEADS[n] if n < 0x100 else _cbor_head(3, n)) + raw
 
 
 _KEY_ID, _KEY_SPEC, _KEY_TOOL, _KEY_SERVER, _KEY_ISSUED_AT, _KEY_CALL_SHA256 = (

@@ -391,3 +391,10 @@ def test_fresh_checks_the_callers_values(server: str, tool: str, digest: Any) ->
 def test_fresh_refuses_a_naive_time() -> None:
     with pytest.raises(ValueError, match="timezone"):
         LogEntry.fresh("s", "t", DIGEST, datetime(2026, 1, 1))
+
+
+@given(st.binary(max_size=96))
+def test_b64url_encode_is_the_standard_library_spelling(data: bytes) -> None:
+    import base64
+
+    assert b64url_encode(data) == base64.urlsafe_b64encode(data).rstrip(b"=").decode()
