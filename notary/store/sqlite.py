@@ -284,7 +284,7 @@ class SqliteNotaryStore(SqliteStore):
                 store._signal = _KeySignal(store.path)
             except OSError:  # e.g. a read-only directory: every lookup reads key_version
                 store._signal = None
-            store.migration = await store._write_locked(lambda c: prepare(c, entry_url_bases))
+            store.migration = await store._write_keys(lambda c: prepare(c, entry_url_bases))
             store._salt = lookup_salt(store._point)
             store._may_withhold = store._point.execute(
                 "SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None
@@ -397,11 +397,12 @@ class SqliteNotaryStore(SqliteStore):
         self._keys = {r[0]: ApiKeyRecord(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
         self._keys_version = version
 
-    async def _write_locked(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        # Every administrative write (keys, accounts, migrations) is signalled once it has
-        # ended, committed or not: a needless signal costs frontends one reload.
+    async def _write_keys(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """:meth:`_write_locked` for a write that may change keys or accounts (the only ones:
+        these methods and the migration), signalled once it has ended, committed or not (a
+        needless signal costs every frontend one reload)."""
         try:
-            return await super()._write_locked(fn)
+            return await self._write_locked(fn)
         finally:
             if self._signal is not None:
                 self._signal.bump()
@@ -431,7 +432,7 @@ class SqliteNotaryStore(SqliteStore):
                 (key_id, secret_sha256, now, account))
 
         try:
-            await self._write_locked(write)
+            await self._write_keys(write)
         except sqlite3.IntegrityError as e:
             raise StoreError(f"cannot add API key {key_id}: {e}") from e
 
@@ -451,7 +452,7 @@ class SqliteNotaryStore(SqliteStore):
                                "AND revoked IS NULL", (now, key_id))
             return cur.rowcount == 1
 
-        return await self._write_locked(write)
+        return await self._write_keys(write)
 
     # Receipt keys ---------------------------------------------------------------------------
 

@@ -101,3 +101,22 @@ async def test_a_key_revoked_without_a_signal_issues_nothing_more(tmp_path: Path
         with pytest.raises(Unauthorized, match="revoked"):
             await issue(notary, 2, account)
         assert await store.receipt_by_digest(digest(2)) is None
+
+
+async def test_only_key_and_account_writes_signal(tmp_path: Path) -> None:
+    from ledger.storage.base import WitnessState
+
+    store = await SqliteNotaryStore.open(tmp_path / "n.db", create=True)
+    try:
+        assert store._signal is not None
+        before = store._signal.read()
+        await store.save_witness_state(WitnessState({}, None))  # frequent, and no key change
+        await store.add_receipt_key("kid", "{}", 0.0)
+        assert store._signal.read() == before
+        key = await admin.create_api_key(store, "alice")
+        created = store._signal.read()
+        assert created != before
+        await admin.revoke_api_key(store, key.key_id)
+        assert store._signal.read() != created
+    finally:
+        await store.close()
