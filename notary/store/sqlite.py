@@ -2,13 +2,15 @@
 tables beside the tiles, so that a receipt row and the log entry it points at commit in one
 transaction. The layout and its migrations are in :mod:`notary.store.sqlite_schema`.
 
-Point reads (a receipt, an API key, usage) are indexed lookups in a WAL database, where readers
-never wait for the writer: they take microseconds, less than a hop to a worker thread, so they
-run on the caller's thread on their own connection. Batch writes are buffered into the log's
-transaction and run in its commit trip; the screen of a batch (duplicates, usage) reads on the
-writer connection under the lock, on the caller's thread (a worker-thread trip only for a batch of
-more than 512 digests: see _SCREEN_NOW). Administration takes short write transactions
-of its own, beside a running server in this process or another.
+Point reads (a receipt, usage) are indexed lookups in a WAL database, where readers never wait
+for the writer: they take microseconds, less than a hop to a worker thread, so they run on the
+caller's thread on their own connection. API keys are answered from memory while no change is
+signalled across processes (:class:`_KeySignal`, :meth:`SqliteNotaryStore.api_key`).
+Batch writes are buffered into the log's transaction and run in its commit trip; the screen of
+a batch (duplicates, usage) reads on the writer connection under the lock, on the caller's
+thread (a worker-thread trip only for a batch of more than 512 digests: see _SCREEN_NOW).
+Administration takes short write transactions of its own, beside a running server in this
+process or another.
 """
 
 from __future__ import annotations
