@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.notarize_cpu                      # 1 and 64 in flight
     .venv/bin/python -m benchmarks.notarize_cpu --in-flight 64 --receipts 20000
+    .venv/bin/python -m benchmarks.notarize_cpu --authenticate --profile   # + top functions
 
 What ``POST /v1/tool-calls`` runs after authentication and parsing, through the real write path:
 ``notary.startup.open_notary`` on a fresh SQLite data directory (WAL, ``synchronous=FULL``),
@@ -12,6 +13,12 @@ durable commit, the born-complete receipt with its inclusion proof). The process
 
 HTTP rates on a shared machine follow the other jobs' load more than the code; this figure
 moves much less, so it is the one to compare two versions of the service back to back.
+``--authenticate`` also checks an API key per receipt (``Notary.authenticate``), as the HTTP
+handler does. ``--profile`` runs one more pass per level under ``cProfile`` timed by the event
+loop thread's CPU clock (so another job's load does not count; the database thread is not
+profiled) and writes the top functions by self and inclusive CPU, in µs per receipt, into the
+JSON: cProfile inflates small calls, so take the shares from it and the totals from the
+unprofiled pass.
 Output: a table, and a JSON file (``benchmarks/results/local/`` unless ``--save``).
 """
 
@@ -19,7 +26,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import hashlib
 import os
+import pstats
 import tempfile
 import time
 from pathlib import Path
@@ -38,39 +48,75 @@ from notary.http.app import init_data_dir
 from notary.service import Account
 from notary.startup import open_notary
 
+SECRET = "s" * 43
+BEARER = f"Bearer nk_0000000000be_{SECRET}"
 
-async def measure(data: Path, receipts: int, in_flight: int) -> dict[str, Any]:
+
+def top_functions(prof: cProfile.Profile, n: int, count: int) -> dict[str, list[list[Any]]]:
+    """The ``count`` functions with most self and most inclusive time, in µs per receipt."""
+    loaded: Any = pstats.Stats(prof)
+    stats: Any = loaded.stats  # {(file, line, name): (cc, nc, tt, ct, callers)}
+
+    def name(key: tuple[str, int, str]) -> str:
+        file, line, func = key
+        return f"{Path(file).name}:{line}:{func}" if line else func
+
+    rows: list[tuple[str, int, float, float]] = [
+        (name(k), v[1], v[2], v[3]) for k, v in stats.items()]
+
+    def pick(col: int) -> list[list[Any]]:
+        return [[r[0], r[1], round(float(r[col]) / n * 1e6, 1)]
+                for r in sorted(rows, key=lambda r: -float(r[col]))[:count]]
+    return {"self_us_per_receipt": pick(2), "inclusive_us_per_receipt": pick(3)}
+
+
+async def measure(data: Path, receipts: int, in_flight: int, *, authenticate: bool,
+                  profile: bool) -> dict[str, Any]:
     """CPU per receipt with ``in_flight`` calls at once (one fresh store per measure)."""
     config = Settings(data=data, public_url="http://127.0.0.1:8080")
     init_data_dir(config)
     notary = await open_notary(config)
-    account = Account("bench", None)
-    await notary.store.create_api_key("bench", None, "0000000000be", b"\0" * 32)
+    fixed = Account("bench", None, "0000000000be")
+    await notary.store.create_api_key("bench", None, "0000000000be",
+                                      hashlib.sha256(SECRET.encode()).digest())
 
     async def loop(count: int) -> None:
         for _ in range(count):
+            account = await notary.authenticate(BEARER) if authenticate else fixed
             await notary.notarize(account, "bench", "t", os.urandom(32).hex())
 
+    out: dict[str, Any] = {"in_flight": in_flight, "authenticate": authenticate}
     try:
         await asyncio.gather(*(loop(max(1, 200 // in_flight)) for _ in range(in_flight)))
         per_loop = max(1, receipts // in_flight)
         cpu0, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
         await asyncio.gather(*(loop(per_loop) for _ in range(in_flight)))
         cpu1, main1, wall1 = time.process_time(), time.thread_time(), time.perf_counter()
+        n = per_loop * in_flight
+        out.update({"receipts": n, "cpu_us_per_receipt": (cpu1 - cpu0) / n * 1e6,
+                    "event_loop_cpu_us_per_receipt": (main1 - main0) / n * 1e6,
+                    "receipts_per_s": n / (wall1 - wall0),
+                    "load_average": os.getloadavg()[0]})
+        if profile:
+            prof = cProfile.Profile(time.thread_time)  # CPU, not wall: a busy machine
+            prof.enable()
+            await asyncio.gather(*(loop(per_loop) for _ in range(in_flight)))
+            prof.disable()
+            out["profile"] = top_functions(prof, n, 40)
     finally:
         assert notary.log is not None
         await notary.log.close()
-    n = per_loop * in_flight
-    return {"in_flight": in_flight, "receipts": n,
-            "cpu_us_per_receipt": (cpu1 - cpu0) / n * 1e6,
-            "event_loop_cpu_us_per_receipt": (main1 - main0) / n * 1e6,
-            "receipts_per_s": n / (wall1 - wall0), "load_average": os.getloadavg()[0]}
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--in-flight", default="1,64", help="comma-separated levels (default 1,64)")
     p.add_argument("--receipts", type=int, default=8000, help="measured per level (default 8000)")
+    p.add_argument("--authenticate", action="store_true",
+                   help="check an API key per receipt, as the HTTP handler does")
+    p.add_argument("--profile", action="store_true",
+                   help="one more pass under cProfile: top functions into the JSON")
     p.add_argument("--save", action="store_true",
                    help="write the tracked benchmarks/results/notarize_cpu.json")
     p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
@@ -79,7 +125,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="notarize-cpu-") as tmp:
         for level in (int(x) for x in a.in_flight.split(",") if x):
             receipts = a.receipts if level > 1 else min(a.receipts, 1500)
-            runs.append(asyncio.run(measure(Path(tmp) / f"d{level}", receipts, level)))
+            runs.append(asyncio.run(measure(Path(tmp) / f"d{level}", receipts, level,
+                                            authenticate=a.authenticate, profile=a.profile)))
         machine = machine_info(Path(tmp))
     print(table(["in flight", "receipts", "CPU/receipt", "event loop CPU/receipt",
                  "receipts/s", "load avg"],

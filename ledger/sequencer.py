@@ -20,6 +20,7 @@ from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, decod
 from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE, fold_right
 from ledger.core.note import Ed25519Signer, NoteError
+from ledger.core.proofs import newest_leaf_proof
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE
 from ledger.reader import LogReader, edge_tiles_needed, stack_coords
@@ -452,13 +453,13 @@ class Sequencer:
             if caught_up is not None:  # what it read is now known to be durable
                 self.checkpoint = caught_up
             return
-        self.state = done.state
+        prior, self.state = self.state, done.state
         self.checkpoint = record
         if self.reader is not None:
             self.reader.offer(done.tiles)
         if self.observer is not None:
             self.observer(sum(len(g.entries) for g in batch), time.perf_counter() - started)
-        proofs = await self._proofs(batch, first, record.size)
+        proofs = await self._proofs(batch, first, record.size, prior)
         index = first
         for group in batch:
             if not group.future.done():
@@ -467,13 +468,13 @@ class Sequencer:
                 group.future.set_result((index, record, mine))
             index += len(group.entries)
 
-    async def _proofs(self, batch: list[_Group], first: int, size: int
+    async def _proofs(self, batch: list[_Group], first: int, size: int, prior: TreeState
                       ) -> dict[int, tuple[bytes, ...]] | None:
         """The inclusion proofs that ``batch`` asked for, by index, computed together; None
         if none was asked for or they cannot be computed (each caller then gets none and
-        reads its own: the commit is durable either way and must still be answered)."""
-        if self.reader is None:
-            return None
+        reads its own: the commit is durable either way and must still be answered).
+        ``prior`` is the state the batch was appended to: a batch of one entry has its proof
+        in it (:func:`newest_leaf_proof`)."""
         wanted: list[int] = []
         index = first
         for group in batch:
@@ -481,6 +482,10 @@ class Sequencer:
                 wanted.extend(range(index, index + len(group.entries)))
             index += len(group.entries)
         if not wanted:
+            return None
+        if wanted == [size - 1] and prior.size == size - 1:
+            return {size - 1: tuple(newest_leaf_proof(prior.stack))}
+        if self.reader is None:
             return None
         try:
             got = await self.reader.inclusion_proofs(wanted, size)

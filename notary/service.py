@@ -27,7 +27,6 @@ from ledger.storage.base import WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
-from notary.core.ids import format_issued_at, new_receipt_id
 from notary.core.receipts import Jwks, Receipt, ReceiptKey
 from notary.keys import Paths, current_receipt_key, jwks_from_records
 from notary.store.base import (
@@ -260,8 +259,7 @@ class Notary:
             if known is not None:
                 return known
             raise
-        entry = LogEntry(id=new_receipt_id(), server=server, tool=tool,
-                         call_sha256=bytes.fromhex(call_sha256), issued_at=format_issued_at(now))
+        entry = LogEntry.fresh(server, tool, bytes.fromhex(call_sha256), now)
         pending = _Pending(entry, account, month, now)
         try:
             appended = await self.log.sequencer.append(entry.encode(), pending, proof=True)

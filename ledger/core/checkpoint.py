@@ -34,6 +34,7 @@ __all__ = [
     "MAX_TREE_SIZE",
     "Checkpoint",
     "CheckpointError",
+    "check_checkpoint_note",
     "open_checkpoint",
     "parse_checkpoint_text",
     "sign_checkpoint",
@@ -53,10 +54,19 @@ class CheckpointError(NoteError):
 def _check_line(what: str, line: str) -> None:
     if not isinstance(line, str) or not line:
         raise CheckpointError(f"checkpoint {what} must be a non-empty string")
+    if line in _GOOD_LINES:  # a log checks its own origin on every commit
+        return
     for ch in line:
         o = ord(ch)
         if o < 0x20 or 0xD800 <= o <= 0xDFFF:
             raise CheckpointError(f"checkpoint {what} contains forbidden character U+{o:04X}")
+    if len(_GOOD_LINES) < _GOOD_LINES_MAX:
+        _GOOD_LINES.add(line)
+
+
+_GOOD_LINES: set[str] = set()
+"""Lines :func:`_check_line` accepted (a handful in practice: origins, extension lines)."""
+_GOOD_LINES_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,32 @@ def parse_checkpoint_text(text: str) -> Checkpoint:
     return Checkpoint(origin=origin, size=size, root_hash=root, extensions=tuple(extensions))
 
 
+_WELL_FORMED_MAX = 64
+_well_formed: dict[bytes, None] = {}
+"""Signed checkpoint notes known to parse, newest last (insertion order): a busy log puts one
+checkpoint in many proofs, and the one it has just signed in all of them."""
+
+
+def _remember_well_formed(note: bytes) -> None:
+    _well_formed[note] = None
+    if len(_well_formed) > _WELL_FORMED_MAX:
+        del _well_formed[next(iter(_well_formed))]
+
+
+def check_checkpoint_note(note: bytes) -> None:
+    """Raise :class:`NoteError` unless ``note`` is a syntactically valid signed checkpoint
+    (signatures not verified).
+
+    A note seen here before, or made by :func:`sign_checkpoint` in this process, is not parsed
+    again: a log that answers every receipt with a proof into the checkpoint it has just signed
+    would otherwise parse its own output once per commit.
+    """
+    if note in _well_formed:
+        return
+    parse_checkpoint_text(parse_note(note).text)
+    _remember_well_formed(note)
+
+
 def sign_checkpoint(cp: Checkpoint, signer: Ed25519Signer) -> bytes:
     """The signed note of ``cp`` by the log key, whose name must be the origin.
 
@@ -129,7 +165,11 @@ def sign_checkpoint(cp: Checkpoint, signer: Ed25519Signer) -> bytes:
         raise CheckpointError(
             f"log key name {signer.name!r} does not match checkpoint origin {cp.origin!r}"
         )
-    return sign_note(cp.text(), signer)
+    note = sign_note(cp.text(), signer)
+    # Well formed by construction: ``cp`` validated its lines, sign_note its text and
+    # signature line, so the note parses back to ``cp`` (tests/ledger/core/test_checkpoint.py).
+    _remember_well_formed(note)
+    return note
 
 
 def _identity(v: NoteVerifier) -> object:

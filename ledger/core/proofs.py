@@ -79,6 +79,19 @@ def shared_inclusion_plans(indexes: Sequence[int], size: int
     return lower, upper
 
 
+def newest_leaf_proof(stack: Sequence[bytes]) -> list[bytes]:
+    """The inclusion proof of the leaf appended to a tree whose compact range was ``stack``
+    (the roots of the perfect subtrees that decompose [0, n), largest first), in the tree
+    of size n + 1: those roots, smallest first.
+
+    The path of the last leaf only has left siblings, and they are exactly those subtrees
+    (RFC 9162 §2.1.3.1: PATH(n, D[0:n+1]) = PATH(n-k, D[k:n+1]) : MTH(D[0:k])). So a writer
+    that appends one entry has its proof without reading or hashing anything: at one request in
+    flight every batch is one entry, and its proof cost as much as its checkpoint's signature.
+    """
+    return list(reversed(stack))
+
+
 def consistency_plan(old: int, new: int) -> list[Range]:
     """The leaf ranges whose roots form PROOF(old, D[0:new]) (RFC 9162 §2.1.4.1 SUBPROOF)."""
     if not 0 < old <= new:

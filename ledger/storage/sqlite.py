@@ -14,8 +14,11 @@ ever see committed data.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+import queue
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -134,7 +137,7 @@ class SqliteWriteTx:
 
     async def _read_locked(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """``fn(writer connection)`` in a worker thread, inside this transaction (one trip)."""
-        result: _T = await _in_thread(fn, self._store._wconn)
+        result: _T = await self._store._writer.run(fn, self._store._wconn)
         return result
 
     def _read_locked_now(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -152,7 +155,9 @@ class SqliteWriteTx:
         return self._latest
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        return await asyncio.to_thread(_read_tiles_sync, self._store._wconn, keys)
+        got: dict[TileKey, bytes] = await self._store._writer.run(
+            _read_tiles_sync, self._store._wconn, keys)
+        return got
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         cp = checkpoint
@@ -162,7 +167,7 @@ class SqliteWriteTx:
                     [(cp.size, cp.time, cp.note)])
         last = self._store._last_history
         if last is None:
-            last = await asyncio.to_thread(self._store._last_history_time)
+            last = await self._store._writer.run(self._store._last_history_time)
         if cp.time - last >= HISTORY_INTERVAL:
             self._queue("INSERT OR REPLACE INTO checkpoints (size, time, note) VALUES (?, ?, ?)",
                         [(cp.size, cp.time, cp.note)])
@@ -174,11 +179,17 @@ class SqliteStore:
 
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: aiosqlite.Connection):
         self.path = path
-        # Used one call at a time (_wlock): from worker threads, and from the caller's thread
+        # Used one call at a time (_wlock): from the writer thread, and from the caller's thread
         # only for what cannot wait (trying the lock, reads under it).
         self._wconn = writer
         self._busy_ms = int(writer.execute("PRAGMA busy_timeout").fetchone()[0])
+        # The writer never waits in SQLite's busy handler except in _lock (a worker thread):
+        # with the write lock held nothing it runs can be busy in WAL mode (reads see their
+        # snapshot, commits' checkpoints are passive), and the lock is tried on the loop's
+        # thread without waiting (_begin_now), so no statement there has to set it first.
+        writer.execute("PRAGMA busy_timeout = 0")
         self._wlock = asyncio.Lock()
+        self._writer = _WriterThread(f"sqlite writer {path.name}")
         # Taken before SQLite's write lock, so that writer processes take turns (the module's
         # theory of operation).
         self._queue = WriterQueue(path)
@@ -249,8 +260,18 @@ class SqliteStore:
     def _lock(self) -> None:
         """``BEGIN IMMEDIATE``: the write lock, waiting up to the busy timeout."""
         started = time.monotonic()
+        conn = self._wconn
         try:
-            self._wconn.execute("BEGIN IMMEDIATE")
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            finally:
+                try:
+                    conn.execute("PRAGMA busy_timeout = 0")
+                except BaseException:
+                    if conn.in_transaction:  # never leave the lock taken by a failed start
+                        conn.execute("ROLLBACK")
+                    raise
         except sqlite3.OperationalError as e:
             if "locked" in str(e) or "busy" in str(e):
                 raise WriterBusyError(
@@ -274,21 +295,12 @@ class SqliteStore:
     def _begin_now(self) -> CheckpointRecord | _Busy | None:
         """:meth:`_begin` if the write lock is free at once (no waiting: this runs on the
         event loop's thread), else ``_BUSY`` and nothing was taken."""
-        conn = self._wconn
-        conn.execute("PRAGMA busy_timeout = 0")
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._wconn.execute("BEGIN IMMEDIATE")  # busy_timeout is 0 here: see __init__
         except sqlite3.OperationalError as e:
             if "locked" in str(e) or "busy" in str(e):
                 return _BUSY
             raise
-        finally:
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            except BaseException:
-                if conn.in_transaction:  # never leave the lock taken by a failed start
-                    conn.execute("ROLLBACK")
-                raise
         return self._read_latest_locked()
 
     def _locked_sync(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -309,7 +321,7 @@ class SqliteStore:
         async with self._wlock:
             await self._take_queue()
             try:
-                result: _T = await _in_thread(self._locked_sync, fn)
+                result: _T = await self._writer.run(self._locked_sync, fn)
             except (sqlite3.Error, OSError) as e:
                 full = self._full(e)
                 if full is None:
@@ -368,7 +380,7 @@ class SqliteStore:
         try:
             latest = self._begin_now()
             if isinstance(latest, _Busy):  # another connection writes: wait in a thread
-                latest = await _in_thread(self._begin)
+                latest = await self._writer.run(self._begin)
         except (sqlite3.Error, OSError) as e:
             full = self._full(e)
             if full is None:
@@ -377,9 +389,9 @@ class SqliteStore:
         tx = self._new_tx(latest)
         try:
             yield tx
-            await _in_thread(self._finish, tx._statements)
+            await self._writer.run(self._finish, tx._statements)
         except BaseException as e:
-            await _in_thread(self._abort)
+            await self._writer.run(self._abort)
             full = self._full(e)
             if full is not None:
                 raise full from e
@@ -400,7 +412,8 @@ class SqliteStore:
         self._point.close()
         await self._reader.close()
         async with self._wlock:
-            await asyncio.to_thread(self._wconn.close)
+            await self._writer.run(self._wconn.close)
+            self._writer.stop()
             self._queue.close()
 
 
@@ -414,15 +427,86 @@ def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:
     return conn
 
 
-async def _in_thread(fn: Any, *args: Any) -> Any:
-    """Run ``fn`` in a worker thread and wait for it even if the caller is cancelled.
+class _Job:
+    """One call for the writer thread, and how its waiter hears of the outcome."""
 
-    A commit that has started must finish (or fail) before anything else touches the
-    connection, or a rollback could race it; the cancellation is delivered afterwards.
+    __slots__ = ("after", "args", "error", "finished", "fn", "fut", "loop", "result")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any],
+                 args: tuple[Any, ...]) -> None:
+        self.loop = loop
+        self.fn = fn
+        self.args = args
+        self.fut: asyncio.Future[Any] = loop.create_future()
+        self.after: asyncio.Future[None] | None = None  # set by a cancelled waiter
+        self.finished = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def settle(self) -> None:
+        """On the loop's thread, once the call returned or raised."""
+        self.finished = True
+        if not self.fut.done():
+            if self.error is not None:
+                self.fut.set_exception(self.error)
+            else:
+                self.fut.set_result(self.result)
+        if self.after is not None and not self.after.done():
+            self.after.set_result(None)
+        self.error = None  # no cycle through the traceback
+
+
+class _WriterThread:
+    """The thread that runs a store's writer-connection work, one job at a time, in order.
+
+    A dedicated thread with a plain queue, rather than ``asyncio.to_thread``: a trip through
+    the default executor (its concurrent future, the chained asyncio future, the task around
+    ``to_thread``, ``asyncio.shield``) cost about 1.5 times the event loop's CPU of this one
+    (benchmarks/README.md, issue 13), and every commit makes one. The jobs are already
+    serialized by the store's ``_wlock``, so one thread loses nothing; it is a daemon and
+    started on first use.
     """
-    task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        raise
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                job.result = job.fn(*job.args)
+            except BaseException as e:  # handed to the waiter, whatever it is
+                job.error = e
+            with contextlib.suppress(RuntimeError):  # the loop closed without waiting
+                job.loop.call_soon_threadsafe(job.settle)
+            del job
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the thread, waited for even if the caller is cancelled.
+
+        A commit that has started must finish (or fail) before anything else touches the
+        connection, or a rollback could race it; the cancellation is delivered afterwards.
+        """
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._thread.start()
+        loop = asyncio.get_running_loop()
+        job = _Job(loop, fn, args)
+        self._jobs.put(job)
+        try:
+            return await job.fut
+        except asyncio.CancelledError:
+            if not job.finished:  # the call still runs (or is queued): wait for its end
+                job.after = loop.create_future()
+                await job.after
+            raise
+
+    def stop(self) -> None:
+        """Let the thread end once its queued jobs are done."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None

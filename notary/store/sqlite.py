@@ -2,23 +2,27 @@
 tables beside the tiles, so that a receipt row and the log entry it points at commit in one
 transaction. The layout and its migrations are in :mod:`notary.store.sqlite_schema`.
 
-Point reads (a receipt, an API key, usage) are indexed lookups in a WAL database, where readers
-never wait for the writer: they take microseconds, less than a hop to a worker thread, so they
-run on the caller's thread on their own connection. Batch writes are buffered into the log's
-transaction and run in its commit trip; the screen of a batch (duplicates, usage) reads on the
-writer connection under the lock, on the caller's thread (a worker-thread trip only for a batch of
-more than 512 digests: see _SCREEN_NOW). Administration takes short write transactions
-of its own, beside a running server in this process or another.
+Point reads (a receipt, usage) are indexed lookups in a WAL database, where readers never wait
+for the writer: they take microseconds, less than a hop to a worker thread, so they run on the
+caller's thread on their own connection. API keys are answered from memory while no change is
+signalled across processes (:class:`_KeySignal`, :meth:`SqliteNotaryStore.api_key`).
+Batch writes are buffered into the log's transaction and run in its commit trip; the screen of
+a batch (duplicates, usage) reads on the writer connection under the lock, on the caller's
+thread (a worker-thread trip only for a batch of more than 512 digests: see _SCREEN_NOW).
+Administration takes short write transactions of its own, beside a running server in this
+process or another.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 import sqlite3
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Self, cast
+from typing import Self, TypeVar, cast
 
 import aiosqlite
 
@@ -42,7 +46,6 @@ from notary.store.sqlite_schema import (
     digest_key,
     entry_at,
     id_key,
-    last_issued_at,
     lookup_salt,
     prepare,
     receipt_from_row,
@@ -67,6 +70,49 @@ _BY_DIGEST = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_digests i JOIN receipts r 
 _SEARCH_COLUMNS = "r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix"
 _SEARCH_JOINS = ("JOIN receipt_keys k ON k.id = r.kid "
                  "JOIN receipt_ledgers l ON l.id = r.ledger")
+
+
+_T = TypeVar("_T")
+
+KEYS_RECHECK_SECONDS = 1.0
+"""How stale the API-key cache may get when no change was signalled (a writer that died between
+its commit and its signal, or one that does not signal, such as the ``sqlite3`` shell): it is
+re-read at least this often. Issuing never depends on it: the screen re-checks under the lock."""
+
+_SCREEN_STATE = ("SELECT (SELECT last_issued_at FROM notary_state WHERE one = 1), "
+                 "(SELECT n FROM key_version WHERE one = 1)")
+
+
+class _KeySignal:
+    """Eight bytes in ``<database>-keys`` (0600), shared by every process through ``mmap``:
+    each administrative write of the store sets them to fresh random bytes once it has
+    committed, so a frontend learns that API keys may have changed without reading the
+    database on every request (a read of shared memory, the same whatever key is asked for).
+
+    Random rather than counted: two writers racing on a counter could set it back to a value a
+    reader holds, and that reader would miss the later change.
+    """
+
+    SIZE = 8
+
+    def __init__(self, database: Path) -> None:
+        self.path = database.with_name(database.name + "-keys")
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            if os.fstat(fd).st_size < self.SIZE:
+                os.ftruncate(fd, self.SIZE)
+            self._map = mmap.mmap(fd, self.SIZE)
+        finally:
+            os.close(fd)
+
+    def read(self) -> bytes:
+        return self._map[: self.SIZE]
+
+    def bump(self) -> None:
+        self._map[: self.SIZE] = os.urandom(self.SIZE)
+
+    def close(self) -> None:
+        self._map.close()
 
 
 def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt: bytes,
@@ -158,7 +204,13 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
             store = self._notary
             found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold)
                      if digests else {})
-            return Screening(found, _usage(conn, usage), last_issued_at(conn))
+            tail, version = conn.execute(_SCREEN_STATE).fetchone()
+            # Under the lock: a key revoked (committed) by any process, signalled or not, is
+            # seen here, and the batch's keys are then re-checked (Notary.screen).
+            changed = version != store._keys_version
+            if changed:
+                store._load_keys(conn, version)
+            return Screening(found, _usage(conn, usage), tail, keys_changed=changed)
 
         if len(digests) + len(usage) <= _SCREEN_NOW:
             # Index lookups of a few microseconds each: less than the trip to the worker
@@ -209,6 +261,9 @@ class SqliteNotaryStore(SqliteStore):
         self.migration: MigrationReport | None = None
         self._keys: dict[str, ApiKeyRecord] = {}
         self._keys_version: int | None = None
+        self._signal: _KeySignal | None = None  # None: read key_version on every lookup
+        self._keys_signal = b""  # the signal's bytes when the keys were last checked
+        self._keys_checked = float("-inf")  # time.monotonic() of that check
 
     def _new_tx(self, latest: CheckpointRecord | None) -> SqliteNotaryWriteTx:
         return SqliteNotaryWriteTx(self, latest)
@@ -227,7 +282,11 @@ class SqliteNotaryStore(SqliteStore):
         """
         store = await super().open(path, create=create, busy_timeout=busy_timeout)
         try:
-            store.migration = await store._write_locked(lambda c: prepare(c, entry_url_bases))
+            try:
+                store._signal = _KeySignal(store.path)
+            except OSError:  # e.g. a read-only directory: every lookup reads key_version
+                store._signal = None
+            store.migration = await store._write_keys(lambda c: prepare(c, entry_url_bases))
             store._salt = lookup_salt(store._point)
             store._may_withhold = store._point.execute(
                 "SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None
@@ -310,19 +369,51 @@ class SqliteNotaryStore(SqliteStore):
         """The key, or None; the work is the same either way.
 
         A lookup of one key costs measurably more when the row exists (it is read and joined),
-        which would let a client learn which key ids exist. So every call runs the same one-row
-        query (``key_version``, which triggers bump on any change to keys or accounts from any
-        process, so a revocation takes effect at once), reloads all keys when it moved (a cost
-        unrelated to the key asked for), and ends in a dict lookup.
+        which would let a client learn which key ids exist. So every key is cached, and a call
+        re-reads the one-row ``key_version`` (which triggers bump on any change to keys or
+        accounts from any process) only when the shared signal moved (:class:`_KeySignal`:
+        another process, or this one, changed keys) or at least every
+        :data:`KEYS_RECHECK_SECONDS`; it reloads all keys when the version moved (a cost
+        unrelated to the key asked for) and ends in a dict lookup. A key created or revoked
+        by any store is signalled once committed, so it takes effect at once; the batch
+        screen re-checks the version under the log's lock, so a revoked key issues nothing
+        after its revocation committed, signalled or not.
         """
-        (version,) = self._point.execute("SELECT n FROM key_version WHERE one = 1").fetchone()
-        if version != self._keys_version:
-            rows = self._point.execute(
-                "SELECT k.key_id, a.name, k.secret_sha256, k.revoked, a.monthly_allowance "
-                "FROM api_keys k JOIN accounts a ON a.id = k.account").fetchall()
-            self._keys = {r[0]: ApiKeyRecord(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
-            self._keys_version = version  # read before the keys: a change in between reloads
+        signal = self._signal.read() if self._signal is not None else None
+        now = time.monotonic()
+        if (signal is None or signal != self._keys_signal
+                or now - self._keys_checked >= KEYS_RECHECK_SECONDS):
+            self._keys_signal = signal or b""  # read before the version: a change reloads
+            self._keys_checked = now
+            (version,) = self._point.execute(
+                "SELECT n FROM key_version WHERE one = 1").fetchone()
+            if version != self._keys_version:
+                self._load_keys(self._point, version)
         return self._keys.get(key_id)
+
+    def _load_keys(self, conn: sqlite3.Connection, version: int) -> None:
+        """Every key, as of ``version`` (read before the keys: a change in between reloads)."""
+        rows = conn.execute(
+            "SELECT k.key_id, a.name, k.secret_sha256, k.revoked, a.monthly_allowance "
+            "FROM api_keys k JOIN accounts a ON a.id = k.account").fetchall()
+        self._keys = {r[0]: ApiKeyRecord(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
+        self._keys_version = version
+
+    async def _write_keys(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """:meth:`_write_locked` for a write that may change keys or accounts (the only ones:
+        these methods and the migration), signalled once it has ended, committed or not (a
+        needless signal costs every frontend one reload)."""
+        try:
+            return await self._write_locked(fn)
+        finally:
+            if self._signal is not None:
+                self._signal.bump()
+
+    async def close(self) -> None:
+        await super().close()
+        if self._signal is not None:
+            self._signal.close()
+            self._signal = None
 
     async def usage(self, account: str, month: str) -> int:
         return _usage(self._point, [(account, month)])[(account, month)]
@@ -343,7 +434,7 @@ class SqliteNotaryStore(SqliteStore):
                 (key_id, secret_sha256, now, account))
 
         try:
-            await self._write_locked(write)
+            await self._write_keys(write)
         except sqlite3.IntegrityError as e:
             raise StoreError(f"cannot add API key {key_id}: {e}") from e
 
@@ -363,7 +454,7 @@ class SqliteNotaryStore(SqliteStore):
                                "AND revoked IS NULL", (now, key_id))
             return cur.rowcount == 1
 
-        return await self._write_locked(write)
+        return await self._write_keys(write)
 
     # Receipt keys ---------------------------------------------------------------------------
 

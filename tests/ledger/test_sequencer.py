@@ -257,8 +257,35 @@ async def test_append_with_proof_is_answered_when_proofs_fail(
         raise OSError("tile read failed")
 
     log.reader.inclusion_proofs = broken  # type: ignore[method-assign]
-    r = await log.sequencer.append(b"x", proof=True)
-    assert r.proof is None and r.index == 0 and r.size == 1
+    # Two in one batch (a batch of one has its proof without the reader).
+    got = await asyncio.gather(log.sequencer.append(b"x", proof=True),
+                               log.sequencer.append(b"y", proof=True))
+    assert [(r.proof, r.index, r.size) for r in got] == [(None, 0, 2), (None, 1, 2)]
+    await log.close()
+
+
+async def test_an_uncontended_commit_runs_no_busy_timeout_pragma(
+        tmp_path: Path, signer: Ed25519Signer) -> None:
+    # The writer connection keeps busy_timeout 0 and only _lock (a worker thread) raises it
+    # around its wait: two PRAGMAs less on every commit than switching it off and on again.
+    store = await SqliteStore.open(tmp_path / "log.db", create=True, busy_timeout=7.5)
+    log = await Log.open(store, signer=signer)
+    ran: list[str] = []
+    store._wconn.set_trace_callback(ran.append)
+    await log.append(b"one")
+    store._wconn.set_trace_callback(None)
+    assert "BEGIN IMMEDIATE" in ran and "COMMIT" in ran
+    assert not [sql for sql in ran if "busy_timeout" in sql]
+    # Administration still waits up to the configured timeout for another writer.
+    other = sqlite3.connect(tmp_path / "log.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    saving = asyncio.create_task(store.probe_space(16))
+    await asyncio.sleep(0.3)
+    assert not saving.done()
+    other.execute("COMMIT")
+    other.close()
+    await asyncio.wait_for(saving, 10)
+    assert store._wconn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
     await log.close()
 
 
@@ -290,4 +317,26 @@ async def test_a_free_write_lock_is_taken_without_a_thread_trip(
     assert waited == ["thread"] and appended.index == 1
     head = await log.head(0)
     assert head is not None and head.size == 2
+    await log.close()
+
+
+async def test_a_batch_of_one_has_its_proof_without_the_reader(
+        stores: StoreFactory, signer: Ed25519Signer) -> None:
+    # One request in flight makes every batch one entry; its proof is the compact range the
+    # entry was appended to (ledger.core.proofs.newest_leaf_proof), no tile read or hash.
+    log = await open_log(stores, signer)
+    assert log.sequencer is not None
+    real = log.reader.inclusion_proofs
+    entries = [b"entry %d" % i for i in range(40)]
+    for i, entry in enumerate(entries):
+        async def refuse(indexes: Any, tree_size: int) -> Any:
+            raise AssertionError("the reader was asked for a batch of one")
+
+        log.reader.inclusion_proofs = refuse  # type: ignore[method-assign]
+        r = await log.sequencer.append(entry, proof=True)
+        log.reader.inclusion_proofs = real  # type: ignore[method-assign]
+        assert r.proof is not None and r.index == i
+        assert list(r.proof) == await log.reader.inclusion_proof(r.index, r.size)
+        cp, _ = open_checkpoint(r.checkpoint, signer.verifier())
+        verify_inclusion(r.index, r.size, leaf_hash(entry), r.proof, cp.root_hash)
     await log.close()

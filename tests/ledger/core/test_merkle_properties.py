@@ -193,3 +193,20 @@ def test_batch_inclusion_proofs_equal_one_at_a_time(
     root = merkle_root(leaves[:size])
     for index, proof in zip(indexes, batch, strict=True):
         verify_inclusion(index, size, leaves[index], proof, root)
+
+
+def test_the_newest_leafs_proof_is_the_compact_range_before_it() -> None:
+    # What a writer answers a batch of one entry with, without reading a tile (issue 13).
+    from ledger.core.proofs import newest_leaf_proof
+
+    entries = [b"leaf %d" % i for i in range(600)]
+    store = MemoryStore()
+    state = TreeState()
+    reader = LogReader(store, cache_tiles=4)
+    for n, entry in enumerate(entries):
+        done = integrate(state, [entry])
+        store.tiles.update(done.tiles)
+        proof = newest_leaf_proof(state.stack)
+        verify_inclusion(n, n + 1, leaf_hash(entry), proof, done.state.root())
+        assert proof == asyncio.run(reader.inclusion_proof(n, n + 1))
+        state = done.state

@@ -150,3 +150,49 @@ def test_constructor_rejects(kwargs: dict[str, object]) -> None:
 
 def test_error_is_value_error() -> None:
     assert issubclass(ProofBundleError, ValueError)
+
+
+def test_a_checkpoint_the_log_just_signed_is_not_parsed_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every receipt of a commit carries a proof into the checkpoint the commit signed: parsing
+    # that note back once per commit was a fixed cost of every commit (issue 13).
+    import ledger.core.checkpoint as checkpoint_module
+    import ledger.core.tlog_proof as tlog_proof_module
+
+    fresh = sign_checkpoint(Checkpoint(CP.origin, 5551, hashlib.sha256(b"new").digest()), LOG)
+
+    def refuse(data: bytes) -> None:
+        raise AssertionError("parsed a checkpoint the log signed itself")
+
+    monkeypatch.setattr(checkpoint_module, "parse_note", refuse)
+    monkeypatch.setattr(tlog_proof_module, "parse_note", refuse, raising=False)
+    assert ProofBundle(3, (H[0],), fresh).checkpoint == fresh
+    assert decode_proof_bundle(ProofBundle(3, (H[0],), fresh).encode()).checkpoint == fresh
+
+
+def test_a_checkpoint_from_elsewhere_is_still_checked() -> None:
+    other = Ed25519Signer("example.com/other", hashlib.sha256(b"other key").digest())
+    garbled = sign_note("example.com/other\n01\nnot base64\n", other)
+    with pytest.raises(ProofBundleError):
+        ProofBundle(0, (), garbled)
+    with pytest.raises(ProofBundleError):  # asked again: a refusal is not remembered
+        ProofBundle(0, (), garbled)
+
+
+_NAME = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="+"),
+                min_size=1, max_size=30)
+_LINE = st.text(st.characters(min_codepoint=0x20, codec="utf-8"), min_size=1, max_size=40)
+
+
+@settings(max_examples=100)
+@given(origin=_NAME, size=st.integers(0, (1 << 64) - 1),
+       root=st.binary(min_size=32, max_size=32), ext=st.lists(_LINE, max_size=3))
+def test_what_sign_checkpoint_makes_parses_back(origin: str, size: int, root: bytes,
+                                                ext: list[str]) -> None:
+    # Why remembering sign_checkpoint's output as well formed is sound.
+    from ledger.core.checkpoint import parse_checkpoint_text
+    from ledger.core.note import parse_note
+
+    cp = Checkpoint(origin, size, root, tuple(ext))
+    note = sign_checkpoint(cp, Ed25519Signer(origin, root))
+    assert parse_checkpoint_text(parse_note(note).text) == cp

@@ -358,3 +358,43 @@ def test_encode_is_cbor2_canonical_at_length_boundaries(length: int) -> None:
         name = (char * length)[:MAX_NAME_CHARS]
         entry = LogEntry(id=ID, server=name, tool=name, call_sha256=DIGEST, issued_at=ISSUED_AT)
         assert entry.encode() == cbor2.dumps(entry.to_map(), canonical=True)
+
+
+@given(server=_names, tool=_names, digest=st.binary(min_size=32, max_size=32),
+       now=st.datetimes(timezones=st.just(UTC)))
+def test_a_fresh_entry_is_one_the_checking_constructor_accepts(
+        server: str, tool: str, digest: bytes, now: datetime) -> None:
+    # LogEntry.fresh skips checking the id and time it makes itself: they must be exactly
+    # what the full checks accept, so the entry is the same value either way.
+    entry = LogEntry.fresh(server, tool, digest, now)
+    assert entry == LogEntry(id=entry.id, server=server, tool=tool, call_sha256=digest,
+                             issued_at=entry.issued_at)
+    assert entry.issued_at == format_issued_at(now)
+    assert decode_entry(entry.encode()) == entry
+
+
+def test_fresh_entries_get_distinct_ids() -> None:
+    now = datetime.now(UTC)
+    assert len({LogEntry.fresh("s", "t", DIGEST, now).id for _ in range(100)}) == 100
+
+
+@pytest.mark.parametrize(
+    ("server", "tool", "digest"),
+    [("", "t", DIGEST), ("s", "x" * (MAX_NAME_CHARS + 1), DIGEST), ("s", "t", DIGEST[:31]),
+     ("s", "t", DIGEST.hex()), ("s", "t", bytearray(DIGEST))],
+)
+def test_fresh_checks_the_callers_values(server: str, tool: str, digest: Any) -> None:
+    with pytest.raises(EntryError):
+        LogEntry.fresh(server, tool, digest, datetime.now(UTC))
+
+
+def test_fresh_refuses_a_naive_time() -> None:
+    with pytest.raises(ValueError, match="timezone"):
+        LogEntry.fresh("s", "t", DIGEST, datetime(2026, 1, 1))
+
+
+@given(st.binary(max_size=96))
+def test_b64url_encode_is_the_standard_library_spelling(data: bytes) -> None:
+    import base64
+
+    assert b64url_encode(data) == base64.urlsafe_b64encode(data).rstrip(b"=").decode()
