@@ -236,6 +236,8 @@ class GuardedHandler(RequestHandler):
         self._plain_max_body = plain.max_body if plain is not None else 0
         self._plain_unfinished = plain.unfinished if plain is not None else None
         self._plain_buf = bytearray()
+        self._plain_max_buffer = _MAX_PLAIN_HEAD + self._plain_max_body
+        self._plain_paused = False
         self._plain_head: Head | None = None  # parsed; its body is still arriving
         self._plain_head_at = 0.0  # perf_counter() when it was
         self._plain_task: asyncio.Task[None] | None = None
@@ -362,6 +364,11 @@ class GuardedHandler(RequestHandler):
         self._plain_buf += data
         if self._plain_task is None:
             self._plain_next()
+        elif len(self._plain_buf) > self._plain_max_buffer and self.transport is not None:
+            # Pipelined bytes while a request is in progress: one more request's worth is
+            # kept, then the socket is not read until the answer is out (as aiohttp does).
+            self._plain_paused = True
+            self.transport.pause_reading()
 
     def _plain_next(self) -> None:
         """Start the request at the front of the buffer, wait for more of it, or hand the
@@ -373,9 +380,8 @@ class GuardedHandler(RequestHandler):
                                               max_body=self._plain_max_body)
         if head is INCOMPLETE:
             return
-        handler = (self._plain.get((head.method, head.target)) if isinstance(head, Head)
-                   else None)
-        if handler is None or not isinstance(head, Head):
+        handler = self._plain.get((head.method, head.target)) if isinstance(head, Head) else None
+        if handler is None or not isinstance(head, Head):  # (the second test is for mypy)
             self._leave_plain()
             return
         if len(buf) < head.size:
@@ -396,13 +402,14 @@ class GuardedHandler(RequestHandler):
         except Exception as e:  # a handler's bug: answered as aiohttp's path would
             self._listener.log("http_unhandled_error", status=500,
                                exception_type=type(e).__name__, where=safe_traceback(e))
-            response = plain_response(500, json.dumps(
-                {"error": {"code": "internal", "message": "internal server error"}}).encode(),
-                headers=(("Cache-Control", "no-store"),))
+            response = plain_from_response(json_error(500, "internal", "internal server error"))
         self._plain_task = None
         if self.transport is None:  # the client left; the request's work is done anyway
             return
         self.transport.write(response)
+        if self._plain_paused:
+            self._plain_paused = False
+            self.transport.resume_reading()
         if self._plain_buf:  # pipelined: the next head has (begun to) arrive
             self._arm(_Phase.HEAD, self._limits.header_timeout)
             self._head_started = True

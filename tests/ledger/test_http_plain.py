@@ -212,3 +212,25 @@ def test_a_handler_that_raises_is_a_quiet_500(capsys: pytest.CaptureFixture[str]
 
     run(main)
     assert "secret-detail" not in capsys.readouterr().err
+
+
+def test_pipelined_bytes_behind_a_pending_request_are_bounded() -> None:
+    async def main() -> None:
+        hot = Hot()
+        async with serving(hot) as listener:
+            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            writer.write(post(b"held"))
+            while not hot.started:
+                await asyncio.sleep(0.01)
+            more = post(b"next") * 20000  # ~1.2 MB of pipelined requests
+            writer.write(more)
+            await asyncio.sleep(0.5)
+            (handler,) = listener._open
+            # The server stopped reading: at most one more request's worth (plus one read).
+            assert len(handler._plain_buf) <= 8000 + 1024 + 256 * 1024
+            hot.gate.set()
+            answers = await read_answers(reader, 20001)
+            assert len(answers) == 20001 and answers[-1].body == b"plain:next"
+            writer.close()
+
+    run(main)
