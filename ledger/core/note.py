@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, Self
 
+import nacl.bindings
 import nacl.exceptions
 import nacl.signing
 
@@ -468,7 +469,7 @@ class _Ed25519PrivateKey(_Ed25519Key):
     Subclasses give the matching verifier class and what they sign.
     """
 
-    __slots__ = ("_seed", "_signing_key")
+    __slots__ = ("_secret", "_seed", "_signing_key")
 
     #: Further type bytes ``from_private_key`` accepts (the key ID is checked under the type
     #: written in the text, but the key still signs under KEY_TYPE).
@@ -481,6 +482,8 @@ class _Ed25519PrivateKey(_Ed25519Key):
         self._name = name
         self._seed = seed
         self._signing_key = nacl.signing.SigningKey(seed)
+        # libsodium's 64-byte secret key, to sign through the binding (no SignedMessage).
+        self._secret = nacl.bindings.crypto_sign_seed_keypair(seed)[1]
         self._key_id = key_id(name, self.KEY_TYPE, self.public_key)
 
     @classmethod
@@ -521,7 +524,7 @@ class _Ed25519PrivateKey(_Ed25519Key):
 
     def _sign_ed25519(self, message: bytes) -> bytes:
         """The raw 64-byte Ed25519 signature of ``message`` (deterministic, RFC 8032)."""
-        return bytes(self._signing_key.sign(bytes(message)).signature)
+        return nacl.bindings.crypto_sign(bytes(message), self._secret)[:64]
 
     def __repr__(self) -> str:  # never print the seed
         return f"{type(self).__name__}(name={self._name!r}, key_id={self._key_id:08x})"

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
+import nacl.bindings
 import nacl.exceptions
 import nacl.signing
 
@@ -367,11 +368,18 @@ class ReceiptKey:
     end up in logs or tracebacks.
     """
 
-    __slots__ = ("_kid", "_signing_key")
+    __slots__ = ("_kid", "_secret", "_signing_key")
 
     def __init__(self, signing_key: nacl.signing.SigningKey) -> None:
         self._signing_key = signing_key
+        # libsodium's 64-byte secret key: signing through the binding skips PyNaCl's
+        # SignedMessage wrapper, ~5 µs of a ~40 µs signature (one per receipt).
+        self._secret = nacl.bindings.crypto_sign_seed_keypair(bytes(signing_key))[1]
         self._kid = jwk_thumbprint(b64url_encode(self.public_key))
+
+    def _sign(self, message: bytes) -> bytes:
+        """The 64-byte Ed25519 signature (libsodium's signed message starts with it)."""
+        return nacl.bindings.crypto_sign(message, self._secret)[:64]
 
     @classmethod
     def generate(cls) -> ReceiptKey:
@@ -422,7 +430,7 @@ class ReceiptKey:
             raise ReceiptFormatError("receipt already has a signature; sign the unsigned form")
         validate_receipt_shape(receipt_without_signature)
         signed = copy.deepcopy(dict(receipt_without_signature))
-        sig = self._signing_key.sign(signed_bytes(signed)).signature
+        sig = self._sign(signed_bytes(signed))
         signed["signature"] = {"alg": RECEIPT_ALG, "kid": self.kid, "sig": b64url_encode(sig)}
         return signed
 
@@ -435,7 +443,7 @@ class ReceiptKey:
         """
         body = {k: v for k, v in receipt.items() if k not in ("signature", "proof")}
         message = receipt_jcs(body)
-        return b64url_encode(self._signing_key.sign(message).signature)
+        return b64url_encode(self._sign(message))
 
     def sign_receipt(self, receipt: Receipt) -> Receipt:
         """``receipt`` signed by this key (its ``proof``, if any, is kept and not signed).
@@ -449,7 +457,7 @@ class ReceiptKey:
         message = unsigned_receipt_jcs(
             spec=SPEC, id=r.id, server=r.server, tool=r.tool, call_sha256=r.call_sha256,
             issued_at=r.issued_at, origin=r.origin, index=r.index, entry_url=r.entry_url)
-        raw = self._signing_key.sign(message).signature
+        raw = self._sign(message)
         return Receipt(r.id, r.server, r.tool, r.call_sha256, r.issued_at, r.origin, r.index,
                        r.entry_url, ReceiptSignature.from_raw(self.kid, raw), r.proof)
 

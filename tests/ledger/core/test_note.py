@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 
+import nacl.signing
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -539,3 +540,12 @@ def test_character_rules_hold_for_every_code_point() -> None:
             if control:
                 with pytest.raises(NoteError, match="control character"):
                     parse_note(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=32, max_size=32), st.binary(max_size=600))
+def test_signing_through_the_binding_is_pynacls_signature(seed: bytes, message: bytes) -> None:
+    """The signer signs through libsodium's binding (no SignedMessage object): the bytes must
+    be exactly PyNaCl's detached signature."""
+    want = nacl.signing.SigningKey(seed).sign(message).signature
+    assert Ed25519Signer("example.com/log", seed)._sign_ed25519(message) == want

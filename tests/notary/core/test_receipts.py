@@ -11,7 +11,7 @@ from typing import Any
 
 import nacl.signing
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from notary.core.entry import LogEntry
@@ -577,3 +577,11 @@ def test_a_fresh_signature_keeps_its_bytes_and_a_parsed_one_decodes_them() -> No
     assert parsed.signature is not None and parsed.signature.known_raw is None
     assert signed.signature.raw == parsed.signature.raw == b64url_decode(signed.signature.sig)
     Jwks.from_keys([key]).verify(parsed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=32, max_size=32), st.binary(max_size=600))
+def test_receipt_keys_sign_exactly_as_pynacl(seed: bytes, message: bytes) -> None:
+    """Receipt keys sign through libsodium's binding: exactly PyNaCl's detached signature."""
+    assert ReceiptKey.from_seed(seed)._sign(message) == (
+        nacl.signing.SigningKey(seed).sign(message).signature)
