@@ -230,13 +230,10 @@ class GuardedHandler(RequestHandler):
         self._body: StreamReader | None = None
         self._head_started = False
         # The plain path (see the module docstring); None once aiohttp has the connection.
-        plain = listener.plain
+        self._plain_cfg = listener.plain or PlainRoutes()
         self._plain: Mapping[tuple[str, str], PlainHandler] | None = (
-            plain.routes if plain is not None and plain.routes else None)
-        self._plain_max_body = plain.max_body if plain is not None else 0
-        self._plain_unfinished = plain.unfinished if plain is not None else None
+            self._plain_cfg.routes or None)
         self._plain_buf = bytearray()
-        self._plain_max_buffer = _MAX_PLAIN_HEAD + self._plain_max_body
         self._plain_paused = False
         self._plain_head: Head | None = None  # parsed; its body is still arriving
         self._plain_head_at = 0.0  # perf_counter() when it was
@@ -364,7 +361,8 @@ class GuardedHandler(RequestHandler):
         self._plain_buf += data
         if self._plain_task is None:
             self._plain_next()
-        elif len(self._plain_buf) > self._plain_max_buffer and self.transport is not None:
+        elif (len(self._plain_buf) > _MAX_PLAIN_HEAD + self._plain_cfg.max_body
+              and self.transport is not None):
             # Pipelined bytes while a request is in progress: one more request's worth is
             # kept, then the socket is not read until the answer is out (as aiohttp does).
             self._plain_paused = True
@@ -377,7 +375,7 @@ class GuardedHandler(RequestHandler):
         if not buf or self._plain is None or self.transport is None:
             return
         head = self._plain_head or parse_head(buf, max_head=_MAX_PLAIN_HEAD,
-                                              max_body=self._plain_max_body)
+                                              max_body=self._plain_cfg.max_body)
         if head is INCOMPLETE:
             return
         handler = self._plain.get((head.method, head.target)) if isinstance(head, Head) else None
@@ -420,8 +418,9 @@ class GuardedHandler(RequestHandler):
     def _plain_abandon(self, status: int) -> None:
         """The request whose body was awaited is over unanswered (``status``: why)."""
         head, self._plain_head = self._plain_head, None
-        if head is not None and self._plain_unfinished is not None:
-            self._plain_unfinished(head, status, time.perf_counter() - self._plain_head_at)
+        unfinished = self._plain_cfg.unfinished
+        if head is not None and unfinished is not None:
+            unfinished(head, status, time.perf_counter() - self._plain_head_at)
 
     def _leave_plain(self) -> None:
         """aiohttp takes the connection from here on, starting with the buffered bytes."""

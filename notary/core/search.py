@@ -21,6 +21,7 @@ __all__ = [
     "SearchParameterError",
     "decode_cursor",
     "encode_cursor",
+    "in_window",
     "parse_limit",
     "parse_time_bound",
 ]
@@ -45,6 +46,16 @@ class SearchParameterError(NotaryBaseError, ValueError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def in_window(issued_at: str, index: int, *, since: str | None, until: str | None,
+              before: tuple[str, int] | None) -> bool:
+    """Whether a receipt issued at ``issued_at`` with log ``index`` is on a search's page:
+    at or after ``since``, before ``until``, and older than the cursor's ``before``. (Stores
+    narrow by index ranges first; times are canonical ``issued_at`` strings, so they compare
+    as text.)"""
+    return ((since is None or issued_at >= since) and (until is None or issued_at < until)
+            and (before is None or (issued_at, index) < before))
 
 
 def parse_time_bound(name: str, text: str) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ledger.storage.base import StoreError
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from notary.core.receipts import Receipt
+from notary.core.search import in_window
 from notary.store.base import (
     ApiKeyListing,
     ApiKeyRecord,
@@ -129,9 +130,8 @@ class MemoryNotaryStore(MemoryStore):
         found = sorted((r for r in self._receipts.values()
                         if (server is None or r.server == server)
                         and (tool is None or r.tool == tool)
-                        and (since is None or r.issued_at >= since)
-                        and (until is None or r.issued_at < until)
-                        and (before is None or (r.issued_at, r.index) < before)),
+                        and in_window(r.issued_at, r.index, since=since, until=until,
+                                      before=before)),
                        key=lambda r: (r.issued_at, r.index), reverse=True)
         return found[:max(limit, 0)]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Self, cast
 
@@ -37,6 +37,7 @@ import asyncpg
 from ledger.storage.base import CheckpointRecord, StoreError
 from ledger.storage.postgres import PostgresStore, PostgresWriteTx, shift_params
 from notary.core.receipts import Receipt
+from notary.core.search import in_window
 from notary.store.base import (
     ApiKeyListing,
     ApiKeyRecord,
@@ -194,12 +195,9 @@ async def _resolve_refs(conn: Any, needed: Needed) -> Refs:
     and accounts must exist."""
     new = Refs()
     if needed.kids:
-        rows = await conn.fetch("SELECT kid, id FROM notary_receipt_keys WHERE kid = ANY($1)",
-                                sorted(needed.kids))
-        new.kids.update((r[0], r[1]) for r in rows)
-        missing = needed.kids - new.kids.keys()
-        if missing:
-            raise StoreError(f"receipt key {min(missing)} is not registered in the store")
+        new.kids.update(await _existing_ids(
+            conn, "SELECT kid, id FROM notary_receipt_keys WHERE kid = ANY($1)", needed.kids,
+            lambda kid: f"receipt key {kid} is not registered in the store"))
     for origin, prefix in sorted(needed.ledgers):
         await conn.execute("INSERT INTO notary_ledgers (origin, entry_url_prefix) VALUES ($1, $2) "
                            "ON CONFLICT DO NOTHING", origin, prefix)
@@ -213,13 +211,20 @@ async def _resolve_refs(conn: Any, needed: Needed) -> Refs:
                                 sorted(needed.names))
         new.names.update((r[0], r[1]) for r in rows)
     if needed.accounts:
-        rows = await conn.fetch("SELECT name, id FROM notary_accounts WHERE name = ANY($1)",
-                                sorted(needed.accounts))
-        new.accounts.update((r[0], r[1]) for r in rows)
-        missing = needed.accounts - new.accounts.keys()
-        if missing:
-            raise StoreError(f"account {min(missing)!r} does not exist")
+        new.accounts.update(await _existing_ids(
+            conn, "SELECT name, id FROM notary_accounts WHERE name = ANY($1)", needed.accounts,
+            lambda name: f"account {name!r} does not exist"))
     return new
+
+
+async def _existing_ids(conn: Any, sql: str, wanted: set[str],
+                        missing: Callable[[str], str]) -> dict[str, int]:
+    """{name: id} of rows that must exist already; the first one missing is a StoreError."""
+    found = {r[0]: r[1] for r in await conn.fetch(sql, sorted(wanted))}
+    absent = wanted - found.keys()
+    if absent:
+        raise StoreError(missing(min(absent)))
+    return found
 
 
 class PgNotaryWriteTx(PostgresWriteTx):
@@ -398,9 +403,7 @@ class PgNotaryStore(PostgresStore):
         out = []
         for row in rows:
             receipt = _receipt(row)
-            if (since is None or receipt.issued_at >= since) and (
-                    until is None or receipt.issued_at < until) and (
-                    before is None or (receipt.issued_at, receipt.index) < before):
+            if in_window(receipt.issued_at, receipt.index, since=since, until=until, before=before):
                 out.append(receipt)
         return out
 

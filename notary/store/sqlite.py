@@ -29,6 +29,7 @@ import aiosqlite
 from ledger.storage.base import CheckpointRecord, StoreError
 from ledger.storage.sqlite import SqliteStore, SqliteWriteTx
 from notary.core.receipts import Receipt
+from notary.core.search import in_window
 from notary.store.base import (
     ApiKeyListing,
     ApiKeyRecord,
@@ -357,9 +358,7 @@ class SqliteNotaryStore(SqliteStore):
         out = []
         for idx, sig, kid, origin, prefix in rows:
             receipt = receipt_from_row((idx, sig, kid, origin, prefix, bundles[idx >> 8]))
-            if (since is None or receipt.issued_at >= since) and (
-                    until is None or receipt.issued_at < until) and (
-                    before is None or (receipt.issued_at, receipt.index) < before):
+            if in_window(receipt.issued_at, receipt.index, since=since, until=until, before=before):
                 out.append(receipt)
         return out
 
