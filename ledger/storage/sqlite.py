@@ -3,10 +3,11 @@
 Writes go through their own connection inside ``BEGIN IMMEDIATE``, which is also the lock that
 keeps a second writer process (``ledger add`` beside ``ledger serve``) from interleaving. A write
 transaction costs one trip to a worker thread, to run every buffered statement and ``COMMIT``
-(its fsync included). The lock is tried on the caller's thread without waiting (when it is free,
-taking it and reading the stored checkpoint are a few µs, less than a thread hand-off); only
-when another connection holds it is it waited for, up to the busy timeout, on the worker thread,
-which is one more trip. Reads use
+(its fsync included), except a transaction that adds at most :data:`LONE_ENTRIES` entries, which
+commits on the caller's thread. The lock is tried on the caller's thread without waiting (when
+it is free, taking it and reading the stored checkpoint are a few µs, less than a thread
+hand-off); only when another connection holds it is it waited for, up to the busy timeout, on
+the worker thread, which is one more trip. Reads use
 other connections (aiosqlite for bulk reads, a synchronous one for point reads), so they only
 ever see committed data.
 """
@@ -46,6 +47,18 @@ leaf page, where it leaves on average a fraction of a page unused: with 2 KiB pa
 about 2 bytes per log entry, with the default 4 KiB about 7. Small rows (a notary's ~80-byte
 receipt rows) pack slightly worse in small pages (+1.6 bytes), and 1 KiB pages lose more to
 page headers than they save (benchmarks/README.md, "Bytes on disk per receipt")."""
+
+LONE_ENTRIES = 1
+"""A commit that adds at most this many entries runs on the caller's (the event loop's) thread.
+
+A batch this small means the sequencer had nothing else queued: the loop has no other work to
+overlap with the commit, and the trip to the writer thread is pure latency. In process, one
+receipt at a time, committing on the loop took 1.5-1.6 ms a receipt against 2.2-2.3 ms through
+the thread: the trip's two cross-thread wake-ups, and the statements and ``COMMIT`` running
+slower on a core whose caches are cold (benchmarks/README.md, issue 13). Larger batches keep the
+thread, so that the next batch's requests are read and prepared during the fsync. The price:
+while a lone commit's fsync lasts, the loop serves nothing else; a disk that stalls it stalls
+the loop for that long, where the thread would have kept other connections answered."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tiles (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
@@ -131,6 +144,7 @@ class SqliteWriteTx:
         self._latest = latest
         self._statements: Statements = []
         self._pending_history: float | None = None
+        self._adds = 0  # entries this transaction's checkpoint adds to the stored one
 
     def _queue(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self._statements.append((sql, list(rows)))
@@ -161,6 +175,7 @@ class SqliteWriteTx:
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         cp = checkpoint
+        self._adds = cp.size - (self._latest.size if self._latest is not None else 0)
         self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
                     [(_tile_id(k), v) for k, v in tiles.items()])
         self._queue("INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
@@ -389,7 +404,10 @@ class SqliteStore:
         tx = self._new_tx(latest)
         try:
             yield tx
-            await self._writer.run(self._finish, tx._statements)
+            if tx._adds <= LONE_ENTRIES:
+                self._finish(tx._statements)
+            else:
+                await self._writer.run(self._finish, tx._statements)
         except BaseException as e:
             await self._writer.run(self._abort)
             full = self._full(e)
