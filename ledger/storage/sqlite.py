@@ -3,8 +3,8 @@
 Writes go through their own connection inside ``BEGIN IMMEDIATE``, which is also the lock that
 keeps a second writer process (``ledger add`` beside ``ledger serve``) from interleaving. A write
 transaction costs one trip to a worker thread, to run every buffered statement and ``COMMIT``
-(its fsync included), except a transaction that adds at most :data:`LONE_ENTRIES` entries, which
-commits on the caller's thread. The lock is tried on the caller's thread without waiting (when
+(its fsync included), except when the log is idle between lone entries (:data:`LONE_ENTRIES`):
+then it commits on the caller's thread. The lock is tried on the caller's thread without waiting (when
 it is free, taking it and reading the stored checkpoint are a few µs, less than a thread
 hand-off); only when another connection holds it is it waited for, up to the busy timeout, on
 the worker thread, which is one more trip. Reads use
@@ -49,16 +49,19 @@ receipt rows) pack slightly worse in small pages (+1.6 bytes), and 1 KiB pages l
 page headers than they save (benchmarks/README.md, "Bytes on disk per receipt")."""
 
 LONE_ENTRIES = 1
-"""A commit that adds at most this many entries runs on the caller's (the event loop's) thread.
+"""A commit that adds at most this many entries, right after one that did too, runs on the
+caller's (the event loop's) thread.
 
-A batch this small means the sequencer had nothing else queued: the loop has no other work to
-overlap with the commit, and the trip to the writer thread is pure latency. In process, one
-receipt at a time, committing on the loop took 1.5-1.6 ms a receipt against 2.2-2.3 ms through
-the thread: the trip's two cross-thread wake-ups, and the statements and ``COMMIT`` running
-slower on a core whose caches are cold (benchmarks/README.md, issue 13). Larger batches keep the
-thread, so that the next batch's requests are read and prepared during the fsync. The price:
-while a lone commit's fsync lasts, the loop serves nothing else; a disk that stalls it stalls
-the loop for that long, where the thread would have kept other connections answered."""
+Two such batches in a row mean that nothing arrived while the first one committed: there is no
+other work for the loop to overlap with the commit, and the trip to the writer thread is pure
+latency. In process, one receipt at a time, committing on the loop took 1.5-1.6 ms a receipt
+against 2.2-2.3 ms through the thread: the trip's two cross-thread wake-ups, and the statements
+and ``COMMIT`` running slower on a core whose caches are cold (benchmarks/README.md, issue 13).
+A lone batch after a larger one keeps the thread, as larger batches do: requests that arrive
+during its fsync are read and prepared meanwhile (at 4 connections batches alternate 1 and 3).
+The price: while a lone commit's fsync lasts, the loop serves nothing else; a disk that stalls
+it stalls the loop for that long, where the thread would have kept other connections answered.
+"""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tiles (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
@@ -210,6 +213,7 @@ class SqliteStore:
         self._queue = WriterQueue(path)
         self._reader = reader
         self._last_history: float | None = None
+        self._last_adds = 0  # entries the last commit added (see LONE_ENTRIES)
         # Point reads of a few tiles for proofs: in WAL mode a reader never waits for the writer,
         # and an indexed read of a few 8 KiB rows takes microseconds, several times less than a
         # hop to aiosqlite's thread, so these run on the caller's thread.
@@ -404,7 +408,9 @@ class SqliteStore:
         tx = self._new_tx(latest)
         try:
             yield tx
-            if tx._adds <= LONE_ENTRIES:
+            lone = tx._adds <= LONE_ENTRIES and self._last_adds <= LONE_ENTRIES
+            self._last_adds = tx._adds
+            if lone:
                 self._finish(tx._statements)
             else:
                 await self._writer.run(self._finish, tx._statements)
