@@ -4,12 +4,21 @@ Writes go through their own connection inside ``BEGIN IMMEDIATE``, which is also
 keeps a second writer process (``ledger add`` beside ``ledger serve``) from interleaving. A write
 transaction costs one trip to a worker thread, to run every buffered statement and ``COMMIT``
 (its fsync included), except when the log is idle between lone entries (:data:`LONE_ENTRIES`):
-then it commits on the caller's thread. The lock is tried on the caller's thread without waiting (when
-it is free, taking it and reading the stored checkpoint are a few µs, less than a thread
-hand-off); only when another connection holds it is it waited for, up to the busy timeout, on
-the worker thread, which is one more trip. Reads use
-other connections (aiosqlite for bulk reads, a synchronous one for point reads), so they only
-ever see committed data.
+then it commits on the caller's thread. The lock is tried on the caller's thread without
+waiting (when it is free, taking it and reading the stored checkpoint are a few µs, less than
+a thread hand-off); only when another connection holds it is it waited for, up to the busy
+timeout, on the worker thread, which is one more trip. Reads use other connections (aiosqlite
+for bulk reads, a synchronous one for point reads), so they only ever see committed data.
+
+Layout. ``tiles`` holds each tile and entry bundle by :func:`_tile_id`. A right-edge tile or
+bundle grows a little with every commit; rewriting it whole (an entry bundle is up to ~40 KB)
+put 10-20 overflow pages into the WAL per commit. So a commit that extends one *appends* what
+it adds as a row of ``tile_parts``, keyed by the tile's id and the position of its first
+element (:func:`_part_id`); the stored tile is its ``tiles`` row, if any, followed by its parts
+in order. When the tile becomes full, the commit stores it whole and deletes its parts. Every
+read takes the two tables in one statement (:func:`read_tiles_sync`), hence one snapshot. A
+store written before ``tile_parts`` existed has its edge tiles whole in ``tiles``; they simply
+gain parts after their row.
 """
 
 from __future__ import annotations
@@ -21,13 +30,16 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import aiosqlite
 
+from ledger.core.hashing import HASH_SIZE
+from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
     CheckpointRecord,
     StorageFullError,
@@ -65,6 +77,7 @@ it stalls the loop for that long, where the thread would have kept other connect
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tiles (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS tile_parts (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS log_state (
     one INTEGER PRIMARY KEY CHECK (one = 1),
     size INTEGER NOT NULL, time REAL NOT NULL, note BLOB NOT NULL);
@@ -97,17 +110,53 @@ def _tile_key(rowid: int) -> TileKey:
     return (rowid >> 48) - 1, rowid & ((1 << 48) - 1)
 
 
+def _part_id(tile_id: int, start: int) -> int:
+    """The ``tile_parts`` id of a tile's part whose first element is at ``start`` (0-255)."""
+    return tile_id << TILE_HEIGHT | start
+
+
+def _tiles_query(keys: Sequence[TileKey]) -> tuple[str, list[int]]:
+    """One statement for these tiles' rows and every part between the first and the last.
+
+    Parts exist only for right-edge tiles (one per level at most), so the range holds few
+    rows beyond the ones asked for; they are dropped by :func:`_assemble`.
+    """
+    ids = [_tile_id(k) for k in keys]
+    marks = ",".join("?" * len(ids))
+    sql = (f"SELECT id, NULL, data FROM tiles WHERE id IN ({marks}) UNION ALL "
+           "SELECT id >> 8, id, data FROM tile_parts WHERE id BETWEEN ? AND ?")
+    return sql, [*ids, _part_id(min(ids), 0), _part_id(max(ids), TILE_WIDTH - 1)]
+
+
+def _assemble(rows: Iterable[Any], keys: Sequence[TileKey]
+              ) -> dict[TileKey, bytes]:
+    """Each tile's row followed by its parts in order (``tiles`` rows come first in a
+    ``UNION ALL``); tiles that were not asked for are dropped."""
+    wanted = {_tile_id(k) for k in keys}
+    whole: dict[int, bytes] = {}
+    parts: list[tuple[int, int, bytes]] = []
+    for tile_id, part_id, data in rows:
+        if part_id is None:
+            whole[tile_id] = bytes(data)
+        elif tile_id in wanted:
+            parts.append((tile_id, part_id, bytes(data)))
+    if parts:
+        parts.sort()
+        grown: dict[int, list[bytes]] = {}
+        for tile_id, _, data in parts:
+            grown.setdefault(tile_id, [whole.get(tile_id, b"")]).append(data)
+        whole.update((tile_id, b"".join(pieces)) for tile_id, pieces in grown.items())
+    return {_tile_key(tile_id): data for tile_id, data in whole.items()}
+
+
 async def _read_tiles(conn: aiosqlite.Connection, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
     out: dict[TileKey, bytes] = {}
     keys = list(dict.fromkeys(keys))
     for i in range(0, len(keys), 500):
-        chunk = [_tile_id(k) for k in keys[i : i + 500]]
-        marks = ",".join("?" * len(chunk))
+        chunk = keys[i : i + 500]
         # One round trip to aiosqlite's thread (iterating a cursor costs one per chunk and close).
-        rows = await conn.execute_fetchall(f"SELECT id, data FROM tiles WHERE id IN ({marks})",
-                                           chunk)
-        for rowid, data in rows:
-            out[_tile_key(rowid)] = bytes(data)
+        sql, params = _tiles_query(chunk)
+        out.update(_assemble(await conn.execute_fetchall(sql, params), chunk))
     return out
 
 
@@ -119,15 +168,74 @@ async def _latest(conn: aiosqlite.Connection) -> CheckpointRecord | None:
     return CheckpointRecord(row[0], row[1], bytes(row[2]))
 
 
-def _read_tiles_sync(conn: sqlite3.Connection, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+def read_tiles_sync(conn: sqlite3.Connection, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+    """Stored tiles and bundles by key, on any connection to a log's file (the notary reads
+    its receipts' entries with it); keys not stored are left out."""
     out: dict[TileKey, bytes] = {}
     keys = list(dict.fromkeys(keys))
     for i in range(0, len(keys), 500):
-        chunk = [_tile_id(k) for k in keys[i : i + 500]]
-        marks = ",".join("?" * len(chunk))
-        for rowid, data in conn.execute(f"SELECT id, data FROM tiles WHERE id IN ({marks})", chunk):
-            out[_tile_key(rowid)] = bytes(data)
+        chunk = keys[i : i + 500]
+        sql, params = _tiles_query(chunk)
+        out.update(_assemble(conn.execute(sql, params), chunk))
     return out
+
+
+def _width(key: TileKey, size: int) -> int:
+    """How many elements tile ``key`` holds in a tree of ``size`` entries (0-256)."""
+    level, index = key
+    count = size >> (TILE_HEIGHT * max(level, 0))  # nodes at the tile level's base
+    return min(max(count - index * TILE_WIDTH, 0), TILE_WIDTH)
+
+
+def _bundle_prefix(bundle: bytes, count: int) -> int:
+    """The length of the first ``count`` entries of ``bundle`` (-1 if it is shorter)."""
+    at = 0
+    for _ in range(count):
+        at += 2 + int.from_bytes(bundle[at : at + 2], "big")
+    return at if at <= len(bundle) else -1
+
+
+@dataclass
+class _TileWrites:
+    """How one commit stores its tiles (see the module's "Layout")."""
+
+    whole: list[tuple[int, bytes]]  # (tile id, data) for ``tiles``
+    parts: list[tuple[int, bytes]]  # (part id, data) for ``tile_parts``
+    cleared: list[tuple[int, int]]  # part id ranges to delete: tiles now stored whole
+    bundle_end: tuple[int, int, int] | None  # (bundle, entries, bytes) of the edge bundle
+
+
+def _plan_writes(tiles: Mapping[TileKey, bytes], before: int, after: int,
+                 bundle_end: tuple[int, int, int] | None) -> _TileWrites:
+    """The rows that store ``tiles`` for a tree grown from ``before`` to ``after`` entries.
+
+    A tile that was partial and still is gains a part with what it adds (a bundle's stored
+    length comes from ``bundle_end``, the edge bundle this store last committed, or else by
+    skipping its entries); any other tile is stored whole, and loses the parts it had.
+    """
+    plan = _TileWrites([], [], [], None)
+    for key, data in tiles.items():
+        tile_id = _tile_id(key)
+        was, now = _width(key, before), _width(key, after)
+        bundle = key[0] == ENTRIES_LEVEL
+        if 0 < was < now < TILE_WIDTH:
+            if not bundle:
+                stored = was * HASH_SIZE if len(data) == now * HASH_SIZE else -1
+            elif bundle_end is not None and bundle_end[:2] == (key[1], was):
+                stored = bundle_end[2]
+            else:
+                stored = _bundle_prefix(data, was)
+            if 0 < stored < len(data):
+                plan.parts.append((_part_id(tile_id, was), data[stored:]))
+                if bundle:
+                    plan.bundle_end = (key[1], now, len(data))
+                continue
+        plan.whole.append((tile_id, data))
+        if was:
+            plan.cleared.append((_part_id(tile_id, 0), _part_id(tile_id, TILE_WIDTH - 1)))
+        if bundle and now < TILE_WIDTH:
+            plan.bundle_end = (key[1], now, len(data))
+    return plan
 
 
 def _latest_sync(conn: sqlite3.Connection) -> CheckpointRecord | None:
@@ -148,9 +256,11 @@ class SqliteWriteTx:
         self._statements: Statements = []
         self._pending_history: float | None = None
         self._adds = 0  # entries this transaction's checkpoint adds to the stored one
+        self._bundle_end: tuple[int, int, int] | None = None  # see _TileWrites
 
     def _queue(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._statements.append((sql, list(rows)))
+        if rows:
+            self._statements.append((sql, list(rows)))
 
     async def _read_locked(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """``fn(writer connection)`` in a worker thread, inside this transaction (one trip)."""
@@ -167,20 +277,26 @@ class SqliteWriteTx:
         """Called once the transaction committed (caches may now trust what it wrote)."""
         if self._pending_history is not None:
             self._store._last_history = self._pending_history
+        if self._bundle_end is not None:
+            self._store._bundle_end = self._bundle_end
 
     async def latest(self) -> CheckpointRecord | None:
         return self._latest
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         got: dict[TileKey, bytes] = await self._store._writer.run(
-            _read_tiles_sync, self._store._wconn, keys)
+            read_tiles_sync, self._store._wconn, keys)
         return got
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         cp = checkpoint
-        self._adds = cp.size - (self._latest.size if self._latest is not None else 0)
-        self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
-                    [(_tile_id(k), v) for k, v in tiles.items()])
+        before = self._latest.size if self._latest is not None else 0
+        self._adds = cp.size - before
+        plan = _plan_writes(tiles, before, cp.size, self._store._bundle_end)
+        self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)", plan.whole)
+        self._queue("INSERT OR REPLACE INTO tile_parts (id, data) VALUES (?, ?)", plan.parts)
+        self._queue("DELETE FROM tile_parts WHERE id BETWEEN ? AND ?", plan.cleared)
+        self._bundle_end = plan.bundle_end
         self._queue("INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
                     [(cp.size, cp.time, cp.note)])
         last = self._store._last_history
@@ -214,6 +330,9 @@ class SqliteStore:
         self._reader = reader
         self._last_history: float | None = None
         self._last_adds = 0  # entries the last commit added (see LONE_ENTRIES)
+        # The edge bundle as this store last committed it: (bundle, entries, bytes). The
+        # entries of a log never change, so it stays true while another process appends.
+        self._bundle_end: tuple[int, int, int] | None = None
         # Point reads of a few tiles for proofs: in WAL mode a reader never waits for the writer,
         # and an indexed read of a few 8 KiB rows takes microseconds, several times less than a
         # hop to aiosqlite's thread, so these run on the caller's thread.
@@ -427,10 +546,7 @@ class SqliteStore:
 
     def read_tiles_now(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         """Synchronous :meth:`read_tiles` for a handful of keys (see ``_point``)."""
-        ids = [_tile_id(k) for k in dict.fromkeys(keys)]
-        marks = ",".join("?" * len(ids))
-        rows = self._point.execute(f"SELECT id, data FROM tiles WHERE id IN ({marks})", ids)
-        return {_tile_key(rowid): bytes(data) for rowid, data in rows}
+        return read_tiles_sync(self._point, keys)
 
     async def close(self) -> None:
         self._point.close()

@@ -22,12 +22,13 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Self, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 import aiosqlite
 
+from ledger.core.tiles import ENTRIES_LEVEL
 from ledger.storage.base import CheckpointRecord, StoreError
-from ledger.storage.sqlite import SqliteStore, SqliteWriteTx
+from ledger.storage.sqlite import SqliteStore, SqliteWriteTx, read_tiles_sync
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
 from notary.store.base import (
@@ -68,9 +69,6 @@ _BY_ID = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_ids i JOIN receipts r ON r.idx
           f"{RECEIPT_JOINS} WHERE i.k = ?")
 _BY_DIGEST = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_digests i JOIN receipts r ON r.idx = i.idx "
               f"{RECEIPT_JOINS} WHERE i.k IN ({{marks}})")
-_SEARCH_COLUMNS = "r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix"
-_SEARCH_JOINS = ("JOIN receipt_keys k ON k.id = r.kid "
-                 "JOIN receipt_ledgers l ON l.id = r.ledger")
 
 
 _T = TypeVar("_T")
@@ -126,8 +124,7 @@ def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt
     for i in range(0, len(keys), _CHUNK):
         chunk = keys[i : i + _CHUNK]
         sql = _BY_DIGEST.format(marks=",".join("?" * len(chunk)))
-        for row in conn.execute(sql, chunk):
-            receipt = receipt_from_row(row)
+        for receipt in _receipts(conn, conn.execute(sql, chunk).fetchall()):
             if receipt.call_sha256 in wanted:
                 out[receipt.call_sha256] = receipt
     rest = sorted(wanted - out.keys()) if withheld else []
@@ -147,18 +144,20 @@ def _log_size(conn: sqlite3.Connection) -> int:
 
 
 def _bundles(conn: sqlite3.Connection, numbers: Collection[int]) -> dict[int, bytes]:
-    """Entry bundles by number (a bundle's tile id is its number: see sqlite_schema)."""
-    out: dict[int, bytes] = {}
-    wanted = sorted(numbers)
-    for i in range(0, len(wanted), _CHUNK):
-        chunk = wanted[i : i + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        out.update((n, bytes(data)) for n, data in conn.execute(
-            f"SELECT id, data FROM tiles WHERE id IN ({marks})", chunk))
-    missing = set(wanted) - out.keys()
+    """Entry bundles by number."""
+    got = read_tiles_sync(conn, [(ENTRIES_LEVEL, n) for n in sorted(numbers)])
+    out = {n: got[(ENTRIES_LEVEL, n)] for n in numbers if (ENTRIES_LEVEL, n) in got}
+    missing = set(numbers) - out.keys()
     if missing:
         raise StoreError(f"entry bundle {min(missing)} is missing from the store")
     return out
+
+
+def _receipts(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> list[Receipt]:
+    """The receipts of rows of ``SELECT {RECEIPT_COLUMNS} …``, with their entries read from
+    their bundles. Later than the rows' statement, but a logged entry never changes."""
+    bundles = _bundles(conn, {row[0] >> 8 for row in rows})
+    return [receipt_from_row((*row, bundles[row[0] >> 8])) for row in rows]
 
 
 def _first_index_at(conn: sqlite3.Connection, issued_at: str, size: int) -> int:
@@ -311,8 +310,7 @@ class SqliteNotaryStore(SqliteStore):
             key = id_key(receipt_id)
         except ValueError:
             return None
-        for row in self._point.execute(_BY_ID, (key,)):
-            receipt = receipt_from_row(row)
+        for receipt in _receipts(self._point, self._point.execute(_BY_ID, (key,)).fetchall()):
             if receipt.id == receipt_id:
                 return receipt
         self._withheld("id", receipt_id)
@@ -351,13 +349,11 @@ class SqliteNotaryStore(SqliteStore):
         if lo >= hi or limit <= 0:
             return []
         rows = conn.execute(
-            f"SELECT {_SEARCH_COLUMNS} FROM receipts r {_SEARCH_JOINS} WHERE "
+            f"SELECT {RECEIPT_COLUMNS} FROM receipts r {RECEIPT_JOINS} WHERE "
             + " AND ".join(where) + " ORDER BY r.idx DESC LIMIT ?",
             [lo, hi, *refs, limit]).fetchall()
-        bundles = _bundles(conn, {row[0] >> 8 for row in rows})
         out = []
-        for idx, sig, kid, origin, prefix in rows:
-            receipt = receipt_from_row((idx, sig, kid, origin, prefix, bundles[idx >> 8]))
+        for receipt in _receipts(conn, rows):
             if in_window(receipt.issued_at, receipt.index, since=since, until=until, before=before):
                 out.append(receipt)
         return out

@@ -55,7 +55,9 @@ from dataclasses import dataclass, field
 
 from ledger.core.compact import bundle_entry
 from ledger.core.note import NoteError, parse_note
+from ledger.core.tiles import ENTRIES_LEVEL
 from ledger.storage.base import StoreError
+from ledger.storage.sqlite import read_tiles_sync
 from notary.core.entry import EntryError, LogEntry, decode_entry
 from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id
 from notary.core.receipts import (
@@ -121,13 +123,11 @@ CREATE TABLE withheld_receipts (
 
 _V1_TABLES = ("accounts", "api_keys", "usage", "receipts", "receipt_keys")
 
-# A receipt read back: its row, the references resolved, and the bundle holding its entry.
-# Entry bundles are tiles of level -1, whose tile id (ledger.storage.sqlite) is the bundle
-# number itself: ((level + 1) << 48) | n with level + 1 = 0.
-RECEIPT_COLUMNS = "r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data"
+# A receipt read back: its row and the references resolved; its entry comes from its bundle
+# (ledger.storage.sqlite.read_tiles_sync: an edge bundle is stored in parts).
+RECEIPT_COLUMNS = "r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix"
 RECEIPT_JOINS = ("JOIN receipt_keys k ON k.id = r.kid "
-                 "JOIN receipt_ledgers l ON l.id = r.ledger "
-                 "JOIN tiles t ON t.id = (r.idx >> 8)")
+                 "JOIN receipt_ledgers l ON l.id = r.ledger")
 
 
 def id_key(receipt_id: str) -> int:
@@ -198,7 +198,8 @@ def entry_at(bundle: bytes, index: int) -> LogEntry:
 
 
 def receipt_from_row(row: Sequence[object]) -> Receipt:
-    """The stored receipt from ``SELECT {RECEIPT_COLUMNS} … {RECEIPT_JOINS}``."""
+    """The stored receipt from a row of ``SELECT {RECEIPT_COLUMNS} … {RECEIPT_JOINS}`` and the
+    entry bundle that holds its entry."""
     idx, sig, kid, origin, prefix, bundle = row
     assert isinstance(idx, int) and isinstance(sig, bytes) and isinstance(kid, str)
     assert isinstance(origin, str) and isinstance(prefix, str) and isinstance(bundle, bytes)
@@ -496,8 +497,8 @@ def _recover(conn: sqlite3.Connection, rows: Iterator[_V1Row], entry_url_bases: 
     for row in rows:
         if row.idx >> 8 != bundle_no:
             bundle_no = row.idx >> 8
-            got = conn.execute("SELECT data FROM tiles WHERE id = ?", (bundle_no,)).fetchone()
-            bundle = b"" if got is None else bytes(got[0])
+            bundle = read_tiles_sync(conn, [(ENTRIES_LEVEL, bundle_no)]).get(
+                (ENTRIES_LEVEL, bundle_no), b"")
         problem, receipt = _rebuild_v1(row, origin, bundle, jwks,
                                        ([last] if last else []) + candidates)
         if receipt is None:

@@ -1,0 +1,123 @@
+"""The SQLite log's right edge: a commit appends what it adds to a partial tile or bundle as a
+part (``tile_parts``) instead of rewriting it, and every read puts the parts back together."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.core.compact import TreeState, encode_bundle_entry, integrate
+from ledger.core.note import Ed25519Signer
+from ledger.core.tiles import ENTRIES_LEVEL, tiles_for_size
+from ledger.log import Log
+from ledger.storage.base import TileKey
+from ledger.storage.sqlite import SqliteStore, _plan_writes, _tile_id, read_tiles_sync
+
+SIGNER = Ed25519Signer.generate("parts.test/log")
+
+
+def _entry(i: int) -> bytes:
+    return b"entry %d " % i + bytes(i % 50)  # lengths vary, as a bundle's prefixes must
+
+
+def _expected(size: int) -> dict[TileKey, bytes]:
+    """Every tile and bundle of a log of ``size`` entries, computed in memory."""
+    return integrate(TreeState(), [_entry(i) for i in range(size)]).tiles
+
+
+def _every_key(size: int) -> list[TileKey]:
+    return [(t.level, t.index) for t in tiles_for_size(size, entries=True)]
+
+
+async def _stored(store: SqliteStore, size: int) -> list[dict[TileKey, bytes]]:
+    """The log's tiles as each read path returns them: aiosqlite, the point connection, and
+    any other connection to the file."""
+    keys = _every_key(size)
+    with sqlite3.connect(store.path) as other:
+        return [await store.read_tiles(keys), store.read_tiles_now(keys),
+                read_tiles_sync(other, keys)]
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.integers(1, 90), min_size=1, max_size=12))
+async def test_what_is_read_is_what_was_appended_whatever_the_batches(
+        tmp_path_factory: object, batches: list[int]) -> None:
+    path = tmp_path_factory.mktemp("parts") / "log.db"  # type: ignore[attr-defined]
+    store = await SqliteStore.open(path, create=True)
+    log = await Log.open(store, signer=SIGNER)
+    size = 0
+    for n in batches:
+        await log.append_many([_entry(i) for i in range(size, size + n)])
+        size += n
+        for got in await _stored(store, size):
+            assert got == _expected(size)
+    await log.close()
+
+
+async def test_the_edge_grows_by_parts_and_a_full_tile_is_stored_whole(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "log.db", create=True)
+    log = await Log.open(store, signer=SIGNER)
+    for i in range(10):
+        await log.append(_entry(i))
+    with sqlite3.connect(store.path) as db:
+        parts = dict(db.execute("SELECT id, data FROM tile_parts").fetchall())
+        bundle = db.execute("SELECT data FROM tiles WHERE id = 0").fetchone()[0]
+    # The first commit stored the bundle and the level-0 tile whole; each later one only
+    # added its entry (with its length) and its leaf hash.
+    assert bundle == encode_bundle_entry(_entry(0))
+    bundle_parts = [data for part, data in sorted(parts.items()) if part >> 8 == 0]
+    assert bundle_parts == [encode_bundle_entry(_entry(i)) for i in range(1, 10)]
+    assert len(parts) == 2 * 9 and all(len(d) == 32 for p, d in parts.items() if p >> 8 != 0)
+
+    await log.append_many([_entry(i) for i in range(10, 256)])
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT count(*) FROM tile_parts").fetchone()[0] == 0
+        full = db.execute("SELECT data FROM tiles WHERE id = 0").fetchone()[0]
+    assert full == _expected(256)[(ENTRIES_LEVEL, 0)]
+    await log.close()
+
+
+async def test_a_store_with_its_edge_written_whole_gains_parts_after_it(tmp_path: Path) -> None:
+    # Stores written before tile_parts hold their partial edge tiles whole in ``tiles``.
+    path = tmp_path / "log.db"
+    store = await SqliteStore.open(path, create=True)
+    log = await Log.open(store, signer=SIGNER)
+    for i in range(300):
+        await log.append(_entry(i)) if i % 7 else await log.append_many([_entry(i)])
+    await log.close()
+    with sqlite3.connect(path) as db:
+        edge = read_tiles_sync(db, _every_key(300))
+        db.execute("DELETE FROM tile_parts")
+        db.executemany("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
+                       [(_tile_id(key), data) for key, data in edge.items()])
+    assert edge == _expected(300)
+
+    store = await SqliteStore.open(path)
+    log = await Log.open(store, signer=SIGNER)
+    for i in range(300, 520):
+        await log.append(_entry(i))
+    for got in await _stored(store, 520):
+        assert got == _expected(520)
+    await log.close()
+
+
+def test_a_tile_that_does_not_simply_grow_is_stored_whole() -> None:
+    tiles = integrate(TreeState(), [_entry(i) for i in range(5)]).tiles
+    hashes = tiles[(0, 0)]
+    # Grown from 3 to 5 entries: the leaf hashes append, the bundle appends after its
+    # first three entries (found by skipping them, no remembered length).
+    plan = _plan_writes(tiles, 3, 5, None)
+    assert plan.whole == []
+    assert sorted(plan.parts) == sorted([(3, b"".join(map(encode_bundle_entry,
+                                                          [_entry(3), _entry(4)]))),
+                                         ((1 << 56) | 3, hashes[3 * 32:])])
+    # A hash tile whose length does not fit its width, or a bundle shorter than what was
+    # stored, is written whole, and its parts go.
+    odd = {(0, 0): hashes + b"x", (ENTRIES_LEVEL, 0): b"\x00\x05ab"}
+    plan = _plan_writes(odd, 3, 5, None)
+    assert sorted(plan.whole) == sorted([(1 << 48, hashes + b"x"), (0, b"\x00\x05ab")])
+    assert sorted(plan.cleared) == [(0, 255), (1 << 56, (1 << 56) | 255)]
