@@ -21,7 +21,8 @@ lock. The sequencer commits a batch like this (DESIGN.md, "One log, many process
    commit returns.
 
 Reads outside a transaction (``read_tiles``, ``latest``, ``history``) see committed data only.
-Full tiles never change once written; partial tiles and bundles are overwritten as they grow.
+Full tiles never change once written; partial tiles and bundles grow (a backend may store
+them whole each time, or append what each commit adds, as SQLite does).
 The checkpoint history (one checkpoint a minute at least) is written by the batch that signs it;
 the witnessing job keeps its :class:`WitnessState` in the store too, so that every process of
 one log resumes from the same state.
