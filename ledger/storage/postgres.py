@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Self, TypeVar
 
+from ledger.core.tileparts import BundleEnd, plan_writes
 from ledger.storage.base import (
     CheckpointRecord,
     StorageFullError,
@@ -91,21 +92,42 @@ LEDGER_MIGRATIONS: tuple[str, ...] = (
         one smallint PRIMARY KEY CHECK (one = 1), note bytea);
     CREATE TABLE ledger_write_probe (one smallint PRIMARY KEY CHECK (one = 1), data bytea);
     """,
+    # Version 2: a right-edge tile or bundle grows by appended parts (ledger.core.tileparts)
+    # instead of being rewritten, with its TOAST chunks and WAL, by every commit; reads go
+    # through ledger_tile_data, each tile's row followed by its parts.
+    """
+    CREATE TABLE ledger_tile_parts (
+        level smallint NOT NULL, idx bigint NOT NULL, start smallint NOT NULL,
+        data bytea NOT NULL, PRIMARY KEY (level, idx, start));
+    CREATE VIEW ledger_tile_data AS
+    SELECT t.level, t.idx, t.data || COALESCE(
+        (SELECT string_agg(p.data, ''::bytea ORDER BY p.start) FROM ledger_tile_parts p
+         WHERE p.level = t.level AND p.idx = t.idx), ''::bytea) AS data
+    FROM ledger_tiles t;
+    """,
 )
 
 _READ_TILES = (
-    "SELECT t.level, t.idx, t.data FROM ledger_tiles t "
+    "SELECT t.level, t.idx, t.data FROM ledger_tile_data t "
     "JOIN unnest($1::smallint[], $2::bigint[]) AS k(level, idx) "
     "ON t.level = k.level AND t.idx = k.idx"
 )
 _LOCK_STATE = "SELECT size, time, note, history_time FROM ledger_state WHERE one = 1 FOR UPDATE"
-# Tiles, bundles, the checkpoint and (every HISTORY_INTERVAL) a history row: data-modifying
-# CTEs of one statement, to which a subclass adds its own rows (see PostgresWriteTx._flush).
+# Tiles, bundles and their parts, the checkpoint and (every HISTORY_INTERVAL) a history row:
+# data-modifying CTEs of one statement, to which a subclass adds its own rows (see
+# PostgresWriteTx._flush).
 _WRITE_CTES = (
     """t AS (
     INSERT INTO ledger_tiles (level, idx, data)
     SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])
     ON CONFLICT (level, idx) DO UPDATE SET data = excluded.data)""",
+    """p AS (
+    INSERT INTO ledger_tile_parts (level, idx, start, data)
+    SELECT * FROM unnest($8::smallint[], $9::bigint[], $10::smallint[], $11::bytea[])
+    ON CONFLICT (level, idx, start) DO UPDATE SET data = excluded.data)""",
+    """c AS (
+    DELETE FROM ledger_tile_parts d USING unnest($12::smallint[], $13::bigint[]) AS k(level, idx)
+    WHERE d.level = k.level AND d.idx = k.idx)""",
     """h AS (
     INSERT INTO ledger_checkpoints (size, time, note) SELECT $4, $5, $6 WHERE $7
     ON CONFLICT (size) DO NOTHING)""",
@@ -188,6 +210,7 @@ class PostgresWriteTx:
         self._latest = latest
         self._history_time = history_time
         self._pending: tuple[Mapping[TileKey, bytes], CheckpointRecord] | None = None
+        self.bundle_end: BundleEnd | None = None  # the store's, then what this commit leaves
 
     @property
     def handle(self) -> Any:
@@ -219,9 +242,15 @@ class PostgresWriteTx:
         if self._pending is not None:
             tiles, cp = self._pending
             history = cp.time - self._history_time >= HISTORY_INTERVAL
+            before = self._latest.size if self._latest is not None else 0
+            plan = plan_writes(tiles, before, cp.size, self.bundle_end)
+            self.bundle_end = plan.bundle_end or self.bundle_end
             ctes.extend(_WRITE_CTES)
-            args.extend([[k[0] for k in tiles], [k[1] for k in tiles], list(tiles.values()),
-                         cp.size, cp.time, cp.note, history])
+            args.extend([[k[0] for k, _ in plan.whole], [k[1] for k, _ in plan.whole],
+                         [d for _, d in plan.whole], cp.size, cp.time, cp.note, history,
+                         [k[0] for k, _, _ in plan.parts], [k[1] for k, _, _ in plan.parts],
+                         [start for _, start, _ in plan.parts], [d for _, _, d in plan.parts],
+                         [k[0] for k in plan.cleared], [k[1] for k in plan.cleared]])
         more, more_args = self._more_writes(len(args) + 1)
         ctes.extend(more)
         args.extend(more_args)
@@ -259,6 +288,7 @@ class PostgresStore:
         self.retry_for = retry_for
         self.lock_timeout = lock_timeout
         self._wlock = asyncio.Lock()  # one write transaction per process at a time
+        self._bundle_end: BundleEnd | None = None  # as this store last committed it
 
     @classmethod
     async def open(cls, url: str, *, retry_for: float = 30.0, lock_timeout: float = 10.0,
@@ -422,6 +452,7 @@ class PostgresStore:
         async with self._wlock:
             conn, tr, row = await self._begin()
             tx = self._new_tx(conn, _record(row), float(row["history_time"]))
+            tx.bundle_end = self._bundle_end
             committing = False
             try:
                 yield tx
@@ -443,6 +474,7 @@ class PostgresStore:
                         f"{what}") from None
                 raise
             await self._release(conn)  # committed: a connection that dies now changes nothing
+            self._bundle_end = tx.bundle_end
             tx._committed()
 
     def lease(self, name: str) -> PostgresLease:

@@ -10,15 +10,10 @@ a thread hand-off); only when another connection holds it is it waited for, up t
 timeout, on the worker thread, which is one more trip. Reads use other connections (aiosqlite
 for bulk reads, a synchronous one for point reads), so they only ever see committed data.
 
-Layout. ``tiles`` holds each tile and entry bundle by :func:`_tile_id`. A right-edge tile or
-bundle grows a little with every commit; rewriting it whole (an entry bundle is up to ~40 KB)
-put 10-20 overflow pages into the WAL per commit. So a commit that extends one *appends* what
-it adds as a row of ``tile_parts``, keyed by the tile's id and the position of its first
-element (:func:`_part_id`); the stored tile is its ``tiles`` row, if any, followed by its parts
-in order. When the tile becomes full, the commit stores it whole and deletes its parts. Every
-read takes the two tables in one statement (:func:`read_tiles_sync`), hence one snapshot. A
-store written before ``tile_parts`` existed has its edge tiles whole in ``tiles``; they simply
-gain parts after their row.
+Layout. ``tiles`` holds each tile and entry bundle whole by :func:`_tile_id`; a right-edge
+tile grows by appended rows of ``tile_parts`` (:mod:`ledger.core.tileparts`), keyed by
+:func:`_part_id`. Every read takes the two tables in one statement (:func:`read_tiles_sync`),
+hence one snapshot.
 """
 
 from __future__ import annotations
@@ -32,14 +27,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import aiosqlite
 
-from ledger.core.hashing import HASH_SIZE
-from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
+from ledger.core.tileparts import BundleEnd, plan_writes
+from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
     CheckpointRecord,
     StorageFullError,
@@ -180,64 +174,6 @@ def read_tiles_sync(conn: sqlite3.Connection, keys: Sequence[TileKey]) -> dict[T
     return out
 
 
-def _width(key: TileKey, size: int) -> int:
-    """How many elements tile ``key`` holds in a tree of ``size`` entries (0-256)."""
-    level, index = key
-    count = size >> (TILE_HEIGHT * max(level, 0))  # nodes at the tile level's base
-    return min(max(count - index * TILE_WIDTH, 0), TILE_WIDTH)
-
-
-def _bundle_prefix(bundle: bytes, count: int) -> int:
-    """The length of the first ``count`` entries of ``bundle`` (-1 if it is shorter)."""
-    at = 0
-    for _ in range(count):
-        at += 2 + int.from_bytes(bundle[at : at + 2], "big")
-    return at if at <= len(bundle) else -1
-
-
-@dataclass
-class _TileWrites:
-    """How one commit stores its tiles (see the module's "Layout")."""
-
-    whole: list[tuple[int, bytes]]  # (tile id, data) for ``tiles``
-    parts: list[tuple[int, bytes]]  # (part id, data) for ``tile_parts``
-    cleared: list[tuple[int, int]]  # part id ranges to delete: tiles now stored whole
-    bundle_end: tuple[int, int, int] | None  # (bundle, entries, bytes) of the edge bundle
-
-
-def _plan_writes(tiles: Mapping[TileKey, bytes], before: int, after: int,
-                 bundle_end: tuple[int, int, int] | None) -> _TileWrites:
-    """The rows that store ``tiles`` for a tree grown from ``before`` to ``after`` entries.
-
-    A tile that was partial and still is gains a part with what it adds (a bundle's stored
-    length comes from ``bundle_end``, the edge bundle this store last committed, or else by
-    skipping its entries); any other tile is stored whole, and loses the parts it had.
-    """
-    plan = _TileWrites([], [], [], None)
-    for key, data in tiles.items():
-        tile_id = _tile_id(key)
-        was, now = _width(key, before), _width(key, after)
-        bundle = key[0] == ENTRIES_LEVEL
-        if 0 < was < now < TILE_WIDTH:
-            if not bundle:
-                stored = was * HASH_SIZE if len(data) == now * HASH_SIZE else -1
-            elif bundle_end is not None and bundle_end[:2] == (key[1], was):
-                stored = bundle_end[2]
-            else:
-                stored = _bundle_prefix(data, was)
-            if 0 < stored < len(data):
-                plan.parts.append((_part_id(tile_id, was), data[stored:]))
-                if bundle:
-                    plan.bundle_end = (key[1], now, len(data))
-                continue
-        plan.whole.append((tile_id, data))
-        if was:
-            plan.cleared.append((_part_id(tile_id, 0), _part_id(tile_id, TILE_WIDTH - 1)))
-        if bundle and now < TILE_WIDTH:
-            plan.bundle_end = (key[1], now, len(data))
-    return plan
-
-
 def _latest_sync(conn: sqlite3.Connection) -> CheckpointRecord | None:
     row = conn.execute("SELECT size, time, note FROM log_state WHERE one = 1").fetchone()
     return None if row is None else CheckpointRecord(row[0], row[1], bytes(row[2]))
@@ -256,7 +192,7 @@ class SqliteWriteTx:
         self._statements: Statements = []
         self._pending_history: float | None = None
         self._adds = 0  # entries this transaction's checkpoint adds to the stored one
-        self._bundle_end: tuple[int, int, int] | None = None  # see _TileWrites
+        self._bundle_end: BundleEnd | None = None  # what this commit leaves
 
     def _queue(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
@@ -292,10 +228,14 @@ class SqliteWriteTx:
         cp = checkpoint
         before = self._latest.size if self._latest is not None else 0
         self._adds = cp.size - before
-        plan = _plan_writes(tiles, before, cp.size, self._store._bundle_end)
-        self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)", plan.whole)
-        self._queue("INSERT OR REPLACE INTO tile_parts (id, data) VALUES (?, ?)", plan.parts)
-        self._queue("DELETE FROM tile_parts WHERE id BETWEEN ? AND ?", plan.cleared)
+        plan = plan_writes(tiles, before, cp.size, self._store._bundle_end)
+        self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
+                    [(_tile_id(k), data) for k, data in plan.whole])
+        self._queue("INSERT OR REPLACE INTO tile_parts (id, data) VALUES (?, ?)",
+                    [(_part_id(_tile_id(k), start), data) for k, start, data in plan.parts])
+        self._queue("DELETE FROM tile_parts WHERE id BETWEEN ? AND ?",
+                    [(_part_id(_tile_id(k), 0), _part_id(_tile_id(k), TILE_WIDTH - 1))
+                     for k in plan.cleared])
         self._bundle_end = plan.bundle_end
         self._queue("INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
                     [(cp.size, cp.time, cp.note)])
@@ -330,9 +270,7 @@ class SqliteStore:
         self._reader = reader
         self._last_history: float | None = None
         self._last_adds = 0  # entries the last commit added (see LONE_ENTRIES)
-        # The edge bundle as this store last committed it: (bundle, entries, bytes). The
-        # entries of a log never change, so it stays true while another process appends.
-        self._bundle_end: tuple[int, int, int] | None = None
+        self._bundle_end: BundleEnd | None = None  # as this store last committed it
         # Point reads of a few tiles for proofs: in WAL mode a reader never waits for the writer,
         # and an indexed read of a few 8 KiB rows takes microseconds, several times less than a
         # hop to aiosqlite's thread, so these run on the caller's thread.

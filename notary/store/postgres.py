@@ -119,7 +119,7 @@ _RECEIPT = ("SELECT r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data "
             "FROM notary_receipts r "
             "JOIN notary_receipt_keys k ON k.id = r.kid "
             "JOIN notary_ledgers l ON l.id = r.ledger "
-            "JOIN ledger_tiles t ON t.level = -1 AND t.idx = r.idx >> 8 ")
+            "JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8 ")
 _BY_DIGESTS = _RECEIPT + "WHERE r.digest_k = ANY($1::bigint[])"
 _BY_ID = _RECEIPT + "WHERE r.id_k = $1"
 _USAGE = ("SELECT a.name, u.month, u.count FROM notary_usage u "
@@ -150,7 +150,7 @@ SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, NULL, NULL,
 FROM notary_receipts r
 JOIN notary_receipt_keys k ON k.id = r.kid
 JOIN notary_ledgers l ON l.id = r.ledger
-JOIN ledger_tiles t ON t.level = -1 AND t.idx = r.idx >> 8
+JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8
 WHERE r.digest_k = ANY($1::bigint[])
 UNION ALL
 SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, a.name, u.month, u.count
@@ -558,7 +558,7 @@ async def _first_index_at(conn: Any, issued_at: str, size: int) -> int:
         number = index >> 8
         if number not in cache:
             data = await conn.fetchval(
-                "SELECT data FROM ledger_tiles WHERE level = -1 AND idx = $1", number)
+                "SELECT data FROM ledger_tile_data WHERE level = -1 AND idx = $1", number)
             if data is None:
                 raise StoreError(f"entry bundle {number} is missing from the store")
             cache[number] = bytes(data)

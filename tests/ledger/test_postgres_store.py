@@ -1,6 +1,7 @@
 """What only the PostgreSQL backend has: a schema created once under concurrent starts, schema
-versions, many writers on one database, history decided under the lock, and the errors a lost
-server gives (a StoreUnavailableError after bounded retries, never a hang or a wrong answer)."""
+versions, many writers on one database, history decided under the lock, the right edge grown by
+parts, and the errors a lost server gives (a StoreUnavailableError after bounded retries, never
+a hang or a wrong answer)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import time
 import asyncpg
 import pytest
 
-from ledger.core.checkpoint import open_checkpoint
+from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from ledger.core.compact import TreeState, encode_bundle_entry, integrate
 from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
+from ledger.core.tiles import ENTRIES_LEVEL, tiles_for_size
 from ledger.log import Log
 from ledger.storage.base import StoreError, StoreUnavailableError, WitnessState
-from ledger.storage.postgres import LEDGER_MIGRATIONS, PostgresStore, is_postgres_url
+from ledger.storage.postgres import LEDGER_MIGRATIONS, PostgresStore, is_postgres_url, migrate
 from tests.pgcluster import start_cluster
 
 
@@ -114,3 +117,62 @@ async def test_a_dead_server_gives_unavailable_after_bounded_retries(
         await log.close()
     with pytest.raises(StoreUnavailableError, match="cannot connect"):
         await PostgresStore.open(cluster.url, retry_for=0.2)  # stopped and removed by now
+
+
+def _entry(i: int) -> bytes:
+    return b"entry %d " % i + bytes(i % 50)
+
+
+async def test_the_edge_grows_by_parts_and_reads_put_them_together(
+        pg_url: str, signer: Ed25519Signer) -> None:
+    store = await PostgresStore.open(pg_url)
+    log = await Log.open(store, signer=signer)
+    for i in range(10):
+        await log.append(_entry(i))
+    conn = await asyncpg.connect(pg_url)
+    parts = await conn.fetch("SELECT level, idx, start, data FROM ledger_tile_parts "
+                             "WHERE level = -1 ORDER BY start")
+    assert [(r["start"], bytes(r["data"])) for r in parts] == [
+        (i, encode_bundle_entry(_entry(i))) for i in range(1, 10)]
+    assert await store.read_tiles([(ENTRIES_LEVEL, 0)]) == {
+        (ENTRIES_LEVEL, 0): b"".join(encode_bundle_entry(_entry(i)) for i in range(10))}
+
+    # Grown in batches of every size, across a full bundle and tile: what is read is what
+    # integrate computes, and a full tile keeps no parts.
+    size = 10
+    for n in (1, 1, 37, 200, 1, 63, 90):
+        await log.append_many([_entry(i) for i in range(size, size + n)])
+        size += n
+        keys = [(t.level, t.index) for t in tiles_for_size(size, entries=True)]
+        assert await store.read_tiles(keys) == integrate(
+            TreeState(), [_entry(i) for i in range(size)]).tiles
+    full = await conn.fetchval("SELECT count(*) FROM ledger_tile_parts WHERE idx = 0 AND "
+                               "level IN (-1, 0)")
+    assert size > 256 and full == 0
+    await conn.close()
+    await log.close()
+
+
+async def test_a_version_1_log_is_migrated_and_its_whole_edge_gains_parts_after_it(
+        pg_url: str, signer: Ed25519Signer) -> None:
+    # Version 1 rewrote the edge whole in ledger_tiles: make such a log of 5 entries.
+    first = integrate(TreeState(), [_entry(i) for i in range(5)])
+    note = sign_checkpoint(Checkpoint(signer.name, 5, first.state.root()), signer)
+    conn = await asyncpg.connect(pg_url)
+    async with conn.transaction():
+        await migrate(conn, "ledger", LEDGER_MIGRATIONS[:1])
+        await conn.executemany("INSERT INTO ledger_tiles (level, idx, data) VALUES ($1, $2, $3)",
+                               [(k[0], k[1], d) for k, d in first.tiles.items()])
+        await conn.execute("UPDATE ledger_state SET size = 5, time = $1, note = $2",
+                           time.time(), note)
+    store = await PostgresStore.open(pg_url)
+    assert await conn.fetchval(
+        "SELECT version FROM schema_versions WHERE component = 'ledger'") == 2
+    log = await Log.open(store, signer=signer)
+    for i in range(5, 20):
+        await log.append(_entry(i))
+    assert await conn.fetchval("SELECT count(*) FROM ledger_tile_parts") == 2 * 15
+    assert await store.read_tiles([(ENTRIES_LEVEL, 0), (0, 0)]) == integrate(
+        TreeState(), [_entry(i) for i in range(20)]).tiles
+    await conn.close()
+    await log.close()

@@ -14,7 +14,7 @@ from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import ENTRIES_LEVEL, tiles_for_size
 from ledger.log import Log
 from ledger.storage.base import TileKey
-from ledger.storage.sqlite import SqliteStore, _plan_writes, _tile_id, read_tiles_sync
+from ledger.storage.sqlite import SqliteStore, _tile_id, read_tiles_sync
 
 SIGNER = Ed25519Signer.generate("parts.test/log")
 
@@ -103,21 +103,3 @@ async def test_a_store_with_its_edge_written_whole_gains_parts_after_it(tmp_path
     for got in await _stored(store, 520):
         assert got == _expected(520)
     await log.close()
-
-
-def test_a_tile_that_does_not_simply_grow_is_stored_whole() -> None:
-    tiles = integrate(TreeState(), [_entry(i) for i in range(5)]).tiles
-    hashes = tiles[(0, 0)]
-    # Grown from 3 to 5 entries: the leaf hashes append, the bundle appends after its
-    # first three entries (found by skipping them, no remembered length).
-    plan = _plan_writes(tiles, 3, 5, None)
-    assert plan.whole == []
-    assert sorted(plan.parts) == sorted([(3, b"".join(map(encode_bundle_entry,
-                                                          [_entry(3), _entry(4)]))),
-                                         ((1 << 56) | 3, hashes[3 * 32:])])
-    # A hash tile whose length does not fit its width, or a bundle shorter than what was
-    # stored, is written whole, and its parts go.
-    odd = {(0, 0): hashes + b"x", (ENTRIES_LEVEL, 0): b"\x00\x05ab"}
-    plan = _plan_writes(odd, 3, 5, None)
-    assert sorted(plan.whole) == sorted([(1 << 48, hashes + b"x"), (0, b"\x00\x05ab")])
-    assert sorted(plan.cleared) == [(0, 255), (1 << 56, (1 << 56) | 255)]
