@@ -17,7 +17,7 @@ from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.log import Log
-from ledger.sequencer import LogIntegrityError, LogRollbackError
+from ledger.sequencer import CATCH_UP_ENTRIES, LogIntegrityError, LogRollbackError, Sequencer
 from ledger.storage.base import WriteTx
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from ledger.storage.sqlite import SqliteStore
@@ -115,13 +115,50 @@ async def test_catching_up_reads_the_store_once(signer: Ed25519Signer,
         return await plain(self, keys)
 
     monkeypatch.setattr(MemoryWriteTx, "read_tiles", read_tiles)
-    await a.append_many([b"c%d" % i for i in range(200)])  # a: from 300 to 301 and on
+    more = CATCH_UP_ENTRIES + 200  # beyond what is caught up by integrating entries
+    await a.append_many([b"c%d" % i for i in range(more)])  # a: from 300 to 301 and on
     assert len(reads) == 1
     reads.clear()
-    await b.append(b"d")  # b: saw 301, store at 501: the state and the root at 301
-    assert len(reads) == 1
+    await b.append(b"d")  # b: saw 301, store further on: the state and the root at 301
+    assert len(reads) == 1 and len(reads[0]) > 1
     await a.close()
     await b.close()
+
+
+async def test_a_few_entries_of_another_writer_are_caught_up_by_integrating_them(
+        stores: StoreFactory, signer: Ed25519Signer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With several processes on one log, nearly every commit follows another's: up to
+    CATCH_UP_ENTRIES new entries are read from their bundles and integrated, and their root
+    checked against the signed checkpoint, instead of rebuilding the state from tiles."""
+    a = await open_log(stores, signer)
+    b = await open_log(stores, signer)
+    rebuilt: list[int] = []
+    full = Sequencer._verified_state
+
+    async def verified_state(self: Sequencer, read_tiles: Any, latest: Any) -> Any:
+        rebuilt.append(latest.size)
+        return await full(self, read_tiles, latest)
+
+    monkeypatch.setattr(Sequencer, "_verified_state", verified_state)
+    size = 0
+    for n in (1, 1, 255, 2, 600, 1, CATCH_UP_ENTRIES - 1, 1):  # + a's single one after b's
+        await a.append_many([b"a%d" % i for i in range(size, size + n)])
+        size += n
+        landed = await b.append(b"b%d" % size)  # b catches up from a's commit
+        assert landed.index == size
+        size += 1
+        await a.append(b"a%d" % size)  # and a from b's
+        size += 1
+    assert rebuilt == []
+    await a.append_many([b"x%d" % i for i in range(CATCH_UP_ENTRIES + 1)])
+    await b.append(b"far behind")
+    assert rebuilt == [size + CATCH_UP_ENTRIES + 1]
+    head = await b.head(0)
+    assert head is not None and head.size == size + CATCH_UP_ENTRIES + 2
+    reopened = await open_log(stores, signer)  # the tiles the fast path trusted are right
+    assert (await reopened.head(0)) == head
+    for log in (a, b, reopened):
+        await log.close()
 
 
 async def test_append_many_is_one_group_at_consecutive_indexes(stores: StoreFactory,
