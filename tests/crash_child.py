@@ -28,7 +28,7 @@ async def open_store(where: str) -> LogStore:
     return await SqliteStore.open(Path(where) / "log.db", create=True)
 
 
-async def main(where: str, key: str) -> None:
+async def main(where: str, key: str, workers: int) -> None:
     store = await open_store(where)
     log = await Log.open(store, signer=Ed25519Signer.from_private_key(key), max_batch=512)
     seen: set[int] = set()
@@ -44,8 +44,8 @@ async def main(where: str, key: str) -> None:
             out.write(f"A {res.index} {entry.hex()}\n")
             out.flush()
 
-    await asyncio.gather(*(worker() for _ in range(64)))
+    await asyncio.gather(*(worker() for _ in range(workers)))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 64))

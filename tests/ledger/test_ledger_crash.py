@@ -22,20 +22,22 @@ from ledger.log import Log
 from tests.crash_child import open_store
 
 REPO = Path(__file__).resolve().parents[2]
-ROUNDS = {"sqlite": 25, "postgres": 10}
+ROUNDS = {"sqlite": 25, "postgres": 10, "sqlite, one at a time": 12}
+WORKERS = {"sqlite, one at a time": 1}  # lone commits, on the loop's thread (LONE_ENTRIES)
+ACKS = {"sqlite, one at a time": 800}  # about a second of lone commits
 
 
-def _run_child_until_killed(where: str, key: str, rng: random.Random
-                            ) -> tuple[dict[int, bytes], list[bytes]]:
+def _run_child_until_killed(where: str, key: str, rng: random.Random, workers: int = 64,
+                            acks: int = 4000) -> tuple[dict[int, bytes], list[bytes]]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     # As a module from the repository: run as a file, tests/ would be first on sys.path and
     # tests/ledger/ would shadow the ledger package.
-    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_child", where, key],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_child", where, key, str(workers)],
                             cwd=REPO, stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     acked: dict[int, bytes] = {}
     checkpoints: list[bytes] = []
-    target = rng.randint(1, 4000)
+    target = rng.randint(1, acks)
     deadline = time.monotonic() + 20
     for raw in proc.stdout:
         kind, *rest = raw.decode().split()
@@ -58,7 +60,7 @@ def _run_child_until_killed(where: str, key: str, rng: random.Random
     return acked, checkpoints
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "sqlite, one at a time"])
 async def test_sigkill_never_loses_acknowledged_entries(tmp_path: Path, backend: str,
                                                         request: pytest.FixtureRequest,
                                                         seeded_rng: random.Random) -> None:
@@ -70,7 +72,8 @@ async def test_sigkill_never_loses_acknowledged_entries(tmp_path: Path, backend:
     all_acked: dict[int, bytes] = {}
     all_checkpoints: list[bytes] = []
     for _ in range(ROUNDS[backend]):
-        acked, cps = _run_child_until_killed(where, key, rng)
+        acked, cps = _run_child_until_killed(where, key, rng, WORKERS.get(backend, 64),
+                                             ACKS.get(backend, 4000))
         all_acked.update(acked)
         print(f"round: {len(acked)} acked, {len(cps)} checkpoints")
         all_checkpoints.extend(cps)
