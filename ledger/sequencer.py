@@ -306,6 +306,7 @@ class Sequencer:
             self.refusing = str(e)
             raise
         return state
+
     async def _grown(self, tx: WriteTx, latest: CheckpointRecord) -> TreeState | None:
         """The stored checkpoint's state from this process's own, when another process only
         appended a few entries since this one's last commit: their entries, read from the

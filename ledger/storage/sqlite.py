@@ -122,8 +122,7 @@ def _tiles_query(keys: Sequence[TileKey]) -> tuple[str, list[int]]:
     return sql, [*ids, _part_id(min(ids), 0), _part_id(max(ids), TILE_WIDTH - 1)]
 
 
-def _assemble(rows: Iterable[Any], keys: Sequence[TileKey]
-              ) -> dict[TileKey, bytes]:
+def _assemble(rows: Iterable[Any], keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
     """Each tile's row followed by its parts in order (``tiles`` rows come first in a
     ``UNION ALL``); tiles that were not asked for are dropped."""
     wanted = {_tile_id(k) for k in keys}
