@@ -10,8 +10,9 @@ lock. The sequencer commits a batch like this (DESIGN.md, "One log, many process
    PostgreSQL: ``BEGIN`` then ``SELECT … FROM log_state … FOR UPDATE`` on the log's one state
    row. Whoever holds it is the only writer until the transaction ends, in any process.
 2. ``await tx.latest()`` re-reads the stored checkpoint *under the lock*. When another process
-   moved it, the sequencer catches up from the tiles that process wrote (``tx.read_tiles``)
-   before integrating anything of its own, so two processes never sign inconsistent trees.
+   moved it, the sequencer catches up from what that process wrote (``tx.read_tiles``: the
+   new entries' bundles when they are few, else the tiles) before integrating anything of its
+   own, so two processes never sign inconsistent trees.
 3. Backends that add tables to the log (the notary: receipts, usage) read and decide inside the
    same transaction (duplicates, quota) and add their rows to it; see ``notary/store/base.py``.
 4. ``await tx.write(tiles, checkpoint)`` queues the new tiles, bundles and the signed checkpoint;
