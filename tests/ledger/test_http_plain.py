@@ -101,6 +101,11 @@ async def read_answers(reader: asyncio.StreamReader, count: int) -> list[Respons
     return out
 
 
+async def connect(listener: Listener) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A client connection to the test server."""
+    return await asyncio.open_connection(HOST, port_of(listener))
+
+
 def run(test: Callable[[], object]) -> None:
     asyncio.run(test())  # type: ignore[arg-type]
 
@@ -110,7 +115,7 @@ def test_plain_requests_take_the_plain_path_and_the_rest_go_to_aiohttp() -> None
         hot = Hot()
         hot.gate.set()
         async with serving(hot) as listener:
-            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            reader, writer = await connect(listener)
             # Pipelined in one write: two plain, then one aiohttp must parse (chunked), then a
             # plain one that aiohttp now gets too, since the connection is its own from there.
             writer.write(post(b"a") + post(b"b") + chunked(b"c") + post(b"d")
@@ -127,7 +132,7 @@ def test_plain_requests_take_the_plain_path_and_the_rest_go_to_aiohttp() -> None
                                (post(b"x" * 2000), 413),
                                (post(b"f", "Connection: close"), 200),
                                (b"POST /hot HTTP/1.0\r\nContent-Length: 1\r\n\r\ng", 200)):
-                reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+                reader, writer = await connect(listener)
                 writer.write(data)
                 (answer,) = await read_answers(reader, 1)
                 assert answer.status == want
@@ -142,7 +147,7 @@ def test_answers_stay_in_request_order_while_a_plain_one_is_pending() -> None:
     async def main() -> None:
         hot = Hot()
         async with serving(hot) as listener:
-            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            reader, writer = await connect(listener)
             writer.write(post(b"1") + b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
             await asyncio.sleep(0.2)
             assert hot.started == [b"1"]  # aiohttp has not been given the GET yet
@@ -157,7 +162,7 @@ def test_shutdown_waits_for_a_plain_request_in_progress() -> None:
     async def main() -> None:
         hot = Hot()
         async with serving(hot) as listener:
-            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            reader, writer = await connect(listener)
             writer.write(post(b"late"))
             while not hot.started:
                 await asyncio.sleep(0.01)
@@ -175,14 +180,14 @@ def test_a_body_that_never_arrives_is_told_to_the_route() -> None:
         hot.gate.set()
         limits = ServerLimits(body_timeout=0.3)
         async with serving(hot, limits) as listener:
-            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            reader, writer = await connect(listener)
             writer.write(post(b"0123456789")[:-4])  # head and part of the body, then nothing
             answer = await asyncio.wait_for(reader.read(65536), 10)
             assert answer.startswith(b"HTTP/1.1 408 ")
             assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == (
                 "request_timeout")
             assert await asyncio.wait_for(reader.read(65536), 10) == b""  # closed
-            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            reader, writer = await connect(listener)
             writer.write(post(b"0123456789")[:-4])
             await asyncio.sleep(0.1)
             writer.close()  # the client leaves mid-body
@@ -202,7 +207,7 @@ def test_a_handler_that_raises_is_a_quiet_500(capsys: pytest.CaptureFixture[str]
         hot = Hot(fail=True)
         hot.gate.set()
         async with serving(hot) as listener:
-            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            reader, writer = await connect(listener)
             writer.write(post(b"boom") + post(b"again"))
             answers = await read_answers(reader, 2)
             assert [r.status for r in answers] == [500, 500]
@@ -218,7 +223,7 @@ def test_pipelined_bytes_behind_a_pending_request_are_bounded() -> None:
     async def main() -> None:
         hot = Hot()
         async with serving(hot) as listener:
-            reader, writer = await asyncio.open_connection(HOST, port_of(listener))
+            reader, writer = await connect(listener)
             writer.write(post(b"held"))
             while not hot.started:
                 await asyncio.sleep(0.01)
