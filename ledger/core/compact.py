@@ -9,7 +9,7 @@ hash per merge of two equal perfect subtrees (n − popcount merges overall).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.core.errors import LedgerError
@@ -78,6 +78,31 @@ def decode_bundle(data: bytes) -> list[bytes]:
         pos += n
     if len(out) > TILE_WIDTH:
         raise ValueError(f"entry bundle holds {len(out)} entries, more than {TILE_WIDTH}")
+    return out
+
+
+def bundle_keys(start: int, end: int) -> list[tuple[int, int]]:
+    """The keys of the entry bundles that hold the entries at positions [start, end)."""
+    if start >= end:
+        return []
+    return [(ENTRIES_LEVEL, n) for n in range(start >> TILE_HEIGHT, ((end - 1) >> TILE_HEIGHT) + 1)]
+
+
+def entries_between(bundles: Mapping[tuple[int, int], bytes], start: int, end: int
+                    ) -> list[bytes]:
+    """The entries at positions [start, end) out of the whole bundles that hold them (keyed as
+    :func:`bundle_keys` names them): fewer when a bundle is missing or short, so that a caller
+    checks the count; ValueError when one is malformed."""
+    out: list[bytes] = []
+    for key in bundle_keys(start, end):
+        data = bundles.get(key)
+        if data is None:
+            break
+        base = key[1] << TILE_HEIGHT
+        entries = decode_bundle(data)
+        out.extend(entries[max(start - base, 0) : end - base])
+        if len(entries) < TILE_WIDTH:
+            break  # a partial bundle is the log's last one
     return out
 
 

@@ -10,9 +10,9 @@ lock. The sequencer commits a batch like this (DESIGN.md, "One log, many process
    PostgreSQL: ``BEGIN`` then ``SELECT … FROM log_state … FOR UPDATE`` on the log's one state
    row. Whoever holds it is the only writer until the transaction ends, in any process.
 2. ``await tx.latest()`` re-reads the stored checkpoint *under the lock*. When another process
-   moved it, the sequencer catches up from what that process wrote (``tx.read_tiles``: the
-   new entries' bundles when they are few, else the tiles) before integrating anything of its
-   own, so two processes never sign inconsistent trees.
+   moved it, the sequencer catches up from what that process wrote (``tx.read_entries``,
+   the new entries, when they are few; else ``tx.read_tiles``, the tiles) before integrating
+   anything of its own, so two processes never sign inconsistent trees.
 3. Backends that add tables to the log (the notary: receipts, usage) read and decide inside the
    same transaction (duplicates, quota) and add their rows to it; see ``notary/store/base.py``.
 4. ``await tx.write(tiles, checkpoint)`` queues the new tiles, bundles and the signed checkpoint;
@@ -88,6 +88,13 @@ class WriteTx(Protocol):
         ...
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]: ...
+
+    async def read_entries(self, start: int, end: int) -> list[bytes]:
+        """The stored entries at positions [start, end), from their bundles: what another
+        process appended since this one's state (``start``). Fewer when some are not stored
+        (the caller checks the count); ValueError for a malformed bundle. A backend that
+        stores a growing bundle by parts reads only the parts from ``start`` on."""
+        ...
 
     async def write(
         self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord

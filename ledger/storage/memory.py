@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
+from ledger.core.compact import bundle_keys, entries_between
 from ledger.storage.base import CheckpointRecord, TileKey, WitnessState
 
 
@@ -28,6 +29,9 @@ class MemoryWriteTx:
         out = await self._store.read_tiles(keys)
         out.update({k: self.tiles[k] for k in keys if k in self.tiles})
         return out
+
+    async def read_entries(self, start: int, end: int) -> list[bytes]:
+        return entries_between(await self.read_tiles(bundle_keys(start, end)), start, end)
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         self.tiles.update(tiles)

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Self, TypeVar
 
+from ledger.core.compact import bundle_keys, entries_between
 from ledger.core.tileparts import BundleEnd, plan_writes
 from ledger.storage.base import (
     CheckpointRecord,
@@ -222,6 +223,9 @@ class PostgresWriteTx:
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         return await _read_tiles(self._conn, keys)
+
+    async def read_entries(self, start: int, end: int) -> list[bytes]:
+        return entries_between(await self.read_tiles(bundle_keys(start, end)), start, end)
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         # Written at commit, in one statement; a later write in the same transaction wins.

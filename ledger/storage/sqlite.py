@@ -32,8 +32,9 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
+from ledger.core.compact import bundle_keys, decode_bundle, entries_between
 from ledger.core.tileparts import BundleEnd, plan_writes
-from ledger.core.tiles import TILE_HEIGHT, TILE_WIDTH
+from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
     CheckpointRecord,
     StorageFullError,
@@ -173,6 +174,46 @@ def read_tiles_sync(conn: sqlite3.Connection, keys: Sequence[TileKey]) -> dict[T
     return out
 
 
+def _read_entries_sync(conn: sqlite3.Connection, start: int, end: int,
+                       known: BundleEnd | None) -> tuple[list[bytes], BundleEnd | None]:
+    """The entries at [start, end) and what is now known of the edge bundle's stored length.
+
+    When ``start`` falls inside a bundle that grows by parts, only its parts from ``start`` on
+    are read (the caller has the entries before): a part or two where the whole bundle is up
+    to ~40 KB and a part per commit. Anything else, a bundle stored whole or parts that do not
+    start there, is read whole. ``known`` is the edge bundle as this store last committed it;
+    when the parts extend it, the returned one says where they end, so that the next commit
+    appends its own part without walking the bundle (:func:`plan_writes`).
+    """
+    first, offset = start >> TILE_HEIGHT, start & (TILE_WIDTH - 1)
+    out: list[bytes] = []
+    if offset and start < end:
+        tile_id = _tile_id((ENTRIES_LEVEL, first))
+        rows = conn.execute("SELECT id, data FROM tile_parts WHERE id BETWEEN ? AND ? "
+                            "ORDER BY id", (_part_id(tile_id, offset),
+                                            _part_id(tile_id, TILE_WIDTH - 1))).fetchall()
+        at, grown = offset, 0
+        parts: list[bytes] = []
+        for part_id, data in rows:
+            if part_id & (TILE_WIDTH - 1) != at:
+                parts = []  # not parts from ``start`` on: the bundle is read whole below
+                break
+            entries = decode_bundle(data)
+            parts.extend(entries)
+            at += len(entries)
+            grown += len(data)
+        if parts:
+            if known is not None and known[:2] == (first, offset):
+                known = (first, at, known[2] + grown)
+            out = parts[: end - start]
+            start = (first << TILE_HEIGHT) + at
+            if start < end and start & (TILE_WIDTH - 1):
+                return out, known  # the bundle ends before ``end``: fewer, as documented
+    if start < end:
+        out.extend(entries_between(read_tiles_sync(conn, bundle_keys(start, end)), start, end))
+    return out, known
+
+
 def _latest_sync(conn: sqlite3.Connection) -> CheckpointRecord | None:
     row = conn.execute("SELECT size, time, note FROM log_state WHERE one = 1").fetchone()
     return None if row is None else CheckpointRecord(row[0], row[1], bytes(row[2]))
@@ -191,6 +232,7 @@ class SqliteWriteTx:
         self._statements: Statements = []
         self._pending_history: float | None = None
         self._adds = 0  # entries this transaction's checkpoint adds to the stored one
+        self._stored_end = store._bundle_end  # the edge bundle as stored, when known
         self._bundle_end: BundleEnd | None = None  # what this commit leaves
 
     def _queue(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -223,11 +265,22 @@ class SqliteWriteTx:
             read_tiles_sync, self._store._wconn, keys)
         return got
 
+    async def read_entries(self, start: int, end: int) -> list[bytes]:
+        conn = self._store._wconn
+        got: list[bytes]
+        if end - start > TILE_WIDTH:  # a long catch-up: on the worker thread, as bulk reads
+            got, known = await self._store._writer.run(
+                _read_entries_sync, conn, start, end, self._stored_end)
+        else:  # a part or two (see _read_locked_now)
+            got, known = _read_entries_sync(conn, start, end, self._stored_end)
+        self._stored_end = known
+        return got
+
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         cp = checkpoint
         before = self._latest.size if self._latest is not None else 0
         self._adds = cp.size - before
-        plan = plan_writes(tiles, before, cp.size, self._store._bundle_end)
+        plan = plan_writes(tiles, before, cp.size, self._stored_end)
         self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
                     [(_tile_id(k), data) for k, data in plan.whole])
         self._queue("INSERT OR REPLACE INTO tile_parts (id, data) VALUES (?, ?)",

@@ -6,9 +6,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ledger.storage.sqlite as sqlite_module
+from ledger.core import tileparts
 from ledger.core.compact import TreeState, encode_bundle_entry, integrate
 from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import ENTRIES_LEVEL, tiles_for_size
@@ -103,3 +106,66 @@ async def test_a_store_with_its_edge_written_whole_gains_parts_after_it(tmp_path
     for got in await _stored(store, 520):
         assert got == _expected(520)
     await log.close()
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.integers(1, 300), min_size=1, max_size=8), data=st.data())
+async def test_entries_are_read_from_any_position_whatever_the_parts(
+        tmp_path_factory: object, batches: list[int], data: st.DataObject) -> None:
+    """``read_entries`` from a part boundary, inside a part, on a bundle boundary or past the
+    end: exactly the stored entries of that range (fewer past the end)."""
+    path = tmp_path_factory.mktemp("entries") / "log.db"  # type: ignore[attr-defined]
+    store = await SqliteStore.open(path, create=True)
+    log = await Log.open(store, signer=SIGNER)
+    size, sizes = 0, [0]
+    for n in batches:
+        await log.append_many([_entry(i) for i in range(size, size + n)])
+        size += n
+        sizes.append(size)
+    starts = [*sizes[:-1], *data.draw(st.lists(st.integers(0, size - 1), max_size=6))]
+    async with store.transaction() as tx:
+        for start in starts:
+            end = data.draw(st.integers(start + 1, size + 3))
+            assert await tx.read_entries(start, end) == [
+                _entry(i) for i in range(start, min(end, size))]
+    await log.close()
+
+
+async def test_catching_up_reads_only_the_other_writers_parts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After another writer's few entries, a writer reads the parts it added (no bundle whole)
+    and appends its own part where they end, without walking the bundle to find it."""
+    path = tmp_path / "log.db"
+    a = await Log.open(await SqliteStore.open(path, create=True), signer=SIGNER)
+    b = await Log.open(await SqliteStore.open(path), signer=SIGNER)
+    await a.append_many([_entry(i) for i in range(10)])
+    await b.append(_entry(10))  # b catches up from a's whole first bundle, then adds a part
+    await b.append_many([_entry(11), _entry(12)])
+    whole_reads: list[list[TileKey]] = []
+    walks: list[int] = []
+    read_whole = sqlite_module.read_tiles_sync
+    walk = tileparts.bundle_prefix
+
+    def counted_read(conn: sqlite3.Connection, keys: list[TileKey]) -> dict[TileKey, bytes]:
+        whole_reads.append(list(keys))
+        return read_whole(conn, keys)
+
+    def counted_walk(bundle: bytes, count: int) -> int:
+        walks.append(count)
+        return walk(bundle, count)
+
+    monkeypatch.setattr(sqlite_module, "read_tiles_sync", counted_read)
+    monkeypatch.setattr(tileparts, "bundle_prefix", counted_walk)
+    assert (await a.append(_entry(13))).index == 13  # a: b's two parts, then its own part
+    assert whole_reads == [] and walks == []
+    with sqlite3.connect(path) as conn:
+        starts = [row[0] & 0xFF for row in conn.execute(
+            "SELECT id FROM tile_parts WHERE id >> 8 = ? ORDER BY id",
+            (_tile_id((ENTRIES_LEVEL, 0)),))]
+    assert starts == [10, 11, 13]
+    monkeypatch.undo()
+    for got in await _stored(a.store, 14):  # type: ignore[arg-type]
+        assert got == _expected(14)
+    await a.close()
+    await b.close()
