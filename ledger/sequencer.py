@@ -408,15 +408,20 @@ class Sequencer:
                         if not group.future.done():
                             group.future.set_exception(LogHaltedError(self.halted))
                     break
-                take, count = 0, 0
-                while take < len(self._pending) and (take == 0 or count < self.max_batch):
-                    count += len(self._pending[take].entries)
-                    take += 1
-                batch = self._pending[:take]
-                del self._pending[:take]
-                await self._commit(batch)
+                await self._commit()
             if self._closing:
                 return
+
+    def _next_batch(self) -> list[_Group]:
+        """The pending groups of the next batch, in order: up to ``max_batch`` entries, or one
+        larger group alone."""
+        take, count = 0, 0
+        while take < len(self._pending) and (take == 0 or count < self.max_batch):
+            count += len(self._pending[take].entries)
+            take += 1
+        batch = self._pending[:take]
+        del self._pending[:take]
+        return batch
 
     async def _screened(self, tx: WriteTx, batch: list[_Group],
                         refused: list[tuple[_Group, Exception]]) -> list[_Group]:
@@ -445,13 +450,17 @@ class Sequencer:
                             _Group(entries, group.contexts, group.future, group.proof))
         return admitted
 
-    async def _commit(self, batch: list[_Group]) -> None:
+    async def _commit(self) -> None:
         started = time.perf_counter()
+        batch: list[_Group] = []
         refused: list[tuple[_Group, Exception]] = []
         done: Integrated | None = None
         caught_up: CheckpointRecord | None = None
         try:
             async with self.store.transaction() as tx:
+                # Taken once the log's lock is held: what arrived while this process waited
+                # for it (another process committing) joins this batch, not the next one.
+                batch = self._next_batch()
                 latest = await tx.latest()
                 if latest is None or self.checkpoint is None or latest.size != self.state.size \
                         or latest.note != self.checkpoint.note:
@@ -475,6 +484,8 @@ class Sequencer:
                         contexts = [c for g in batch for c in g.contexts]
                         await self.hook(tx, [(first + i, c) for i, c in enumerate(contexts)])
         except BaseException as e:
+            if not batch:  # the lock could not be taken: the batch it was for fails
+                batch = self._next_batch()
             for group in [*batch, *(g for g, _ in refused)]:
                 if not group.future.done():
                     group.future.set_exception(

@@ -197,6 +197,26 @@ async def test_catching_up_trusts_only_the_note_this_log_key_signs(
     await b.close()
 
 
+async def test_what_arrives_while_another_writer_holds_the_lock_joins_one_batch(
+        stores: StoreFactory, signer: Ed25519Signer) -> None:
+    """A batch is taken once the log's lock is held: appends that arrive while another
+    process commits wait for it together and land in one commit, not one by one."""
+    log = await open_log(stores, signer)
+    other = await stores.open()  # another process's handle (memory: the same store)
+    async with other.transaction():
+        first = asyncio.create_task(log.append(b"first"))
+        await asyncio.sleep(0.2)  # the sequencer is waiting for the lock by now
+        later = [asyncio.create_task(log.append(b"later %d" % i)) for i in range(3)]
+        await asyncio.sleep(0.1)
+        assert not any(t.done() for t in (first, *later))
+    landed = await asyncio.gather(first, *later)
+    assert sorted(r.index for r in landed) == [0, 1, 2, 3]
+    assert {r.size for r in landed} == {4}  # one commit for all four
+    await log.close()
+    if stores.shared:
+        await other.close()
+
+
 async def test_append_many_is_one_group_at_consecutive_indexes(stores: StoreFactory,
                                                                signer: Ed25519Signer) -> None:
     log = await Log.open(await stores.open(), signer=signer, max_batch=100)
