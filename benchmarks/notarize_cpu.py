@@ -3,6 +3,7 @@
     .venv/bin/python -m benchmarks.notarize_cpu                      # 1 and 64 in flight
     .venv/bin/python -m benchmarks.notarize_cpu --in-flight 64 --receipts 20000
     .venv/bin/python -m benchmarks.notarize_cpu --authenticate --profile   # + top functions
+    .venv/bin/python -m benchmarks.notarize_cpu --processes 2 --in-flight 2,8,32
 
 What ``POST /v1/tool-calls`` runs after authentication and parsing, through the real write path:
 ``notary.startup.open_notary`` on a fresh SQLite data directory (WAL, ``synchronous=FULL``),
@@ -18,7 +19,9 @@ handler does. ``--profile`` runs one more pass per level under ``cProfile`` time
 loop thread's CPU clock (so another job's load does not count; the database thread is not
 profiled) and writes the top functions by self and inclusive CPU, in µs per receipt, into the
 JSON: cProfile inflates small calls, so take the shares from it and the totals from the
-unprofiled pass.
+unprofiled pass. ``--processes N`` runs each level in N processes on one store at once (as
+``notary serve --workers N`` does, without HTTP), ``--in-flight`` calls in each: the cost of
+several writers taking turns at one log.
 Output: a table, and a JSON file (``benchmarks/results/local/`` unless ``--save``).
 """
 
@@ -28,6 +31,7 @@ import argparse
 import asyncio
 import cProfile
 import hashlib
+import multiprocessing
 import os
 import pstats
 import tempfile
@@ -70,15 +74,28 @@ def top_functions(prof: cProfile.Profile, n: int, count: int) -> dict[str, list[
     return {"self_us_per_receipt": pick(2), "inclusive_us_per_receipt": pick(3)}
 
 
+def _settings(data: Path) -> Settings:
+    return Settings(data=data, public_url="http://127.0.0.1:8080")
+
+
+async def _create_store(data: Path) -> None:
+    """A fresh data directory with the benchmark's API key."""
+    init_data_dir(_settings(data))
+    notary = await open_notary(_settings(data))
+    try:
+        await notary.store.create_api_key("bench", None, "0000000000be",
+                                          hashlib.sha256(SECRET.encode()).digest())
+    finally:
+        assert notary.log is not None
+        await notary.log.close()
+
+
 async def measure(data: Path, receipts: int, in_flight: int, *, authenticate: bool,
-                  profile: bool) -> dict[str, Any]:
-    """CPU per receipt with ``in_flight`` calls at once (one fresh store per measure)."""
-    config = Settings(data=data, public_url="http://127.0.0.1:8080")
-    init_data_dir(config)
-    notary = await open_notary(config)
+                  profile: bool, start: Any = None) -> dict[str, Any]:
+    """CPU per receipt with ``in_flight`` calls at once, on the store at ``data``; ``start``
+    (a barrier) holds the measured receipts until every process of the level is warm."""
+    notary = await open_notary(_settings(data))
     fixed = Account("bench", None, "0000000000be")
-    await notary.store.create_api_key("bench", None, "0000000000be",
-                                      hashlib.sha256(SECRET.encode()).digest())
 
     async def loop(count: int) -> None:
         for _ in range(count):
@@ -89,6 +106,8 @@ async def measure(data: Path, receipts: int, in_flight: int, *, authenticate: bo
     try:
         await asyncio.gather(*(loop(max(1, 200 // in_flight)) for _ in range(in_flight)))
         per_loop = max(1, receipts // in_flight)
+        if start is not None:
+            start.wait()
         cpu0, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
         await asyncio.gather(*(loop(per_loop) for _ in range(in_flight)))
         cpu1, main1, wall1 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -109,6 +128,38 @@ async def measure(data: Path, receipts: int, in_flight: int, *, authenticate: bo
     return out
 
 
+def _process(data: Path, receipts: int, in_flight: int, authenticate: bool, start: Any,
+             results: Any) -> None:
+    """One of ``--processes``: its own notary on the shared store, as a worker of
+    ``notary serve --workers`` is."""
+    results.put(asyncio.run(measure(data, receipts, in_flight, authenticate=authenticate,
+                                    profile=False, start=start)))
+
+
+def measure_processes(data: Path, receipts: int, in_flight: int, processes: int, *,
+                      authenticate: bool) -> dict[str, Any]:
+    """:func:`measure` in ``processes`` processes on one store at once, ``in_flight`` calls in
+    each: receipts/s over the slowest one's time, CPU per receipt over all of them."""
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Barrier(processes), ctx.Queue()
+    each = max(1, receipts // processes)
+    procs = [ctx.Process(target=_process, args=(data, each, in_flight, authenticate, start,
+                                                results)) for _ in range(processes)]
+    for proc in procs:
+        proc.start()
+    runs = [results.get(timeout=600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    n = sum(r["receipts"] for r in runs)
+    wall = max(r["receipts"] / r["receipts_per_s"] for r in runs)
+    return {"in_flight": in_flight, "processes": processes, "authenticate": authenticate,
+            "receipts": n, "receipts_per_s": n / wall,
+            "cpu_us_per_receipt": sum(r["cpu_us_per_receipt"] * r["receipts"] for r in runs) / n,
+            "event_loop_cpu_us_per_receipt": sum(
+                r["event_loop_cpu_us_per_receipt"] * r["receipts"] for r in runs) / n,
+            "load_average": os.getloadavg()[0], "each": runs}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--in-flight", default="1,64", help="comma-separated levels (default 1,64)")
@@ -117,20 +168,33 @@ def main() -> None:
                    help="check an API key per receipt, as the HTTP handler does")
     p.add_argument("--profile", action="store_true",
                    help="one more pass under cProfile: top functions into the JSON")
+    p.add_argument("--processes", type=int, default=1,
+                   help="processes on one store, each with --in-flight calls (as --workers)")
     p.add_argument("--save", action="store_true",
                    help="write the tracked benchmarks/results/notarize_cpu.json")
     p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
     a = p.parse_args()
+    if a.processes < 1:
+        p.error("--processes must be 1 or more")
+    if a.processes > 1 and a.profile:
+        p.error("--profile profiles one process: leave out --processes")
     runs = []
     with tempfile.TemporaryDirectory(prefix="notarize-cpu-") as tmp:
         for level in (int(x) for x in a.in_flight.split(",") if x):
             receipts = a.receipts if level > 1 else min(a.receipts, 1500)
-            runs.append(asyncio.run(measure(Path(tmp) / f"d{level}", receipts, level,
-                                            authenticate=a.authenticate, profile=a.profile)))
+            data = Path(tmp) / f"d{level}"
+            asyncio.run(_create_store(data))
+            if a.processes > 1:
+                runs.append(measure_processes(data, receipts, level, a.processes,
+                                              authenticate=a.authenticate))
+            else:
+                runs.append(asyncio.run(measure(data, receipts, level,
+                                                authenticate=a.authenticate, profile=a.profile)))
         machine = machine_info(Path(tmp))
-    print(table(["in flight", "receipts", "CPU/receipt", "event loop CPU/receipt",
+    print(table(["in flight", "processes", "receipts", "CPU/receipt", "event loop CPU/receipt",
                  "receipts/s", "load avg"],
-                [[r["in_flight"], f"{r['receipts']:,}", f"{r['cpu_us_per_receipt']:.0f} µs",
+                [[r["in_flight"], r.get("processes", 1), f"{r['receipts']:,}",
+                  f"{r['cpu_us_per_receipt']:.0f} µs",
                   f"{r['event_loop_cpu_us_per_receipt']:.0f} µs",
                   f"{r['receipts_per_s']:,.0f}", f"{r['load_average']:.1f}"] for r in runs]))
     path = write_json(result_path("notarize_cpu", save=a.save, out=a.out),
