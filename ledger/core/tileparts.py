@@ -12,9 +12,10 @@ tiles whole, simply gains parts after them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ledger.core.compact import decode_bundle
 from ledger.core.hashing import HASH_SIZE
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 
@@ -82,3 +83,23 @@ def plan_writes(tiles: Mapping[TileKey, bytes], before: int, after: int,
         if bundle and now < TILE_WIDTH:
             plan.bundle_end = (key[1], now, len(data))
     return plan
+
+
+def entries_from_parts(parts: Sequence[tuple[int, bytes]], start: int
+                       ) -> tuple[list[bytes], int, int] | None:
+    """The entries of a bundle's parts that begin at position ``start`` (0-255), given as
+    (first position, data) in order: (entries, the position after the last, their bytes).
+
+    None when they do not begin there or leave a gap (the bundle was stored whole since, or is
+    damaged): the caller then reads the bundle whole. ValueError for a malformed part.
+    """
+    at, size = start, 0
+    out: list[bytes] = []
+    for first, data in parts:
+        if first != at:
+            return None
+        entries = decode_bundle(data)
+        out.extend(entries)
+        at += len(entries)
+        size += len(data)
+    return (out, at, size) if out else None

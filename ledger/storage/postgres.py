@@ -37,7 +37,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Self, TypeVar
 
 from ledger.core.compact import bundle_keys, entries_between
-from ledger.core.tileparts import BundleEnd, plan_writes
+from ledger.core.tileparts import BundleEnd, entries_from_parts, plan_writes
+from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
     CheckpointRecord,
     StorageFullError,
@@ -113,6 +114,8 @@ _READ_TILES = (
     "JOIN unnest($1::smallint[], $2::bigint[]) AS k(level, idx) "
     "ON t.level = k.level AND t.idx = k.idx"
 )
+_READ_PARTS = ("SELECT start, data FROM ledger_tile_parts WHERE level = $1 AND idx = $2 "
+               "AND start >= $3 ORDER BY start")
 _LOCK_STATE = "SELECT size, time, note, history_time FROM ledger_state WHERE one = 1 FOR UPDATE"
 # Tiles, bundles and their parts, the checkpoint and (every HISTORY_INTERVAL) a history row:
 # data-modifying CTEs of one statement, to which a subclass adds its own rows (see
@@ -225,7 +228,26 @@ class PostgresWriteTx:
         return await _read_tiles(self._conn, keys)
 
     async def read_entries(self, start: int, end: int) -> list[bytes]:
-        return entries_between(await self.read_tiles(bundle_keys(start, end)), start, end)
+        """As SQLite's: from inside the edge bundle, only its parts from ``start`` on (one
+        round trip, as the whole bundle would be), and where they end is remembered."""
+        first, offset = start >> TILE_HEIGHT, start & (TILE_WIDTH - 1)
+        out: list[bytes] = []
+        if offset and start < end:
+            rows = await self._conn.fetch(_READ_PARTS, ENTRIES_LEVEL, first, offset)
+            found = entries_from_parts([(r[0], bytes(r[1])) for r in rows], offset)
+            if found is not None:
+                parts, at, grown = found
+                known = self.bundle_end
+                if known is not None and known[:2] == (first, offset):
+                    self.bundle_end = (first, at, known[2] + grown)
+                out = parts[: end - start]
+                start = (first << TILE_HEIGHT) + at
+                if start < end and start & (TILE_WIDTH - 1):
+                    return out  # the bundle ends before ``end``: fewer, as documented
+        if start < end:
+            out.extend(entries_between(await self.read_tiles(bundle_keys(start, end)),
+                                       start, end))
+        return out
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         # Written at commit, in one statement; a later write in the same transaction wins.

@@ -32,8 +32,8 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
-from ledger.core.compact import bundle_keys, decode_bundle, entries_between
-from ledger.core.tileparts import BundleEnd, plan_writes
+from ledger.core.compact import bundle_keys, entries_between
+from ledger.core.tileparts import BundleEnd, entries_from_parts, plan_writes
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
     CheckpointRecord,
@@ -189,20 +189,12 @@ def _read_entries_sync(conn: sqlite3.Connection, start: int, end: int,
     out: list[bytes] = []
     if offset and start < end:
         tile_id = _tile_id((ENTRIES_LEVEL, first))
-        rows = conn.execute("SELECT id, data FROM tile_parts WHERE id BETWEEN ? AND ? "
+        rows = conn.execute("SELECT id & 255, data FROM tile_parts WHERE id BETWEEN ? AND ? "
                             "ORDER BY id", (_part_id(tile_id, offset),
                                             _part_id(tile_id, TILE_WIDTH - 1))).fetchall()
-        at, grown = offset, 0
-        parts: list[bytes] = []
-        for part_id, data in rows:
-            if part_id & (TILE_WIDTH - 1) != at:
-                parts = []  # not parts from ``start`` on: the bundle is read whole below
-                break
-            entries = decode_bundle(data)
-            parts.extend(entries)
-            at += len(entries)
-            grown += len(data)
-        if parts:
+        found = entries_from_parts(rows, offset)
+        if found is not None:
+            parts, at, grown = found
             if known is not None and known[:2] == (first, offset):
                 known = (first, at, known[2] + grown)
             out = parts[: end - start]

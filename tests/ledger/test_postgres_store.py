@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from typing import Any
 
 import asyncpg
 import pytest
 
+from ledger.core import tileparts
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import TreeState, encode_bundle_entry, integrate
 from ledger.core.hashing import leaf_hash, merkle_root
@@ -19,7 +21,13 @@ from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import ENTRIES_LEVEL, tiles_for_size
 from ledger.log import Log
 from ledger.storage.base import StoreError, StoreUnavailableError, WitnessState
-from ledger.storage.postgres import LEDGER_MIGRATIONS, PostgresStore, is_postgres_url, migrate
+from ledger.storage.postgres import (
+    LEDGER_MIGRATIONS,
+    PostgresStore,
+    PostgresWriteTx,
+    is_postgres_url,
+    migrate,
+)
 from tests.pgcluster import start_cluster
 
 
@@ -151,6 +159,38 @@ async def test_the_edge_grows_by_parts_and_reads_put_them_together(
     assert size > 256 and full == 0
     await conn.close()
     await log.close()
+
+
+async def test_catching_up_reads_only_the_other_writers_parts(
+        pg_url: str, signer: Ed25519Signer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on SQLite: after another frontend's few entries, a writer reads the parts it added,
+    not the whole bundle, and appends its own part without walking the bundle."""
+    a = await Log.open(await PostgresStore.open(pg_url), signer=signer)
+    b = await Log.open(await PostgresStore.open(pg_url), signer=signer)
+    await a.append_many([_entry(i) for i in range(10)])
+    await b.append(_entry(10))
+    await b.append_many([_entry(11), _entry(12)])
+    whole: list[object] = []
+    walks: list[int] = []
+    read_whole, walk = PostgresWriteTx.read_tiles, tileparts.bundle_prefix
+
+    async def counted_read(self: PostgresWriteTx, keys: Any) -> dict[Any, bytes]:
+        whole.append(list(keys))
+        return await read_whole(self, keys)
+
+    def counted_walk(bundle: bytes, count: int) -> int:
+        walks.append(count)
+        return walk(bundle, count)
+
+    monkeypatch.setattr(PostgresWriteTx, "read_tiles", counted_read)
+    monkeypatch.setattr(tileparts, "bundle_prefix", counted_walk)
+    assert (await a.append(_entry(13))).index == 13
+    assert whole == [] and walks == []
+    monkeypatch.undo()
+    assert await a.store.read_tiles([(ENTRIES_LEVEL, 0)]) == {
+        (ENTRIES_LEVEL, 0): b"".join(encode_bundle_entry(_entry(i)) for i in range(14))}
+    await a.close()
+    await b.close()
 
 
 async def test_a_version_1_log_is_migrated_and_its_whole_edge_gains_parts_after_it(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.core.compact import TreeState, encode_bundle_entry, integrate
-from ledger.core.tileparts import TileKey, bundle_prefix, plan_writes, width
+from ledger.core.tileparts import TileKey, bundle_prefix, entries_from_parts, plan_writes, width
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH
 
 
@@ -69,3 +71,21 @@ def test_a_tile_that_does_not_simply_grow_is_stored_whole() -> None:
     assert sorted(plan.whole) == sorted(odd.items())
     assert sorted(plan.cleared) == [(ENTRIES_LEVEL, 0), (0, 0)]
     assert plan.parts == []
+
+
+@given(entries=st.lists(st.binary(max_size=40), min_size=1, max_size=60),
+       cuts=st.sets(st.integers(1, 59)), start=st.integers(0, 190))
+def test_a_bundles_parts_give_its_entries_from_where_they_begin(
+        entries: list[bytes], cuts: set[int], start: int) -> None:
+    """``entries_from_parts`` over parts as commits append them (each the entries it added,
+    keyed by the position of its first): all of them, where they end and their bytes; None
+    when the parts begin elsewhere or leave a gap."""
+    bounds = [0, *sorted(c for c in cuts if c < len(entries)), len(entries)]
+    parts = [(start + lo, b"".join(map(encode_bundle_entry, entries[lo:hi])))
+             for lo, hi in itertools.pairwise(bounds)]
+    assert entries_from_parts(parts, start) == (
+        entries, start + len(entries), sum(len(d) for _, d in parts))
+    assert entries_from_parts(parts, start + 1) is None
+    assert entries_from_parts([], start) is None
+    if len(parts) > 2:
+        assert entries_from_parts(parts[:1] + parts[2:], start) is None  # a gap
