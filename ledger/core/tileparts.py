@@ -85,21 +85,33 @@ def plan_writes(tiles: Mapping[TileKey, bytes], before: int, after: int,
     return plan
 
 
-def entries_from_parts(parts: Sequence[tuple[int, bytes]], start: int
-                       ) -> tuple[list[bytes], int, int] | None:
-    """The entries of a bundle's parts that begin at position ``start`` (0-255), given as
-    (first position, data) in order: (entries, the position after the last, their bytes).
+def entries_from_parts(parts: Sequence[tuple[int, bytes]], start: int, end: int,
+                       known: BundleEnd | None) -> tuple[list[bytes], int, BundleEnd | None]:
+    """What the parts of the bundle holding position ``start`` give of the entries at
+    [start, end): a store that grows bundles by parts reads only those from ``start``'s
+    position on, as (first position, data) in order, to catch up on another writer.
 
-    None when they do not begin there or leave a gap (the bundle was stored whole since, or is
-    damaged): the caller then reads the bundle whole. ValueError for a malformed part.
+    Returns the entries, the position from which whole bundles must still be read (``end``
+    when nothing is left to read: the bundle ends before it, and the caller gets fewer), and
+    ``known``, the bundle's stored end as the store last committed it, extended over the
+    parts so that its next commit appends without walking the bundle. Parts that do not begin
+    at ``start`` or leave a gap (the bundle was stored whole since, or is damaged) give
+    nothing: ``([], start, known)``, and the bundle is read whole. ValueError for a malformed
+    part.
     """
-    at, size = start, 0
+    first, offset = start >> TILE_HEIGHT, start & (TILE_WIDTH - 1)
+    at, grown = offset, 0
     out: list[bytes] = []
-    for first, data in parts:
-        if first != at:
-            return None
+    for position, data in parts:
+        if position != at:
+            return [], start, known
         entries = decode_bundle(data)
         out.extend(entries)
         at += len(entries)
-        size += len(data)
-    return (out, at, size) if out else None
+        grown += len(data)
+    if not out:
+        return [], start, known
+    if known is not None and known[:2] == (first, offset):
+        known = (first, at, known[2] + grown)
+    after = (first << TILE_HEIGHT) + at
+    return out[: end - start], end if after < end and after & (TILE_WIDTH - 1) else after, known

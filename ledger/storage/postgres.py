@@ -230,20 +230,12 @@ class PostgresWriteTx:
     async def read_entries(self, start: int, end: int) -> list[bytes]:
         """As SQLite's: from inside the edge bundle, only its parts from ``start`` on (one
         round trip, as the whole bundle would be), and where they end is remembered."""
-        first, offset = start >> TILE_HEIGHT, start & (TILE_WIDTH - 1)
         out: list[bytes] = []
-        if offset and start < end:
-            rows = await self._conn.fetch(_READ_PARTS, ENTRIES_LEVEL, first, offset)
-            found = entries_from_parts([(r[0], bytes(r[1])) for r in rows], offset)
-            if found is not None:
-                parts, at, grown = found
-                known = self.bundle_end
-                if known is not None and known[:2] == (first, offset):
-                    self.bundle_end = (first, at, known[2] + grown)
-                out = parts[: end - start]
-                start = (first << TILE_HEIGHT) + at
-                if start < end and start & (TILE_WIDTH - 1):
-                    return out  # the bundle ends before ``end``: fewer, as documented
+        if start & (TILE_WIDTH - 1) and start < end:
+            rows = await self._conn.fetch(_READ_PARTS, ENTRIES_LEVEL, start >> TILE_HEIGHT,
+                                          start & (TILE_WIDTH - 1))
+            out, start, self.bundle_end = entries_from_parts(
+                [(r[0], bytes(r[1])) for r in rows], start, end, self.bundle_end)
         if start < end:
             out.extend(entries_between(await self.read_tiles(bundle_keys(start, end)),
                                        start, end))

@@ -185,22 +185,13 @@ def _read_entries_sync(conn: sqlite3.Connection, start: int, end: int,
     when the parts extend it, the returned one says where they end, so that the next commit
     appends its own part without walking the bundle (:func:`plan_writes`).
     """
-    first, offset = start >> TILE_HEIGHT, start & (TILE_WIDTH - 1)
     out: list[bytes] = []
-    if offset and start < end:
-        tile_id = _tile_id((ENTRIES_LEVEL, first))
+    if start & (TILE_WIDTH - 1) and start < end:
+        tile_id = _tile_id((ENTRIES_LEVEL, start >> TILE_HEIGHT))
         rows = conn.execute("SELECT id & 255, data FROM tile_parts WHERE id BETWEEN ? AND ? "
-                            "ORDER BY id", (_part_id(tile_id, offset),
+                            "ORDER BY id", (_part_id(tile_id, start & (TILE_WIDTH - 1)),
                                             _part_id(tile_id, TILE_WIDTH - 1))).fetchall()
-        found = entries_from_parts(rows, offset)
-        if found is not None:
-            parts, at, grown = found
-            if known is not None and known[:2] == (first, offset):
-                known = (first, at, known[2] + grown)
-            out = parts[: end - start]
-            start = (first << TILE_HEIGHT) + at
-            if start < end and start & (TILE_WIDTH - 1):
-                return out, known  # the bundle ends before ``end``: fewer, as documented
+        out, start, known = entries_from_parts(rows, start, end, known)
     if start < end:
         out.extend(entries_between(read_tiles_sync(conn, bundle_keys(start, end)), start, end))
     return out, known

@@ -74,18 +74,30 @@ def test_a_tile_that_does_not_simply_grow_is_stored_whole() -> None:
 
 
 @given(entries=st.lists(st.binary(max_size=40), min_size=1, max_size=60),
-       cuts=st.sets(st.integers(1, 59)), start=st.integers(0, 190))
+       cuts=st.sets(st.integers(1, 59)), offset=st.integers(1, 190), bundle=st.integers(0, 3),
+       cut_end=st.integers(1, 70), data=st.data())
 def test_a_bundles_parts_give_its_entries_from_where_they_begin(
-        entries: list[bytes], cuts: set[int], start: int) -> None:
+        entries: list[bytes], cuts: set[int], offset: int, bundle: int, cut_end: int,
+        data: st.DataObject) -> None:
     """``entries_from_parts`` over parts as commits append them (each the entries it added,
-    keyed by the position of its first): all of them, where they end and their bytes; None
-    when the parts begin elsewhere or leave a gap."""
+    keyed by the position of its first): the entries asked for, where whole bundles must still
+    be read, and the stored end extended over the parts; nothing from parts that begin
+    elsewhere or leave a gap."""
+    start = (bundle << 8) + offset
     bounds = [0, *sorted(c for c in cuts if c < len(entries)), len(entries)]
-    parts = [(start + lo, b"".join(map(encode_bundle_entry, entries[lo:hi])))
+    parts = [(offset + lo, b"".join(map(encode_bundle_entry, entries[lo:hi])))
              for lo, hi in itertools.pairwise(bounds)]
-    assert entries_from_parts(parts, start) == (
-        entries, start + len(entries), sum(len(d) for _, d in parts))
-    assert entries_from_parts(parts, start + 1) is None
-    assert entries_from_parts([], start) is None
-    if len(parts) > 2:
-        assert entries_from_parts(parts[:1] + parts[2:], start) is None  # a gap
+    size = sum(len(d) for _, d in parts)
+    known = (bundle, offset, data.draw(st.integers(0, 10_000)))
+    end = start + cut_end
+    got, after, extended = entries_from_parts(parts, start, end, known)
+    assert got == entries[:cut_end]
+    stored_end = start + len(entries)
+    assert after == (end if stored_end < end and stored_end & 0xFF else stored_end)
+    assert extended == (bundle, offset + len(entries), known[2] + size)
+    other = (bundle + 1, offset, 5)  # another bundle's end: left as it is
+    assert entries_from_parts(parts, start, end, other)[2] == other
+    assert entries_from_parts(parts, start + 1, end, known) == ([], start + 1, known)
+    assert entries_from_parts([], start, end, known) == ([], start, known)
+    if len(parts) > 2:  # a gap
+        assert entries_from_parts(parts[:1] + parts[2:], start, end, known) == ([], start, known)
