@@ -215,8 +215,7 @@ class SqliteWriteTx:
         self._statements: Statements = []
         self._pending_history: float | None = None
         self._adds = 0  # entries this transaction's checkpoint adds to the stored one
-        self._stored_end = store._bundle_end  # the edge bundle as stored, when known
-        self._bundle_end: BundleEnd | None = None  # what this commit leaves
+        self._bundle_end = store._bundle_end  # the store's, then what this commit leaves
 
     def _queue(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
@@ -237,8 +236,7 @@ class SqliteWriteTx:
         """Called once the transaction committed (caches may now trust what it wrote)."""
         if self._pending_history is not None:
             self._store._last_history = self._pending_history
-        if self._bundle_end is not None:
-            self._store._bundle_end = self._bundle_end
+        self._store._bundle_end = self._bundle_end
 
     async def latest(self) -> CheckpointRecord | None:
         return self._latest
@@ -253,17 +251,17 @@ class SqliteWriteTx:
         got: list[bytes]
         if end - start > TILE_WIDTH:  # a long catch-up: on the worker thread, as bulk reads
             got, known = await self._store._writer.run(
-                _read_entries_sync, conn, start, end, self._stored_end)
+                _read_entries_sync, conn, start, end, self._bundle_end)
         else:  # a part or two (see _read_locked_now)
-            got, known = _read_entries_sync(conn, start, end, self._stored_end)
-        self._stored_end = known
+            got, known = _read_entries_sync(conn, start, end, self._bundle_end)
+        self._bundle_end = known
         return got
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         cp = checkpoint
         before = self._latest.size if self._latest is not None else 0
         self._adds = cp.size - before
-        plan = plan_writes(tiles, before, cp.size, self._stored_end)
+        plan = plan_writes(tiles, before, cp.size, self._bundle_end)
         self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
                     [(_tile_id(k), data) for k, data in plan.whole])
         self._queue("INSERT OR REPLACE INTO tile_parts (id, data) VALUES (?, ?)",
@@ -271,7 +269,7 @@ class SqliteWriteTx:
         self._queue("DELETE FROM tile_parts WHERE id BETWEEN ? AND ?",
                     [(_part_id(_tile_id(k), 0), _part_id(_tile_id(k), TILE_WIDTH - 1))
                      for k in plan.cleared])
-        self._bundle_end = plan.bundle_end
+        self._bundle_end = plan.bundle_end or self._bundle_end
         self._queue("INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
                     [(cp.size, cp.time, cp.note)])
         last = self._store._last_history
