@@ -98,10 +98,9 @@ def format_issued_at(dt: datetime) -> str:
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise ValueError("issued_at needs a timezone-aware datetime (got a naive one)")
     utc = dt if dt.tzinfo is UTC else dt.astimezone(UTC)
-    return (
-        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}"
-        f"T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}.{utc.microsecond // 1000:03d}Z"
-    )
+    # isoformat truncates to milliseconds too, pads the year to four digits and ends in
+    # "+00:00" for UTC: the same text, from C, at half the cost of formatting seven fields.
+    return utc.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def parse_issued_at(text: str) -> datetime:

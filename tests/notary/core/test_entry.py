@@ -293,6 +293,18 @@ def test_now_issued_at() -> None:
     assert before <= parse_issued_at(now) <= datetime.now(UTC)
 
 
+_ZONES = st.builds(lambda m: timezone(timedelta(minutes=m)), st.integers(-1439, 1439))
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+                    timezones=st.one_of(st.just(UTC), _ZONES)))
+def test_issued_at_is_each_field_in_its_place(dt: datetime) -> None:
+    u = dt.astimezone(UTC)
+    assert format_issued_at(dt) == (
+        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
+        f".{u.microsecond // 1000:03d}Z")
+
+
 @given(st.datetimes(timezones=st.just(UTC)))
 def test_issued_at_round_trip(dt: datetime) -> None:
     text = format_issued_at(dt)
