@@ -288,6 +288,59 @@ def _is_wait(file: str, line: int) -> bool:
     return any(w in text for w in _WAITS)
 
 
+# Where a receipt's CPU goes, item by item: (item, functions whose inclusive time it adds,
+# functions whose inclusive time it takes out). Event-loop items; "the rest" items take what
+# the named ones leave of their frame, so the items add up to the measured CPU.
+_READ = "asyncio/selector_events.py:_SelectorSocketTransport._read_ready"
+_WRITE = "asyncio/selector_events.py:_SelectorSocketTransport.write"
+_SERVE = "ledger/http/server.py:GuardedHandler._plain_serve"
+_HANDLE = "notary/http/routes/tool_calls.py:plain_issue.<locals>.handle"
+_ISSUE = "notary/http/routes/tool_calls.py:_issue"
+_AUTH = "notary/service.py:Notary.authenticate"
+_NOTARIZE = "notary/service.py:Notary.notarize"
+_COMMIT = "ledger/sequencer.py:Sequencer._run"
+_HOOK = "notary/service.py:Notary.hook"
+_SIGN = "notary/core/receipts.py:ReceiptKey.sign_receipts"
+_COMMIT_PARTS = ("ledger/sequencer.py:Sequencer._proofs", "ledger/sequencer.py:Sequencer._screened",
+                 "ledger/core/checkpoint.py:sign_checkpoint", "ledger/core/compact.py:integrate",
+                 "ledger/storage/sqlite.py:SqliteStore._finish")
+COST_ITEMS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("reading the socket, recognizing the request", (_READ,), ()),
+    ("the API key, from memory", (_AUTH,), ()),
+    ("the body: strict JSON and field checks", (_ISSUE,), (_NOTARIZE,)),
+    ("Notary.notarize on the loop: id, time, entry, queueing, proof text, receipt",
+     (_NOTARIZE,), ()),
+    ("the answer's bytes, metrics, the handler's frame", (_HANDLE,), (_ISSUE, _AUTH)),
+    ("writing the answer (send)", (_WRITE,), ()),
+    ("the request's task", (_SERVE,), (_HANDLE, _WRITE)),
+    ("commit: signing the receipts (Ed25519)", (_SIGN,), ()),
+    ("commit: the receipts' rows and usage", (_HOOK,), (_SIGN,)),
+    ("commit: the batch's inclusion proofs", (_COMMIT_PARTS[0],), ()),
+    ("commit: the duplicate screen", (_COMMIT_PARTS[1],), ()),
+    ("commit: the checkpoint's signature", (_COMMIT_PARTS[2],), ()),
+    ("commit: integrate", (_COMMIT_PARTS[3],), ()),
+    ("commit: SQLite statements and COMMIT on the loop (lone commits)", (_COMMIT_PARTS[4],), ()),
+    ("commit: the rest (transaction, tiles, store calls)", (_COMMIT,), (_HOOK, *_COMMIT_PARTS)),
+)
+
+
+def cost_items(inclusive: Counter[str], scale: float, loop_us: float,
+               other_us: float) -> list[dict[str, Any]]:
+    """:data:`COST_ITEMS` in µs per request, from the event loop's inclusive sample counts
+    (``scale``: µs per request of one sample), plus what the named frames leave of the loop's
+    measured CPU (scheduling, wake-ups) and the other threads' CPU (the database writer)."""
+    out = []
+    for name, plus, minus in COST_ITEMS:
+        n = sum(inclusive[f] for f in plus) - sum(inclusive[f] for f in minus)
+        out.append({"item": name, "us_per_request": round(n * scale, 1)})
+    named = sum(inclusive[f] for f in (_READ, _SERVE, _COMMIT)) * scale
+    out.append({"item": "event loop: scheduling, wake-ups and the rest",
+                "us_per_request": round(loop_us - named, 1)})
+    out.append({"item": "other threads: the database writer (statements, COMMIT, fsync)",
+                "us_per_request": round(other_us, 1)})
+    return out
+
+
 def summarize_pyspy(raw: str, rate: int, requests: int, measured: dict[str, float],
                     top: int = 40) -> dict[str, Any]:
     """Self and inclusive server µs per request by function, per thread role, from py-spy's
@@ -331,6 +384,11 @@ def summarize_pyspy(raw: str, rate: int, requests: int, measured: dict[str, floa
                     "share": round(n / role_samples[role], 4)}
                    for f, n in counter.most_common(top)]
             for kind, counter in tables.items()}
+    if "event loop" in per_role:
+        out["items"] = cost_items(per_role["event loop"]["inclusive"],
+                                  measured.get("event loop", 0.0) / role_samples["event loop"],
+                                  measured.get("event loop", 0.0),
+                                  measured.get("other threads", 0.0))
     return out
 
 
@@ -358,6 +416,15 @@ def profile(target: Target, loadgen: str, seconds: float, warmup: float, connect
     return summary
 
 
+def unprofiled_items(p: dict[str, Any], run: dict[str, Any]) -> None:
+    """Add to each of the profile's items its share of the unprofiled run's CPU per request at
+    the same level: the sampler itself costs the process 15-25% more CPU, in every item."""
+    total = sum(i["us_per_request"] for i in p.get("items", ()))
+    for i in p.get("items", ()):
+        i["unprofiled_us_per_request"] = round(
+            i["us_per_request"] * run["server_cpu_us_per_request"] / total, 1) if total else 0.0
+
+
 def print_profile(p: dict[str, Any], n: int = 15) -> None:
     print(f"\nprofile at {p['connections']} connections (py-spy {p['rate_hz']} Hz, scaled to "
           "the measured CPU per request: "
@@ -369,6 +436,11 @@ def print_profile(p: dict[str, Any], n: int = 15) -> None:
                     for r in tables[kind] if r["share"] < 0.99][:n]
             print(f"\n{role}, {kind} time:")
             print(table(["function", "µs/req", "share"], rows))
+    if "items" in p:
+        print("\nitem by item (µs per request):")
+        print(table(["item", "µs/req", "unprofiled run"],
+                    [[i["item"], f"{i['us_per_request']:.1f}",
+                      f"{i.get('unprofiled_us_per_request', 0.0):.1f}"] for i in p["items"]]))
 
 
 # --- main ----------------------------------------------------------------------------------
@@ -471,6 +543,8 @@ def main() -> None:
     met = targets_met(sweep)
     print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items()))
     for prof in profiles:
+        if prof["connections"] in sweep:
+            unprofiled_items(prof, sweep[prof["connections"]]["notary"])
         print_profile(prof)
     result = {"benchmark": name, "when": now_utc(), "command": command_line(),
               "workers": a.workers, "database": a.database,
