@@ -74,7 +74,7 @@ def _post(conn: http.client.HTTPConnection, path: str, body: bytes,
 
 def notarize_latencies(url: str, key: str, samples: int) -> list[int]:
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
     out = []
     for _ in range(samples):
         body = json.dumps({"server": "s", "tool": "t",
@@ -99,7 +99,7 @@ def flood_child(url: str, body_path: str, rate: float, stop_path: str) -> None:
     started = time.monotonic()
 
     def run() -> None:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
         sent = 0
         while not os.path.exists(stop_path):
             if per_connection:
@@ -110,7 +110,8 @@ def flood_child(url: str, body_path: str, rate: float, stop_path: str) -> None:
                 status = _post(conn, "/v1/tool-calls/verify", body, {})
             except (OSError, http.client.HTTPException):
                 conn.close()
-                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+                conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
+                                                  timeout=60)
                 status = 0
             sent += 1
             with lock:
@@ -187,7 +188,7 @@ def main() -> None:
         try:
             rec = big_record()
             parts = urlsplit(url)
-            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+            conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
             conn.request("POST", "/v1/tool-calls", body=json.dumps(
                 {"server": rec["record"]["server"], "tool": rec["record"]["tool"],
                  "call_sha256": rec["call_sha256"]}),
