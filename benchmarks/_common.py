@@ -206,6 +206,11 @@ def now_utc() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def shown(path: Path) -> str:
+    """``path`` as a message names it: relative to the checkout when inside it."""
+    return str(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
+
+
 def write_json(path: str | os.PathLike[str], data: Any) -> Path:
     """Write ``data`` as pretty JSON atomically (a ``.tmp`` sibling, then rename)."""
     out = Path(path)

@@ -40,6 +40,7 @@ from benchmarks._common import (
     now_utc,
     percentile,
     result_path,
+    shown,
     start_notary,
     table,
     write_json,
@@ -250,7 +251,7 @@ def main() -> int:
         "results": results,
     }
     path = write_json(result_path("gateway_bench", save=args.save, out=args.out), out)
-    print(f"wrote {path.relative_to(REPO)}")
+    print(f"wrote {shown(path)}")
     return 0
 
 

@@ -47,6 +47,7 @@ from benchmarks._common import (
     machine_info,
     now_utc,
     result_path,
+    shown,
     start_notary,
     table,
     write_json,
@@ -84,8 +85,8 @@ async def issue(url: str, key: str, count: int) -> list[dict[str, Any]]:
             ]
             receipts = await asyncio.gather(*(client.notarize("bench", "add", r.call_sha256())
                                               for r in records))
-            out += [{"receipt": rc, "record": {k: v for k, v in r.to_json().items()
-                                               if k != "server"}}
+            out += [{"receipt": rc.to_json(), "record": {k: v for k, v in r.to_json().items()
+                                                        if k != "server"}}
                     for r, rc in zip(records, receipts, strict=True)]
     return out
 
@@ -218,7 +219,7 @@ def main() -> int:
     print("targets:", ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in
                                 result["targets"].items()))
     path = write_json(result_path("js_verify", save=args.save, out=args.out), result)
-    print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+    print(f"wrote {shown(path)}")
     return 0
 
 

@@ -62,6 +62,7 @@ from benchmarks._common import (
     machine_info,
     now_utc,
     result_path,
+    shown,
     start_notary,
     table,
     write_json,
@@ -695,7 +696,7 @@ def main() -> int:
     path = write_json(result_path("mcp_notarize", save=a.save, out=a.out), result)
     print(f"load average (1 min) {load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end"
           f" on {os.cpu_count()} CPUs")
-    print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+    print(f"wrote {shown(path)}")
     return 0
 
 

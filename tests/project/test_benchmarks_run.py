@@ -1,0 +1,55 @@
+"""The benchmarks that issue receipts through the SDK and verify them run to the end in their
+smallest sizes, against a real notary on loopback.
+
+Importing a benchmark (test_benchmarks.py) does not run it: after the typed ``Receipt``
+replaced receipt dicts, ``js_verify`` failed to write its cases and ``mcp_notarize`` its
+per-level costs, and nothing noticed until a benchmark run. No figure is checked here
+(figures are for benchmarks/README.md); only that every stage ran and wrote its part.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks._common import REPO
+
+_RUNS = {
+    "js_verify": ["--receipts", "20", "--seconds", "0.2", "--calls", "5"],
+    "mcp_notarize": ["--quick", "--no-http", "--no-tmpfs", "--calls", "10", "--warmup", "2",
+                     "--receipts", "40", "--verify-seconds", "0.2", "--profile-calls", "10"],
+}
+
+
+def _run(name: str, out: Path) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", *_RUNS[name],
+                           "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"wrote {out}" in done.stdout
+    result: dict[str, object] = json.loads(out.read_text())
+    assert result["benchmark"] == name
+    return result
+
+
+def test_js_verify_runs_both_verifiers_over_the_issued_receipts(tmp_path: Path) -> None:
+    result = _run("js_verify", tmp_path / "js.json")
+    assert result["receipts"] == 20
+    verify = result["verify"]
+    assert isinstance(verify, dict)
+    assert {"python", "node_sequential", "node_64_in_flight"} <= set(verify)
+    assert all(v["verifications"] > 0 for v in verify.values())
+
+
+def test_mcp_notarize_measures_every_verification_level(tmp_path: Path) -> None:
+    result = _run("mcp_notarize", tmp_path / "mcp.json")
+    verification = result["verification"]
+    assert isinstance(verification, dict)
+    for checkpoints in ("stages_us_shared", "stages_us_one_checkpoint_each"):
+        stages = verification[checkpoints]
+        assert list(stages) == ["receipt shape", "level 1 record (rebuild call_sha256)",
+                                "level 2 signature (JCS + Ed25519)",
+                                "level 3 inclusion (bundle, checkpoint, path)"]
+        assert all(us > 0 for us in stages.values())
