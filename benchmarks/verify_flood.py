@@ -72,9 +72,14 @@ def _post(conn: http.client.HTTPConnection, path: str, body: bytes,
     return resp.status
 
 
-def notarize_latencies(url: str, key: str, samples: int) -> list[int]:
+def _connect(url: str) -> http.client.HTTPConnection:
+    """A keep-alive connection to the notary at ``url`` (loopback)."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+
+
+def notarize_latencies(url: str, key: str, samples: int) -> list[int]:
+    conn = _connect(url)
     out = []
     for _ in range(samples):
         body = json.dumps({"server": "s", "tool": "t",
@@ -92,14 +97,13 @@ def flood_child(url: str, body_path: str, rate: float, stop_path: str) -> None:
     """Run in its own process: 16 connections verifying until ``stop_path`` exists; prints the
     status counts as JSON."""
     body = Path(body_path).read_bytes()
-    parts = urlsplit(url)
     counts: Counter[int] = Counter()
     lock = threading.Lock()
     per_connection = rate / CONNECTIONS if rate > 0 else 0.0
     started = time.monotonic()
 
     def run() -> None:
-        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+        conn = _connect(url)
         sent = 0
         while not os.path.exists(stop_path):
             if per_connection:
@@ -110,8 +114,7 @@ def flood_child(url: str, body_path: str, rate: float, stop_path: str) -> None:
                 status = _post(conn, "/v1/tool-calls/verify", body, {})
             except (OSError, http.client.HTTPException):
                 conn.close()
-                conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
-                                                  timeout=60)
+                conn = _connect(url)
                 status = 0
             sent += 1
             with lock:
@@ -187,8 +190,7 @@ def main() -> None:
         proc, url, key = start_notary(workdir / "notary-data")
         try:
             rec = big_record()
-            parts = urlsplit(url)
-            conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+            conn = _connect(url)
             conn.request("POST", "/v1/tool-calls", body=json.dumps(
                 {"server": rec["record"]["server"], "tool": rec["record"]["tool"],
                  "call_sha256": rec["call_sha256"]}),
