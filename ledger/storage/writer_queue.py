@@ -43,14 +43,20 @@ class _Wait:
         self.fut: asyncio.Future[bool] = loop.create_future()  # False: the wait timed out
         self.lock = threading.Lock()
         self.acquired = False
+        self.failed = False  # flock itself failed: the waiting thread is done with ``fd``
         self.abandoned = False
 
     def abandon(self) -> bool:
-        """Give up; False if the lock was already taken (the caller then owns it)."""
+        """Give up; False if the lock was already taken (the caller then owns it).
+
+        A wait whose ``flock`` failed after its waiter stopped listening (it timed out in the
+        meantime) is done with its descriptor, and nobody else will close it: this does."""
         with self.lock:
             if self.acquired:
                 return False
             self.abandoned = True
+            if self.failed:
+                os.close(self.fd)
             return True
 
 
@@ -112,6 +118,7 @@ class WriterQueue:
                     os.close(wait.fd)  # abandoned: the queue moved on to a new descriptor
                     continue
                 wait.acquired = error is None
+                wait.failed = error is not None
             try:
                 wait.loop.call_soon_threadsafe(_settle, wait.fut, error)
             except RuntimeError:  # the loop closed without waiting: hold nothing

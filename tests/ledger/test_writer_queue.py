@@ -5,15 +5,19 @@ and leaves nothing held, and two stores on one file take turns."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import os
 import stat
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ledger.core.note import Ed25519Signer
 from ledger.log import Log
+from ledger.storage import writer_queue
 from ledger.storage.base import WriterBusyError
 from ledger.storage.sqlite import SqliteStore
 from ledger.storage.writer_queue import WriterQueue
@@ -93,3 +97,47 @@ async def test_two_stores_on_one_file_both_write(tmp_path: Path) -> None:
     assert indexes == list(range(600))
     await first.close()
     await second.close()
+
+
+async def test_a_wait_that_fails_as_it_times_out_closes_its_descriptor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``flock`` itself failing (say ENOLCK) just after the wait timed out, before the waiter
+    gave up: the waiting thread is done with the descriptor, the waiter moves on to a new one,
+    and the old one is closed all the same."""
+    holder = WriterQueue(tmp_path / "x.db")
+    assert await holder.take(1.0)
+    before = set(os.listdir("/proc/self/fd"))
+    queue = WriterQueue(tmp_path / "x.db")
+    fail, reported = threading.Event(), threading.Event()
+    real_flock = fcntl.flock
+
+    def flock(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_EX:  # the queue thread's blocking wait
+            fail.wait(10)
+            raise OSError(errno.ENOLCK, "No locks available")
+        real_flock(fd, operation)
+
+    loop = asyncio.get_running_loop()
+    real_soon = loop.call_soon_threadsafe
+
+    def soon(*args: Any) -> Any:
+        handle = real_soon(*args)
+        reported.set()  # the thread has recorded the failure and handed it to the loop
+        return handle
+
+    real_expire = writer_queue._expire
+
+    def expire(fut: asyncio.Future[bool]) -> None:
+        real_expire(fut)  # the wait timed out; now flock fails, before the waiter resumes
+        fail.set()
+        assert reported.wait(10)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    monkeypatch.setattr(loop, "call_soon_threadsafe", soon)
+    monkeypatch.setattr(writer_queue, "_expire", expire)
+    assert not await queue.take(0.1)
+    monkeypatch.undo()
+    queue.close()
+    assert set(os.listdir("/proc/self/fd")) <= before  # no descriptor left open
+    holder.release()
+    holder.close()
