@@ -514,6 +514,10 @@ class PostgresLease:
     the new primary after a failover, where no session holds it).
     """
 
+    #: Seconds any one exchange with the server may take (connect, the lock's query, a close):
+    #: a server that stops answering costs a runner a round, never its task.
+    TIMEOUT = 5.0
+
     def __init__(self, url: str, name: str) -> None:
         self.url = url
         self.key = int.from_bytes(hashlib.sha256(b"lease:" + name.encode()).digest()[:8], "big",
@@ -525,20 +529,21 @@ class PostgresLease:
             return True
         await self.release()
         try:
-            conn = await asyncpg.connect(self.url, timeout=5.0,
+            conn = await asyncpg.connect(self.url, timeout=self.TIMEOUT,
                                          server_settings={"application_name": "ledger-lease"})
         except Exception as e:
             if _transient(e):
                 return False
             raise
         try:
-            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key))
+            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key,
+                                           timeout=self.TIMEOUT))
         except Exception:
             with contextlib.suppress(Exception):
                 conn.terminate()
             return False
         if not got:
-            await conn.close()
+            await self._close(conn)
             return False
         self._conn = conn
         return True
@@ -549,7 +554,12 @@ class PostgresLease:
     async def release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), 5.0)
-            with contextlib.suppress(Exception):
-                conn.terminate()
+            await self._close(conn)
+
+    async def _close(self, conn: Any) -> None:
+        """Close gracefully (the server logs no lost client) within :attr:`TIMEOUT`, else drop
+        the socket: either way the session ends, and with it any lock it held."""
+        with contextlib.suppress(Exception):
+            await conn.close(timeout=self.TIMEOUT)
+        with contextlib.suppress(Exception):
+            conn.terminate()

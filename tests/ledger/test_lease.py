@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from ledger.lease import FileLease, JobRunner, Lease
 from ledger.storage.postgres import PostgresLease
@@ -69,15 +71,42 @@ async def test_one_runner_runs_the_job_and_another_takes_over(pg_url: str) -> No
     assert len(running) == 1  # still exactly one holder
     holder = first if running == ["a"] else second
     # The holder's database session dies (its machine was lost): the other one takes over.
-    conn = await asyncpg.connect(pg_url)
+    # Every step is bounded, so that a hang fails at its own line, not at the suite's timeout.
+    conn = await asyncpg.connect(pg_url, timeout=30)
     await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                        "WHERE application_name = 'ledger-lease' AND pid IN "
                        "(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = $1)",
-                       holder.lease.key & 0xFFFFFFFF)  # type: ignore[attr-defined]
-    await conn.close()
+                       holder.lease.key & 0xFFFFFFFF, timeout=30)  # type: ignore[attr-defined]
+    await conn.close(timeout=30)
     await _until(lambda: running == ["b" if holder is first else "a"])
     for t in tasks:
         t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
     assert running == []
     await other.release()
+
+
+async def test_a_lease_whose_server_stops_answering_lets_go_within_its_timeout(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The holder's server process stops (SIGSTOP: a frozen machine, a partition that sends
+    no reset): releasing the lease, as a runner does when it stops, gives up on the graceful
+    close after ``TIMEOUT`` and drops the socket, instead of waiting for an answer forever."""
+    monkeypatch.setattr(PostgresLease, "TIMEOUT", 0.5)
+    lease = PostgresLease(pg_url, "frozen")
+    assert await lease.try_acquire()
+    conn = await asyncpg.connect(pg_url, timeout=30)
+    pid = await conn.fetchval("SELECT pid FROM pg_locks WHERE locktype = 'advisory' "
+                              "AND objid = $1", lease.key & 0xFFFFFFFF, timeout=30)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        await asyncio.wait_for(lease.release(), 30)  # a graceful close would wait forever
+        assert not lease.held()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    other = PostgresLease(pg_url, "frozen")
+    deadline = time.monotonic() + 30
+    while not await other.try_acquire():  # the dropped session ends, and its lock with it
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await other.release()
+    await conn.close(timeout=30)
