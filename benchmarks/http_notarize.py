@@ -301,9 +301,12 @@ _NOTARIZE = "notary/service.py:Notary.notarize"
 _COMMIT = "ledger/sequencer.py:Sequencer._run"
 _HOOK = "notary/service.py:Notary.hook"
 _SIGN = "notary/core/receipts.py:ReceiptKey.sign_receipts"
-_COMMIT_PARTS = ("ledger/sequencer.py:Sequencer._proofs", "ledger/sequencer.py:Sequencer._screened",
-                 "ledger/core/checkpoint.py:sign_checkpoint", "ledger/core/compact.py:integrate",
-                 "ledger/storage/sqlite.py:SqliteStore._finish")
+_PROOFS = "ledger/sequencer.py:Sequencer._proofs"
+_SCREEN = "ledger/sequencer.py:Sequencer._screened"
+_CHECKPOINT = "ledger/core/checkpoint.py:sign_checkpoint"
+_INTEGRATE = "ledger/core/compact.py:integrate"
+_LONE_COMMIT = "ledger/storage/sqlite.py:SqliteStore._finish"
+_COMMIT_PARTS = (_PROOFS, _SCREEN, _CHECKPOINT, _INTEGRATE, _LONE_COMMIT)
 COST_ITEMS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("reading the socket, recognizing the request", (_READ,), ()),
     ("the API key, from memory", (_AUTH,), ()),
@@ -315,11 +318,11 @@ COST_ITEMS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("the request's task", (_SERVE,), (_HANDLE, _WRITE)),
     ("commit: signing the receipts (Ed25519)", (_SIGN,), ()),
     ("commit: the receipts' rows and usage", (_HOOK,), (_SIGN,)),
-    ("commit: the batch's inclusion proofs", (_COMMIT_PARTS[0],), ()),
-    ("commit: the duplicate screen", (_COMMIT_PARTS[1],), ()),
-    ("commit: the checkpoint's signature", (_COMMIT_PARTS[2],), ()),
-    ("commit: integrate", (_COMMIT_PARTS[3],), ()),
-    ("commit: SQLite statements and COMMIT on the loop (lone commits)", (_COMMIT_PARTS[4],), ()),
+    ("commit: the batch's inclusion proofs", (_PROOFS,), ()),
+    ("commit: the duplicate screen", (_SCREEN,), ()),
+    ("commit: the checkpoint's signature", (_CHECKPOINT,), ()),
+    ("commit: integrate", (_INTEGRATE,), ()),
+    ("commit: SQLite statements and COMMIT on the loop (lone commits)", (_LONE_COMMIT,), ()),
     ("commit: the rest (transaction, tiles, store calls)", (_COMMIT,), (_HOOK, *_COMMIT_PARTS)),
 )
 

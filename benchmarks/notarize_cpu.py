@@ -150,13 +150,17 @@ def measure_processes(data: Path, receipts: int, in_flight: int, processes: int,
     runs = [results.get(timeout=600) for _ in procs]
     for proc in procs:
         proc.join()
-    n = sum(r["receipts"] for r in runs)
+    n: int = sum(r["receipts"] for r in runs)
     wall = max(r["receipts"] / r["receipts_per_s"] for r in runs)
+
+    def per_receipt(key: str) -> float:  # over all the processes' receipts
+        total: float = sum(r[key] * r["receipts"] for r in runs)
+        return total / n
+
     return {"in_flight": in_flight, "processes": processes, "authenticate": authenticate,
             "receipts": n, "receipts_per_s": n / wall,
-            "cpu_us_per_receipt": sum(r["cpu_us_per_receipt"] * r["receipts"] for r in runs) / n,
-            "event_loop_cpu_us_per_receipt": sum(
-                r["event_loop_cpu_us_per_receipt"] * r["receipts"] for r in runs) / n,
+            "cpu_us_per_receipt": per_receipt("cpu_us_per_receipt"),
+            "event_loop_cpu_us_per_receipt": per_receipt("event_loop_cpu_us_per_receipt"),
             "load_average": os.getloadavg()[0], "each": runs}
 
 

@@ -85,7 +85,7 @@ def test_the_profiles_items_add_up_to_the_measured_cpu() -> None:
         ";".join([loop, *serve, frame(h._AUTH)]) + " 5",
         ";".join([loop, serve[0], frame(h._WRITE)]) + " 15",
         ";".join([loop, frame(h._COMMIT), frame(h._HOOK), frame(h._SIGN)]) + " 20",
-        ";".join([loop, frame(h._COMMIT), frame(h._COMMIT_PARTS[2])]) + " 10",
+        ";".join([loop, frame(h._COMMIT), frame(h._CHECKPOINT)]) + " 10",
         ";".join([loop, frame(h._COMMIT)]) + " 5",
         ";".join([loop, frame(h._READ)]) + " 5",
         loop + ";" + frame("asyncio/base_events.py:BaseEventLoop._run_once") + " 100",
