@@ -16,8 +16,10 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import structlog
 
 from ledger.core.tlog_proof import ProofBundle
 from ledger.http.errors import ApiError
@@ -27,6 +29,7 @@ from ledger.storage.base import WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
+from notary.core.ids import format_issued_at, parse_issued_at
 from notary.core.receipts import Jwks, Receipt, ReceiptKey
 from notary.keys import Paths, current_receipt_key, jwks_from_records
 from notary.store.base import (
@@ -39,6 +42,12 @@ from notary.store.base import (
 from notary.store.sqlite_schema import ENTRIES_PATH
 
 KEY_REFRESH_SECONDS = 5.0
+MAX_AHEAD = timedelta(seconds=5)
+"""How far past this process's clock an ``issued_at`` may be: the log's latest one may be
+ahead by this much (another frontend's clock a little ahead, a batch's commit wait) and a new
+receipt still take it; further ahead, writes are refused rather than signed with a future
+time (:class:`ClockBehindLog`)."""
+_log = structlog.get_logger("notary")
 _NO_DIGEST = b"\1" * 32  # what a malformed key is compared as: never a stored digest
 
 
@@ -68,6 +77,19 @@ class QuotaExceeded(ServiceRefusal):
 
 class DigestConflict(ServiceRefusal):
     status, code = 409, "digest_conflict"
+
+
+class ClockBehindLog(ServiceRefusal):
+    """503: the log's latest ``issued_at`` is more than :data:`MAX_AHEAD` past this process's
+    clock (another frontend's clock ran ahead, or this one's is behind). ``issued_at`` never
+    decreases along the log, so a receipt issued now would carry that future time: refused."""
+
+    status, code = 503, "clock_behind_log"
+
+
+def utc_now() -> datetime:
+    """This process's clock (what :attr:`Notary.clock` reads unless a test sets another)."""
+    return datetime.now(UTC)
 
 
 class NotFound(ServiceRefusal):
@@ -130,6 +152,12 @@ class Notary:
         self._keys_read = 0.0
         self._inflight: dict[str, asyncio.Future[Receipt]] = {}
         self._reserved: dict[UsageKey, int] = {}
+        #: The clock receipts are stamped with and the log's latest time is checked against.
+        self.clock: Callable[[], datetime] = utc_now
+        #: Called once per request refused because the log's time is ahead (a metric).
+        self.on_clock_refusal: Callable[[], None] | None = None
+        #: While refusing: the log's latest ``issued_at`` that is too far ahead (for /healthz).
+        self.clock_behind: str | None = None
 
     # Keys -----------------------------------------------------------------------------------
 
@@ -246,7 +274,7 @@ class Notary:
             raise _store_corrupt(self.log.sequencer.halted)
         if time.monotonic() - self._keys_read >= KEY_REFRESH_SECONDS:
             await self.refresh_keys()
-        now = datetime.now(UTC)
+        now = self.clock()
         month = month_of(now)
         try:
             if account.monthly_allowance is None:  # only counted: nothing to read
@@ -333,7 +361,10 @@ class Notary:
         That last rule makes ``issued_at`` non-decreasing along the log, across processes and
         clocks: an entry stamped before a later-stamped one that was logged first takes that
         one's time (a few milliseconds at most, the commit's wait). Time order is then log
-        order, which is what lets a store search by time without an index of times.
+        order, which is what lets a store search by time without an index of times. A latest
+        time more than :data:`MAX_AHEAD` past this process's clock (another frontend's clock
+        ran ahead) is never taken: the batch is refused (:class:`ClockBehindLog`), so no
+        receipt carries a time in this clock's future.
         """
         pendings = [c for c in contexts if isinstance(c, _Pending)]
         if not pendings:
@@ -343,6 +374,7 @@ class Notary:
             {p.usage_key for p in pendings if p.account.monthly_allowance is not None})
         revoked = await self._revoked_keys(pendings) if found.keys_changed else set()
         tail = found.last_issued_at
+        ahead = self._too_far_ahead(tail)
         admitted: dict[UsageKey, int] = {}
         verdicts: list[Exception | bytes | None] = []
         for c in contexts:
@@ -362,6 +394,11 @@ class Notary:
             if allowance is not None and found.usage.get(c.usage_key, 0) + taken >= allowance:
                 verdicts.append(self._quota_exceeded(c.account, c.now))
                 continue
+            if ahead is not None:
+                verdicts.append(ahead)
+                if self.on_clock_refusal is not None:
+                    self.on_clock_refusal()
+                continue
             admitted[c.usage_key] = taken + 1
             if tail is not None and c.entry.issued_at < tail:
                 c.entry = dataclasses.replace(c.entry, issued_at=tail)
@@ -370,6 +407,40 @@ class Notary:
                 tail = c.entry.issued_at
                 verdicts.append(None)
         return verdicts
+
+    def clock_problem(self) -> str | None:
+        """Why writes are refused for the clock (for /healthz), or None: the last batch found
+        the log's latest ``issued_at`` too far ahead, and this clock has not caught up since."""
+        behind = self.clock_behind
+        if behind is None or behind <= format_issued_at(self.clock() + MAX_AHEAD):
+            return None
+        return (f"writes are refused: the log's latest issued_at ({behind}) is more than "
+                f"{MAX_AHEAD.total_seconds():g} s ahead of this process's clock; check the "
+                "clocks of the notary's frontends")
+
+    def _too_far_ahead(self, tail: str | None) -> ClockBehindLog | None:
+        """The refusal for a batch whose latest logged ``issued_at`` is more than
+        :data:`MAX_AHEAD` past this process's clock, else None; one log line when refusing
+        starts and one when it ends (:attr:`clock_behind` says so in between)."""
+        now = self.clock()
+        if tail is None or tail <= format_issued_at(now + MAX_AHEAD):
+            if self.clock_behind is not None:
+                _log.info("clock_caught_up", log_latest_issued_at=self.clock_behind)
+                self.clock_behind = None
+            return None
+        if self.clock_behind is None:
+            _log.error("clock_behind_log", log_latest_issued_at=tail,
+                       local_time=format_issued_at(now),
+                       detail="the log's latest issued_at is ahead of this process's clock; "
+                              "writes are refused rather than signed with a future time")
+        self.clock_behind = tail
+        wait = (parse_issued_at(tail) - now - MAX_AHEAD).total_seconds()
+        return ClockBehindLog(
+            f"the log's latest issued_at ({tail}) is ahead of this notary's clock "
+            f"({format_issued_at(now)}) by more than {MAX_AHEAD.total_seconds():g} s; a receipt "
+            "issued now would carry a future time, so none is issued (the operator must check "
+            "the clocks of the notary's frontends)",
+            headers={"Retry-After": str(max(1, min(3600, int(wait) + 1)))})
 
     async def _revoked_keys(self, pendings: Sequence[_Pending]) -> set[str]:
         """The batch's API keys that are revoked (or gone) now: the store said keys changed

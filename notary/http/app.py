@@ -149,6 +149,7 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
     sequencer = log.sequencer
     assert sequencer is not None
     app[METRICS].watch_writer(lambda: sequencer.refusing is not None)
+    notary.on_clock_refusal = app[METRICS].clock_refusals.inc
     remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")
     head = await log.head(0)
     _log.info("notary_started", origin=log.origin, size=head.size if head else 0,

@@ -40,6 +40,10 @@ class Metrics:
                               "1 while this process refuses to sign: the store does not extend "
                               "the newest checkpoint it saw committed (restored or lagging "
                               "database); writes get 503 until it does", registry=r)
+        self.clock_refusals = Counter(
+            "notary_clock_behind_log_refusals_total",
+            "Writes refused because the log's latest issued_at is ahead of this process's "
+            "clock by more than a few seconds (a frontend's clock is wrong)", registry=r)
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._access: Any = None
 

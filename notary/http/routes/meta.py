@@ -41,6 +41,9 @@ async def witnesses(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     """Up, the tree size, whether writes are accepted, and the scrub's progress.
 
+    ``writes: refused`` (``status: failing``) while this process refuses writes because the
+    log's latest ``issued_at`` is ahead of its clock (a frontend's clock is wrong).
+
     Still 200 once damage stopped writes (``status: failing`` and the ``problem``): the process
     serves reads, and restarting it would not repair the store. Alert on ``status`` (or on the
     ``ledger_scrub_damage`` metric).
@@ -58,8 +61,11 @@ async def healthz(request: web.Request) -> web.Response:
                                "size": head.size if head else 0,
                                "writes": "accepted" if halted is None else "stopped"}
     status, headers = 200, {}
+    clock = request.app[NOTARY].clock_problem()
     if halted is not None:
         body["problem"] = halted
+    elif clock is not None:  # writes refused, not a storage problem: still 200
+        body.update(status="failing", writes="refused", problem=clock)
     elif seq is not None and not await seq.probe_storage() and \
             isinstance(seq.commit_error, StorageFullError):
         message = "the disk is full: writes are refused until space is freed"
