@@ -15,6 +15,7 @@ from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.note import (
     KEY_TYPE_COSIGNATURE_V1,
     KEY_TYPE_ED25519,
+    KEY_TYPE_SUBTREE_V1,
     Ed25519Verifier,
     NoteError,
     NoteSignature,
@@ -23,6 +24,7 @@ from ledger.core.note import (
     _Ed25519PublicKey,
     parse_vkey_text,
 )
+from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 
 __all__ = [
     "COSIGNATURE_SIZE",
@@ -128,7 +130,8 @@ class CosignatureSigner(_Ed25519PrivateKey):
 
 
 def parse_verifier_key(text: str) -> NoteVerifier:
-    """A verifier for a vkey of any supported type: 0x01 (Ed25519) or 0x04 (cosignature/v1).
+    """A verifier for a vkey of any supported type: 0x01 (Ed25519), 0x04 (cosignature/v1) or
+    0x06 (ML-DSA-44 subtree/v1).
 
     Lets configuration list log and witness keys in one form and have the type byte decide.
     """
@@ -137,4 +140,6 @@ def parse_verifier_key(text: str) -> NoteVerifier:
         return Ed25519Verifier.from_vkey(text)
     if key_type == KEY_TYPE_COSIGNATURE_V1:
         return CosignatureVerifier.from_vkey(text)
+    if key_type == KEY_TYPE_SUBTREE_V1:
+        return SubtreeCosignatureVerifier.from_vkey(text)
     raise NoteError(f"unsupported verifier key type 0x{key_type:02x}")

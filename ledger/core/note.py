@@ -33,6 +33,7 @@ from ledger.core.errors import LedgerError
 __all__ = [
     "KEY_TYPE_COSIGNATURE_V1",
     "KEY_TYPE_ED25519",
+    "KEY_TYPE_SUBTREE_V1",
     "MAX_NOTE_SIZE",
     "MAX_SIGNATURES",
     "Ed25519Signer",
@@ -61,6 +62,9 @@ __all__ = [
 KEY_TYPE_ED25519 = 0x01
 #: Signature type byte of timestamped Ed25519 cosignatures (c2sp.org/tlog-cosignature).
 KEY_TYPE_COSIGNATURE_V1 = 0x04
+#: Signature type byte of ML-DSA-44 subtree/v1 signatures (c2sp.org/tlog-cosignature): a log's
+#: post-quantum checkpoint signature and witnesses' (ledger.core.subtree_cosignature).
+KEY_TYPE_SUBTREE_V1 = 0x06
 
 #: Largest signed note accepted, in bytes. The spec asks verifiers to bound notes; 1 MiB leaves
 #: room for MAX_SIGNATURES post-quantum signatures (~5 kB each) and is far beyond any checkpoint.

@@ -192,11 +192,16 @@ def test_key_types_are_not_interchangeable() -> None:
 def test_parse_verifier_key_dispatch() -> None:
     assert isinstance(parse_verifier_key(PETER_VKEY), Ed25519Verifier)
     assert isinstance(parse_verifier_key(REMORA_VKEY), CosignatureVerifier)
-    # An unsupported type byte with a correct key ID.
+    # An unsupported type byte (0x02, RFC 6962 STH keys) with a correct key ID.
     material = bytes(range(32))
+    kid = key_id("n", 0x02, material)
+    text = f"n+{kid:08x}+" + base64.b64encode(b"\x02" + material).decode()
+    with pytest.raises(NoteError, match="unsupported"):
+        parse_verifier_key(text)
+    # ML-DSA-44 (0x06) is supported, and its key must be 1,312 bytes.
     kid = key_id("n", 0x06, material)
     text = f"n+{kid:08x}+" + base64.b64encode(b"\x06" + material).decode()
-    with pytest.raises(NoteError, match="unsupported"):
+    with pytest.raises(NoteError, match="1312 bytes"):
         parse_verifier_key(text)
     with pytest.raises(NoteError):
         parse_verifier_key("n+00000000+" + base64.b64encode(b"\x04" + material).decode())
