@@ -9,17 +9,21 @@ SQLite as well (``BEGIN IMMEDIATE`` is the lock). Background jobs run in one wor
 
 The parent only supervises: a worker that dies (SIGKILL, a crash) is started again after a short
 back-off, and SIGTERM or SIGINT is passed to every worker, which drains and exits; the parent
-exits when all have.
+exits when all have. Workers die with the parent: each asks the kernel for SIGTERM when the
+process that started it ends (``PR_SET_PDEATHSIG``), so a parent killed with SIGKILL leaves no
+orphans serving on, and holding, the port.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 import structlog
@@ -32,6 +36,22 @@ _log = structlog.get_logger("notary.workers")
 
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0)
 USAGE_EXIT = int(ExitCode.USAGE)
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """What a worker runs between fork and exec (Linux): SIGTERM to it when ``parent`` ends,
+    and exit at once if it already has (it died before the request was made)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded now: the child only calls it
+
+    def child() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return child
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -49,12 +69,14 @@ def supervise(sock: socket.socket, workers: int, argv: Sequence[str]) -> int:
     cmd = [sys.executable, "-m", "notary.cli.main", *argv, "--workers", "1",
            "--listen-fd", str(fd)]
     procs: dict[int, subprocess.Popen[bytes]] = {}
+    die_with_parent = _die_with(os.getpid())
     restarts: dict[int, int] = {}
     stopping = False
     failed = False
 
     def start(slot: int) -> None:
-        procs[slot] = subprocess.Popen(cmd, pass_fds=(fd,), stdin=subprocess.DEVNULL)
+        procs[slot] = subprocess.Popen(cmd, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                                       preexec_fn=die_with_parent)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         nonlocal stopping

@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ledger.http.errors import STORAGE_RETRY_AFTER
 from ledger.http.routes import LOG
-from ledger.storage.base import StorageFullError
+from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
 from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
 from notary.http.witnessing import witness_policy
 
@@ -38,8 +38,21 @@ async def witnesses(request: web.Request) -> web.Response:
     return resp
 
 
+def _write_problem(error: Exception) -> str:
+    """Why the last write failed, in words fit for a public page (never paths or hosts)."""
+    if isinstance(error, WriterBusyError):
+        return ("the last write failed: another process held the log's write lock longer than "
+                "the busy timeout; writes fail until it lets go")
+    if isinstance(error, StoreUnavailableError):
+        return "the last write failed: the store cannot be reached"
+    return f"the last write failed ({type(error).__name__})"
+
+
 async def healthz(request: web.Request) -> web.Response:
     """Up, the tree size, whether writes are accepted, and the scrub's progress.
+
+    ``writes: failing`` (still 200, ``status: failing`` and the ``problem``) while the last
+    write failed and none has succeeded since.
 
     ``writes: refused`` (``status: failing``) while this process refuses writes because the
     log's latest ``issued_at`` is ahead of its clock (a frontend's clock is wrong).
@@ -72,6 +85,11 @@ async def healthz(request: web.Request) -> web.Response:
         body.update(status="unhealthy", writes="stopped", problem=message,
                     error={"code": "storage_full", "message": message})
         status, headers = 503, {"Retry-After": str(STORAGE_RETRY_AFTER)}
+    elif seq is not None and seq.commit_error is not None:
+        # The last write failed and none has succeeded since (a writer holding the lock too
+        # long, the database away): say so until one succeeds. Still 200: reads are served,
+        # and the next write that gets through clears it.
+        body.update(status="failing", writes="failing", problem=_write_problem(seq.commit_error))
     scrub = request.app.get(SCRUB)
     if scrub is not None:
         body["scrub"] = scrub.status.to_json()

@@ -3,9 +3,12 @@ is SIGKILLed is replaced, and the log they write together is one log."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
+import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -91,3 +94,65 @@ def test_workers_on_postgresql(tmp_path: Path, pg_url: str) -> None:
             verdict = verify_receipt(receipt, record=record, jwks=jwks, log_verifier=vkey)
             assert verdict.valid, json.dumps(verdict.to_json())
         assert server.stop() == 0
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"  # exited, waiting to be reaped by init
+
+
+def test_workers_exit_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """kill -9 of the supervisor: its workers stop serving and free the port for a new one."""
+    server = NotaryProcess(tmp_path / "data", args=("--workers", "2"))
+    with server:
+        assert server.proc is not None
+        deadline = time.monotonic() + 30
+        while len(children(server.proc.pid)) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        workers = children(server.proc.pid)
+        os.kill(server.proc.pid, signal.SIGKILL)  # the parent alone, not its process group
+        server.proc.wait(10)
+        try:
+            deadline = time.monotonic() + 20
+            while not all(_gone(w) for w in workers):
+                assert time.monotonic() < deadline, "the workers outlived their parent"
+                time.sleep(0.05)
+        finally:
+            for w in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(w, signal.SIGKILL)
+        server.proc = None
+        server.start()  # same port and data directory: nothing holds them any more
+        assert server.get("/healthz").json()["writes"] == "accepted"
+
+
+def test_healthz_says_writes_fail_while_another_writer_holds_the_lock(tmp_path: Path) -> None:
+    """A writer that holds the SQLite write lock and does not let go (a stopped worker): every
+    write fails with 503, and /healthz says so until a write gets through again."""
+    with NotaryProcess(tmp_path / "data") as server:
+        key = server.create_api_key("w")
+        notarize(server, key, 0)
+        db = server.data_dir / "notary.store.sqlite"
+        fd = os.open(f"{db}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        conn = sqlite3.connect(db, isolation_level=None)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # the writer queue, then SQLite's own lock
+            conn.execute("BEGIN IMMEDIATE")
+            record = CallRecord(server="srv", tool="t", arguments={"n": 1},
+                                result={"content": []}, salt=new_salt())
+            body = {"server": "srv", "tool": "t", "call_sha256": record.call_sha256()}
+            resp = server.post("/v1/tool-calls", json_body=body, api_key=key)
+            assert resp.status == 503, resp.body
+            health = server.get("/healthz").json()
+            assert health["writes"] == "failing" and health["status"] == "failing", health
+            assert "write lock" in health["problem"]
+        finally:
+            conn.close()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        notarize(server, key, 2)
+        assert server.get("/healthz").json()["writes"] == "accepted"
