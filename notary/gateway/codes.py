@@ -77,4 +77,5 @@ POLICY_COMMIT_TOOL: Final = "policy.commit"
 POLICY_DECISION_TOOL: Final = "policy.decision"
 DECISION_SPEC: Final = "notary-gateway-decision/1"
 """``spec`` of the authorization receipt block: the decision record is the block's
-``decision``, ``tool``, ``facts_sha256``, ``policy_commitment`` and ``time``."""
+``decision``, ``tool``, ``facts_sha256``, ``policy_commitment``, ``time`` and ``salt`` (a fresh
+random salt per decision; records made before it was added have none)."""

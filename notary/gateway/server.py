@@ -68,7 +68,14 @@ from notary.gateway.policy import (
 from notary.gateway.projection import OutputSchemas, project_result
 from notary.gateway.salt import read_salt
 from notary.gateway.store import DecisionEvidence, GatewayStore
-from notary.sdk import Notarizer, NotaryClient, NotaryError, received_wire, structured_for
+from notary.sdk import (
+    Notarizer,
+    NotaryClient,
+    NotaryError,
+    NotaryResponseError,
+    received_wire,
+    structured_for,
+)
 
 __all__ = [
     "DEFAULT_NAME",
@@ -188,6 +195,22 @@ def _forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return out or None
 
 
+def _not_ours(receipt: Receipt, server: str, tool: str, record: Mapping[str, Any]) -> str | None:
+    """Why ``receipt`` is not the ledger's entry for ``record`` made by this gateway, or None.
+
+    The digest is rebuilt from the record (with its salt) rather than taken from the request
+    that was sent: a receipt counts as the gateway's only if it commits to exactly the record
+    the gateway keeps, under its own server name and the decision tool. Anything else (an
+    entry another tenant made, a receipt for another call) is not an authorization.
+    """
+    digest = sha256_jcs(dict(record))
+    if receipt.call_sha256 != digest:
+        return f"the receipt commits to {receipt.call_sha256}, the record hashes to {digest}"
+    if (receipt.server, receipt.tool) != (server, tool):
+        return f"the receipt is a {receipt.tool!r} entry of {receipt.server!r}"
+    return None
+
+
 def _request_digest(tool: str, arguments: Mapping[str, Any] | None, agent: str | None) -> str:
     """What an idempotency key is bound to (local only, so plain sorted JSON is enough)."""
     body = json.dumps({"tool": tool, "arguments": arguments or {}, "agent": agent},
@@ -235,6 +258,10 @@ class GatewayRuntime:
         policy = load_policy_text(path.read_text("utf-8"))
         commitment = policy.commitment(self.salt)
         receipt = await self.notary.notarize(self.name, codes.POLICY_COMMIT_TOOL, commitment)
+        if receipt.call_sha256 != commitment or receipt.server != self.name \
+                or receipt.tool != codes.POLICY_COMMIT_TOOL:
+            raise NotaryResponseError("the notary answered a receipt for another entry than "
+                                      "the policy commitment")
         evidence = receipt.to_json()  # kept as the notary signed it, with its proof
         await self.store.save_policy(commitment, now_issued_at(), evidence)
         state = PolicyState(policy, commitment, stamp, evidence)
@@ -442,15 +469,20 @@ class GatewayRuntime:
         """
         decision = state.policy.decide(tool, arguments, agent)
         record = decision_record(decision.value, tool, decision.facts_sha256,
-                                 state.commitment, now_issued_at())
-        digest = sha256_jcs(record)
-        receipt: dict[str, Any] | None
+                                 state.commitment, now_issued_at(), new_salt())
+        receipt: dict[str, Any] | None = None
         try:
-            receipt = (await self.notary.notarize(self.name, codes.POLICY_DECISION_TOOL,
-                                                  digest)).to_json()
+            got = await self.notary.notarize(self.name, codes.POLICY_DECISION_TOOL,
+                                             sha256_jcs(record))
         except NotaryError as e:
-            receipt = None
             await _log.aerror("decision_not_notarized", tool=tool, error=str(e))
+        else:
+            problem = _not_ours(got, self.name, codes.POLICY_DECISION_TOOL, record)
+            if problem is None:
+                receipt = got.to_json()
+            else:
+                await _log.aerror("decision_not_notarized", tool=tool, error=problem,
+                                  receipt=got.id)
         await self.store.save_decision(DecisionEvidence(record, decision.facts, receipt))
         if not decision.allowed:
             # The reason is the operator's alone: the caller gets the generic code.

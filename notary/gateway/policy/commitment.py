@@ -4,6 +4,14 @@ Commitment: ``SHA-256(JCS({"policy": <the TOML document as JSON>, "salt": <hex s
 comments and layout do not change it, any value does; the salt keeps a small policy from
 being guessed from its digest until the operator reveals it. A decision is notarized as the
 SHA-256 of the JCS of :func:`decision_record`, which names the facts by their digest only.
+
+A decision record carries a fresh salt of its own: every other member is public or guessable
+(the commitment is in the ledger, the facts of a call may be few, the time is one of a
+thousand milliseconds a second), and a digest anyone can compute in advance is one another
+tenant of the notary can log first, under its own name (the gateway's entry is then refused)
+or under the gateway's (its receipt would pass for the gateway's). The salt is drawn by the
+caller (nothing here draws randomness) and kept with the record, so an auditor rebuilds the
+digest.
 """
 
 from __future__ import annotations
@@ -36,7 +44,10 @@ def facts_sha256(facts: Mapping[str, Any]) -> str:
 
 
 def decision_record(decision: DecisionValue, tool: str, facts_digest: str,
-                    commitment: str, when: str) -> dict[str, str]:
-    """The record notarized for one decision: its SHA-256 (JCS) is the entry's call_sha256."""
+                    commitment: str, when: str, salt: str) -> dict[str, str]:
+    """The record notarized for one decision: its SHA-256 (JCS) is the entry's call_sha256.
+
+    ``salt`` must be fresh for every record (see the module docstring).
+    """
     return {"decision": decision, "tool": tool, "facts_sha256": facts_digest,
-            "policy_commitment": commitment, "time": when}
+            "policy_commitment": commitment, "time": when, "salt": salt}

@@ -43,7 +43,7 @@ from notary.gateway.policy import facts_sha256, load_policy_text, sha256_jcs
 from notary.gateway.salt import ensure_salt
 from notary.gateway.server import _request_digest as request_digest
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
-from notary.sdk import NotaryClient, received_wire, verify_tool_result
+from notary.sdk import NotaryClient, NotaryHTTPError, received_wire, verify_tool_result
 from tests.gateway_upstream import read_log
 from tests.notary_server import app_notary, free_port, run_cli
 
@@ -98,6 +98,7 @@ class Rig:
     log_key: Ed25519Verifier
     vkey: str
     tmp: Path
+    other_key: str = ""  # another account's key (another tenant of the same notary)
     policy: Path = field(init=False)
     salt: Path = field(init=False)
     state: Path = field(init=False)
@@ -147,7 +148,8 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         async with NotaryClient(app.url) as c:
             jwks = Jwks(await c.jwks())
         yield Rig(app.url, app.data, app.create_api_key("gateway"), jwks,
-                  Ed25519Verifier.from_vkey(app.vkey), app.vkey, tmp_path)
+                  Ed25519Verifier.from_vkey(app.vkey), app.vkey, tmp_path,
+                  app.create_api_key("tenant-b"))
 
 
 @pytest.fixture(params=["auto", "legacy"])
@@ -174,14 +176,14 @@ def assert_authorized(rig: Rig, result: CallToolResult, tool: str,
     """The authorization receipt: public commitments only, and in the ledger."""
     block: dict[str, Any] = (result.meta or {})[codes.AUTH_RECEIPT_META_KEY]
     assert set(block) == {"spec", "decision", "tool", "facts_sha256", "policy_commitment",
-                          "time", "receipt"}
+                          "time", "salt", "receipt"}
     assert block["spec"] == codes.DECISION_SPEC
     assert (block["decision"], block["tool"]) == ("allow", tool)
     assert block["policy_commitment"] == rig.commitment
     if facts is not None:
         assert block["facts_sha256"] == facts_sha256(facts)
     record = {k: block[k] for k in ("decision", "tool", "facts_sha256", "policy_commitment",
-                                    "time")}
+                                    "time", "salt")}
     receipt = block["receipt"]
     assert receipt["call_sha256"] == sha256_jcs(record)
     assert (receipt["server"], receipt["tool"]) == (GATEWAY, codes.POLICY_DECISION_TOOL)
@@ -510,6 +512,96 @@ async def test_policy_reload_is_committed_first(rig: Rig) -> None:
     for commitment, receipt in policies.items():
         assert receipt is not None and receipt["call_sha256"] == commitment
         assert_receipt_verifies(rig, receipt)
+
+
+# Decision records against another tenant of the notary ----------------------------------------
+
+SQUAT_TIME = "2026-03-01T12:00:00.000Z"
+
+
+def unsalted_decision_digest(rig: Rig, tool: str, facts: dict[str, Any]) -> str:
+    """What another tenant can compute of an allowed decision without any secret.
+
+    Every member of an unsalted record is public or guessable: the policy commitment is in
+    the ledger, the facts of a call without arguments are its tool and agent, and the time
+    is one of a thousand milliseconds a second.
+    """
+    return sha256_jcs({"decision": "allow", "tool": tool, "facts_sha256": facts_sha256(facts),
+                       "policy_commitment": rig.commitment, "time": SQUAT_TIME})
+
+
+@pytest.fixture
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway decides in the millisecond the other tenant covered in advance."""
+    monkeypatch.setattr("notary.gateway.server.now_issued_at", lambda: SQUAT_TIME)
+
+
+async def test_predicted_decisions_under_another_name_do_not_block_calls(
+        rig: Rig, frozen_clock: None) -> None:
+    """Another account pre-notarizes the predictable digest under a name of its own: the
+    gateway's decision must still be logged (its record has a salt nobody could predict)."""
+    facts = {"tool": "echo", "agent": "LegalAgent"}
+    predicted = unsalted_decision_digest(rig, "echo", facts)
+    async with Client(build_gateway(rig.config()), mode="auto") as client, \
+            NotaryClient(rig.url, rig.other_key) as tenant:
+        await tenant.notarize("squatter", codes.POLICY_DECISION_TOOL, predicted)
+        result = await client.call_tool("echo", {"text": "hi"}, meta=AGENT)
+        assert gateway_meta(result).get(codes.AUTH_ERROR_META_KEY) is None, result
+        block = assert_authorized(rig, result, "echo", facts)
+        assert block["receipt"]["call_sha256"] != predicted
+    assert [c["tool"] for c in rig.calls()] == ["echo"]
+
+
+async def test_a_squatted_receipt_is_never_taken_as_the_gateways(
+        rig: Rig, frozen_clock: None) -> None:
+    """Another account notarizes the predictable digest under the gateway's own server and
+    tool names: the gateway must not hand out that tenant's receipt as its authorization."""
+    facts = {"tool": "weather.forecast", "agent": "LegalAgent"}
+    predicted = unsalted_decision_digest(rig, "weather.forecast", facts)
+    async with Client(build_gateway(rig.config()), mode="auto") as client, \
+            NotaryClient(rig.url, rig.other_key) as tenant:
+        try:
+            squat = (await tenant.notarize(GATEWAY, codes.POLICY_DECISION_TOOL, predicted)).id
+        except NotaryHTTPError as e:  # a notary that keeps a server name for its account
+            assert (e.status, e.code) == (403, "server_not_allowed"), e
+            squat = None
+        result = await client.call_tool("weather.forecast", {"city": "Oslo"}, meta=AGENT)
+        receipt = gateway_meta(result)[codes.AUTH_RECEIPT_META_KEY]["receipt"]
+        assert receipt["call_sha256"] != predicted and receipt["id"] != squat
+        assert_authorized(rig, result, "weather.forecast", facts)
+    # The salt is kept with the evidence: the audit rebuilds every record's digest from it.
+    decisions = [e async for e in read_decisions(rig.state)]
+    assert len(decisions) == 1 and len(decisions[0].record["salt"]) == 32
+    jwks_file = rig.tmp / "jwks.json"
+    jwks_file.write_text(json.dumps(rig.jwks.to_json()))
+    code, out = await rig.cli("gateway", "audit", "--policy", str(rig.policy), "--salt-file",
+                              str(rig.salt), "--decisions", str(rig.state), "--jwks",
+                              str(jwks_file), "--log-key", rig.vkey, "--server", GATEWAY,
+                              "--json")
+    assert code == 0 and json.loads(out)["summary"] == {"decisions": 1, "valid": 1}, out
+
+
+async def test_a_receipt_for_another_digest_is_refused(rig: Rig,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the notary (or a client between) hands back, the gateway rebuilds its own
+    record's digest and takes only a receipt for exactly that record."""
+    async with NotaryClient(rig.url, rig.other_key) as tenant:
+        foreign = await tenant.notarize(GATEWAY + "-other", codes.POLICY_DECISION_TOOL,
+                                        "ab" * 32)
+    real = NotaryClient.notarize
+
+    async def swapped(self: NotaryClient, server: str, tool: str, digest: str) -> Any:
+        if tool == codes.POLICY_DECISION_TOOL:
+            return foreign
+        return await real(self, server, tool, digest)
+
+    monkeypatch.setattr(NotaryClient, "notarize", swapped)
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        result = await client.call_tool("echo", {"text": "hi"}, meta=AGENT)
+        assert_refused(result, codes.AUTHORIZATION_UNAVAILABLE)
+    assert rig.calls() == []
+    decisions = [e async for e in read_decisions(rig.state)]
+    assert [e.receipt for e in decisions] == [None]  # the foreign receipt is not evidence
 
 
 # Over stdio: the wire -------------------------------------------------------------------------
