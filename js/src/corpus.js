@@ -7,15 +7,23 @@ import { callFromDocument, callFromReceiptAndRecord, makeTrust, verifyToolCall, 
 import { MemoryStore } from "./state.js";
 import { recordFromJson, recordBytes } from "./records.js";
 import { canonicalText } from "./canonical.js";
-import { toHex } from "./bytes.js";
+import { fromBase64, toHex } from "./bytes.js";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { CanonicalizationError, RecordError, StateError, VerifierInputError } from "./errors.js";
+import { CanonicalizationError, JsonError, RecordError, StateError, VerifierInputError } from "./errors.js";
 
 const LEVELS = ["record", "signature", "inclusion", "witnesses", "consistency"];
 
+/** An input as the CLI reads it: `*_b64` (raw bytes) and `*_text` through the strict parser. */
 function load(obj, key) {
-  const text = obj[`${key}_text`];
-  return typeof text === "string" ? parseJson(text) : obj[key];
+  const b64 = obj[`${key}_b64`];
+  const text = typeof b64 === "string" ? fromBase64(b64) : obj[`${key}_text`];
+  if (typeof text !== "string" && !(text instanceof Uint8Array)) return obj[key];
+  try {
+    return parseJson(text);
+  } catch (e) {
+    if (e instanceof JsonError) throw new VerifierInputError(`cannot read the ${key}: ${e.message}`);
+    throw e;
+  }
 }
 
 /** The call_sha256 of a `verify` case's call record, as the verifier rebuilds it; or null. */
@@ -80,7 +88,7 @@ export function runJcsCase(c) {
   try {
     record = recordFromJson(parseJson(c.record_text), { server: c.server ?? undefined });
   } catch (e) {
-    if (e instanceof RecordError || e instanceof CanonicalizationError) return { refused: true, call_sha256: null, canonical: null, message: e.message };
+    if (e instanceof RecordError || e instanceof CanonicalizationError || e instanceof JsonError) return { refused: true, call_sha256: null, canonical: null, message: e.message };
     throw e;
   }
   return { refused: false, call_sha256: toHex(sha256(recordBytes(record))), canonical: canonicalText(record) };

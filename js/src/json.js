@@ -1,10 +1,14 @@
-// Bounded JSON parsing with the value model of Python's json.loads, for untrusted input.
+// Bounded, strict JSON parsing for untrusted input, with the value model of Python's json.loads.
 //
 // The verifier must reach the same verdict as the Python one on the same bytes, so a document
-// is read the way Python reads it: `NaN`, `Infinity` and `-Infinity` are accepted (and later
-// refused wherever a value is hashed), integers keep their exactness, and a number written with
-// a fraction or exponent is a float even when its value is whole (Python's `1.0` is not an int).
-// JSON.parse cannot tell any of that, so this is a small iterative parser:
+// is read by the rule of ledger.core.boundedjson.parse_json: besides RFC 8259's grammar, it
+// refuses what two parsers could read differently (duplicate member names, `NaN`, `Infinity`
+// and `-Infinity`, a byte order mark, bytes that are not UTF-8) and anything nested deeper than
+// MAX_JSON_DEPTH, the one bound Python's verifier applies too (notary.verifier.inputs
+// MAX_INPUT_DEPTH; the cross-language corpus checks that the two agree). Integers keep their
+// exactness and a number written with a fraction or exponent is a float even when its value is
+// whole (Python's `1.0` is not an int). JSON.parse cannot tell any of that, so this is a small
+// iterative parser:
 //
 // - an integer literal that a double would change (2^53+1) becomes an `UnsafeInteger` marker
 //   carrying its digits, so canonicalization refuses it with its path instead of hashing a
@@ -16,8 +20,14 @@
 import { JsonError } from "./errors.js";
 import { fromUtf8 } from "./bytes.js";
 
-export const MAX_JSON_BYTES = 16 * 1024 * 1024;
-export const MAX_JSON_DEPTH = 512;
+/** Largest JSON text read (Python's notary.verifier.inputs MAX_INPUT_BYTES; the corpus checks). */
+export const MAX_JSON_BYTES = 64 * 1024 * 1024;
+/**
+ * The one nesting bound of verifier input: a call record may nest canonical.js's MAX_DEPTH (256)
+ * deep, inside a few levels of saved call or receipt. Python's is notary.verifier.inputs
+ * MAX_INPUT_DEPTH; the corpus records it and test/corpus.test.js checks the two are equal.
+ */
+export const MAX_JSON_DEPTH = 264;
 /** Python refuses to convert integer literals longer than this (int max_str_digits). */
 const MAX_INT_DIGITS = 4300;
 
@@ -82,6 +92,9 @@ function describe(text, pos) {
 }
 
 function setMember(obj, key, value) {
+  if (Object.prototype.hasOwnProperty.call(obj, key)) {
+    throw new JsonError(`duplicate member name ${JSON.stringify(key.slice(0, 60))}`);
+  }
   if (key === "__proto__") {
     Object.defineProperty(obj, key, { value, writable: true, enumerable: true, configurable: true });
   } else {
@@ -93,14 +106,17 @@ const NUMBER_RE = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;
 const STRING_FAST_RE = /[^"\\\u0000-\u001f]*/y;
 
 /**
- * Parse a JSON text (string, or UTF-8 bytes) as Python's json.loads would.
- * Options: `maxBytes` (default 16 MiB), `maxDepth` (default 512 nested arrays/objects).
+ * Parse a JSON text (string, or UTF-8 bytes) strictly, as ledger.core.boundedjson.parse_json does.
+ * Options: `maxBytes` (default MAX_JSON_BYTES), `maxDepth` (default MAX_JSON_DEPTH nested arrays/objects).
  * Throws JsonError on malformed or oversized input; never anything else.
  */
 export function parseJson(input, { maxBytes = MAX_JSON_BYTES, maxDepth = MAX_JSON_DEPTH } = {}) {
   let text;
   if (typeof input === "string") {
-    if (input.length > maxBytes) throw new JsonError(`the JSON text is larger than ${maxBytes} bytes`);
+    // UTF-16 length <= UTF-8 length <= 3 * UTF-16 length: encode only when it may matter.
+    if (input.length > maxBytes || (input.length * 3 > maxBytes && new TextEncoder().encode(input).length > maxBytes)) {
+      throw new JsonError(`the JSON text is larger than ${maxBytes} bytes`);
+    }
     text = input;
   } else if (input instanceof Uint8Array) {
     if (input.length > maxBytes) throw new JsonError(`the JSON text is larger than ${maxBytes} bytes`);
@@ -111,6 +127,9 @@ export function parseJson(input, { maxBytes = MAX_JSON_BYTES, maxDepth = MAX_JSO
     }
   } else {
     throw new JsonError("JSON input must be a string or UTF-8 bytes");
+  }
+  if (text.charCodeAt(0) === 0xfeff) {
+    throw new JsonError("the JSON text starts with a byte order mark (BOM); send UTF-8 without one (RFC 8259 §8.1)");
   }
   let pos = 0;
   const len = text.length;
@@ -171,9 +190,10 @@ export function parseJson(input, { maxBytes = MAX_JSON_BYTES, maxDepth = MAX_JSO
     if (c === 0x74 && text.startsWith("true", pos)) { pos += 4; return true; }
     if (c === 0x66 && text.startsWith("false", pos)) { pos += 5; return false; }
     if (c === 0x6e && text.startsWith("null", pos)) { pos += 4; return null; }
-    if (c === 0x4e && text.startsWith("NaN", pos)) { pos += 3; return NaN; }
-    if (c === 0x49 && text.startsWith("Infinity", pos)) { pos += 8; return Infinity; }
-    if (c === 0x2d && text.startsWith("-Infinity", pos)) { pos += 9; return -Infinity; }
+    if ((c === 0x4e && text.startsWith("NaN", pos)) || (c === 0x49 && text.startsWith("Infinity", pos)) ||
+        (c === 0x2d && text.startsWith("-Infinity", pos))) {
+      throw new JsonError(`${c === 0x4e ? "NaN" : c === 0x49 ? "Infinity" : "-Infinity"} is not a JSON value`);
+    }
     NUMBER_RE.lastIndex = pos;
     const m = NUMBER_RE.exec(text);
     if (m === null) fail("a value");

@@ -181,7 +181,7 @@ export function describePairs(pairs) {
 export function checkStoredEntry(origin, obj) {
   const where = `logs[${JSON.stringify(origin)}]`;
   if (obj === null || typeof obj !== "object" || Array.isArray(obj)) throw new StateError(`${where} must be an object`);
-  if (!Number.isSafeInteger(obj.size) || obj.size < 0 || isFloatLiteral(obj, "size")) throw new StateError(`${where}.size must be a non-negative integer`);
+  if (!Number.isSafeInteger(obj.size) || obj.size < 0 || isFloatLiteral(obj, "size")) throw new StateError(`${where}.size must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}`);
   if (typeof obj.root !== "string" || typeof obj.checkpoint !== "string") throw new StateError(`${where} needs 'root' and 'checkpoint' strings`);
   return {
     size: obj.size, root: obj.root, checkpoint: obj.checkpoint,

@@ -4,7 +4,8 @@
 // call_sha256 recorded there.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { loadCases } from "./support/corpus.js";
+import { loadCases, loadIndex } from "./support/corpus.js";
+import { MAX_JSON_BYTES, MAX_JSON_DEPTH } from "../src/json.js";
 import { runCase } from "../src/corpus.js";
 import { setEd25519Backend } from "../src/verify.js";
 
@@ -12,10 +13,16 @@ const cases = loadCases();
 
 test("the corpus holds every kind of case", () => {
   const names = cases.map((c) => c.name);
-  for (const prefix of ["valid-", "python-sdk-auto-", "python-sdk-legacy-", "tamper-receipt-", "tamper-record-", "input-", "trust-", "witness-", "policy-", "state-", "jcs-refuse-", "jcs-"]) {
+  for (const prefix of ["valid-", "python-sdk-auto-", "python-sdk-legacy-", "tamper-receipt-", "tamper-record-", "input-", "trust-", "witness-", "policy-", "state-", "jcs-refuse-", "jcs-", "hostile-"]) {
     assert.ok(names.some((n) => n.startsWith(prefix)), `no case named ${prefix}*`);
   }
   assert.ok(cases.length >= 150, `${cases.length} cases`);
+});
+
+test("the JSON parser's bounds are Python's (one depth bound, one size bound)", () => {
+  const { limits } = loadIndex();
+  assert.equal(MAX_JSON_DEPTH, limits.json_depth);
+  assert.equal(MAX_JSON_BYTES, limits.json_bytes);
 });
 
 for (const backend of ["auto", "noble"]) {

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ledger.client.http import HttpClient
-from ledger.core.boundedjson import JsonError, parse_json
+from ledger.core.boundedjson import JsonError
 from ledger.core.tlog_policy import TlogPolicy
-from notary.core.canonical import MAX_DEPTH
 from notary.verifier.inputs import (
     VerifierInputError,
     check_http_url,
+    parse_input_json,
 )
 from notary.verifier.state import (
     DEFAULT_STATE_PATH,
@@ -31,17 +31,8 @@ from notary.verifier.trust import (
     parse_witness_keys,
 )
 
-MAX_INPUT_BYTES = 64 << 20
-"""Largest input file read; far above any tool call (the notary takes 64 KiB bodies)."""
-MAX_INPUT_DEPTH = MAX_DEPTH + 8
-"""A call record may nest :data:`~notary.core.canonical.MAX_DEPTH` deep, inside a few levels of
-saved call or receipt."""
-
-
-def parse_input_json(text: str | bytes) -> Any:
-    """An input document (tool call, record, receipt), parsed within bounds: a file someone sent
-    may be as hostile as a network answer."""
-    return parse_json(text, max_bytes=MAX_INPUT_BYTES, max_depth=MAX_INPUT_DEPTH)
+__all__ = ["add_trust_arguments", "check_network_args", "parse_input_json", "state_from_args",
+           "trust_from_args", "witness_policy_from_args"]
 
 
 def _read_json(value: str, what: str) -> Any:

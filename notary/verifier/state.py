@@ -42,7 +42,9 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.atomic import write_atomic
+from ledger.core.boundedjson import JsonError
 from notary.core.errors import NotaryBaseError
+from notary.verifier.inputs import parse_input_json
 
 if sys.platform != "win32":  # advisory locking is POSIX; elsewhere the atomic rename still holds
     import fcntl
@@ -66,6 +68,10 @@ DEFAULT_STATE_PATH = Path("~/.config/mcp-notary/verifier-state.json")
 """Where ``notary verify`` and ``notary mcp`` remember checkpoints unless told otherwise."""
 
 STATE_VERSION = 1
+
+MAX_SIZE = 2**53 - 1
+"""Largest tree size a state entry may hold: every size both verifiers represent exactly (a
+JavaScript number), so a larger one is refused by both alike; no log comes near it."""
 
 Label = Literal["stored", "receipt", "latest"]
 """Where a checkpoint came from: the state file, the receipt's proof, or the log just now."""
@@ -105,8 +111,9 @@ class StoredCheckpoint:
         if not isinstance(obj, Mapping):
             raise VerifierStateError(f"logs[{origin!r}] must be an object")
         size, root, note = obj.get("size"), obj.get("root"), obj.get("checkpoint")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise VerifierStateError(f"logs[{origin!r}].size must be a non-negative integer")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE:
+            raise VerifierStateError(f"logs[{origin!r}].size must be an integer from 0 to "
+                                     f"{MAX_SIZE}")
         if not isinstance(root, str) or not isinstance(note, str):
             raise VerifierStateError(f"logs[{origin!r}] needs 'root' and 'checkpoint' strings")
         vkey, updated = obj.get("vkey", ""), obj.get("updated", "")
@@ -134,8 +141,8 @@ class StateFile:
         except OSError as e:
             raise VerifierStateError(f"cannot read the state file {self.path}: {e}") from e
         try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
+            doc = parse_input_json(raw)
+        except JsonError as e:
             raise VerifierStateError(f"the state file {self.path} is not valid JSON: {e}") from e
         if not isinstance(doc, Mapping) or doc.get("version") != STATE_VERSION:
             raise VerifierStateError(f"the state file {self.path} is not a version-{STATE_VERSION} "

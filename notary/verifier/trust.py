@@ -8,14 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.client.http import FetchError, HttpClient
-from ledger.core.boundedjson import JsonError, parse_json
+from ledger.core.boundedjson import JsonError
 from ledger.core.cosignature import parse_verifier_key
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from notary.core.receipts import Jwks, JwksError
-from notary.verifier.inputs import VerifierInputError, _object, check_http_url
-
-MAX_JWKS_FILE_BYTES = 1 << 20
+from notary.verifier.inputs import VerifierInputError, _object, check_http_url, parse_input_json
 
 
 @dataclass(frozen=True)
@@ -179,7 +177,7 @@ async def load_jwks(value: str | Mapping[str, object], fetcher: HttpClient | Non
             raise VerifierInputError(f"cannot fetch the JWKS: {e}") from e
     path = Path(value.removeprefix("@")).expanduser()
     try:
-        doc = parse_json(path.read_bytes(), max_bytes=MAX_JWKS_FILE_BYTES)
+        doc = parse_input_json(path.read_bytes())
     except (OSError, JsonError) as e:
         raise VerifierInputError(f"cannot read the JWKS file {path}: {e}") from e
     return _jwks(doc, str(path))

@@ -49,6 +49,7 @@ from typing import Any
 import aiohttp
 from mcp import Client
 
+from ledger.core.boundedjson import JsonError
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, NoteSignature, merge_signatures, parse_note
 from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
@@ -65,11 +66,14 @@ from notary.core.records import SPEC, CallRecord, RecordError, new_salt, record_
 from notary.keys import Paths, load_log_key
 from notary.sdk import Notarizer, NotaryClient
 from notary.verifier.inputs import (
+    MAX_INPUT_BYTES,
+    MAX_INPUT_DEPTH,
     MalformedReceipt,
     ToolCall,
     VerifierInputError,
     call_from_document,
     call_from_receipt_and_record,
+    parse_input_json,
 )
 from notary.verifier.state import StateFile, VerifierStateError
 from notary.verifier.trust import (
@@ -129,8 +133,19 @@ MALFORMED = expect(failed={"record", "signature", "inclusion"})
 
 
 def _load(doc: Json, key: str) -> Any:
-    text = doc.get(key + "_text")
-    return json.loads(text) if isinstance(text, str) else doc.get(key)
+    """An input as the CLI reads it: ``*_b64`` (raw bytes) and ``*_text`` through the verifier's
+    one strict parser, whose refusal is an input error."""
+    raw: bytes | str | None = None
+    if isinstance(doc.get(key + "_b64"), str):
+        raw = base64.b64decode(doc[key + "_b64"])
+    elif isinstance(doc.get(key + "_text"), str):
+        raw = doc[key + "_text"]
+    if raw is None:
+        return doc.get(key)
+    try:
+        return parse_input_json(raw)
+    except JsonError as e:
+        raise VerifierInputError(f"cannot read the {key}: {e}") from e
 
 
 def _trust(spec: Json) -> tuple[Trust, Any]:
@@ -260,7 +275,7 @@ def design_record(obj: Json, server: str | None) -> Json:
 def python_jcs(case: Json) -> Json:
     """What Python computes for a ``jcs`` case: digest and canonical text, or a refusal."""
     try:
-        rec = record_from_json(json.loads(case["record_text"]), server=case.get("server"))
+        rec = record_from_json(parse_input_json(case["record_text"]), server=case.get("server"))
         data = rec.canonical_bytes()
     except (RecordError, CanonicalizationError, ValueError):
         return {"refused": True, "call_sha256": None, "canonical": None}
@@ -440,6 +455,8 @@ class Corpus:
             "version": 1,
             "cases": sorted(names),
             "counts": {k: sum(c["kind"] == k for c in self.cases) for k in ("verify", "jcs")},
+            # the parser's bounds, which the JavaScript one must share (js/test/corpus.test.js)
+            "limits": {"json_depth": MAX_INPUT_DEPTH, "json_bytes": MAX_INPUT_BYTES},
         }
         (self.out / "index.json").write_text(json.dumps(index, indent=1) + "\n")
 
@@ -746,6 +763,364 @@ INPUT_ERRORS: list[tuple[str, Callable[[Issued], Json]]] = [
 ]
 
 
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _dup_first(text: str, name: str, forged: str) -> str:
+    """``text`` with ``"name": <forged>,`` inserted before the first member ``name``: a duplicate
+    member name whose last value is the honest one (what a last-wins parser keeps)."""
+    at = text.index(f'"{name}": ')
+    return f'{text[:at]}"{name}": {forged}, {text[at:]}'
+
+
+def _nest(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def hostile_inputs(c: Issued) -> list[tuple[str, str, Json]]:
+    """Documents two JSON parsers could read differently, or that break a parser's bounds: each
+    must be refused by both verifiers as an input error (the strict rule of
+    ledger.core.boundedjson), never verified. (name, description, input)."""
+    saved = json.dumps(c.saved)
+    receipt = json.dumps(c.receipt)
+    record = json.dumps(c.record)
+    meta_receipt = json.dumps(_saved(c, result=_with_meta(c)))
+    forged = '[{"type": "text", "text": "FORGED"}]'
+    out: list[tuple[str, str, Json]] = [
+        (
+            "duplicate-result-content",
+            "a saved call whose result has content twice (forged first)",
+            {"format": "saved_call", "call_text": _dup_first(saved, "content", forged)},
+        ),
+        (
+            "duplicate-result-content-escaped",
+            "content twice, once spelled with a \\u escape",
+            {
+                "format": "saved_call",
+                "call_text": saved.replace(
+                    '"content": ', '"\\u0063ontent": ' + forged + ', "content": ', 1
+                ),
+            },
+        ),
+        (
+            "duplicate-receipt-server",
+            'a receipt with "server":"evil","server":"srv"',
+            {
+                "format": "receipt_record",
+                "receipt_text": _dup_first(receipt, "server", '"evil"'),
+                "record": c.record,
+            },
+        ),
+        (
+            "duplicate-embedded-receipt-server",
+            "the receipt in _meta names its server twice",
+            {"format": "saved_call", "call_text": _dup_first(meta_receipt, "server", '"evil"')},
+        ),
+        (
+            "duplicate-arguments-member",
+            "the arguments name x twice",
+            {"format": "saved_call", "call_text": _dup_first(saved, "x", "2")},
+        ),
+        (
+            "duplicate-meta-salt",
+            "the _meta block has two salts",
+            {"format": "saved_call", "call_text": _dup_first(saved, "salt", '"' + "00" * 16 + '"')},
+        ),
+        (
+            "duplicate-saved-call-tool",
+            "a saved call naming two tools",
+            {"format": "saved_call", "call_text": _dup_first(saved, "tool", '"other"')},
+        ),
+        (
+            "duplicate-record-tool",
+            "a call record naming two tools",
+            {
+                "format": "receipt_record",
+                "receipt": c.receipt,
+                "record_text": _dup_first(record, "tool", '"other"'),
+            },
+        ),
+        (
+            "duplicate-proto",
+            "__proto__ twice in the arguments",
+            {
+                "format": "saved_call",
+                "call_text": saved.replace(
+                    '"arguments": {', '"arguments": {"__proto__": 1, "__proto__": 2, ', 1
+                ),
+            },
+        ),
+        (
+            "duplicate-jsonrpc-result",
+            "a JSON-RPC response with two results",
+            {
+                "format": "tool_result",
+                "tool": c.tool,
+                "arguments": c.arguments,
+                "call_text": '{"jsonrpc": "2.0", "id": 1, "result": {"content": []}, "result": '
+                + json.dumps(c.result)
+                + "}",
+            },
+        ),
+        (
+            "nan-argument",
+            "NaN as an argument value",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": NaN}', 1)},
+        ),
+        (
+            "infinity-argument",
+            "Infinity as an argument value",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": Infinity}', 1)},
+        ),
+        (
+            "minus-infinity-argument",
+            "-Infinity as an argument value",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": -Infinity}', 1)},
+        ),
+        (
+            "nan-receipt-index",
+            "NaN as the receipt's ledger index",
+            {
+                "format": "receipt_record",
+                "record": c.record,
+                "receipt_text": receipt.replace('"index": 0', '"index": NaN', 1),
+            },
+        ),
+        ("nan-document", "the document is NaN", {"format": "saved_call", "call_text": "NaN"}),
+        (
+            "bom-saved-call",
+            "a saved call after a UTF-8 byte order mark",
+            {"format": "saved_call", "call_b64": _b64(b"\xef\xbb\xbf" + saved.encode())},
+        ),
+        (
+            "bom-receipt",
+            "a receipt after a UTF-8 byte order mark",
+            {
+                "format": "receipt_record",
+                "receipt_b64": _b64(b"\xef\xbb\xbf" + receipt.encode()),
+                "record": c.record,
+            },
+        ),
+        (
+            "bom-text",
+            "a saved call after U+FEFF, given as text",
+            {"format": "saved_call", "call_text": "\ufeff" + saved},
+        ),
+        (
+            "utf16-saved-call",
+            "a saved call in UTF-16 (little-endian, with its BOM)",
+            {"format": "saved_call", "call_b64": _b64(saved.encode("utf-16"))},
+        ),
+        (
+            "utf16be-saved-call",
+            "a saved call in UTF-16BE without a BOM",
+            {"format": "saved_call", "call_b64": _b64(saved.encode("utf-16-be"))},
+        ),
+        (
+            "invalid-utf8-byte",
+            "a 0xFF byte inside a string of the result",
+            {
+                "format": "saved_call",
+                "call_b64": _b64(saved.encode().replace(b'"x": 1', b'"x\xff": 1', 1)),
+            },
+        ),
+        (
+            "invalid-utf8-overlong",
+            "an overlong encoding of '/' (C0 AF) in a string",
+            {
+                "format": "saved_call",
+                "call_b64": _b64(saved.encode().replace(b'"echo"', b'"ec\xc0\xafho"', 1)),
+            },
+        ),
+        (
+            "invalid-utf8-surrogate",
+            "a UTF-8-encoded surrogate (ED A0 80) in a string",
+            {
+                "format": "saved_call",
+                "call_b64": _b64(saved.encode().replace(b'"echo"', b'"ec\xed\xa0\x80ho"', 1)),
+            },
+        ),
+        (
+            "invalid-utf8-truncated",
+            "a multi-byte sequence cut short at the end",
+            {"format": "saved_call", "call_b64": _b64(saved.encode() + b"\xe2\x82")},
+        ),
+        (
+            "invalid-utf8-receipt",
+            "a Latin-1 byte in the receipt",
+            {
+                "format": "receipt_record",
+                "record": c.record,
+                "receipt_b64": _b64(receipt.encode().replace(b'"srv"', b'"sr\xe9"', 1)),
+            },
+        ),
+        (
+            "nesting-above-bound",
+            f"arguments nested to {MAX_INPUT_DEPTH + 1} in all",
+            {
+                "format": "saved_call",
+                "call_text": saved.replace(
+                    '{"x": 1}', '{"x": ' + _nest(MAX_INPUT_DEPTH - 1) + "}", 1
+                ),
+            },
+        ),
+        (
+            "nesting-far-above-bound",
+            "arrays nested 600 deep (over the old JavaScript bound too)",
+            {
+                "format": "saved_call",
+                "call_text": saved.replace('{"x": 1}', '{"x": ' + _nest(600) + "}", 1),
+            },
+        ),
+        (
+            "nesting-receipt-above-bound",
+            f"a receipt nested to {MAX_INPUT_DEPTH + 1}",
+            {
+                "format": "receipt_record",
+                "record": c.record,
+                "receipt_text": receipt[:-1] + ', "x": ' + _nest(MAX_INPUT_DEPTH) + "}",
+            },
+        ),
+        (
+            "nesting-unbalanced",
+            "300 openers and nothing else",
+            {"format": "saved_call", "call_text": "[" * 300},
+        ),
+        (
+            "integer-too-long",
+            "an argument integer of 4301 digits",
+            {
+                "format": "saved_call",
+                "call_text": saved.replace('{"x": 1}', '{"x": 1' + "0" * 4300 + "}", 1),
+            },
+        ),
+        (
+            "nbsp-before-document",
+            "U+00A0 (not JSON whitespace) before the document",
+            {"format": "saved_call", "call_text": "\u00a0" + saved},
+        ),
+        (
+            "form-feed-before-document",
+            "a form feed (not JSON whitespace) before the document",
+            {"format": "saved_call", "call_text": "\f" + saved},
+        ),
+        (
+            "nul-after-document",
+            "a NUL byte after the document",
+            {"format": "saved_call", "call_b64": _b64(saved.encode() + b"\x00")},
+        ),
+        (
+            "trailing-comma",
+            "a trailing comma in the arguments",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": 1,}', 1)},
+        ),
+        (
+            "single-quotes",
+            "a single-quoted string",
+            {"format": "saved_call", "call_text": saved.replace('"echo"', "'echo'", 1)},
+        ),
+        (
+            "comment",
+            "a comment after the document",
+            {"format": "saved_call", "call_text": saved + " // note"},
+        ),
+        (
+            "second-document",
+            "two documents one after the other",
+            {"format": "saved_call", "call_text": saved + saved},
+        ),
+        (
+            "raw-control-character",
+            "a raw tab inside a string",
+            {"format": "saved_call", "call_text": saved.replace('"echo"', '"ec\tho"', 1)},
+        ),
+        (
+            "leading-plus",
+            "a number with a leading +",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": +1}', 1)},
+        ),
+        (
+            "hex-number",
+            "a hexadecimal number",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": 0x1}', 1)},
+        ),
+        (
+            "leading-zero",
+            "a number with a leading zero",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": 01}', 1)},
+        ),
+    ]
+    return out
+
+
+def hostile_verdicts(c: Issued) -> list[tuple[str, str, Json, Json]]:
+    """Inputs the strict parser reads but that must still get one verdict in both verifiers."""
+    saved = json.dumps(c.saved)
+    receipt = json.dumps(c.receipt)
+    return [
+        (
+            "nesting-at-bound",
+            f"arguments nested to exactly {MAX_INPUT_DEPTH}, the parser's bound",
+            {
+                "format": "saved_call",
+                "call_text": saved.replace(
+                    '{"x": 1}', '{"x": ' + _nest(MAX_INPUT_DEPTH - 2) + "}", 1
+                ),
+            },
+            expect(failed={"record"}),
+        ),
+        (
+            "nesting-receipt-at-bound",
+            f"a receipt nested to exactly {MAX_INPUT_DEPTH}",
+            {
+                "format": "receipt_record",
+                "record": c.record,
+                "receipt_text": receipt[:-1] + ', "x": ' + _nest(MAX_INPUT_DEPTH - 1) + "}",
+            },
+            MALFORMED,
+        ),
+        (
+            "float-overflow",
+            "1e400 as an argument (a float that is infinite)",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": 1e400}', 1)},
+            expect(failed={"record"}),
+        ),
+        (
+            "integer-4300-digits",
+            "an argument integer of 4300 digits (read, then not hashable)",
+            {
+                "format": "saved_call",
+                "call_text": saved.replace('{"x": 1}', '{"x": 1' + "0" * 4299 + "}", 1),
+            },
+            expect(failed={"record"}),
+        ),
+        (
+            "minus-zero",
+            "-0 as the argument, the integer 0",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"x": -0}', 1)},
+            expect(failed={"record"}),
+        ),
+        (
+            "names-differ-in-case",
+            "x and X are two members, not a duplicate",
+            {"format": "saved_call", "call_text": saved.replace('{"x": 1}', '{"X": 1, "x": 1}', 1)},
+            expect(failed={"record"}),
+        ),
+        (
+            "prototype-names",
+            "constructor, toString and __proto__ once each, as plain members",
+            {
+                "format": "saved_call",
+                "call_text": saved.replace(
+                    '{"x": 1}', '{"constructor": 1, "toString": 2, "__proto__": 3, "x": 1}', 1
+                ),
+            },
+            expect(failed={"record"}),
+        ),
+    ]
+
+
 def _example(name: str) -> ModuleType:
     path = REPO / "examples" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_corpus_example_{name}", path)
@@ -968,6 +1343,12 @@ async def _build(corpus: Corpus) -> None:
     # Input errors ----------------------------------------------------------------------------
     for name, build_input in INPUT_ERRORS:
         corpus.add(f"input-{name}", f"an unusable input: {name}", build_input(base), error())
+
+    # Hostile inputs: one strict JSON rule and one depth bound in both verifiers --------------
+    for name, description, inp in hostile_inputs(base):
+        corpus.add(f"hostile-{name}", description, inp, error())
+    for name, description, inp, exp in hostile_verdicts(base):
+        corpus.add(f"hostile-{name}", description, inp, exp)
 
     # Trust -----------------------------------------------------------------------------------
     stranger_jwks = {
@@ -1254,6 +1635,20 @@ async def _build(corpus: Corpus) -> None:
         error("state"),
         state={origin: {**stored_entry(c0.receipt, corpus.vkey), "size": -1}},
     )
+    # A size beyond what both verifiers represent exactly (2^53 - 1) is refused by both alike;
+    # below it, the entry's own checkpoint decides, as ever.
+    for name, size, exp in [
+        ("state-size-2-64", 2**64, error("state")),
+        ("state-size-2-53", 2**53, error("state")),
+        ("state-size-max-safe", 2**53 - 1, expect(passed={"consistency"}, required=req5)),
+    ]:
+        corpus.add(
+            name,
+            f"a stored entry whose size is {size}",
+            {"format": "saved_call", "call": c0.saved},
+            exp,
+            state={origin: {**stored_entry(c0.receipt, corpus.vkey), "size": size}},
+        )
     corpus.add(
         "state-witness-failed",
         "a checkpoint missing the witness quorum is not compared",
@@ -1410,9 +1805,10 @@ def _jcs_cases(corpus: Corpus) -> None:
     )
     add("jcs-refuse-depth-257", "257 nested containers: refused", _rec({"a": [deep]}), refused=True)
     add(
-        "jcs-duplicate-keys",
-        "a duplicate key: the last one wins, as in both parsers",
+        "jcs-refuse-duplicate-keys",
+        "a duplicate key: refused by both parsers (which one a reader keeps is not defined)",
         '{"tool":"t","arguments":{"a":1,"a":2},"result":{"content":[]},"salt":"' + "ab" * 16 + '"}',
+        refused=True,
     )
     add(
         "jcs-proto-key",

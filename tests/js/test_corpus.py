@@ -49,6 +49,7 @@ def test_corpus_covers_every_kind(corpus: tuple[Path, list[dict[str, Any]]]) -> 
         "policy-",
         "state-",
         "jcs-refuse-",
+        "hostile-",
     ):
         assert any(n.startswith(prefix) for n in names), prefix
     assert len(cases) >= 150

@@ -50,18 +50,27 @@ level did not pass (a fork or rollback always fails), 2 usage or input error.`;
 
 class UsageError extends Error {}
 
-function readText(path, what) {
+function readBytes(path, what) {
   try {
-    const bytes = path === "-" ? readFileSync(0) : readFileSync(expandUser(path));
+    return path === "-" ? readFileSync(0) : readFileSync(expandUser(path));
+  } catch (e) {
+    throw new VerifierInputError(`cannot read ${what} ${JSON.stringify(path)}: ${e.message}`);
+  }
+}
+
+function readText(path, what) {
+  const bytes = readBytes(path, what);
+  try {
     return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch (e) {
     throw new VerifierInputError(`cannot read ${what} ${JSON.stringify(path)}: ${e.message}`);
   }
 }
 
-/** JSON from a file path, "-" (stdin), or inline text starting with "{". */
+/** JSON from a file path, "-" (stdin), or inline text starting with "{"; the bytes go to the
+ * strict parser as they are (a BOM or invalid UTF-8 is refused there, as in Python). */
 function readJson(value, what) {
-  const text = value.trimStart().startsWith("{") ? value : readText(value, what);
+  const text = value.trimStart().startsWith("{") ? value : readBytes(value, what);
   try {
     return parseJson(text);
   } catch (e) {

@@ -26,6 +26,11 @@ export function corpusDir() {
   return dir;
 }
 
+/** The corpus's index.json: the case names, counts, and the Python parser's bounds. */
+export function loadIndex() {
+  return JSON.parse(readFileSync(join(corpusDir(), "index.json"), "utf8"));
+}
+
 /** Every case, parsed with the package's own JSON parser (as untrusted input would be). */
 export function loadCases() {
   const d = corpusDir();
