@@ -14,7 +14,13 @@ from typing import Any
 from notary.gateway.policy.evaluation import Policy, ToolPolicy
 from notary.gateway.policy.facts import CONTEXT_FACTS, FactSpec
 
-__all__ = ["FieldReport", "ToolExplanation", "explain", "render_explanation", "schema_fields"]
+__all__ = ["PATH_NOTE", "FieldReport", "ToolExplanation", "explain", "render_explanation",
+           "schema_fields"]
+
+PATH_NOTE = ("path facts are judged in lexical normal form and NFC (a path not in NFC fails "
+             "every rule on it; rule values are compared in NFC), resolved through symlinks "
+             "on the gateway's host when the upstream is a local command; a remote upstream "
+             "must confine symlinks itself")
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,8 @@ def _explain_tool(spec: ToolPolicy | None, tool: str, schema: Mapping[str, Any] 
         notes.append("not offered by the upstream")
     if not spec.idempotent:
         notes.append("non-idempotent: calls need an idempotency key")
+    if any(f.type in ("path", "paths") for f in spec.facts):
+        notes.append(PATH_NOTE)
     return ToolExplanation(tool, True, offered, spec.idempotent, tuple(reports), context,
                            tuple(notes))
 

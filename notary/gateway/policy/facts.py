@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -30,6 +31,7 @@ __all__ = [
     "FactType",
     "coerce",
     "lookup",
+    "nfc",
     "normalize_path",
 ]
 
@@ -64,17 +66,27 @@ def _js_int(n: int) -> int:
     return n
 
 
+def nfc(text: str) -> str:
+    """``text`` in Unicode normal form C: how path rule values are compared."""
+    return unicodedata.normalize("NFC", text)
+
+
 def normalize_path(value: object) -> str:
     """The lexical normal form of a path: what every path rule sees.
 
     Repeated slashes collapse, ``.`` segments go, ``..`` removes the segment before it (and
     stays at the root of an absolute path: ``/../x`` is ``/x``), a trailing slash is
     dropped. A relative path stays relative, keeping the ``..`` that lead out of it, so it
-    never matches an absolute prefix. Purely lexical: symlinks are not resolved (the
-    gateway does not see the upstream's file system), so a rule bounds the path the
-    upstream is *asked* for; an upstream that follows symlinks must confine them itself.
-    Refused: non-strings, the empty string, NUL bytes, lone surrogates, and paths over
-    :data:`MAX_PATH_CHARS` characters.
+    never matches an absolute prefix. Lexical here (this module does no I/O): the gateway
+    resolves symlinks on its own host for a local upstream (:mod:`notary.gateway.hostpaths`),
+    and a remote upstream must confine them itself.
+
+    A path must already be in Unicode normal form C (NFC), the form rule values are compared
+    in. Servers and file systems that map canonically equivalent names to one entry (the
+    reference filesystem server, macOS) would otherwise serve ``Verträge`` spelled with a
+    combining diaeresis past a rule written for the composed spelling; such a path is
+    refused, so every rule on it fails. Refused too: non-strings, the empty string, NUL
+    bytes, lone surrogates, and paths over :data:`MAX_PATH_CHARS` characters.
     """
     if not isinstance(value, str):
         raise CoercionError(f"a {type(value).__name__} is not a path")
@@ -88,6 +100,8 @@ def normalize_path(value: object) -> str:
         check_js_safe(value)
     except CanonicalizationError:
         raise CoercionError("the path contains a lone surrogate") from None
+    if not unicodedata.is_normalized("NFC", value):
+        raise CoercionError("the path is not in Unicode normal form C (NFC)")
     absolute = value.startswith("/")
     out: list[str] = []
     for segment in value.split("/"):

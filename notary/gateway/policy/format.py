@@ -55,6 +55,7 @@ from notary.gateway.policy.facts import (
     FactSpec,
     FactType,
     coerce,
+    nfc,
     normalize_path,
 )
 from notary.gateway.policy.patterns import PatternError, PatternKind, compile_pattern
@@ -147,8 +148,11 @@ def _parse_fact(name: str, raw: object, where: str) -> FactSpec:
         raise PolicyError(f"{where}.type", f"must be one of {list(FACT_TYPES)}")
     default: object = MISSING
     if "default" in raw:
+        written = raw["default"]
+        if kind in ("path", "paths"):  # the operator's value, put in NFC like rule values
+            written = _nfc_strings(written)
         try:
-            default = coerce(raw["default"], kind)
+            default = coerce(written, kind)
         except CoercionError as e:
             raise PolicyError(f"{where}.default", f"does not fit type {kind!r}: {e}") from None
     return FactSpec(name, _parse_path(raw["from"], f"{where}.from"), kind, default)
@@ -200,10 +204,13 @@ def _parse_rule(raw: object, where: str, fact_types: Mapping[str, str]) -> Rule:
             raise PolicyError(where, f"'length' needs a string or list fact; {fact!r} is {kind}")
         _length_bounds(value, where)
         return Rule(fact, op, value, kind)
+    on_paths = kind in ("path", "paths")
     if op in STRING_OPS:
         if kind not in _STRING_KINDS:
             raise PolicyError(where, f"'{op}' needs a string or path fact; {fact!r} is {kind}")
         items = _strings(value, where, op)
+        if on_paths:  # compared in NFC, the only form a path fact takes
+            items = tuple(nfc(i) for i in items)
         if op in PATTERN_OPS:
             pattern_kind: PatternKind = "glob" if op.endswith("glob") else "regex"
             if pattern_kind == "regex" and len(items) != 1:
@@ -223,7 +230,20 @@ def _parse_rule(raw: object, where: str, fact_types: Mapping[str, str]) -> Rule:
                 raise PolicyError(f"{where}.value", str(e)) from None
             return Rule(fact, op, value, kind, prefixes=prefixes)
         return Rule(fact, op, value, kind, prefixes=items)
+    if on_paths:  # ==, !=, in, not in: path strings compared in NFC
+        return Rule(fact, op, value, kind, operand=_nfc_strings(value))
     return Rule(fact, op, value, kind)
+
+
+def _nfc_strings(value: object) -> object:
+    """``value`` with every string in it in NFC (a rule operand on a path fact)."""
+    if isinstance(value, str):
+        return nfc(value)
+    if isinstance(value, list):
+        return [_nfc_strings(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _nfc_strings(v) for k, v in value.items()}
+    return value
 
 
 def _parse_tool(tool: str, raw: object) -> ToolPolicy:

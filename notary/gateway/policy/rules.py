@@ -81,7 +81,9 @@ class Rule:
     ``kind`` is the type of the fact (``path`` prefixes compare segments; ``paths`` facts
     apply string operators to every item); ``patterns`` are the compiled globs or regexes of
     a pattern operator, ``value`` exactly as the policy wrote it (it is what the commitment
-    and :meth:`describe` show).
+    and :meth:`describe` show). On a path fact, prefixes, patterns and ``operand`` hold the
+    value in NFC, the form every path fact is in: a deterministic function of the committed
+    document, so an auditor holding it evaluates exactly what the gateway evaluated.
     """
 
     fact: str
@@ -90,6 +92,13 @@ class Rule:
     kind: str = "any"
     patterns: tuple[Pattern, ...] = field(default=(), compare=False, repr=False)
     prefixes: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    operand: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def compared(self) -> Any:
+        """What ``==``, ``!=``, ``in`` and ``not in`` compare with: ``operand`` when set (on
+        a path fact, ``value`` in NFC), else ``value`` (TOML has no null to confuse)."""
+        return self.value if self.operand is None else self.operand
 
     def describe(self) -> str:
         return f"{self.fact} {self.op} {canonical_json(self.value).decode()}"
@@ -115,11 +124,11 @@ class Rule:
             a, v = cast(float, actual), cast(float, self.value)  # ints compare exactly
             return {"<": a < v, "<=": a <= v, ">": a > v, ">=": a >= v}[op]
         if op == "==":
-            return json_equal(actual, self.value)
+            return json_equal(actual, self.compared)
         if op == "!=":
-            return not json_equal(actual, self.value)
+            return not json_equal(actual, self.compared)
         if op in MEMBERSHIP:
-            member = any(json_equal(actual, v) for v in self.value)
+            member = any(json_equal(actual, v) for v in self.compared)
             return member if op == "in" else not member
         if op == LENGTH:
             if not isinstance(actual, str | list):

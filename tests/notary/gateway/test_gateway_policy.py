@@ -7,6 +7,7 @@ import io
 import json
 import os
 import stat
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from notary.gateway.policy import (
     policy_commitment,
     sha256_jcs,
 )
+from notary.gateway.policy.explain import PATH_NOTE
 from notary.gateway.policy.patterns import MAX_MATCH_CHARS
 from notary.gateway.projection import OutputSchemas, project_result
 
@@ -426,3 +428,80 @@ def test_could_allow_decides_what_tools_list_offers() -> None:
     assert p.could_allow("payments.transfer", None)      # no agent known: it could be admitted
     assert p.could_allow("open", None)
     assert not p.could_allow("admin.delete", "LegalAgent")     # not in the policy
+
+
+# Unicode normal forms of paths ------------------------------------------------------------------
+
+COMPOSED = "Vertr\u00e4ge"                             # "Verträge", NFC
+DECOMPOSED = unicodedata.normalize("NFD", COMPOSED)    # the same name, a combining diaeresis
+
+
+def _nfc_policy(spelling: str) -> Policy:
+    """Deny rules of every operator on one folder, its name spelled ``spelling``."""
+    folder = f"/srv/public/{spelling}"
+    return load_policy_text(f"""
+version = 1
+[tools.read]
+facts.path = {{ from = "path", type = "path" }}
+facts.many = {{ from = "many", type = "paths", default = ["/srv/public/{spelling}-ok"] }}
+rules = [
+  {{ fact = "path", op = "prefix", value = "/srv/public" }},
+  {{ fact = "path", op = "not prefix", value = "{folder}" }},
+  {{ fact = "path", op = "not glob", value = "**/{spelling}/**" }},
+  {{ fact = "path", op = "not regex", value = ".*/{spelling}/.*" }},
+  {{ fact = "path", op = "!=", value = "{folder}/a" }},
+  {{ fact = "path", op = "not in", value = ["{folder}/b"] }},
+  {{ fact = "many", op = "prefix", value = "/srv/public/{spelling}-ok" }},
+]
+[tools.own]
+facts.path = {{ from = "path", type = "path" }}
+rules = [{{ fact = "path", op = "prefix", value = "{folder}" }}]
+""")
+
+
+def test_a_path_not_in_nfc_is_refused() -> None:
+    assert normalize_path(f"/srv/{COMPOSED}/x") == f"/srv/{COMPOSED}/x"
+    with pytest.raises(CoercionError, match="NFC"):
+        normalize_path(f"/srv/{DECOMPOSED}/x")
+    with pytest.raises(CoercionError, match="NFC"):
+        coerce(["/srv/ok", f"/srv/{DECOMPOSED}"], "paths")
+
+
+@pytest.mark.parametrize("written", [COMPOSED, DECOMPOSED], ids=["nfc-policy", "nfd-policy"])
+def test_path_rules_compare_in_nfc(written: str) -> None:
+    """However the policy spells the folder, no spelling of a path in it passes a deny rule,
+    and a spelling that is not NFC is denied outright."""
+    p = _nfc_policy(written)
+    assert p.decide("read", {"path": "/srv/public/other/file"}, None).allowed
+    for spelling in (COMPOSED, DECOMPOSED):
+        for inner in ("secret.txt", "a", "b"):
+            decision = p.decide("read", {"path": f"/srv/public/{spelling}/{inner}"}, None)
+            assert not decision.allowed, (spelling, inner)
+    # Each deny rule holds on its own: a path in the folder fails every one of them.
+    inside = p.decide("read", {"path": f"/srv/public/{COMPOSED}/a/x"}, None)
+    assert sum("does not hold" in r for r in inside.reasons) == 3, inside.reasons
+    assert not p.decide("read", {"path": f"/srv/public/{COMPOSED}/a"}, None).allowed   # !=
+    assert not p.decide("read", {"path": f"/srv/public/{COMPOSED}/b"}, None).allowed   # not in
+    # An allow rule written in either form admits the NFC spelling, never the NFD one.
+    assert p.decide("own", {"path": f"/srv/public/{COMPOSED}/x"}, None).allowed
+    denied = p.decide("own", {"path": f"/srv/public/{DECOMPOSED}/x"}, None)
+    assert not denied.allowed and any("NFC" in r for r in denied.reasons)
+    # The default of a path fact is the operator's value too: put in NFC.
+    assert p.decide("read", {"path": "/srv/public/x"}, None).facts["many"] == [
+        f"/srv/public/{COMPOSED}-ok"]
+
+
+def test_nfc_rules_keep_the_commitment_and_explain_says_so() -> None:
+    """The commitment is of the document as written (NFC is a function of it, so the
+    revealed document still decides every call the same way), and explain says how paths
+    are judged."""
+    salt = "00" * 32
+    nfc_policy, nfd_policy = _nfc_policy(COMPOSED), _nfc_policy(DECOMPOSED)
+    assert nfc_policy.commitment(salt) == policy_commitment(nfc_policy.document, salt)
+    assert nfd_policy.commitment(salt) != nfc_policy.commitment(salt)
+    for item in explain(nfd_policy):
+        assert PATH_NOTE in item.notes
+        # Rules are shown as the policy wrote them (what the commitment covers).
+        if item.tool == "own":
+            assert item.fields[0].rules == (f'path prefix "/srv/public/{DECOMPOSED}"',)
+    assert PATH_NOTE not in explain(policy())[0].notes
