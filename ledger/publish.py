@@ -7,8 +7,13 @@ each, and the new partial tiles. Every file goes to a temporary name, is fsynced
 place, so a reader never sees a torn file; the directories are fsynced before the checkpoint is
 replaced last, so even after a power loss the published checkpoint never names a missing tile.
 
-Partial tiles of earlier sizes stay: a client that read an older checkpoint may still ask for
-them, and they never change either.
+What the directory keeps stays proportional to the log (a few dozen bytes per entry beside the
+entries themselves), however small the rounds: once a tile's full tile is published its partial
+tiles are deleted (tlog-tiles clients fall back to the full tile), and a partial tile of the
+right edge is deleted once a wider one has been published for ``partial_grace`` seconds, time
+enough for a client that read the older checkpoint to fetch it. The partial tile of the
+published size is always kept. Temporary files a crash left mid-round are removed when a
+publisher starts on the directory, before its first round.
 
 The checkpoint published is the one the log serves at ``/checkpoint`` (``choose``: the notary
 publishes its witnessed checkpoint there), and the tiles are those of exactly that size.
@@ -18,6 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import os
+import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,16 +51,24 @@ Choose = Callable[[Head], bytes]
 
 _CHUNK = 256
 
+PARTIAL_GRACE = 600.0
+"""Seconds a superseded partial tile of the right edge stays published after the wider one
+that replaced it, for clients that read the older checkpoint just before."""
+
+_TMP_SUFFIX = ".tmp"  # :func:`ledger.atomic.write_atomic`'s temporary files: ``.<name>.*.tmp``
+
 
 class Publisher:
     """Publishes ``log`` into ``out``; call :meth:`publish` once, or :meth:`run` as a task."""
 
     def __init__(self, log: Log, out: Path, *, choose: Choose | None = None,
-                 interval: float = 1.0) -> None:
+                 interval: float = 1.0, partial_grace: float = PARTIAL_GRACE) -> None:
         self.log = log
         self.out = out
         self.choose = choose
         self.interval = interval
+        self.partial_grace = partial_grace
+        self._swept = False  # temporary files of an earlier (crashed) round removed
         self.size: int | None = None  # of the checkpoint published in ``out``; None: not read
         self.note: bytes | None = None
 
@@ -75,6 +92,9 @@ class Publisher:
 
     async def publish(self) -> bool:
         """Bring ``out`` up to the checkpoint the log publishes now; True if anything changed."""
+        if not self._swept:
+            await asyncio.to_thread(self._sweep_temporary)
+            self._swept = True
         if self.size is None:
             await asyncio.to_thread(self._read_published)
         assert self.size is not None
@@ -94,7 +114,36 @@ class Publisher:
             dirs.update(await asyncio.to_thread(self._write, pairs))
         await asyncio.to_thread(self._finish, dirs, note)
         self.size, self.note = cp.size, note
+        await asyncio.to_thread(self._prune, tiles)
         return True
+
+    def _sweep_temporary(self) -> None:
+        """Remove the temporary files of a round that did not finish (a crash, a kill): only
+        the one publisher holding the directory writes there, and it has not started yet."""
+        for root, _dirs, names in os.walk(self.out):
+            for name in names:
+                if name.startswith(".") and name.endswith(_TMP_SUFFIX):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(root, name))
+
+    def _prune(self, written: list[Tile]) -> None:
+        """Delete the partial tiles the tiles just published made redundant (module doc)."""
+        cutoff = time.time() - self.partial_grace
+        for tile in written:
+            partials = self.out / f"{tile.path()}.p" if tile.is_full else \
+                (self.out / tile.path()).parent
+            if tile.is_full:
+                shutil.rmtree(partials, ignore_errors=True)
+                continue
+            widths: list[tuple[int, Path]] = []
+            with contextlib.suppress(FileNotFoundError):
+                widths = sorted((int(f.name), f) for f in partials.iterdir() if f.name.isdigit())
+            # A width goes once the next wider one has been out for the grace period.
+            for (width, path), (_, wider) in itertools.pairwise(widths):
+                if width < tile.width:
+                    with contextlib.suppress(FileNotFoundError):
+                        if wider.stat().st_mtime <= cutoff:
+                            path.unlink()
 
     async def _tile_bytes(self, chunk: list[Tile], size: int) -> list[tuple[Tile, bytes]]:
         full = await self.log.store.read_tiles([(t.level, t.index) for t in chunk if t.is_full])

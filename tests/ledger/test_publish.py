@@ -94,6 +94,64 @@ async def test_each_round_writes_what_the_new_size_adds(tmp_path: Path) -> None:
     await log.close()
 
 
+async def test_one_entry_per_round_costs_a_bounded_number_of_bytes_per_entry(
+        tmp_path: Path) -> None:
+    """A lightly used log (one entry per round): what the directory holds grows with the
+    entries, not with the rounds; the partial tiles of the published size stay."""
+    log = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
+    out = tmp_path / "static"
+    publisher = Publisher(log, out, partial_grace=0)
+    rounds = 600
+    for i in range(rounds):
+        await log.append(b"entry %04d" % i)  # 10 bytes
+        assert await publisher.publish()
+        size = i + 1
+        got = files(out)
+        missing = {t.path() for t in tiles_for_size(size, entries=True)} - set(got)
+        assert not missing, f"size {size}: the right edge is not served: {sorted(missing)}"
+    got = files(out)
+    per_entry = sum(len(v) for v in got.values()) / rounds
+    assert per_entry < 100, per_entry  # 32 bytes of hash + 12 of bundle, and the edge
+    assert len(got) / rounds < 0.05, sorted(got)
+    for partials in out.rglob("*.p"):  # no grace: only the published width of each tile
+        assert len(list(partials.iterdir())) == 1, sorted(partials.iterdir())
+    await log.close()
+
+
+async def test_a_superseded_partial_tile_stays_for_the_grace_period(tmp_path: Path) -> None:
+    log = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
+    out = tmp_path / "static"
+    publisher = Publisher(log, out)  # the default grace: minutes
+    await log.append_many([b"a", b"b"])
+    await publisher.publish()
+    await log.append(b"c")
+    await publisher.publish()
+    # A client that read the size-2 checkpoint just before can still fetch its tiles.
+    assert (out / "tile/0/000.p/2").exists() and (out / "tile/0/000.p/3").exists()
+    await log.append_many([b"%d" % i for i in range(253)])  # 256: the full tile is out
+    await publisher.publish()
+    assert (out / "tile/0/000").exists() and not (out / "tile/0/000.p").exists()
+    assert not (out / "tile/entries/000.p").exists()
+    await log.close()
+
+
+async def test_a_restart_removes_what_a_crash_left_mid_round(tmp_path: Path) -> None:
+    log = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
+    out = tmp_path / "static"
+    await log.append_many([b"a", b"b"])
+    await Publisher(log, out).publish()
+    # A round killed between writing its temporary files and renaming them.
+    left = [out / "tile/0/000.p/.3.k2x9.tmp", out / "tile/entries/000.p/.3.q1w2.tmp",
+            out / ".checkpoint.z8y7.tmp"]
+    for path in left:
+        path.write_bytes(b"half")
+    await log.append(b"c")
+    restarted = Publisher(log, out)
+    assert await restarted.publish()
+    assert not list(out.rglob("*.tmp")), list(out.rglob("*.tmp"))
+    await log.close()
+
+
 async def test_refuses_a_directory_of_another_log(tmp_path: Path) -> None:
     one = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
     other = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
