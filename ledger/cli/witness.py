@@ -1,10 +1,13 @@
 """``notary witness keygen`` and ``notary witness serve``.
 
-A witness key is a cosignature/v1 key (type 0x04): ``keygen`` writes its private form
-(``PRIVATE+KEY+<name>+<id>+…``) to a new 0600 file and prints the verifier key that logs and
-verifiers configure. ``serve`` runs the tlog-witness HTTP service for the logs given with
-``--log ORIGIN=VKEY`` (or just ``--log VKEY``: the origin is then the key's name, as it is for
-every checkpoint of this project), keeping its state in ``--data DIR/witness.db``.
+A witness key is an Ed25519 cosignature/v1 key (type 0x04) or an ML-DSA-44 subtree/v1 key (type
+0x06, ``--algorithm ml-dsa-44``): ``keygen`` writes its private form
+(``PRIVATE+KEY+<name>+<id>+…``) to a new 0600 file and prints, as its last line, the verifier
+key that logs and verifiers configure. ``serve`` runs the tlog-witness HTTP service with every
+``--key`` given (it cosigns with each) for the logs given with ``--log ORIGIN=VKEY`` (or just
+``--log VKEY``: the origin is then the key's name, as it is for every checkpoint of this
+project), where the log key is Ed25519 or ML-DSA-44, keeping its state in
+``--data DIR/witness.db``.
 """
 
 from __future__ import annotations
@@ -18,26 +21,52 @@ from pathlib import Path
 import structlog
 
 from ledger.core.cosignature import CosignatureSigner
-from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.core.note import (
+    KEY_TYPE_ED25519,
+    KEY_TYPE_SUBTREE_V1,
+    Ed25519Verifier,
+    NoteError,
+    NoteVerifier,
+    parse_private_key_text,
+    parse_vkey_text,
+)
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCosignatureVerifier
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.http.serve import serve_until_signalled
 from ledger.keyfile import KeyFileError, read_secret, write_secret
 from ledger.logs import configure
 from ledger.netaddr import parse_host_port
 from ledger.storage.damage import corruption_in, damage_message
-from ledger.witness.server import Witness, create_witness_app
+from ledger.witness.server import Witness, WitnessSigner, create_witness_app
 from ledger.witness.store import WitnessStore, WitnessStoreError
 
-__all__ = ["parse_log_spec", "register"]
+__all__ = ["ALGORITHMS", "parse_log_spec", "read_witness_key", "register"]
 
 DB_NAME = "witness.db"
 DEFAULT_LISTEN = "127.0.0.1:7380"
 
 Command = Callable[[argparse.Namespace], int]
 
+#: ``--algorithm`` values of ``keygen``, each with the class of key it makes.
+ALGORITHMS: dict[str, type[CosignatureSigner] | type[SubtreeCosignatureSigner]] = {
+    "ed25519": CosignatureSigner,
+    "ml-dsa-44": SubtreeCosignatureSigner,
+}
+
+
+def _log_verifier(vkey: str) -> NoteVerifier:
+    """A log's checkpoint key: Ed25519 (0x01) or ML-DSA-44 (0x06); a witness key is refused."""
+    _, _, key_type, _ = parse_vkey_text(vkey)
+    if key_type == KEY_TYPE_ED25519:
+        return Ed25519Verifier.from_vkey(vkey)
+    if key_type == KEY_TYPE_SUBTREE_V1:
+        return SubtreeCosignatureVerifier.from_vkey(vkey)
+    raise NoteError(f"key type 0x{key_type:02x} is not a log key (Ed25519 0x01 or "
+                    "ML-DSA-44 0x06)")
+
 
 def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
-    """``ORIGIN=VKEY`` or ``VKEY`` → (origin, Ed25519 log verifier).
+    """``ORIGIN=VKEY`` or ``VKEY`` → (origin, log verifier, Ed25519 or ML-DSA-44).
 
     A vkey's base64 may end in ``=``, so a whole-string vkey is tried first, then the text is
     split at the first ``=`` (origins, being key names, hold none). The vkey may also be given
@@ -46,7 +75,7 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
     if "+" not in text and Path(text).is_file():
         text = Path(text).read_text().strip()
     try:
-        verifier = Ed25519Verifier.from_vkey(text)
+        verifier = _log_verifier(text)
     except NoteError:
         pass
     else:
@@ -55,14 +84,26 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
     if not sep or not origin:
         raise UsageError(f"--log {text!r}: want ORIGIN=VKEY or a log verifier key")
     try:
-        return origin, Ed25519Verifier.from_vkey(vkey)
+        return origin, _log_verifier(vkey)
     except NoteError as e:
         raise UsageError(f"--log {text!r}: bad log verifier key: {e}") from None
 
 
+def read_witness_key(path: Path) -> WitnessSigner:
+    """A witness private key file of either kind, the type byte in the key text deciding."""
+    text = read_secret(path)
+    try:
+        _, _, key_type, _ = parse_private_key_text(text)
+        if key_type == KEY_TYPE_SUBTREE_V1:
+            return SubtreeCosignatureSigner.from_private_key(text)
+        return CosignatureSigner.from_private_key(text)
+    except NoteError as e:
+        raise UsageError(f"{path}: not a witness private key: {e}") from None
+
+
 def cmd_keygen(args: argparse.Namespace) -> int:
     try:
-        signer = CosignatureSigner.generate(args.name)
+        signer = ALGORITHMS[args.algorithm].generate(args.name)
     except NoteError as e:
         raise UsageError(f"--name {args.name!r}: {e}") from None
     write_secret(Path(args.out), signer.private_key_text())
@@ -70,15 +111,16 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(signer: CosignatureSigner, logs: dict[str, list[NoteVerifier]], data: Path,
-                 host: str, port: int) -> None:
+async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
+                 data: Path, host: str, port: int) -> None:
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
-    store = await WitnessStore.open(data / DB_NAME, signer.verifier_key_text())
-    app = create_witness_app(Witness(signer, logs, store))
+    vkeys = [s.verifier_key_text() for s in signers]
+    store = await WitnessStore.open(data / DB_NAME, vkeys)
+    app = create_witness_app(Witness(signers, logs, store))
 
     def announce(url: str) -> None:
         structlog.get_logger("ledger.witness").info(
-            "witness_started", vkey=signer.verifier_key_text(), logs=sorted(logs), url=url)
+            "witness_started", vkeys=vkeys, logs=sorted(logs), url=url)
         print(url, flush=True)
 
     try:  # a failure to listen is a ListenError, a usage error with its message
@@ -89,16 +131,15 @@ async def _serve(signer: CosignatureSigner, logs: dict[str, list[NoteVerifier]],
 
 def cmd_serve(args: argparse.Namespace) -> int:
     configure(args.log_format, args.log_level)
-    try:
-        signer = CosignatureSigner.from_private_key(read_secret(Path(args.key)))
-    except NoteError as e:
-        raise UsageError(f"{args.key}: not a witness private key: {e}") from None
+    signers = [read_witness_key(Path(k)) for k in args.key]
+    if len({(s.name, s.key_id) for s in signers}) != len(signers):
+        raise UsageError("--key: the same key is given twice")
     logs: dict[str, list[NoteVerifier]] = {}
     for spec in args.log:
         origin, verifier = parse_log_spec(spec)
         logs.setdefault(origin, []).append(verifier)
     host, port = parse_host_port(args.listen, what="--listen")
-    asyncio.run(_serve(signer, logs, Path(args.data), host, port))
+    asyncio.run(_serve(signers, logs, Path(args.data), host, port))
     return 0
 
 
@@ -135,10 +176,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--name", required=True,
                    help="the witness's key name, e.g. witness.example.com/w1")
     p.add_argument("--out", required=True, metavar="FILE", help="private key file to create")
+    p.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="ed25519",
+                   help="ed25519 (cosignature/v1, the default) or ml-dsa-44 (subtree/v1, "
+                        "post-quantum, and needed to serve sign-subtree)")
     p.set_defaults(func=_run(cmd_keygen))
 
-    p = sub.add_parser("serve", help="serve POST /add-checkpoint")
-    p.add_argument("--key", required=True, metavar="FILE", help="witness private key file")
+    p = sub.add_parser("serve", help="serve POST /add-checkpoint, POST /sign-subtree and "
+                                     "GET /<origin hash>/checkpoint")
+    p.add_argument("--key", required=True, action="append", metavar="FILE",
+                   help="witness private key file (repeatable: it cosigns with each key)")
     p.add_argument("--log", required=True, action="append", metavar="ORIGIN=VKEY",
                    help="a log to witness (repeatable; several keys per origin allowed)")
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",

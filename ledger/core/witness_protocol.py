@@ -1,4 +1,4 @@
-"""C2SP tlog-witness ``add-checkpoint``: request and response codecs and the witness's decision.
+"""C2SP tlog-witness ``add-checkpoint`` and ``sign-subtree``: codecs and the witness's decisions.
 
 Pure code (no I/O, no clock) shared by the witness server, the log's witnessing client and the
 tests, so that both ends agree on every byte (https://c2sp.org/tlog-witness):
@@ -7,7 +7,10 @@ tests, so that both ends agree on every byte (https://c2sp.org/tlog-witness):
   the signed checkpoint note;
 - 200 body: one or more cosignature note lines (``— <name> <base64>\\n``);
 - 409 body: the witness's latest cosigned size for the origin, in decimal and a newline, with
-  ``Content-Type: text/x.tlog.size``.
+  ``Content-Type: text/x.tlog.size``;
+- ``sign-subtree`` request body: ``subtree <start> <end>\n``, the subtree hash in base64, zero to
+  63 base64 subtree consistency-proof lines, an empty line, then the reference checkpoint (one
+  the witness cosigned); 200 body as above, subtree signatures with timestamp 0.
 
 :func:`decide` is the whole compare step of the witness: given what it stored for the origin and
 a request whose log signature already verified, it says what to answer and whether to store.
@@ -36,12 +39,15 @@ __all__ = [
     "Decision",
     "Outcome",
     "ProtocolError",
+    "SignSubtreeRequest",
     "StoredCheckpoint",
     "decide",
     "format_add_checkpoint",
     "format_cosignatures",
+    "format_sign_subtree",
     "format_size",
     "parse_add_checkpoint",
+    "parse_sign_subtree",
     "parse_size",
     "verify_cosignatures",
 ]
@@ -57,6 +63,7 @@ MAX_REQUEST_SIZE = 256 * 1024
 
 _MAX_SIZE = (1 << 64) - 1
 _OLD_LINE = re.compile(rb"old (0|[1-9][0-9]{0,19})")
+_SUBTREE_LINE = re.compile(rb"subtree (0|[1-9][0-9]{0,19}) (0|[1-9][0-9]{0,19})")
 _SIZE_BODY = re.compile(rb"(0|[1-9][0-9]{0,19})\n")
 
 
@@ -77,22 +84,13 @@ def format_add_checkpoint(old: int, proof: Sequence[bytes], checkpoint: bytes) -
     """The request body for ``old``, a consistency proof from it, and a signed checkpoint."""
     if isinstance(old, bool) or not isinstance(old, int) or not 0 <= old <= _MAX_SIZE:
         raise ProtocolError(f"old size {old!r} is not a uint64")
-    if len(proof) > MAX_PROOF_LINES:
-        raise ProtocolError(f"a consistency proof has at most {MAX_PROOF_LINES} hashes")
-    lines = [f"old {old}\n".encode()]
-    for h in proof:
-        if len(h) != HASH_SIZE:
-            raise ProtocolError(f"proof hash of {len(h)} bytes, want {HASH_SIZE}")
-        lines.append(base64.b64encode(h) + b"\n")
-    lines.append(b"\n")
-    lines.append(bytes(checkpoint))
-    return b"".join(lines)
+    return b"".join([f"old {old}\n".encode(), *_proof_text(proof), b"\n", bytes(checkpoint)])
 
 
-def parse_add_checkpoint(body: bytes) -> AddCheckpointRequest:
-    """Split a request body strictly; any deviation from the spec's form is a ProtocolError.
+def _split_request(body: bytes) -> tuple[list[bytes], bytes]:
+    """The header lines and the checkpoint note of a request body.
 
-    The header ends at the first empty line: proof lines are never empty, and the note that
+    The header ends at the first empty line: header lines are never empty, and the note that
     follows keeps its own (last) empty line before its signatures.
     """
     if len(body) > MAX_REQUEST_SIZE:
@@ -100,28 +98,90 @@ def parse_add_checkpoint(body: bytes) -> AddCheckpointRequest:
     end = body.find(b"\n\n")
     if end < 0:
         raise ProtocolError("request body has no empty line before the checkpoint")
-    header, note = body[:end].split(b"\n"), body[end + 2 :]
+    note = body[end + 2 :]
+    if not note:
+        raise ProtocolError("request body has no checkpoint")
+    return body[:end].split(b"\n"), note
+
+
+def _hash_line(line: bytes, what: str) -> bytes:
+    try:
+        h = strict_b64decode(line.decode("ascii"), what)
+    except (UnicodeDecodeError, NoteError) as e:
+        raise ProtocolError(f"{what} is not base64: {e}") from None
+    if len(h) != HASH_SIZE:
+        raise ProtocolError(f"{what} holds {len(h)} bytes, want {HASH_SIZE}")
+    return h
+
+
+def _proof_lines(lines: Sequence[bytes]) -> tuple[bytes, ...]:
+    if len(lines) > MAX_PROOF_LINES:
+        raise ProtocolError(f"more than {MAX_PROOF_LINES} consistency proof lines")
+    return tuple(_hash_line(line, f"proof line {i + 1}") for i, line in enumerate(lines))
+
+
+def _proof_text(proof: Sequence[bytes]) -> list[bytes]:
+    if len(proof) > MAX_PROOF_LINES:
+        raise ProtocolError(f"a consistency proof has at most {MAX_PROOF_LINES} hashes")
+    for h in proof:
+        if len(h) != HASH_SIZE:
+            raise ProtocolError(f"proof hash of {len(h)} bytes, want {HASH_SIZE}")
+    return [base64.b64encode(h) + b"\n" for h in proof]
+
+
+def parse_add_checkpoint(body: bytes) -> AddCheckpointRequest:
+    """Split a request body strictly; any deviation from the spec's form is a ProtocolError."""
+    header, note = _split_request(body)
     m = _OLD_LINE.fullmatch(header[0])
     if m is None:
         raise ProtocolError("the first line must be 'old <size>' (decimal, no leading zeros)")
     old = int(m.group(1))
     if old > _MAX_SIZE:
         raise ProtocolError("old size does not fit in 64 bits")
-    lines = header[1:]
-    if len(lines) > MAX_PROOF_LINES:
-        raise ProtocolError(f"more than {MAX_PROOF_LINES} consistency proof lines")
-    proof: list[bytes] = []
-    for i, line in enumerate(lines):
-        try:
-            h = strict_b64decode(line.decode("ascii"), f"proof line {i + 1}")
-        except (UnicodeDecodeError, NoteError) as e:
-            raise ProtocolError(f"proof line {i + 1} is not base64: {e}") from None
-        if len(h) != HASH_SIZE:
-            raise ProtocolError(f"proof line {i + 1} holds {len(h)} bytes, want {HASH_SIZE}")
-        proof.append(h)
-    if not note:
-        raise ProtocolError("request body has no checkpoint")
-    return AddCheckpointRequest(old, tuple(proof), note)
+    return AddCheckpointRequest(old, _proof_lines(header[1:]), note)
+
+
+@dataclass(frozen=True)
+class SignSubtreeRequest:
+    """A parsed ``sign-subtree`` body: the subtree, its hash, the proof, the reference note."""
+
+    start: int
+    end: int
+    subtree_hash: bytes
+    proof: tuple[bytes, ...]
+    checkpoint: bytes  # the signed note, verbatim
+
+
+def format_sign_subtree(start: int, end: int, subtree_hash: bytes, proof: Sequence[bytes],
+                        checkpoint: bytes) -> bytes:
+    """The ``sign-subtree`` request body (the range is checked by the witness, not here)."""
+    for what, value in (("start", start), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_SIZE:
+            raise ProtocolError(f"subtree {what} {value!r} is not a uint64")
+    if len(subtree_hash) != HASH_SIZE:
+        raise ProtocolError(f"subtree hash of {len(subtree_hash)} bytes, want {HASH_SIZE}")
+    lines = [f"subtree {start} {end}\n".encode(), base64.b64encode(subtree_hash) + b"\n"]
+    return b"".join([*lines, *_proof_text(proof), b"\n", bytes(checkpoint)])
+
+
+def parse_sign_subtree(body: bytes) -> SignSubtreeRequest:
+    """Split a ``sign-subtree`` body strictly; any deviation from the form is a ProtocolError.
+
+    Whether the range is a valid subtree within the checkpoint is the witness's next check
+    (also a 400), made before any signature or proof is looked at.
+    """
+    header, note = _split_request(body)
+    m = _SUBTREE_LINE.fullmatch(header[0])
+    if m is None:
+        raise ProtocolError("the first line must be 'subtree <start> <end>' (decimal, no "
+                            "leading zeros)")
+    start, end = int(m.group(1)), int(m.group(2))
+    if start > _MAX_SIZE or end > _MAX_SIZE:
+        raise ProtocolError("subtree bounds do not fit in 64 bits")
+    if len(header) < 2:
+        raise ProtocolError("the second line must be the subtree hash in base64")
+    subtree_hash = _hash_line(header[1], "subtree hash line")
+    return SignSubtreeRequest(start, end, subtree_hash, _proof_lines(header[2:]), note)
 
 
 def format_size(size: int) -> bytes:
@@ -207,7 +267,7 @@ def decide(stored: StoredCheckpoint | None, old: int, proof: Sequence[bytes],
     The order is the spec's: ``old`` above the checkpoint size is a 400; ``old`` other than the
     stored size (0 when nothing is stored) is a 409 reporting the stored size; a proof that
     does not verify is a 422 (from size 0 the proof must be empty, and a size-0 checkpoint must
-    carry the empty tree's root); equal sizes with another root is a 409. Anything else is
+    carry the empty tree's root), and so are equal sizes with another root. Anything else is
     cosigned, and stored when it is larger than what was stored.
     """
     known = stored.size if stored is not None else 0
@@ -234,7 +294,7 @@ def decide(stored: StoredCheckpoint | None, old: int, proof: Sequence[bytes],
             return Decision(Outcome.BAD_PROOF, "equal sizes need an empty proof", known,
                             evidence=True)
         if root != stored.root:
-            return Decision(Outcome.CONFLICT, f"root hash differs from the one witnessed at "
+            return Decision(Outcome.BAD_PROOF, f"root hash differs from the one witnessed at "
                             f"size {size}", known, evidence=True)
         return Decision(Outcome.COSIGN, "", known)
     try:
