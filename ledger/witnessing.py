@@ -59,6 +59,7 @@ from ledger.core.cosignature import CosignatureVerifier
 from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signatures
+from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.tlog_policy import TlogPolicy
 from ledger.log import Head, Log
 from ledger.reader import stack_coords
@@ -85,12 +86,24 @@ class WitnessConfigError(LedgerError, ValueError):
     """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
 
 
+#: A witness's key: Ed25519 cosignature/v1 (0x04) or ML-DSA-44 subtree/v1 (0x06).
+WitnessVerifier = CosignatureVerifier | SubtreeCosignatureVerifier
+
+
+def witness_verifier(vkey: str) -> WitnessVerifier:
+    """A witness vkey of either kind; anything else (a log key, say) is a NoteError."""
+    try:
+        return CosignatureVerifier.from_vkey(vkey)
+    except NoteError:
+        return SubtreeCosignatureVerifier.from_vkey(vkey)
+
+
 @dataclass(frozen=True)
 class WitnessEndpoint:
     """A witness as the notary is configured with it: submission prefix and verifier key."""
 
     url: str
-    verifier: CosignatureVerifier
+    verifier: WitnessVerifier
 
     @property
     def vkey(self) -> str:
@@ -113,28 +126,30 @@ def endpoints_from_policy(policy: TlogPolicy) -> list[WitnessEndpoint]:
                                      "log submits to it: write 'witness NAME VKEY URL')")
         if not url.startswith(("http://", "https://")):
             raise WitnessConfigError(f"witness {name!r}: {url!r} is not an http(s) URL")
-        if not isinstance(verifier, CosignatureVerifier):
-            raise WitnessConfigError(f"witness {name!r} needs a cosignature/v1 key")
+        if not isinstance(verifier, CosignatureVerifier | SubtreeCosignatureVerifier):
+            raise WitnessConfigError(f"witness {name!r} needs a cosignature/v1 or ML-DSA-44 "
+                                     "subtree/v1 key")
         out.append(WitnessEndpoint(url.rstrip("/"), verifier))
     return out
 
 
 def parse_witness_spec(text: str) -> WitnessEndpoint:
     """``URL=VKEY``. Either side may contain ``=`` (base64 padding, query strings), so every
-    split point is tried and the first whose right side is a cosignature vkey wins."""
+    split point is tried and the first whose right side is a witness vkey (cosignature/v1 or
+    ML-DSA-44) wins."""
     for i, ch in enumerate(text):
         if ch != "=":
             continue
         url, vkey = text[:i], text[i + 1 :]
         try:
-            verifier = CosignatureVerifier.from_vkey(vkey)
+            verifier = witness_verifier(vkey)
         except NoteError:
             continue
         if not url.startswith(("http://", "https://")):
             break
         return WitnessEndpoint(url.rstrip("/"), verifier)
     raise WitnessConfigError(f"witness {text!r}: want URL=VKEY (an http(s) URL and a "
-                             "cosignature/v1 verifier key)")
+                             "cosignature/v1 or ML-DSA-44 witness verifier key)")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from ledger.client.http import FetchError, HttpClient
 from ledger.core.cosignature import CosignatureVerifier
 from ledger.core.errors import LedgerError
 from ledger.core.note import NoteError, NoteSignature, parse_note
+from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.witness_protocol import (
     SIZE_CONTENT_TYPE,
     ProtocolError,
@@ -74,7 +75,8 @@ class WitnessConflict(WitnessError):
 class WitnessClient:
     """One witness: its submission prefix URL and its cosignature verifier key."""
 
-    def __init__(self, url: str, verifier: CosignatureVerifier, http: HttpClient) -> None:
+    def __init__(self, url: str, verifier: CosignatureVerifier | SubtreeCosignatureVerifier,
+                 http: HttpClient) -> None:
         """``http`` carries the timeout; a witness answers in well under a second."""
         self.url = url.rstrip("/")
         self.verifier = verifier

@@ -25,11 +25,12 @@ from aiohttp import web
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.http.routes import LOG
 from ledger.log import Log
 from ledger.storage.memory import MemoryStore
-from ledger.witness.server import Witness, create_witness_app
+from ledger.witness.server import Witness, WitnessSigner, create_witness_app
 from ledger.witness.store import WitnessStore
 from ledger.witnessing import STATE_FILE, WitnessConfigError, Witnessing, parse_witness_spec
 from notary.cli.main import main as notary_cli
@@ -71,7 +72,7 @@ class WitnessProc:
     is down) and no other process can take its port meanwhile.
     """
 
-    signer: CosignatureSigner
+    signer: WitnessSigner
     data: Path
     log_vkey: str
     sock: socket.socket | None = field(default_factory=bound_socket)
@@ -178,6 +179,12 @@ def test_witness_spec_parsing() -> None:
     vkey = signer.verifier_key_text()
     spec = parse_witness_spec(f"http://127.0.0.1:7380/sub?a=b={vkey}")
     assert spec.url == "http://127.0.0.1:7380/sub?a=b" and spec.verifier.vkey == vkey
+    pq = SubtreeCosignatureSigner.generate("w.test/pq").verifier_key_text()
+    assert pq.endswith("=")  # the split must not stop at the base64 padding
+    spec = parse_witness_spec(f"http://127.0.0.1:7380={pq}")
+    assert spec.url == "http://127.0.0.1:7380" and spec.verifier.vkey == pq
+    with pytest.raises(WitnessConfigError):  # a log key is not a witness key
+        parse_witness_spec(f"http://x={Ed25519Signer.generate('l').verifier_key_text()}")
     for bad in (vkey, f"ftp://x={vkey}", "http://x=not-a-key"):
         with pytest.raises(WitnessConfigError):
             parse_witness_spec(bad)
@@ -531,3 +538,46 @@ async def test_a_state_file_of_an_older_release_moves_into_the_store(tmp_path: P
     assert state is not None and dict(state.sizes) == {vkey: 0}
     down.close()
     await log.close()
+
+
+async def test_an_ml_dsa_witness_cosigns_the_published_checkpoint(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    """``--witness URL=VKEY`` with an ML-DSA-44 witness key: its subtree/v1 cosignature is
+    collected, counted in the quorum and served, and a receipt verifies against it."""
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signers: list[WitnessSigner] = [SubtreeCosignatureSigner.generate("witness.test/pq"),
+                                    CosignatureSigner.generate("witness.test/ed")]
+    w = [WitnessProc(s, tmp_path / f"w{i}.db", first.vkey) for i, s in enumerate(signers)]
+    for x in w:
+        await x.start()
+    settings = Settings(data=base.data, listen=base.listen, witnesses=tuple(x.spec for x in w),
+                        witness_quorum=2, witness_interval=0.05, witness_timeout=2.0)
+    notary = await start_notary(settings, http, first.vkey, sock)
+    log_verifier = Ed25519Verifier.from_vkey(first.vkey)
+    verifiers = [s.verifier() for s in signers]
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        receipt = await notary.issue(key, 1)
+
+        async def witnessed() -> bytes | None:
+            _, body, headers = await notary.get("/checkpoint")
+            done = headers["Notary-Witnessed"] == "true" and checkpoint_size(body) >= 1
+            return bytes(body) if done else None
+
+        note = await eventually(witnessed, "a checkpoint cosigned by both witnesses")
+        open_checkpoint(note, log_verifier, verifiers, 2)
+        open_checkpoint(note, log_verifier, verifiers[:1], 1)  # the ML-DSA-44 line alone
+        _, body, _ = await notary.get(f"/v1/tool-calls/{receipt['id']}")
+        _, jwks, _ = await notary.get("/.well-known/jwks.json")
+        verdict = verify_receipt(json.loads(body), record=RECORDS[receipt["id"]],
+                                 jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
+                                 witnesses=verifiers[:1], quorum=1)
+        assert verdict.valid, verdict.to_json()
+    finally:
+        await notary.runner.cleanup()
+        for x in w:
+            await x.stop()
