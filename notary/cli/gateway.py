@@ -157,7 +157,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         policy_path=args.policy, salt_path=salt_path, state_path=args.state,
         notary_url=notary_url, api_key=_api_key(args), name=args.name, agent=args.agent,
         upstream_mode=args.upstream_mode, notary_public_url=args.notary_public_url,
-        upstream_timeout=args.upstream_timeout, list_all_tools=args.list_all_tools)
+        upstream_timeout=args.upstream_timeout, list_all_tools=args.list_all_tools,
+        resolve_paths=args.resolve_paths)
     address = parse_host_port(args.http, what="--http") if args.http else None
     server = build_gateway(config)
     if address is not None:
@@ -451,6 +452,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--list-all-tools", action="store_true",
                    help="tools/list forwards every upstream tool (default: only the tools the "
                         "policy could allow)")
+    p.add_argument("--resolve-paths", action=argparse.BooleanOptionalAction, default=None,
+                   help="resolve path facts through symlinks on this host before the rules "
+                        "apply (default: for a command upstream, not for a URL; "
+                        "--no-resolve-paths for a command whose files are elsewhere, e.g. "
+                        "in a container)")
     p.add_argument("--upstream-timeout", type=float, default=120.0, metavar="SECONDS",
                    help="per upstream call (default 120)")
     p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto",

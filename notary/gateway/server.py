@@ -12,8 +12,9 @@ Order of a ``tools/call`` (see :meth:`GatewayRuntime.call_tool`):
    commitment is notarized (``policy.commit``) before it is used;
 2. for a non-idempotent tool: the idempotency key is required, and a key seen before returns
    its recorded outcome here, without evaluating or forwarding anything;
-3. **authorization**: the facts are extracted, the policy evaluated, and the decision record
-   notarized (``policy.decision``) and saved with its facts, whether allowed or denied;
+3. **authorization**: the facts are extracted (path facts resolved through symlinks on this
+   host when the upstream runs here), the policy evaluated, and the decision record (with a
+   fresh salt) notarized (``policy.decision``) and saved with its facts, allowed or denied;
 4. only with the resulting :class:`Authorized` value can :meth:`GatewayRuntime._forward` be
    called, and it is the only code that sends ``tools/call`` upstream: no path reaches the
    upstream before step 3 succeeded (a denial, or a decision the ledger did not take, returns
@@ -57,6 +58,7 @@ from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.core.records import CallRecord, RecordError, name_problem, new_salt, record_from_json
 from notary.core.toolcall import RebuildError, notarization_block, rebuild_record
 from notary.gateway import codes
+from notary.gateway.hostpaths import has_path_facts, resolve_path_facts
 from notary.gateway.policy import (
     Decision,
     Policy,
@@ -105,7 +107,9 @@ class GatewayConfig:
     ``_meta["io.zkmcp/agent"]``, a claim the gateway cannot authenticate).
     ``list_all_tools`` makes ``tools/list`` forward every upstream tool; by default it lists
     only the tools the policy could allow (:meth:`Policy.could_allow`), so a client is not
-    offered tools every call of which is denied.
+    offered tools every call of which is denied. ``resolve_paths`` resolves ``path`` facts
+    through symlinks on this host before the rules apply (:mod:`notary.gateway.hostpaths`);
+    None means: when the upstream runs on this host (a command, or in process), not for a URL.
     """
 
     upstream: UpstreamTarget
@@ -121,6 +125,7 @@ class GatewayConfig:
     notary_timeout: float = 5.0
     upstream_timeout: float | None = 120.0
     list_all_tools: bool = False
+    resolve_paths: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +236,8 @@ class GatewayRuntime:
                                    public_url=config.notary_public_url)
         self.schemas = OutputSchemas()
         self.salt = read_salt(config.salt_path)
+        self.resolve_paths = (config.resolve_paths if config.resolve_paths is not None
+                              else not isinstance(config.upstream, str))
         self._policy: PolicyState | None = None
         self._bad_stamp: tuple[int, int, int] | None = None
         self._reload_lock = asyncio.Lock()
@@ -467,7 +474,15 @@ class GatewayRuntime:
         did not take is refused (``gateway.AUTHORIZATION_UNAVAILABLE``): an authorization
         nobody can later audit is not one.
         """
-        decision = state.policy.decide(tool, arguments, agent)
+        policy = state.policy
+        facts, problems = policy.facts_for(tool, arguments, agent)
+        spec = policy.tools.get(tool)
+        if self.resolve_paths and has_path_facts(spec):
+            # On this host's file system, as the upstream running here will see it (a
+            # thread: realpath may wait on a slow disk or network mount).
+            facts, more = await asyncio.to_thread(resolve_path_facts, spec, facts)
+            problems += more
+        decision = policy.judge(tool, facts, problems)
         record = decision_record(decision.value, tool, decision.facts_sha256,
                                  state.commitment, now_issued_at(), new_salt())
         receipt: dict[str, Any] | None = None

@@ -9,7 +9,7 @@ their digest is what the ledger commits to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,8 +100,15 @@ class Policy:
                ) -> Decision:
         """Extract the facts of a call and evaluate them. Never raises for bad arguments."""
         facts, problems = self.facts_for(tool, arguments, agent)
+        return self.judge(tool, facts, problems)
+
+    def judge(self, tool: str, facts: Mapping[str, Any], problems: Sequence[str] = ()
+              ) -> Decision:
+        """The decision on facts already extracted (and, for a local upstream, resolved on
+        the host by the gateway); ``problems`` are the extraction's, for the log."""
         allowed, failures = self.evaluate(tool, facts)
-        return Decision(allowed, tool, facts, facts_sha256(facts), (*problems, *failures))
+        return Decision(allowed, tool, dict(facts), facts_sha256(facts),
+                        (*problems, *failures))
 
     def could_allow(self, tool: str, agent: str | None) -> bool:
         """Whether some call of ``tool`` by ``agent`` could be allowed (for ``tools/list``).

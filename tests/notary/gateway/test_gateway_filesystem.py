@@ -2,15 +2,20 @@
 
 The npm package (pinned) is installed with ``npm install`` into a throwaway prefix, or taken
 from ``js/node_modules`` when the JS package has it, and run with ``node`` over stdio; the test
-fails (never skips) without Node. The server is given a whole directory; the gateway, with
-``examples/gateway-filesystem.toml`` pointed at it, narrows that to its ``public`` part, so a
-call the server itself would have served (``public/../private/secret.txt``) shows that the
-gateway decided, in normalized form, before anything was forwarded.
+fails (never skips) without Node. As the example says, the server is given only the ``public``
+folder, and the gateway, with ``examples/gateway-filesystem.toml`` pointed at it, narrows that
+further. Denials carry the gateway's own code (``policy.AUTHORIZATION_DENIED``), so they show
+that the gateway decided before anything was forwarded, not that the server refused.
+
+The test policy also denies ``public/Verträge`` (written in NFC), a folder the server itself
+would serve: spelled decomposed (NFD), or reached through a symlink inside an allowed
+folder, the server hands out what is in it unless the gateway refuses first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import unicodedata
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
@@ -32,6 +37,9 @@ PACKAGE = "@modelcontextprotocol/server-filesystem"
 VERSION = "2026.8.31"
 EXAMPLE = REPO_ROOT / "examples" / "gateway-filesystem.toml"
 PLACEHOLDER = "/srv/mcp-files"
+CONTRACTS = "Vertr\u00e4ge"                          # NFC, as the policy writes it
+CONTRACTS_NFD = unicodedata.normalize("NFD", CONTRACTS)
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +59,34 @@ async def filesystem_gateway(tmp_path: Path, server_script: Path
     left in the same task.
     """
     root = (tmp_path / "files").resolve()
-    (root / "public" / "docs").mkdir(parents=True)
-    (root / "public" / "inbox").mkdir()
+    public = root / "public"
+    (public / "docs").mkdir(parents=True)
+    (public / "inbox").mkdir()
+    (public / ".git").mkdir()
+    (public / CONTRACTS).mkdir()
     (root / "private").mkdir()
-    (root / "public" / "docs" / "readme.txt").write_text("public words\n")
-    (root / "public" / ".env").write_text("TOKEN=hidden\n")
+    (public / "docs" / "readme.txt").write_text("public words\n")
+    (public / "docs" / "pic.png").write_bytes(PNG)
+    (public / ".git" / "logo.png").write_bytes(PNG)
+    (public / ".env").write_text("TOKEN=hidden\n")
+    (public / CONTRACTS / "secret.txt").write_text("contract terms\n")
     (root / "private" / "secret.txt").write_text("do not leak\n")
+    (public / "docs" / "alias.txt").symlink_to("readme.txt")            # allowed to allowed
+    (public / "docs" / "link").symlink_to(public / CONTRACTS)           # allowed to denied
+    (public / "inbox" / "drop").symlink_to(public / CONTRACTS)
+    text = EXAMPLE.read_text().replace(PLACEHOLDER, str(root))
+    for fact in ("path", "paths"):  # every public rule also denies the contracts folder
+        allow = f'{{ fact = "{fact}", op = "prefix", value = "{public}" }}'
+        deny = f'{{ fact = "{fact}", op = "not prefix", value = "{public / CONTRACTS}" }}'
+        assert allow in text
+        text = text.replace(allow, f"{allow}, {deny}")
     policy = tmp_path / "gateway-filesystem.toml"
-    policy.write_text(EXAMPLE.read_text().replace(PLACEHOLDER, str(root)))
+    policy.write_text(text)
     async with app_notary(tmp_path / "notary-data") as app:
         async with NotaryClient(app.url) as c:
             jwks = Jwks(await c.jwks())
         upstream = StdioServerParameters(command=node_binary(),
-                                         args=[str(server_script), str(root)])
+                                         args=[str(server_script), str(public)])
         config = GatewayConfig(upstream=upstream, policy_path=policy,
                                salt_path=tmp_path / "gw.salt", state_path=tmp_path / "gw.db",
                                notary_url=app.url, api_key=app.create_api_key("fs"))
@@ -93,9 +116,11 @@ async def test_filesystem_server_behind_the_example_policy(tmp_path: Path,
 async def _exercise(client: Client, root: Path, jwks: Jwks, log_key: Ed25519Verifier,
                     config: GatewayConfig) -> None:
     listed = {t.name for t in (await client.list_tools()).tools}
-    # Offered: what the policy lists; edit_file, create_directory, move_file are not.
-    assert {"read_text_file", "list_directory", "write_file", "read_multiple_files"} <= listed
-    assert not listed & {"edit_file", "create_directory", "move_file"}
+    # Offered: what the policy lists; edit_file, create_directory, move_file are not, nor the
+    # listings that would show hidden names.
+    assert {"read_text_file", "directory_tree", "write_file", "read_multiple_files"} <= listed
+    assert not listed & {"edit_file", "create_directory", "move_file", "list_directory",
+                         "list_directory_with_sizes"}
 
     public = root / "public"
     readme = str(public / "docs" / "readme.txt")
@@ -127,8 +152,9 @@ async def _exercise(client: Client, root: Path, jwks: Jwks, log_key: Ed25519Veri
 
     both = await client.call_tool("read_multiple_files", {"paths": [readme, odd]})
     assert not both.is_error and text_of(both).count("public words") == 2
-    listing = await client.call_tool("list_directory", {"path": str(public / "docs")})
-    assert "readme.txt" in text_of(listing)
+    tree = await client.call_tool("directory_tree", {"path": str(public / "docs"),
+                                                      "excludePatterns": ["**/.*"]})
+    assert not tree.is_error and "readme.txt" in text_of(tree)
 
     # Writes: only into the inbox, only with an idempotency key, never twice.
     key = cast(RequestParamsMeta, {codes.IDEMPOTENCY_META_KEY: "write-1"})
@@ -150,3 +176,72 @@ async def _exercise(client: Client, root: Path, jwks: Jwks, log_key: Ed25519Veri
     decisions = [e async for e in read_decisions(config.state_path)]
     paths = [e.facts.get("path") for e in decisions if e.record["tool"] == "read_text_file"]
     assert f"{root}/private/secret.txt" in paths and odd not in paths
+
+
+async def test_equivalent_spellings_symlinks_and_hidden_names(tmp_path: Path,
+                                                             server_script: Path) -> None:
+    """What the server would serve from the denied folder, and every way a tool could reveal
+    a hidden name, is refused by the gateway itself."""
+    async with filesystem_gateway(tmp_path, server_script) as (client, root, trust):
+        public = root / "public"
+        config: GatewayConfig = trust[2]
+        readme = str(public / "docs" / "readme.txt")
+        key = 0
+
+        async def call(tool: str, arguments: dict[str, Any]) -> CallToolResult:
+            nonlocal key
+            key += 1
+            return await client.call_tool(tool, arguments, meta=cast(
+                RequestParamsMeta, {codes.IDEMPOTENCY_META_KEY: f"k-{key}"}))
+
+        leaks = ("contract terms", "TOKEN", ".env", ".git", "logo")
+        denied: list[tuple[str, dict[str, Any]]] = [
+            # The denied folder, spelled composed (as the rule) and decomposed.
+            ("read_text_file", {"path": f"{public}/{CONTRACTS}/secret.txt"}),
+            ("read_text_file", {"path": f"{public}/{CONTRACTS_NFD}/secret.txt"}),
+            ("get_file_info", {"path": f"{public}/{CONTRACTS_NFD}/secret.txt"}),
+            ("read_multiple_files", {"paths": [readme,
+                                               f"{public}/{CONTRACTS_NFD}/secret.txt"]}),
+            # Through a symlink inside an allowed folder; a new file below one, too.
+            ("read_text_file", {"path": f"{public}/docs/link/secret.txt"}),
+            ("read_multiple_files", {"paths": [readme, f"{public}/docs/link/secret.txt"]}),
+            ("write_file", {"path": f"{public}/inbox/drop/planted.txt", "content": "x"}),
+            # Hidden names, on every tool that could show one.
+            ("get_file_info", {"path": f"{public}/.env"}),
+            ("read_media_file", {"path": f"{public}/.git/logo.png"}),
+            ("list_directory", {"path": str(public)}),
+            ("list_directory_with_sizes", {"path": str(public)}),
+            ("search_files", {"path": str(public), "pattern": "**/.env"}),
+            ("search_files", {"path": str(public), "pattern": "**/*",
+                              "excludePatterns": ["*.txt", "**/.*"]}),
+            ("directory_tree", {"path": str(public)}),
+            ("directory_tree", {"path": f"{public}/.git", "excludePatterns": ["**/.*"]}),
+        ]
+        for tool, arguments in denied:
+            result = await call(tool, arguments)
+            assert_denied(result)
+            assert not any(leak in text_of(result) for leak in leaks), (tool, arguments)
+        assert not (public / CONTRACTS / "planted.txt").exists()
+
+        # What stays allowed: a symlink to an allowed file, media outside hidden folders,
+        # searches and trees that leave hidden names out.
+        allowed: list[tuple[str, dict[str, Any], str]] = [
+            ("read_text_file", {"path": f"{public}/docs/alias.txt"}, "public words"),
+            ("read_media_file", {"path": f"{public}/docs/pic.png"}, ""),
+            ("get_file_info", {"path": readme}, "size"),
+            ("search_files", {"path": str(public), "pattern": "**/*.png",
+                              "excludePatterns": ["**/.*"]}, "pic.png"),
+            ("directory_tree", {"path": str(public), "excludePatterns": ["**/.*"]}, "docs"),
+        ]
+        for tool, arguments, expected in allowed:
+            result = await call(tool, arguments)
+            assert not result.is_error, (tool, result)
+            assert expected in text_of(result), (tool, text_of(result))
+            assert not any(leak in text_of(result) for leak in (".env", ".git", "logo")), tool
+
+    # The decision was made, logged and audited on the resolved path.
+    decisions = [e async for e in read_decisions(config.state_path)]
+    paths = [e.facts.get("path") for e in decisions if e.record["tool"] == "read_text_file"]
+    assert f"{public}/{CONTRACTS}/secret.txt" in paths
+    assert f"{public}/docs/link/secret.txt" not in paths
+    assert f"{public}/docs/readme.txt" in paths  # alias.txt, where it leads

@@ -1,0 +1,78 @@
+"""Path facts resolved through symlinks on the gateway's own host, for an upstream running there.
+
+A policy's path rules are lexical (:func:`notary.gateway.policy.normalize_path`): a symlink
+``/public/docs/link`` pointing into a denied ``/public/private`` makes
+``/public/docs/link/secret`` pass every rule written for ``/public/private``, and a server
+that follows symlinks inside its own directories (the reference filesystem server does)
+serves it. An upstream started as a command on this host (stdio) sees this host's file
+system, so the gateway resolves each ``path`` fact the way that server will before any rule
+applies: symlinks are followed as far as the path exists, and a missing tail is appended to
+its longest existing, resolved prefix (a file about to be created below a symlinked
+directory is judged where it would land). The resolved path is the fact the decision is
+made, logged and audited on.
+
+A remote upstream (an HTTP URL) has a file system the gateway cannot see: it must confine
+its symlinks itself, and the facts stay lexical.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from notary.gateway.policy import CoercionError, ToolPolicy, normalize_path
+
+__all__ = ["has_path_facts", "resolve_path", "resolve_path_facts"]
+
+_PATH_TYPES = ("path", "paths")
+
+
+def has_path_facts(spec: ToolPolicy | None) -> bool:
+    """Whether the tool's policy reads any ``path`` or ``paths`` fact."""
+    return spec is not None and any(f.type in _PATH_TYPES for f in spec.facts)
+
+
+def resolve_path(path: str) -> str:
+    """``path`` (a path fact) as this host's file system resolves it; raises CoercionError.
+
+    Relative paths are left alone: the gateway does not know the upstream's working
+    directory, and a relative path never passes an absolute prefix anyway. The result is a
+    path fact again (lexical normal form, NFC: a symlink leading to a name not in NFC is
+    refused like such a name in the arguments).
+    """
+    if not path.startswith("/"):
+        return path
+    try:
+        # Not strict: the existing prefix is resolved, the missing tail appended to it.
+        resolved = os.path.realpath(path)
+    except (OSError, ValueError) as e:
+        raise CoercionError(f"the path cannot be resolved on this host ({type(e).__name__})"
+                            ) from None
+    return path if resolved == path else normalize_path(resolved)
+
+
+def resolve_path_facts(spec: ToolPolicy | None, facts: Mapping[str, Any]
+                       ) -> tuple[dict[str, Any], list[str]]:
+    """``facts`` with every path fact of ``spec`` resolved; problems for the operator's log.
+
+    A path fact that cannot be resolved is dropped (so every rule on it fails), with a
+    problem that names the fact, never the path.
+    """
+    out = dict(facts)
+    problems: list[str] = []
+    if spec is None:
+        return out, problems
+    for fact in spec.facts:
+        if fact.type not in _PATH_TYPES or fact.name not in out:
+            continue
+        value = out[fact.name]
+        try:
+            if fact.type == "path":
+                out[fact.name] = resolve_path(value)
+            else:
+                out[fact.name] = [resolve_path(item) for item in value]
+        except CoercionError as e:
+            del out[fact.name]
+            problems.append(f"fact {fact.name!r}: {e}")
+    return out, problems
