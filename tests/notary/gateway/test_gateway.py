@@ -375,6 +375,37 @@ async def test_state_file_is_private(rig: Rig) -> None:
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
 
 
+async def test_the_agent_fact_is_a_claim_unless_the_operator_fixes_it(rig: Rig) -> None:
+    """Without --agent (or the policy's gateway.agent) the agent fact is whatever the caller
+    claims in _meta; with it, the configured agent is the fact and a claim changes nothing."""
+    mallory = cast(RequestParamsMeta, {codes.AGENT_META_KEY: "Mallory"})
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        # key_meta claims LegalAgent, the agent payments.transfer requires.
+        result = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("c-1"))
+        assert not result.is_error  # the claim alone got it through
+        unclaimed = await client.call_tool("payments.transfer", APPROVED, meta=cast(
+            RequestParamsMeta, {codes.IDEMPOTENCY_META_KEY: "c-2"}))
+        assert_refused(unclaimed, codes.AUTHORIZATION_DENIED)  # no agent fact at all
+    async with Client(build_gateway(rig.config(agent="OpsAgent")), mode="auto") as client:
+        result = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("c-4"))
+        assert_refused(result, codes.AUTHORIZATION_DENIED)  # the claim is ignored
+        echo = await client.call_tool("echo", {"text": "x"}, meta=mallory)
+        assert_authorized(rig, echo, "echo", {"tool": "echo", "agent": "OpsAgent"})
+    rig.policy.write_text(rig.policy.read_text().replace(
+        '[gateway]\n', '[gateway]\nagent = "LegalAgent"\n'))
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        result = await client.call_tool("payments.transfer", APPROVED, meta=key_meta(
+            "c-3", **{codes.AGENT_META_KEY: "Mallory"}))
+        assert_authorized(rig, result, "payments.transfer")  # the policy's agent, not Mallory
+        echo = await client.call_tool("echo", {"text": "x"}, meta=mallory)
+        assert_authorized(rig, echo, "echo", {"tool": "echo", "agent": "LegalAgent"})
+    async with Client(build_gateway(rig.config(agent="OpsAgent")), mode="auto") as client:
+        echo = await client.call_tool("echo", {"text": "x"}, meta=mallory)
+        assert_authorized(rig, echo, "echo", {"tool": "echo", "agent": "OpsAgent"})  # flag first
+    assert [c["tool"] for c in rig.calls()] == [
+        "payments.transfer", "echo", "payments.transfer", "echo", "echo"]
+
+
 # Idempotency ---------------------------------------------------------------------------------
 
 
