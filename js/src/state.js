@@ -1,7 +1,9 @@
-// Verification level 5: the verifier's memory of each log (the newest checkpoint seen per
-// origin) and the pure rules comparing it with the receipt's and the log's latest checkpoint,
-// as notary.verifier.state. The memory is a store object the caller passes:
-//   { get(origin) -> entry | undefined, set(origin, entry) }   (either may return a Promise)
+// Verification level 5: the verifier's memory of each log (the newest checkpoint seen per log:
+// origin and key, so a notary that started over under the same origin is another log) and the
+// pure rules comparing it with the receipt's and the log's latest checkpoint, as
+// notary.verifier.state. The memory is a store object the caller passes:
+//   { get(key) -> entry | undefined, set(key, entry) }   (either may return a Promise)
+// keyed by the log verifier key `<origin>+<id>+<key>` (older stores: by origin, still read),
 // where an entry is the Python state file's: {size, root, checkpoint, vkey, updated}. The signed
 // note is kept whole and verified again under the trusted log key on every use, so editing a
 // store cannot make the verifier accept anything, only complain.
@@ -189,7 +191,7 @@ export function checkStoredEntry(origin, obj) {
   };
 }
 
-/** The newest checkpoints per origin in memory (a Map); the default for one process. */
+/** The newest checkpoints per log in memory (a Map); the default for one process. */
 export class MemoryStore {
   constructor(entries = {}) {
     this.logs = new Map(Object.entries(entries));

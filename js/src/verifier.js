@@ -437,28 +437,42 @@ async function fetchConsistency(fetcher, base, oldSize, newSize) {
   }
 }
 
-async function loadStored(store, origin) {
-  if (store === null) return null;
+async function storeGet(store, key) {
   let entry;
   try {
-    entry = await store.get(origin);
+    entry = await store.get(key);
   } catch (e) {
     if (e instanceof StateError) throw e;
     throw new StateError(`cannot read the verifier state: ${e?.message ?? e}`);
   }
-  return entry === undefined || entry === null ? null : checkStoredEntry(origin, entry);
+  return entry === undefined || entry === null ? null : checkStoredEntry(key, entry);
+}
+
+/**
+ * The stored entry of the log with verifier key `vkey` (a log is its origin and its key, as for
+ * the monitor), or null. An entry of an older store, kept under the origin alone (a name holds
+ * no "+"), counts when it names this key or none (its checkpoint is verified under the key
+ * anyway); `otherKey` is the key an older entry names when it is another log's.
+ */
+async function loadStored(store, vkey) {
+  if (store === null) return { entry: null, otherKey: null };
+  const entry = await storeGet(store, vkey);
+  if (entry !== null) return { entry, otherKey: null };
+  const legacy = await storeGet(store, vkey.split("+")[0]);
+  if (legacy === null) return { entry: null, otherKey: null };
+  if (legacy.vkey === vkey || legacy.vkey === "") return { entry: legacy, otherKey: null };
+  return { entry: null, otherKey: legacy.vkey };
 }
 
 async function remember(store, seen, vkey) {
-  const origin = seen.checkpoint.origin;
-  const current = await loadStored(store, origin);
-  if (current !== null && BigInt(current.size) > seen.size) return false;
+  const { entry: current } = await loadStored(store, vkey);
+  if (current !== null && current.vkey !== "" && BigInt(current.size) > seen.size) return false;
   const entry = {
     size: jsonSize(seen.size), root: toBase64(seen.checkpoint.rootHash), checkpoint: new TextDecoder().decode(seen.note),
     vkey, updated: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
   };
   try {
-    await store.set(origin, entry);
+    await store.set(vkey, entry);
   } catch (e) {
     if (e instanceof StateError) throw e;
     throw new StateError(`cannot write the verifier state: ${e?.message ?? e}`);
@@ -480,18 +494,23 @@ async function level5(report, receipt, proof, logKey, trust, fetcher, store, log
   const receiptSeen = new Seen("receipt", cp, decodeProofBundle(proof).checkpoint);
 
   let stored = null;
-  const entry = await loadStored(store, cp.origin);
+  const { entry, otherKey } = await loadStored(store, logKey.vkey);
   if (entry !== null) {
-    let storedCp;
     try {
-      ({ checkpoint: storedCp } = await openCheckpoint(entry.checkpoint, logKey));
+      const { checkpoint: storedCp } = await openCheckpoint(entry.checkpoint, logKey);
+      stored = new Seen("stored", storedCp, new TextEncoder().encode(entry.checkpoint));
     } catch (e) {
       if (!(e instanceof NoteError)) throw e;
-      verdict.levels.consistency = failed(`the checkpoint stored for ${repr(cp.origin)} in the verifier state does not verify under the trusted log key (${e.message}); the state was altered or the log key changed: remove that entry to start over`);
-      verdict.require("consistency");
-      return;
+      if (entry.vkey !== "") { // recorded under this very key: the state was altered
+        verdict.levels.consistency = failed(`the checkpoint stored for ${repr(cp.origin)} in the verifier state does not verify under the trusted log key (${e.message}); the state was altered: remove that entry to start over`);
+        verdict.require("consistency");
+        return;
+      }
+      // an older store's entry for the origin, naming no key: another log's
     }
-    stored = new Seen("stored", storedCp, new TextEncoder().encode(entry.checkpoint));
+  }
+  if (otherKey !== null) {
+    report.notes.push(`the verifier state holds checkpoints of ${repr(cp.origin)} under another log key (${otherKey}): another log of that name (a notary that started over has a new key), not compared with this one`);
   }
 
   let latest = null;
@@ -543,7 +562,7 @@ async function level5(report, receipt, proof, logKey, trust, fetcher, store, log
     level = passed(`consistent with ${others.map((s) => s.describe()).join(" and ")}`);
     if (stored !== null) verdict.require("consistency");
   } else if (stored === null && latest === null) {
-    level = skipped([...problems, `no checkpoint of ${repr(cp.origin)} seen before`].join("; "));
+    level = skipped([...problems, `no checkpoint of ${repr(cp.origin)} under this log key seen before`].join("; "));
   } else {
     level = skipped([...problems, unchecked].filter((p) => p).join("; "));
   }

@@ -7,7 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { main } from "../src/node/index.js";
+import { StateFileStore, main } from "../src/node/index.js";
+import { makeTrust, verifyToolCall } from "../src/index.js";
 import { loadCases } from "./support/corpus.js";
 import { notaryCli, notaryCommand } from "./support/notary.js";
 
@@ -115,8 +116,13 @@ test("the state file is the Python verifier's: each reads what the other wrote",
   const file = write("c0.json", c0);
   let r = await run("verify", file, ...trustArgs, "--offline", "--state", state);
   assert.equal(r.code, 0, r.out + r.err);
+  assert.equal(existsSync(state), false, "--offline reads the state file, never writes it (as Python)");
+  // the library remembers (offline too), in the state file's format, under the log key
+  const trust = makeTrust({ jwks: cases["state-same-checkpoint"].trust.jwks, logKeys: [vkey] });
+  assert.ok((await verifyToolCall(c0, { trust, store: new StateFileStore(state) })).valid);
   const written = JSON.parse(readFileSync(state, "utf8"));
   assert.equal(written.version, 1);
+  assert.deepEqual(Object.keys(written.logs), [vkey]);
   // Python reads it: the same checkpoint again is decided offline, passed and required
   const py = notaryCli("verify", file, ...trustArgs, "--offline", "--state", state, "--json");
   assert.equal(py.status, 0, py.stdout + py.stderr);

@@ -63,12 +63,12 @@ describe("level 5 online", () => {
     assert.equal(first.levels.consistency.status, "passed");
     assert.equal(first.levels.consistency.required, false, "nothing was stored before");
     const origin = notary.origin;
-    const size = store.get(origin).size;
+    const size = store.get(notary.vkey).size;
     assert.ok(size >= 2);
     const c2 = await call("a", { i: 2 });
     const newer = await verifyToolCall(c2, { trust, store, online: true, logUrl: proxyUrl });
     assert.ok(newer.valid && newer.levels.consistency.required, newer.render());
-    assert.ok(store.get(origin).size > size);
+    assert.ok(store.get(notary.vkey).size > size);
     const older = await verifyToolCall(c0, { trust, store, online: true, logUrl: proxyUrl });
     assert.ok(older.valid, older.render());
     assert.match(older.levels.consistency.reason, /consistent with the checkpoint already seen/);
@@ -89,7 +89,7 @@ describe("level 5 online", () => {
     const store = new MemoryStore();
     const later = await call("c", { i: 1 });
     await verifyToolCall(later, { trust, store, online: true, logUrl: proxyUrl });
-    const before = structuredClone(store.get(notary.origin));
+    const before = structuredClone(store.get(notary.vkey));
     mode = { checkpoint: { body: checkpointOf(c) }, proofs: { status: 404, body: () => ({ error: { code: "not_found", message: "beyond the tree" } }) } };
     const r = await verifyToolCall(later, { trust, store, online: true, logUrl: proxyUrl });
     assert.equal(r.valid, false);
@@ -98,7 +98,7 @@ describe("level 5 online", () => {
     assert.match(r.levels.consistency.reason, /the log now serves size/);
     assert.ok(r.render().includes("EVIDENCE of a ROLLBACK"));
     assert.equal(r.toJSON().levels.consistency.evidence.length, r.conflicts.length);
-    assert.deepEqual(store.get(notary.origin), before, "nothing is remembered");
+    assert.deepEqual(store.get(notary.vkey), before, "nothing is remembered");
   });
 
   test("a proof that does not verify, a checkpoint the log key did not sign, a log that is down", async () => {
@@ -176,7 +176,7 @@ test("stores: a corrupt entry is a StateError, web storage keeps the state file'
   assert.ok((await verifyToolCall(c, { trust, store })).valid);
   const doc = JSON.parse(items.get("mcp-notary/verifier-state"));
   assert.equal(doc.version, 1);
-  assert.equal(doc.logs[notary.origin].checkpoint, checkpointOf(c));
+  assert.equal(doc.logs[notary.vkey].checkpoint, checkpointOf(c));
   const again = await verifyToolCall(c, { trust, store });
   assert.equal(again.levels.consistency.status, "passed");
   assert.equal(again.levels.consistency.required, true);

@@ -9,8 +9,8 @@ export class StateFileStore implements CheckpointStore {
   constructor(path?: string);
   readonly path: string;
   load(): Record<string, StoredCheckpoint>;
-  get(origin: string): StoredCheckpoint | undefined;
-  set(origin: string, entry: StoredCheckpoint): void;
+  get(key: string): StoredCheckpoint | undefined;
+  set(key: string, entry: StoredCheckpoint): void;
 }
 
 /** Ed25519 through Node's own crypto, synchronously: `setEd25519Backend(nodeEd25519)`. */

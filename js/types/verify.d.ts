@@ -180,8 +180,8 @@ export interface StoredCheckpoint {
 
 /** Where the verifier remembers the newest checkpoint per log; methods may be async. */
 export interface CheckpointStore {
-  get(origin: string): StoredCheckpoint | undefined | null | Promise<StoredCheckpoint | undefined | null>;
-  set(origin: string, entry: StoredCheckpoint): void | Promise<void>;
+  get(key: string): StoredCheckpoint | undefined | null | Promise<StoredCheckpoint | undefined | null>;
+  set(key: string, entry: StoredCheckpoint): void | Promise<void>;
 }
 
 export interface Fetcher {
@@ -278,15 +278,15 @@ export function checkInclusion(receipt: JsonObject | Receipt, proof: string | Ui
 
 export class MemoryStore implements CheckpointStore {
   constructor(entries?: Record<string, StoredCheckpoint>);
-  get(origin: string): StoredCheckpoint | undefined;
-  set(origin: string, entry: StoredCheckpoint): void;
+  get(key: string): StoredCheckpoint | undefined;
+  set(key: string, entry: StoredCheckpoint): void;
   toJSON(): { version: 1; logs: Record<string, StoredCheckpoint> };
 }
 /** A store in localStorage/sessionStorage, in the state file's JSON format. */
 export class WebStorageStore implements CheckpointStore {
   constructor(storage: { getItem(key: string): string | null; setItem(key: string, value: string): void }, key?: string);
-  get(origin: string): StoredCheckpoint | undefined;
-  set(origin: string, entry: StoredCheckpoint): void;
+  get(key: string): StoredCheckpoint | undefined;
+  set(key: string, entry: StoredCheckpoint): void;
 }
 export class Seen {
   readonly label: "stored" | "receipt" | "latest";

@@ -45,18 +45,26 @@ async def _level5(report: Report, receipt: Receipt, proof: str | None,
 
     stored: Seen | None = None
     if state is not None:
-        entry = state.get(cp.origin)
+        entry = state.get(log_key.vkey)
         if entry is not None:
             try:
                 stored_cp, _ = open_checkpoint(entry.checkpoint.encode(), log_key)
+                stored = Seen("stored", stored_cp, entry.checkpoint.encode())
             except (NoteError, ValueError) as e:
-                verdict.levels["consistency"] = failed(
-                    f"the checkpoint stored for {cp.origin!r} in {state.path} does not verify "
-                    f"under the trusted log key ({e}); the file was altered or the log key "
-                    "changed: remove that entry to start over")
-                require_level(verdict, "consistency")
-                return
-            stored = Seen("stored", stored_cp, entry.checkpoint.encode())
+                if entry.vkey:  # recorded under this very key: the file was altered
+                    verdict.levels["consistency"] = failed(
+                        f"the checkpoint stored for {cp.origin!r} in {state.path} does not "
+                        f"verify under the trusted log key ({e}); the file was altered: remove "
+                        "that entry to start over")
+                    require_level(verdict, "consistency")
+                    return
+                # an older file's entry for the origin, naming no key: another log's
+        other_keys = state.other_keys(log_key.vkey)
+        if stored is None and other_keys:
+            report.notes.append(
+                f"{state.path} holds checkpoints of {cp.origin!r} under other log keys "
+                f"({', '.join(other_keys)}): those are other logs of that name (a notary that "
+                "started over has a new key), not compared with this one")
 
     latest: Seen | None = None
     problems: list[str] = []
@@ -106,7 +114,8 @@ async def _level5(report: Report, receipt: Receipt, proof: str | None,
         if stored is not None:
             require_level(verdict, "consistency")
     elif stored is None and latest is None:
-        level = skipped("; ".join([*problems, f"no checkpoint of {cp.origin!r} seen before"]))
+        level = skipped("; ".join([*problems, f"no checkpoint of {cp.origin!r} under this log "
+                                              "key seen before"]))
     else:
         level = skipped("; ".join(p for p in [*problems, unchecked] if p))
     if problems and level.status == "passed":

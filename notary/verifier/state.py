@@ -3,12 +3,14 @@
 A single receipt proves inclusion in *a* checkpoint signed by the log key. It cannot show that
 the log showed everyone the same history: a log could sign two different trees of the same size
 (a fork, or split view) or later serve a tree that drops entries (a rollback). A verifier catches
-that by remembering the newest checkpoint it has verified for each log (per origin) and proving
-every new checkpoint consistent with it (RFC 9162 §2.1.4).
+that by remembering the newest checkpoint it has verified for each log and proving every new
+checkpoint consistent with it (RFC 9162 §2.1.4). A log is its origin *and* its key, as for the
+monitor: every fresh install of the notary starts a new log under the default origin, and a
+checkpoint signed by another key is another log's, not evidence against this one.
 
 This module has two halves:
 
-- :class:`StateFile`: the newest verified checkpoint per origin, as JSON on disk, written
+- :class:`StateFile`: the newest verified checkpoint per log, as JSON on disk, written
   atomically (temporary file, fsync, rename) under an advisory lock, so a crash or a second
   verifier running at the same time never leaves a torn or downgraded file;
 - :class:`Reconciler`: the pure, sans-I/O rules that compare the stored checkpoint, the
@@ -18,10 +20,15 @@ This module has two halves:
 State file format (``version`` 1)::
 
     {"version": 1,
-     "logs": {"<origin>": {"size": 7, "root": "<base64 root hash>",
-                           "checkpoint": "<the signed note, verbatim>",
-                           "vkey": "<log verifier key it verified under>",
-                           "updated": "2025-01-01T00:00:00Z"}}}
+     "logs": {"<log verifier key>": {"size": 7, "root": "<base64 root hash>",
+                                     "checkpoint": "<the signed note, verbatim>",
+                                     "vkey": "<the same log verifier key>",
+                                     "updated": "2025-01-01T00:00:00Z"}}}
+
+The log verifier key ``<origin>+<key id>+<key>`` names the log. Earlier versions keyed an entry
+by the origin alone (a name holds no ``+``); such an entry still counts for the key its ``vkey``
+names, and one that names none for the key its checkpoint verifies under, so no receipt fails
+over an old file; remembering a checkpoint under the key replaces the origin's entry.
 
 The signed note is kept whole so that it is evidence on its own (anyone can check its signature)
 and is re-verified under the trusted log key every time it is used: editing the file cannot make
@@ -93,7 +100,10 @@ def _now() -> str:
 
 @dataclass(frozen=True)
 class StoredCheckpoint:
-    """One origin's entry in the state file (the note is verified again before any use)."""
+    """One log's entry in the state file (the note is verified again before any use).
+
+    ``vkey`` is the log verifier key it was verified under; empty only in an entry of an older
+    file that recorded none."""
 
     origin: str
     size: int
@@ -107,15 +117,17 @@ class StoredCheckpoint:
                 "vkey": self.vkey, "updated": self.updated}
 
     @classmethod
-    def from_json(cls, origin: str, obj: object) -> StoredCheckpoint:
+    def from_json(cls, key: str, obj: object) -> StoredCheckpoint:
+        """The entry stored under ``key``: a log verifier key, or an origin (older files)."""
+        origin = key.split("+", 1)[0]
         if not isinstance(obj, Mapping):
-            raise VerifierStateError(f"logs[{origin!r}] must be an object")
+            raise VerifierStateError(f"logs[{key!r}] must be an object")
         size, root, note = obj.get("size"), obj.get("root"), obj.get("checkpoint")
         if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE:
-            raise VerifierStateError(f"logs[{origin!r}].size must be an integer from 0 to "
+            raise VerifierStateError(f"logs[{key!r}].size must be an integer from 0 to "
                                      f"{MAX_SIZE}")
         if not isinstance(root, str) or not isinstance(note, str):
-            raise VerifierStateError(f"logs[{origin!r}] needs 'root' and 'checkpoint' strings")
+            raise VerifierStateError(f"logs[{key!r}] needs 'root' and 'checkpoint' strings")
         vkey, updated = obj.get("vkey", ""), obj.get("updated", "")
         return cls(origin, size, root, note, vkey if isinstance(vkey, str) else "",
                    updated if isinstance(updated, str) else "")
@@ -133,7 +145,8 @@ class StateFile:
         self.path = path.expanduser()
 
     def load(self) -> dict[str, StoredCheckpoint]:
-        """Every origin's stored checkpoint; :class:`VerifierStateError` for a corrupt file."""
+        """Every entry by its key in the file (a log verifier key; an origin in older files);
+        :class:`VerifierStateError` for a corrupt file."""
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -152,8 +165,18 @@ class StateFile:
             raise VerifierStateError(f"the state file {self.path}: 'logs' must be an object")
         return {str(o): StoredCheckpoint.from_json(str(o), v) for o, v in logs.items()}
 
-    def get(self, origin: str) -> StoredCheckpoint | None:
-        return self.load().get(origin)
+    def get(self, vkey: str) -> StoredCheckpoint | None:
+        """The entry of the log with verifier key ``vkey`` (``<origin>+<id>+<key>``), or the
+        origin's entry of an older file (keyed by origin) when it names this key or none; the
+        caller verifies its checkpoint under the key either way."""
+        return _lookup(self.load(), vkey)
+
+    def other_keys(self, vkey: str) -> list[str]:
+        """The log keys with an entry under the origin of ``vkey``, other than ``vkey``: other
+        logs of that name (a notary started over), worth telling the user about."""
+        origin = vkey.split("+", 1)[0]
+        found = {e.vkey or key for key, e in self.load().items() if e.origin == origin}
+        return sorted(k for k in found if k != vkey)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -177,7 +200,8 @@ class StateFile:
         write_atomic(self.path, data)
 
     def remember(self, checkpoint: Checkpoint, note: bytes, vkey: str) -> bool:
-        """Store ``checkpoint`` as the newest seen for its origin; False if a newer one is there.
+        """Store ``checkpoint`` as the newest seen for the log of ``vkey``; False if a newer one
+        is there. An older file's entry for its origin and this key is replaced.
 
         The caller has verified it and proved it consistent with what it loaded. If another
         verifier stored a larger checkpoint meanwhile, that one is kept: moving backwards would
@@ -186,10 +210,13 @@ class StateFile:
         try:
             with self._locked():
                 logs = self.load()
-                current = logs.get(checkpoint.origin)
-                if current is not None and current.size > checkpoint.size:
+                current = _lookup(logs, vkey)
+                if current is not None and current.vkey and current.size > checkpoint.size:
                     return False
-                logs[checkpoint.origin] = StoredCheckpoint(
+                legacy = logs.get(checkpoint.origin)
+                if legacy is not None and legacy.vkey == vkey:
+                    del logs[checkpoint.origin]  # migrated: now kept under the key
+                logs[vkey] = StoredCheckpoint(
                     checkpoint.origin, checkpoint.size,
                     base64.b64encode(checkpoint.root_hash).decode(), note.decode("utf-8"),
                     vkey, _now())
@@ -197,6 +224,14 @@ class StateFile:
                 return True
         except OSError as e:
             raise VerifierStateError(f"cannot write the state file {self.path}: {e}") from e
+
+
+def _lookup(logs: Mapping[str, StoredCheckpoint], vkey: str) -> StoredCheckpoint | None:
+    found = logs.get(vkey)
+    if found is not None:
+        return found
+    legacy = logs.get(vkey.split("+", 1)[0])
+    return legacy if legacy is not None and legacy.vkey in (vkey, "") else None
 
 
 # ---------------------------------------------------------------------------------------------

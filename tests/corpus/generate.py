@@ -1592,6 +1592,69 @@ async def _build(corpus: Corpus) -> None:
         expect(),
         state={"another.example/log": stored_entry(c0.receipt, corpus.vkey)},
     )
+    # A log is its origin and its key: a notary that started over under the same origin (a new
+    # key) is another log, its checkpoints neither compared nor taken for tampering. Entries of
+    # older state files, keyed by origin alone, count for the key they name, or none.
+    restarted = Ed25519Signer.generate(origin)
+    other = await Log.open(MemoryStore(), signer=restarted)
+    await other.append(LogEntry.from_receipt(base.receipt).encode())
+    other_head = await other.head(0)
+    assert other_head is not None
+    await other.close()
+    other_vkey = restarted.verifier().vkey
+    other_note = other_head.note.decode()
+    other_entry = {
+        "size": other_head.size,
+        "root": other_note.split("\n")[2],
+        "checkpoint": other_note,
+        "vkey": other_vkey,
+        "updated": "2026-01-01T00:00:00Z",
+    }
+    for name, description, state, exp in [
+        (
+            "state-keyed-by-log-key",
+            "the stored checkpoint, kept under the log verifier key",
+            {corpus.vkey: stored_entry(c0.receipt, corpus.vkey)},
+            expect(passed={"consistency"}, required=req5),
+        ),
+        (
+            "state-other-key",
+            "a checkpoint of the same origin under another key: another log, not compared",
+            {other_vkey: other_entry},
+            expect(),
+        ),
+        (
+            "state-other-key-by-origin",
+            "an older file's entry (keyed by origin) naming another key: another log",
+            {origin: other_entry},
+            expect(),
+        ),
+        (
+            "state-other-key-by-origin-no-vkey",
+            "an older file's entry naming no key, whose checkpoint another key signed",
+            {origin: {**other_entry, "vkey": ""}},
+            expect(),
+        ),
+        (
+            "state-by-origin-no-vkey",
+            "an older file's entry naming no key, signed by this log's key: compared",
+            {origin: {**stored_entry(c0.receipt, corpus.vkey), "vkey": ""}},
+            expect(passed={"consistency"}, required=req5),
+        ),
+        (
+            "state-both-keys",
+            "entries of both logs of the origin: this key's is compared",
+            {other_vkey: other_entry, corpus.vkey: stored_entry(c0.receipt, corpus.vkey)},
+            expect(passed={"consistency"}, required=req5),
+        ),
+        (
+            "state-tampered-by-log-key",
+            "an entry under this log key whose checkpoint does not verify under it: altered",
+            {corpus.vkey: {**other_entry, "vkey": corpus.vkey}},
+            expect(failed={"consistency"}, required=req5),
+        ),
+    ]:
+        corpus.add(name, description, {"format": "saved_call", "call": c0.saved}, exp, state=state)
     fork = await Log.open(MemoryStore(), signer=corpus.signer)
     for e in [
         LogEntry.from_receipt(base.receipt).encode(),

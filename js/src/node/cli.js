@@ -154,7 +154,9 @@ async function run(args) {
   if (!(args.jwks || args.notary)) throw new VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)");
   if (!(args["log-key"].length || args.notary || args.policy)) throw new VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or --policy FILE)");
   const call = loadCall(args);
-  const store = args["no-state"] ? null : new StateFileStore(args.state ?? DEFAULT_STATE_PATH);
+  const file = args["no-state"] ? null : new StateFileStore(args.state ?? DEFAULT_STATE_PATH);
+  // Offline the state file is read (a stored checkpoint still catches a rollback), never written.
+  const store = file !== null && args.offline ? { get: (key) => file.get(key), set() {} } : file;
   const fetcher = args.offline ? null : createFetcher({ timeoutMs: args.timeout * 1000 });
   let jwks = null;
   if (args.jwks) jwks = /^https?:\/\//.test(args.jwks) ? args.jwks : readJson(args.jwks.replace(/^@/, ""), "the JWKS file");

@@ -46,6 +46,7 @@ export class StateFileStore {
     return logs;
   }
 
+  /** The entry under `key`: a log verifier key `<origin>+<id>+<key>` (an origin in older files). */
   get(origin) {
     const logs = this.load();
     return Object.prototype.hasOwnProperty.call(logs, origin) ? logs[origin] : undefined;
@@ -58,6 +59,9 @@ export class StateFileStore {
       const current = Object.prototype.hasOwnProperty.call(logs, origin) ? logs[origin] : undefined;
       if (current !== undefined && current.size > entry.size) return; // never move backwards
       Object.defineProperty(logs, origin, { value: entry, enumerable: true, writable: true, configurable: true });
+      // An older file's entry for the origin alone, naming this key, is now kept under the key.
+      const legacy = origin.split("+")[0];
+      if (legacy !== origin && Object.prototype.hasOwnProperty.call(logs, legacy) && logs[legacy]?.vkey === entry.vkey) delete logs[legacy];
       const sorted = Object.fromEntries(Object.keys(logs).sort().map((k) => [k, logs[k]]));
       const data = JSON.stringify({ version: 1, logs: sorted }, null, 2) + "\n";
       const tmp = join(dirname(this.path), `.${basename(this.path)}.${process.pid}.tmp`);

@@ -257,7 +257,7 @@ async def test_every_level_online_and_state_progression(notary: Notary, tmp_path
     assert first.valid and first.exit_code == 0
     assert first.verdict.required == ("record", "signature", "inclusion")
     assert "the log's latest checkpoint (size 2)" in first.verdict.levels["consistency"].reason
-    assert state.get(c0.receipt["ledger"]["origin"]).size == 2  # type: ignore[union-attr]
+    assert state.get(notary.vkey).size == 2  # type: ignore[union-attr]
     mode = stat.S_IMODE(state.path.stat().st_mode)
     assert mode == 0o600
 
@@ -266,11 +266,11 @@ async def test_every_level_online_and_state_progression(notary: Notary, tmp_path
     assert again.valid and "consistency" in again.verdict.required
     assert "the checkpoint already seen (state file) (size 2)" in \
         again.verdict.levels["consistency"].reason
-    assert state.get(c2.receipt["ledger"]["origin"]).size == 3  # type: ignore[union-attr]
+    assert state.get(notary.vkey).size == 3  # type: ignore[union-attr]
     # An old receipt with its issue-time proof (size 1) is proven consistent with size 3.
     old = await verify(saved(c0), notary.trust(), state)
     assert old.valid and old.checkpoint is not None and old.checkpoint.size == 1
-    assert state.get(c0.receipt["ledger"]["origin"]).size == 3  # type: ignore[union-attr]
+    assert state.get(notary.vkey).size == 3  # type: ignore[union-attr]
 
 
 async def test_input_formats(notary: Notary) -> None:
@@ -525,7 +525,7 @@ async def test_fork_same_size_is_flagged_offline(notary: Notary, tmp_path: Path)
     assert {e["source"] for e in evidence["checkpoints"]} == {"stored", "receipt"}
     assert all(e["note"].count("\n") >= 4 for e in evidence["checkpoints"])
     assert "EVIDENCE of a FORK" in report.render()
-    assert state.get(fork.origin).size == 2  # type: ignore[union-attr]
+    assert state.get(notary.vkey).size == 2  # type: ignore[union-attr]
     await fork.close()
 
 
@@ -578,7 +578,7 @@ async def test_rollback_log_serving_smaller_tree(notary: Notary, tmp_path: Path)
     assert failed_levels(report) == {"consistency"}
     assert {c.kind for c in report.conflicts} == {"rollback"}
     assert "the log now serves size 2" in report.verdict.levels["consistency"].reason
-    assert state.get(rolled_back.origin).size == 3  # type: ignore[union-attr]
+    assert state.get(notary.vkey).size == 3  # type: ignore[union-attr]
 
 
 async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: Notary,
@@ -609,7 +609,7 @@ async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: Notary,
         await mirror.close()
     assert report.valid, report.to_json()
     assert "the log's latest checkpoint (size 2)" in report.verdict.levels["consistency"].reason
-    assert state.get(mirror.origin).size == 3  # type: ignore[union-attr]
+    assert state.get(notary.vkey).size == 3  # type: ignore[union-attr]
 
 
 async def test_offline_with_notary_stopped_makes_no_connection(
@@ -694,7 +694,7 @@ async def test_state_file_tampered_or_corrupt(notary: Notary, tmp_path: Path) ->
     state = StateFile(tmp_path / "state.json")
     assert (await verify(saved(c0), notary.trust(), state)).valid
     doc = json.loads(state.path.read_text())
-    origin = c0.receipt["ledger"]["origin"]
+    origin = notary.vkey
     doc["logs"][origin]["checkpoint"] = doc["logs"][origin]["checkpoint"].replace(
         "\n1\n", "\n9\n")
     state.path.write_text(json.dumps(doc))
@@ -837,3 +837,56 @@ async def test_default_state_path_is_under_home(notary: Notary, tmp_path: Path) 
                                  *notary.trust_args())
     assert code == 0, out
     assert (tmp_path / "home/.config/mcp-notary/verifier-state.json").exists()
+
+
+async def test_state_is_kept_per_log_key_and_older_files_still_count(tmp_path: Path) -> None:
+    """A notary that started over (a fresh data directory: the same origin, a new key) is
+    another log: its receipts verify, and the first log's checkpoint stays where it was.
+    Entries of older files, keyed by origin alone, count for the key they name (or, naming
+    none, for the key their checkpoint verifies under) and move under that key."""
+    state = tmp_path / "state.json"
+    async with running_notary(tmp_path / "a", origin="notary.example/log") as first:
+        await first.notarize(x=0)
+        a1 = await first.notarize(x=1)  # its receipt's checkpoint is the log's latest
+        a_call = _write(tmp_path / "a.json", a1.saved)
+        code, out, _ = await run_cli("verify", str(a_call), *first.trust_args(),
+                                     "--state", str(state))
+        assert code == 0, out
+        first_vkey, first_args = first.vkey, first.trust_args()
+        remembered = json.loads(state.read_text())["logs"][first_vkey]
+    async with running_notary(tmp_path / "b", origin="notary.example/log") as second:
+        assert second.vkey != first_vkey
+        assert second.vkey.split("+")[0] == first_vkey.split("+")[0]  # one origin
+        b0 = await second.notarize(x=0)
+        b_call = _write(tmp_path / "b.json", b0.saved)
+        code, out, _ = await run_cli("verify", str(b_call), *second.trust_args(),
+                                     "--state", str(state), "--json")
+        assert code == 0, out
+        report = json.loads(out)
+        consistency = report["levels"]["consistency"]
+        assert report["valid"] is True and consistency["status"] == "passed"
+        assert "already seen" not in consistency["reason"]  # only the log's latest
+        assert any("other logs of that name" in n for n in report["notes"])
+        logs = json.loads(state.read_text())["logs"]
+        assert set(logs) == {first_vkey, second.vkey} and logs[first_vkey] == remembered
+
+        # An older file (keyed by origin), naming the first key, or none: no failure.
+        origin = first_vkey.split("+")[0]
+        for legacy in ({**remembered}, {**remembered, "vkey": ""}):
+            state.write_text(json.dumps({"version": 1, "logs": {origin: legacy}}))
+            code, out, _ = await run_cli("verify", str(b_call), *second.trust_args(),
+                                         "--state", str(state), "--offline")
+            assert code == 0, out
+            code, out, _ = await run_cli("verify", str(a_call), *first_args,
+                                         "--state", str(state), "--offline", "--json")
+            assert code == 0, out
+            assert json.loads(out)["levels"]["consistency"]["status"] == "passed"
+    # Online (the first notary is gone, so its latest checkpoint cannot be fetched), the
+    # older entry naming the first key moves under it.
+    state.write_text(json.dumps({"version": 1, "logs": {origin: remembered}}))
+    async with running_notary(tmp_path / "c", origin="notary.example/log") as third:
+        c0 = await third.notarize(x=0)
+        code, out, _ = await run_cli("verify", str(_write(tmp_path / "c.json", c0.saved)),
+                                     *third.trust_args(), "--state", str(state))
+        assert code == 0, out
+        assert set(json.loads(state.read_text())["logs"]) == {origin, third.vkey}
