@@ -1,6 +1,7 @@
 # Sourced by scripts/test: the Debian packages the tests need, installed in one apt-get step:
-# PostgreSQL server binaries for the throwaway clusters, and Chromium for the browser tests
-# (unless NOTARY_SKIP_JS=1; CHROMIUM_PATH names another binary). Installed when missing and
+# PostgreSQL server binaries for the throwaway clusters, Chromium for the browser tests
+# (unless NOTARY_SKIP_JS=1; CHROMIUM_PATH names another binary), and Go with Debian's
+# golang.org/x/mod for the test that opens our checkpoints with Go's note package. Installed when missing and
 # running as root (as CI does); otherwise the missing piece is named and the run stops: never a
 # silent skip.
 need=()
@@ -9,6 +10,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/n
 if [ "${NOTARY_SKIP_JS:-0}" != 1 ] && [ ! -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then
   need+=(chromium)
 fi
+command -v go >/dev/null 2>&1 || need+=(golang-go)
+[ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/note ] || need+=(golang-golang-x-mod-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "[setup] installing Debian packages: ${need[*]}" >&2
