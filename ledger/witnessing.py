@@ -16,6 +16,10 @@ background task of the notary daemon:
 - publishes the newest checkpoint that meets the policy (the log's signature and cosignatures
   that satisfy the quorum), merged with every cosignature collected for it.
 
+When the log has an ML-DSA-44 key (``pq``, :mod:`ledger.pq_checkpoints`), every checkpoint
+submitted carries the log's two signatures, so a witness that knows only the log's ML-DSA-44 key
+can check it, and so does every checkpoint served.
+
 What ``GET /checkpoint`` serves (through ledger.http.routes's ``PUBLISHED_CHECKPOINT`` hook):
 
 - the newest checkpoint meeting the policy, with all its cosignatures, once there is one;
@@ -62,6 +66,7 @@ from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signa
 from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.tlog_policy import TlogPolicy
 from ledger.log import Head, Log
+from ledger.pq_checkpoints import PostQuantumCheckpoints
 from ledger.reader import stack_coords
 from ledger.storage.base import WitnessState
 
@@ -190,7 +195,8 @@ class Witnessing:
     def __init__(self, log: Log, endpoints: Sequence[WitnessEndpoint], *,
                  quorum: int | None = None, policy: TlogPolicy | None = None,
                  interval: float = 2.0, timeout: float = 5.0, state_path: Path | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 pq: PostQuantumCheckpoints | None = None) -> None:
         if not endpoints:
             raise WitnessConfigError("witnessing needs at least one witness")
         keys = [e.verifier.public_key for e in endpoints]
@@ -220,6 +226,8 @@ class Witnessing:
         self.interval = interval
         self.timeout = timeout
         self.state_path = state_path
+        #: The log's ML-DSA-44 line, added to every checkpoint submitted and served.
+        self.pq = pq
         self.leading = False
         self._http: HttpClient | None = None
         self._witnesses: dict[str, _Witness] = {}
@@ -312,7 +320,8 @@ class Witnessing:
         """What ``GET /checkpoint`` serves (ledger.http.routes's PUBLISHED_CHECKPOINT provider)."""
         pub = self._published
         if pub is None or pub.size > head.size:
-            note, witnessed, count = head.note, False, 0
+            note = self.pq.latest(head)[1] if self.pq is not None else head.note
+            witnessed, count = False, 0
         else:
             note, witnessed, count = pub.note, pub.witnessed, pub.cosignatures
         return note, {"Notary-Witnessed": "true" if witnessed else "false",
@@ -366,7 +375,8 @@ class Witnessing:
         return True
 
     def _set_target(self, head: Head) -> _Target:
-        target = self._targets.get(head.size) or _Target(head.note, head.size)
+        target = self._targets.get(head.size) or _Target(
+            self.pq.sign(head) if self.pq is not None else head.note, head.size)
         self._targets[head.size] = target
         self._targets.move_to_end(head.size)
         while len(self._targets) > _KEPT_TARGETS:
