@@ -21,9 +21,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from notary.gateway.policy import CoercionError, ToolPolicy, normalize_path
+from notary.gateway.policy import CoercionError, Policy, ToolPolicy, normalize_path
 
-__all__ = ["has_path_facts", "resolve_path", "resolve_path_facts"]
+__all__ = ["has_path_facts", "resolve_path", "resolve_path_facts", "symlinked_rule_paths"]
 
 _PATH_TYPES = ("path", "paths")
 
@@ -76,3 +76,31 @@ def resolve_path_facts(spec: ToolPolicy | None, facts: Mapping[str, Any]
             del out[fact.name]
             problems.append(f"fact {fact.name!r}: {e}")
     return out, problems
+
+
+def symlinked_rule_paths(policy: Policy) -> list[str]:
+    """The policy's path prefixes that this host resolves to another path, as problems.
+
+    Facts are resolved before the rules apply, so a prefix written through a symlink
+    (``/srv/files`` for ``/data/files``) would never match: an allow rule would deny
+    everything, and a deny rule would deny nothing. The gateway refuses such a policy rather
+    than resolve the rule values itself, so that the committed document alone decides (an
+    auditor re-evaluates it on other hosts). Globs and regexes cannot be checked this way.
+    """
+    problems: list[str] = []
+    for tool in policy.tools.values():
+        for rule in tool.rules:
+            if rule.kind not in _PATH_TYPES:
+                continue
+            for prefix in rule.prefixes:
+                try:
+                    resolved = resolve_path(prefix)
+                except CoercionError as e:
+                    problems.append(f"tools.{tool.name}: rule {rule.describe()}: {e}")
+                    continue
+                if resolved != prefix:
+                    problems.append(f"tools.{tool.name}: rule {rule.describe()}: {prefix!r} "
+                                    f"is {resolved!r} on this host (a symlink on the way); "
+                                    "path facts are resolved before the rules apply, so "
+                                    "write the resolved path")
+    return problems

@@ -58,7 +58,7 @@ from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.core.records import CallRecord, RecordError, name_problem, new_salt, record_from_json
 from notary.core.toolcall import RebuildError, notarization_block, rebuild_record
 from notary.gateway import codes
-from notary.gateway.hostpaths import has_path_facts, resolve_path_facts
+from notary.gateway.hostpaths import has_path_facts, resolve_path_facts, symlinked_rule_paths
 from notary.gateway.policy import (
     Decision,
     Policy,
@@ -257,12 +257,17 @@ class GatewayRuntime:
     async def load_policy(self) -> PolicyState:
         """Read, commit (notarize ``policy.commit``) and install the policy file.
 
-        Raises :class:`PolicyError` for a malformed file and :class:`NotaryError` when the
+        Raises :class:`PolicyError` for a malformed file (or, when path facts are resolved on
+        this host, a path prefix written through a symlink) and :class:`NotaryError` when the
         commitment cannot be notarized: a policy the ledger has not taken is never used.
         """
         path = self.config.policy_path
         stamp = _file_stamp(path)
         policy = load_policy_text(path.read_text("utf-8"))
+        if self.resolve_paths:
+            symlinked = symlinked_rule_paths(policy)
+            if symlinked:
+                raise PolicyError("", "; ".join(symlinked))
         commitment = policy.commitment(self.salt)
         receipt = await self.notary.notarize(self.name, codes.POLICY_COMMIT_TOOL, commitment)
         if receipt.call_sha256 != commitment or receipt.server != self.name \

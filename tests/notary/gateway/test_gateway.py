@@ -39,7 +39,7 @@ from notary.core.records import hashed_result
 from notary.core.verification import verify_receipt
 from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
-from notary.gateway.policy import facts_sha256, load_policy_text, sha256_jcs
+from notary.gateway.policy import PolicyError, facts_sha256, load_policy_text, sha256_jcs
 from notary.gateway.salt import ensure_salt
 from notary.gateway.server import _request_digest as request_digest
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
@@ -404,6 +404,31 @@ async def test_the_agent_fact_is_a_claim_unless_the_operator_fixes_it(rig: Rig) 
         assert_authorized(rig, echo, "echo", {"tool": "echo", "agent": "OpsAgent"})  # flag first
     assert [c["tool"] for c in rig.calls()] == [
         "payments.transfer", "echo", "payments.transfer", "echo", "echo"]
+
+
+async def test_a_policy_path_through_a_symlink_is_refused_at_start(rig: Rig) -> None:
+    """Path facts are resolved on this host for a local upstream, so a policy prefix through
+    a symlink could never match: the gateway refuses the policy instead of starting."""
+    real = (rig.tmp / "real").resolve()
+    real.mkdir()
+    (rig.tmp / "alias").symlink_to(real)
+    rig.policy.write_text(POLICY.replace("LIMIT", "5000") + f"""
+[tools.read]
+facts.path = {{ from = "path", type = "path" }}
+rules = [{{ fact = "path", op = "not prefix", value = "{rig.tmp.resolve()}/alias" }}]
+""")
+    with pytest.raises(BaseException) as caught:  # raised in the lifespan's task group
+        async with Client(build_gateway(rig.config()), mode="auto"):
+            pass
+    assert _has_policy_error(caught.value), caught.value
+    assert await read_policy_receipts(rig.state) == {}  # never committed, never used
+    assert rig.calls() == []
+
+
+def _has_policy_error(error: BaseException) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return any(_has_policy_error(e) for e in error.exceptions)
+    return isinstance(error, PolicyError) and "a symlink on the way" in str(error)
 
 
 # Idempotency ---------------------------------------------------------------------------------

@@ -13,7 +13,12 @@ import pytest
 from mcp.client.stdio import StdioServerParameters
 
 from notary.gateway import GatewayConfig
-from notary.gateway.hostpaths import has_path_facts, resolve_path, resolve_path_facts
+from notary.gateway.hostpaths import (
+    has_path_facts,
+    resolve_path,
+    resolve_path_facts,
+    symlinked_rule_paths,
+)
 from notary.gateway.policy import CoercionError, load_policy_text
 from notary.gateway.salt import ensure_salt
 from notary.gateway.store import GatewayStore
@@ -115,3 +120,14 @@ def test_paths_are_resolved_for_a_local_upstream_only(tmp_path: Path) -> None:
     assert not runtime("http://127.0.0.1:9/mcp").resolve_paths
     assert not runtime(local, False).resolve_paths
     assert runtime("http://127.0.0.1:9/mcp", True).resolve_paths
+
+
+def test_a_prefix_written_through_a_symlink_is_refused(tree: Path) -> None:
+    """Facts are resolved, so a rule through a symlink would never match: an allow rule would
+    deny everything, and a deny rule (here on ``docs/link``, which is ``private``) nothing."""
+    text = POLICY.replace("ROOT/public/private", "ROOT/public/docs/link")
+    problems = symlinked_rule_paths(load_policy_text(text.replace("ROOT", str(tree))))
+    assert len(problems) == 1 and f"{tree}/public/private" in problems[0], problems
+    assert symlinked_rule_paths(load_policy_text(POLICY.replace("ROOT", str(tree)))) == []
+    # Where the policy's folders do not exist (yet) there is nothing to resolve.
+    assert symlinked_rule_paths(load_policy_text(POLICY.replace("ROOT", "/nonexistent"))) == []
