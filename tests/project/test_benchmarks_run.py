@@ -20,6 +20,7 @@ _RUNS = {
     "js_verify": ["--receipts", "20", "--seconds", "0.2", "--calls", "5"],
     "mcp_notarize": ["--quick", "--no-http", "--no-tmpfs", "--calls", "10", "--warmup", "2",
                      "--receipts", "40", "--verify-seconds", "0.2", "--profile-calls", "10"],
+    "mldsa_bench": ["--seconds", "0.05"],
 }
 
 
@@ -53,3 +54,14 @@ def test_mcp_notarize_measures_every_verification_level(tmp_path: Path) -> None:
                                 "level 2 signature (JCS + Ed25519)",
                                 "level 3 inclusion (bundle, checkpoint, path)"]
         assert all(us > 0 for us in stages.values())
+
+
+def test_mldsa_bench_measures_both_languages_and_the_sizes(tmp_path: Path) -> None:
+    result = _run("mldsa_bench", tmp_path / "mldsa.json")
+    for side in ("python", "node"):
+        costs = result[side]
+        assert isinstance(costs, dict) and costs and all(us > 0 for us in costs.values())
+    sizes = result["bytes"]
+    assert isinstance(sizes, dict)
+    assert sizes["checkpoint_ed25519"] < sizes["checkpoint_dual"] < sizes[
+        "checkpoint_dual_two_witnesses"]
