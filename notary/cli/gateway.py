@@ -446,7 +446,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--name", help="server name of the gateway (default: the policy's "
                    "gateway.name, else notary-gateway)")
     p.add_argument("--agent", help="the agent fact for every call (default: the policy's "
-                   "gateway.agent, else the request's _meta['io.zkmcp/agent'])")
+                   "gateway.agent, else the request's _meta['io.zkmcp/agent'], a claim the "
+                   "gateway cannot authenticate)")
     p.add_argument("--http", metavar="HOST:PORT",
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     p.add_argument("--list-all-tools", action="store_true",
