@@ -17,6 +17,7 @@ All derive from :class:`NotaryError`.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import random
@@ -34,6 +35,7 @@ from notary.core.errors import NotaryBaseError
 from notary.core.receipts import Receipt, ReceiptFormatError
 
 __all__ = [
+    "MISSING_API_KEY",
     "NotaryClient",
     "NotaryError",
     "NotaryHTTPError",
@@ -44,6 +46,16 @@ __all__ = [
 _log = logging.getLogger("notary.sdk")
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+# Whitespace and control characters can never be part of a key (a trailing newline read from
+# a file is the usual culprit) and must never reach a header.
+_NOT_IN_A_KEY = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
+
+MISSING_API_KEY = (
+    "the notary client has no API key, so no tool result could be notarized: pass api_key to "
+    "NotaryClient (a server usually reads it from the NOTARY_API_KEY environment variable; "
+    "create one with `notary apikey create`)"
+)
+"""Why a :class:`NotaryClient` without a key cannot notarize (the JS package says the same)."""
 _RECEIPT_FIELDS = ("server", "tool", "call_sha256")
 
 MAX_BACKOFF = 2.0
@@ -120,6 +132,18 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     return seconds if seconds >= 0 else None
 
 
+def _connection_failure(exc: aiohttp.ClientError) -> str:
+    """A failed exchange in the words the JS client uses: ``connection failed (ECONNREFUSED)``.
+
+    The system error's name, when there is one, is what an operator looks up, and it reads the
+    same from both SDKs; anything else is named by its type.
+    """
+    code = exc.errno if isinstance(exc, aiohttp.ClientOSError) else None
+    if code is not None and code in errno.errorcode:
+        return f"connection failed ({errno.errorcode[code]})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _error_body(status: int, reason: str | None, body: bytes) -> tuple[str, str]:
     """(code, message) from the notary's ``{"error": {"code", "message"}}`` body, if any."""
     try:
@@ -150,12 +174,14 @@ class NotaryClient:
     """Client for one notary. Use as ``async with NotaryClient(url, key) as notary: ...``.
 
     ``api_key`` is only needed for :meth:`notarize`; verifying and reading are
-    unauthenticated. ``timeout`` bounds each attempt (seconds). ``retries`` is the number of
-    *additional* attempts after the first for transient failures, so at most
-    ``retries + 1`` requests are made; the wait before retry ``n`` (0-based) is
-    ``backoff * 2**n`` seconds with "equal jitter" (half fixed, half random, so many
-    servers retrying together spread out), capped at :data:`MAX_BACKOFF`, and never shorter
-    than a ``Retry-After`` the notary sent with a 5xx (also capped).
+    unauthenticated. A :class:`~notary.sdk.Notarizer` refuses a client without one when it is
+    built, so a server missing its key fails at start-up rather than on its first call.
+    ``timeout`` bounds each attempt (seconds). ``retries`` is the number of *additional*
+    attempts after the first for transient failures, so at most ``retries + 1`` requests
+    are made; the wait before retry ``n`` (0-based) is ``backoff * 2**n`` seconds with
+    "equal jitter" (half fixed, half random, so many servers retrying together spread out),
+    capped at :data:`MAX_BACKOFF`, and never shorter than a ``Retry-After`` the notary sent
+    with a 5xx (also capped).
 
     ``session`` lets an application share its own ``aiohttp.ClientSession`` (it is then not
     closed by this client). Without one, a session is created lazily on first use inside
@@ -182,6 +208,11 @@ class NotaryClient:
             raise ValueError("retries must be >= 0")
         if backoff < 0:
             raise ValueError("backoff must be >= 0")
+        if api_key is not None and (not isinstance(api_key, str)
+                                    or _NOT_IN_A_KEY.search(api_key) is not None):
+            # The key itself is never part of a message.
+            raise ValueError("api_key must be a string without whitespace or control "
+                             "characters (the key is not shown)")
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self.timeout = timeout
@@ -193,6 +224,11 @@ class NotaryClient:
     def __repr__(self) -> str:
         # Never show the API key.
         return f"NotaryClient({self.base_url!r}, retries={self.retries}, timeout={self.timeout})"
+
+    @property
+    def has_api_key(self) -> bool:
+        """Whether this client can notarize (an empty key counts as none)."""
+        return bool(self._api_key)
 
     # Lifetime -------------------------------------------------------------------------------
 
@@ -238,8 +274,8 @@ class NotaryClient:
         returned, because a receipt for anything else would be embedded in a result it does
         not describe. Its signature is the verifier's to check, against keys it trusts.
         """
-        if self._api_key is None:
-            raise ValueError("notarize() needs an API key; pass api_key to NotaryClient")
+        if not self._api_key:
+            raise ValueError(MISSING_API_KEY)
         if not isinstance(call_sha256, str) or _HEX64.fullmatch(call_sha256) is None:
             raise ValueError("call_sha256 must be 64 lower-case hex characters")
         body = {"server": server, "tool": tool, "call_sha256": call_sha256}
@@ -294,7 +330,7 @@ class NotaryClient:
                        params: Mapping[str, str] | None = None) -> dict[str, Any]:
         url = self.base_url + path
         headers = {"Accept": "application/json"}
-        if auth and self._api_key is not None:
+        if auth and self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         data: bytes | None = None
         if body is not None:
@@ -335,10 +371,10 @@ class NotaryClient:
                 payload = await read_bounded(resp, MAX_JSON_BYTES)
                 status, reason, resp_headers = resp.status, resp.reason, resp.headers
         except TimeoutError as exc:
-            raise _Retryable(f"timed out after {self.timeout}s") from exc
+            raise _Retryable(f"timed out after {self.timeout:g} s") from exc
         except aiohttp.ClientError as exc:
             # Connection refused/reset, DNS, a response cut short: transient by nature.
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+            raise _Retryable(_connection_failure(exc)) from exc
         if payload is None:
             raise NotaryResponseError(f"the notary's answer from {url} is larger than "
                                       f"{MAX_JSON_BYTES} bytes")

@@ -21,8 +21,12 @@ use it, all built on the same code:
 Only final results are notarized (``resultType`` absent or ``complete``); an
 ``input_required`` result asks the client for more, so it passes through untouched.
 
-When notarization fails (notary unreachable, key refused, quota exhausted, a record that
-cannot be hashed faithfully) the tool has *already run*. ``on_unavailable="fail"`` (default)
+A client without an API key is refused when the :class:`Notarizer` is built (ValueError), so
+a misconfigured server fails at start-up, not on its first call.
+
+When notarization fails (notary unreachable, key refused or revoked, quota exhausted, any other
+4xx or 5xx, a record that cannot be hashed faithfully, even a bug in the notarizer) the tool
+has *already run*. ``on_unavailable="fail"`` (default)
 withholds the result and answers the ``tools/call`` with a JSON-RPC error (INTERNAL_ERROR,
 ``data["com.rightshold/tool-call"] = {spec, notarized: false, reason, tool_executed: true}``)
 rather than an ``isError`` result: an ``isError`` result is a tool outcome, and under this SDK
@@ -40,6 +44,7 @@ received, and :func:`verify_tool_result` checks it offline with
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, overload
@@ -60,7 +65,7 @@ from notary.core.receipts import Jwks, Receipt
 from notary.core.records import SPEC, CallRecord, RecordError, is_final, new_salt
 from notary.core.toolcall import rebuild_record
 from notary.core.verification import Verdict, verify_receipt
-from notary.sdk.client import NotaryClient, NotaryError
+from notary.sdk.client import MISSING_API_KEY, NotaryClient, NotaryError
 
 __all__ = [
     "TOOL_CALL_META_KEY",
@@ -96,8 +101,9 @@ class NotarizationFailedError(MCPError, NotaryBaseError):
     def __init__(self, tool: str, reason: str) -> None:
         super().__init__(
             INTERNAL_ERROR,
-            f"tool {tool!r} ran but its result could not be notarized ({reason}); the result "
-            "is withheld. Its side effects, if any, have happened: do not blindly retry a "
+            # JSON quoting, as the JS package's message: one shape for clients of both.
+            f"tool {_quoted(tool)} ran but its result could not be notarized ({reason}); the "
+            "result is withheld. Its side effects, if any, have happened: do not blindly retry a "
             "non-idempotent call.",
             {TOOL_CALL_META_KEY: {"spec": SPEC, "notarized": False, "reason": reason,
                         "tool_executed": True}},
@@ -176,12 +182,21 @@ def _normalized(wire: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _quoted(text: str) -> str:
+    """``text`` as a JSON string, the way JavaScript's ``JSON.stringify`` quotes it."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+_EXPECTED_FAILURES = (NotaryError, RecordError, CanonicalizationError)
+
+
 def _describe(exc: Exception) -> str:
+    """The ``reason`` a client is told; an unexpected error is named, its text kept in the log."""
     if isinstance(exc, NotaryError):
         return str(exc)
     if isinstance(exc, RecordError | CanonicalizationError):
         return f"the call record cannot be hashed: {exc}"
-    return f"{type(exc).__name__}: {exc}"  # pragma: no cover - only the types above are caught
+    return f"unexpected {type(exc).__name__} in the notarizer (see the server log)"
 
 
 class Notarizer:
@@ -210,6 +225,8 @@ class Notarizer:
             raise ValueError(f"on_unavailable must be 'fail' or 'mark', not {on_unavailable!r}")
         if not isinstance(server_name, str) or not server_name:
             raise ValueError("server_name must be a non-empty string")
+        if not client.has_api_key:
+            raise ValueError(MISSING_API_KEY)
         self.client = client
         self.server_name = server_name
         self.embed_receipt = embed_receipt
@@ -242,8 +259,12 @@ class Notarizer:
             )
             digest = record.call_sha256()
             receipt = await self.client.notarize(self.server_name, tool, digest)
-        except (NotaryError, RecordError, CanonicalizationError) as exc:
-            return self._failed(tool, wire, _describe(exc))
+        except Exception as exc:
+            # Whatever went wrong, the tool has run, so the client is told so in the documented
+            # shape rather than with a bare "Internal server error"; only an error nobody
+            # expected (a bug, a closed shared session) puts a traceback in the log.
+            expected = isinstance(exc, _EXPECTED_FAILURES)
+            return self._failed(tool, wire, _describe(exc), None if expected else exc)
         block: dict[str, Any] = {
             "spec": SPEC,
             "id": receipt.id,
@@ -270,9 +291,12 @@ class Notarizer:
         meta[TOOL_CALL_META_KEY] = block
         return {**wire, "_meta": meta}
 
-    def _failed(self, tool: str, wire: dict[str, Any], reason: str) -> dict[str, Any]:
-        _log.warning("could not notarize a result of tool %r (%s); policy %r",
-                     tool, reason, self.on_unavailable)
+    def _failed(self, tool: str, wire: dict[str, Any], reason: str,
+                unexpected: Exception | None = None) -> dict[str, Any]:
+        """Apply the policy; one log line (with the traceback only for an unexpected error)."""
+        _log.log(logging.WARNING if unexpected is None else logging.ERROR,
+                 "could not notarize a result of tool %s (%s); policy %s", _quoted(tool),
+                 reason, _quoted(self.on_unavailable), exc_info=unexpected)
         if self.on_unavailable == "fail":
             raise NotarizationFailedError(tool, reason)
         return self._with_block(tool, wire, {"spec": SPEC, "notarized": False, "reason": reason})
