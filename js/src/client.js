@@ -15,6 +15,12 @@ export const MAX_BACKOFF_MS = 2000;
 /** Largest answer read from the notary; receipts with their proofs are a few kilobytes. */
 export const MAX_ANSWER_BYTES = 4 << 20;
 const HEX64 = /^[0-9a-f]{64}$/;
+// Whitespace and control characters can never be part of a key (a trailing newline read from a
+// file is the usual culprit) and must never reach a header.
+const NOT_IN_A_KEY = /[\x00-\x20\x7f-\x9f\s]/;
+
+/** Why a NotaryClient without a key cannot notarize (the Python SDK says the same). */
+export const MISSING_API_KEY = "the notary client has no API key, so no tool result could be notarized: pass apiKey to NotaryClient (a server usually reads it from the NOTARY_API_KEY environment variable; create one with `notary apikey create`)";
 
 class Retryable extends Error {
   constructor(description, { status = null, retryAfter = null, cause } = {}) {
@@ -29,6 +35,16 @@ function retryAfterMs(headers) {
   if (value === null) return null;
   const seconds = Number(value);
   return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : null;
+}
+
+/**
+ * A failed exchange in the words the Python client uses: "connection failed (ECONNREFUSED)" when
+ * the system error is known (what an operator looks up), else the error as fetch names it.
+ */
+function connectionFailure(e) {
+  const code = e?.cause?.code ?? e?.code;
+  if (typeof code === "string" && /^E[A-Z0-9]+$/.test(code)) return `connection failed (${code})`;
+  return `${e?.name ?? "Error"}: ${e?.cause?.code ?? e?.cause?.message ?? e?.message ?? e}`;
 }
 
 function errorBody(status, statusText, text) {
@@ -67,9 +83,10 @@ async function readText(resp) {
 
 /**
  * `new NotaryClient(url, apiKey, {timeoutMs, retries, backoffMs, fetch})`. `apiKey` is needed
- * only by notarize(). At most `retries + 1` requests are made per call; the wait before retry n
- * is backoffMs·2^n with equal jitter, capped at MAX_BACKOFF_MS, never shorter than a 5xx's
- * Retry-After (capped too). The API key is never part of any message or printed form.
+ * only by notarize(); a Notarizer refuses a client without one when it is built, so a server
+ * missing its key fails at start-up rather than on its first call. At most `retries + 1`
+ * requests are made per call; the wait before retry n is backoffMs·2^n with equal jitter, capped
+ * at MAX_BACKOFF_MS, never shorter than a 5xx's Retry-After (capped too). The API key is never part of any message or printed form.
  */
 export class NotaryClient {
   #apiKey;
@@ -81,12 +98,20 @@ export class NotaryClient {
     if (!Number.isInteger(retries) || retries < 0) throw new RangeError("retries must be an integer >= 0");
     if (!(backoffMs >= 0)) throw new RangeError("backoffMs must be >= 0");
     if (typeof fetch !== "function") throw new TypeError("no fetch function available; pass one in the options");
+    if (apiKey !== null && apiKey !== undefined && (typeof apiKey !== "string" || NOT_IN_A_KEY.test(apiKey))) {
+      throw new TypeError("apiKey must be a string without whitespace or control characters (the key is not shown)");
+    }
     this.baseUrl = baseUrl.replace(/\/+$/, "");
     this.#apiKey = apiKey;
     this.#fetch = fetch;
     this.timeoutMs = timeoutMs;
     this.retries = retries;
     this.backoffMs = backoffMs;
+  }
+
+  /** Whether this client can notarize (an empty key counts as none). */
+  get hasApiKey() {
+    return Boolean(this.#apiKey);
   }
 
   toString() {
@@ -116,7 +141,7 @@ export class NotaryClient {
    * call (same server, tool and digest) before it is returned.
    */
   async notarize(server, tool, callSha256) {
-    if (this.#apiKey === null || this.#apiKey === undefined) throw new TypeError("notarize() needs an API key; pass apiKey to NotaryClient");
+    if (!this.#apiKey) throw new TypeError(MISSING_API_KEY);
     if (typeof callSha256 !== "string" || !HEX64.test(callSha256)) throw new TypeError("callSha256 must be 64 lower-case hex characters");
     const body = { server, tool, call_sha256: callSha256 };
     const receipt = await this.request("POST", "/v1/tool-calls", { body, auth: true });
@@ -198,8 +223,8 @@ export class NotaryClient {
       text = await readText(resp);
     } catch (e) {
       if (e instanceof TooLarge) throw new NotaryResponseError(`the notary's answer from ${url} is larger than ${MAX_ANSWER_BYTES} bytes`);
-      if (e?.name === "TimeoutError" || e?.name === "AbortError") throw new Retryable(`timed out after ${this.timeoutMs} ms`, { cause: e });
-      throw new Retryable(`${e?.name ?? "Error"}: ${e?.cause?.code ?? e?.cause?.message ?? e?.message ?? e}`, { cause: e });
+      if (e?.name === "TimeoutError" || e?.name === "AbortError") throw new Retryable(`timed out after ${this.timeoutMs / 1000} s`, { cause: e });
+      throw new Retryable(connectionFailure(e), { cause: e });
     }
     const status = resp.status;
     if (status >= 500) {

@@ -10,12 +10,18 @@
 // explicit (a client's parsed result cannot tell absent from false), hashed with a fresh salt,
 // notarized, and returned with the block in _meta, every other _meta key kept.
 //
-// When notarization fails the tool has already run. onUnreachable "fail" (default) withholds
-// the result and answers with a JSON-RPC error (-32603) whose data carries
+// A client without an API key is refused when the Notarizer is built, so a misconfigured server
+// fails at start-up, not on its first call.
+//
+// When notarization fails (notary unreachable, key refused or revoked, quota spent, any other 4xx
+// or 5xx, a record that cannot be hashed faithfully, even a bug in the notarizer) the tool has
+// already run. onUnreachable "fail" (default) withholds the result and answers with a JSON-RPC
+// error (-32603) whose data carries
 // {spec, notarized: false, reason, tool_executed: true}; "mark" returns the result with
 // _meta block {spec, notarized: false, reason}. Never silently.
 
 import { CanonicalizationError, NotaryClientError, RecordError } from "./errors.js";
+import { MISSING_API_KEY } from "./client.js";
 import { SPEC, hashedResult, isFinal, makeRecord, newSalt, recordBytes } from "./records.js";
 import { toHex } from "./bytes.js";
 import { sha256 } from "@noble/hashes/sha2.js";
@@ -36,10 +42,13 @@ export class NotarizationFailedError extends Error {
   }
 }
 
+const expected = (e) => e instanceof NotaryClientError || e instanceof RecordError || e instanceof CanonicalizationError;
+
+/** The reason a client is told; an unexpected error is named, its text kept in the log. */
 function describe(e) {
   if (e instanceof NotaryClientError) return e.message;
   if (e instanceof RecordError || e instanceof CanonicalizationError) return `the call record cannot be hashed: ${e.message}`;
-  return `${e?.name ?? "Error"}: ${e?.message ?? e}`;
+  return `unexpected ${e?.name ?? "error"} in the notarizer (see the server log)`;
 }
 
 function wireForm(result) {
@@ -63,6 +72,7 @@ export class Notarizer {
     if (onUnreachable !== "fail" && onUnreachable !== "mark") throw new TypeError(`onUnreachable must be 'fail' or 'mark', not ${JSON.stringify(onUnreachable)}`);
     if (typeof serverName !== "string" || !serverName) throw new TypeError("serverName must be a non-empty string");
     if (!client || typeof client.notarize !== "function") throw new TypeError("client must be a NotaryClient");
+    if (client.hasApiKey === false) throw new TypeError(MISSING_API_KEY);
     this.client = client;
     this.serverName = serverName;
     this.onUnreachable = onUnreachable;
@@ -89,10 +99,9 @@ export class Notarizer {
       const digest = toHex(sha256(recordBytes(record)));
       receipt = await this.client.notarize(this.serverName, tool, digest);
     } catch (e) {
-      if (e instanceof NotaryClientError || e instanceof RecordError || e instanceof CanonicalizationError) {
-        return this.#failed(tool, wire ?? {}, describe(e));
-      }
-      throw e;
+      // Whatever went wrong, the tool has run: the client is told so in the documented shape,
+      // never with a bare -32603; only an error nobody expected puts its stack in the log.
+      return this.#failed(tool, wire ?? {}, describe(e), expected(e) ? null : e);
     }
     const block = {
       spec: SPEC, id: receipt.id, call_sha256: receipt.call_sha256, salt: record.salt,
@@ -114,8 +123,9 @@ export class Notarizer {
     return { ...wire, _meta: meta };
   }
 
-  #failed(tool, wire, reason) {
-    this.logger?.warn?.(`[mcp-notary] could not notarize a result of tool ${JSON.stringify(tool)} (${reason}); policy ${JSON.stringify(this.onUnreachable)}`);
+  #failed(tool, wire, reason, unexpected = null) {
+    const line = `[mcp-notary] could not notarize a result of tool ${JSON.stringify(tool)} (${reason}); policy ${JSON.stringify(this.onUnreachable)}`;
+    this.logger?.warn?.(unexpected === null ? line : `${line}\n${unexpected?.stack ?? unexpected}`);
     if (this.onUnreachable === "fail") throw new NotarizationFailedError(tool, reason);
     return this.#withBlock(tool, wire, { spec: SPEC, notarized: false, reason });
   }

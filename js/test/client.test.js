@@ -114,7 +114,7 @@ test("arguments are checked and the API key is never shown", () => {
   for (const shown of [String(client), inspect(client), JSON.stringify(client), inspect(client, { showHidden: true, depth: 5 })]) {
     assert.ok(!shown.includes(KEY), shown);
   }
-  assert.rejects(new NotaryClient(url).notarize("s", "t", digest), /needs an API key/);
+  assert.rejects(new NotaryClient(url).notarize("s", "t", digest), /has no API key/);
   assert.rejects(client.notarize("s", "t", "XYZ"), /64 lower-case hex/);
   assert.equal(client.receiptUrl("tc_a/b"), `${url}/v1/tool-calls/tc_a%2Fb`);
 });

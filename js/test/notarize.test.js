@@ -2,7 +2,7 @@
 // SDK's, and a failure is never silent.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { META_KEY, NotarizationFailedError, Notarizer, NotaryUnavailableError, callSha256, recordFor, notarizationOf } from "../src/index.js";
+import { META_KEY, NotarizationFailedError, Notarizer, NotaryClient, NotaryUnavailableError, callSha256, recordFor, notarizationOf } from "../src/index.js";
 
 function fakeClient({ fail = null } = {}) {
   const calls = [];
@@ -100,4 +100,40 @@ test("the handler wrapper copies the arguments before the tool runs and skips ta
   const task = await n.wrapHandler(async () => ({ task: { taskId: "x" } }))({ params: { name: "t", task: {} } }, {});
   assert.deepEqual(task, { task: { taskId: "x" } });
   assert.equal(client.calls.length, 1);
+});
+
+test("a client without an API key is refused when the Notarizer is built, naming the setting", () => {
+  for (const key of [undefined, null, ""]) {
+    const client = new NotaryClient("http://127.0.0.1:9", key);
+    assert.equal(client.hasApiKey, false);
+    assert.throws(() => new Notarizer(client, "srv"), (e) => {
+      assert.ok(e instanceof TypeError);
+      assert.match(e.message, /has no API key/);
+      assert.match(e.message, /pass apiKey to NotaryClient/);
+      assert.match(e.message, /NOTARY_API_KEY/);
+      return true;
+    });
+  }
+  assert.equal(new NotaryClient("http://127.0.0.1:9", "nk_abc_def").hasApiKey, true);
+  for (const bad of ["nk_abc_def\n", " nk_abc_def", "nk_abc\u0000def"]) {
+    assert.throws(() => new NotaryClient("http://127.0.0.1:9", bad), (e) => e instanceof TypeError && /whitespace or control/.test(e.message) && !e.message.includes("nk_abc"));
+  }
+});
+
+test("an unexpected error after the tool ran is still the documented error, its stack in the log", async () => {
+  const warnings = [];
+  const bug = new TypeError("a bug in a custom client");
+  const n = new Notarizer(fakeClient({ fail: bug }), "srv", { logger: { warn: (m) => warnings.push(m) } });
+  const reason = "unexpected TypeError in the notarizer (see the server log)";
+  await assert.rejects(n.notarizeResult("t", {}, { content: [] }), (e) => {
+    assert.ok(e instanceof NotarizationFailedError);
+    assert.equal(e.code, -32603);
+    assert.deepEqual(e.data, { [META_KEY]: { spec: "rs-tool-call/1", notarized: false, reason, tool_executed: true } });
+    return true;
+  });
+  assert.equal(warnings.length, 1);
+  assert.ok(warnings[0].startsWith(`[mcp-notary] could not notarize a result of tool "t" (${reason}); policy "fail"\n`), warnings[0]);
+  assert.match(warnings[0], /a bug in a custom client/);
+  const mark = new Notarizer(fakeClient({ fail: bug }), "srv", { onUnreachable: "mark", logger: { warn() {} } });
+  assert.deepEqual((await mark.notarizeResult("t", {}, { content: [] }))._meta[META_KEY], { spec: "rs-tool-call/1", notarized: false, reason });
 });

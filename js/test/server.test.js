@@ -26,17 +26,25 @@ before(async () => {
 });
 after(async () => notary?.cleanup());
 
-async function connect(clientKind, env) {
-  const fullEnv = { ...process.env, NOTARY_URL: notary.url, NOTARY_API_KEY: notary.apiKey, ...env };
+/**
+ * A TypeScript client connected to the fixture server over stdio. `env` entries set to undefined
+ * are removed from the server's environment; `stderr` (an array) collects what the server logs.
+ */
+async function connect(clientKind, env, { stderr = null, target = notary } = {}) {
+  const fullEnv = { ...process.env, NOTARY_URL: target.url, NOTARY_API_KEY: target.apiKey, ...env };
+  for (const [k, v] of Object.entries(fullEnv)) if (v === undefined) delete fullEnv[k];
   const params = { command: process.execPath, args: [server], env: fullEnv, stderr: "pipe" };
+  const Transport = clientKind === "v1" ? StdioV1 : StdioV2;
+  const transport = new Transport(params);
+  if (stderr !== null) transport.stderr.on("data", (chunk) => stderr.push(String(chunk)));
   if (clientKind === "v1") {
     const client = new ClientV1({ name: "js-test", version: "1.0.0" });
-    await client.connect(new StdioV1(params));
+    await client.connect(transport);
     return client;
   }
   const negotiation = { "v2-auto": { versionNegotiation: { mode: "auto" } }, "v2-modern": { versionNegotiation: { mode: { pin: "2026-07-28" } } } };
   const client = new ClientV2({ name: "js-test", version: "1.0.0" }, negotiation[clientKind] ?? {});
-  await client.connect(new StdioV2(params));
+  await client.connect(transport);
   return client;
 }
 
@@ -155,6 +163,51 @@ describe("an unreachable notary is never silent", () => {
         await assert.rejects(verifyToolCall({ tool: "echo", arguments: { text: "x" }, result }, { trust }), VerifierInputError);
       } finally {
         await client.close();
+      }
+    });
+  }
+});
+
+describe("a server that cannot notarize fails at start-up, or answers the documented error", () => {
+  for (const sdk of ["v1", "v2"]) {
+    test(`SDK ${sdk}: without NOTARY_API_KEY the server refuses to start, naming the setting`, async () => {
+      const stderr = [];
+      await assert.rejects(connect(sdk === "v1" ? "v1" : "v2-auto", { FIXTURE_SDK: sdk, NOTARY_API_KEY: undefined }, { stderr }));
+      const text = stderr.join("");
+      assert.match(text, /the notary client has no API key, so no tool result could be notarized: pass apiKey to NotaryClient/, text);
+      assert.match(text, /NOTARY_API_KEY/);
+    });
+  }
+
+  const withheld = (tool, reason) => `tool "${tool}" ran but its result could not be notarized (${reason}); the result is withheld. Its side effects, if any, have happened: do not blindly retry a non-idempotent call.`;
+  for (const [sdk, clientKind] of [["v1", "v1"], ["v2", "v2-legacy"], ["v2", "v2-auto"]]) {
+    test(`SDK ${sdk}, client ${clientKind}: a key revoked meanwhile, then a stopped notary`, async () => {
+      const own = await startNotary({ origin: "js-failures.example/log" });
+      const stderr = [];
+      const client = await connect(clientKind, { FIXTURE_SDK: sdk }, { stderr, target: own });
+      try {
+        const first = await client.callTool({ name: "add", arguments: { a: 1, b: 1 } });
+        assert.ok(first._meta?.[META_KEY]?.receipt, "notarized while the key is valid");
+        const revoke = notaryCli("apikey", "revoke", "--data", own.data, own.apiKey);
+        assert.equal(revoke.status, 0, revoke.stderr);
+        const cases = [["notary answered 401 unauthorized: this API key has been revoked", null],
+          [`notary at ${own.url} unavailable after 2 attempt(s): connection failed (ECONNREFUSED)`, () => own.stop()]];
+        for (const [reason, before] of cases) {
+          await before?.();
+          stderr.length = 0;
+          await assert.rejects(client.callTool({ name: "add", arguments: { a: 1, b: 1 } }), (e) => {
+            assert.equal(e.code, -32603);
+            // SDK 1.x's client prefixes the code to the message it received
+            assert.equal(e.message.replace(/^MCP error -32603: /, ""), withheld("add", reason));
+            assert.deepEqual(e.data, { [META_KEY]: { spec: "rs-tool-call/1", notarized: false, reason, tool_executed: true } });
+            return true;
+          });
+          // one line on the server's stderr, the reason without the key, no stack
+          assert.equal(stderr.join(""), `[mcp-notary] could not notarize a result of tool "add" (${reason}); policy "fail"\n`);
+        }
+      } finally {
+        await client.close();
+        await own.cleanup();
       }
     });
   }

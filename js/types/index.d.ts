@@ -16,6 +16,8 @@ export interface NotaryClientOptions {
 export class NotaryClient {
   constructor(baseUrl: string, apiKey?: string | null, options?: NotaryClientOptions);
   readonly baseUrl: string;
+  /** Whether this client can notarize (a Notarizer refuses a client without a key). */
+  readonly hasApiKey: boolean;
   readonly timeoutMs: number;
   readonly retries: number;
   readonly backoffMs: number;
@@ -44,6 +46,7 @@ export interface NotarizerOptions {
 
 /** Notarizes the final tool results of one MCP server through one notary. */
 export class Notarizer {
+  /** Throws a TypeError naming `apiKey` when `client` has no API key. */
   constructor(client: NotaryClient, serverName: string, options?: NotarizerOptions);
   readonly client: NotaryClient;
   readonly serverName: string;

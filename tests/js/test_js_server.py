@@ -9,21 +9,23 @@ dependencies (``npm ci`` in js/, which ./scripts/test runs before pytest).
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
-from mcp_types import CallToolResult
+from mcp_types import INTERNAL_ERROR, CallToolResult
 
 from ledger.core.note import Ed25519Verifier
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Jwks
 from notary.core.records import SPEC
-from notary.sdk import NotaryClient, notarization_of, verify_tool_result
+from notary.sdk import Notarizer, NotaryClient, notarization_of, verify_tool_result
 from notary.verifier.inputs import call_from_document
 from notary.verifier.trust import Trust
 from notary.verifier.verify import verify_tool_call
@@ -168,3 +170,64 @@ async def test_unreachable_notary_fails_the_call_loudly(
         result = await client.call_tool("add", {"a": 1, "b": 2})
     block = notarization_of(result)
     assert block is not None and block["notarized"] is False and "unavailable" in block["reason"]
+
+
+def _python_example_server() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "_example_notarized_server_js", REPO / "examples" / "notarized_server.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _error(info: pytest.ExceptionInfo[MCPError]) -> tuple[int, str, Any]:
+    return info.value.error.code, info.value.error.message, info.value.error.data
+
+
+@pytest.mark.parametrize(("sdk", "mode"), [("v1", "legacy"), ("v2", "auto"), ("v2", "legacy")])
+async def test_both_sdks_answer_a_failed_notarization_identically(
+    server_script: Path, tmp_path: Path, sdk: str, mode: str
+) -> None:
+    """A key revoked meanwhile, then a stopped notary: the same error from both SDKs' servers.
+
+    The Python example server (in process) and the TypeScript fixture server (over stdio), both
+    notarizing through one real notary, are called by the Python ``mcp.Client``; each failure
+    reaches it as the same JSON-RPC error, code, message and data alike.
+    """
+    example = _python_example_server()
+    async with app_notary(tmp_path / "data") as app, AsyncExitStack() as stack:
+        # One account: a server name belongs to one account, and both servers use one name.
+        py_key, js_key = app.create_api_key("sdks"), app.create_api_key("sdks")
+        notarizer = Notarizer(NotaryClient(app.url, py_key, retries=1, backoff=0.01), "ts-fixture")
+        servers = {
+            "python": await stack.enter_async_context(
+                Client(example.build_server(notarizer), mode=mode)),
+            "js": await stack.enter_async_context(
+                Client(params(server_script, {"url": app.url, "key": js_key}, FIXTURE_SDK=sdk),
+                       mode=mode)),
+        }
+        for client in servers.values():
+            first = await client.call_tool("add", {"a": 1, "b": 2})
+            assert notarization_of(first) is not None
+        await app.revoke_api_key(py_key)
+        await app.revoke_api_key(js_key)
+        stopped = (f"notary at {app.url} unavailable after 2 attempt(s): "
+                   "connection failed (ECONNREFUSED)")
+        for reason in ("notary answered 401 unauthorized: this API key has been revoked",
+                       stopped):
+            if reason == stopped:
+                await app.stop()
+            errors = {}
+            for name, client in servers.items():
+                with pytest.raises(MCPError) as info:
+                    await client.call_tool("add", {"a": 1, "b": 2})
+                errors[name] = _error(info)
+            assert errors["python"] == errors["js"] == (
+                INTERNAL_ERROR,
+                f'tool "add" ran but its result could not be notarized ({reason}); the result '
+                "is withheld. Its side effects, if any, have happened: do not blindly retry a "
+                "non-idempotent call.",
+                {TOOL_CALL_META_KEY: {"spec": SPEC, "notarized": False, "reason": reason,
+                                      "tool_executed": True}},
+            )
