@@ -1,6 +1,7 @@
-"""Administration on any notary store: API keys and receipt keys.
+"""Administration on any notary store: accounts, API keys, server names and receipt keys.
 
-``notary apikey …`` and ``notary keys rotate`` are thin wrappers over these; anything that holds
+``notary apikey …``, ``notary account …``, ``notary names …`` and ``notary keys rotate`` are
+thin wrappers over these; anything that holds
 a store in process (a memory store has no other way in, tests, an embedding application) calls
 them directly, so both paths check the same things.
 """
@@ -10,10 +11,13 @@ from __future__ import annotations
 from notary.core.accounts import ACCOUNT_RE, NewApiKey, new_api_key
 from notary.core.errors import NotaryBaseError
 from notary.core.receipts import ReceiptKey
+from notary.core.records import MAX_NAME_CHARS
+from notary.core.server_names import is_valid_name
 from notary.keys import Paths, create_receipt_key
-from notary.store.base import NotaryStore
+from notary.store.base import AllowanceConflict, NotaryStore, ServerNameTaken
 
-__all__ = ["AdminError", "create_api_key", "revoke_api_key", "rotate_receipt_key"]
+__all__ = ["AdminError", "create_api_key", "grant_server_name", "move_server_name",
+           "revoke_api_key", "rotate_receipt_key", "set_monthly_allowance"]
 
 
 class AdminError(NotaryBaseError, ValueError):
@@ -24,17 +28,64 @@ async def create_api_key(store: NotaryStore, account: str, monthly_allowance: in
                          ) -> NewApiKey:
     """A new API key for ``account`` (created if new); its token is shown once, never stored.
 
-    ``monthly_allowance`` (writes per UTC month) replaces the account's when given; None keeps
-    it, or makes a new account unlimited.
+    ``monthly_allowance`` (writes per UTC month) is a new account's (None: unlimited). The
+    allowance is the account's, shared by all its keys: for an existing account a different
+    one is refused (:func:`set_monthly_allowance` changes it), so adding a key never changes
+    what the others may spend.
     """
+    _check_account(account)
+    _check_allowance(monthly_allowance)
+    key = new_api_key()
+    try:
+        await store.create_api_key(account, monthly_allowance, key.key_id, key.secret_sha256)
+    except AllowanceConflict as e:
+        raise AdminError(f"{e}, shared by all its keys; a new key does not change it (leave "
+                         "out --monthly-allowance, or change it for every key with `notary "
+                         f"account set-allowance {account} N`)") from None
+    return key
+
+
+def _check_account(account: str) -> None:
     if not ACCOUNT_RE.fullmatch(account):
         raise AdminError("account names are 1-64 characters: letters, digits and ._@- "
                          "(starting with a letter or digit)")
+
+
+def _check_allowance(monthly_allowance: int | None) -> None:
     if monthly_allowance is not None and monthly_allowance < 0:
         raise AdminError("the monthly allowance must be zero or more")
-    key = new_api_key()
-    await store.create_api_key(account, monthly_allowance, key.key_id, key.secret_sha256)
-    return key
+
+
+async def set_monthly_allowance(store: NotaryStore, account: str, monthly_allowance: int | None
+                                ) -> None:
+    """Set an account's allowance (writes per UTC month; None: unlimited) for all its keys;
+    it takes effect at once in every process."""
+    _check_allowance(monthly_allowance)
+    if not await store.set_monthly_allowance(account, monthly_allowance):
+        raise AdminError(f"no account {account!r} (an account is created with its first key: "
+                         "`notary apikey create --account NAME`)")
+
+
+def _check_server_name(name: str) -> None:
+    if not is_valid_name(name):
+        raise AdminError(f"a server name is 1-{MAX_NAME_CHARS} printable characters")
+
+
+async def grant_server_name(store: NotaryStore, name: str, account: str) -> bool:
+    """Give ``account`` a server name nobody holds (False: it holds it already). Refused when
+    the name, or one confusable with it, is another account's: :func:`move_server_name`."""
+    _check_server_name(name)
+    try:
+        return await store.grant_server_name(name, account)
+    except ServerNameTaken as e:
+        raise AdminError(f"{e}; to give it to {account!r}, move it: `notary names move`") \
+            from None
+
+
+async def move_server_name(store: NotaryStore, name: str, account: str) -> str:
+    """Give a held server name to ``account``; the account that held it."""
+    _check_server_name(name)
+    return await store.move_server_name(name, account)
 
 
 def api_key_id(key_or_id: str) -> str:

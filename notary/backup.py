@@ -19,7 +19,12 @@ it). It compares the backup's checkpoint with every newer one it can see:
 
 A checkpoint beyond the backup's size refuses the restore; one at or below it must have the
 root the backup's own tree has at that size (else the backup is of another history). The data
-directory being replaced is moved aside (``<data>.replaced-<time>``), never deleted.
+directory being replaced is moved aside (``<data>.replaced-<time>``), never deleted; it holds
+the log's private key, so it gets a ``.gitignore`` that keeps all of it out of a repository.
+
+Restore also refuses while a server runs on the data directory (:mod:`ledger.dirlock`): the
+server would go on writing into the moved-aside copy. The restored directory is built beside
+the data directory and renamed into place, so a restore cut short leaves the old one as it was.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import Any
 from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import Ed25519Verifier, NoteError
+from ledger.dirlock import DirectoryInUseError, exclusive
 from ledger.reader import LogReader, stack_coords
 from ledger.storage.sqlite import SqliteStore
 from ledger.witnessing import STATE_FILE as WITNESSING_FILE
@@ -229,6 +235,21 @@ def restore(backup_dir: Path, data: Path, checkpoints: list[tuple[str, bytes]] |
         verifier.name, 0, EMPTY_ROOT)
     keys = len(list(bak.receipt_keys.glob("*.key"))) if bak.receipt_keys.is_dir() else 0
     info = BackupInfo(cp.origin, cp.size, cp.root_hash, note or b"", keys)
+    if not data.exists():
+        return info, _replace(backup_dir, data, info, verifier, checkpoints)
+    try:
+        with exclusive(data, "notary restore"):
+            return info, _replace(backup_dir, data, info, verifier, checkpoints)
+    except DirectoryInUseError as e:
+        raise BackupError(str(e)) from None
+
+
+IGNORE_ALL = "# Moved aside by `notary restore`: holds the log's private key. Never commit it.\n*\n"
+
+
+def _replace(backup_dir: Path, data: Path, info: BackupInfo, verifier: Ed25519Verifier,
+             checkpoints: list[tuple[str, bytes]] | None) -> Path | None:
+    """The checks against what ``data`` has seen, then the swap; where the old one went."""
     target = Paths(data)
     if target.log_vkey.exists() and _verifier(target).vkey != verifier.vkey:
         raise BackupError(f"{data} holds another log ({_verifier(target).vkey}); the backup is "
@@ -249,27 +270,40 @@ def restore(backup_dir: Path, data: Path, checkpoints: list[tuple[str, bytes]] |
                 f"backup is at size {info.size}. The log has moved on since this backup; "
                 "serving it would fork the log. Restore a newer backup, or start a new log "
                 "with a new origin.")
-        root = asyncio.run(_root_at(bak.db, other.size))
+        root = asyncio.run(_root_at(Paths(backup_dir).db, other.size))
         if root != other.root_hash:
             raise BackupError(
                 f"refusing to restore: {where} (size {other.size}) has another root than the "
                 "backup's tree at that size: the backup is of a different history")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    data.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    staged = data.with_name(f".{data.name}.restoring-{stamp}")
+    shutil.rmtree(staged, ignore_errors=True)  # an earlier restore of this second, cut short
+    staged.mkdir(mode=0o700)
+    try:
+        os.chmod(staged, 0o700)
+        for item in sorted(backup_dir.iterdir()):
+            if item.name == MANIFEST or item.name.startswith("."):
+                continue
+            if item.is_dir():
+                (staged / item.name).mkdir(mode=stat.S_IMODE(item.stat().st_mode))
+                for sub in sorted(item.iterdir()):
+                    _copy_file(sub, staged / item.name / sub.name)
+                _fsync_dir(staged / item.name)
+            else:
+                _copy_file(item, staged / item.name)
+        _fsync_dir(staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     moved: Path | None = None
-    if data.exists() and any(data.iterdir()):
-        moved = data.with_name(f"{data.name}.replaced-"
-                               f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
-        os.replace(data, moved)
-    data.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(data, 0o700)
-    for item in sorted(backup_dir.iterdir()):
-        if item.name == MANIFEST or item.name.startswith("."):
-            continue
-        if item.is_dir():
-            (data / item.name).mkdir(mode=stat.S_IMODE(item.stat().st_mode))
-            for sub in sorted(item.iterdir()):
-                _copy_file(sub, data / item.name / sub.name)
-            _fsync_dir(data / item.name)
+    if data.exists():
+        if any(data.iterdir()):
+            moved = data.with_name(f"{data.name}.replaced-{stamp}")
+            os.replace(data, moved)
+            (moved / ".gitignore").write_text(IGNORE_ALL)
         else:
-            _copy_file(item, data / item.name)
-    _fsync_dir(data)
-    return info, moved
+            data.rmdir()
+    os.replace(staged, data)
+    _fsync_dir(data.parent)
+    return moved

@@ -31,6 +31,7 @@ from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, parse_issued_at
 from notary.core.receipts import Jwks, Receipt, ReceiptKey
+from notary.core.server_names import NameHold, refusal_reason, skeletons
 from notary.keys import Paths, current_receipt_key, jwks_from_records
 from notary.store.base import (
     IssuedReceipt,
@@ -96,13 +97,33 @@ class NotFound(ServiceRefusal):
     status, code = 404, "not_found"
 
 
+class DigestTaken(ServiceRefusal):
+    """409: the digest is logged under another account. Its receipt is that account's and is
+    never handed to another as its own (DESIGN.md, Receipts); a caller that salts each record
+    freshly never meets this."""
+
+    status, code = 409, "digest_taken"
+
+    def __init__(self) -> None:
+        super().__init__("this call_sha256 was notarized by another account; its receipt is "
+                         "not this key's (salt each call record freshly)")
+
+
+class ServerNotAllowed(ServiceRefusal):
+    """403: the server name, or one confusable with it, belongs to another account (the first
+    account to notarize under a name holds it; the operator grants and moves names)."""
+
+    status, code = 403, "server_not_allowed"
+
+
 class AlreadyLogged(NotaryBaseError):
     """The screen's answer for a digest another process logged first: its stored receipt
-    (None when that receipt is withheld)."""
+    (None when that receipt is withheld) and the account it was logged under."""
 
-    def __init__(self, receipt: Receipt | None) -> None:
+    def __init__(self, receipt: Receipt | None, account: str | None) -> None:
         super().__init__("already logged")
         self.receipt = receipt
+        self.account = account
 
 
 class StoreCorrupt(ServiceRefusal):
@@ -150,7 +171,8 @@ class Notary:
         self._current: ReceiptKey | None = None
         self._kids: list[str] = []
         self._keys_read = 0.0
-        self._inflight: dict[str, asyncio.Future[Receipt]] = {}
+        #: Digests on their way to the log: the receipt and the account it is logged under.
+        self._inflight: dict[str, asyncio.Future[tuple[Receipt, str | None]]] = {}
         self._reserved: dict[UsageKey, int] = {}
         #: The clock receipts are stamped with and the log's latest time is checked against.
         self.clock: Callable[[], datetime] = utc_now
@@ -222,10 +244,11 @@ class Notary:
         """
         waiting = self._inflight.get(call_sha256)
         if waiting is not None:
-            receipt = await asyncio.shield(waiting)
-            self._check_same(receipt, server, tool)
+            receipt, owner = await asyncio.shield(waiting)
+            self._check_same(receipt, owner, account, server, tool)
             return await self.with_proof(receipt), False
-        fut: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[tuple[Receipt, str | None]] = \
+            asyncio.get_running_loop().create_future()
         self._inflight[call_sha256] = fut
         try:
             result = await self._notarize_new(account, server, tool, call_sha256, fut)
@@ -238,29 +261,35 @@ class Notary:
             del self._inflight[call_sha256]
         return result
 
-    async def _existing(self, receipt: Receipt | None, server: str, tool: str,
-                        fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool]:
+    async def _existing(self, receipt: Receipt | None, owner: str | None, account: Account,
+                        server: str, tool: str,
+                        fut: asyncio.Future[tuple[Receipt, str | None]]) -> tuple[Receipt, bool]:
+        """The answer for a digest logged already under ``owner``: its receipt, if this
+        account's and for this server and tool."""
         if receipt is None:
             raise DigestConflict("this call_sha256 was notarized already, but its receipt is "
                                  "withheld (it could not be recovered when the store was "
                                  "migrated)")
-        fut.set_result(receipt)
-        self._check_same(receipt, server, tool)
+        fut.set_result((receipt, owner))
+        self._check_same(receipt, owner, account, server, tool)
         return await self.with_proof(receipt), False
 
-    async def _known(self, call_sha256: str, server: str, tool: str,
-                     fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool] | None:
+    async def _known(self, call_sha256: str, account: Account, server: str, tool: str,
+                     fut: asyncio.Future[tuple[Receipt, str | None]]
+                     ) -> tuple[Receipt, bool] | None:
         """The answer for a digest stored already (its receipt), or None if it is not."""
         try:
             existing = await self.store.receipt_by_digest(call_sha256)
         except ReceiptWithheldError:
-            return await self._existing(None, server, tool, fut)
+            return await self._existing(None, None, account, server, tool, fut)
         if existing is None:
             return None
-        return await self._existing(existing, server, tool, fut)
+        owner = await self.store.digest_account(call_sha256)
+        return await self._existing(existing, owner, account, server, tool, fut)
 
     async def _notarize_new(self, account: Account, server: str, tool: str, call_sha256: str,
-                            fut: asyncio.Future[Receipt]) -> tuple[Receipt, bool]:
+                            fut: asyncio.Future[tuple[Receipt, str | None]]
+                            ) -> tuple[Receipt, bool]:
         """Queue a new entry. Whether the digest is logged already is decided by the batch's
         screen, under the log's lock (it must be decided there anyway, since another process
         may log it meanwhile), so a new digest costs no read of its own; only a request that
@@ -268,7 +297,7 @@ class Notary:
         because a known digest is answered with its receipt even then."""
         assert self.log is not None and self.log.sequencer is not None
         if self.log.sequencer.halted is not None:
-            known = await self._known(call_sha256, server, tool, fut)
+            known = await self._known(call_sha256, account, server, tool, fut)
             if known is not None:
                 return known
             raise _store_corrupt(self.log.sequencer.halted)
@@ -283,7 +312,7 @@ class Notary:
             else:
                 await self._reserve(account, month, now)
         except QuotaExceeded:
-            known = await self._known(call_sha256, server, tool, fut)
+            known = await self._known(call_sha256, account, server, tool, fut)
             if known is not None:
                 return known
             raise
@@ -292,14 +321,15 @@ class Notary:
         try:
             appended = await self.log.sequencer.append(entry.encode(), pending, proof=True)
         except AlreadyLogged as logged:  # by another process, decided under the log's lock
-            return await self._existing(logged.receipt, server, tool, fut)
+            return await self._existing(logged.receipt, logged.account, account, server, tool,
+                                        fut)
         except LogHaltedError as e:
             raise _store_corrupt(str(e)) from None
         finally:
             # Committed writes are counted in the store by now; refused ones never were.
             self._reserved[pending.usage_key] -= 1
         assert pending.receipt is not None
-        fut.set_result(pending.receipt)
+        fut.set_result((pending.receipt, account.name))
         proof = appended.proof
         if proof is None:  # the batch's proofs could not be computed together
             proof = tuple(await self.log.reader.inclusion_proof(appended.index, appended.size))
@@ -327,7 +357,12 @@ class Notary:
         return self._complete(receipt, proof, note)
 
     @staticmethod
-    def _check_same(receipt: Receipt, server: str, tool: str) -> None:
+    def _check_same(receipt: Receipt, owner: str | None, account: Account, server: str,
+                    tool: str) -> None:
+        """A logged digest answers only the account it was logged under, for its server and
+        tool (another account's receipt never stands in for this one's)."""
+        if owner != account.name:
+            raise DigestTaken()
         if receipt.server != server or receipt.tool != tool:
             raise DigestConflict(
                 "this call_sha256 was already notarized for another server or tool"
@@ -371,7 +406,10 @@ class Notary:
             return [None] * len(contexts)
         found = await notary_tx(tx).screen(
             [p.entry.call_sha256_hex for p in pendings],
-            {p.usage_key for p in pendings if p.account.monthly_allowance is not None})
+            {p.usage_key for p in pendings if p.account.monthly_allowance is not None},
+            {p.entry.server for p in pendings})
+        holds = dict(found.servers)
+        skeleton_of = skeletons(holds)
         revoked = await self._revoked_keys(pendings) if found.keys_changed else set()
         tail = found.last_issued_at
         ahead = self._too_far_ahead(tail)
@@ -387,7 +425,15 @@ class Notary:
                 continue
             digest = c.entry.call_sha256_hex
             if digest in found.logged:
-                verdicts.append(AlreadyLogged(found.logged[digest]))
+                verdicts.append(AlreadyLogged(found.logged[digest], found.logged_by.get(digest)))
+                continue
+            server = c.entry.server
+            refused = refusal_reason(c.account.name, holds.get(server, NameHold()))
+            if refused is not None:
+                verdicts.append(ServerNotAllowed(
+                    f"this API key's account may not notarize under the server name "
+                    f"{server!r}: {refused} (the first account to notarize under a name "
+                    "holds it; the operator can grant names with `notary names grant`)"))
                 continue
             allowance = c.account.monthly_allowance
             taken = admitted.get(c.usage_key, 0)
@@ -400,6 +446,7 @@ class Notary:
                     self.on_clock_refusal()
                 continue
             admitted[c.usage_key] = taken + 1
+            self._claim(holds, skeleton_of, server, c.account.name)
             if tail is not None and c.entry.issued_at < tail:
                 c.entry = dataclasses.replace(c.entry, issued_at=tail)
                 verdicts.append(c.entry.encode())
@@ -441,6 +488,17 @@ class Notary:
             "issued now would carry a future time, so none is issued (the operator must check "
             "the clocks of the notary's frontends)",
             headers={"Retry-After": str(max(1, min(3600, int(wait) + 1)))})
+
+    @staticmethod
+    def _claim(holds: dict[str, NameHold], skeleton_of: dict[str, str], server: str,
+               account: str) -> None:
+        """A receipt of this batch takes ``server`` (if free): later requests of the same
+        batch see the claim, on that name and on every name confusable with it."""
+        if holds.get(server, NameHold()).holder is not None:
+            return
+        for name, hold in holds.items():
+            if skeleton_of[name] == skeleton_of[server]:
+                holds[name] = hold.with_claim(name, server, account)
 
     async def _revoked_keys(self, pendings: Sequence[_Pending]) -> set[str]:
         """The batch's API keys that are revoked (or gone) now: the store said keys changed

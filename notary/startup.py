@@ -8,17 +8,20 @@ from collections.abc import Sequence
 
 import structlog
 
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.note import NoteError
 from ledger.log import Log
 from ledger.sequencer import BatchObserver
 from ledger.storage.base import CheckpointRecord
-from notary.config import Settings
+from notary.config import ConfigError, Settings
 from notary.keys import Paths, load_log_key, register_key_files
 from notary.service import Notary
-from notary.store import open_store
+from notary.store import is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 
-__all__ = ["WITHHELD_LOGGED", "entry_url_bases", "open_notary", "open_notary_store"]
+__all__ = ["WITHHELD_LOGGED", "check_before_creating", "entry_url_bases", "open_notary",
+           "open_notary_store"]
 
 _log = structlog.get_logger("notary")
 
@@ -30,6 +33,50 @@ def entry_url_bases(settings: Settings, origin: str) -> list[str]:
     """Base URLs receipts of an older store layout may have been signed with: the current one,
     then the default of a first run (``http(s)://`` + the origin, which was derived from it)."""
     return list(dict.fromkeys([settings.base_url, f"http://{origin}", f"https://{origin}"]))
+
+
+async def check_before_creating(settings: Settings) -> None:
+    """What ``notary serve`` checks before it creates anything in the data directory.
+
+    A first run creates a log key; that is only right when there is no log yet. A frontend
+    joining a PostgreSQL log that already has entries needs that log's key, copied from a
+    running frontend: a new key would sign a checkpoint nobody trusts (and overwrite the
+    ``log.vkey`` the operator copied in). The database is reached here too, so a start that
+    cannot reach it fails before changing anything (StoreError). Raises ConfigError, with what
+    to do, when the data directory cannot be used as it is.
+    """
+    paths = Paths(settings.data)
+    has_key = paths.log_key.exists()
+    copy = (f"copy log.key and log.vkey from a running frontend's data directory into "
+            f"{settings.data}/ (log.key 0600), then start again; nothing was changed")
+    if not has_key and paths.log_vkey.exists():
+        raise ConfigError(f"{paths.log_vkey} is here but {paths.log_key} is not: a frontend "
+                          f"of an existing log needs the log's private key too: {copy}")
+    if is_memory(settings.database):
+        return
+    if not is_postgres(settings.database):
+        if not has_key and paths.db.exists():
+            raise ConfigError(f"{paths.db} holds a notary store but {paths.log_key} is missing:"
+                              " restore log.key from the backup of this data directory (a new"
+                              " key cannot sign its log); nothing was changed")
+        return
+    store = await open_store(settings.database, paths.db)
+    try:
+        latest = await store.latest()
+    finally:
+        await store.close()
+    if latest is None:
+        return
+    origin = latest.note.split(b"\n", 1)[0].decode("utf-8", "replace")
+    if not has_key:
+        raise ConfigError(f"the PostgreSQL database already holds the log {origin!r}, and this "
+                          f"frontend has no {paths.log_key}: to join it, {copy}")
+    try:
+        open_checkpoint(latest.note, load_log_key(paths).verifier())
+    except (NoteError, ValueError):
+        raise ConfigError(f"the PostgreSQL database holds the log {origin!r}, which "
+                          f"{paths.log_key} does not sign (it is another log's key): to join "
+                          f"it, {copy}") from None
 
 
 async def open_notary_store(settings: Settings, origin: str, *, extra_bases: Sequence[str] = ()

@@ -25,6 +25,7 @@ from ledger.check import AuditError, audit_log
 from ledger.cli import monitor, witness
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError
 from ledger.core.tiles import MAX_ENTRY_SIZE
+from ledger.dirlock import DirectoryInUseError, ServingLock
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.export import ExportError, export_log
 from ledger.http.routes import create_ledger_app
@@ -254,8 +255,17 @@ async def _serve(directory: Path, host: str, port: int, publish: Path | None) ->
 
 def cmd_serve(args: argparse.Namespace) -> int:
     host, port = parse_host_port(args.listen, what="--listen")
-    asyncio.run(_serve(Path(args.dir), host, port,
-                       Path(args.publish) if args.publish else None))
+    serving = ServingLock(Path(args.dir))  # a restore must not replace what is served
+    if Path(args.dir).is_dir():  # else _serve says there is no log there
+        try:
+            serving.take()
+        except DirectoryInUseError as e:
+            raise UsageError(str(e)) from None
+    try:
+        asyncio.run(_serve(Path(args.dir), host, port,
+                           Path(args.publish) if args.publish else None))
+    finally:
+        serving.release()
     return 0
 
 

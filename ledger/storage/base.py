@@ -43,6 +43,12 @@ class StoreError(RuntimeError):
     """The store cannot be used as asked (missing, corrupt, or of another format)."""
 
 
+POSTGRES_EXTRA_MISSING = (
+    "a postgresql:// database needs asyncpg, which comes with the `postgres` extra: "
+    "pip install 'mcp-notary[postgres]' (from a clone: NOTARY_EXTRAS=postgres ./scripts/serve)")
+"""What to do when asyncpg is not installed (PostgreSQL support is optional)."""
+
+
 class StorageFullError(StoreError):
     """A write failed because the disk (or the database's size limit) is full.
 

@@ -40,6 +40,7 @@ from ledger.core.compact import bundle_keys, entries_between
 from ledger.core.tileparts import BundleEnd, entries_from_parts, plan_writes
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
+    POSTGRES_EXTRA_MISSING,
     CheckpointRecord,
     StorageFullError,
     StoreError,
@@ -52,7 +53,7 @@ from ledger.storage.base import (
 try:
     import asyncpg
 except ImportError as e:  # pragma: no cover - exercised only where the extra is missing
-    raise StoreError("PostgreSQL support needs asyncpg: pip install 'mcp-notary[postgres]'") from e
+    raise StoreError(POSTGRES_EXTRA_MISSING) from e
 
 __all__ = ["HISTORY_INTERVAL", "PostgresLease", "PostgresStore", "PostgresWriteTx",
            "is_postgres_url", "migrate", "shift_params"]

@@ -27,7 +27,7 @@ from ledger.storage.base import StoreError
 from ledger.storage.damage import corruption_in, damage_message
 from notary import admin
 from notary.backup import BackupError, backup, restore
-from notary.cli import check, gateway, mcp, verify
+from notary.cli import account, check, gateway, mcp, names, verify
 from notary.cli.trust_args import parse_input_json
 from notary.config import ConfigError, Settings, resolve
 from notary.core.accounts import month_of
@@ -372,7 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = apikey.add_parser("create", help="create a key (printed once, alone on the last line)")
     _common(p)
     p.add_argument("--account", required=True)
-    p.add_argument("--monthly-allowance", type=int, help="writes per UTC month (default unlimited)")
+    p.add_argument("--monthly-allowance", type=int,
+                   help="a new account's writes per UTC month (default unlimited); an existing "
+                        "account's allowance changes only with `notary account set-allowance`")
     p.set_defaults(func=cmd_apikey_create)
     p = apikey.add_parser("list", help="list keys and this month's usage")
     _common(p)
@@ -413,6 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in (verify, check, mcp, witness, gateway):
         module.register(sub)
+    for store_module in (account, names):
+        store_module.register(sub, with_store=_with_store, common=_common)
     monitor.register(sub, watch=server_filter)
     return parser
 

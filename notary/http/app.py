@@ -29,7 +29,7 @@ from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
 from notary.keys import Paths, create_log_key, load_log_key, write_receipt_key
 from notary.startup import open_notary
-from notary.store import is_memory, store_kind
+from notary.store import is_memory, is_postgres, store_kind
 
 _log = structlog.get_logger("notary")
 
@@ -46,7 +46,9 @@ class FirstRun:
 def init_data_dir(settings: Settings) -> FirstRun | None:
     """Create the data directory and keys (0600) on first run (and the SQLite file, 0600, for
     the accounts it will hold); None if present. The store's tables are created when the store
-    is first opened, and the receipt key is registered in it then."""
+    is first opened, and the receipt key is registered in it then. ``notary serve`` first runs
+    :func:`notary.startup.check_before_creating`, which refuses a data directory this would
+    get wrong (a log's store or verifier key without its private key)."""
     paths = Paths(settings.data)
     if paths.log_key.exists():
         signer = load_log_key(paths)
@@ -64,7 +66,7 @@ def init_data_dir(settings: Settings) -> FirstRun | None:
         return FirstRun(signer.verifier_key_text(), key.kid, new_log=False)
     paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     signer = create_log_key(paths, settings.default_origin)
-    if not is_memory(settings.database):
+    if not is_memory(settings.database) and not is_postgres(settings.database):
         os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
     key = write_receipt_key(paths)
     return FirstRun(signer.verifier_key_text(), key.kid)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ledger.storage.base import StoreError
+from ledger.storage.base import POSTGRES_EXTRA_MISSING, StoreError
 from notary.store.base import NotaryStore
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
@@ -80,8 +80,13 @@ async def open_store(database: str, sqlite_path: Path, *, create: bool = False,
     if is_memory(database):
         return MemoryNotaryStore()
     if is_postgres(database):
-        # deferred: asyncpg is the optional `postgres` extra; the SQLite default never needs it
-        from notary.store.postgres import PgNotaryStore
+        try:
+            # deferred: asyncpg is the optional `postgres` extra; the SQLite default never needs it
+            from notary.store.postgres import PgNotaryStore
+        except ImportError as e:
+            if e.name is None or e.name.split(".")[0] != "asyncpg":
+                raise
+            raise StoreError(POSTGRES_EXTRA_MISSING) from None
 
         return await PgNotaryStore.open(database)
     return await SqliteNotaryStore.open(sqlite_path, create=create,

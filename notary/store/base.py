@@ -44,8 +44,10 @@ from typing import Protocol, cast, runtime_checkable
 
 from ledger.storage.base import LogStore, StoreError, WriteTx
 from notary.core.receipts import Receipt
+from notary.core.server_names import NameHold
 
 __all__ = [
+    "AllowanceConflict",
     "ApiKeyListing",
     "ApiKeyRecord",
     "IssuedReceipt",
@@ -54,6 +56,8 @@ __all__ = [
     "ReceiptKeyRecord",
     "ReceiptWithheldError",
     "Screening",
+    "ServerNameRecord",
+    "ServerNameTaken",
     "UsageKey",
     "notary_tx",
 ]
@@ -71,6 +75,32 @@ class ReceiptWithheldError(StoreError):
         super().__init__(f"receipt {receipt_id} is withheld: {problem}")
         self.receipt_id = receipt_id
         self.problem = problem
+
+
+class AllowanceConflict(StoreError):
+    """A new key for an existing account came with another monthly allowance than the
+    account's: the allowance is the account's, for all its keys, and changes only through
+    :meth:`NotaryStore.set_monthly_allowance`."""
+
+    def __init__(self, account: str, current: int | None) -> None:
+        shown = "unlimited" if current is None else str(current)
+        super().__init__(f"account {account!r} has a monthly allowance of {shown}")
+        self.account = account
+        self.current = current
+
+
+class ServerNameTaken(StoreError):
+    """A server name, or one confusable with it, is another account's."""
+
+
+@dataclass(frozen=True)
+class ServerNameRecord:
+    """A server name and the account that holds it (``since``: UNIX time it was claimed or
+    granted; 0 for names assigned by the migration that introduced holding)."""
+
+    name: str
+    account: str
+    since: float
 
 
 @dataclass(frozen=True)
@@ -129,22 +159,29 @@ class Screening:
     ``keys_changed``: API keys or accounts changed since the store's key cache was loaded
     (a store that authenticates from a cache kept current asynchronously, PostgreSQL's, says
     so here, under the lock, so that a key revoked a moment ago issues nothing more).
+    ``logged_by``: the account each digest of ``logged`` was logged under (a digest is one
+    account's: another account is never answered with its receipt). ``servers``: who holds
+    each asked server name and the names confusable with it.
     """
 
     logged: Mapping[str, Receipt | None] = field(default_factory=dict)
     usage: Mapping[UsageKey, int] = field(default_factory=dict)
     last_issued_at: str | None = None
     keys_changed: bool = False
+    logged_by: Mapping[str, str] = field(default_factory=dict)
+    servers: Mapping[str, NameHold] = field(default_factory=dict)
 
 
 @runtime_checkable
 class NotaryWriteTx(WriteTx, Protocol):
     """The log's write transaction plus the notary's reads and rows inside it."""
 
-    async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
-                     ) -> Screening:
-        """Under the lock: the receipts already stored for ``digests``, the stored usage of
-        each key in ``usage`` (0 when none) and the latest ``issued_at`` stored."""
+    async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
+                     servers: Collection[str] = ()) -> Screening:
+        """Under the lock: the receipts already stored for ``digests`` and their accounts, the
+        stored usage of each key in ``usage`` (0 when none), the latest ``issued_at`` stored,
+        and who holds each name in ``servers`` and the names confusable with it (UTS #39
+        skeleton, :func:`notary.core.server_names.name_skeleton`)."""
         ...
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
@@ -152,7 +189,8 @@ class NotaryWriteTx(WriteTx, Protocol):
         """Store signed receipts and add ``usage`` (writes per account and month); committed
         with the transaction's tiles and checkpoint, or not at all. Every account named must
         exist (:class:`~ledger.storage.base.StoreError` otherwise). The latest ``issued_at``
-        stored becomes the receipts' latest."""
+        stored becomes the receipts' latest. A receipt's server name that nobody holds yet
+        becomes its account's (the screen decided, under this lock, that it may)."""
         ...
 
 
@@ -198,8 +236,21 @@ class NotaryStore(LogStore, Protocol):
 
     async def create_api_key(self, account: str, monthly_allowance: int | None, key_id: str,
                              secret_sha256: bytes) -> None:
-        """Add a key, creating the account if new; a given allowance replaces the account's
-        (None keeps it, or makes a new account unlimited)."""
+        """Add a key, creating the account if new (with ``monthly_allowance``; None:
+        unlimited). For an existing account a given allowance must be the account's
+        (:class:`AllowanceConflict` otherwise, and nothing is added): a new key never changes
+        what the account's other keys may spend."""
+        ...
+
+    async def set_monthly_allowance(self, account: str, monthly_allowance: int | None
+                                    ) -> bool:
+        """Set an account's allowance (None: unlimited), for all its keys; False when there is
+        no such account."""
+        ...
+
+    async def digest_account(self, call_sha256: str) -> str | None:
+        """The account a logged digest was logged under (None: not logged). A digest is one
+        account's: the service never answers another account with its receipt."""
         ...
 
     async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
@@ -208,6 +259,23 @@ class NotaryStore(LogStore, Protocol):
 
     async def revoke_api_key(self, key_id: str) -> bool:
         """Revoke an active key; False when there is no such active key."""
+        ...
+
+    # Server names ---------------------------------------------------------------------------
+
+    async def server_names(self, account: str | None = None) -> list[ServerNameRecord]:
+        """The held server names (of ``account`` only, when given), by name."""
+        ...
+
+    async def grant_server_name(self, name: str, account: str) -> bool:
+        """Give a free name to ``account`` under the log's write lock; False if it holds it
+        already. :class:`ServerNameTaken` if the name, or one confusable with it, is another
+        account's; StoreError if there is no such account."""
+        ...
+
+    async def move_server_name(self, name: str, account: str) -> str:
+        """Give a held name to another account under the log's write lock; the account that
+        held it. StoreError if the name is not held or there is no such account."""
         ...
 
     # Receipt keys ---------------------------------------------------------------------------

@@ -17,12 +17,16 @@ from ledger.storage.base import StoreError
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
+from notary.core.server_names import NameHold, name_skeleton
 from notary.store.base import (
+    AllowanceConflict,
     ApiKeyListing,
     ApiKeyRecord,
     IssuedReceipt,
     ReceiptKeyRecord,
     Screening,
+    ServerNameRecord,
+    ServerNameTaken,
     UsageKey,
 )
 
@@ -50,13 +54,15 @@ class MemoryNotaryWriteTx(MemoryWriteTx):
         self.receipts: list[IssuedReceipt] = []
         self.usage: dict[UsageKey, int] = {}
 
-    async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
-                     ) -> Screening:
+    async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
+                     servers: Collection[str] = ()) -> Screening:
         store = self._notary
         logged: dict[str, Receipt | None] = {
             d: store._receipts[store._by_digest[d]] for d in digests if d in store._by_digest}
+        logged_by = {d: store._accounts_of[store._by_digest[d]] for d in logged}
         return Screening(logged, {k: store._usage.get(k, 0) for k in usage},
-                         store._last_issued_at)
+                         store._last_issued_at, logged_by=logged_by,
+                         servers={n: store._hold(n) for n in servers})
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
@@ -75,6 +81,8 @@ class MemoryNotaryStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self._receipts: dict[int, Receipt] = {}
+        self._accounts_of: dict[int, str] = {}  # receipt index -> account
+        self._names: dict[str, ServerNameRecord] = {}
         self._by_id: dict[str, int] = {}
         self._by_digest: dict[str, int] = {}
         self._accounts: dict[str, _Account] = {}
@@ -97,6 +105,9 @@ class MemoryNotaryStore(MemoryStore):
             self._receipts[r.index] = r
             self._by_id[r.id] = r.index
             self._by_digest[r.call_sha256] = r.index
+            self._accounts_of[r.index] = issued.account
+            if r.server not in self._names:
+                self._names[r.server] = ServerNameRecord(r.server, issued.account, time.time())
         for key, n in tx.usage.items():
             self._usage[key] = self._usage.get(key, 0) + n
         for issued in tx.receipts:
@@ -156,9 +167,21 @@ class MemoryNotaryStore(MemoryStore):
         known = self._accounts.get(account)
         if known is None:
             self._accounts[account] = _Account(monthly_allowance, now)
-        elif monthly_allowance is not None:
-            known.monthly_allowance = monthly_allowance
+        elif monthly_allowance is not None and monthly_allowance != known.monthly_allowance:
+            raise AllowanceConflict(account, known.monthly_allowance)
         self._keys[key_id] = _ApiKey(account, secret_sha256, now)
+
+    async def set_monthly_allowance(self, account: str, monthly_allowance: int | None
+                                    ) -> bool:
+        known = self._accounts.get(account)
+        if known is None:
+            return False
+        known.monthly_allowance = monthly_allowance
+        return True
+
+    async def digest_account(self, call_sha256: str) -> str | None:
+        index = self._by_digest.get(call_sha256)
+        return None if index is None else self._accounts_of[index]
 
     async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
         return [ApiKeyListing(key_id, k.account, self._accounts[k.account].monthly_allowance,
@@ -171,6 +194,42 @@ class MemoryNotaryStore(MemoryStore):
             return False
         key.revoked = time.time()
         return True
+
+    # Server names ---------------------------------------------------------------------------
+
+    def _hold(self, name: str) -> NameHold:
+        held = self._names.get(name)
+        skeleton = name_skeleton(name)
+        return NameHold(None if held is None else held.account,
+                        frozenset(r.account for r in self._names.values()
+                                  if name_skeleton(r.name) == skeleton))
+
+    async def server_names(self, account: str | None = None) -> list[ServerNameRecord]:
+        return sorted((r for r in self._names.values() if account in (None, r.account)),
+                      key=lambda r: r.name)
+
+    async def grant_server_name(self, name: str, account: str) -> bool:
+        if account not in self._accounts:
+            raise StoreError(f"account {account!r} does not exist")
+        async with self._lock:  # the log's write lock: no batch screens meanwhile
+            hold = self._hold(name)
+            if hold.holder == account:
+                return False
+            if hold.holder is not None or hold.confusable - {account}:
+                raise ServerNameTaken(f"server name {name!r}, or one confusable with it, is "
+                                      "held by another account")
+            self._names[name] = ServerNameRecord(name, account, time.time())
+            return True
+
+    async def move_server_name(self, name: str, account: str) -> str:
+        if account not in self._accounts:
+            raise StoreError(f"account {account!r} does not exist")
+        async with self._lock:
+            held = self._names.get(name)
+            if held is None:
+                raise StoreError(f"no account holds server name {name!r}")
+            self._names[name] = ServerNameRecord(name, account, time.time())
+            return held.account
 
     # Receipt keys ---------------------------------------------------------------------------
 

@@ -38,12 +38,16 @@ from ledger.storage.base import CheckpointRecord, StoreError
 from ledger.storage.postgres import PostgresStore, PostgresWriteTx, shift_params
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
+from notary.core.server_names import NameHold, name_skeleton
 from notary.store.base import (
+    AllowanceConflict,
     ApiKeyListing,
     ApiKeyRecord,
     IssuedReceipt,
     ReceiptKeyRecord,
     Screening,
+    ServerNameRecord,
+    ServerNameTaken,
     UsageKey,
 )
 from notary.store.sqlite_schema import (
@@ -112,6 +116,20 @@ NOTARY_MIGRATIONS: tuple[str, ...] = (
             RETURN NULL;
         END $$;
     """,
+    # Version 3: server names belong to accounts. Names logged before go to the account of
+    # their first receipt; their UTS #39 skeletons are filled in by the first frontend that
+    # opens the store (PgNotaryStore.open: the skeleton is ICU's, not SQL's).
+    """
+    CREATE TABLE notary_server_names (
+        name text PRIMARY KEY, skeleton text,
+        account integer NOT NULL REFERENCES notary_accounts (id),
+        since double precision NOT NULL);
+    CREATE INDEX notary_server_names_by_skeleton ON notary_server_names (skeleton);
+    INSERT INTO notary_server_names (name, account, since)
+        SELECT DISTINCT ON (r.server) n.name, r.account, 0
+        FROM notary_receipts r JOIN notary_names n ON n.id = r.server
+        ORDER BY r.server, r.idx;
+    """,
 )
 """Versioned like the log's (``schema_versions``, component ``notary``); append, never edit."""
 
@@ -142,15 +160,21 @@ _ADD_CTES = (
     UPDATE notary_state SET last_issued_at = $13
     WHERE one = 1 AND $13::text IS NOT NULL
         AND (last_issued_at IS NULL OR last_issued_at < $13))""",
+    """sn AS (
+    INSERT INTO notary_server_names (name, skeleton, account, since)
+    SELECT * FROM unnest($14::text[], $15::text[], $16::integer[], $17::float8[])
+    ON CONFLICT (name) DO NOTHING)""",
 )
-# The screen's reads in one round trip: the batch's known digests (kind 0), the asked usage
+# The screen's reads in one round trip: the batch's known digests and their accounts (kind 0),
+# the holders of the batch's server names and their look-alikes (kind 3), the asked usage
 # (kind 1), and the latest issued_at (kind 2, always exactly one row).
 _SCREEN = """
-SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, NULL, NULL, NULL
+SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, a.name, NULL, NULL
 FROM notary_receipts r
 JOIN notary_receipt_keys k ON k.id = r.kid
 JOIN notary_ledgers l ON l.id = r.ledger
 JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8
+JOIN notary_accounts a ON a.id = r.account
 WHERE r.digest_k = ANY($1::bigint[])
 UNION ALL
 SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, a.name, u.month, u.count
@@ -160,7 +184,14 @@ JOIN unnest($2::text[], $3::text[]) AS q(name, month) ON a.name = q.name AND u.m
 UNION ALL
 SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, s.last_issued_at, NULL, v.n
 FROM notary_state s, notary_key_version v WHERE s.one = 1 AND v.one = 1
+UNION ALL
+SELECT 3, NULL, NULL, s.name, s.skeleton, NULL, NULL, a.name, NULL, NULL
+FROM notary_server_names s JOIN notary_accounts a ON a.id = s.account
+WHERE s.skeleton = ANY($4::text[])
 """
+_LOG_LOCK = "SELECT 1 FROM ledger_state WHERE one = 1 FOR UPDATE"
+"""The log's write lock (the state row every batch locks first), for administrative writes
+that a batch's screen must not interleave with (who holds a server name)."""
 KEYS_CHANNEL = "notary_key_version"  # notified by notary_bump_key_version() on every change
 
 
@@ -227,6 +258,31 @@ async def _existing_ids(conn: Any, sql: str, wanted: set[str],
     return found
 
 
+async def _fill_skeletons(conn: Any) -> None:
+    """The UTS #39 skeletons of names the version-3 migration assigned (idempotent: any
+    frontend that opens the store may do it, the first one does)."""
+    rows = await conn.fetch("SELECT name FROM notary_server_names WHERE skeleton IS NULL")
+    if rows:
+        await conn.executemany(
+            "UPDATE notary_server_names SET skeleton = $2 WHERE name = $1",
+            [(r[0], name_skeleton(r[0])) for r in rows])
+
+
+async def _account_id(conn: Any, account: str) -> int:
+    found = await conn.fetchval("SELECT id FROM notary_accounts WHERE name = $1", account)
+    if found is None:
+        raise StoreError(f"account {account!r} does not exist")
+    return int(found)
+
+
+async def _holds(conn: Any, name: str) -> NameHold:
+    rows = await conn.fetch("SELECT s.name, a.name FROM notary_server_names s "
+                            "JOIN notary_accounts a ON a.id = s.account "
+                            "WHERE s.skeleton = $1", name_skeleton(name))
+    return NameHold(next((r[1] for r in rows if r[0] == name), None),
+                    frozenset(r[1] for r in rows))
+
+
 class PgNotaryWriteTx(PostgresWriteTx):
     """The log's transaction plus the notary's screen and receipt rows."""
 
@@ -237,21 +293,28 @@ class PgNotaryWriteTx(PostgresWriteTx):
         self._new_refs = Refs()
         self._rows: list[Any] | None = None
 
-    async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
-                     ) -> Screening:
+    async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
+                     servers: Collection[str] = ()) -> Screening:
         wanted = set(digests)
         salt = self._notary._salt
         names, months = (list(c) for c in zip(*usage, strict=True)) if usage else ([], [])
+        skeletons = {n: name_skeleton(n) for n in set(servers)}
         found: dict[str, Receipt | None] = {}
+        logged_by: dict[str, str] = {}
+        held: dict[str, list[tuple[str, str]]] = {}
         spent = dict.fromkeys(usage, 0)
         last: str | None = None
         version: int | None = None
         for row in await self._conn.fetch(
-                _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months):
+                _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
+                sorted(set(skeletons.values()))):
             if row[0] == 0:
                 receipt = _receipt(row[1:7])
                 if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
                     found[receipt.call_sha256] = receipt
+                    logged_by[receipt.call_sha256] = row[7]
+            elif row[0] == 3:
+                held.setdefault(row[4], []).append((row[3], row[7]))
             elif row[0] == 1:
                 spent[(row[7], row[8])] = int(row[9])
             else:
@@ -260,7 +323,10 @@ class PgNotaryWriteTx(PostgresWriteTx):
         changed = version != store._keys_version
         if changed:  # a notification may still be on its way: do not trust the cache now
             store._keys_fresh = False
-        return Screening(found, spent, last, changed)
+        holds = {n: NameHold(next((a for h, a in held.get(k, []) if h == n), None),
+                             frozenset(a for _, a in held.get(k, [])))
+                 for n, k in skeletons.items()}
+        return Screening(found, spent, last, changed, logged_by=logged_by, servers=holds)
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
@@ -272,9 +338,14 @@ class PgNotaryWriteTx(PostgresWriteTx):
             refs.merge(self._new_refs)
         salt = self._notary._salt
         cols: list[list[Any]] = [[] for _ in range(9)]
+        claims: dict[str, tuple[str, str, int, float]] = {}
+        now = time.time()
         latest: str | None = None
         for r, account in pairs:
             assert r.signature is not None
+            if r.server not in claims:  # the batch's first receipt under a name claims it
+                claims[r.server] = (r.server, name_skeleton(r.server), refs.accounts[account],
+                                    now)
             row = (r.index, r.signature.raw, refs.kids[r.signature.kid],
                    refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
                    refs.names[r.server], refs.names[r.tool], id_key(r.id),
@@ -290,7 +361,9 @@ class PgNotaryWriteTx(PostgresWriteTx):
         if self._rows is not None:  # a second call in one transaction: store the first now
             ctes, args = self._more_writes(1)
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
-        self._rows = [*cols, *ucols, latest]
+        ccols: list[list[Any]] = [list(c) for c in zip(*claims.values(), strict=True)] \
+            if claims else [[], [], [], []]
+        self._rows = [*cols, *ucols, latest, *ccols]
 
     def _more_writes(self, first: int) -> tuple[list[str], list[Any]]:
         rows, self._rows = self._rows, None
@@ -334,6 +407,7 @@ class PgNotaryStore(PostgresStore):
             if salt is None:
                 raise StoreError("the store has no lookup salt (a damaged notary schema)")
             store._salt = bytes(salt)
+            await store._retrying(_fill_skeletons)
             await store._listen()
         except BaseException:
             await store.close()
@@ -500,11 +574,16 @@ class PgNotaryStore(PostgresStore):
 
         async def write(conn: Any) -> None:
             async with conn.transaction():
-                await conn.execute(
+                created = await conn.fetchval(
                     "INSERT INTO notary_accounts (name, monthly_allowance, created) "
-                    "VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET monthly_allowance = "
-                    "coalesce(excluded.monthly_allowance, notary_accounts.monthly_allowance)",
+                    "VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING RETURNING id",
                     account, monthly_allowance, now)
+                if created is None:
+                    current = await conn.fetchval(
+                        "SELECT monthly_allowance FROM notary_accounts WHERE name = $1",
+                        account)
+                    if monthly_allowance is not None and current != monthly_allowance:
+                        raise AllowanceConflict(account, current)
                 await conn.execute(
                     "INSERT INTO notary_api_keys (key_id, account, secret_sha256, created) "
                     "SELECT $1, id, $2, $3 FROM notary_accounts WHERE name = $4",
@@ -516,6 +595,73 @@ class PgNotaryStore(PostgresStore):
             raise StoreError(f"cannot add API key {key_id}: {type(e).__name__}") from None
         finally:
             self._keys_fresh = False  # this process sees its own change at once
+
+    async def set_monthly_allowance(self, account: str, monthly_allowance: int | None
+                                    ) -> bool:
+        try:
+            status = await self._retrying(lambda conn: conn.execute(
+                "UPDATE notary_accounts SET monthly_allowance = $1 WHERE name = $2",
+                monthly_allowance, account))
+        finally:
+            self._keys_fresh = False  # this process sees its own change at once
+        return str(status).endswith(" 1")
+
+    async def digest_account(self, call_sha256: str) -> str | None:
+        async def read(conn: Any) -> str | None:
+            for row in await conn.fetch(
+                    "SELECT r.idx, a.name, t.data FROM notary_receipts r "
+                    "JOIN notary_accounts a ON a.id = r.account "
+                    "JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8 "
+                    "WHERE r.digest_k = $1", digest_key(call_sha256, self._salt)):
+                if entry_at(bytes(row[2]), int(row[0])).call_sha256_hex == call_sha256:
+                    return str(row[1])
+            return None
+
+        return await self._retrying(read)
+
+    # Server names ---------------------------------------------------------------------------
+
+    async def server_names(self, account: str | None = None) -> list[ServerNameRecord]:
+        rows = await self._retrying(lambda conn: conn.fetch(
+            "SELECT s.name, a.name, s.since FROM notary_server_names s "
+            "JOIN notary_accounts a ON a.id = s.account "
+            "WHERE $1::text IS NULL OR a.name = $1 ORDER BY s.name", account))
+        return [ServerNameRecord(r[0], r[1], r[2]) for r in rows]
+
+    async def grant_server_name(self, name: str, account: str) -> bool:
+        async def write(conn: Any) -> bool:
+            async with conn.transaction():
+                await conn.execute(_LOG_LOCK)  # no batch screens names meanwhile
+                account_id = await _account_id(conn, account)
+                hold = await _holds(conn, name)
+                if hold.holder == account:
+                    return False
+                if hold.holder is not None or hold.confusable - {account}:
+                    raise ServerNameTaken(f"server name {name!r}, or one confusable with it, "
+                                          "is held by another account")
+                await conn.execute(
+                    "INSERT INTO notary_server_names (name, skeleton, account, since) "
+                    "VALUES ($1, $2, $3, $4)", name, name_skeleton(name), account_id,
+                    time.time())
+                return True
+
+        return await self._retrying(write)
+
+    async def move_server_name(self, name: str, account: str) -> str:
+        async def write(conn: Any) -> str:
+            async with conn.transaction():
+                await conn.execute(_LOG_LOCK)
+                account_id = await _account_id(conn, account)
+                held = await conn.fetchval(
+                    "SELECT a.name FROM notary_server_names s JOIN notary_accounts a "
+                    "ON a.id = s.account WHERE s.name = $1", name)
+                if held is None:
+                    raise StoreError(f"no account holds server name {name!r}")
+                await conn.execute("UPDATE notary_server_names SET account = $1, since = $2 "
+                                   "WHERE name = $3", account_id, time.time(), name)
+                return str(held)
+
+        return await self._retrying(write)
 
     async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
         rows = await self._retrying(lambda conn: conn.fetch(

@@ -31,13 +31,17 @@ from ledger.storage.base import CheckpointRecord, StoreError
 from ledger.storage.sqlite import SqliteStore, SqliteWriteTx, read_tiles_sync
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
+from notary.core.server_names import NameHold, name_skeleton
 from notary.store.base import (
+    AllowanceConflict,
     ApiKeyListing,
     ApiKeyRecord,
     IssuedReceipt,
     ReceiptKeyRecord,
     ReceiptWithheldError,
     Screening,
+    ServerNameRecord,
+    ServerNameTaken,
     UsageKey,
 )
 from notary.store.sqlite_schema import (
@@ -138,6 +142,42 @@ def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt
     return out
 
 
+def _logged_by(conn: sqlite3.Connection, logged: Mapping[str, Receipt | None]
+               ) -> dict[str, str]:
+    """The account each logged digest was logged under (withheld ones from their row)."""
+    out = {}
+    for digest, receipt in logged.items():
+        if receipt is not None:
+            row = conn.execute("SELECT a.name FROM receipts r JOIN accounts a "
+                               "ON a.id = r.account WHERE r.idx = ?", (receipt.index,)).fetchone()
+        else:
+            row = conn.execute("SELECT account FROM withheld_receipts WHERE call_sha256 = ?",
+                               (digest,)).fetchone()
+        if row is not None:
+            out[digest] = str(row[0])
+    return out
+
+
+def _holds(conn: sqlite3.Connection, names: Collection[str]) -> dict[str, NameHold]:
+    """Who holds each of ``names`` and the names confusable with it."""
+    wanted = {n: name_skeleton(n) for n in set(names)}
+    by_skeleton: dict[str, list[tuple[str, str]]] = {}
+    keys = sorted(set(wanted.values()))
+    for i in range(0, len(keys), _CHUNK):
+        chunk = keys[i : i + _CHUNK]
+        for name, skeleton, account in conn.execute(
+                "SELECT s.name, s.skeleton, a.name FROM server_names s JOIN accounts a "
+                f"ON a.id = s.account WHERE s.skeleton IN ({','.join('?' * len(chunk))})",
+                chunk):
+            by_skeleton.setdefault(skeleton, []).append((name, account))
+    out = {}
+    for name, skeleton in wanted.items():
+        rows = by_skeleton.get(skeleton, [])
+        out[name] = NameHold(next((a for n, a in rows if n == name), None),
+                             frozenset(a for _, a in rows))
+    return out
+
+
 def _log_size(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT size FROM log_state WHERE one = 1").fetchone()
     return 0 if row is None else int(row[0])
@@ -190,6 +230,13 @@ def _usage(conn: sqlite3.Connection, keys: Collection[UsageKey]) -> dict[UsageKe
     return out
 
 
+def _account_id(conn: sqlite3.Connection, account: str) -> int:
+    row = conn.execute("SELECT id FROM accounts WHERE name = ?", (account,)).fetchone()
+    if row is None:
+        raise StoreError(f"account {account!r} does not exist")
+    return int(row[0])
+
+
 class SqliteNotaryWriteTx(SqliteWriteTx):
     """The log's transaction plus the notary's screen and receipt rows."""
 
@@ -198,8 +245,8 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         self._notary = store
         self._new_refs = Refs()
 
-    async def screen(self, digests: Collection[str], usage: Collection[UsageKey]
-                     ) -> Screening:
+    async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
+                     servers: Collection[str] = ()) -> Screening:
         def read(conn: sqlite3.Connection) -> Screening:
             store = self._notary
             found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold)
@@ -210,9 +257,10 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
             changed = version != store._keys_version
             if changed:
                 store._load_keys(conn, version)
-            return Screening(found, _usage(conn, usage), tail, keys_changed=changed)
+            return Screening(found, _usage(conn, usage), tail, keys_changed=changed,
+                             logged_by=_logged_by(conn, found), servers=_holds(conn, servers))
 
-        if len(digests) + len(usage) <= _SCREEN_NOW:
+        if len(digests) + len(usage) + len(servers) <= _SCREEN_NOW:
             # Index lookups of a few microseconds each: less than the trip to the worker
             # thread would cost (see _SCREEN_NOW).
             return self._read_locked_now(read)
@@ -418,11 +466,13 @@ class SqliteNotaryStore(SqliteStore):
         now = time.time()
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO accounts (name, monthly_allowance, created) VALUES (?, ?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET monthly_allowance = "
-                "coalesce(excluded.monthly_allowance, accounts.monthly_allowance)",
-                (account, monthly_allowance, now))
+            row = conn.execute("SELECT monthly_allowance FROM accounts WHERE name = ?",
+                               (account,)).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO accounts (name, monthly_allowance, created) "
+                             "VALUES (?, ?, ?)", (account, monthly_allowance, now))
+            elif monthly_allowance is not None and row[0] != monthly_allowance:
+                raise AllowanceConflict(account, row[0])
             conn.execute(
                 "INSERT INTO api_keys (key_id, account, secret_sha256, created) "
                 "SELECT ?, id, ?, ? FROM accounts WHERE name = ?",
@@ -432,6 +482,57 @@ class SqliteNotaryStore(SqliteStore):
             await self._write_keys(write)
         except sqlite3.IntegrityError as e:
             raise StoreError(f"cannot add API key {key_id}: {e}") from e
+
+    async def set_monthly_allowance(self, account: str, monthly_allowance: int | None
+                                    ) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute("UPDATE accounts SET monthly_allowance = ? WHERE name = ?",
+                               (monthly_allowance, account))
+            return cur.rowcount == 1
+
+        return await self._write_keys(write)
+
+    async def digest_account(self, call_sha256: str) -> str | None:
+        found = _receipts_by_digest(self._point, [call_sha256], self._salt, self._may_withhold)
+        return _logged_by(self._point, found).get(call_sha256)
+
+    # Server names ---------------------------------------------------------------------------
+
+    async def server_names(self, account: str | None = None) -> list[ServerNameRecord]:
+        rows = self._point.execute(
+            "SELECT s.name, a.name, s.since FROM server_names s JOIN accounts a "
+            "ON a.id = s.account WHERE ? IS NULL OR a.name = ? ORDER BY s.name",
+            (account, account)).fetchall()
+        return [ServerNameRecord(*r) for r in rows]
+
+    async def grant_server_name(self, name: str, account: str) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            account_id = _account_id(conn, account)
+            hold = _holds(conn, [name])[name]
+            if hold.holder == account:
+                return False
+            if hold.holder is not None or hold.confusable - {account}:
+                raise ServerNameTaken(f"server name {name!r}, or one confusable with it, is "
+                                      "held by another account")
+            conn.execute("INSERT INTO server_names (name, skeleton, account, since) "
+                         "VALUES (?, ?, ?, ?)", (name, name_skeleton(name), account_id,
+                                                 time.time()))
+            return True
+
+        return await self._write_locked(write)  # BEGIN IMMEDIATE: the log's write lock
+
+    async def move_server_name(self, name: str, account: str) -> str:
+        def write(conn: sqlite3.Connection) -> str:
+            account_id = _account_id(conn, account)
+            row = conn.execute("SELECT a.name FROM server_names s JOIN accounts a "
+                               "ON a.id = s.account WHERE s.name = ?", (name,)).fetchone()
+            if row is None:
+                raise StoreError(f"no account holds server name {name!r}")
+            conn.execute("UPDATE server_names SET account = ?, since = ? WHERE name = ?",
+                         (account_id, time.time(), name))
+            return str(row[0])
+
+        return await self._write_locked(write)
 
     async def list_api_keys(self, month: str) -> list[ApiKeyListing]:
         rows = self._point.execute(

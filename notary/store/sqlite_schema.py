@@ -1,5 +1,5 @@
-"""The notary's tables in the log's SQLite file: the layout (schema version 2), its row codecs,
-and the migration from version 1. Synchronous functions on a connection that the caller has
+"""The notary's tables in the log's SQLite file: the layout (schema version 3), its row codecs,
+and the migrations from versions 1 and 2. Synchronous functions on a connection that the caller has
 inside a write transaction (``BEGIN IMMEDIATE``); ``notary.store.sqlite`` runs them.
 
 Layout (version 2, ``PRAGMA user_version = 2``). A receipt is its log entry plus what cannot be
@@ -32,6 +32,10 @@ rebuilt from it, so the receipt row holds no copy of the id, digest, names or ti
 - ``accounts``, ``api_keys`` (SHA-256 of the secret only), ``usage`` per account and UTC month,
   ``receipt_keys`` (public JWKs), ``names``, ``receipt_ledgers``: small tables with explicit
   INTEGER PRIMARY KEYs (VACUUM keeps those stable).
+- ``server_names`` (version 3): each held server name, its UTS #39 skeleton (indexed: the
+  screen finds look-alikes by it) and the account that holds it. The first receipt logged
+  under a free name claims it, in the batch's transaction; version 2 stores are migrated by
+  giving each name to the account of its first receipt (:func:`fill_server_names`).
 - ``withheld_receipts``: rows of a migrated store whose signed form could not be recovered
   (version 1 kept no ``entry_url``; see :func:`migrate_v1`). They are never served, and their
   digests are never logged again.
@@ -50,6 +54,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -67,6 +72,7 @@ from notary.core.receipts import (
     ReceiptSignature,
     ReceiptSignatureError,
 )
+from notary.core.server_names import name_skeleton
 
 __all__ = [
     "ENTRIES_PATH",
@@ -82,7 +88,7 @@ __all__ = [
     "receipt_from_row",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 ENTRIES_PATH = "/v1/ledger/entries/"
 """What the notary appends to its base URL to form ``entry_url`` (before the index)."""
@@ -120,6 +126,18 @@ CREATE TABLE withheld_receipts (
     server TEXT NOT NULL, tool TEXT NOT NULL, issued_at TEXT NOT NULL,
     kid TEXT NOT NULL, sig TEXT NOT NULL, account TEXT NOT NULL, problem TEXT NOT NULL);
 """
+
+SERVER_NAMES = """
+CREATE TABLE server_names (
+    name TEXT PRIMARY KEY, skeleton TEXT NOT NULL,
+    account INTEGER NOT NULL REFERENCES accounts(id), since REAL NOT NULL);
+CREATE INDEX server_names_by_skeleton ON server_names (skeleton)
+"""
+"""Version 3: who holds each server name (see the module's docstring)."""
+
+CLAIM_NAME = ("INSERT OR IGNORE INTO server_names (name, skeleton, account, since) "
+              "VALUES (?, ?, ?, ?)")
+"""A receipt's server name becomes its account's unless someone holds it already."""
 
 _V1_TABLES = ("accounts", "api_keys", "usage", "receipts", "receipt_keys")
 
@@ -168,7 +186,7 @@ _KEY_TRIGGERS = [
 
 
 def _create_v2(conn: sqlite3.Connection) -> None:
-    for statement in _statements(SCHEMA_V2 + ";" + KEY_VERSION):
+    for statement in _statements(SCHEMA_V2 + ";" + SERVER_NAMES + ";" + KEY_VERSION):
         conn.execute(statement)
     for table in ("api_keys", "accounts"):  # a version-1 store's triggers, on renamed tables
         for op in ("insert", "update", "delete"):
@@ -311,12 +329,17 @@ def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: b
 
 def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs, salt: bytes
                        ) -> list[tuple[str, list[Sequence[object]]]]:
-    """The INSERTs that store signed receipts (each with its account), ``refs`` complete."""
+    """The INSERTs that store signed receipts (each with its account), ``refs`` complete, and
+    claim their server names that nobody holds yet."""
     rows: list[Sequence[object]] = []
     ids: list[Sequence[object]] = []
     digests: list[Sequence[object]] = []
+    claims: dict[str, Sequence[object]] = {}
+    now = time.time()
     latest = ""
     for r, account in receipts:
+        if r.server not in claims:  # the first receipt of the batch under a name claims it
+            claims[r.server] = (r.server, name_skeleton(r.server), refs.accounts[account], now)
         assert r.signature is not None
         rows.append((r.index, r.signature.raw, refs.kids[r.signature.kid],
                      refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
@@ -330,6 +353,7 @@ def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs, salt
         ("INSERT INTO receipt_ids (k, idx) VALUES (?, ?)", ids),
         ("INSERT INTO receipt_digests (k, idx) VALUES (?, ?)", digests),
         (TAIL_UPDATE, [(latest, latest)] if receipts else []),
+        (CLAIM_NAME, list(claims.values())),
     ]
 
 
@@ -370,6 +394,13 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
         report.created = True
         _create_v2(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    elif version == 2:
+        for statement in _statements(SERVER_NAMES):
+            conn.execute(statement)
+        fill_server_names(conn)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if conn.execute("SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None:
+            recover_withheld(conn, entry_url_bases, report)
     elif version != SCHEMA_VERSION:
         raise StoreError(f"the notary's tables are at schema version {version}; this notary "
                          f"knows version {SCHEMA_VERSION} and older (is the file from a newer "
@@ -449,7 +480,29 @@ def migrate_v1(conn: sqlite3.Connection, entry_url_bases: Sequence[str],
         conn.execute(TAIL_UPDATE, (latest, latest))
     for table in _V1_TABLES:
         conn.execute(f"DROP TABLE v1_{table}")
+    fill_server_names(conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def fill_server_names(conn: sqlite3.Connection) -> None:
+    """Give each server name logged before names were held to the account of its first
+    receipt (withheld ones included), as if that receipt had claimed it."""
+    first: dict[str, tuple[int, int]] = {}  # name -> (index, account id)
+    for name, idx, account in conn.execute(
+            "SELECT n.name, min(r.idx), r.account FROM receipts r "
+            "JOIN names n ON n.id = r.server GROUP BY r.server"):
+        first[name] = (idx, account)  # SQLite: a bare column comes from the min(idx) row
+    for name, idx, account_name in conn.execute(
+            "SELECT server, idx, account FROM withheld_receipts ORDER BY idx"):
+        if name in first and first[name][0] < idx:
+            continue
+        conn.execute("INSERT OR IGNORE INTO accounts (name, monthly_allowance, created) "
+                     "VALUES (?, NULL, 0)", (account_name,))
+        (account,) = conn.execute("SELECT id FROM accounts WHERE name = ?",
+                                  (account_name,)).fetchone()
+        first[name] = (idx, account)
+    conn.executemany(CLAIM_NAME, [(name, name_skeleton(name), account, 0.0)
+                                  for name, (_, account) in sorted(first.items())])
 
 
 def recover_withheld(conn: sqlite3.Connection, entry_url_bases: Sequence[str],

@@ -88,6 +88,7 @@ def test_readme_walkthrough_runs_and_leaves_the_work_tree_clean(tmp_path: Path) 
     assert "all results verified" in out
     assert "VALID: every required level passed." in out
     assert "refused: notary-data has moved on" in out and "moved on since this backup" in out
+    assert "refused: the notary is serving notary-data" in out and "stop it first" in out
     runs = re.findall(r"appended (\d+) and \[(\d+), (\d+)\]; size (\d+)", out)
     assert len(runs) == 2 and int(runs[1][0]) == int(runs[0][3]), runs  # twice, one log
     assert (clone / "scratch" / "gateway-state.salt").exists()
@@ -95,4 +96,16 @@ def test_readme_walkthrough_runs_and_leaves_the_work_tree_clean(tmp_path: Path) 
     status = subprocess.run(["git", "status", "--porcelain", "--ignored=no"], cwd=clone,
                             capture_output=True, text=True, check=True).stdout
     assert status == "", status
+    # The moved-aside directory of the in-place restore holds the log's private key: no
+    # `git add .` takes it, nor any other key the walkthrough wrote.
+    aside = list(clone.glob("notary-data.replaced-*"))
+    assert len(aside) == 1 and (aside[0] / "log.key").exists(), aside
+    addable = subprocess.run(["git", "add", "--dry-run", "-A"], cwd=clone, capture_output=True,
+                             text=True, check=True).stdout
+    assert addable == "", addable
+    keys = [str(p.relative_to(clone)) for p in clone.rglob("*.key")
+            if ".venv" not in p.parts and "node_modules" not in p.parts]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=clone,
+                             input="\n".join(keys), capture_output=True, text=True).stdout
+    assert sorted(ignored.split()) == sorted(keys), set(keys) - set(ignored.split())
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.key"))

@@ -14,6 +14,7 @@ from ledger.http.errors import ApiError, error_response
 from ledger.http.server import PlainHandler, close_unread, plain_from_response, plain_response
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Receipt
+from notary.core.records import MAX_NAME_CHARS
 from notary.core.search import (
     DEFAULT_LIMIT,
     Cursor,
@@ -23,13 +24,13 @@ from notary.core.search import (
     parse_limit,
     parse_time_bound,
 )
+from notary.core.server_names import is_valid_name
 from notary.core.verify_request import Refusal, parse_body, read_verify_request, verify_request
 from notary.http.appkeys import METRICS, NOTARY, VERIFIER
 from notary.http.integrity import damage_refusal
 from notary.http.verify_pool import Refused
 from notary.service import Account
 
-MAX_NAME = 256
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 ISSUE_FIELDS = ("server", "tool", "call_sha256")
 ISSUE_PATH = "/v1/tool-calls"
@@ -67,9 +68,9 @@ def _object_from(raw: bytes, fields: tuple[str, ...]) -> dict[str, Any]:
 
 def _name(body: dict[str, Any], field: str) -> str:
     value = body[field]
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_NAME or not value.isprintable():
+    if not is_valid_name(value):
         raise ApiError(400, "invalid_name",
-                       f"{field} must be 1-{MAX_NAME} printable characters")
+                       f"{field} must be 1-{MAX_NAME_CHARS} printable characters")
     return value
 
 

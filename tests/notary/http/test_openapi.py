@@ -320,7 +320,7 @@ def live(live_server: NotaryProcess | ThreadedNotary) -> Live:
               "salt": rec.salt}
     state = Live(server, key, quota_key, revoked_key, record, resp.json())
     # The quota key's one write of the month.
-    assert state.issue(key=quota_key).status == 201
+    assert state.issue(key=quota_key, server="quota-srv").status == 201  # a name of its own
     # Fill the first tile (256 entries) so full tiles and entry bundles exist too.
     size = server.get("/healthz").json()["size"]
     with ThreadPoolExecutor(16) as pool:
@@ -439,7 +439,8 @@ PROBES: list[Probe] = [
           _post(T, lambda s: {"server": "other", "tool": "t", "call_sha256": s.digest}),
           "digest_conflict"),
     Probe("issue-too-large", "post", T, 413, _post(T, raw=BIG), "payload_too_large"),
-    Probe("issue-over-quota", "post", T, 429, lambda s: s.issue(key=s.quota_key),
+    Probe("issue-over-quota", "post", T, 429,
+          lambda s: s.issue(key=s.quota_key, server="quota-srv"),
           "quota_exceeded"),
     # GET /v1/tool-calls?call_sha256= (lookup) and GET /v1/tool-calls?server=… (search)
     Probe("lookup", "get", T, 200, _get(lambda s: f"{T}?call_sha256={s.digest}"),

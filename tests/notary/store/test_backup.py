@@ -8,13 +8,17 @@ restores, and the restored notary serves the receipts it held.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import stat
 from pathlib import Path
 from typing import Any
 
-from tests.notary_server import NotaryProcess
+import pytest
+
+from tests.notary_server import NotaryProcess, NotaryStartError
 
 
 def mode(path: Path) -> int:
@@ -108,3 +112,63 @@ def test_restore_refuses_another_history_of_the_same_size(tmp_path: Path) -> Non
          "published": None}))
     refused = server.cli("restore", "--data", str(rebuilt), str(fork_backup), check=False)
     assert refused.returncode == 2 and "cosigned size 9" in refused.stderr, refused.stderr
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
+
+
+def test_restore_refuses_while_a_notary_serves_the_directory(tmp_path: Path) -> None:
+    """A restore under a running server would lose what it acknowledges afterwards (it goes
+    on writing into the moved-aside copy) and fork the log: refused, nothing changed."""
+    data = tmp_path / "notary-data"
+    for workers in ("1", "2"):  # every worker holds the directory too
+        shutil.rmtree(data, ignore_errors=True)
+        with NotaryProcess(data, args=("--workers", workers)) as server:
+            key = server.create_api_key("b")
+            notarize(server, key, 1)
+            backup = tmp_path / f"backup-{workers}"
+            server.cli("backup", "--data", str(data), str(backup))
+            before = {p.name for p in tmp_path.iterdir()}
+            keys = {k: v for k, v in tree(data).items() if k.endswith("key")}
+            refused = server.cli("restore", "--data", str(data), str(backup), check=False)
+            assert refused.returncode == 2, refused.stderr
+            assert "stop it first" in refused.stderr and "nothing was changed" in refused.stderr
+            assert {p.name for p in tmp_path.iterdir()} == before  # nothing moved aside
+            assert {k: v for k, v in tree(data).items() if k.endswith("key")} == keys
+            notarize(server, key, 2)  # still serving the same directory
+            assert server.get("/healthz").json()["size"] == 2
+        # Stopped: the restore goes ahead (the backup is older, so it needs the directory
+        # gone; restoring into a new directory shows the lock is gone as well).
+        done = server.cli("restore", "--data", str(data), str(backup), check=False)
+        assert done.returncode == 2 and "moved on" in done.stderr, done.stderr
+    newer = tmp_path / "backup-newest"
+    server.cli("backup", "--data", str(data), str(newer))
+    server.cli("restore", "--data", str(data), str(newer))
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("notary-data.replaced-")]
+    assert len(aside) == 1 and (aside[0] / "log.key").exists()
+    # The moved-aside copy holds the log's private key: git never takes any of it.
+    assert (aside[0] / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_a_server_does_not_start_while_a_restore_holds_the_directory(tmp_path: Path) -> None:
+    data = tmp_path / "notary-data"
+    with NotaryProcess(data):
+        pass
+    fd = os.open(data, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what `notary restore` holds while it swaps
+        refused = NotaryProcess(data)
+        with pytest.raises(NotaryStartError, match="being replaced"):
+            refused.start()
+    finally:
+        os.close(fd)
+
+
+def test_migrate_refuses_while_a_notary_serves_the_directory(tmp_path: Path) -> None:
+    data = tmp_path / "notary-data"
+    with NotaryProcess(data) as server:
+        refused = server.cli("migrate", "--data", str(data), check=False)
+        assert refused.returncode == 2 and "stop it first" in refused.stderr, refused.stderr
+    assert server.cli("migrate", "--data", str(data)).returncode == 0

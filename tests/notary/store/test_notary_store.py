@@ -19,6 +19,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -190,7 +191,8 @@ def test_notary_tx_refuses_a_plain_log_transaction() -> None:
 
 
 async def test_issued_at_never_decreases_along_the_log(tmp_path: Path, shared: str) -> None:
-    """B's clock is behind A's: B's receipt, logged after A's, is issued at A's time."""
+    """B's clock is behind A's (by less than service.MAX_AHEAD; further, B refuses: see
+    test_clock_ahead.py): B's receipt, logged after A's, is issued at A's time."""
     data = tmp_path / "d"
     async with running(data, shared) as a, running(data, shared) as b:
         ahead, _ = await issue(a, 1)
@@ -199,7 +201,7 @@ async def test_issued_at_never_decreases_along_the_log(tmp_path: Path, shared: s
         class Behind(real):  # type: ignore[misc,valid-type]
             @classmethod
             def now(cls, tz: object = None) -> real:  # type: ignore[override,valid-type]
-                return real.fromisoformat("2020-01-01T00:00:00+00:00")
+                return real.now(tz) - timedelta(seconds=2)  # type: ignore[arg-type]
 
         service.datetime = Behind  # type: ignore[misc]
         try:
@@ -351,11 +353,25 @@ async def test_api_keys_and_usage(tmp_path: Path, backend: str) -> None:
                 record.monthly_allowance) == ("alice", first.secret_sha256, None, 10)
         assert (await store.api_key(second.key_id)).monthly_allowance == 10  # type: ignore[union-attr]
         assert await store.api_key("ffffffffffff") is None
-        await admin.create_api_key(store, "alice", 3)  # a given allowance replaces it
+        await admin.create_api_key(store, "alice", 10)  # the account's own allowance: fine
+        # A new key never changes the allowance all the account's keys share.
+        with pytest.raises(admin.AdminError, match="set-allowance alice"):
+            await admin.create_api_key(store, "alice", 3)
+        assert (await store.api_key(first.key_id)).monthly_allowance == 10  # type: ignore[union-attr]
+        assert len([k for k in await store.list_api_keys("2026-01") if k.account == "alice"]) == 3
+        await admin.set_monthly_allowance(store, "alice", 3)  # the explicit way, for all keys
         assert (await store.api_key(first.key_id)).monthly_allowance == 3  # type: ignore[union-attr]
+        assert (await store.api_key(second.key_id)).monthly_allowance == 3  # type: ignore[union-attr]
+        await admin.set_monthly_allowance(store, "alice", None)
+        assert (await store.api_key(first.key_id)).monthly_allowance is None  # type: ignore[union-attr]
+        with pytest.raises(admin.AdminError, match="no account"):
+            await admin.set_monthly_allowance(store, "nobody", 3)
+        with pytest.raises(admin.AdminError):
+            await admin.set_monthly_allowance(store, "alice", -1)
 
         listing = await store.list_api_keys("2026-01")
         assert [k.key_id for k in listing][:3] == [first.key_id, second.key_id, other.key_id]
+        assert len(listing) == 4
         assert {k.account for k in listing} == {"alice", "bob"}
         assert all(k.used_this_month == 0 and k.revoked is None for k in listing)
         assert await store.usage("alice", "2026-01") == 0
@@ -498,7 +514,7 @@ async def test_sqlite_receipt_rows_hold_only_what_the_entry_does_not(tmp_path: P
     async with running(tmp_path / "d", "sqlite") as notary:
         receipt, _ = await issue(notary, 1, server="weather", tool="forecast")
     with sqlite3.connect(tmp_path / "d" / "notary.store.sqlite") as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert db.execute("PRAGMA user_version").fetchone() == (3,)
         row = db.execute("SELECT * FROM receipts").fetchone()
         columns = [d[0] for d in db.execute("SELECT * FROM receipts").description]
     assert columns == ["idx", "sig", "kid", "ledger", "account", "server", "tool"]

@@ -90,7 +90,8 @@ async def test_three_frontends_two_killed_at_random(tmp_path: Path, pg_url: str)
             key = cap if account == "cap" else unl
             try:
                 async with http.post(f"{front.url}/v1/tool-calls",
-                                     json={"server": "srv", "tool": "t", "call_sha256": digest},
+                                     json={"server": f"srv-{account}", "tool": "t",
+                                           "call_sha256": digest},
                                      headers={"Authorization": f"Bearer {key}"}) as r:
                     statuses[r.status] += 1
                     body = await r.json(content_type=None)

@@ -82,8 +82,8 @@ class Served:
         await _until(lambda: self.store._notices > notices, "the key's notification")
         return token
 
-    async def post(self, n: int, token: str) -> tuple[int, Any]:
-        body = {"server": "srv", "tool": "echo",
+    async def post(self, n: int, token: str, server: str = "srv") -> tuple[int, Any]:
+        body = {"server": server, "tool": "echo",
                 "call_sha256": hashlib.sha256(f"call {n}".encode()).hexdigest()}
         async with self.http.post(f"{self.served.url}/v1/tool-calls", json=body,
                                   headers={"Authorization": f"Bearer {token}"}) as r:
@@ -161,7 +161,7 @@ async def test_a_key_created_elsewhere_works_once_notified(
         token = await s.new_key("alice")
         assert (await s.post(0, token))[0] == 201 and s.store._keys_fresh
         other = await s.served.new_api_key("bob", None)  # this process: seen at once
-        assert (await s.post(1, other))[0] == 201
+        assert (await s.post(1, other, "bobs"))[0] == 201
         # Another process adds a key to bob's account: the notice makes the cache re-check.
         record = await s.store.api_key(_key_id(other))
         assert record is not None

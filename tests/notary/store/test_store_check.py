@@ -180,7 +180,7 @@ async def test_scrub_finds_damage_in_a_running_server_and_writes_stop(tmp_path: 
     (level, index, offset), named = DAMAGE[where]
     key = ""
     async with serving(data, scrub_rate=500) as url, aiohttp.ClientSession() as http:
-        code, out, _ = await notary_cmd("apikey", "create", "--data", data, "--account", "a")
+        code, out, _ = await notary_cmd("apikey", "create", "--data", data, "--account", "test")
         key = out.strip().splitlines()[-1]
         first = await until(http, url, lambda h: h["scrub"]["passes"] >= 1)
         assert first["status"] == "ok" and first["writes"] == "accepted"

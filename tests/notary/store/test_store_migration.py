@@ -181,13 +181,13 @@ async def test_migration_recovers_what_was_signed_and_withholds_the_rest(tmp_pat
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert not any(t.startswith("v1_") for t in tables)
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
 
     # Naming the missing base URL later recovers those; the damaged ones stay withheld.
     store = await SqliteNotaryStore.open(db, entry_url_bases=[ELSEWHERE])
     try:
         report = store.migration
-        assert report is not None and report.from_version == 2
+        assert report is not None and report.from_version == 3
         assert report.migrated == len(v1.ids_under(ELSEWHERE)) - len(
             set(v1.ids_under(ELSEWHERE)) & v1.broken)
         assert {i for i, _ in report.withheld} == v1.broken

@@ -1,0 +1,90 @@
+"""``notary names grant|list|move``: which account holds which server name.
+
+The first account to notarize under a server name holds it; another account's keys are refused
+that name and every name confusable with it (``notary.core.server_names``). The operator gives
+a free name to an account ahead of its first receipt (``grant``), sees who holds what
+(``list``), and hands a name over, e.g. when a server changes hands (``move``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ledger.core.timestamps import rfc3339
+from ledger.exitcodes import UsageError
+from ledger.storage.base import StoreError
+from notary import admin
+from notary.store.base import NotaryStore
+
+__all__ = ["register"]
+
+WithStore = Callable[[argparse.Namespace, Callable[[NotaryStore], Awaitable[Any]]], Any]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], *,
+             with_store: WithStore,
+             common: Callable[[argparse.ArgumentParser], None]) -> None:
+    """``with_store(args, use)`` runs ``use`` on the store the settings select;
+    ``common`` adds the store's flags (both from ``notary.cli.main``)."""
+    names = subparsers.add_parser("names", help="which account holds which server name").\
+        add_subparsers(dest="action", required=True)
+
+    p = names.add_parser("grant", help="give a server name nobody holds to an account")
+    common(p)
+    p.add_argument("name")
+    p.add_argument("--account", required=True)
+
+    def grant(args: argparse.Namespace) -> int:
+        try:
+            new = with_store(args, lambda store: admin.grant_server_name(
+                store, args.name, args.account))
+        except admin.AdminError as e:
+            raise UsageError(str(e)) from e
+        print(f"Server name {args.name!r} is held by account {args.account!r}"
+              + ("." if new else " (it was already)."))
+        return 0
+
+    p.set_defaults(func=grant)
+
+    p = names.add_parser("list", help="held server names and their accounts")
+    common(p)
+    p.add_argument("--account", help="only this account's names")
+    p.add_argument("--json", action="store_true")
+
+    def show(args: argparse.Namespace) -> int:
+        rows = with_store(args, lambda store: store.server_names(args.account))
+        if args.json:
+            print(json.dumps([{"name": r.name, "account": r.account,
+                               "since": rfc3339(r.since) if r.since else None}
+                              for r in rows], indent=2, ensure_ascii=False))
+            return 0
+        print(f"{'SERVER NAME':<40}ACCOUNT")
+        for r in rows:
+            print(f"{r.name:<40}{r.account}")
+        return 0
+
+    p.set_defaults(func=show)
+
+    p = names.add_parser("move", help="give a held server name to another account")
+    common(p)
+    p.add_argument("name")
+    p.add_argument("--to", dest="account", required=True, metavar="ACCOUNT")
+
+    def move(args: argparse.Namespace) -> int:
+        async def run(store: NotaryStore) -> str:
+            try:
+                return await admin.move_server_name(store, args.name, args.account)
+            except StoreError as e:  # no such name or account: the user's to fix
+                raise admin.AdminError(str(e)) from None
+
+        try:
+            before = with_store(args, run)
+        except admin.AdminError as e:
+            raise UsageError(str(e)) from e
+        print(f"Server name {args.name!r} moved from account {before!r} to {args.account!r}.")
+        return 0
+
+    p.set_defaults(func=move)
