@@ -17,6 +17,7 @@ from ledger.cli import monitor, witness
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.boundedjson import JsonError
 from ledger.core.timestamps import rfc3339
+from ledger.dirlock import DirectoryInUseError, ServingLock, exclusive
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.http.serve import serve_until_signalled
 from ledger.http.server import ServerLimits
@@ -35,7 +36,7 @@ from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
 from notary.http.app import create_app, init_data_dir
 from notary.keys import Paths
-from notary.startup import entry_url_bases
+from notary.startup import check_before_creating, entry_url_bases
 from notary.store import MEMORY, is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore
@@ -61,7 +62,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--workers needs a store the workers share; {MEMORY} is one per "
                          "process")
     worker = args.listen_fd is not None
+    host, port = settings.host_port
+    sock: socket.socket | None = None
+    if worker:
+        sock = socket.socket(fileno=args.listen_fd)
+    else:
+        # Everything that can fail is tried before anything is created in --data: the
+        # settings, the database (and whether it already holds a log this frontend lacks the
+        # key of), the port.
+        asyncio.run(check_before_creating(settings))
+    app = create_app(settings)  # settings are checked here, before any worker starts
+    if not worker:
+        try:
+            sock = bind(host, port)
+        except OSError as e:
+            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    # Held while serving: `notary restore` refuses to replace a directory in use.
+    serving = ServingLock(settings.data)
+    if settings.data.is_dir():
+        _hold(serving)
     first = None if worker else init_data_dir(settings)
+    if not serving.held:
+        _hold(serving)
     base = settings.base_url
     if first is not None and not first.new_log:
         print(f"Joined the log of {settings.data}/log.key with a receipt key of this "
@@ -76,13 +98,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if is_memory(settings.database):
         print(f"The store is in memory ({MEMORY}): nothing outlives this process, and API keys "
               "can only be added in process (notary.admin).")
-    host, port = settings.host_port
-    app = create_app(settings)  # settings are checked here, before any worker starts
+    assert sock is not None
     if settings.workers > 1:
-        try:
-            sock = bind(host, port)
-        except OSError as e:
-            raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
         print(f"Serving on {base} (listening on {host}:{port}, {settings.workers} workers)",
               flush=True)
         return supervise(sock, settings.workers, args.argv)
@@ -95,10 +112,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not worker:
             print(f"Serving on {base} (listening on {url.split('://', 1)[1]})", flush=True)
 
-    inherited = socket.socket(fileno=args.listen_fd) if worker else None
     asyncio.run(serve_until_signalled(app, host, port, announce, limits=limits,
-                                      shutdown_timeout=30, sock=inherited))
+                                      shutdown_timeout=30, sock=sock))
     return 0
+
+
+def _hold(serving: ServingLock) -> None:
+    try:
+        serving.take()
+    except DirectoryInUseError as e:
+        raise UsageError(str(e)) from None
 
 
 def _log_origin(paths: Paths) -> str | None:
@@ -220,7 +243,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     async def report(store: NotaryStore) -> MigrationReport | None:
         return store.migration if isinstance(store, SqliteNotaryStore) else None
 
-    return _report_migration(_with_store(args, report, bases=bases))
+    settings = _settings(args)
+    if is_postgres(settings.database) or not settings.data.is_dir():
+        return _report_migration(_with_store(args, report, bases=bases))
+    try:  # it rewrites receipts a running server reads and serves: not beside one
+        with exclusive(settings.data, "notary migrate"):
+            return _report_migration(_with_store(args, report, bases=bases))
+    except DirectoryInUseError as e:
+        raise UsageError(str(e)) from None
 
 
 def cmd_hash(args: argparse.Namespace) -> int:
@@ -432,6 +462,13 @@ def _database(args: argparse.Namespace) -> tuple[Path | None, str | None]:
     return Paths(data).db, f"notary check --data {data}"
 
 
+def _uses_postgres(args: argparse.Namespace) -> bool:
+    try:
+        return hasattr(args, "data") and is_postgres(_settings(args).database)
+    except (ConfigError, UsageError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what --workers passes on
@@ -448,9 +485,10 @@ def main(argv: list[str] | None = None) -> int:
         # A damaged store: not a bug to show as a traceback, nor worth retrying.
         db, check_command = _database(args)
         if isinstance(e, LogIntegrityError):
-            print(f"notary: error: the log in {db} does not match its signed checkpoint ({e}). "
-                  f"Restore the newest backup and run `{check_command}` before serving it.",
-                  file=sys.stderr)
+            where = "the PostgreSQL store" if _uses_postgres(args) else db
+            print(f"notary: error: the log in {where} does not match its signed checkpoint "
+                  f"({e}). Restore the newest backup and run `{check_command}` before serving "
+                  "it.", file=sys.stderr)
             return ExitCode.USAGE
         if corruption_in(e) is None:
             raise
