@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from notary.gateway.policy import CoercionError, Policy, ToolPolicy, normalize_path
+from notary.gateway.policy.facts import nfc
 
 __all__ = ["has_path_facts", "resolve_path", "resolve_path_facts", "symlinked_rule_paths"]
 
@@ -36,20 +37,53 @@ def has_path_facts(spec: ToolPolicy | None) -> bool:
 def resolve_path(path: str) -> str:
     """``path`` (a path fact) as this host's file system resolves it; raises CoercionError.
 
+    Component by component from the root: an existing name is resolved through symlinks
+    (``realpath``); a name that does not exist as spelled is looked up among the directory's
+    entries by its NFC form, as the reference filesystem server does (it maps a name to a
+    canonically equivalent entry), and resolved if exactly one matches; otherwise it and the
+    rest of the path are appended to what was resolved so far. The result is in NFC: names
+    on disk may be decomposed, and rules compare in NFC.
+
     Relative paths are left alone: the gateway does not know the upstream's working
-    directory, and a relative path never passes an absolute prefix anyway. The result is a
-    path fact again (lexical normal form, NFC: a symlink leading to a name not in NFC is
-    refused like such a name in the arguments).
+    directory, and a relative path never passes an absolute prefix anyway.
     """
     if not path.startswith("/"):
         return path
     try:
-        # Not strict: the existing prefix is resolved, the missing tail appended to it.
-        resolved = os.path.realpath(path)
+        resolved = _walk(path)
     except (OSError, ValueError) as e:
         raise CoercionError(f"the path cannot be resolved on this host ({type(e).__name__})"
                             ) from None
-    return path if resolved == path else normalize_path(resolved)
+    return path if resolved == path else normalize_path(nfc(resolved))
+
+
+def _walk(path: str) -> str:
+    """The resolution of an absolute path in lexical normal form (see :func:`resolve_path`)."""
+    names = [n for n in path.split("/") if n]
+    current = "/"
+    for i, name in enumerate(names):
+        candidate = os.path.join(current, name)
+        if not os.path.lexists(candidate):
+            entry = _equivalent_entry(current, name)
+            if entry is None:
+                return os.path.join(current, *names[i:])
+            candidate = os.path.join(current, entry)
+        # ``current`` is resolved already, so only a symlink needs realpath (one lstat per
+        # name, not per prefix); not strict: a link to a missing target resolves as far as
+        # the target exists.
+        current = os.path.realpath(candidate) if os.path.islink(candidate) else candidate
+    return current
+
+
+def _equivalent_entry(directory: str, name: str) -> str | None:
+    """The one entry of ``directory`` whose NFC form is ``name``'s, else None."""
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return None
+    wanted = nfc(name)
+    matches = [e for e in entries if nfc(e) == wanted]
+    return matches[0] if len(matches) == 1 else None
 
 
 def resolve_path_facts(spec: ToolPolicy | None, facts: Mapping[str, Any]

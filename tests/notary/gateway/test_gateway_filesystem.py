@@ -39,6 +39,8 @@ EXAMPLE = REPO_ROOT / "examples" / "gateway-filesystem.toml"
 PLACEHOLDER = "/srv/mcp-files"
 CONTRACTS = "Vertr\u00e4ge"                          # NFC, as the policy writes it
 CONTRACTS_NFD = unicodedata.normalize("NFD", CONTRACTS)
+OVERVIEW = "\u00dcbersicht"                          # "Übersicht"
+OVERVIEW_NFD = unicodedata.normalize("NFD", OVERVIEW)
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
@@ -74,6 +76,8 @@ async def filesystem_gateway(tmp_path: Path, server_script: Path
     (public / "docs" / "alias.txt").symlink_to("readme.txt")            # allowed to allowed
     (public / "docs" / "link").symlink_to(public / CONTRACTS)           # allowed to denied
     (public / "inbox" / "drop").symlink_to(public / CONTRACTS)
+    (public / OVERVIEW_NFD).mkdir()                                     # decomposed on disk
+    (public / OVERVIEW_NFD / "l").symlink_to(public / CONTRACTS)
     text = EXAMPLE.read_text().replace(PLACEHOLDER, str(root))
     for fact in ("path", "paths"):  # every public rule also denies the contracts folder
         allow = f'{{ fact = "{fact}", op = "prefix", value = "{public}" }}'
@@ -206,6 +210,9 @@ async def test_equivalent_spellings_symlinks_and_hidden_names(tmp_path: Path,
             ("read_text_file", {"path": f"{public}/docs/link/secret.txt"}),
             ("read_multiple_files", {"paths": [readme, f"{public}/docs/link/secret.txt"]}),
             ("write_file", {"path": f"{public}/inbox/drop/planted.txt", "content": "x"}),
+            # A folder named decomposed on disk, asked for composed: the server maps the name
+            # to the entry, and so does the gateway before it follows the symlink inside.
+            ("read_text_file", {"path": f"{public}/{OVERVIEW}/l/secret.txt"}),
             # Hidden names, on every tool that could show one.
             ("get_file_info", {"path": f"{public}/.env"}),
             ("read_media_file", {"path": f"{public}/.git/logo.png"}),

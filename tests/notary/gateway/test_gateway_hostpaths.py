@@ -19,7 +19,7 @@ from notary.gateway.hostpaths import (
     resolve_path_facts,
     symlinked_rule_paths,
 )
-from notary.gateway.policy import CoercionError, load_policy_text
+from notary.gateway.policy import load_policy_text
 from notary.gateway.salt import ensure_salt
 from notary.gateway.store import GatewayStore
 from notary.sdk import NotaryClient
@@ -67,12 +67,22 @@ def test_resolve_path_follows_what_exists_and_appends_the_rest(tree: Path) -> No
     assert resolve_path(f"{docs}/loop/x").startswith(f"{docs}/loop")   # never hangs
 
 
-def test_a_symlink_to_a_name_not_in_nfc_is_refused(tree: Path) -> None:
-    nfd = unicodedata.normalize("NFD", "Vertr\u00e4ge")
-    (tree / nfd).mkdir()
-    (tree / "public" / "docs" / "odd").symlink_to(tree / nfd)
-    with pytest.raises(CoercionError, match="NFC"):
-        resolve_path(f"{tree}/public/docs/odd/x")
+def test_names_on_disk_are_matched_and_compared_in_nfc(tree: Path) -> None:
+    """A name that does not exist as spelled is matched to its one canonically equivalent
+    entry, as the reference filesystem server does, so a symlink below a decomposed folder
+    is followed too; the result is in NFC, the form rules compare in."""
+    composed = "Vertr\u00e4ge"
+    decomposed = unicodedata.normalize("NFD", composed)
+    (tree / decomposed).mkdir()
+    (tree / decomposed / "link").symlink_to(tree / "public" / "private")
+    (tree / "public" / "docs" / "odd").symlink_to(tree / decomposed)
+    assert resolve_path(f"{tree}/{composed}/link/x") == f"{tree}/public/private/x"
+    assert resolve_path(f"{tree}/public/docs/odd/y") == f"{tree}/{composed}/y"
+    assert resolve_path(f"{tree}/public/docs/odd/link") == f"{tree}/public/private"
+    # Two entries equivalent to the name: none is chosen (the server refuses such a path).
+    (tree / "e\u0301t\u00e9").mkdir()
+    (tree / "\u00e9te\u0301").mkdir()
+    assert resolve_path(f"{tree}/\u00e9t\u00e9/z") == f"{tree}/\u00e9t\u00e9/z"
 
 
 def test_resolve_path_facts_before_the_rules(tree: Path) -> None:
@@ -93,12 +103,11 @@ def test_resolve_path_facts_before_the_rules(tree: Path) -> None:
     assert policy.judge("read", facts, problems).allowed  # what a lexical check concluded
 
     # A path fact that cannot be resolved is dropped: every rule on it fails.
-    nfd = unicodedata.normalize("NFD", "\u00e9t\u00e9")
-    (tree / nfd).mkdir()
-    (docs / "summer").symlink_to(tree / nfd)
-    resolved, problems = resolve_path_facts(spec, {"tool": "read", "path": f"{docs}/summer"})
-    assert "path" not in resolved and problems == ["fact 'path': the path is not in Unicode "
-                                                   "normal form C (NFC)"]
+    (docs / "long").symlink_to("/" + "/".join(["y" * 200] * 19))  # resolves past PATH_MAX
+    far = f"{docs}/long/{'z' * 250}/{'z' * 250}"
+    resolved, problems = resolve_path_facts(spec, {"tool": "read", "path": far})
+    assert "path" not in resolved and problems == [
+        "fact 'path': the path is longer than 4096 characters"]
     assert resolve_path_facts(None, {"tool": "x"}) == ({"tool": "x"}, [])
 
 
