@@ -94,9 +94,12 @@ def test_refusals_are_byte_for_byte_the_same(
             issue(call("1" * 64, tool="\u0007"), key),
             issue(b'{"server": "s", "server": "s", "tool": "t", "call_sha256": "1"}', key),
             issue(b"\xef\xbb\xbf" + call("1" * 64).encode(), key),
-            issue(call("2" * 64), quota_key),  # spends the allowance of 1 ...
-            issue(call("3" * 64), quota_key),  # ... so this is 429
-            issue(call("2" * 64, tool="other"), key),  # a known digest for another tool: 409
+            # The quota account notarizes under a server name of its own ("s" is key's).
+            issue(call("2" * 64, server="qs"), quota_key),  # spends the allowance of 1 ...
+            issue(call("3" * 64, server="qs"), quota_key),  # ... so this is 429
+            # A known digest for another tool: 409 (digest_conflict; for another account's
+            # key it would be digest_taken).
+            issue(call("2" * 64, server="qs", tool="other"), quota_key),
         ]
 
     got = {}

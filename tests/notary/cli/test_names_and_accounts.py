@@ -1,0 +1,101 @@
+"""End to end against a real ``notary serve`` on loopback, with the operator's commands run
+beside it: server names belong to accounts (``notary names``), a digest to the account that
+logged it, and an account's allowance changes only with ``notary account set-allowance``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.exitcodes import ExitCode
+from tests.notary_server import NotaryProcess
+
+CYRILLIC_WEATHER = "w\u0435ather"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> NotaryProcess:
+    with NotaryProcess(tmp_path / "data") as proc:
+        yield proc  # type: ignore[misc]
+
+
+def _issue(server: NotaryProcess, key: str, name: str, n: int) -> tuple[int, dict[str, object]]:
+    body = {"server": name, "tool": "t", "call_sha256": hashlib.sha256(b"%d" % n).hexdigest()}
+    r = server.post("/v1/tool-calls", json_body=body, api_key=key)
+    return r.status, r.json()
+
+
+def _names(server: NotaryProcess) -> list[tuple[str, str]]:
+    out = server.cli("names", "list", "--json", "--data", str(server.data_dir)).stdout
+    return [(r["name"], r["account"]) for r in json.loads(out)]
+
+
+def test_names_belong_to_accounts_over_http(server: NotaryProcess) -> None:
+    alice = server.create_api_key("alice")
+    alice2 = server.create_api_key("alice")
+    bob = server.create_api_key("bob")
+    status, receipt = _issue(server, alice, "weather", 1)
+    assert status == 201
+    for name in ("weather", CYRILLIC_WEATHER, "WEATHER"):
+        status, err = _issue(server, bob, name, 2)
+        assert (status, err["error"]["code"]) == (403, "server_not_allowed")  # type: ignore[index]
+    assert _issue(server, alice2, "weather", 3)[0] == 201  # every key of the account
+    assert _issue(server, bob, "forecast", 4)[0] == 201  # a free name
+    # Alice's digest is not Bob's receipt, whatever server name he gives.
+    for name in ("weather", "forecast"):
+        status, err = _issue(server, bob, name, 1)
+        assert (status, err["error"]["code"]) == (409, "digest_taken")  # type: ignore[index]
+    assert server.get("/healthz").json()["size"] == 3
+    # The holding account is shown nowhere public: not in receipts, searches or the explorer.
+    public = [json.dumps(receipt), server.get("/v1/tool-calls?server=weather").text,
+              server.get(f"/v1/tool-calls/{receipt['id']}").text,
+              server.get("/explorer/servers/weather").text]
+    assert not any("alice" in text or "bob" in text for text in public)
+
+    assert _names(server) == [("forecast", "bob"), ("weather", "alice")]
+    server.cli("names", "grant", "news", "--account", "bob", "--data", str(server.data_dir))
+    assert _issue(server, alice, "news", 5)[0] == 403
+    taken = server.cli("names", "grant", "n\u0435ws", "--account", "alice", "--data",
+                       str(server.data_dir), check=False)
+    assert taken.returncode == ExitCode.USAGE and "move" in taken.stderr
+    server.cli("names", "move", "weather", "--to", "bob", "--data", str(server.data_dir))
+    assert _issue(server, bob, "weather", 6)[0] == 201
+    assert _issue(server, alice, "weather", 7)[0] == 403
+    missing = server.cli("names", "move", "nothing", "--to", "bob", "--data",
+                         str(server.data_dir), check=False)
+    assert missing.returncode == ExitCode.USAGE and "no account holds" in missing.stderr
+    assert [n for n, a in _names(server) if a == "bob"] == ["forecast", "news", "weather"]
+
+
+def _allowances(server: NotaryProcess) -> dict[str, object]:
+    out = server.cli("apikey", "list", "--json", "--data", str(server.data_dir)).stdout
+    return {k["key_id"]: k["monthly_allowance"] for k in json.loads(out)}
+
+
+def test_a_new_key_never_changes_the_accounts_allowance(server: NotaryProcess) -> None:
+    data = str(server.data_dir)
+    first = server.create_api_key("alice", monthly_allowance=1)
+    assert _issue(server, first, "srv", 1)[0] == 201
+    assert _issue(server, first, "srv", 2)[0] == 429
+    refused = server.cli("apikey", "create", "--data", data, "--account", "alice",
+                         "--monthly-allowance", "1000", check=False)
+    assert refused.returncode == ExitCode.USAGE
+    assert "set-allowance" in refused.stderr and "nk_" not in refused.stdout
+    assert set(_allowances(server).values()) == {1} and len(_allowances(server)) == 1
+    assert _issue(server, first, "srv", 2)[0] == 429  # nothing changed
+    server.create_api_key("alice", monthly_allowance=1)  # the account's own: fine
+    server.create_api_key("alice")  # none given: the account's
+    assert set(_allowances(server).values()) == {1}
+
+    server.cli("account", "set-allowance", "alice", "3", "--data", data)
+    assert set(_allowances(server).values()) == {3}
+    assert _issue(server, first, "srv", 2)[0] == 201  # at once, for every key
+    server.cli("account", "set-allowance", "alice", "unlimited", "--data", data)
+    assert set(_allowances(server).values()) == {None}
+    for argv in (["nobody", "3"], ["alice", "-1"], ["alice", "many"]):
+        bad = server.cli("account", "set-allowance", *argv, "--data", data, check=False)
+        assert bad.returncode == ExitCode.USAGE, bad
