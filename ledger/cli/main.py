@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ledger.check import AuditError, audit_log
-from ledger.cli import monitor, witness
+from ledger.cli import mirror, monitor, witness
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError
 from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.dirlock import DirectoryInUseError, ServingLock
@@ -328,6 +328,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     witness.register(sub)
+    mirror.register(sub)
     monitor.register(sub)
 
     s = sub.add_parser("init", help="create a log and its signing key")

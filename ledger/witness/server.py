@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,7 +56,7 @@ from ledger.core.witness_protocol import (
 from ledger.witness.store import WitnessStore
 
 __all__ = ["WITNESS", "Answer", "Witness", "WitnessSigner", "create_witness_app",
-           "origin_hash"]
+           "origin_hash", "sign_subtree_answer"]
 
 _log = structlog.get_logger("ledger.witness")
 
@@ -182,32 +182,7 @@ class Witness:
         return answer
 
     async def _sign_subtree(self, body: bytes) -> Answer:
-        try:
-            req = parse_sign_subtree(body)
-            note = parse_note(req.checkpoint)
-            cp = parse_checkpoint_text(note.text)
-        except (ProtocolError, NoteError) as e:
-            return Answer.text(400, f"malformed request: {e}")
-        if req.start == req.end or not is_valid_subtree(req.start, req.end):
-            return Answer.text(400, f"[{req.start}, {req.end}) is not a non-empty valid subtree")
-        if req.end > cp.size:
-            return Answer.text(400, f"subtree ends at {req.end}, past the checkpoint's size "
-                                    f"{cp.size}")
-        if cp.origin not in self.logs:
-            return Answer.text(404, f"unknown log origin {cp.origin[:200]!r}")
-        try:
-            open_note(req.checkpoint, self.own_keys)
-        except NoteError as e:
-            return Answer.text(403, f"the checkpoint carries no valid cosignature of this "
-                                    f"witness: {e}")
-        try:
-            verify_subtree_consistency(req.start, req.end, cp.size, req.proof,
-                                       req.subtree_hash, cp.root_hash)
-        except ProofError as e:
-            return Answer.text(422, f"subtree consistency proof: {e}")
-        sigs = [s.sign_subtree(cp.origin, req.start, req.end, req.subtree_hash)
-                for s in self.subtree_signers]
-        return Answer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
+        return sign_subtree_answer(body, self.logs, self.own_keys, self.subtree_signers)
 
     async def checkpoint(self, hashed_origin: str) -> Answer:
         """The newest checkpoint cosigned for the log whose origin hashes to ``hashed_origin``,
@@ -217,6 +192,39 @@ class Witness:
         if note is None:
             return Answer.text(404, "this witness has cosigned no checkpoint of that log")
         return Answer(200, note, "text/plain; charset=utf-8")
+
+
+def sign_subtree_answer(body: bytes, origins: Container[str], own_keys: Sequence[NoteVerifier],
+                        signers: Sequence[SubtreeCosignatureSigner]) -> Answer:
+    """The ``sign-subtree`` answer of a cosigner whose keys are ``own_keys`` (those that may
+    have cosigned the reference checkpoint) and ``signers`` (its ML-DSA-44 keys), for the logs
+    ``origins``; never raises for bad input. Shared by the witness and the mirror, which the
+    spec has handle the request identically."""
+    try:
+        req = parse_sign_subtree(body)
+        note = parse_note(req.checkpoint)
+        cp = parse_checkpoint_text(note.text)
+    except (ProtocolError, NoteError) as e:
+        return Answer.text(400, f"malformed request: {e}")
+    if req.start == req.end or not is_valid_subtree(req.start, req.end):
+        return Answer.text(400, f"[{req.start}, {req.end}) is not a non-empty valid subtree")
+    if req.end > cp.size:
+        return Answer.text(400, f"subtree ends at {req.end}, past the checkpoint's size "
+                                f"{cp.size}")
+    if cp.origin not in origins:
+        return Answer.text(404, f"unknown log origin {cp.origin[:200]!r}")
+    try:
+        open_note(req.checkpoint, own_keys)
+    except NoteError as e:
+        return Answer.text(403, f"the checkpoint carries no valid cosignature of this "
+                                f"cosigner: {e}")
+    try:
+        verify_subtree_consistency(req.start, req.end, cp.size, req.proof,
+                                   req.subtree_hash, cp.root_hash)
+    except ProofError as e:
+        return Answer.text(422, f"subtree consistency proof: {e}")
+    sigs = [s.sign_subtree(cp.origin, req.start, req.end, req.subtree_hash) for s in signers]
+    return Answer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
 
 
 WITNESS = web.AppKey("ledger.witness", Witness)

@@ -1,0 +1,183 @@
+"""``ledger mirror keygen`` and ``ledger mirror serve``: a C2SP tlog-mirror.
+
+A mirror key is an ML-DSA-44 subtree/v1 key (type 0x06, the default; it can also sign
+subtrees) or an Ed25519 cosignature/v1 key (type 0x04, ``--algorithm ed25519``): ``keygen``
+writes its private form to a new 0600 file and prints, as its last line, the verifier key that
+logs and readers configure. ``serve`` runs the mirror's endpoints (``POST /add-checkpoint``,
+``POST /add-entries``, ``POST /sign-subtree`` with an ML-DSA-44 key) and serves each mirrored
+log as tlog-tiles at ``/<origin hash>/checkpoint`` and ``/<origin hash>/tile/…``, for the logs
+given with ``--log ORIGIN=VKEY`` (split at the first ``=``; the log key is Ed25519 or
+ML-DSA-44). State: ``--data DIR/mirror.db`` (checkpoints) and ``DIR/logs/<origin hash>.db``
+(each log's copy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from ledger.cli.witness import ALGORITHMS, parse_log_spec, read_witness_key
+from ledger.core.note import NoteError, NoteVerifier
+from ledger.exitcodes import ExitCode, UsageError
+from ledger.http.serve import serve_until_signalled
+from ledger.keyfile import KeyFileError, write_secret
+from ledger.logs import configure
+from ledger.mirror.copy import LogCopy
+from ledger.mirror.server import Mirror, create_mirror_app
+from ledger.mirror.state import MirrorState, MirrorStateError
+from ledger.netaddr import parse_host_port
+from ledger.storage.base import StoreError
+from ledger.storage.damage import corruption_in, damage_message
+from ledger.storage.sqlite import SqliteStore
+from ledger.witness.server import WitnessSigner, origin_hash
+
+__all__ = ["open_mirror", "register"]
+
+STATE_NAME = "mirror.db"
+COPIES_DIR = "logs"
+DEFAULT_LISTEN = "127.0.0.1:7390"
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def parse_min_index(text: str, origins: set[str]) -> tuple[str, int]:
+    """``ORIGIN=N`` (split at the last ``=``: an origin holds none, a number neither)."""
+    origin, sep, value = text.rpartition("=")
+    if not sep or origin not in origins:
+        raise UsageError(f"--min-index {text!r}: want ORIGIN=N for an origin given with --log")
+    if not value.isascii() or not value.isdigit():
+        raise UsageError(f"--min-index {text!r}: N must be a non-negative decimal")
+    n = int(value)
+    if n:
+        # A copy that starts at N needs the hashes of the tiles below N to serve and grow its
+        # tree, which entry packages do not carry (tlog-mirror, "Pruning").
+        raise UsageError(f"--min-index {text!r}: this mirror keeps whole logs (minimum index 0)")
+    return origin, n
+
+
+async def open_mirror(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
+                      data: Path) -> Mirror:
+    """The mirror over ``data``: its state and one SQLite copy per log, created if missing."""
+    data.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (data / COPIES_DIR).mkdir(exist_ok=True, mode=0o700)
+    state = await MirrorState.open(data / STATE_NAME, [s.verifier_key_text() for s in signers])
+    copies: dict[str, LogCopy] = {}
+    try:
+        for origin in logs:
+            store = await SqliteStore.open(data / COPIES_DIR / f"{origin_hash(origin)}.db",
+                                           create=True)
+            copies[origin] = await LogCopy.open(origin, store)
+    except BaseException:
+        for copy in copies.values():
+            await copy.close()
+        await state.close()
+        raise
+    return Mirror(signers, logs, state, copies)
+
+
+async def close_mirror(mirror: Mirror) -> None:
+    for copy in mirror.copies.values():
+        await copy.close()
+    await mirror.state.close()
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    try:
+        signer = ALGORITHMS[args.algorithm].generate(args.name)
+    except NoteError as e:
+        raise UsageError(f"--name {args.name!r}: {e}") from None
+    write_secret(Path(args.out), signer.private_key_text())
+    print(signer.verifier_key_text())
+    return 0
+
+
+async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
+                 data: Path, host: str, port: int) -> None:
+    mirror = await open_mirror(signers, logs, data)
+    app = create_mirror_app(mirror)
+
+    def announce(url: str) -> None:
+        structlog.get_logger("ledger.mirror").info(
+            "mirror_started", vkeys=[s.verifier_key_text() for s in signers],
+            logs=sorted(logs), url=url)
+        print(url, flush=True)
+
+    try:
+        await serve_until_signalled(app, host, port, announce)
+    finally:
+        await close_mirror(mirror)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    configure(args.log_format, args.log_level)
+    signers = [read_witness_key(Path(k)) for k in args.key]
+    if len({(s.name, s.key_id) for s in signers}) != len(signers):
+        raise UsageError("--key: the same key is given twice")
+    logs: dict[str, list[NoteVerifier]] = {}
+    for spec in args.log:
+        origin, verifier = parse_log_spec(spec)
+        logs.setdefault(origin, []).append(verifier)
+    for spec in args.min_index:
+        parse_min_index(spec, set(logs))
+    host, port = parse_host_port(args.listen, what="--listen")
+    asyncio.run(_serve(signers, logs, Path(args.data), host, port))
+    return 0
+
+
+def _run(func: Command) -> Command:
+    """Report expected failures as one ``ledger: error:`` line and exit status 2."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except (UsageError, MirrorStateError, StoreError, KeyFileError) as e:
+            print(f"ledger: error: {e}", file=sys.stderr)
+            return ExitCode.USAGE
+        except Exception as e:
+            if corruption_in(e) is None:
+                raise
+            data = getattr(args, "data", None)
+            db = Path(data) / STATE_NAME if data is not None else None
+            print(f"ledger: error: {damage_message(db, e, None)}", file=sys.stderr)
+            return ExitCode.USAGE
+        except KeyboardInterrupt:
+            return ExitCode.INTERRUPTED
+
+    return wrapped
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``mirror keygen`` and ``mirror serve``."""
+    mirror = subparsers.add_parser(
+        "mirror", help="run a C2SP tlog-mirror that stores and cosigns copies of logs",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = mirror.add_subparsers(dest="action", required=True)
+
+    p = sub.add_parser("keygen", help="create a mirror key (0600 file); prints its vkey")
+    p.add_argument("--name", required=True,
+                   help="the mirror's key name, e.g. mirror.example.com/m1")
+    p.add_argument("--out", required=True, metavar="FILE", help="private key file to create")
+    p.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="ml-dsa-44",
+                   help="ml-dsa-44 (subtree/v1, the default) or ed25519 (cosignature/v1)")
+    p.set_defaults(func=_run(cmd_keygen))
+
+    p = sub.add_parser("serve", help="serve add-checkpoint, add-entries, sign-subtree and the "
+                                     "mirrored logs as tlog-tiles")
+    p.add_argument("--key", required=True, action="append", metavar="FILE",
+                   help="mirror private key file (repeatable: it cosigns with each key)")
+    p.add_argument("--log", required=True, action="append", metavar="ORIGIN=VKEY",
+                   help="a log to mirror (repeatable; several keys per origin allowed)")
+    p.add_argument("--min-index", action="append", default=[], metavar="ORIGIN=N",
+                   help="the log's minimum index (only 0: the mirror keeps whole logs)")
+    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                   help=f"address to listen on (default {DEFAULT_LISTEN})")
+    p.add_argument("--data", default="mirror-data", metavar="DIR",
+                   help="state directory (default ./mirror-data)")
+    p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=_run(cmd_serve))

@@ -1,0 +1,215 @@
+"""A tlog-mirror client: push a log's checkpoint and its entries to one mirror, and get the
+mirror's verified cosignature.
+
+:meth:`MirrorClient.push` runs the spec's client side: ``add-checkpoint`` (starting from the
+pending size it last learned, 0 at first, and retrying once with the size a 409 reports),
+then ``add-entries``: a first request with an empty upload (``upload_start = upload_end``),
+which either is answered 200 at once (the mirror has every entry) or says in its 409 where
+the mirror's next entry is; then at most :data:`MAX_PACKAGES_PER_REQUEST` packages per request,
+gzip-compressed, following each 202 or 409 from the next entry it reports, until the 200
+with the cosignature. The entries and proofs come from a :class:`MirrorSource`;
+:class:`LogSource` reads them from a log's tiles (a :class:`~ledger.reader.LogReader`).
+
+Every outcome other than a verified cosignature is an exception: :class:`MirrorRefused` (a
+4xx, or an answer that does not follow the spec), :class:`MirrorUnavailable` (transport, 5xx).
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Sequence
+from typing import Protocol
+
+from ledger.client.http import Answer, FetchError, HttpClient
+from ledger.core.checkpoint import parse_checkpoint_text
+from ledger.core.errors import LedgerError
+from ledger.core.mirror_protocol import (
+    MAX_PACKAGES_PER_REQUEST,
+    MIRROR_INFO_CONTENT_TYPE,
+    AddEntriesHeader,
+    MirrorInfo,
+    MirrorProtocolError,
+    format_add_entries_header,
+    format_package,
+    package_at,
+    package_count,
+    parse_mirror_info,
+)
+from ledger.core.note import NoteError, NoteSignature, NoteVerifier, parse_note
+from ledger.core.proofs import assemble, plan_coords
+from ledger.core.subtree import subtree_consistency_plan
+from ledger.core.witness_protocol import (
+    SIZE_CONTENT_TYPE,
+    ProtocolError,
+    format_add_checkpoint,
+    parse_size,
+    verify_cosignatures,
+)
+from ledger.reader import LogReader
+
+__all__ = [
+    "LogSource",
+    "MirrorClient",
+    "MirrorError",
+    "MirrorRefused",
+    "MirrorSource",
+    "MirrorUnavailable",
+]
+
+_MAX_ANSWER = 64 * 1024
+
+
+class MirrorError(LedgerError):
+    """The mirror did not cosign."""
+
+
+class MirrorUnavailable(MirrorError):
+    """No usable answer: connection refused or reset, timeout, or a 5xx."""
+
+
+class MirrorRefused(MirrorError):
+    """The mirror refused (a 4xx), or answered something the spec does not allow."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"mirror answered {status}: {message}")
+        self.status = status
+
+
+class MirrorSource(Protocol):
+    """Where the pushed entries and proofs come from (the log's tiles, usually)."""
+
+    async def consistency_proof(self, old: int, new: int) -> list[bytes]: ...
+
+    async def entries(self, start: int, end: int) -> list[bytes]: ...
+
+    async def subtree_proof(self, start: int, end: int, size: int) -> list[bytes]:
+        """The subtree consistency proof of ``[start, end)`` in the tree of ``size``."""
+        ...
+
+
+class LogSource:
+    """A :class:`MirrorSource` over a log's tiles."""
+
+    def __init__(self, reader: LogReader) -> None:
+        self.reader = reader
+
+    async def consistency_proof(self, old: int, new: int) -> list[bytes]:
+        return [] if old == 0 else await self.reader.consistency_proof(old, new)
+
+    async def entries(self, start: int, end: int) -> list[bytes]:
+        return await self.reader.entries(start, end)
+
+    async def subtree_proof(self, start: int, end: int, size: int) -> list[bytes]:
+        plan = subtree_consistency_plan(start, end, size)
+        return assemble(plan, await self.reader.hashes(plan_coords(plan), size))
+
+
+class MirrorClient:
+    """One mirror: its submission prefix URL and the verifier keys of its cosignatures."""
+
+    def __init__(self, url: str, verifiers: Sequence[NoteVerifier], http: HttpClient, *,
+                 packages_per_request: int = MAX_PACKAGES_PER_REQUEST,
+                 compress: bool = True) -> None:
+        self.url = url.rstrip("/")
+        self.verifiers = list(verifiers)
+        self.http = http
+        self.packages_per_request = packages_per_request
+        self.compress = compress
+        #: The mirror's pending size as last learned (where add-checkpoint starts).
+        self.pending = 0
+
+    async def push(self, checkpoint: bytes, source: MirrorSource) -> list[NoteSignature]:
+        """Make ``checkpoint`` pending at the mirror, upload what it lacks, and return the
+        mirror's verified cosignature(s) on it."""
+        await self.add_checkpoint(checkpoint, source)
+        return await self.add_entries(checkpoint, source)
+
+    async def add_checkpoint(self, checkpoint: bytes, source: MirrorSource) -> int:
+        """POST the checkpoint with a proof from the mirror's pending size; return the
+        mirror's pending size afterwards (the checkpoint's, unless the mirror is ahead)."""
+        size = parse_checkpoint_text(parse_note(checkpoint).text).size
+        old = self.pending
+        for _ in range(2):
+            if old > size:  # the mirror already holds a larger pending checkpoint
+                self.pending = old
+                return old
+            proof = [] if old == size else await source.consistency_proof(old, size)
+            answer = await self._post("/add-checkpoint",
+                                      format_add_checkpoint(old, proof, checkpoint),
+                                      {"Content-Type": "text/plain; charset=utf-8"})
+            if answer.status == 200:
+                self.pending = size
+                return size
+            if answer.status == 409 and answer.content_type == SIZE_CONTENT_TYPE:
+                try:
+                    old = parse_size(answer.body)
+                except ProtocolError as e:
+                    raise MirrorRefused(409, str(e)) from None
+                continue
+            raise self._refusal(answer.status, answer.body)
+        raise MirrorRefused(409, f"the mirror's pending size moved again (now {old})")
+
+    async def add_entries(self, checkpoint: bytes, source: MirrorSource
+                          ) -> list[NoteSignature]:
+        """Upload ``[next entry, size)`` and return the cosignature on ``checkpoint``."""
+        text = parse_note(checkpoint).text
+        cp = parse_checkpoint_text(text)
+        end = start = cp.size
+        attempts = package_count(0, end) // max(self.packages_per_request, 1) + 8
+        for _ in range(attempts):
+            body = await self._body(cp.origin, start, end, source)
+            answer = await self._post("/add-entries", body, self._entries_headers())
+            if answer.status == 200:
+                try:
+                    return verify_cosignatures(text, answer.body, self.verifiers)
+                except (ProtocolError, NoteError) as e:
+                    raise MirrorRefused(200, f"no valid cosignature by the mirror: {e}"
+                                        ) from None
+            if answer.status in (202, 409) \
+                    and answer.content_type == MIRROR_INFO_CONTENT_TYPE:
+                info = self._info(answer.status, answer.body)
+                if info.tree_size != end or info.next_entry > end:
+                    raise MirrorRefused(answer.status, f"the mirror is at pending size "
+                                        f"{info.tree_size}, next entry {info.next_entry}; "
+                                        f"not a size {end} upload")
+                start = info.next_entry
+                continue
+            raise self._refusal(answer.status, answer.body)
+        raise MirrorRefused(202, f"the upload to size {end} did not finish")
+
+    async def _body(self, origin: str, start: int, end: int, source: MirrorSource) -> bytes:
+        parts = [format_add_entries_header(AddEntriesHeader(origin, start, end))]
+        for i in range(min(package_count(start, end), self.packages_per_request)):
+            p = package_at(start, end, i)
+            parts.append(format_package(await source.entries(p.start, p.end),
+                                        await source.subtree_proof(p.base, p.end, end)))
+        body = b"".join(parts)
+        return gzip.compress(body, compresslevel=6, mtime=0) if self.compress else body
+
+    def _entries_headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/octet-stream"}
+        if self.compress:
+            headers["Content-Encoding"] = "gzip"
+        return headers
+
+    async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> Answer:
+        try:
+            return await self.http.request("POST", self.url + path, data=body,
+                                           limit=_MAX_ANSWER, headers=headers)
+        except FetchError as e:
+            if e.status is not None:
+                raise MirrorRefused(e.status, "answer is too large") from None
+            raise MirrorUnavailable(f"{self.url}: {e}") from None
+
+    @staticmethod
+    def _info(status: int, body: bytes) -> MirrorInfo:
+        try:
+            return parse_mirror_info(body)
+        except MirrorProtocolError as e:
+            raise MirrorRefused(status, str(e)) from None
+
+    def _refusal(self, status: int, body: bytes) -> MirrorError:
+        message = body[:300].decode("utf-8", "replace").strip()
+        if status >= 500:
+            return MirrorUnavailable(f"{self.url}: {status} {message}")
+        return MirrorRefused(status, message)

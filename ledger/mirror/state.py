@@ -1,0 +1,244 @@
+"""The mirror's checkpoints, per origin: its pending checkpoints and its mirror checkpoint, in
+one SQLite file (``mirror.db``).
+
+What tlog-mirror asks a mirror to keep beside its copy of each log:
+
+- the *pending checkpoint*: the largest log-signed checkpoint accepted by ``add-checkpoint``,
+  which that endpoint treats exactly as a witness treats its latest cosigned checkpoint (the
+  compare step is :func:`ledger.core.witness_protocol.decide`). The last
+  :data:`PENDING_KEPT` pending checkpoints are kept, so that ``add-entries`` accepts any of
+  them as ``upload_end`` (the spec's "last several"), with no ticket needed;
+- the *mirror checkpoint*: the pending checkpoint the mirror last committed, as it is served
+  (``GET /<origin hash>/checkpoint``): the checkpoint text, the log signatures it verified and
+  the mirror's cosignatures.
+
+Every change is one ``BEGIN IMMEDIATE`` transaction in a WAL file with ``synchronous = FULL``,
+so the compare step and the write are atomic, and a commit is on disk before anything is
+answered. The mirror checkpoint only moves forward: :meth:`MirrorState.commit` compares and
+writes it atomically, and the cosignatures it returns are sent only once that is durable.
+The entries themselves live in the log copy (:mod:`ledger.mirror.copy`), which is committed
+before the mirror checkpoint that covers them is even computed.
+
+Sizes are stored as decimal text because tree sizes are uint64 and SQLite integers are signed.
+All work runs on one dedicated thread with one connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from ledger.core.checkpoint import Checkpoint
+from ledger.core.errors import LedgerError
+from ledger.core.note import Note, NoteSignature, format_note, parse_note
+from ledger.core.witness_protocol import Decision, StoredCheckpoint, decide
+
+__all__ = ["PENDING_KEPT", "Cosign", "MirrorState", "MirrorStateError", "Mirrored", "Pending"]
+
+#: Pending checkpoints kept per origin (the newest ones), each a valid ``upload_end``.
+PENDING_KEPT = 16
+
+_T = TypeVar("_T")
+
+#: The mirror's cosigning callback: the checkpoint text in, the mirror's signature lines out.
+Cosign = Callable[[str], list[NoteSignature]]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pending (
+    origin TEXT NOT NULL,
+    size TEXT NOT NULL,
+    root BLOB NOT NULL,
+    note BLOB NOT NULL,
+    time REAL NOT NULL,
+    PRIMARY KEY (origin, size));
+CREATE TABLE IF NOT EXISTS mirrored (
+    origin TEXT PRIMARY KEY,
+    size TEXT NOT NULL,
+    root BLOB NOT NULL,
+    note BLOB NOT NULL,
+    time REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS mirror_keys (vkey TEXT PRIMARY KEY);
+"""
+
+
+class MirrorStateError(LedgerError, RuntimeError):
+    """The state cannot be used (another mirror's data, or an unreadable file)."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A pending checkpoint: its size and root, and the note with the log signatures that
+    verified (and only those)."""
+
+    size: int
+    root: bytes
+    note: bytes
+
+
+@dataclass(frozen=True)
+class Mirrored:
+    """The mirror checkpoint as served: the log's signatures and the mirror's cosignatures."""
+
+    size: int
+    root: bytes
+    note: bytes
+
+    def cosignatures(self, names: Iterable[tuple[str, int]]) -> list[NoteSignature]:
+        """The lines of the note made by the keys ``(name, key ID)`` (the mirror's own)."""
+        keys = set(names)
+        return [s for s in parse_note(self.note).signatures if (s.name, s.key_id) in keys]
+
+
+class MirrorState:
+    """Open with :meth:`open`; every method is a coroutine run on the state's own thread."""
+
+    def __init__(self, path: Path, executor: ThreadPoolExecutor, conn: sqlite3.Connection
+                 ) -> None:
+        self.path = path
+        self._executor = executor
+        self._conn = conn
+
+    @classmethod
+    async def open(cls, path: Path, mirror_vkeys: Sequence[str]) -> MirrorState:
+        """Open (or create) the state of the mirror whose verifier keys are ``mirror_vkeys``.
+
+        As a witness's store, the state records the mirror's keys and refuses to open with none
+        of them: what a data directory says was mirrored was cosigned by those keys.
+        """
+        if not mirror_vkeys:
+            raise MirrorStateError("a mirror needs at least one key")
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mirror-state")
+        loop = asyncio.get_running_loop()
+        try:
+            conn = await loop.run_in_executor(executor, _connect, path, sorted(mirror_vkeys))
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        return cls(path, executor, conn)
+
+    async def _run(self, fn: Callable[..., _T], *args: object) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def add_checkpoint(self, origin: str, old: int, proof: Sequence[bytes],
+                             checkpoint: Checkpoint, text: str,
+                             log_signatures: Sequence[NoteSignature]) -> Decision:
+        """``add-checkpoint``: the witness's compare step against the pending checkpoint, and
+        the new pending checkpoint written in the same transaction when it is larger."""
+        note = format_note(Note(text, tuple(log_signatures)))
+        return await self._run(self._add, origin, old, tuple(proof), checkpoint, note)
+
+    def _add(self, origin: str, old: int, proof: tuple[bytes, ...], checkpoint: Checkpoint,
+             note: bytes) -> Decision:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            pending = _pending(c, origin)
+            stored = None if not pending else StoredCheckpoint(pending[0].size, pending[0].root)
+            decision = decide(stored, old, proof, checkpoint)
+            if decision.store:
+                c.execute("INSERT OR REPLACE INTO pending (origin, size, root, note, time) "
+                          "VALUES (?, ?, ?, ?, ?)",
+                          (origin, str(checkpoint.size), checkpoint.root_hash, note,
+                           time.time()))
+                for old_row in pending[PENDING_KEPT - 1:]:
+                    c.execute("DELETE FROM pending WHERE origin = ? AND size = ?",
+                              (origin, str(old_row.size)))
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+        return decision
+
+    async def pending(self, origin: str) -> list[Pending]:
+        """The kept pending checkpoints of ``origin``, largest (the current one) first."""
+        return await self._run(_pending, self._conn, origin)
+
+    async def mirrored(self, origin: str) -> Mirrored | None:
+        """The mirror checkpoint of ``origin``, or None before the first commit."""
+        return await self._run(_mirrored, self._conn, origin)
+
+    async def commit(self, origin: str, pending: Pending, cosign: Cosign,
+                     own: Iterable[tuple[str, int]]
+                     ) -> tuple[Mirrored | None, list[NoteSignature]]:
+        """Make ``pending`` the mirror checkpoint unless the mirror checkpoint is larger.
+
+        The caller has made every entry up to ``pending.size`` durable in the log copy and
+        checked its root. Returns the mirror checkpoint now stored and the cosignatures for
+        ``pending`` (the fresh ones, or the stored ones, those of the keys ``own``, when it
+        already was the mirror checkpoint); ``[]`` when the mirror checkpoint is larger (a
+        409: it is never rewound).
+        """
+        return await self._run(self._commit, origin, pending, cosign, frozenset(own))
+
+    def _commit(self, origin: str, pending: Pending, cosign: Cosign,
+                own: frozenset[tuple[str, int]]
+                ) -> tuple[Mirrored | None, list[NoteSignature]]:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            current = _mirrored(c, origin)
+            if current is not None and current.size >= pending.size:
+                c.execute("ROLLBACK")
+                if current.size == pending.size and current.root == pending.root:
+                    return current, current.cosignatures(own)
+                return current, []
+            opened = parse_note(pending.note)
+            sigs = cosign(opened.text)
+            served = format_note(Note(opened.text, (*opened.signatures, *sigs)))
+            c.execute("INSERT OR REPLACE INTO mirrored (origin, size, root, note, time) "
+                      "VALUES (?, ?, ?, ?, ?)",
+                      (origin, str(pending.size), pending.root, served, time.time()))
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+        return Mirrored(pending.size, pending.root, served), sigs
+
+    async def close(self) -> None:
+        await self._run(self._conn.close)
+        self._executor.shutdown(wait=True)
+
+
+def _pending(c: sqlite3.Connection, origin: str) -> list[Pending]:
+    rows = c.execute("SELECT size, root, note FROM pending WHERE origin = ?",
+                     (origin,)).fetchall()
+    out = [Pending(int(r[0]), bytes(r[1]), bytes(r[2])) for r in rows]
+    out.sort(key=lambda p: p.size, reverse=True)
+    return out
+
+
+def _mirrored(c: sqlite3.Connection, origin: str) -> Mirrored | None:
+    row = c.execute("SELECT size, root, note FROM mirrored WHERE origin = ?",
+                    (origin,)).fetchone()
+    return None if row is None else Mirrored(int(row[0]), bytes(row[1]), bytes(row[2]))
+
+
+def _connect(path: Path, vkeys: list[str]) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.executescript(_SCHEMA)
+        conn.execute("BEGIN IMMEDIATE")
+        known = {r[0] for r in conn.execute("SELECT vkey FROM mirror_keys")}
+        if known and known.isdisjoint(vkeys):
+            conn.execute("ROLLBACK")
+            conn.close()
+            raise MirrorStateError(
+                f"{path} holds the state of mirror {sorted(known)[0]}, not of {vkeys[0]}; use "
+                "that mirror's key or another data directory")
+        conn.executemany("INSERT OR IGNORE INTO mirror_keys (vkey) VALUES (?)",
+                         [(k,) for k in vkeys])
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError as e:
+        raise MirrorStateError(f"cannot open mirror database {path}: {e}") from e
+    return conn
