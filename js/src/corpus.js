@@ -56,7 +56,8 @@ export function recordDigest(c) {
 export async function runVerifyCase(c) {
   const t = c.trust;
   try {
-    const trust = makeTrust({ jwks: t.jwks ?? null, logKeys: t.log_keys ?? [], witnesses: t.witnesses ?? [], quorum: t.quorum ?? undefined, policy: t.policy ?? null });
+    const policy = typeof t.policy_b64 === "string" ? fromBase64(t.policy_b64) : t.policy ?? null;
+    const trust = makeTrust({ jwks: t.jwks ?? null, logKeys: t.log_keys ?? [], witnesses: t.witnesses ?? [], quorum: t.quorum ?? undefined, policy });
     const store = c.state === null || c.state === undefined ? null : new MemoryStore(c.state);
     const inp = c.input;
     let report;

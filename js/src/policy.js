@@ -3,11 +3,13 @@
 // strictly as ledger.core.tlog_policy, and checked against a checkpoint note.
 
 import { NoteError, PolicyError, PolicyNotMet } from "./errors.js";
-import { toBase64, utf8 } from "./bytes.js";
+import { fromUtf8, isWellFormed, toBase64, utf8 } from "./bytes.js";
 import { CosignatureVerifier, Ed25519Verifier, UnverifiedNoteError, openNote, parseNote } from "./note.js";
 import { parseCheckpointText } from "./checkpoint.js";
 
 const NONE = "none";
+/** Deepest nesting of groups (a group of witnesses is 1): ledger.core.tlog_policy's bound. */
+export const MAX_GROUP_DEPTH = 32;
 /** Largest policy text accepted (real ones are a few lines). */
 export const MAX_POLICY_BYTES = 1 << 20;
 // Python's str.split() separators that can occur here (controls are refused before splitting).
@@ -75,6 +77,7 @@ export class Policy {
 
 /** Parse a tlog-policy text (string or bytes). Throws PolicyError. */
 export function parsePolicy(data) {
+  if (typeof data === "string" && !isWellFormed(data)) throw new PolicyError("the policy is not UTF-8 (a lone surrogate)");
   const raw = typeof data === "string" ? utf8(data) : data;
   if (!(raw instanceof Uint8Array)) throw new PolicyError("a policy must be text");
   if (raw.length > MAX_POLICY_BYTES) throw new PolicyError(`the policy is larger than ${MAX_POLICY_BYTES} bytes`);
@@ -83,7 +86,17 @@ export function parsePolicy(data) {
       throw new PolicyError(`policy contains the forbidden byte 0x${b.toString(16).padStart(2, "0")}`);
     }
   }
-  const text = new TextDecoder("utf-8").decode(raw); // names are opaque: invalid bytes become U+FFFD
+  // One decoding rule with Python: UTF-8, strictly, without a byte order mark.
+  if (raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf) {
+    throw new PolicyError("the policy starts with a byte order mark (BOM); write it as UTF-8 without one");
+  }
+  let text;
+  try {
+    text = fromUtf8(raw);
+  } catch {
+    throw new PolicyError("the policy is not UTF-8");
+  }
+  const depths = new Map(); // each group's nesting depth
   const logs = [];
   const witnesses = new Map();
   const groups = new Map();
@@ -140,6 +153,9 @@ export function parsePolicy(data) {
         threshold = Number(k);
         if (threshold < 1 || threshold > members.length) throw new PolicyError(`${where}: threshold ${k} is not in 1..${members.length}`);
       } else throw new PolicyError(`${where}: threshold must be all, any or a number`);
+      const depth = 1 + members.reduce((d, m) => Math.max(d, depths.get(m) ?? 0), 0);
+      if (depth > MAX_GROUP_DEPTH) throw new PolicyError(`${where}: group ${JSON.stringify(name)} nests ${depth} deep, more than ${MAX_GROUP_DEPTH}`);
+      depths.set(name, depth);
       groups.set(name, { threshold, members });
     } else if (keyword === "quorum") {
       if (args.length !== 1) throw new PolicyError(`${where}: want 'quorum <name>'`);

@@ -6,6 +6,7 @@ import {
   ProofBundleError, UnverifiedNoteError, decodeProofBundle, encodeProofBundle, keyId, openCheckpoint, openNote,
   parseCheckpointText, parseNote, parsePolicy, parseVerifierKey, parseVkeyText, clearCheckpointCache,
 } from "../src/verify.js";
+import { MAX_GROUP_DEPTH } from "../src/policy.js";
 import { Cosigner, Signer, signedCheckpoint } from "./helpers.js";
 
 const enc = new TextEncoder();
@@ -110,4 +111,20 @@ test("tlog-policy: parsing rules and quorum evaluation", async () => {
   ];
   for (const text of bad) assert.throws(() => parsePolicy(text), PolicyError, JSON.stringify(text));
   assert.equal(parsePolicy("quorum none\n").quorum, "none");
+});
+
+test("tlog-policy: one nesting bound and one decoding rule with Python", async () => {
+  const w = new Cosigner("w.example");
+  const nested = (depth) => [`witness A ${w.vkey}`, "group G1 any A", ...Array.from({ length: depth - 1 }, (_, i) => `group G${i + 2} any G${i + 1}`), `quorum G${depth}`, ""].join("\n");
+  const policy = parsePolicy(nested(MAX_GROUP_DEPTH));
+  assert.equal(policy.satisfied(new Set(["A"])), true);
+  for (const depth of [MAX_GROUP_DEPTH + 1, 400, 3000]) {
+    assert.throws(() => parsePolicy(nested(depth)), (e) => e instanceof PolicyError && /nests 33 deep/.test(e.message), String(depth));
+  }
+  assert.equal(MAX_GROUP_DEPTH, 32);
+  const text = enc.encode("quorum none\n");
+  assert.throws(() => parsePolicy(Uint8Array.from([0xef, 0xbb, 0xbf, ...text])), /byte order mark/);
+  assert.throws(() => parsePolicy(Uint8Array.from([...enc.encode(`witness A ${w.vkey} https://caf`), 0xe9, ...enc.encode(".example\nquorum A\n")])), /not UTF-8/);
+  assert.throws(() => parsePolicy(`witness A ${w.vkey} https://x\ud800\nquorum A\n`), /not UTF-8/);
+  assert.ok(parsePolicy(`witness Zürich ${w.vkey}\nquorum Zürich\n`).witnesses.has("Zürich"));
 });

@@ -12,8 +12,11 @@ or a group that needs k of its members, recursively) has cosigned it. Parsing fo
 strictly (https://c2sp.org/tlog-policy): names are defined before use, witnesses and groups
 share one namespace where ``none`` is reserved, each name is a group member at most once, keys
 are never listed twice (the same public key under another name counts as a duplicate), and
-exactly one quorum line. Names and URLs are opaque bytes; only tab, newline and printable
-ASCII or bytes ≥ 0x80 may appear.
+exactly one quorum line. Names and URLs are opaque; only tab, newline and printable ASCII or
+bytes ≥ 0x80 may appear. The text must be UTF-8 without a byte order mark, and groups may nest
+at most :data:`MAX_GROUP_DEPTH` deep: one decoding rule and one bound, the JavaScript
+verifier's too (js/src/policy.js), so the two read every file alike and evaluating a quorum
+never recurses without bound.
 
 Pure code: parsing and evaluation, no I/O.
 """
@@ -35,7 +38,11 @@ from ledger.core.note import (
     parse_note,
 )
 
-__all__ = ["TlogPolicy", "TlogPolicyError", "TlogPolicyNotMet", "parse_tlog_policy"]
+__all__ = ["MAX_GROUP_DEPTH", "TlogPolicy", "TlogPolicyError", "TlogPolicyNotMet",
+           "parse_tlog_policy"]
+
+MAX_GROUP_DEPTH = 32
+"""Deepest nesting of groups (a group of witnesses is 1); real policies use 1 to 3."""
 
 QUORUM_GROUP = "quorum"
 """The group :meth:`TlogPolicy.from_quorum` builds (k of the given witnesses)."""
@@ -197,11 +204,19 @@ def _public_key(v: NoteVerifier) -> bytes:
 
 def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
     """Parse a C2SP tlog-policy file; raises :class:`TlogPolicyError` naming the line."""
-    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     for b in raw:
         if (b < 0x20 and b not in (0x09, 0x0A)) or b == 0x7F:
             raise TlogPolicyError(f"policy contains the forbidden byte 0x{b:02x}")
-    text = raw.decode("utf-8", "surrogateescape")  # names are opaque bytes
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise TlogPolicyError("the policy starts with a byte order mark (BOM); write it as UTF-8 "
+                              "without one")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TlogPolicyError(f"the policy is not UTF-8 (invalid byte at offset {e.start})"
+                              ) from None
+    depths: dict[str, int] = {}  # each group's nesting depth
     logs: list[tuple[Ed25519Verifier, str | None]] = []
     witnesses: dict[str, tuple[NoteVerifier, str | None]] = {}
     groups: dict[str, Group] = {}
@@ -261,6 +276,11 @@ def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
                     raise TlogPolicyError(f"{where}: threshold {k} is not in 1..{len(members)}")
             else:
                 raise TlogPolicyError(f"{where}: threshold must be all, any or a number")
+            depth = 1 + max(depths.get(m, 0) for m in members)
+            if depth > MAX_GROUP_DEPTH:
+                raise TlogPolicyError(f"{where}: group {name!r} nests {depth} deep, more than "
+                                      f"{MAX_GROUP_DEPTH}")
+            depths[name] = depth
             groups[name] = Group(threshold, tuple(members))
         elif keyword == "quorum":
             if len(args) != 1:

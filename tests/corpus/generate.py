@@ -52,7 +52,7 @@ from mcp import Client
 from ledger.core.boundedjson import JsonError
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, NoteSignature, merge_signatures, parse_note
-from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
+from ledger.core.tlog_policy import MAX_GROUP_DEPTH, TlogPolicyError, parse_tlog_policy
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
 from ledger.log import Log
 from ledger.logs import configure as configure_logging
@@ -149,7 +149,8 @@ def _load(doc: Json, key: str) -> Any:
 
 
 def _trust(spec: Json) -> tuple[Trust, Any]:
-    policy = parse_tlog_policy(spec["policy"]) if spec.get("policy") else None
+    text = base64.b64decode(spec["policy_b64"]) if spec.get("policy_b64") else spec.get("policy")
+    policy = parse_tlog_policy(text) if text else None
     jwks = asyncio.run(load_jwks(spec["jwks"], None)) if spec.get("jwks") is not None else None
     log_keys = list(parse_log_keys(spec.get("log_keys") or []))
     if policy is not None:
@@ -1552,6 +1553,62 @@ async def _build(corpus: Corpus) -> None:
         error(),
         trust={**ptrust, "policy": "witness A nope\nquorum A\n"},
     )
+
+    # One bound on group nesting and one decoding rule (UTF-8, no BOM) in both parsers.
+    def nested(depth: int) -> str:
+        lines = [f"log {corpus.vkey}", f"witness A {wa}", "group G1 any A"]
+        lines += [f"group G{i} any G{i - 1}" for i in range(2, depth + 1)]
+        return "\n".join([*lines, f"quorum G{depth}", ""])
+
+    for name, description, policy, exp in [
+        (
+            "policy-nested-at-bound",
+            f"groups nested {MAX_GROUP_DEPTH} deep",
+            nested(MAX_GROUP_DEPTH),
+            expect(passed={"witnesses"}, required=req4),
+        ),
+        (
+            "policy-nested-above-bound",
+            f"groups nested {MAX_GROUP_DEPTH + 1} deep",
+            nested(MAX_GROUP_DEPTH + 1),
+            error(),
+        ),
+        (
+            "policy-nested-400",
+            "groups nested 400 deep (Python recursed, JavaScript at 3,000)",
+            nested(400),
+            error(),
+        ),
+    ]:
+        corpus.add(name, description, one, exp, trust={**ptrust, "policy": policy})
+    for name, description, raw in [
+        (
+            "policy-bom",
+            "a policy after a UTF-8 byte order mark",
+            b"\xef\xbb\xbf" + policy_any.encode(),
+        ),
+        (
+            "policy-invalid-utf8",
+            "a witness URL with a 0xFF byte",
+            policy_any.replace(
+                f"witness B {wb}", f"witness B {wb} https://b\udcff.example", 1
+            ).encode("utf-8", "surrogateescape"),
+        ),
+        (
+            "policy-invalid-utf8-url",
+            "a log URL in Latin-1",
+            policy_any.replace(
+                f"log {corpus.vkey}", f"log {corpus.vkey} https://caf\udce9.example", 1
+            ).encode("utf-8", "surrogateescape"),
+        ),
+    ]:
+        corpus.add(
+            name,
+            description,
+            one,
+            error(),
+            trust={**ptrust, "policy": None, "policy_b64": base64.b64encode(raw).decode()},
+        )
     corpus.add(
         "policy-and-quorum",
         "a policy with a quorum and --quorum together",

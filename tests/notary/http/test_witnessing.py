@@ -581,3 +581,17 @@ async def test_an_ml_dsa_witness_cosigns_the_published_checkpoint(
         await notary.runner.cleanup()
         for x in w:
             await x.stop()
+
+
+def test_serve_refuses_a_policy_nested_too_deep_cleanly(tmp_path: Path) -> None:
+    """``notary serve --witness-policy`` with groups nested 400 deep: a configuration error
+    (exit 2, one line saying why) at start-up, not a RecursionError."""
+    witness = CosignatureSigner.generate("witness.test/a").verifier_key_text()
+    groups = ["group G1 any A", *(f"group G{i} any G{i - 1}" for i in range(2, 401))]
+    policy = tmp_path / "deep.policy"
+    policy.write_text("\n".join([f"witness A {witness} http://127.0.0.1:9", *groups,
+                                 "quorum G400", ""]))
+    code, out, err = run_cli_capture("serve", "--data", str(tmp_path / "notary"),
+                                     "--listen", "127.0.0.1:0", "--witness-policy", str(policy))
+    assert code == 2, (out, err)
+    assert "nests 33 deep" in err and "Traceback" not in err, err

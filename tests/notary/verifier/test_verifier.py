@@ -890,3 +890,27 @@ async def test_state_is_kept_per_log_key_and_older_files_still_count(tmp_path: P
                                      *third.trust_args(), "--state", str(state))
         assert code == 0, out
         assert set(json.loads(state.read_text())["logs"]) == {origin, third.vkey}
+
+
+async def test_cli_witness_policy_nested_deep_or_not_utf8_is_an_input_error(
+        notary: Notary, tmp_path: Path) -> None:
+    """A tlog-policy nested 400 groups deep, or not UTF-8, is exit 2 with a message: never a
+    RecursionError, and one decoding rule with the JavaScript verifier."""
+    c = await notary.notarize(x=1)
+    call = _write(tmp_path / "c.json", c.saved)
+    witness = CosignatureSigner.generate("witness.test/a").verifier_key_text()
+    groups = ["group G1 any A", *(f"group G{i} any G{i - 1}" for i in range(2, 401))]
+    deep = "\n".join([f"log {notary.vkey}", f"witness A {witness}", *groups, "quorum G400", ""])
+    cases = {
+        "deep": (deep.encode(), "nests 33 deep"),
+        "bom": (b"\xef\xbb\xbf" + f"log {notary.vkey}\nquorum none\n".encode(), "byte order mark"),
+        "latin1": (f"log {notary.vkey} https://caf\xe9.example\nquorum none\n".encode("latin-1"),
+                   "not UTF-8"),
+    }
+    for name, (data, message) in cases.items():
+        policy = tmp_path / f"{name}.policy"
+        policy.write_bytes(data)
+        code, out, err = await run_cli("verify", str(call), "--jwks", str(notary.jwks_file),
+                                       "--witness-policy", str(policy), "--offline", "--no-state")
+        assert code == 2, (name, out, err)
+        assert message in err and "Traceback" not in err, (name, err)
