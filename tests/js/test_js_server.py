@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import INTERNAL_ERROR, CallToolResult
 
@@ -30,6 +31,7 @@ from notary.verifier.inputs import call_from_document
 from notary.verifier.trust import Trust
 from notary.verifier.verify import verify_tool_call
 from tests.notary_server import app_notary, free_port
+from tests.servers import serving
 
 REPO = Path(__file__).resolve().parents[2]
 JS = REPO / "js"
@@ -181,53 +183,92 @@ def _python_example_server() -> Any:
     return module
 
 
-def _error(info: pytest.ExceptionInfo[MCPError]) -> tuple[int, str, Any]:
-    return info.value.error.code, info.value.error.message, info.value.error.data
+def _withheld(reason: str) -> tuple[int, str, Any]:
+    """The documented error for a result of ``add`` that could not be notarized."""
+    return (
+        INTERNAL_ERROR,
+        f'tool "add" ran but its result could not be notarized ({reason}); the result is '
+        "withheld. Its side effects, if any, have happened: do not blindly retry a "
+        "non-idempotent call.",
+        {TOOL_CALL_META_KEY: {"spec": SPEC, "notarized": False, "reason": reason,
+                              "tool_executed": True}},
+    )
 
 
-@pytest.mark.parametrize(("sdk", "mode"), [("v1", "legacy"), ("v2", "auto"), ("v2", "legacy")])
+async def _both_servers(stack: AsyncExitStack, script: Path, url: str, keys: tuple[str, str],
+                        sdk: str, mode: str) -> dict[str, Client]:
+    """The Python example server (in process) and the TypeScript fixture server (over stdio),
+    notarizing through ``url`` under one server name, each with its ``mcp.Client``."""
+    notarizer = Notarizer(NotaryClient(url, keys[0], retries=1, backoff=0.01), "ts-fixture")
+    return {
+        "python": await stack.enter_async_context(
+            Client(_python_example_server().build_server(notarizer), mode=mode)),
+        "js": await stack.enter_async_context(
+            Client(params(script, {"url": url, "key": keys[1]}, FIXTURE_SDK=sdk), mode=mode)),
+    }
+
+
+async def _errors(servers: dict[str, Client]) -> dict[str, tuple[int, str, Any]]:
+    errors = {}
+    for name, client in servers.items():
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("add", {"a": 1, "b": 2})
+        errors[name] = (info.value.error.code, info.value.error.message, info.value.error.data)
+    return errors
+
+
+SDK_MODES = [("v1", "legacy"), ("v2", "auto"), ("v2", "legacy")]
+
+
+@pytest.mark.parametrize(("sdk", "mode"), SDK_MODES)
 async def test_both_sdks_answer_a_failed_notarization_identically(
     server_script: Path, tmp_path: Path, sdk: str, mode: str
 ) -> None:
     """A key revoked meanwhile, then a stopped notary: the same error from both SDKs' servers.
 
-    The Python example server (in process) and the TypeScript fixture server (over stdio), both
-    notarizing through one real notary, are called by the Python ``mcp.Client``; each failure
-    reaches it as the same JSON-RPC error, code, message and data alike.
+    Both servers notarize through one real notary and are called by the Python ``mcp.Client``;
+    each failure reaches it as the same JSON-RPC error, code, message and data alike.
     """
-    example = _python_example_server()
     async with app_notary(tmp_path / "data") as app, AsyncExitStack() as stack:
         # One account: a server name belongs to one account, and both servers use one name.
-        py_key, js_key = app.create_api_key("sdks"), app.create_api_key("sdks")
-        notarizer = Notarizer(NotaryClient(app.url, py_key, retries=1, backoff=0.01), "ts-fixture")
-        servers = {
-            "python": await stack.enter_async_context(
-                Client(example.build_server(notarizer), mode=mode)),
-            "js": await stack.enter_async_context(
-                Client(params(server_script, {"url": app.url, "key": js_key}, FIXTURE_SDK=sdk),
-                       mode=mode)),
-        }
+        keys = (app.create_api_key("sdks"), app.create_api_key("sdks"))
+        servers = await _both_servers(stack, server_script, app.url, keys, sdk, mode)
         for client in servers.values():
             first = await client.call_tool("add", {"a": 1, "b": 2})
             assert notarization_of(first) is not None
-        await app.revoke_api_key(py_key)
-        await app.revoke_api_key(js_key)
+        for key in keys:
+            await app.revoke_api_key(key)
+        revoked = "notary answered 401 unauthorized: this API key has been revoked"
+        errors = await _errors(servers)
+        assert errors["python"] == errors["js"] == _withheld(revoked)
+        await app.stop()
         stopped = (f"notary at {app.url} unavailable after 2 attempt(s): "
                    "connection failed (ECONNREFUSED)")
-        for reason in ("notary answered 401 unauthorized: this API key has been revoked",
-                       stopped):
-            if reason == stopped:
-                await app.stop()
-            errors = {}
-            for name, client in servers.items():
-                with pytest.raises(MCPError) as info:
-                    await client.call_tool("add", {"a": 1, "b": 2})
-                errors[name] = _error(info)
-            assert errors["python"] == errors["js"] == (
-                INTERNAL_ERROR,
-                f'tool "add" ran but its result could not be notarized ({reason}); the result '
-                "is withheld. Its side effects, if any, have happened: do not blindly retry a "
-                "non-idempotent call.",
-                {TOOL_CALL_META_KEY: {"spec": SPEC, "notarized": False, "reason": reason,
-                                      "tool_executed": True}},
-            )
+        errors = await _errors(servers)
+        assert errors["python"] == errors["js"] == _withheld(stopped)
+
+
+@pytest.mark.parametrize(("sdk", "mode"), SDK_MODES)
+async def test_both_sdks_answer_a_proxys_5xx_and_4xx_identically(
+    server_script: Path, sdk: str, mode: str
+) -> None:
+    """A front (load balancer, proxy) answering 502, then 413, in plain text: the same error."""
+    answers: list[int] = [502]
+
+    async def front(request: web.Request) -> web.Response:
+        status = answers[0]
+        return web.Response(status=status, text=f"front says {status}\n")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", front)
+    async with serving(app) as served, AsyncExitStack() as stack:
+        servers = await _both_servers(stack, server_script, served.url, ("nk_a", "nk_b"), sdk,
+                                      mode)
+        errors = await _errors(servers)
+        assert errors["python"] == errors["js"] == _withheld(
+            f"notary at {served.url} unavailable after 2 attempt(s): "
+            "HTTP 502 http_502: front says 502")
+        answers[0] = 413
+        errors = await _errors(servers)
+        assert errors["python"] == errors["js"] == _withheld(
+            "notary answered 413 http_413: front says 413")
