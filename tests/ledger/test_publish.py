@@ -25,6 +25,7 @@ from ledger.export import ExportError, export_log
 from ledger.log import Log
 from ledger.publish import Publisher
 from ledger.storage.memory import MemoryStore
+from tests.notary_server import NotaryProcess
 
 ORIGIN = "publish.test/log"
 
@@ -217,3 +218,29 @@ async def test_notary_publish_lets_the_verifier_check_consistency_off_the_databa
             report = await verify(saved(first), notary.trust(), log_url=url)
             assert statuses(report)["consistency"] == "passed", report.verdict.levels
             assert "size 40" in report.verdict.levels["consistency"].reason
+
+
+def test_notary_serve_publish_leaves_no_temporary_file_after_a_crash(tmp_path: Path) -> None:
+    """SIGKILL mid-round leaves ``.tmp`` files in the served tree; the next start removes
+    them before it publishes again."""
+    out = tmp_path / "static"
+    server = NotaryProcess(tmp_path / "data", args=("--publish", str(out)))
+    with server:
+        key = server.create_api_key("p")
+        body = {"server": "s", "tool": "t", "call_sha256": "ab" * 32}
+        assert server.post("/v1/tool-calls", json_body=body, api_key=key).status == 201
+        deadline = time.monotonic() + 30
+        while b"\n1\n" not in ((out / "checkpoint").read_bytes()
+                               if (out / "checkpoint").exists() else b""):
+            assert time.monotonic() < deadline, "nothing was published"
+            time.sleep(0.1)
+        server.kill9()
+        left = [out / "tile/0/000.p/.2.k2x9.tmp", out / ".checkpoint.z8y7.tmp"]
+        for path in left:
+            path.write_bytes(b"half")
+        server.start()
+        deadline = time.monotonic() + 30
+        while any(p.exists() for p in left):
+            assert time.monotonic() < deadline, [p for p in left if p.exists()]
+            time.sleep(0.1)
+        assert not list(out.rglob("*.tmp"))
