@@ -7,7 +7,8 @@ import { callFromDocument, callFromReceiptAndRecord, makeTrust, verifyToolCall, 
 import { MemoryStore } from "./state.js";
 import { recordFromJson, recordBytes } from "./records.js";
 import { canonicalText } from "./canonical.js";
-import { fromBase64, toHex } from "./bytes.js";
+import { fromBase64, fromHex, toHex } from "./bytes.js";
+import { verifyEd25519 } from "./ed25519.js";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { CanonicalizationError, JsonError, RecordError, StateError, VerifierInputError } from "./errors.js";
 
@@ -95,8 +96,17 @@ export function runJcsCase(c) {
   return { refused: false, call_sha256: toHex(sha256(recordBytes(record))), canonical: canonicalText(record) };
 }
 
+/** The outcome of an `ed25519` case: {valid}, by the Ed25519 backend in use. */
+export async function runEd25519Case(c) {
+  return { valid: await verifyEd25519(fromHex(c.public_key), fromHex(c.message), fromHex(c.signature)) };
+}
+
 /** Run any case; {expected, got, ok}. */
 export async function runCase(c) {
+  if (c.kind === "ed25519") {
+    const got = await runEd25519Case(c);
+    return { expected: c.expect, got, ok: got.valid === c.expect.valid };
+  }
   if (c.kind === "jcs") {
     const got = runJcsCase(c);
     const e = c.expect;

@@ -1,12 +1,15 @@
 // Ed25519 signature verification with one acceptance rule whatever does the arithmetic.
 //
 // The platform's WebCrypto (native code, in Node 20+ and current browsers) is used when it has
-// Ed25519; otherwise @noble/curves. Before either is asked, the checks libsodium (and so the
-// Python verifier, through pynacl) makes are made here: S must be canonical (S < L), the public
-// key a canonical encoding and neither it nor R a point of small order. Backends then differ
-// only on pathological mixed-order keys, which no honest signer produces.
+// Ed25519; otherwise @noble/curves' point arithmetic. Before either is asked, the checks libsodium
+// (and so the Python verifier, through pynacl) makes are made here: S must be canonical (S < L),
+// the public key a canonical encoding and neither it nor R a point of small order. The equation
+// is then libsodium's, OpenSSL's and WebCrypto's: cofactorless, [S]B - [k]A encoded must equal R
+// byte for byte. (@noble/curves' own verify multiplies by the cofactor, so it accepts an R with a
+// small-order component, R + T, that those refuse; it is not used for the decision.)
 
 import { ed25519 } from "@noble/curves/ed25519.js";
+import { sha512 } from "@noble/hashes/sha2.js";
 import { toHex } from "./bytes.js";
 
 // L = 2^252 + 27742317777372353535851937790883648493, little-endian.
@@ -68,6 +71,31 @@ export function passesStrictChecks(publicKey, signature) {
   if (hasSmallOrder(signature.subarray(0, 32))) return false;
   if (!isCanonicalPoint(publicKey) || hasSmallOrder(publicKey)) return false;
   return true;
+}
+
+const Point = ed25519.Point;
+const L = Point.Fn.ORDER;
+
+function littleEndian(bytes) {
+  let n = 0n;
+  for (let i = bytes.length - 1; i >= 0; i--) n = (n << 8n) | BigInt(bytes[i]);
+  return n;
+}
+
+/** The cofactorless equation on inputs that passed the admission checks: [S]B - [k]A == R. */
+function verifyCofactorless(publicKey, message, signature) {
+  const r = signature.subarray(0, 32);
+  const s = littleEndian(signature.subarray(32)); // < L: checked before
+  const input = new Uint8Array(64 + message.length);
+  input.set(r, 0);
+  input.set(publicKey, 32);
+  input.set(message, 64);
+  const k = littleEndian(sha512(input)) % L;
+  const a = Point.fromBytes(publicKey); // throws for an encoding that is no point
+  const check = Point.BASE.multiplyUnsafe(s).subtract(a.multiplyUnsafe(k)).toBytes();
+  let diff = 0;
+  for (let i = 0; i < 32; i++) diff |= check[i] ^ r[i];
+  return diff === 0;
 }
 
 let requested = "auto";
@@ -150,7 +178,7 @@ export async function verifyEd25519(publicKey, message, signature) {
       const key = await importKey(publicKey);
       return await globalThis.crypto.subtle.verify({ name: "Ed25519" }, key, signature, message);
     }
-    return ed25519.verify(signature, message, publicKey, { zip215: false });
+    return verifyCofactorless(publicKey, message, signature);
   } catch {
     return false;
   }

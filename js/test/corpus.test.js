@@ -8,12 +8,13 @@ import { loadCases, loadIndex } from "./support/corpus.js";
 import { MAX_JSON_BYTES, MAX_JSON_DEPTH } from "../src/json.js";
 import { runCase } from "../src/corpus.js";
 import { setEd25519Backend } from "../src/verify.js";
+import { nodeEd25519 } from "../src/node/ed25519-node.js";
 
 const cases = loadCases();
 
 test("the corpus holds every kind of case", () => {
   const names = cases.map((c) => c.name);
-  for (const prefix of ["valid-", "python-sdk-auto-", "python-sdk-legacy-", "tamper-receipt-", "tamper-record-", "input-", "trust-", "witness-", "policy-", "state-", "jcs-refuse-", "jcs-", "hostile-"]) {
+  for (const prefix of ["valid-", "python-sdk-auto-", "python-sdk-legacy-", "tamper-receipt-", "tamper-record-", "input-", "trust-", "witness-", "policy-", "state-", "jcs-refuse-", "jcs-", "hostile-", "ed25519-"]) {
     assert.ok(names.some((n) => n.startsWith(prefix)), `no case named ${prefix}*`);
   }
   assert.ok(cases.length >= 150, `${cases.length} cases`);
@@ -25,13 +26,13 @@ test("the JSON parser's bounds are Python's (one depth bound, one size bound)", 
   assert.equal(MAX_JSON_BYTES, limits.json_bytes);
 });
 
-for (const backend of ["auto", "noble"]) {
-  test(`every case agrees with Python (Ed25519 backend ${backend})`, async () => {
+for (const backend of ["auto", "noble", nodeEd25519]) {
+  test(`every case agrees with Python (Ed25519 backend ${backend.name ?? backend})`, async () => {
     setEd25519Backend(backend);
     try {
       const mismatches = [];
       for (const { name, case: c } of cases) {
-        if (backend === "noble" && !(name.startsWith("witness-") || name.startsWith("tamper-receipt-") || name.startsWith("valid-"))) continue;
+        if (backend !== "auto" && !["witness-", "tamper-receipt-", "valid-", "ed25519-"].some((p) => name.startsWith(p))) continue;
         const { ok, expected, got } = await runCase(c);
         if (!ok) mismatches.push(`${name}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
       }

@@ -47,7 +47,10 @@ from types import ModuleType
 from typing import Any
 
 import aiohttp
+import nacl.bindings as nacl_bindings
 from mcp import Client
+from nacl.exceptions import BadSignatureError
+from nacl.signing import SigningKey, VerifyKey
 
 from ledger.core.boundedjson import JsonError
 from ledger.core.cosignature import CosignatureSigner
@@ -86,7 +89,7 @@ from notary.verifier.trust import (
 from notary.verifier.verify import verify_tool_call
 from tests.notary_server import app_notary
 
-__all__ = ["LEVELS", "build", "python_jcs", "python_verdict"]
+__all__ = ["LEVELS", "build", "python_ed25519", "python_jcs", "python_verdict"]
 
 LEVELS = ("record", "signature", "inclusion", "witnesses", "consistency")
 BASE_REQUIRED = ["record", "signature", "inclusion"]
@@ -455,7 +458,9 @@ class Corpus:
         index = {
             "version": 1,
             "cases": sorted(names),
-            "counts": {k: sum(c["kind"] == k for c in self.cases) for k in ("verify", "jcs")},
+            "counts": {
+                k: sum(c["kind"] == k for c in self.cases) for k in ("verify", "jcs", "ed25519")
+            },
             # the parser's bounds, which the JavaScript one must share (js/test/corpus.test.js)
             "limits": {"json_depth": MAX_INPUT_DEPTH, "json_bytes": MAX_INPUT_BYTES},
         }
@@ -1779,6 +1784,125 @@ async def _build(corpus: Corpus) -> None:
     )
 
     _jcs_cases(corpus)
+    corpus.cases.extend(ed25519_cases())
+
+
+# ---------------------------------------------------------------------------------------------
+# Ed25519 edge cases, crafted with libsodium's group arithmetic (through PyNaCl)
+
+L_ORDER = 2**252 + 27742317777372353535851937790883648493
+# A point of order 8 (libsodium's small-order blocklist).
+ORDER_8 = bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
+
+
+def python_ed25519(case: Json) -> Json:
+    """libsodium's verdict (through PyNaCl), the one every verifier here must give."""
+    try:
+        VerifyKey(bytes.fromhex(case["public_key"])).verify(
+            bytes.fromhex(case["message"]), bytes.fromhex(case["signature"])
+        )
+    except (BadSignatureError, ValueError, TypeError):
+        return {"valid": False}
+    return {"valid": True}
+
+
+def _scalar(n: int) -> bytes:
+    return (n % L_ORDER).to_bytes(32, "little")
+
+
+def _k(r: bytes, a: bytes, message: bytes) -> int:
+    return int.from_bytes(hashlib.sha512(r + a + message).digest(), "little") % L_ORDER
+
+
+def ed25519_cases() -> list[Json]:
+    """Signatures an honest key makes, and ones crafted to sit on the edges of the rules: an R
+    with a small-order component (accepted by a cofactored equation, refused by libsodium's),
+    a small-order R, a non-canonical S, a non-canonical key, and a key with a small-order
+    component (libsodium accepts such a signature exactly when [k]T is the identity)."""
+    seed = hashlib.sha256(b"mcp-notary corpus ed25519").digest()
+    digest = hashlib.sha512(seed).digest()
+    a_int = int.from_bytes(digest[:32], "little")
+    a_int &= (1 << 254) - 8
+    a_int |= 1 << 254
+    key = SigningKey(seed)
+    pk = bytes(key.verify_key)
+    message = b"rs-tool-call/1 checkpoint\n"
+
+    def sign_with_r(public: bytes, r_point: bytes, r: int) -> bytes:
+        return r_point + _scalar(r + _k(r_point, public, message) * a_int)
+
+    cases: list[tuple[str, str, bytes, bytes]] = []
+    honest = key.sign(message).signature
+    cases.append(("honest", "an honest signature", pk, honest))
+    r = int.from_bytes(hashlib.sha512(b"r").digest(), "little") % L_ORDER
+    r_point = nacl_bindings.crypto_scalarmult_ed25519_base_noclamp(_scalar(r))
+    mixed = nacl_bindings.crypto_core_ed25519_add(r_point, ORDER_8)
+    cases.append(
+        (
+            "mixed-order-r",
+            "honest key, R with a small-order component: R + T (order 8)",
+            pk,
+            sign_with_r(pk, mixed, r),
+        )
+    )
+    cases.append(
+        ("honest-crafted", "the same construction without T", pk, sign_with_r(pk, r_point, r))
+    )
+    cases.append(("small-order-r", "R a point of order 8", pk, sign_with_r(pk, ORDER_8, 0)))
+    s_int = int.from_bytes(honest[32:], "little")
+    cases.append(
+        (
+            "s-plus-l",
+            "S + L: the same value, non-canonical",
+            pk,
+            honest[:32] + (s_int + L_ORDER).to_bytes(32, "little"),
+        )
+    )
+    cases.append(
+        (
+            "key-non-canonical",
+            "the key's y + p (non-canonical) where y < 19",
+            bytes([0xEE]) + b"\xff" * 30 + b"\x7f",
+            honest,
+        )
+    )
+    # A key with a small-order component, A + T: [S]B - [k](A + T) = R - [k]T.
+    mixed_key = nacl_bindings.crypto_core_ed25519_add(pk, ORDER_8)
+    found: dict[bool, bytes] = {}
+    for i in range(64):
+        ri = int.from_bytes(hashlib.sha512(b"ri%d" % i).digest(), "little") % L_ORDER
+        ri_point = nacl_bindings.crypto_scalarmult_ed25519_base_noclamp(_scalar(ri))
+        found.setdefault(
+            _k(ri_point, mixed_key, message) % 8 == 0,
+            ri_point + _scalar(ri + _k(ri_point, mixed_key, message) * a_int),
+        )
+        if len(found) == 2:
+            break
+    cases.append(("mixed-order-key-k8", "key A + T, k a multiple of 8", mixed_key, found[True]))
+    cases.append(("mixed-order-key", "key A + T, k not a multiple of 8", mixed_key, found[False]))
+    out = []
+    for name, description, public, signature in cases:
+        case: Json = {
+            "name": f"ed25519-{name}",
+            "kind": "ed25519",
+            "description": description,
+            "public_key": public.hex(),
+            "message": message.hex(),
+            "signature": signature.hex(),
+        }
+        case["expect"] = python_ed25519(case)
+        out.append(case)
+    assert [c["expect"]["valid"] for c in out] == [
+        True,
+        False,
+        True,
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
+    return out
 
 
 def jwks_key(jwks: Json) -> Json:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.corpus.generate import build, python_jcs, python_verdict
+from tests.corpus.generate import build, python_ed25519, python_jcs, python_verdict
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[st
 def outcome(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
     if case["kind"] == "jcs":
         return python_jcs(case)
+    if case["kind"] == "ed25519":
+        return python_ed25519(case)
     return python_verdict(case, workdir)
 
 
@@ -50,6 +52,7 @@ def test_corpus_covers_every_kind(corpus: tuple[Path, list[dict[str, Any]]]) -> 
         "state-",
         "jcs-refuse-",
         "hostile-",
+        "ed25519-",
     ):
         assert any(n.startswith(prefix) for n in names), prefix
     assert len(cases) >= 150
