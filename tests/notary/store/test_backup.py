@@ -13,12 +13,14 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.notary_server import NotaryProcess, NotaryStartError
+from tests.notary_server import NotaryProcess, NotaryStartError, _child_env, free_port
 
 
 def mode(path: Path) -> int:
@@ -172,3 +174,23 @@ def test_migrate_refuses_while_a_notary_serves_the_directory(tmp_path: Path) -> 
         refused = server.cli("migrate", "--data", str(data), check=False)
         assert refused.returncode == 2 and "stop it first" in refused.stderr, refused.stderr
     assert server.cli("migrate", "--data", str(data)).returncode == 0
+
+
+def test_restore_refuses_while_ledger_serve_reads_the_directory(tmp_path: Path) -> None:
+    data = tmp_path / "notary-data"
+    with NotaryProcess(data) as server:
+        backup = tmp_path / "backup"
+        server.cli("backup", "--data", str(data), str(backup))
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "ledger.cli.main", "serve", str(data), "--listen",
+         f"127.0.0.1:{free_port()}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=_child_env(None), text=True)
+    try:
+        assert reader.stdout is not None
+        assert reader.stdout.readline().startswith("http://"), reader.stderr
+        refused = server.cli("restore", "--data", str(data), str(backup), check=False)
+        assert refused.returncode == 2 and "stop it first" in refused.stderr, refused.stderr
+    finally:
+        reader.terminate()
+        reader.wait(30)
+    server.cli("restore", "--data", str(data), str(backup))
