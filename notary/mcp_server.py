@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import importlib.metadata
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from ledger.client.tiles import MAX_CHECKPOINT_BYTES
 from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
 from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
 from ledger.core.tlog_policy import TlogPolicy
+from ledger.version import package_version
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Jwks, Receipt, ReceiptFormatError
 from notary.core.verification import check_witnesses
@@ -62,14 +62,6 @@ from notary.verifier.trust import (
 from notary.verifier.verify import verify_tool_call
 
 SERVER_NAME = "mcp-notary-verifier"
-
-
-def package_version() -> str:
-    """The installed ``mcp-notary`` version, for serverInfo (``0+unknown`` when not installed)."""
-    try:
-        return importlib.metadata.version("mcp-notary")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 class LevelOut(TypedDict):

@@ -45,6 +45,7 @@ from ledger.storage.damage import (
     integrity_errors,
 )
 from ledger.storage.sqlite import SqliteStore
+from ledger.version import package_version
 
 DB, KEY, VKEY = "log.db", "log.key", "log.vkey"
 APPEND_BATCH = 4096
@@ -325,6 +326,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ledger", description="A tlog-tiles transparency log.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     witness.register(sub)

@@ -26,6 +26,7 @@ from ledger.logs import configure
 from ledger.sequencer import LogIntegrityError
 from ledger.storage.base import StoreError
 from ledger.storage.damage import corruption_in, damage_message
+from ledger.version import package_version
 from notary import admin
 from notary.backup import BackupError, backup, restore
 from notary.cli import account, check, gateway, mcp, names, verify
@@ -339,6 +340,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="notary", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the notary HTTP service")

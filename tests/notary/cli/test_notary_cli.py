@@ -156,3 +156,17 @@ async def test_sigterm_drains_pending_appends(tmp_path: Path) -> None:
             assert server.get(f"/v1/tool-calls/{receipt_id}").status == 200, receipt_id
     finally:
         server.stop()
+
+
+def test_version_is_the_package_version(tmp_path: Path) -> None:
+    """``notary --version`` and ``ledger --version`` print the installed package's version (the
+    one pyproject.toml declares); ``mcp-notary --version`` is tested in js/test/cli.test.js."""
+    import tomllib  # deferred: only this test reads pyproject.toml
+
+    root = Path(__file__).resolve().parents[3]
+    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    for module, prog in (("notary.cli.main", "notary"), ("ledger.cli.main", "ledger")):
+        r = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL,
+                           env=_child_env(None))
+        assert (r.returncode, r.stdout.strip()) == (0, f"{prog} {version}"), r.stderr
