@@ -14,6 +14,7 @@ Pure: ICU is a library of tables and functions here, with no I/O.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ def is_valid_name(value: object) -> TypeGuard[str]:
 _CHECKER = icu.SpoofChecker()
 
 
+@functools.lru_cache(maxsize=4096)  # a batch's few names, asked by the screen and the store
 def name_skeleton(name: str) -> str:
     """The key under which names count as one: UTS #39 ``skeleton`` of the NFKC form, then
     again of its case fold (``skeleton(X) = skeleton(Y)`` is the standard's "confusable")."""

@@ -438,6 +438,10 @@ PROBES: list[Probe] = [
     Probe("issue-conflict", "post", T, 409,
           _post(T, lambda s: {"server": "other", "tool": "t", "call_sha256": s.digest}),
           "digest_conflict"),
+    Probe("issue-digest-taken", "post", T, 409,  # the module key's digest, another account
+          lambda s: s.issue(s.digest, server="quota-srv", key=s.quota_key), "digest_taken"),
+    Probe("issue-server-not-allowed", "post", T, 403,  # the quota account's server name
+          lambda s: s.issue(server="quota-srv"), "server_not_allowed"),
     Probe("issue-too-large", "post", T, 413, _post(T, raw=BIG), "payload_too_large"),
     Probe("issue-over-quota", "post", T, 429,
           lambda s: s.issue(key=s.quota_key, server="quota-srv"),
