@@ -47,20 +47,25 @@ class ServingLock:
 
         Taken again if the directory was swapped under us between opening and locking (a
         restore moving it aside), so the lock held is the one on what ``directory`` names."""
+        replaced = DirectoryInUseError(
+            f"{self.directory} is being replaced or rewritten by another command (a restore); "
+            "start the server again when it is done")
         for _ in range(3):
-            fd = _open(self.directory)
+            try:
+                fd = _open(self.directory)
+            except FileNotFoundError:  # between a restore's two renames
+                raise replaced from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.directory))
+            except (BlockingIOError, FileNotFoundError):
                 os.close(fd)
-                raise DirectoryInUseError(
-                    f"{self.directory} is being replaced or rewritten by another command (a "
-                    "restore); start the server again when it is done") from None
-            if os.path.samestat(os.fstat(fd), os.stat(self.directory)):
+                raise replaced from None
+            if same:
                 self._fd = fd
                 return
             os.close(fd)
-        raise DirectoryInUseError(f"{self.directory} keeps being replaced; try again")
+        raise replaced
 
     @property
     def held(self) -> bool:
