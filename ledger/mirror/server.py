@@ -188,7 +188,9 @@ class Mirror:
         if check.status == 400:
             return Answer.text(400, check.reason)
         if check.status or target is None:
-            return self._info(409, end if target is not None else pending[0].size, copy)
+            # The spec: the first line is upload_end when that was valid, else the pending size.
+            valid = target is not None and (mirrored is None or end >= mirrored.size)
+            return self._info(409, end if valid else pending[0].size, copy)
         saved = 0
         for i in range(package_count(start, end)):
             package = package_at(start, end, i)

@@ -286,6 +286,8 @@ async def test_a_hostile_client_gets_the_specs_status_and_changes_nothing(setup:
     status, _, answer = await s.post(
         "/add-entries", format_add_entries_header(AddEntriesHeader(ORIGIN, 300, 300)))
     assert status == 409
+    info = parse_mirror_info(answer)  # not a valid upload_end: the pending size instead
+    assert (info.tree_size, info.next_entry) == (900, 900)
     # An empty upload at the mirror checkpoint's size answers its cosignatures again.
     status, _, answer = await s.post(
         "/add-entries", format_add_entries_header(AddEntriesHeader(ORIGIN, 900, 900)))
