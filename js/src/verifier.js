@@ -4,10 +4,10 @@
 // default, and online the log's latest checkpoint and consistency proofs, with the newest
 // checkpoint per log kept in a store the caller passes.
 
-import { FetchError, JsonError, NoteError, ProofBundleError, StateError, VerifierInputError } from "./errors.js";
+import { FetchError, JsonError, NoteError, ProofBundleError, ReceiptFormatError, StateError, VerifierInputError } from "./errors.js";
 import { fromBase64, toBase64 } from "./bytes.js";
 import { parseJson } from "./json.js";
-import { Jwks } from "./receipt.js";
+import { Jwks, validateReceiptShape } from "./receipt.js";
 import { Ed25519Verifier, parseNote, parseVerifierKey } from "./note.js";
 import { openCheckpoint } from "./checkpoint.js";
 import { decodeProofBundle } from "./proofbundle.js";
@@ -252,12 +252,19 @@ function receiptSummary(receipt) {
 
 /** The outcome: one verdict per level, which levels were required, and the overall validity. */
 export class Report {
-  constructor(verdict, receipt, notes = []) {
+  constructor(verdict, receipt, notes = [], proof = null) {
     this.verdict = verdict;
     this.receipt = receipt;
     this.checkpoint = verdict.checkpoint;
     this.conflicts = [];
     this.notes = notes;
+    this.proof = proof; // the proof verified with (after an upgrade: the fetched one)
+  }
+
+  /** The receipt carrying the proof used: an upgraded receipt, ready to save; null without one. */
+  receiptWithProof() {
+    if (this.receipt === null || this.receipt === undefined) return null;
+    return this.proof === null ? { ...this.receipt } : { ...this.receipt, proof: this.proof };
   }
 
   /** Every required level passed and none failed (Python's Report.valid). */
@@ -348,6 +355,16 @@ function selectLogKey(receipt, proof, keys) {
     }
   }
   return candidates[0];
+}
+
+function isWellShaped(receipt) {
+  try {
+    validateReceiptShape(receipt);
+    return true;
+  } catch (e) {
+    if (e instanceof ReceiptFormatError) return false;
+    throw e;
+  }
 }
 
 async function fetchReceipt(call, fetcher) {
@@ -588,9 +605,12 @@ async function trustFrom(options, fetcher) {
 
 /**
  * Check all five levels of a call (as returned by callFrom*). Options: `fetcher` (null:
- * offline), `store` (null: no memory), `logUrl` (the log's base URL instead of the receipt's).
+ * offline), `store` (null: no memory), `logUrl` (the log's base URL instead of the receipt's),
+ * `upgrade` (fetch the receipt's current proof from the notary first, into its newest witnessed
+ * checkpoint, and verify with it when it verifies; `report.receiptWithProof()` is then the
+ * upgraded receipt, as `notary verify --upgrade --save-receipt`).
  */
-export async function verifyCall(call, trust, { fetcher = null, store = null, logUrl = null } = {}) {
+export async function verifyCall(call, trust, { fetcher = null, store = null, logUrl = null, upgrade = false } = {}) {
   const notes = [];
   let receipt = call.receipt;
   if (receipt === null || receipt === undefined) {
@@ -605,9 +625,30 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
     [proofText, note] = await fetchProof(receipt, receiptUrl, fetcher);
     notes.push(note);
   }
-  const selected = selectLogKey(receipt, proofText, trust.logKeys);
-  const logKey = selected === null || "status" in selected ? null : selected;
-  const levelOptions = { record: call.record, jwks: trust.jwks, logVerifier: logKey, witnesses: trust.witnesses, quorum: trust.quorum, policy: trust.policy };
+  const keyFor = (proof) => {
+    const found = selectLogKey(receipt, proof, trust.logKeys);
+    return [found, found === null || "status" in found ? null : found];
+  };
+  const trustOptions = { record: call.record, jwks: trust.jwks, witnesses: trust.witnesses, quorum: trust.quorum, policy: trust.policy };
+  if (upgrade) {
+    if (fetcher === null) throw new VerifierInputError("--upgrade fetches the receipt's proof, which --offline forbids");
+    if (isWellShaped(receipt)) {
+      const [fresh, note] = await fetchProof(receipt, receiptUrl, fetcher);
+      if (fresh === null) notes.push(`not upgraded: ${note.replace(/^the receipt has no proof and /, "")}`);
+      else if (fresh === proofText) notes.push("upgrade: the notary serves the same proof (no newer witnessed checkpoint covers the entry yet)");
+      else {
+        const trial = await verifyLevels(receipt, { ...trustOptions, logVerifier: keyFor(fresh)[1], proof: fresh });
+        if (trial.levels.inclusion?.status === "passed") {
+          proofText = fresh;
+          notes.push(`upgraded: ${note}`);
+        } else {
+          notes.push(`not upgraded: the fetched proof does not verify (${trial.levels.inclusion?.reason})`);
+        }
+      }
+    }
+  }
+  const [selected, logKey] = keyFor(proofText);
+  const levelOptions = { ...trustOptions, logVerifier: logKey };
   let verdict = await verifyLevels(receipt, { ...levelOptions, proof: proofText });
   if (selected !== null && logKey === null && "inclusion" in verdict.levels) verdict.levels.inclusion = selected;
   const witnesses = verdict.levels.witnesses;
@@ -623,7 +664,7 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
     }
   }
   checkMeta(call, receipt, verdict);
-  const report = new Report(verdict, receipt, notes);
+  const report = new Report(verdict, receipt, notes, proofText);
   if (!("witnesses" in verdict.levels)) {
     verdict.levels.witnesses = skipped("the receipt is malformed");
     verdict.levels.consistency = skipped("the receipt is malformed");

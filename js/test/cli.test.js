@@ -8,9 +8,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { StateFileStore, main } from "../src/node/index.js";
-import { makeTrust, verifyToolCall } from "../src/index.js";
+import { META_KEY, NotaryClient, Notarizer, makeTrust, verifyToolCall } from "../src/index.js";
 import { loadCases } from "./support/corpus.js";
-import { notaryCli, notaryCommand } from "./support/notary.js";
+import { notaryCli, notaryCommand, startNotary } from "./support/notary.js";
+import { Cosigner } from "./helpers.js";
 
 const BIN = fileURLToPath(new URL("../bin/mcp-notary.js", import.meta.url));
 // notary.verifier.state remembering the checkpoint of a saved call's receipt (argv: call, state
@@ -150,4 +151,66 @@ test("the installed bin runs and exits with the verdict's status", () => {
   assert.equal(bad.status, 1);
   const usage = spawnSync(process.execPath, [BIN, "verify"], { encoding: "utf8" });
   assert.equal(usage.status, 2);
+});
+
+test("--version prints the package version, as notary --version and ledger --version do", async () => {
+  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+  const r = await run("--version");
+  assert.deepEqual([r.code, r.out], [0, `mcp-notary ${pkg.version}\n`]);
+  const bin = spawnSync(process.execPath, [BIN, "--version"], { encoding: "utf8" });
+  assert.deepEqual([bin.status, bin.stdout], [0, `mcp-notary ${pkg.version}\n`]);
+  const py = notaryCli("--version");
+  assert.equal(py.status, 0, py.stderr);
+  assert.match(py.stdout, /^notary \S+\n$/);
+});
+
+test("the flags of notary verify: --witness-policy (--policy too), --upgrade, --save-receipt; the same exit status", async () => {
+  const notary = await startNotary();
+  try {
+    const notarizer = new Notarizer(new NotaryClient(notary.url, notary.apiKey), "cli-test", { logger: null });
+    const calls = [];
+    for (let i = 0; i < 3; i++) {
+      const args = { i };
+      calls.push({ tool: "t", arguments: args, result: await notarizer.notarizeResult("t", args, { content: [{ type: "text", text: String(i) }] }) });
+    }
+    const callFile = write("upgrade-call.json", calls[0]);
+    const jwksFile = write("upgrade-jwks.json", notary.jwks);
+    const trust = ["--jwks", jwksFile, "--log-key", notary.vkey, "--no-state"];
+    // --upgrade: both CLIs fetch the current proof, verify with it and save the same receipt
+    const jsOut = join(dir, "js-upgraded.json");
+    const pyOut = join(dir, "py-upgraded.json");
+    const js = await run("verify", callFile, ...trust, "--upgrade", "--save-receipt", jsOut, "--json");
+    assert.equal(js.code, 0, js.out + js.err);
+    assert.ok(JSON.parse(js.out).notes.some((n) => n.startsWith("upgraded: ")), js.out);
+    const py = notaryCli("verify", callFile, ...trust, "--upgrade", "--save-receipt", pyOut, "--json");
+    assert.equal(py.status, 0, py.stdout + py.stderr);
+    const saved = JSON.parse(readFileSync(jsOut, "utf8"));
+    assert.deepEqual(saved, JSON.parse(readFileSync(pyOut, "utf8")));
+    assert.notEqual(saved.proof, calls[0].result._meta[META_KEY].receipt.proof, "a newer proof");
+    // the saved receipt verifies offline in both
+    const rec = [callFile, "--receipt", jsOut];
+    assert.equal((await run("verify", ...rec, ...trust, "--offline")).code, 0);
+    assert.equal(notaryCli("verify", ...rec, ...trust, "--offline").status, 0);
+    // --witness-policy and its other name --policy; exit 2 where Python exits 2
+    const policy = write("cli.policy", `log ${notary.vkey}\nquorum none\n`);
+    const deep = write("deep.policy", [`log ${notary.vkey}`, `witness A ${new Cosigner("w.example").vkey}`, "group G1 any A",
+      ...Array.from({ length: 399 }, (_, i) => `group G${i + 2} any G${i + 1}`), "quorum G400", ""].join("\n"));
+    const noKeys = ["--jwks", jwksFile, "--no-state", "--offline"];
+    for (const [argv, code] of [
+      [[callFile, ...noKeys, "--witness-policy", policy], 0],
+      [[callFile, ...noKeys, "--policy", policy], 0],
+      [[callFile, ...noKeys, "--witness-policy", deep], 2],
+      [[callFile, ...noKeys, "--witness-policy", policy, "--witness", `${new Cosigner("w.example").vkey}`], 2],
+      [[callFile, ...trust, "--upgrade", "--offline"], 2],
+      [[callFile, ...trust, "--save-receipt", join(callFile, "r.json")], 2], // its directory is a file
+    ]) {
+      const got = await run("verify", ...argv);
+      assert.equal(got.code, code, `${argv.join(" ")}: ${got.out}${got.err}`);
+      const pyArgv = argv.map((a) => (a === "--policy" ? "--witness-policy" : a));
+      assert.equal(notaryCli("verify", ...pyArgv).status, code, `python ${pyArgv.join(" ")}`);
+    }
+    assert.equal((await run("verify", callFile, ...noKeys, "--policy", policy, "--witness-policy", policy)).code, 2);
+  } finally {
+    await notary.cleanup();
+  }
 });

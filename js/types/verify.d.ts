@@ -229,6 +229,10 @@ export class Report {
   /** Fork or rollback evidence of level 5 (both signed checkpoints). */
   readonly conflicts: Conflict[];
   readonly notes: string[];
+  /** The proof verified with (after an upgrade: the one fetched), or null. */
+  readonly proof: string | null;
+  /** The receipt carrying the proof used (`--save-receipt`), or null without a receipt. */
+  receiptWithProof(): JsonObject | null;
   /** The JSON report of `notary verify --json`. */
   toJSON(): JsonObject;
   /** The human-readable report. */
@@ -265,7 +269,7 @@ export function callFromDocument(doc: JsonObject | string | Uint8Array, options?
 export function callFromSavedCall(doc: JsonObject, options?: { receipt?: JsonObject }): ToolCallInput;
 export function callFromToolResult(result: JsonObject, options: { tool: string; arguments?: JsonObject; server?: string; receipt?: JsonObject }): ToolCallInput;
 export function callFromReceiptAndRecord(receipt: JsonObject, record: JsonObject): ToolCallInput;
-export function verifyCall(call: ToolCallInput, trust: Trust, options?: { fetcher?: Fetcher | null; store?: CheckpointStore | null; logUrl?: string | null }): Promise<Report>;
+export function verifyCall(call: ToolCallInput, trust: Trust, options?: { fetcher?: Fetcher | null; store?: CheckpointStore | null; logUrl?: string | null; upgrade?: boolean }): Promise<Report>;
 
 /** Levels 1-4 of one receipt, pure (the Python verify_receipt). */
 export function verifyLevels(receipt: JsonObject | Receipt, options?: {

@@ -1,8 +1,9 @@
 // `mcp-notary verify`: the Python `notary verify` in Node, same inputs, flags and exit status:
 // 0 every required level passed, 1 a level failed or a required level did not pass, 2 usage or
-// input error. Extra: --policy FILE (a C2SP tlog-policy for the log and witness trust).
+// input error. `--policy` is kept as another name of `--witness-policy`.
 
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { JsonError, StateError, VerifierInputError } from "../errors.js";
 import { parseJson } from "../json.js";
@@ -14,8 +15,9 @@ import { nodeEd25519 } from "./ed25519-node.js";
 
 const USAGE = `usage: mcp-notary verify [CALL] [--tool T] [--arguments FILE|JSON] [--receipt FILE] [--record FILE]
                          [--jwks FILE|URL] [--log-key VKEY|@FILE]... [--witness VKEY|@FILE]... [--quorum K]
-                         [--policy FILE] [--notary URL] [--state FILE | --no-state] [--offline]
-                         [--log-url URL] [--timeout SECONDS] [--json]
+                         [--witness-policy FILE] [--notary URL] [--state FILE | --no-state] [--offline]
+                         [--log-url URL] [--timeout SECONDS] [--upgrade] [--save-receipt FILE] [--json]
+       mcp-notary --version
 
 Verify a notarized MCP tool call: the call record, the receipt signature, inclusion in the log,
 witness cosignatures, and consistency with the checkpoints seen before.
@@ -32,7 +34,9 @@ trust:
   --log-key VKEY|@FILE      trusted log verifier key <origin>+<id>+<key> (repeatable)
   --witness VKEY|@FILE      witness cosignature key (repeatable)
   --quorum K                witnesses that must have cosigned (default: all given witnesses)
-  --policy FILE             C2SP tlog-policy: trusted logs, witnesses and the quorum
+  --witness-policy FILE     a C2SP tlog-policy file (log, witness, group and quorum lines)
+                            instead of --witness/--quorum; its log keys are trusted too
+                            (--policy FILE: the same)
   --notary URL              fetch the receipt keys and log key from this notary when --jwks or
                             --log-key is not given (trusts that notary for its own keys)
 
@@ -41,6 +45,11 @@ trust:
   --offline                 never use the network; checks that need it are skipped
   --log-url URL             the log's base URL for level 5 (default: from the receipt)
   --timeout SECONDS         per HTTP request (default 10)
+  --upgrade                 fetch the receipt's current proof from the notary first (into its
+                            newest witnessed checkpoint: a receipt embedded at call time never
+                            carries cosignatures) and verify with it
+  --save-receipt FILE       write the receipt with the proof used (after --upgrade: the
+                            witnessed one, verifiable offline with --witness later)
   --json                    print the report as JSON
 
 levels: 1 record, 2 signature, 3 inclusion, 4 witnesses, 5 consistency.
@@ -102,7 +111,9 @@ function parse(argv) {
       options: {
         tool: { type: "string" }, arguments: { type: "string" }, receipt: { type: "string" }, record: { type: "string" },
         jwks: { type: "string" }, "log-key": { type: "string", multiple: true, default: [] },
-        witness: { type: "string", multiple: true, default: [] }, quorum: { type: "string" }, policy: { type: "string" },
+        witness: { type: "string", multiple: true, default: [] }, quorum: { type: "string" },
+        "witness-policy": { type: "string" }, policy: { type: "string" },
+        upgrade: { type: "boolean", default: false }, "save-receipt": { type: "string" },
         notary: { type: "string" }, state: { type: "string" }, "no-state": { type: "boolean", default: false },
         offline: { type: "boolean", default: false }, "log-url": { type: "string" }, timeout: { type: "string", default: "10" },
         json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
@@ -115,6 +126,8 @@ function parse(argv) {
   if (values.help) return { help: true };
   if (positionals.length > 1) throw new UsageError(`unrecognized arguments: ${positionals.slice(1).join(" ")}`);
   if (values.state !== undefined && values["no-state"]) throw new UsageError("argument --no-state: not allowed with argument --state");
+  if (values.policy !== undefined && values["witness-policy"] !== undefined) throw new UsageError("--policy is another name of --witness-policy: give one");
+  values["witness-policy"] ??= values.policy;
   let quorum;
   if (values.quorum !== undefined) {
     if (!/^-?[0-9]+$/.test(values.quorum.trim())) throw new UsageError(`argument --quorum: invalid int value: '${values.quorum}'`);
@@ -152,7 +165,8 @@ async function run(args) {
   setEd25519Backend(nodeEd25519);
   checkNetworkArgs(args);
   if (!(args.jwks || args.notary)) throw new VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)");
-  if (!(args["log-key"].length || args.notary || args.policy)) throw new VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or --policy FILE)");
+  if (!(args["log-key"].length || args.notary || args["witness-policy"])) throw new VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or a --witness-policy with a log line)");
+  if (args.offline && args.upgrade) throw new VerifierInputError("--upgrade fetches the receipt's proof, which --offline forbids");
   const call = loadCall(args);
   const file = args["no-state"] ? null : new StateFileStore(args.state ?? DEFAULT_STATE_PATH);
   // Offline the state file is read (a stored checkpoint still catches a rollback), never written.
@@ -162,14 +176,44 @@ async function run(args) {
   if (args.jwks) jwks = /^https?:\/\//.test(args.jwks) ? args.jwks : readJson(args.jwks.replace(/^@/, ""), "the JWKS file");
   const witnesses = expandKeys(args.witness);
   if (args.quorum && witnesses.length === 0) throw new VerifierInputError("--quorum needs witness keys (--witness)");
-  const policy = args.policy ? readText(args.policy, "the policy file") : null;
+  if (args["witness-policy"] && (args.witness.length || args.quorum !== undefined)) {
+    throw new VerifierInputError("--witness-policy replaces --witness and --quorum; give one or the other");
+  }
+  const policy = args["witness-policy"] ? readBytes(args["witness-policy"], "the witness policy") : null;
   const trust = await loadTrust({ jwks, logKeys: expandKeys(args["log-key"]), witnesses, quorum: args.quorum, policy, notary: args.notary ?? null }, { fetcher });
-  return verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null });
+  return verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null, upgrade: args.upgrade });
+}
+
+/** `--save-receipt FILE`: the receipt with the proof used, written atomically (mode 0644: a
+ * receipt is public, meant to be shared), its directory created if need be, as in Python. */
+function saveReceipt(report, path) {
+  const receipt = report.receiptWithProof();
+  if (receipt === null) return;
+  const target = expandUser(path);
+  const tmp = join(dirname(target), `.${basename(target)}.${process.pid}.tmp`);
+  try {
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(tmp, JSON.stringify(receipt, null, 2) + "\n", { mode: 0o644 });
+    renameSync(tmp, target);
+  } catch (e) {
+    try { unlinkSync(tmp); } catch { /* never written */ }
+    throw new UsageError(`cannot write --save-receipt ${path}: ${e.message}`);
+  }
+  report.notes.push(`receipt with the proof used saved to ${path}`);
+}
+
+/** The version of this package (package.json), for --version. */
+export function packageVersion() {
+  return JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version;
 }
 
 /** Run the CLI with `argv` (without node and the script); resolves to the exit status. */
 export async function main(argv, { stdout = process.stdout, stderr = process.stderr } = {}) {
   const [command, ...rest] = argv;
+  if (command === "--version") {
+    stdout.write(`mcp-notary ${packageVersion()}\n`);
+    return 0;
+  }
   if (command === undefined || command === "-h" || command === "--help") {
     (command === undefined ? stderr : stdout).write(USAGE + "\n");
     return command === undefined ? 2 : 0;
@@ -192,8 +236,9 @@ export async function main(argv, { stdout = process.stdout, stderr = process.std
   let report;
   try {
     report = await run(args);
+    if (args["save-receipt"] !== undefined) saveReceipt(report, args["save-receipt"]);
   } catch (e) {
-    if (e instanceof VerifierInputError || e instanceof StateError) {
+    if (e instanceof VerifierInputError || e instanceof StateError || e instanceof UsageError) {
       stderr.write(`mcp-notary: error: ${e.message}\n`);
       return 2;
     }
