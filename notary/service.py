@@ -88,6 +88,14 @@ class ClockBehindLog(ServiceRefusal):
     status, code = 503, "clock_behind_log"
 
 
+class ClockAheadOfDatabase(ServiceRefusal):
+    """503: this process's clock is more than :data:`MAX_AHEAD` ahead of the database
+    server's (PostgreSQL, which every frontend shares): its receipts would carry a time in the
+    future of the others', and pin ``issued_at`` for them. Refused until the clock is fixed."""
+
+    status, code = 503, "clock_ahead_of_database"
+
+
 def utc_now() -> datetime:
     """This process's clock (what :attr:`Notary.clock` reads unless a test sets another)."""
     return datetime.now(UTC)
@@ -180,6 +188,8 @@ class Notary:
         self.on_clock_refusal: Callable[[], None] | None = None
         #: While refusing: the log's latest ``issued_at`` that is too far ahead (for /healthz).
         self.clock_behind: str | None = None
+        #: While refusing: the database's clock that this one is too far ahead of.
+        self.clock_ahead_of: str | None = None
 
     # Keys -----------------------------------------------------------------------------------
 
@@ -412,7 +422,7 @@ class Notary:
         skeleton_of = skeletons(holds)
         revoked = await self._revoked_keys(pendings) if found.keys_changed else set()
         tail = found.last_issued_at
-        ahead = self._too_far_ahead(tail)
+        ahead = self._clock_refusal(tail, found.store_clock)
         admitted: dict[UsageKey, int] = {}
         verdicts: list[Exception | bytes | None] = []
         for c in contexts:
@@ -457,7 +467,12 @@ class Notary:
 
     def clock_problem(self) -> str | None:
         """Why writes are refused for the clock (for /healthz), or None: the last batch found
-        the log's latest ``issued_at`` too far ahead, and this clock has not caught up since."""
+        this clock too far ahead of the database's, or the log's latest ``issued_at`` too far
+        ahead of this clock (and it has not caught up since)."""
+        if self.clock_ahead_of is not None:
+            return (f"writes are refused: this process's clock is more than "
+                    f"{MAX_AHEAD.total_seconds():g} s ahead of the database server's "
+                    f"({self.clock_ahead_of} when last compared); fix this machine's clock")
         behind = self.clock_behind
         if behind is None or behind <= format_issued_at(self.clock() + MAX_AHEAD):
             return None
@@ -465,11 +480,36 @@ class Notary:
                 f"{MAX_AHEAD.total_seconds():g} s ahead of this process's clock; check the "
                 "clocks of the notary's frontends")
 
-    def _too_far_ahead(self, tail: str | None) -> ClockBehindLog | None:
+    def _clock_refusal(self, tail: str | None, store_clock: str | None
+                       ) -> ServiceRefusal | None:
+        """The refusal for a batch when this clock is too far ahead of the database's (so it
+        would stamp the future), or the log's latest time too far ahead of this clock (so it
+        would take a future time), else None."""
+        now = self.clock()
+        if store_clock is not None and \
+                format_issued_at(now) > format_issued_at(parse_issued_at(store_clock) + MAX_AHEAD):
+            if self.clock_ahead_of is None:
+                _log.error("clock_ahead_of_database", database_time=store_clock,
+                           local_time=format_issued_at(now),
+                           detail="this process's clock is ahead of the database server's; "
+                                  "writes are refused rather than signed with a future time")
+            self.clock_ahead_of = store_clock
+            if self.on_clock_refusal is not None:
+                self.on_clock_refusal()
+            return ClockAheadOfDatabase(
+                f"this notary's clock ({format_issued_at(now)}) is ahead of its database "
+                f"server's ({store_clock}) by more than {MAX_AHEAD.total_seconds():g} s; no "
+                "receipt is issued with a time in the future of the other frontends' (the "
+                "operator must fix this frontend's clock)")
+        if self.clock_ahead_of is not None:
+            _log.info("clock_back_in_step", database_time=store_clock)
+            self.clock_ahead_of = None
+        return self._too_far_ahead(tail, now)
+
+    def _too_far_ahead(self, tail: str | None, now: datetime) -> ClockBehindLog | None:
         """The refusal for a batch whose latest logged ``issued_at`` is more than
         :data:`MAX_AHEAD` past this process's clock, else None; one log line when refusing
         starts and one when it ends (:attr:`clock_behind` says so in between)."""
-        now = self.clock()
         if tail is None or tail <= format_issued_at(now + MAX_AHEAD):
             if self.clock_behind is not None:
                 _log.info("clock_caught_up", log_latest_issued_at=self.clock_behind)

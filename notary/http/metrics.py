@@ -41,9 +41,11 @@ class Metrics:
                               "the newest checkpoint it saw committed (restored or lagging "
                               "database); writes get 503 until it does", registry=r)
         self.clock_refusals = Counter(
-            "notary_clock_behind_log_refusals_total",
-            "Writes refused because the log's latest issued_at is ahead of this process's "
-            "clock by more than a few seconds (a frontend's clock is wrong)", registry=r)
+            "notary_clock_refusals_total",
+            "Writes refused rather than signed with a future issued_at: the log's latest "
+            "issued_at is ahead of this process's clock, or this clock is ahead of the "
+            "database server's, by more than a few seconds (a frontend's clock is wrong)",
+            registry=r)
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._access: Any = None
 

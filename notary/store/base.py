@@ -161,7 +161,9 @@ class Screening:
     so here, under the lock, so that a key revoked a moment ago issues nothing more).
     ``logged_by``: the account each digest of ``logged`` was logged under (a digest is one
     account's: another account is never answered with its receipt). ``servers``: who holds
-    each asked server name and the names confusable with it.
+    each asked server name and the names confusable with it. ``store_clock``: the database
+    server's clock (an ``issued_at`` string) for a store whose frontends may run on other
+    machines (PostgreSQL); None where every process shares this machine's clock.
     """
 
     logged: Mapping[str, Receipt | None] = field(default_factory=dict)
@@ -170,6 +172,7 @@ class Screening:
     keys_changed: bool = False
     logged_by: Mapping[str, str] = field(default_factory=dict)
     servers: Mapping[str, NameHold] = field(default_factory=dict)
+    store_clock: str | None = None
 
 
 @runtime_checkable

@@ -167,7 +167,8 @@ _ADD_CTES = (
 )
 # The screen's reads in one round trip: the batch's known digests and their accounts (kind 0),
 # the holders of the batch's server names and their look-alikes (kind 3), the asked usage
-# (kind 1), and the latest issued_at (kind 2, always exactly one row).
+# (kind 1), and the latest issued_at with the database server's clock (kind 2, always
+# exactly one row: frontends on other machines compare their clocks with it).
 _SCREEN = """
 SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, a.name, NULL, NULL
 FROM notary_receipts r
@@ -182,7 +183,8 @@ FROM notary_usage u
 JOIN notary_accounts a ON a.id = u.account
 JOIN unnest($2::text[], $3::text[]) AS q(name, month) ON a.name = q.name AND u.month = q.month
 UNION ALL
-SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, s.last_issued_at, NULL, v.n
+SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, s.last_issued_at,
+    to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), v.n
 FROM notary_state s, notary_key_version v WHERE s.one = 1 AND v.one = 1
 UNION ALL
 SELECT 3, NULL, NULL, s.name, s.skeleton, NULL, NULL, a.name, NULL, NULL
@@ -305,6 +307,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
         spent = dict.fromkeys(usage, 0)
         last: str | None = None
         version: int | None = None
+        clock: str | None = None
         for row in await self._conn.fetch(
                 _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
                 sorted(set(skeletons.values()))):
@@ -318,7 +321,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
             elif row[0] == 1:
                 spent[(row[7], row[8])] = int(row[9])
             else:
-                last, version = row[7], row[9]
+                last, clock, version = row[7], row[8], row[9]
         store = self._notary
         changed = version != store._keys_version
         if changed:  # a notification may still be on its way: do not trust the cache now
@@ -326,7 +329,8 @@ class PgNotaryWriteTx(PostgresWriteTx):
         holds = {n: NameHold(next((a for h, a in held.get(k, []) if h == n), None),
                              frozenset(a for _, a in held.get(k, [])))
                  for n, k in skeletons.items()}
-        return Screening(found, spent, last, changed, logged_by=logged_by, servers=holds)
+        return Screening(found, spent, last, changed, logged_by=logged_by, servers=holds,
+                         store_clock=clock)
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:

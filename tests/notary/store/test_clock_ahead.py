@@ -4,8 +4,11 @@ process's clock).
 
 ``issued_at`` never decreases along the log, so once a frontend with a clock a day ahead has
 logged an entry, a correctly-clocked one would take that future time for every later receipt.
-It refuses instead (503 ``clock_behind_log``) until its clock reaches the log's time.
-Two notaries on one SQLite file or one PostgreSQL database, as two processes would be.
+It refuses instead (503 ``clock_behind_log``) until its clock reaches the log's time. On
+PostgreSQL, whose frontends may run on other machines, a frontend also compares its clock
+with the database server's under the log's lock, and one that is ahead refuses (503
+``clock_ahead_of_database``) before it logs anything. Two notaries on one SQLite file or one
+PostgreSQL database, as two processes would be; the clock is the test hook ``Notary.clock``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from notary.core.ids import parse_issued_at
-from notary.service import MAX_AHEAD, ClockBehindLog, utc_now
+from notary.service import MAX_AHEAD, ClockAheadOfDatabase, ClockBehindLog, utc_now
 from tests.notary.store.test_notary_store import SHARED, _backend, digest, issue, running
 
 
@@ -26,10 +29,12 @@ def shared(request: pytest.FixtureRequest) -> str:
     return _backend(request)
 
 
-async def test_a_clock_ahead_does_not_pin_issued_at_for_other_frontends(
-        tmp_path: Path, shared: str) -> None:
+async def test_a_clock_ahead_does_not_pin_issued_at_for_other_frontends(tmp_path: Path
+                                                                        ) -> None:
+    """SQLite: processes on one machine share its clock; one whose clock is wrong anyway (the
+    hook) logs a time a day ahead, and the others refuse rather than take it."""
     data = tmp_path / "d"
-    async with running(data, shared) as fast, running(data, shared) as right:
+    async with running(data, "sqlite") as fast, running(data, "sqlite") as right:
         fast.clock = lambda: utc_now() + timedelta(days=1)
         ahead, _ = await issue(fast, 1)
         assert parse_issued_at(ahead.issued_at) > utc_now() + timedelta(hours=23)
@@ -54,16 +59,38 @@ async def test_a_clock_ahead_does_not_pin_issued_at_for_other_frontends(
         assert right.clock_problem() is None
 
 
+async def test_a_frontend_ahead_of_the_database_refuses_before_logging(
+        tmp_path: Path, pg_url: str) -> None:
+    data = tmp_path / "d"
+    async with running(data, pg_url) as fast, running(data, pg_url) as right:
+        fast.clock = lambda: utc_now() + timedelta(days=1)
+        with pytest.raises(ClockAheadOfDatabase) as refused:
+            await issue(fast, 1)
+        assert (refused.value.status, refused.value.code) == (503, "clock_ahead_of_database")
+        assert "database" in (fast.clock_problem() or "")
+        assert fast.log is not None
+        head = await fast.log.head(0)
+        assert head is None or head.size == 0  # nothing logged
+        # The correctly-clocked frontend is not pinned: it issues at its own time.
+        before = utc_now()
+        mine, created = await issue(right, 2)
+        assert created and parse_issued_at(mine.issued_at) <= before + timedelta(seconds=1)
+        # Once its clock is right, the other frontend issues again.
+        fast.clock = utc_now
+        assert (await issue(fast, 3))[1]
+        assert fast.clock_problem() is None
+
+
 async def test_refusing_ends_once_the_clock_catches_up(tmp_path: Path, shared: str) -> None:
     data = tmp_path / "d"
-    async with running(data, shared) as fast, running(data, shared) as right:
-        fast.clock = lambda: utc_now() + timedelta(minutes=10)
-        ahead, _ = await issue(fast, 1)
+    async with running(data, shared) as first, running(data, shared) as late:
+        logged, _ = await issue(first, 1)
+        late.clock = lambda: utc_now() - timedelta(minutes=10)  # behind the log (and database)
         with pytest.raises(ClockBehindLog):
-            await issue(right, 2)
-        assert right.clock_problem() is not None
-        later = parse_issued_at(ahead.issued_at) + timedelta(seconds=1)
-        right.clock = lambda: later
-        assert right.clock_problem() is None  # /healthz clears without waiting for a write
-        receipt, created = await issue(right, 2)
-        assert created and parse_issued_at(receipt.issued_at) <= later
+            await issue(late, 2)
+        assert late.clock_problem() is not None
+        caught_up = parse_issued_at(logged.issued_at) + timedelta(seconds=1)
+        late.clock = lambda: caught_up
+        assert late.clock_problem() is None  # /healthz clears without waiting for a write
+        receipt, created = await issue(late, 2)
+        assert created and parse_issued_at(receipt.issued_at) <= caught_up
