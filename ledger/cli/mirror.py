@@ -8,7 +8,7 @@ logs and readers configure. ``serve`` runs the mirror's endpoints (``POST /add-c
 log as tlog-tiles at ``/<origin hash>/checkpoint`` and ``/<origin hash>/tile/…``, for the logs
 given with ``--log ORIGIN=VKEY`` (split at the first ``=``; the log key is Ed25519 or
 ML-DSA-44). State: ``--data DIR/mirror.db`` (checkpoints) and ``DIR/logs/<origin hash>.db``
-(each log's copy).
+(each log's copy), or with ``--database postgresql://…`` a schema per log in that database.
 """
 
 from __future__ import annotations
@@ -30,16 +30,15 @@ from ledger.logs import configure
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.server import Mirror, create_mirror_app
 from ledger.mirror.state import MirrorState, MirrorStateError
+from ledger.mirror.stores import is_postgres_url, open_copy_store
 from ledger.netaddr import parse_host_port
 from ledger.storage.base import StoreError
 from ledger.storage.damage import corruption_in, damage_message
-from ledger.storage.sqlite import SqliteStore
-from ledger.witness.server import WitnessSigner, origin_hash
+from ledger.witness.server import WitnessSigner
 
-__all__ = ["open_mirror", "register"]
+__all__ = ["close_mirror", "open_mirror", "register"]
 
 STATE_NAME = "mirror.db"
-COPIES_DIR = "logs"
 DEFAULT_LISTEN = "127.0.0.1:7390"
 
 Command = Callable[[argparse.Namespace], int]
@@ -61,16 +60,15 @@ def parse_min_index(text: str, origins: set[str]) -> tuple[str, int]:
 
 
 async def open_mirror(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
-                      data: Path) -> Mirror:
-    """The mirror over ``data``: its state and one SQLite copy per log, created if missing."""
+                      data: Path, database: str | None = None) -> Mirror:
+    """The mirror over ``data``: its state and a copy per log (a SQLite file, or a schema in
+    the PostgreSQL ``database``), created if missing."""
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
-    (data / COPIES_DIR).mkdir(exist_ok=True, mode=0o700)
     state = await MirrorState.open(data / STATE_NAME, [s.verifier_key_text() for s in signers])
     copies: dict[str, LogCopy] = {}
     try:
         for origin in logs:
-            store = await SqliteStore.open(data / COPIES_DIR / f"{origin_hash(origin)}.db",
-                                           create=True)
+            store = await open_copy_store(origin, data, database)
             copies[origin] = await LogCopy.open(origin, store)
     except BaseException:
         for copy in copies.values():
@@ -97,8 +95,8 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 
 async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
-                 data: Path, host: str, port: int) -> None:
-    mirror = await open_mirror(signers, logs, data)
+                 data: Path, database: str | None, host: str, port: int) -> None:
+    mirror = await open_mirror(signers, logs, data, database)
     app = create_mirror_app(mirror)
 
     def announce(url: str) -> None:
@@ -124,8 +122,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         logs.setdefault(origin, []).append(verifier)
     for spec in args.min_index:
         parse_min_index(spec, set(logs))
+    if args.database is not None and not is_postgres_url(args.database):
+        raise UsageError(f"--database {args.database[:40]!r}: want a postgresql:// URL")
     host, port = parse_host_port(args.listen, what="--listen")
-    asyncio.run(_serve(signers, logs, Path(args.data), host, port))
+    asyncio.run(_serve(signers, logs, Path(args.data), args.database, host, port))
     return 0
 
 
@@ -178,6 +178,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help=f"address to listen on (default {DEFAULT_LISTEN})")
     p.add_argument("--data", default="mirror-data", metavar="DIR",
                    help="state directory (default ./mirror-data)")
+    p.add_argument("--database", metavar="URL",
+                   help="keep the logs' copies in this PostgreSQL database (a schema per log) "
+                        "instead of SQLite files under DIR/logs/")
     p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run(cmd_serve))

@@ -65,8 +65,9 @@ def test_serve_refuses_bad_arguments_with_a_usage_error(tmp_path: Path,
                        ) == 2
     assert ledger_main([*base, "--log", f"{ORIGIN}={vkey}", "--min-index", "other.test=0"]
                        ) == 2
+    assert ledger_main([*base, "--log", f"{ORIGIN}={vkey}", "--database", "mirror.db"]) == 2
     err = capsys.readouterr().err
-    assert "bad log verifier key" in err and "minimum index" in err
+    assert "bad log verifier key" in err and "minimum index" in err and "postgresql://" in err
     assert not (tmp_path / "d").exists()  # refused before anything was created
 
 

@@ -8,14 +8,24 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import aiohttp
+import asyncpg
+
+from ledger.cli.mirror import close_mirror, open_mirror
+from ledger.client.http import HttpClient
+from ledger.client.mirror import LogSource, MirrorClient
 from ledger.core.checkpoint import Checkpoint
-from ledger.core.note import Ed25519Signer, parse_note, sign_note
+from ledger.core.note import Ed25519Signer, open_note, parse_note, sign_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
 from ledger.log import Log
 from ledger.mirror.copy import LogCopy
+from ledger.mirror.server import create_mirror_app
 from ledger.mirror.state import MirrorState, Pending
+from ledger.mirror.stores import copy_schema
 from ledger.storage.memory import MemoryStore
+from ledger.witness.server import origin_hash
+from tests.servers import serving
 from tests.stores import StoreFactory
 
 ORIGIN = "example.test/copied"
@@ -85,3 +95,45 @@ async def test_the_mirror_checkpoint_never_moves_back(tmp_path: Path) -> None:
     assert stored == mirrored
     assert [s.name for s in parse_note(stored.note).signatures] == [ORIGIN, key.name]  # type: ignore[union-attr]
     await state.close()
+
+
+async def test_a_mirror_keeps_its_copies_in_postgresql(tmp_path: Path, pg_url: str) -> None:
+    """``--database postgresql://…``: each log's copy in a schema of its own; a restarted
+    mirror resumes from it and serves the log's tiles."""
+    log_key = Ed25519Signer.generate(ORIGIN)
+    log = await Log.open(MemoryStore(), signer=log_key)
+    key = SubtreeCosignatureSigner.generate("mirror.test/pg")
+    logs = {ORIGIN: [log_key.verifier()], "example.test/other": [log_key.verifier()]}
+    await log.append_many([b"pg %d" % i for i in range(600)])
+    head = await log.head(0)
+    assert head is not None
+    mirror = await open_mirror([key], logs, tmp_path / "data", pg_url)  # type: ignore[arg-type]
+    try:
+        async with serving(create_mirror_app(mirror)) as served, \
+                aiohttp.ClientSession() as http:
+            client = MirrorClient(served.url, [key.verifier()], HttpClient(http))
+            await client.push(head.note, LogSource(log.reader))
+    finally:
+        await close_mirror(mirror)
+    conn = await asyncpg.connect(pg_url)
+    schemas = {r[0] for r in await conn.fetch(
+        "SELECT table_schema FROM information_schema.tables WHERE table_name = 'ledger_tiles'")}
+    await conn.close()
+    assert schemas == {copy_schema(ORIGIN), copy_schema("example.test/other")}
+    mirror = await open_mirror([key], logs, tmp_path / "data", pg_url)  # type: ignore[arg-type]
+    try:
+        assert mirror.copies[ORIGIN].size == 600
+        assert mirror.copies["example.test/other"].size == 0
+        async with serving(create_mirror_app(mirror)) as served, \
+                aiohttp.ClientSession() as http:
+            prefix = f"{served.url}/{origin_hash(ORIGIN)}"
+            async with http.get(prefix + "/checkpoint") as r:
+                note = await r.read()
+            open_note(note, [key.verifier()])
+            for tile in tiles_for_size(600, entries=True):
+                async with http.get(f"{prefix}/{tile.path()}") as r:
+                    assert await r.read() == await log.reader.tile(tile.level, tile.index,
+                                                                   tile.width)
+    finally:
+        await close_mirror(mirror)
+        await log.close()
