@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from ledger.cli import monitor, witness
+from ledger.cli import mirror, monitor, witness
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.boundedjson import JsonError
 from ledger.core.timestamps import rfc3339
@@ -445,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "older than it (repeatable)")
     p.set_defaults(func=cmd_restore)
 
-    for module in (verify, check, mcp, witness, gateway):
+    for module in (verify, check, mcp, witness, mirror, gateway):
         module.register(sub)
     for store_module in (account, names):
         store_module.register(sub, with_store=_with_store, common=_common)

@@ -52,6 +52,16 @@ def test_keygen_writes_a_0600_key_and_prints_its_vkey(tmp_path: Path,
     assert parse_vkey_text(vkey)[2] == KEY_TYPE_COSIGNATURE_V1
 
 
+def test_notary_mirror_is_the_same_command(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from notary.cli.main import main as notary_main  # deferred: the one notary test here
+
+    assert notary_main(["mirror", "keygen", "--name", "mirror.test/n", "--out",
+                        str(tmp_path / "n.key")]) == 0
+    vkey = capsys.readouterr().out.strip().splitlines()[-1]
+    assert parse_vkey_text(vkey)[:3:2] == ("mirror.test/n", KEY_TYPE_SUBTREE_V1)
+
+
 def test_serve_refuses_bad_arguments_with_a_usage_error(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]
                                                         ) -> None:
