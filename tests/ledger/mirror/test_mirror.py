@@ -5,6 +5,7 @@ hostile client, which changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import struct
 from collections.abc import AsyncIterator
@@ -332,3 +333,17 @@ async def test_packages_are_cut_at_multiples_of_256() -> None:
             (package_at(300, 1000, i) for i in range(package_count(300, 1000)))] == [
         (256, 300, 512), (512, 512, 768), (768, 768, 1000)]
     assert struct.unpack(">H", format_add_entries_header(AddEntriesHeader("a", 1, 2))[:2]) == (1,)
+
+
+async def test_concurrent_clients_each_get_the_cosignature(setup: Setup) -> None:
+    """Two clients upload the same checkpoint at once, a package per request: each skips what
+    the other stored, follows the 409s and 202s, and both end with a cosignature."""
+    s = setup
+    note = await s.grow(2000)
+    clients = [MirrorClient(s.url, [s.pq.verifier()], s.client.http, packages_per_request=1,
+                            compress=c) for c in (True, False)]
+    results = await asyncio.gather(*(c.push(note, LogSource(s.log.reader)) for c in clients))
+    assert all(len(r) == 1 for r in results)
+    served = await s.served()
+    assert served is not None and check_cosigned(s, served) == 2000
+    await assert_same_tiles(s, 2000)
