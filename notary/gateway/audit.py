@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ledger.core.note import Ed25519Verifier
 from ledger.core.tlog_policy import TlogPolicy
 from notary.core.receipts import Jwks
 from notary.core.verification import LevelResult, failed, passed, skipped, verify_receipt
 from notary.gateway import codes
-from notary.gateway.policy import Policy, sha256_jcs
+from notary.gateway.policy import Kind, Policy, sha256_jcs
 from notary.gateway.store import DecisionEvidence
 
 __all__ = ["AUDIT_LEVELS", "DecisionCheck", "PolicyCheck", "audit_decision", "check_policy",
@@ -131,6 +131,8 @@ def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[st
     record = evidence.record
     check = DecisionCheck(number, dict(record))
     tool, decision = record.get("tool"), record.get("decision")
+    kind = record.get("kind", "tool")
+    subject = {"tool": "tool", "prompt": "prompt", "resource": "method"}.get(str(kind))
     policy = policies.get(str(record.get("policy_commitment")))
     check.levels["policy"] = (
         passed(f"commitment {record.get('policy_commitment')}") if policy is not None
@@ -139,8 +141,11 @@ def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[st
     facts = evidence.facts
     if sha256_jcs(facts) != record.get("facts_sha256"):
         check.levels["facts"] = failed("the saved facts do not hash to facts_sha256")
-    elif facts.get("tool") != tool:
-        check.levels["facts"] = failed("the saved facts are for another tool")
+    elif subject is None:
+        check.levels["facts"] = failed(f"the record's kind {kind!r} is not one the gateway "
+                                       "decides")
+    elif facts.get(subject) != tool:
+        check.levels["facts"] = failed(f"the saved facts are for another {kind}")
     else:
         check.levels["facts"] = passed(f"{len(facts)} facts")
     if policy is None or not isinstance(tool, str):
@@ -148,7 +153,7 @@ def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[st
     elif check.levels["facts"].status != "passed":
         check.levels["decision"] = skipped("the facts are not the ones decided on")
     else:
-        allowed, reasons = policy.evaluate(tool, facts)
+        allowed, reasons = policy.evaluate(tool, facts, cast(Kind, kind))
         expected = "allow" if allowed else "deny"
         check.levels["decision"] = (
             passed(expected if allowed else f"deny ({'; '.join(reasons)})")

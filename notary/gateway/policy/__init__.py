@@ -5,6 +5,7 @@ and which **rules** those facts must satisfy. One module per concern:
 
 - :mod:`.format`: the file format and its strict parser (:func:`load_policy_text`);
 - :mod:`.facts`: reading and coercing facts, the ``path`` normal form;
+- :mod:`.uris`: the ``uri`` normal form (resources are judged by URI);
 - :mod:`.rules` and :mod:`.patterns`: the operators, with linear-time ``glob``/``regex``;
 - :mod:`.evaluation`: :class:`Policy`, the decision of a call, the tools worth offering;
 - :mod:`.commitment`: the salted policy commitment and the decision record;
@@ -23,7 +24,7 @@ from notary.gateway.policy.commitment import (
     policy_commitment,
     sha256_jcs,
 )
-from notary.gateway.policy.evaluation import Decision, Policy, ToolPolicy
+from notary.gateway.policy.evaluation import KINDS, Decision, Kind, Policy, ToolPolicy
 from notary.gateway.policy.explain import (
     FieldReport,
     ToolExplanation,
@@ -43,10 +44,12 @@ from notary.gateway.policy.facts import (
 from notary.gateway.policy.format import POLICY_FORMAT, PolicyError, load_policy_text, parse_policy
 from notary.gateway.policy.patterns import PatternError, compile_pattern
 from notary.gateway.policy.rules import OPERATORS, Rule
+from notary.gateway.policy.uris import normalize_uri
 
 __all__ = [
     "CONTEXT_FACTS",
     "FACT_TYPES",
+    "KINDS",
     "OPERATORS",
     "POLICY_FORMAT",
     "CoercionError",
@@ -55,6 +58,7 @@ __all__ = [
     "FactSpec",
     "FactType",
     "FieldReport",
+    "Kind",
     "PatternError",
     "Policy",
     "PolicyError",
@@ -68,6 +72,7 @@ __all__ = [
     "facts_sha256",
     "load_policy_text",
     "normalize_path",
+    "normalize_uri",
     "parse_policy",
     "policy_commitment",
     "render_explanation",

@@ -44,10 +44,17 @@ def facts_sha256(facts: Mapping[str, Any]) -> str:
 
 
 def decision_record(decision: DecisionValue, tool: str, facts_digest: str,
-                    commitment: str, when: str, salt: str) -> dict[str, str]:
+                    commitment: str, when: str, salt: str, kind: str = "tool"
+                    ) -> dict[str, str]:
     """The record notarized for one decision: its SHA-256 (JCS) is the entry's call_sha256.
 
-    ``salt`` must be fresh for every record (see the module docstring).
+    ``salt`` must be fresh for every record (see the module docstring). ``tool`` names what
+    was decided on: a tool; with ``kind = "prompt"`` a prompt; with ``kind = "resource"`` the
+    resource method (the URI is a fact). A tool's record has no ``kind`` member, exactly as
+    before prompts and resources were judged.
     """
-    return {"decision": decision, "tool": tool, "facts_sha256": facts_digest,
-            "policy_commitment": commitment, "time": when, "salt": salt}
+    record = {"decision": decision, "tool": tool, "facts_sha256": facts_digest,
+              "policy_commitment": commitment, "time": when, "salt": salt}
+    if kind != "tool":
+        record["kind"] = kind
+    return record

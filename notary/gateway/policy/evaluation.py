@@ -10,14 +10,20 @@ their digest is what the ledger commits to.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from notary.gateway.policy.commitment import DecisionValue, facts_sha256, policy_commitment
-from notary.gateway.policy.facts import MISSING, FactSpec
+from notary.gateway.policy.facts import MISSING, CoercionError, FactSpec, coerce
 from notary.gateway.policy.rules import Rule
 
-__all__ = ["Decision", "Policy", "ToolPolicy"]
+__all__ = ["KINDS", "Decision", "Kind", "Policy", "ToolPolicy"]
+
+Kind = Literal["tool", "prompt", "resource"]
+KINDS: tuple[Kind, ...] = ("tool", "prompt", "resource")
+_SUBJECT_FACT: dict[str, str] = {"tool": "tool", "prompt": "prompt", "resource": "method"}
+"""The context fact that names what a decision is about: the tool, the prompt, or the
+resource method (``resources/read``...; the resource itself is the ``uri`` fact)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class Decision:
     facts: dict[str, Any]
     facts_sha256: str
     reasons: tuple[str, ...] = ()
+    kind: Kind = "tool"
 
     @property
     def value(self) -> DecisionValue:
@@ -54,22 +61,49 @@ class Policy:
     tools: dict[str, ToolPolicy]
     name: str | None = None
     agent: str | None = None
+    prompts: dict[str, ToolPolicy] = field(default_factory=dict)
+    resources: ToolPolicy | None = None
+    """The ``[resources]`` table; None (no table) denies every resource."""
+
+    def spec(self, name: str, kind: Kind = "tool") -> ToolPolicy | None:
+        """The table that judges ``name`` (a tool, a prompt, or a resource method)."""
+        if kind == "tool":
+            return self.tools.get(name)
+        if kind == "prompt":
+            return self.prompts.get(name)
+        return self.resources
+
+    def resource_facts(self, method: str, uri: object, agent: str | None
+                       ) -> tuple[dict[str, Any], list[str]]:
+        """The facts of a resource request: ``method``, ``uri`` (normalized) and ``agent``.
+
+        A URI that has no normal form is left out (the ``uri`` fact is absent, so every rule
+        on it fails); the problem, without the URI, is for the operator's log.
+        """
+        facts: dict[str, Any] = {"method": method}
+        if agent is not None:
+            facts["agent"] = agent
+        try:
+            facts["uri"] = coerce(uri, "uri")
+        except CoercionError as e:
+            return facts, [f"uri: {e}"]
+        return facts, []
 
     def commitment(self, salt_hex: str) -> str:
         return policy_commitment(self.document, salt_hex)
 
-    def facts_for(self, tool: str, arguments: Mapping[str, Any] | None, agent: str | None
-                  ) -> tuple[dict[str, Any], list[str]]:
+    def facts_for(self, tool: str, arguments: Mapping[str, Any] | None, agent: str | None,
+                  kind: Kind = "tool") -> tuple[dict[str, Any], list[str]]:
         """The authorization facts of a call, and the extraction problems (operator log).
 
-        Context facts first (``tool``; ``agent`` when known), then the tool's mapped facts.
-        An unknown tool has only the context facts.
+        Context facts first (``tool``, or ``prompt`` for a prompt; ``agent`` when known),
+        then the mapped facts of its table. An unknown name has only the context facts.
         """
-        facts: dict[str, Any] = {"tool": tool}
+        facts: dict[str, Any] = {_SUBJECT_FACT[kind]: tool}
         if agent is not None:
             facts["agent"] = agent
         problems: list[str] = []
-        spec = self.tools.get(tool)
+        spec = self.spec(tool, kind) if kind != "resource" else None
         if spec is None:
             return facts, problems
         args: Mapping[str, Any] = arguments if isinstance(arguments, Mapping) else {}
@@ -81,34 +115,63 @@ class Policy:
                 facts[fact.name] = value
         return facts, problems
 
-    def evaluate(self, tool: str, facts: Mapping[str, Any]) -> tuple[bool, list[str]]:
+    def evaluate(self, tool: str, facts: Mapping[str, Any], kind: Kind = "tool"
+                 ) -> tuple[bool, list[str]]:
         """Whether ``facts`` satisfy the policy of ``tool``; the failed rules (operator log).
 
-        A pure function of (policy, tool, facts), so an auditor holding the saved facts
-        reaches the same answer. Unknown tools, and facts whose ``tool`` is another tool,
-        are denied.
+        A pure function of (policy, kind, name, facts), so an auditor holding the saved
+        facts reaches the same answer. Unknown tools and prompts, any resource when the
+        policy has no ``[resources]`` table, and facts about something else, are denied.
         """
-        spec = self.tools.get(tool)
+        spec = self.spec(tool, kind)
         if spec is None:
-            return False, [f"tool {tool!r} is not in the policy"]
-        if facts.get("tool") != tool:
-            return False, ["the facts are for another tool"]
+            what = "resources are" if kind == "resource" else f"{kind} {tool!r} is"
+            return False, [f"{what} not in the policy"]
+        if facts.get(_SUBJECT_FACT[kind]) != tool:
+            return False, [f"the facts are for another {kind}"]
+        if kind == "resource" and not isinstance(facts.get("uri"), str):
+            # Even a [resources] table without rules judges only URIs it can name.
+            return False, ["the uri fact is absent (not a URI in a normal form)"]
         failures = [f for r in spec.rules if (f := r.failure(facts)) is not None]
         return not failures, failures
 
-    def decide(self, tool: str, arguments: Mapping[str, Any] | None, agent: str | None
-               ) -> Decision:
+    def decide(self, tool: str, arguments: Mapping[str, Any] | None, agent: str | None,
+               kind: Kind = "tool") -> Decision:
         """Extract the facts of a call and evaluate them. Never raises for bad arguments."""
-        facts, problems = self.facts_for(tool, arguments, agent)
-        return self.judge(tool, facts, problems)
+        facts, problems = self.facts_for(tool, arguments, agent, kind)
+        return self.judge(tool, facts, problems, kind)
 
-    def judge(self, tool: str, facts: Mapping[str, Any], problems: Sequence[str] = ()
-              ) -> Decision:
+    def judge(self, tool: str, facts: Mapping[str, Any], problems: Sequence[str] = (),
+              kind: Kind = "tool") -> Decision:
         """The decision on facts already extracted (and, for a local upstream, resolved on
         the host by the gateway); ``problems`` are the extraction's, for the log."""
-        allowed, failures = self.evaluate(tool, facts)
+        allowed, failures = self.evaluate(tool, facts, kind)
         return Decision(allowed, tool, dict(facts), facts_sha256(facts),
-                        (*problems, *failures))
+                        (*problems, *failures), kind)
+
+    def could_allow_prompt(self, prompt: str, agent: str | None) -> bool:
+        """Whether some ``prompts/get`` of ``prompt`` could be allowed (for ``prompts/list``)."""
+        spec = self.prompts.get(prompt)
+        if spec is None:
+            return False
+        facts: dict[str, Any] = {"prompt": prompt}
+        if agent is not None:
+            facts["agent"] = agent
+        return all(r.failure(facts) is None for r in spec.rules
+                   if r.fact == "prompt" or (r.fact == "agent" and agent is not None))
+
+    def allows_resource(self, uri: object, agent: str | None) -> bool:
+        """Whether ``resources/read`` of ``uri`` is allowed (filters ``resources/list``)."""
+        facts, problems = self.resource_facts("resources/read", uri, agent)
+        return not problems and self.evaluate("resources/read", facts, "resource")[0]
+
+    def could_allow_resources(self, agent: str | None) -> bool:
+        """Whether any resource could be allowed (filters ``resources/templates/list``):
+        the ``[resources]`` table exists and its agent rules admit this agent."""
+        if self.resources is None:
+            return False
+        return agent is None or all(r.failure({"agent": agent}) is None
+                                    for r in self.resources.rules if r.fact == "agent")
 
     def could_allow(self, tool: str, agent: str | None) -> bool:
         """Whether some call of ``tool`` by ``agent`` could be allowed (for ``tools/list``).

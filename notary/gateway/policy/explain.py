@@ -1,4 +1,5 @@
-"""``notary gateway explain``: per tool, which argument fields the policy constrains (pure).
+"""``notary gateway explain``: per tool and prompt, which argument fields the policy
+constrains, and what it says about resources (pure).
 
 A field no fact reads is forwarded unchecked; a field a fact reads but no rule judges is only
 recorded. The operator should know both before trusting a policy, so ``explain`` lists every
@@ -8,15 +9,18 @@ field of each tool's input schema (from the upstream's ``tools/list``) with its 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from notary.gateway.policy.evaluation import Policy, ToolPolicy
+from notary.gateway.policy.evaluation import Kind, Policy, ToolPolicy
 from notary.gateway.policy.facts import CONTEXT_FACTS, FactSpec
 
-__all__ = ["PATH_NOTE", "FieldReport", "ToolExplanation", "explain", "render_explanation",
-           "schema_fields"]
+__all__ = ["PATH_NOTE", "URI_NOTE", "FieldReport", "ToolExplanation", "explain",
+           "render_explanation", "schema_fields"]
 
+URI_NOTE = ("uri facts are judged in their normal form (scheme and authority lower-cased, "
+            "dot segments removed, unreserved escapes decoded; an escaped / or \\ is refused); "
+            "prefix compares whole segments")
 PATH_NOTE = ("path facts are judged in lexical normal form and NFC (a path not in NFC fails "
              "every rule on it; rule values are compared in NFC), resolved through symlinks "
              "on the gateway's host when the upstream is a local command; a remote upstream "
@@ -45,9 +49,11 @@ class ToolExplanation:
     fields: tuple[FieldReport, ...] = ()
     context_rules: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    kind: Kind = "tool"
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
             "tool": self.tool, "in_policy": self.in_policy, "offered_by_upstream": self.offered,
             "idempotent": self.idempotent,
             "fields": [{"path": f.path, "status": f.status, "facts": list(f.facts),
@@ -112,7 +118,8 @@ def _explain_tool(spec: ToolPolicy | None, tool: str, schema: Mapping[str, Any] 
         else:
             status = "unconstrained"
         reports.append(FieldReport(path, status, tuple(f.name for f in readers), rules))
-    context = tuple(r for fact in CONTEXT_FACTS for r in rules_by_fact.get(fact, ()))
+    context = tuple(r for fact in (*CONTEXT_FACTS, "prompt")
+                    for r in rules_by_fact.get(fact, ()))
     notes: list[str] = []
     if not spec.rules:
         notes.append("no rules: every call is allowed")
@@ -142,7 +149,25 @@ def explain(policy: Policy, input_schemas: Mapping[str, Mapping[str, Any] | None
         schema = input_schemas.get(name) if input_schemas is not None else None
         offered = None if input_schemas is None else name in input_schemas
         out.append(_explain_tool(policy.tools.get(name), name, schema, offered))
+    for name, spec in policy.prompts.items():
+        item = _explain_tool(spec, name, None, None)
+        out.append(replace(item, kind="prompt", notes=tuple(
+            n.replace("every call", "every prompts/get") for n in item.notes)))
+    out.append(_explain_resources(policy.resources))
     return out
+
+
+def _explain_resources(spec: ToolPolicy | None) -> ToolExplanation:
+    """The ``[resources]`` table: its rules judge the ``uri``, ``method`` and ``agent`` facts
+    of resources/read, resources/subscribe and unsubscribe, and of template completions."""
+    if spec is None:
+        return ToolExplanation("resources", False, None, True, kind="resource", notes=(
+            "no [resources] table: every resource request is denied",))
+    notes = [URI_NOTE]
+    if not spec.rules:
+        notes.insert(0, "no rules: every resource is allowed")
+    return ToolExplanation("resources", True, None, True, (),
+                           tuple(r.describe() for r in spec.rules), tuple(notes), "resource")
 
 
 def render_explanation(items: Sequence[ToolExplanation], *, with_upstream: bool) -> str:
@@ -152,7 +177,8 @@ def render_explanation(items: Sequence[ToolExplanation], *, with_upstream: bool)
         lines += ["(only the fields the policy reads are listed; pass --upstream to list every "
                   "argument field and the upstream's tools)", ""]
     for item in items:
-        head = f"{item.tool}"
+        head = {"tool": "", "prompt": "prompt ", "resource": "[resources]"}[item.kind]
+        head += item.tool if item.kind != "resource" else ""
         if not item.in_policy:
             head += "  [DENIED: not in the policy]"
         elif not item.idempotent:

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 
 from notary.core.canonical import MAX_SAFE_INTEGER, CanonicalizationError, check_js_safe
 from notary.core.errors import NotaryBaseError
+from notary.gateway.policy.uris import UriError, normalize_uri
 
 __all__ = [
     "CONTEXT_FACTS",
@@ -36,8 +37,8 @@ __all__ = [
 ]
 
 CONTEXT_FACTS: Final = ("agent", "tool")
-FACT_TYPES: Final = ("integer", "number", "string", "boolean", "path", "paths", "any")
-FactType = Literal["integer", "number", "string", "boolean", "path", "paths", "any"]
+FACT_TYPES: Final = ("integer", "number", "string", "boolean", "path", "paths", "uri", "any")
+FactType = Literal["integer", "number", "string", "boolean", "path", "paths", "uri", "any"]
 
 MAX_PATH_CHARS: Final = 4096
 """Longest path accepted as a ``path`` fact (PATH_MAX on Linux); longer is refused."""
@@ -130,6 +131,7 @@ def coerce(value: object, kind: FactType) -> object:
     - ``boolean``: a boolean, or the strings ``"true"`` / ``"false"``.
     - ``path``: a string, in the lexical normal form of :func:`normalize_path`.
     - ``paths``: a list of strings, each as for ``path`` (for tools taking several paths).
+    - ``uri``: a string, in the normal form of :func:`~.uris.normalize_uri`.
     - ``any``: any JSON value that canonicalizes (checked, not changed).
     """
     if kind == "integer":
@@ -176,6 +178,11 @@ def coerce(value: object, kind: FactType) -> object:
         raise CoercionError(f"the {type(value).__name__} value is not a boolean")
     if kind == "path":
         return normalize_path(value)
+    if kind == "uri":
+        try:
+            return normalize_uri(value)
+        except UriError as e:
+            raise CoercionError(str(e)) from None
     if kind == "paths":
         if not isinstance(value, list):
             raise CoercionError(f"the {type(value).__name__} value is not a list of paths")

@@ -25,14 +25,26 @@ commented examples)::
     rules = [{ fact = "path", op = "prefix", value = "/srv/data" },
              { fact = "path", op = "not glob", value = "**/.*" }]
 
+    [prompts.summarize]                 # prompts/get, like a tool (facts from its arguments)
+    facts.style = { from = "style", type = "string" }
+    rules = [{ fact = "style", op = "in", value = ["short", "long"] }]
+
+    [resources]                         # every resource method, by URI (type "uri")
+    rules = [{ fact = "uri", op = "prefix", value = "file:///srv/data/" }]
+
 Facts: ``agent`` and ``tool`` are context facts (reserved names; ``agent`` may be absent); the
 others come from argument paths (``a.b.0.c``: object keys, and list indexes for lists; a list
 of segments ``["a.b", "c"]`` for keys that contain dots), coerced to a type of
 :mod:`.facts`. A missing argument takes ``default`` when one is given; otherwise, as after a
 failed coercion, the fact is **absent**. Rules (all must hold) use the operators of
 :mod:`.rules`; a rule on an absent fact fails: the policy fails closed. A tool that is not
-listed is denied. Unknown keys are refused everywhere, so a typo cannot silently leave a tool
-unconstrained.
+listed is denied, and so is a prompt. Prompts have the context facts ``prompt`` and
+``agent``. Resources (``resources/read``, ``resources/subscribe``, ``resources/unsubscribe``
+and the completion of a template argument) are judged by the one ``[resources]`` table, on
+the context facts ``uri`` (type ``uri``: :mod:`.uris`), ``method`` and ``agent``; a
+``[resources]`` table without rules allows every resource, and a policy without one denies
+them all (a policy written before resources were proxied means what it meant). Unknown
+keys are refused everywhere, so a typo cannot silently leave a tool unconstrained.
 """
 
 from __future__ import annotations
@@ -69,18 +81,21 @@ from notary.gateway.policy.rules import (
     Rule,
     is_number,
 )
+from notary.gateway.policy.uris import UriError, normalize_uri
 
 __all__ = ["POLICY_FORMAT", "PolicyError", "load_policy_text", "parse_policy"]
 
 POLICY_FORMAT: Final = 1
-_TOP_KEYS = frozenset({"version", "gateway", "tools"})
+_TOP_KEYS = frozenset({"version", "gateway", "tools", "prompts", "resources"})
 _GATEWAY_KEYS = frozenset({"name", "agent"})
 _TOOL_KEYS = frozenset({"description", "idempotent", "facts", "rules"})
+_PROMPT_KEYS = frozenset({"description", "facts", "rules"})
+_RESOURCE_KEYS = frozenset({"description", "rules"})
 _FACT_KEYS = frozenset({"from", "type", "default"})
 _RULE_KEYS = frozenset({"fact", "op", "value"})
 _LENGTH_KEYS = frozenset({"min", "max"})
 _FACT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-_STRING_KINDS = frozenset({"string", "path", "paths", "any"})
+_STRING_KINDS = frozenset({"string", "path", "paths", "uri", "any"})
 
 
 class PolicyError(NotaryBaseError, ValueError):
@@ -130,8 +145,9 @@ def _parse_path(value: object, where: str) -> tuple[str, ...]:
     return segments
 
 
-def _parse_fact(name: str, raw: object, where: str) -> FactSpec:
-    if name in CONTEXT_FACTS:
+def _parse_fact(name: str, raw: object, where: str,
+                context: tuple[str, ...] = CONTEXT_FACTS) -> FactSpec:
+    if name in context:
         raise PolicyError(where, f"{name!r} is a context fact and cannot come from the "
                           "arguments (a caller could set it)")
     if not _FACT_NAME_RE.fullmatch(name):
@@ -200,7 +216,7 @@ def _parse_rule(raw: object, where: str, fact_types: Mapping[str, str]) -> Rule:
     if op in MEMBERSHIP and not isinstance(value, list):
         raise PolicyError(f"{where}.value", f"'{op}' needs a list")
     if op == LENGTH:
-        if kind not in ("string", "path", "paths", "any"):
+        if kind not in ("string", "path", "paths", "uri", "any"):
             raise PolicyError(where, f"'length' needs a string or list fact; {fact!r} is {kind}")
         _length_bounds(value, where)
         return Rule(fact, op, value, kind)
@@ -220,6 +236,12 @@ def _parse_rule(raw: object, where: str, fact_types: Mapping[str, str]) -> Rule:
             except PatternError as e:
                 raise PolicyError(f"{where}.value", str(e)) from None
             return Rule(fact, op, value, kind, patterns=patterns)
+        if kind == "uri":
+            try:
+                prefixes = tuple(normalize_uri(p) for p in items)
+            except UriError as e:
+                raise PolicyError(f"{where}.value", str(e)) from None
+            return Rule(fact, op, value, kind, prefixes=prefixes)
         if kind in ("path", "paths"):
             bad = [p for p in items if not p.startswith("/")]
             if bad:
@@ -232,7 +254,21 @@ def _parse_rule(raw: object, where: str, fact_types: Mapping[str, str]) -> Rule:
         return Rule(fact, op, value, kind, prefixes=items)
     if on_paths:  # ==, !=, in, not in: path strings compared in NFC
         return Rule(fact, op, value, kind, operand=_nfc_strings(value))
+    if kind == "uri":  # ==, !=, in, not in: URIs compared in their normal form
+        return Rule(fact, op, value, kind, operand=_normal_uris(value, where))
     return Rule(fact, op, value, kind)
+
+
+def _normal_uris(value: object, where: str) -> object:
+    """A rule operand on a uri fact with every string in the URI normal form."""
+    try:
+        if isinstance(value, str):
+            return normalize_uri(value)
+        if isinstance(value, list):
+            return [normalize_uri(v) if isinstance(v, str) else v for v in value]
+    except UriError as e:
+        raise PolicyError(f"{where}.value", str(e)) from None
+    return value
 
 
 def _nfc_strings(value: object) -> object:
@@ -246,11 +282,13 @@ def _nfc_strings(value: object) -> object:
     return value
 
 
-def _parse_tool(tool: str, raw: object) -> ToolPolicy:
-    where = f"tools.{tool}"
+def _parse_entry(name: str, raw: object, where: str, keys: frozenset[str],
+                 context: Mapping[str, FactType]) -> ToolPolicy:
+    """One ``[tools.X]``, ``[prompts.X]`` or ``[resources]`` table; ``context`` are the facts
+    the gateway sets itself (never read from the arguments), with their types."""
     if not isinstance(raw, Mapping):
         raise PolicyError(where, "must be a table")
-    _check_keys(raw, _TOOL_KEYS, where)
+    _check_keys(raw, keys, where)
     idempotent = raw.get("idempotent", True)
     if not isinstance(idempotent, bool):
         raise PolicyError(f"{where}.idempotent", "must be true or false")
@@ -260,8 +298,9 @@ def _parse_tool(tool: str, raw: object) -> ToolPolicy:
     facts_doc = raw.get("facts", {})
     if not isinstance(facts_doc, Mapping):
         raise PolicyError(f"{where}.facts", "must be a table of facts")
-    facts = tuple(_parse_fact(n, v, f"{where}.facts.{n}") for n, v in facts_doc.items())
-    fact_types: dict[str, FactType] = {"tool": "string", "agent": "string"}
+    facts = tuple(_parse_fact(n, v, f"{where}.facts.{n}", tuple(context))
+                  for n, v in facts_doc.items())
+    fact_types: dict[str, FactType] = dict(context)
     fact_types.update({f.name: f.type for f in facts})
     rules_doc = raw.get("rules", [])
     if not isinstance(rules_doc, list):
@@ -272,7 +311,19 @@ def _parse_tool(tool: str, raw: object) -> ToolPolicy:
         canonical_json(raw)
     except CanonicalizationError as e:
         raise PolicyError(where, str(e)) from None
-    return ToolPolicy(tool, facts, rules, idempotent, description)
+    return ToolPolicy(name, facts, rules, idempotent, description)
+
+
+def _parse_tool(tool: str, raw: object) -> ToolPolicy:
+    return _parse_entry(tool, raw, f"tools.{tool}", _TOOL_KEYS,
+                        {"tool": "string", "agent": "string"})
+
+
+def _parse_table_of(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    table = doc.get(key, {})
+    if not isinstance(table, Mapping):
+        raise PolicyError(key, f"must be a table of {key}")
+    return table
 
 
 def parse_policy(document: Mapping[str, Any]) -> Policy:
@@ -288,15 +339,20 @@ def parse_policy(document: Mapping[str, Any]) -> Policy:
     _check_keys(gateway, _GATEWAY_KEYS, "gateway")
     name = _optional_str(gateway, "name", "gateway")
     agent = _optional_str(gateway, "agent", "gateway")
-    tools_doc = doc.get("tools", {})
-    if not isinstance(tools_doc, Mapping):
-        raise PolicyError("tools", "must be a table of tools")
-    tools = {tool: _parse_tool(tool, raw) for tool, raw in tools_doc.items()}
+    tools = {tool: _parse_tool(tool, raw)
+             for tool, raw in _parse_table_of(doc, "tools").items()}
+    prompts = {name: _parse_entry(name, raw, f"prompts.{name}", _PROMPT_KEYS,
+                                  {"prompt": "string", "agent": "string"})
+               for name, raw in _parse_table_of(doc, "prompts").items()}
+    resources = None
+    if "resources" in doc:
+        resources = _parse_entry("resources", doc["resources"], "resources", _RESOURCE_KEYS,
+                                 {"uri": "uri", "method": "string", "agent": "string"})
     try:
         canonical_json(doc)
     except CanonicalizationError as e:
         raise PolicyError("", f"the policy cannot be canonicalized: {e}") from None
-    return Policy(doc, tools, name, agent)
+    return Policy(doc, tools, name, agent, prompts, resources)
 
 
 def load_policy_text(text: str) -> Policy:

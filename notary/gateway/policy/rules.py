@@ -7,7 +7,8 @@ Operators:
 - ``in`` / ``not in`` a list of JSON values;
 - ``prefix`` / ``not prefix`` a string (or a list of strings: any of them); on a ``path`` fact
   the prefix is a path and compares whole segments, so ``prefix = "/data"`` admits ``/data``
-  and ``/data/x`` but not ``/database``;
+  and ``/data/x`` but not ``/database``; on a ``uri`` fact likewise by whole segments
+  (:func:`~.uris.uri_has_prefix`);
 - ``glob`` / ``not glob`` a glob (or a list: any of them), ``regex`` / ``not regex`` an RE2
   regular expression, both matching the whole value in linear time (:mod:`.patterns`);
 - ``length`` with ``{min = M, max = N}`` (either or both): characters of a string, items of
@@ -27,6 +28,7 @@ from typing import Any, Final, cast
 
 from notary.core.canonical import canonical_json
 from notary.gateway.policy.patterns import MAX_MATCH_CHARS, Pattern
+from notary.gateway.policy.uris import uri_has_prefix
 
 __all__ = [
     "LENGTH",
@@ -107,6 +109,8 @@ class Rule:
         if self.op in ("prefix", "not prefix"):
             if self.kind in ("path", "paths"):
                 hit = any(path_has_prefix(text, p) for p in self.prefixes)
+            elif self.kind == "uri":
+                hit = any(uri_has_prefix(text, p) for p in self.prefixes)
             else:
                 hit = len(text) <= MAX_MATCH_CHARS and any(
                     text.startswith(p) for p in self.prefixes)

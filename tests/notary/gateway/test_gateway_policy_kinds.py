@@ -1,0 +1,160 @@
+"""Gateway policies for prompts and resources (pure): ``[prompts.X]``, ``[resources]``, URIs."""
+
+from __future__ import annotations
+
+import pytest
+
+from notary.gateway.policy import (
+    CoercionError,
+    PolicyError,
+    coerce,
+    decision_record,
+    explain,
+    load_policy_text,
+    normalize_uri,
+    render_explanation,
+)
+from notary.gateway.policy.explain import URI_NOTE
+
+POLICY = """
+version = 1
+
+[tools.echo]
+
+[prompts.greet]
+facts.style = { from = "style", type = "string" }
+rules = [{ fact = "style", op = "in", value = ["short", "long"] }]
+
+[prompts.plain]
+
+[prompts.ops_only]
+rules = [{ fact = "agent", op = "==", value = "OpsAgent" }]
+
+[resources]
+rules = [
+  { fact = "uri", op = "prefix", value = ["test://static-text", "FILE:///srv/data/"] },
+  { fact = "uri", op = "not glob", value = "**/.*" },
+]
+"""
+
+
+def test_a_policy_written_before_prompts_and_resources_denies_them() -> None:
+    old = load_policy_text("version = 1\n[tools.echo]\n")
+    assert old.prompts == {} and old.resources is None
+    assert not old.decide("greet", {}, None, "prompt").allowed
+    facts, problems = old.resource_facts("resources/read", "test://static-text", None)
+    decision = old.judge("resources/read", facts, problems, "resource")
+    assert not decision.allowed and decision.reasons == ("resources are not in the policy",)
+    assert old.decide("echo", {}, None).allowed  # tools keep their meaning
+
+
+def test_an_empty_resources_table_allows_every_resource() -> None:
+    policy = load_policy_text("version = 1\n[resources]\n")
+    assert policy.allows_resource("anything://at/all", None)
+    # Not a URI: the fact is absent, and even a table without rules denies it.
+    assert not policy.allows_resource("no scheme", None)
+    facts, problems = policy.resource_facts("resources/read", "no scheme", None)
+    assert "uri" not in facts and problems
+    assert not policy.judge("resources/read", facts, problems, "resource").allowed
+
+
+def test_prompts_are_judged_like_tools() -> None:
+    policy = load_policy_text(POLICY)
+    assert policy.decide("greet", {"style": "short"}, None, "prompt").allowed
+    denied = policy.decide("greet", {"style": "rude"}, None, "prompt")
+    assert not denied.allowed and denied.facts == {"prompt": "greet", "style": "rude"}
+    assert policy.decide("plain", None, None, "prompt").allowed
+    assert not policy.decide("unlisted", None, None, "prompt").allowed
+    # A tool and a prompt of the same name are different things.
+    assert not policy.decide("echo", None, None, "prompt").allowed
+    assert not policy.decide("plain", None, None).allowed
+    assert policy.could_allow_prompt("ops_only", None)
+    assert policy.could_allow_prompt("ops_only", "OpsAgent")
+    assert not policy.could_allow_prompt("ops_only", "LegalAgent")
+    assert not policy.could_allow_prompt("unlisted", None)
+
+
+@pytest.mark.parametrize(("uri", "allowed"), [
+    ("test://static-text", True),
+    ("TEST://static-text", True),
+    ("test://static-text-evil", False),        # whole segments
+    ("test://static-textual", False),
+    ("file:///srv/data/a.txt", True),          # the rule's value is normalized too
+    ("file:///srv/data/sub/../b.txt", True),
+    ("file:///srv/data/../secret.txt", False),  # dot segments removed before the prefix
+    ("file:///srv/data/%2e%2e/secret.txt", False),
+    ("file:///srv/data/a%2F..%2F..%2Fsecret", False),  # an escaped separator is refused
+    ("file:///srv/data/.env", False),
+    ("file:///srv/data", False),
+    (42, False),
+])
+def test_resource_rules_on_normalized_uris(uri: object, allowed: bool) -> None:
+    policy = load_policy_text(POLICY)
+    assert policy.allows_resource(uri, None) is allowed
+
+
+@pytest.mark.parametrize(("raw", "normal"), [
+    ("test://Host/A/./b/../c", "test://host/A/c"),
+    ("file:///a/b/%7Euser/%41", "file:///a/b/~user/A"),
+    ("urn:x:%3a", "urn:x:%3A"),
+    ("test://x/a/..", "test://x/"),
+    ("test://x/a?q=1#frag", "test://x/a?q=1#frag"),
+])
+def test_uri_normal_form(raw: str, normal: str) -> None:
+    assert normalize_uri(raw) == normal
+    assert coerce(raw, "uri") == normal
+
+
+@pytest.mark.parametrize("bad", ["", "noscheme", "test://x/a b", "test://x/%zz", "test://x/\\a",
+                                 "test://x/a%5cb", "test://x/cafe\u0301", None, ["test://x"]])
+def test_uris_refused_as_facts(bad: object) -> None:
+    with pytest.raises(CoercionError):
+        coerce(bad, "uri")
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("version = 1\n[resources]\nfacts.x = 'x'\n", "resources"),
+    ("version = 1\n[resources]\nidempotent = false\n", "resources"),
+    ("version = 1\n[resources]\nrules = [{ fact = 'path', op = '==', value = 1 }]\n",
+     "resources.rules[0].fact"),
+    ("version = 1\n[resources]\nrules = [{ fact = 'uri', op = 'prefix', value = 'x y' }]\n",
+     "resources.rules[0].value"),
+    ("version = 1\n[prompts.p]\nfacts.prompt = 'x'\n", "prompts.p.facts.prompt"),
+    ("version = 1\n[prompts.p]\nidempotent = false\n", "prompts.p"),
+    ("version = 1\nresources = 3\n", "resources"),
+])
+def test_malformed_prompt_and_resource_tables_are_refused(text: str, where: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        load_policy_text(text)
+    assert info.value.path == where
+
+
+def test_decision_records_name_their_kind_and_tools_stay_as_they_were() -> None:
+    tool = decision_record("allow", "echo", "f" * 64, "c" * 64, "t", "s")
+    assert "kind" not in tool
+    prompt = decision_record("deny", "greet", "f" * 64, "c" * 64, "t", "s", "prompt")
+    assert prompt["kind"] == "prompt"
+
+
+def test_the_commitment_covers_prompts_and_resources() -> None:
+    base = load_policy_text(POLICY)
+    other = load_policy_text(POLICY.replace('"long"', '"longer"'))
+    assert base.commitment("00" * 16) != other.commitment("00" * 16)
+    no_resources = load_policy_text(POLICY.split("[resources]")[0])
+    assert base.commitment("00" * 16) != no_resources.commitment("00" * 16)
+
+
+def test_explain_lists_prompts_and_the_resources_table() -> None:
+    items = {(i.kind, i.tool): i for i in explain(load_policy_text(POLICY))}
+    greet = items[("prompt", "greet")]
+    assert greet.fields[0].status == "constrained"
+    assert items[("prompt", "plain")].notes == ("no rules: every prompts/get is allowed",)
+    assert items[("prompt", "ops_only")].context_rules == ('agent == "OpsAgent"',)
+    resources = items[("resource", "resources")]
+    assert resources.in_policy and len(resources.context_rules) == 2
+    assert URI_NOTE in resources.notes
+    text = render_explanation(list(items.values()), with_upstream=False)
+    assert "prompt greet" in text and "[resources]" in text
+    bare = explain(load_policy_text("version = 1\n"))
+    assert [i.to_json()["kind"] for i in bare] == ["resource"]
+    assert not bare[0].in_policy
