@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import structlog
@@ -59,8 +59,9 @@ def parse_min_index(text: str, origins: set[str]) -> tuple[str, int]:
     return origin, n
 
 
-async def open_mirror(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
-                      data: Path, database: str | None = None) -> Mirror:
+async def open_mirror(signers: Sequence[WitnessSigner],
+                      logs: Mapping[str, Sequence[NoteVerifier]], data: Path,
+                      database: str | None = None) -> Mirror:
     """The mirror over ``data``: its state and a copy per log (a SQLite file, or a schema in
     the PostgreSQL ``database``), created if missing."""
     data.mkdir(parents=True, exist_ok=True, mode=0o700)

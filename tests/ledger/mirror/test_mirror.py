@@ -29,7 +29,15 @@ from ledger.core.mirror_protocol import (
     package_count,
     parse_mirror_info,
 )
-from ledger.core.note import Ed25519Signer, Note, format_note, open_note, parse_note, sign_note
+from ledger.core.note import (
+    Ed25519Signer,
+    Note,
+    NoteSignature,
+    format_note,
+    open_note,
+    parse_note,
+    sign_note,
+)
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, subtree_message
 from ledger.core.tiles import tiles_for_size
 from ledger.core.witness_protocol import format_add_checkpoint, format_sign_subtree
@@ -64,15 +72,21 @@ class Setup:
 
     async def grow(self, n: int) -> bytes:
         """Append ``n`` entries to the log; its new checkpoint note."""
-        base = (await self.log.head(0)).size if await self.log.head(0) else 0
+        head = await self.log.head(0)
+        base = 0 if head is None else head.size
         await self.log.append_many([b"entry %d " % (base + i) + b"x" * (i % 97)
                                     for i in range(n)])
         head = await self.log.head(0)
         assert head is not None
         return head.note
 
-    async def push(self, note: bytes) -> list[object]:
-        return list(await self.client.push(note, LogSource(self.log.reader)))
+    async def push(self, note: bytes) -> list[NoteSignature]:
+        return await self.client.push(note, LogSource(self.log.reader))
+
+    async def head_note(self) -> bytes:
+        head = await self.log.head(0)
+        assert head is not None
+        return head.note
 
     async def post(self, path: str, body: bytes, headers: dict[str, str] | None = None
                    ) -> tuple[int, str, bytes]:
@@ -143,9 +157,9 @@ async def test_a_mirror_fed_from_a_log_serves_its_tiles_byte_for_byte(setup: Set
     s = setup
     assert await s.served() is None  # nothing mirrored yet: 404
     for grow in (1, 254, 1, 1, 300, 700, 0, 2):
-        note = await s.grow(grow) if grow else (await s.log.head(0)).note  # type: ignore[union-attr]
+        note = await s.grow(grow) if grow else await s.head_note()
         sigs = await s.push(note)
-        assert {x.name for x in sigs} == {PQ_NAME, ED_NAME}  # type: ignore[attr-defined]
+        assert {x.name for x in sigs} == {PQ_NAME, ED_NAME}
         served = await s.served()
         assert served is not None
         size = check_cosigned(s, served)
@@ -297,7 +311,8 @@ async def test_a_hostile_client_gets_the_specs_status_and_changes_nothing(setup:
 
 async def test_sign_subtree_needs_the_mirrors_own_cosignature(setup: Setup) -> None:
     s = setup
-    note = await s.push(await s.grow(600)) and await s.served()
+    await s.push(await s.grow(600))
+    note = await s.served()
     assert note is not None
     cp = parse_checkpoint_text(parse_note(note).text)
     source = LogSource(s.log.reader)

@@ -15,7 +15,7 @@ from ledger.cli.mirror import close_mirror, open_mirror
 from ledger.client.http import HttpClient
 from ledger.client.mirror import LogSource, MirrorClient
 from ledger.core.checkpoint import Checkpoint
-from ledger.core.note import Ed25519Signer, open_note, parse_note, sign_note
+from ledger.core.note import Ed25519Signer, NoteSignature, open_note, parse_note, sign_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
 from ledger.log import Log
@@ -24,7 +24,7 @@ from ledger.mirror.server import create_mirror_app
 from ledger.mirror.state import MirrorState, Pending
 from ledger.mirror.stores import copy_schema
 from ledger.storage.memory import MemoryStore
-from ledger.witness.server import origin_hash
+from ledger.witness.server import WitnessSigner, origin_hash
 from tests.servers import serving
 from tests.stores import StoreFactory
 
@@ -45,7 +45,7 @@ async def test_a_copy_built_in_pieces_is_the_log_tile_for_tile(stores: StoreFact
     assert await first.append(0, entries[0:10]) == 512
     await asyncio.gather(first.append(512, entries[512:800]), second.append(512, entries[512:900]))
     assert await first.append(700, entries[700:1100]) == 1100
-    assert await first.root_at(1100) == (await log.head(0)).checkpoint.root_hash  # type: ignore[union-attr]
+    assert await first.root_at(1100) == await _root(log, 1100)
     assert await second.root_at(777) == await _root(log, 777)
     for tile in tiles_for_size(1100, entries=True):
         assert await second.tile(tile.level, tile.index, tile.width) == \
@@ -76,7 +76,7 @@ async def test_the_mirror_checkpoint_never_moves_back(tmp_path: Path) -> None:
         note = sign_note(Checkpoint(ORIGIN, size, root).text(), log_key)
         return Pending(size, root, note)
 
-    def cosign(text: str) -> list:  # type: ignore[type-arg]
+    def cosign(text: str) -> list[NoteSignature]:
         return [key.cosign(text, 1_700_000_000)]
 
     mirrored, sigs = await state.commit(ORIGIN, pending(10, b"\x01" * 32), cosign, own)
@@ -93,7 +93,8 @@ async def test_the_mirror_checkpoint_never_moves_back(tmp_path: Path) -> None:
     state = await MirrorState.open(tmp_path / "m.db", [key.verifier_key_text()])
     stored = await state.mirrored(ORIGIN)
     assert stored == mirrored
-    assert [s.name for s in parse_note(stored.note).signatures] == [ORIGIN, key.name]  # type: ignore[union-attr]
+    assert stored is not None
+    assert [s.name for s in parse_note(stored.note).signatures] == [ORIGIN, key.name]
     await state.close()
 
 
@@ -103,11 +104,12 @@ async def test_a_mirror_keeps_its_copies_in_postgresql(tmp_path: Path, pg_url: s
     log_key = Ed25519Signer.generate(ORIGIN)
     log = await Log.open(MemoryStore(), signer=log_key)
     key = SubtreeCosignatureSigner.generate("mirror.test/pg")
+    signers: list[WitnessSigner] = [key]
     logs = {ORIGIN: [log_key.verifier()], "example.test/other": [log_key.verifier()]}
     await log.append_many([b"pg %d" % i for i in range(600)])
     head = await log.head(0)
     assert head is not None
-    mirror = await open_mirror([key], logs, tmp_path / "data", pg_url)  # type: ignore[arg-type]
+    mirror = await open_mirror(signers, logs, tmp_path / "data", pg_url)
     try:
         async with serving(create_mirror_app(mirror)) as served, \
                 aiohttp.ClientSession() as http:
@@ -120,7 +122,7 @@ async def test_a_mirror_keeps_its_copies_in_postgresql(tmp_path: Path, pg_url: s
         "SELECT table_schema FROM information_schema.tables WHERE table_name = 'ledger_tiles'")}
     await conn.close()
     assert schemas == {copy_schema(ORIGIN), copy_schema("example.test/other")}
-    mirror = await open_mirror([key], logs, tmp_path / "data", pg_url)  # type: ignore[arg-type]
+    mirror = await open_mirror(signers, logs, tmp_path / "data", pg_url)
     try:
         assert mirror.copies[ORIGIN].size == 600
         assert mirror.copies["example.test/other"].size == 0
