@@ -43,7 +43,7 @@ from ledger.core.tiles import tiles_for_size
 from ledger.core.witness_protocol import format_add_checkpoint, format_sign_subtree
 from ledger.log import Log
 from ledger.mirror.copy import LogCopy
-from ledger.mirror.server import Mirror, create_mirror_app
+from ledger.mirror.server import BodyEnded, Mirror, create_mirror_app
 from ledger.mirror.state import MirrorState
 from ledger.storage.memory import MemoryStore
 from ledger.storage.sqlite import SqliteStore
@@ -362,3 +362,38 @@ async def test_concurrent_clients_each_get_the_cosignature(setup: Setup) -> None
     served = await s.served()
     assert served is not None and check_cosigned(s, served) == 2000
     await assert_same_tiles(s, 2000)
+
+
+async def test_a_log_signed_with_ml_dsa_44_only_is_mirrored(tmp_path: Path) -> None:
+    """The log key may be ML-DSA-44 (``--log ORIGIN=VKEY`` with a 0x06 key)."""
+    log_pq = SubtreeCosignatureSigner.generate(ORIGIN)
+    mirror_key = SubtreeCosignatureSigner.generate(PQ_NAME)
+    state = await MirrorState.open(tmp_path / "m.db", [mirror_key.verifier_key_text()])
+    copy = await LogCopy.open(ORIGIN, MemoryStore())
+    mirror = Mirror([mirror_key], {ORIGIN: [log_pq.verifier()]}, state, {ORIGIN: copy})
+    entries = [b"pq entry %d" % i for i in range(3)]
+    log = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
+    await log.append_many(entries)
+    head = await log.head(0)
+    assert head is not None
+    text = head.checkpoint.text()
+    note = format_note(Note(text, (log_pq.cosign(text, 1_700_000_000),)))
+    answer = await mirror.add_checkpoint(format_add_checkpoint(0, [], note))
+    assert (answer.status, answer.body) == (200, b"")
+    body = format_add_entries_header(AddEntriesHeader(ORIGIN, 0, 3)) + format_package(entries, [])
+    view = memoryview(body)
+
+    async def read(n: int) -> bytes:
+        nonlocal view
+        if n > len(view):
+            raise BodyEnded
+        out, view = bytes(view[:n]), view[n:]
+        return out
+
+    answer = await mirror.add_entries(read)
+    assert answer.status == 200, answer.body
+    served = (await mirror.checkpoint(origin_hash(ORIGIN))).body
+    open_note(served, [log_pq.verifier()])
+    open_note(served, [mirror_key.verifier()])
+    await state.close()
+    await log.close()
