@@ -17,6 +17,13 @@ function storage() {
   }
 }
 
+/** The pin of log `origin`, or null: own members only, so an origin named `constructor`,
+ * `__proto__` or `toString` is a name like any other, not a property of every object. */
+export function pinFor(origin) {
+  const doc = pins();
+  return Object.hasOwn(doc, origin) ? doc[origin] : null;
+}
+
 /** {origin: {vkey, pinned_at}} */
 export function pins() {
   const st = storage();
@@ -39,7 +46,10 @@ function savePins(doc) {
 export function pinLogKey(vkey) {
   const key = Ed25519Verifier.fromVkey(vkey.trim()); // throws NoteError for a malformed key
   const doc = pins();
-  doc[key.name] = { vkey: key.vkey, pinned_at: new Date().toISOString().replace(/\.\d{3}Z$/, "Z") };
+  Object.defineProperty(doc, key.name, {
+    value: { vkey: key.vkey, pinned_at: new Date().toISOString().replace(/\.\d{3}Z$/, "Z") },
+    enumerable: true, writable: true, configurable: true,
+  });
   savePins(doc);
   return key;
 }
@@ -86,7 +96,7 @@ export function servedKeys() {
 export async function trustFor(origin = null) {
   const { ledger, jwks, witnesses } = await servedKeys();
   const logOrigin = origin ?? ledger.origin;
-  const pinned = pins()[logOrigin] ?? null;
+  const pinned = pinFor(logOrigin);
   const own = logOrigin === ledger.origin;
   let logKey = null;
   if (pinned !== null) logKey = { vkey: pinned.vkey, source: "pinned", detail: `pinned in this browser on ${pinned.pinned_at}` };

@@ -235,3 +235,28 @@ test("the explorer is usable by keyboard: skip link, then the find box, then Ent
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+test("a server name with braces has a deep link; a pasted receipt whose origin is named like an Object member is verified, not refused", async () => {
+  const { page, context, errors } = await openPage();
+  const braced = await notarize("we{ath}er", "get_forecast", { city: "Nice" }, "25°C, sunny");
+  const resp = await page.goto(`${stack.url}/explorer/servers/${encodeURIComponent("we{ath}er")}`);
+  assert.equal(resp.status(), 200, "the app shell, not a JSON 404");
+  await page.getByRole("heading", { name: /Tool calls of/ }).waitFor();
+  await page.locator("table.results").waitFor();
+  assert.deepEqual(await page.locator("table.results tbody tr td:nth-child(5)").allTextContents(), [braced.receipt.id]);
+  // A receipt of a log named "constructor" (here: ours with its origin changed, so the signature
+  // fails): the page has no key for that log and says so level by level.
+  for (const origin of ["constructor", "__proto__", "toString"]) {
+    const receipt = structuredClone(calls[0].receipt);
+    receipt.ledger.origin = origin;
+    await page.goto(stack.url + "/explorer/verify");
+    await page.getByLabel("Saved tool call, or call record").fill(JSON.stringify(calls[0].record));
+    await page.getByLabel("Receipt (only with a bare call record)").fill(JSON.stringify(receipt));
+    await page.getByRole("button", { name: "Verify in this browser" }).click();
+    const got = await levels(page);
+    assert.deepEqual([got.valid, got.record, got.signature, got.inclusion], ["false", "passed", "failed", "skipped"], origin);
+    assert.equal(await page.getByText("Cannot verify").count(), 0, origin);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});

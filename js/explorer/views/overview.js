@@ -5,7 +5,7 @@ import { CosignatureVerifier, Ed25519Verifier, parseCheckpointText, parseNote, p
 import { getJson, getText } from "../api.js";
 import { growthChart } from "../chart.js";
 import { alert, fields, h, link, mono, utc } from "../dom.js";
-import { fingerprint, pinLogKey, pins, servedKeys } from "../trust.js";
+import { fingerprint, pinFor, pinLogKey, servedKeys } from "../trust.js";
 import { findForm, resultsTable } from "./search.js";
 
 const enc = new TextEncoder();
@@ -42,7 +42,7 @@ export async function overview(main) {
   const checkpoint = parseCheckpointText(parseNote(cp.text).text);
   const sigs = await checkSignatures(cp.text, ledger.vkey, witnesses.witnesses);
   const fp = await fingerprint(ledger.vkey);
-  const pinned = pins()[ledger.origin];
+  const pinned = pinFor(ledger.origin);
   const witnessed = cp.headers.get("Notary-Witnessed");
 
   const pinButton = h("button", { type: "button", class: "secondary" }, "Pin this log key in this browser");
@@ -50,7 +50,7 @@ export async function overview(main) {
     pinLogKey(ledger.vkey);
     pinButton.replaceWith(h("span", { class: "source pinned", role: "status" }, "Pinned. Receipts are now checked against this key, whatever the server says later."));
   });
-  const pinState = pinned === undefined
+  const pinState = pinned === null
     ? [h("span", { class: "source" }, "Not pinned: the page trusts the key this server sends. "), pinButton]
     : pinned.vkey === ledger.vkey
       ? h("span", { class: "source pinned" }, `Pinned in this browser on ${pinned.pinned_at}.`)

@@ -124,4 +124,5 @@ def add_explorer_routes(app: web.Application) -> None:
     r.add_get("/explorer/{page:" + "|".join(PAGES) + "}", shell)
     r.add_get("/explorer/tool-calls/{id}", shell)
     r.add_get("/explorer/entries/{index}", shell)
-    r.add_get("/explorer/servers/{name}", shell)
+    # Any server name, braces included (aiohttp's default pattern, [^{}/]+, leaves them out).
+    r.add_get("/explorer/servers/{name:[^/]+}", shell)

@@ -20,7 +20,8 @@ from tests.notary_server import AppNotary, app_notary
 REPO = Path(__file__).resolve().parents[3]
 SHELL_PATHS = ["/explorer/", "/explorer/search", "/explorer/verify", "/explorer/trust",
                "/explorer/tool-calls/tc_AAAAAAAAAAAAAAAAAAAAAA", "/explorer/entries/12",
-               "/explorer/servers/my%20server"]
+               "/explorer/servers/my%20server", "/explorer/servers/%7Bweather%7D",
+               "/explorer/servers/a%7Bb", "/explorer/servers/%7D"]
 
 
 @pytest.fixture
