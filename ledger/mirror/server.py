@@ -206,7 +206,9 @@ class Mirror:
             except ProofError as e:
                 return Answer.text(422, f"package {i} [{package.start}, {package.end}): "
                                         f"subtree consistency proof: {e}")
-            await copy.append(package.start, entries)
+            if await copy.append(package.start, entries) < package.end:
+                break  # not stored (the copy would have had a hole): cannot happen, as
+                # upload_start was at most the next entry and the copy only grows
             saved += 1
         if copy.size < end:
             if saved:
