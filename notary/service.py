@@ -2,11 +2,12 @@
 
 Issuing: the receipt id and time are fixed first and the CBOR entry goes to the log's
 sequencer. Inside the batch transaction, under the log's lock, :meth:`Notary.screen` decides
-what must hold across processes (a digest logged already returns its receipt; a spent
-allowance refuses) and :meth:`Notary.hook` signs each receipt and stores it next to its entry
-with the account's usage (``notary.store.base``, theory of operation). So a receipt exists if
-and only if its entry does, two processes never log one digest twice, and a retried digest
-finds its receipt.
+what must hold across processes (a digest logged already returns its receipt, to the account
+it was logged under only; a server name held by another account, or looking like one, refuses;
+a spent allowance refuses; no future ``issued_at``) and :meth:`Notary.hook` signs each receipt
+and stores it next to its entry with the account's usage (``notary.store.base``, theory of
+operation). So a receipt exists if and only if its entry does, two processes never log one
+digest twice nor both claim one server name, and a retried digest finds its receipt.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import structlog
 
 from ledger.core.tlog_proof import ProofBundle
 from ledger.http.errors import ApiError
-from ledger.log import Log
+from ledger.log import Head, Log
 from ledger.sequencer import LogHaltedError
 from ledger.storage.base import WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
@@ -173,8 +174,10 @@ class Notary:
         self.paths = paths
         self.base_url = base_url.rstrip("/")
         self.log: Log | None = None
-        #: Set by witnessing: (size, note) of the newest witnessed checkpoint, or None.
-        self.published_checkpoint: Callable[[], tuple[int, bytes] | None] | None = None
+        #: Where a stored receipt's proof may lead instead of the head, best first: each gives
+        #: (size, note) at the head it is passed, or None. Witnessing puts its newest witnessed
+        #: checkpoint first; the log's dual-signed (ML-DSA-44) checkpoints come next.
+        self.published_checkpoints: list[Callable[[Head], tuple[int, bytes] | None]] = []
         self.jwks = Jwks({"keys": []})
         self._current: ReceiptKey | None = None
         self._kids: list[str] = []
@@ -360,9 +363,11 @@ class Notary:
             head = await self.log.head(0)
         assert head is not None and head.size > receipt.index
         size, note = head.size, head.note
-        witnessed = self.published_checkpoint() if self.published_checkpoint else None
-        if witnessed is not None and receipt.index < witnessed[0] <= head.size:
-            size, note = witnessed  # upgraded: the proof's checkpoint carries cosignatures
+        for published in self.published_checkpoints:
+            found = published(head)
+            if found is not None and receipt.index < found[0] <= head.size:
+                size, note = found  # upgraded: cosignatures, or the ML-DSA-44 line
+                break
         proof = await self.log.reader.inclusion_proof(receipt.index, size)
         return self._complete(receipt, proof, note)
 
@@ -409,7 +414,13 @@ class Notary:
         order, which is what lets a store search by time without an index of times. A latest
         time more than :data:`MAX_AHEAD` past this process's clock (another frontend's clock
         ran ahead) is never taken: the batch is refused (:class:`ClockBehindLog`), so no
-        receipt carries a time in this clock's future.
+        receipt carries a time in this clock's future; nor is a time stamped by this clock
+        when it is that far ahead of the database server's (:class:`ClockAheadOfDatabase`).
+
+        A request under a server name that another account holds, or that looks like one
+        another account holds, is refused (:class:`ServerNotAllowed`); one under a free name
+        claims it for its account (the store records the claim with the receipt), and the
+        batch's later requests see that claim.
         """
         pendings = [c for c in contexts if isinstance(c, _Pending)]
         if not pendings:
@@ -494,8 +505,6 @@ class Notary:
                            detail="this process's clock is ahead of the database server's; "
                                   "writes are refused rather than signed with a future time")
             self.clock_ahead_of = store_clock
-            if self.on_clock_refusal is not None:
-                self.on_clock_refusal()
             return ClockAheadOfDatabase(
                 f"this notary's clock ({format_issued_at(now)}) is ahead of its database "
                 f"server's ({store_clock}) by more than {MAX_AHEAD.total_seconds():g} s; no "

@@ -15,11 +15,12 @@ if its log entry does. One batch of the sequencer is one :meth:`NotaryStore.tran
    one state row, which every writer locks first, so writers queue there and readers never
    wait). The sequencer re-reads the checkpoint and catches up if another process moved it.
 2. **Screen.** :meth:`NotaryWriteTx.screen` reads, under that lock, which of the batch's digests
-   are logged already and how much of each account's monthly allowance is spent. Since no other
+   are logged already (and under which account), which accounts hold the batch's server names
+   and their look-alikes, and how much of each account's monthly allowance is spent. Since no other
    process can commit until this transaction ends, what it answers is still true at the commit:
-   duplicates and quota are decided here, never on a read from before the lock (those are only
-   a fast path that refuses early). Two processes therefore never log one digest twice or
-   overspend an allowance.
+   duplicates, server names and quota are decided here, never on a read from before the lock
+   (those are only a fast path that refuses early). Two processes therefore never log one
+   digest twice, both claim one free server name, or overspend an allowance.
 3. **Write.** The sequencer integrates the admitted entries and signs one checkpoint; inside
    the same transaction :meth:`NotaryWriteTx.add_receipts` adds each signed receipt and the
    usage it counts.

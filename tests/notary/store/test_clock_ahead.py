@@ -68,6 +68,11 @@ async def test_a_frontend_ahead_of_the_database_refuses_before_logging(
             await issue(fast, 1)
         assert (refused.value.status, refused.value.code) == (503, "clock_ahead_of_database")
         assert "database" in (fast.clock_problem() or "")
+        counted: list[int] = []
+        fast.on_clock_refusal = lambda: counted.append(1)
+        with pytest.raises(ClockAheadOfDatabase):
+            await issue(fast, 4)
+        assert counted == [1]  # once per refused request
         assert fast.log is not None
         head = await fast.log.head(0)
         assert head is None or head.size == 0  # nothing logged
