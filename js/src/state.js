@@ -226,7 +226,8 @@ export class WebStorageStore {
       if (!(e instanceof JsonError)) throw e;
       throw new StateError(`the stored verifier state (${this.key}) is not valid JSON: ${e.message}`);
     }
-    if (doc === null || typeof doc !== "object" || doc.version !== 1 || typeof doc.logs !== "object" || doc.logs === null) {
+    if (doc === null || typeof doc !== "object" || Array.isArray(doc) || doc.version !== 1 || isFloatLiteral(doc, "version") ||
+        typeof doc.logs !== "object" || doc.logs === null || Array.isArray(doc.logs)) {
       throw new StateError(`the stored verifier state (${this.key}) is not a version-1 verifier state`);
     }
     return doc.logs;

@@ -214,3 +214,27 @@ test("the flags of notary verify: --witness-policy (--policy too), --upgrade, --
     await notary.cleanup();
   }
 });
+
+test("hostile state files: both CLIs read each one alike (used, or exit 2)", async () => {
+  const c = cases["state-same-checkpoint"];
+  const file = write("hs-call.json", c.input.call);
+  const good = JSON.stringify({ version: 1, logs: c.state });
+  const variants = {
+    "version true": good.replace('"version":1', '"version":true'),
+    "version 1.0": good.replace('"version":1', '"version":1.0'),
+    "logs null": '{"version":1,"logs":null}',
+    "logs array": '{"version":1,"logs":[]}',
+    "no logs": '{"version":1}',
+    "document array": "[]",
+    "duplicate version": good.replace('"version":1', '"version":1,"version":1'),
+    "BOM": "\ufeff" + good,
+    "NaN size": good.replace('"size":', '"size":NaN,"z":'),
+    "size 2^64": good.replace(/"size":\d+/, '"size":18446744073709551616'),
+  };
+  for (const [name, text] of Object.entries(variants)) {
+    const state = write(`hs-${name.replace(/\W/g, "_")}.state`, text);
+    const js = await run("verify", file, ...trustArgs, "--offline", "--state", state);
+    const py = notaryCli("verify", file, ...trustArgs, "--offline", "--state", state);
+    assert.equal(js.code, py.status, `${name}: JS ${js.code} ${js.err}, Python ${py.status} ${py.stderr}`);
+  }
+});

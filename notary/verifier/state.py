@@ -157,7 +157,8 @@ class StateFile:
             doc = parse_input_json(raw)
         except JsonError as e:
             raise VerifierStateError(f"the state file {self.path} is not valid JSON: {e}") from e
-        if not isinstance(doc, Mapping) or doc.get("version") != STATE_VERSION:
+        version = doc.get("version") if isinstance(doc, Mapping) else None
+        if type(version) is not int or version != STATE_VERSION:  # not True, not 1.0
             raise VerifierStateError(f"the state file {self.path} is not a version-{STATE_VERSION} "
                              "verifier state ({\"version\": 1, \"logs\": {...}})")
         logs = doc.get("logs", {})

@@ -7,7 +7,7 @@ import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, un
 import { homedir } from "node:os";
 import { dirname, join, basename } from "node:path";
 import { JsonError, StateError } from "../errors.js";
-import { parseJson } from "../json.js";
+import { isFloatLiteral, parseJson } from "../json.js";
 import { checkStoredEntry } from "../state.js";
 
 export const DEFAULT_STATE_PATH = "~/.config/mcp-notary/verifier-state.json";
@@ -37,10 +37,10 @@ export class StateFileStore {
       if (!(e instanceof JsonError)) throw e;
       throw new StateError(`the state file ${this.path} is not valid JSON: ${e.message}`);
     }
-    if (doc === null || typeof doc !== "object" || doc.version !== 1) {
+    if (doc === null || typeof doc !== "object" || Array.isArray(doc) || doc.version !== 1 || isFloatLiteral(doc, "version")) {
       throw new StateError(`the state file ${this.path} is not a version-1 verifier state ({"version": 1, "logs": {...}})`);
     }
-    const logs = doc.logs ?? {};
+    const logs = Object.prototype.hasOwnProperty.call(doc, "logs") ? doc.logs : {}; // null is no object, as in Python
     if (logs === null || typeof logs !== "object" || Array.isArray(logs)) throw new StateError(`the state file ${this.path}: 'logs' must be an object`);
     for (const [origin, entry] of Object.entries(logs)) checkStoredEntry(origin, entry);
     return logs;
