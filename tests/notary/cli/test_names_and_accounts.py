@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,25 @@ def test_a_new_key_never_changes_the_accounts_allowance(server: NotaryProcess) -
     for argv in (["nobody", "3"], ["alice", "-1"], ["alice", "many"]):
         bad = server.cli("account", "set-allowance", *argv, "--data", data, check=False)
         assert bad.returncode == ExitCode.USAGE, bad
+
+
+def test_two_accounts_racing_through_workers_for_a_free_name(tmp_path: Path) -> None:
+    """``--workers 2`` on one SQLite log: two accounts ask, many times at once on separate
+    connections (the kernel spreads them over both workers), for one free name and a
+    look-alike. Exactly one account gets receipts; every request of the other is a 403."""
+    with NotaryProcess(tmp_path / "data", args=("--workers", "2")) as server:
+        keys = {"alice": server.create_api_key("alice"), "bob": server.create_api_key("bob")}
+
+        def ask(n: int) -> tuple[str, int]:
+            account = "alice" if n % 2 else "bob"
+            name = "race" if n % 4 < 2 else "r\u0430ce"  # Cyrillic а
+            return account, _issue(server, keys[account], name, 1000 + n)[0]
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(ask, range(64)))
+        won = {account for account, status in answers if status == 201}
+        assert len(won) == 1, answers
+        assert all(status == 201 if account in won else status == 403
+                   for account, status in answers), answers
+        assert server.get("/healthz").json()["size"] == 32
+        assert {a for _, a in _names(server)} == won
