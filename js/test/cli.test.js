@@ -238,3 +238,12 @@ test("hostile state files: both CLIs read each one alike (used, or exit 2)", asy
     assert.equal(js.code, py.status, `${name}: JS ${js.code} ${js.err}, Python ${py.status} ${py.stderr}`);
   }
 });
+
+test("--timeout that is not a positive finite number is exit 2 in both CLIs", async () => {
+  const file = write("to-call.json", base.input.call);
+  for (const value of ["nan", "inf", "0", "-1"]) {
+    const js = await run("verify", file, ...trustArgs, "--offline", "--no-state", "--timeout", value);
+    const py = notaryCli("verify", file, ...trustArgs, "--offline", "--no-state", "--timeout", value);
+    assert.deepEqual([js.code, py.status], [2, 2], `${value}: ${js.err} ${py.stderr}`);
+  }
+});

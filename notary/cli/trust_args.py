@@ -5,6 +5,7 @@ share, and turning them into trust anchors and a state file.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ def check_network_args(args: argparse.Namespace) -> None:
     for url in (args.notary, args.log_url):
         if url is not None:
             check_http_url(url)
-    if args.timeout <= 0:
+    if not 0 < args.timeout < math.inf:  # nan and inf too, as the JavaScript CLI
         raise VerifierInputError("--timeout must be positive")
 
 

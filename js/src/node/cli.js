@@ -142,7 +142,7 @@ function checkNetworkArgs(args) {
   if (args.offline && args.notary) throw new VerifierInputError("--notary fetches keys, which --offline forbids; pass --jwks FILE and --log-key");
   if (args.offline && args.jwks && /^https?:\/\//.test(args.jwks)) throw new VerifierInputError("--jwks is a URL, which --offline forbids; pass a JWKS file");
   for (const url of [args.notary, args["log-url"]]) if (url !== undefined) checkUrl(url);
-  if (!(args.timeout > 0)) throw new VerifierInputError("--timeout must be positive");
+  if (!(args.timeout > 0 && args.timeout < Infinity)) throw new VerifierInputError("--timeout must be positive");
 }
 
 function loadCall(args) {
