@@ -6,6 +6,9 @@ import { parseJson } from "./json.js";
 import { fromUtf8 } from "./bytes.js";
 
 export const MAX_RESPONSE_BYTES = 4 << 20;
+/** Nesting bound of a JSON answer (receipts, proofs, keys are 2 to 4 levels): Python's
+ * ledger.client.http MAX_JSON_DEPTH, so a hostile server's answer gets one verdict in both. */
+export const MAX_ANSWER_DEPTH = 64;
 
 /** Split an absolute URL as Python's urlsplit does: {scheme (lower case), netloc, path}, or null. */
 export function splitUrl(url) {
@@ -86,7 +89,7 @@ export function createFetcher({ fetch = globalThis.fetch, timeoutMs = 10000, max
 export async function getJson(fetcher, url) {
   const data = await fetcher.getBytes(url);
   try {
-    return parseJson(data);
+    return parseJson(data, { maxDepth: MAX_ANSWER_DEPTH });
   } catch (e) {
     throw new FetchError(url, `the answer is not JSON: ${e.message}`, { malformed: true });
   }

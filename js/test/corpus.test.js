@@ -6,6 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { loadCases, loadIndex } from "./support/corpus.js";
 import { MAX_JSON_BYTES, MAX_JSON_DEPTH } from "../src/json.js";
+import { MAX_ANSWER_DEPTH, MAX_RESPONSE_BYTES } from "../src/fetcher.js";
 import { runCase } from "../src/corpus.js";
 import { setEd25519Backend } from "../src/verify.js";
 import { nodeEd25519 } from "../src/node/ed25519-node.js";
@@ -24,6 +25,8 @@ test("the JSON parser's bounds are Python's (one depth bound, one size bound)", 
   const { limits } = loadIndex();
   assert.equal(MAX_JSON_DEPTH, limits.json_depth);
   assert.equal(MAX_JSON_BYTES, limits.json_bytes);
+  assert.equal(MAX_ANSWER_DEPTH, limits.answer_depth, "a JSON answer from the network: one depth bound too");
+  assert.equal(MAX_RESPONSE_BYTES, limits.answer_bytes);
 });
 
 for (const backend of ["auto", "noble", nodeEd25519]) {

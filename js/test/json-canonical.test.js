@@ -142,3 +142,12 @@ test("the receipt signing bytes' direct path equals the general JCS path", async
   const extra = { ...structuredClone(base), extra: { z: 1, a: [1.5] } };
   assert.deepEqual(signedBytes(extra), signedBytesGeneral(extra), "another shape takes the general path");
 });
+
+test("a JSON answer from the network nests at most Python's answer bound (64), else it is malformed", async () => {
+  const { FetchError } = await import("../src/errors.js");
+  const { MAX_ANSWER_DEPTH, getJson } = await import("../src/fetcher.js");
+  const answer = (depth) => ({ getBytes: async () => new TextEncoder().encode("[".repeat(depth) + "]".repeat(depth)) });
+  assert.ok(Array.isArray(await getJson(answer(MAX_ANSWER_DEPTH), "http://127.0.0.1/x")));
+  await assert.rejects(getJson(answer(MAX_ANSWER_DEPTH + 1), "http://127.0.0.1/x"), (e) => e instanceof FetchError && e.refused === true);
+  await assert.rejects(getJson({ getBytes: async () => new TextEncoder().encode('{"a":1,"a":2}') }, "http://127.0.0.1/x"), FetchError);
+});

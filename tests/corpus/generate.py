@@ -52,6 +52,8 @@ from mcp import Client
 from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
+from ledger.client.http import MAX_JSON_BYTES as ANSWER_BYTES
+from ledger.client.http import MAX_JSON_DEPTH as ANSWER_DEPTH
 from ledger.core.boundedjson import JsonError
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, NoteSignature, merge_signatures, parse_note
@@ -462,7 +464,12 @@ class Corpus:
                 k: sum(c["kind"] == k for c in self.cases) for k in ("verify", "jcs", "ed25519")
             },
             # the parser's bounds, which the JavaScript one must share (js/test/corpus.test.js)
-            "limits": {"json_depth": MAX_INPUT_DEPTH, "json_bytes": MAX_INPUT_BYTES},
+            "limits": {
+                "json_depth": MAX_INPUT_DEPTH,
+                "json_bytes": MAX_INPUT_BYTES,
+                "answer_depth": ANSWER_DEPTH,
+                "answer_bytes": ANSWER_BYTES,
+            },
         }
         (self.out / "index.json").write_text(json.dumps(index, indent=1) + "\n")
 
