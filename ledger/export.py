@@ -19,9 +19,10 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.compact import decode_bundle
 from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE
-from ledger.core.note import NoteError
+from ledger.core.note import NoteError, open_note, parse_note
 from ledger.core.tiles import TILE_WIDTH, Tile, tiles_for_size
-from ledger.log import Log
+from ledger.log import Head, Log
+from ledger.pq_checkpoints import PostQuantumCheckpoints
 
 __all__ = ["ExportError", "ExportResult", "export_log"]
 
@@ -114,8 +115,20 @@ def _check_existing_checkpoint(log: Log, path: Path, size: int) -> None:
         )
 
 
-async def export_log(log: Log, out: Path, *, progress: Progress | None = None) -> ExportResult:
-    """Export the tree of the log's current checkpoint into ``out`` (created if needed)."""
+def _same_dual_signed(existing: bytes, head: Head, pq: PostQuantumCheckpoints) -> bool:
+    """Whether ``existing`` is ``head``'s checkpoint with a valid ML-DSA-44 line of the log's:
+    then it stays (signing again would only change the line's timestamp and bytes)."""
+    try:
+        note, _ = open_note(existing, [pq.signer.verifier()])
+    except NoteError:
+        return False
+    return note.text == parse_note(head.note).text
+
+
+async def export_log(log: Log, out: Path, *, progress: Progress | None = None,
+                     pq: PostQuantumCheckpoints | None = None) -> ExportResult:
+    """Export the tree of the log's current checkpoint into ``out`` (created if needed); with
+    ``pq``, the checkpoint carries the log's ML-DSA-44 line too."""
     head = await log.head()
     if head is None:
         raise ExportError("the log has no signed checkpoint yet")
@@ -131,10 +144,13 @@ async def export_log(log: Log, out: Path, *, progress: Progress | None = None) -
         unchanged += len(pairs) - new
         if progress is not None:
             progress(i + len(pairs), total)
-    if checkpoint_path.exists() and checkpoint_path.read_bytes() == head.note:
+    existing = checkpoint_path.read_bytes() if checkpoint_path.exists() else None
+    if existing is not None and (existing == head.note if pq is None
+                                 else _same_dual_signed(existing, head, pq)):
         unchanged += 1
     else:
-        await asyncio.to_thread(_write_atomic, checkpoint_path, head.note)
+        note = head.note if pq is None else pq.sign(head)
+        await asyncio.to_thread(_write_atomic, checkpoint_path, note)
         written += 1
     if progress is not None:
         progress(total, total)

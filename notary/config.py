@@ -76,6 +76,9 @@ class Settings:
     # POST /v1/tool-calls on the plain path (ledger/http/server.py), "on", or "off" to serve
     # every request through aiohttp's request objects (to compare; the answers are the same).
     fast_path: str = "on"
+    # The log's ML-DSA-44 checkpoint signature beside its Ed25519 one (ledger/pq_checkpoints.py;
+    # the key is derived from log.key): "on", or "off" for Ed25519-only checkpoints.
+    pq_checkpoints: str = "on"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -223,6 +226,7 @@ _RULES: Mapping[str, Check] = {
     "workers": _between(1, 256, "processes"),
     "publish": _data,
     "fast_path": _one_of("on", "off"),
+    "pq_checkpoints": _one_of("on", "off"),
 }
 
 

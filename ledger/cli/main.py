@@ -24,6 +24,7 @@ from pathlib import Path
 from ledger.check import AuditError, audit_log
 from ledger.cli import mirror, monitor, witness
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.dirlock import DirectoryInUseError, ServingLock
 from ledger.exitcodes import ExitCode, UsageError
@@ -34,6 +35,7 @@ from ledger.keyfile import KeyFileError, read_secret, write_secret
 from ledger.log import Log
 from ledger.logs import configure
 from ledger.netaddr import parse_host_port
+from ledger.pq_checkpoints import PostQuantumCheckpoints
 from ledger.progress import progress_reporter
 from ledger.publish import Publisher
 from ledger.sequencer import LogIntegrityError
@@ -238,15 +240,30 @@ def cmd_add(args: argparse.Namespace) -> int:
 # --- serve --------------------------------------------------------------------------------------
 
 
-async def _serve(directory: Path, host: str, port: int, publish: Path | None) -> None:
+def _pq_checkpoints(directory: Path) -> PostQuantumCheckpoints | None:
+    """The log's ML-DSA-44 line, when its key file is in ``directory`` (the ML-DSA-44 key is
+    derived from it); a directory holding only the verifier key serves Ed25519 checkpoints."""
+    if not (directory / KEY).exists():
+        return None
+    try:
+        signer = Ed25519Signer.from_private_key(read_secret(directory / KEY))
+    except NoteError as e:
+        raise UsageError(f"{directory / KEY}: not a log private key: {e}") from None
+    return PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(signer), signer.name)
+
+
+async def _serve(directory: Path, host: str, port: int, publish: Path | None,
+                 pq_checkpoints: bool) -> None:
     log = await _open_readonly(directory)
     publisher = task = None
     try:  # a failure to listen is a ListenError, a usage error with its message
+        pq = _pq_checkpoints(directory) if pq_checkpoints else None
         if publish is not None:
-            publisher = Publisher(log, publish)
+            publisher = Publisher(log, publish, choose=(lambda head: pq.latest(head)[1])
+                                  if pq is not None else None)
             await publisher.publish()  # a directory of another log stops us before serving
             task = asyncio.create_task(publisher.run(), name="publish")
-        await serve_until_signalled(create_ledger_app(log), host, port,
+        await serve_until_signalled(create_ledger_app(log, pq), host, port,
                                     lambda url: print(url, flush=True))
     finally:
         if publisher is not None and task is not None:
@@ -264,7 +281,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     try:
         asyncio.run(_serve(Path(args.dir), host, port,
-                           Path(args.publish) if args.publish else None))
+                           Path(args.publish) if args.publish else None,
+                           args.pq_checkpoints == "on"))
     finally:
         serving.release()
     return 0
@@ -273,11 +291,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # --- export and verify --------------------------------------------------------------------------
 
 
-async def _export(directory: Path, out: Path) -> str:
+async def _export(directory: Path, out: Path, pq_checkpoints: bool) -> str:
     log = await _open_readonly(directory)
     update, close = progress_reporter("export", "file")
     try:
-        result = await export_log(log, out, progress=update)
+        pq = _pq_checkpoints(directory) if pq_checkpoints else None
+        result = await export_log(log, out, progress=update, pq=pq)
     finally:
         close()
         await log.close()
@@ -286,7 +305,7 @@ async def _export(directory: Path, out: Path) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    print(asyncio.run(_export(Path(args.dir), Path(args.out))))
+    print(asyncio.run(_export(Path(args.dir), Path(args.out), args.pq_checkpoints == "on")))
     return 0
 
 
@@ -352,11 +371,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--publish", metavar="DIR",
                    help="also keep a static tlog-tiles tree in DIR up to date as the log grows, "
                         "for any web server to serve")
+    s.add_argument("--pq-checkpoints", choices=["on", "off"], default="on",
+                   help="add the log's ML-DSA-44 signature (derived from DIR/log.key) to the "
+                        "checkpoints served (default on, when DIR holds log.key)")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("export", help="write the static tlog-tiles tree to a directory")
     s.add_argument("dir", metavar="DIR")
     s.add_argument("out", metavar="OUT")
+    s.add_argument("--pq-checkpoints", choices=["on", "off"], default="on",
+                   help="add the log's ML-DSA-44 signature to the exported checkpoint (default "
+                        "on, when DIR holds log.key)")
     s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("verify", help="check the database pages, recompute every tile from the "

@@ -18,6 +18,7 @@ FIPS 204 seed from which the key pair is derived. Pure code: timestamps are argu
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
 from typing import Self
 
@@ -27,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA44PrivateKey, M
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.note import (
     KEY_TYPE_SUBTREE_V1,
+    Ed25519Signer,
     NoteError,
     NoteSignature,
     _check_key_name,
@@ -54,6 +56,8 @@ _MAX_TIMESTAMP = (1 << 63) - 1
 #: Length of a subtree/v1 signature field (after the 4-byte key ID): timestamp ‖ signature.
 SUBTREE_SIGNATURE_SIZE = _TIMESTAMP_SIZE + MLDSA44_SIGNATURE_SIZE
 _LABEL = b"subtree/v1\n\x00"
+#: Domain separation of the log's ML-DSA-44 seed from its Ed25519 seed (see ``derived_from``).
+_DERIVATION_LABEL = b"rs-notary log key: ML-DSA-44 subtree/v1 seed from the Ed25519 seed\n"
 
 
 def _opaque8(what: str, text: str) -> bytes:
@@ -212,6 +216,21 @@ class SubtreeCosignatureSigner:
     def generate(cls, name: str) -> Self:
         """A fresh key from the operating system's CSPRNG."""
         return cls(name, secrets.token_bytes(_SEED_SIZE))
+
+    @classmethod
+    def derived_from(cls, log_signer: Ed25519Signer) -> Self:
+        """The log's ML-DSA-44 key, derived from its Ed25519 key: same name (the origin), seed
+        SHA-256(label ‖ Ed25519 seed).
+
+        Deriving it means every process holding ``log.key`` signs with the same ML-DSA-44 key
+        (frontends cannot drift apart, an existing data directory needs no new file), and it
+        keeps the post-quantum promise: an attacker who breaks Ed25519 recovers the secret
+        scalar from the public key, and the scalar is SHA-512 of the seed, which does not lead
+        back to the seed. Only a stolen key file gives both keys away, as it would if both
+        files sat side by side.
+        """
+        seed = hashlib.sha256(_DERIVATION_LABEL + log_signer.seed).digest()
+        return cls(log_signer.name, seed)
 
     @classmethod
     def from_private_key(cls, text: str) -> Self:

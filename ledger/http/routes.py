@@ -6,6 +6,10 @@ other routes, and ``ledger serve`` can run them alone (:func:`create_ledger_app`
 
 Every answer is computed against one :class:`~ledger.log.Head`, read once per request, so that a
 proof and the checkpoint served with it always agree even while another process appends.
+
+With the log's ML-DSA-44 key (:data:`PQ_CHECKPOINTS`), ``/checkpoint`` serves the newest
+dual-signed checkpoint (:mod:`ledger.pq_checkpoints`) and ``/v1/ledger`` lists both verifier keys
+in ``vkeys``.
 """
 
 from __future__ import annotations
@@ -20,11 +24,15 @@ from ledger.core.tiles import MAX_TREE_SIZE, TILE_WIDTH, TilePathError, parse_ti
 from ledger.core.timestamps import rfc3339
 from ledger.http.errors import ApiError, error_middleware
 from ledger.log import Head, Log
+from ledger.pq_checkpoints import PostQuantumCheckpoints
 from ledger.storage.base import CheckpointRecord
 
-__all__ = ["LOG", "PUBLISHED_CHECKPOINT", "add_ledger_routes", "create_ledger_app"]
+__all__ = ["LOG", "PQ_CHECKPOINTS", "PUBLISHED_CHECKPOINT", "add_ledger_routes",
+           "create_ledger_app", "published_note"]
 
 LOG = web.AppKey("ledger.log", Log)
+#: Optional: the log's ML-DSA-44 line; set, every checkpoint served is dual-signed.
+PQ_CHECKPOINTS = web.AppKey("ledger.pq_checkpoints", PostQuantumCheckpoints)
 
 CheckpointProvider = Callable[[Head], tuple[bytes, Mapping[str, str]]]
 #: Optional: chooses what /checkpoint serves given the log's head, as (note, extra headers), so
@@ -88,14 +96,21 @@ def _beyond(what: str, head: Head) -> ApiError:
     return ApiError(404, "not_found", f"{what} is beyond the current tree size {head.size}")
 
 
-async def get_checkpoint(request: web.Request) -> web.Response:
-    """The signed checkpoint exactly as stored, so cosignatures and clients see the same bytes."""
-    _, head = await _head(request)
-    note: bytes = head.note
-    extra: Mapping[str, str] = {}
-    provider = request.config_dict.get(PUBLISHED_CHECKPOINT)
+def published_note(app: web.Application, head: Head) -> tuple[bytes, Mapping[str, str]]:
+    """What ``/checkpoint`` serves at ``head``, with its extra headers: the application's
+    choice (:data:`PUBLISHED_CHECKPOINT`), else the newest dual-signed checkpoint, else the
+    head as stored."""
+    provider = app.get(PUBLISHED_CHECKPOINT)
     if provider is not None:
-        note, extra = provider(head)
+        return provider(head)
+    pq = app.get(PQ_CHECKPOINTS)
+    return (pq.latest(head)[1] if pq is not None else head.note), {}
+
+
+async def get_checkpoint(request: web.Request) -> web.Response:
+    """The published checkpoint, bytes as signed, so cosignatures and clients see the same."""
+    _, head = await _head(request)
+    note, extra = published_note(request.app, head)
     resp = web.Response(body=note, content_type="text/plain", charset="utf-8")
     resp.headers["Cache-Control"] = _SHORT
     resp.headers.update(extra)
@@ -130,9 +145,11 @@ async def get_tile(request: web.Request) -> web.Response:
 async def get_ledger(request: web.Request) -> web.Response:
     """What a new client needs to start: the origin, the key to pin and the current head."""
     log, head = await _head(request)
+    pq = request.config_dict.get(PQ_CHECKPOINTS)
     return web.json_response({
         "origin": log.origin,
         "vkey": log.verifier.vkey,
+        "vkeys": [log.verifier.vkey, *([pq.vkey] if pq is not None else [])],
         "size": head.size,
         "root": _b64(head.checkpoint.root_hash),
         "checkpoint": head.note.decode("utf-8"),
@@ -229,9 +246,11 @@ def add_ledger_routes(app: web.Application) -> None:
     r.add_get("/v1/ledger/checkpoints", get_checkpoints)
 
 
-def create_ledger_app(log: Log) -> web.Application:
+def create_ledger_app(log: Log, pq: PostQuantumCheckpoints | None = None) -> web.Application:
     """A standalone application serving one log (what ``ledger serve`` runs)."""
     app = web.Application(middlewares=[error_middleware], client_max_size=64 * 1024)
     app[LOG] = log
+    if pq is not None:
+        app[PQ_CHECKPOINTS] = pq
     add_ledger_routes(app)
     return app

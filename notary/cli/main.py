@@ -391,6 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scrub-rate", type=float, metavar="N",
                    help="stored tiles and bundles the background scrub re-verifies per second "
                         "(default 20; 0 turns it off)")
+    p.add_argument("--pq-checkpoints", choices=["on", "off"],
+                   help="sign published checkpoints with the log's ML-DSA-44 key too (derived "
+                        "from log.key) as well as Ed25519 (default on)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("hash", help="print the call_sha256 of a call record file ('-': stdin)")

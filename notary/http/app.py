@@ -11,11 +11,13 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.export import ExportError
 from ledger.http.errors import error_middleware
-from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT, add_ledger_routes
+from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
 from ledger.http.server import PLAIN_ROUTES, PlainRoutes
 from ledger.lease import FileLease, JobRunner
+from ledger.pq_checkpoints import PostQuantumCheckpoints
 from ledger.publish import LOCK_FILE, Publisher
 from ledger.seen import SeenCheckpoint
 from notary.config import ConfigError, Settings
@@ -111,10 +113,8 @@ async def _verify_pool_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
     """``--publish DIR``: the static tree of the checkpoint ``/checkpoint`` serves, written by
     one process at a time (a lock file in DIR) when several serve the log (``--workers``)."""
-    choose = app.get(PUBLISHED_CHECKPOINT)
     out = Path(app[SETTINGS].publish)
-    publisher = Publisher(app[LOG], out,
-                          choose=(lambda head: choose(head)[0]) if choose else None)
+    publisher = Publisher(app[LOG], out, choose=lambda head: published_note(app, head)[0])
     try:
         out.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(publisher.check_directory)  # another log's mirror: refuse now
@@ -150,6 +150,11 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
     app[STORE] = notary.store
     sequencer = log.sequencer
     assert sequencer is not None
+    if settings.pq_checkpoints == "on":
+        pq = PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(sequencer.signer),
+                                    log.origin)
+        app[PQ_CHECKPOINTS] = pq
+        notary.published_checkpoints.append(pq.latest)
     app[METRICS].watch_writer(lambda: sequencer.refusing is not None)
     notary.on_clock_refusal = app[METRICS].clock_refusals.inc
     remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")

@@ -12,9 +12,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
-from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT
+from ledger.http.routes import LOG, PQ_CHECKPOINTS, PUBLISHED_CHECKPOINT
 from ledger.lease import FileLease, JobRunner, Lease
-from ledger.log import Log
+from ledger.log import Head, Log
+from ledger.pq_checkpoints import PostQuantumCheckpoints
 from ledger.witnessing import (
     STATE_FILE,
     WitnessConfigError,
@@ -85,8 +86,8 @@ def witness_policy(settings: Settings) -> tuple[int, list[WitnessEndpoint]]:
     return (_quorum(settings, endpoints) if endpoints else 0), endpoints
 
 
-def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | None = None
-                  ) -> Witnessing:
+def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | None = None,
+                  pq: PostQuantumCheckpoints | None = None) -> Witnessing:
     """A :class:`Witnessing` for the notary's settings (quorum 0 means a majority).
 
     With a witness policy, its quorum expression decides what is published, and its ``log``
@@ -103,11 +104,11 @@ def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | No
             return Witnessing(log, endpoints, policy=policy,
                               interval=settings.witness_interval,
                               timeout=settings.witness_timeout,
-                              state_path=settings.data / STATE_FILE, registry=registry)
+                              state_path=settings.data / STATE_FILE, registry=registry, pq=pq)
         return Witnessing(log, endpoints, quorum=_quorum(settings, endpoints),
                           interval=settings.witness_interval,
                           timeout=settings.witness_timeout, state_path=settings.data / STATE_FILE,
-                          registry=registry)
+                          registry=registry, pq=pq)
     except WitnessConfigError as e:
         raise ConfigError(str(e)) from None
 
@@ -128,10 +129,15 @@ def witnessing_context(settings: Settings
         if not endpoints:
             yield
             return
-        witnessing = from_settings(app[LOG], settings, app[METRICS].registry)
+        witnessing = from_settings(app[LOG], settings, app[METRICS].registry,
+                                   pq=app.get(PQ_CHECKPOINTS))
         await witnessing.start(lead=False)
         app[PUBLISHED_CHECKPOINT] = witnessing.checkpoint_for
-        app[NOTARY].published_checkpoint = witnessing.witnessed
+
+        def witnessed(head: Head) -> tuple[int, bytes] | None:
+            return witnessing.witnessed()
+
+        app[NOTARY].published_checkpoints.insert(0, witnessed)
 
         async def submit() -> None:
             # Held by one process of the log at a time (the lease); the others follow.
@@ -149,7 +155,7 @@ def witnessing_context(settings: Settings
         try:
             yield
         finally:
-            app[NOTARY].published_checkpoint = None
+            app[NOTARY].published_checkpoints.remove(witnessed)
             job.cancel()
             await asyncio.gather(job, return_exceptions=True)
             await witnessing.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -19,7 +20,8 @@ import pytest
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.hashing import leaf_hash, merkle_root
-from ledger.core.note import Ed25519Signer, Ed25519Verifier
+from ledger.core.note import Ed25519Signer, Ed25519Verifier, format_note, open_note, parse_note
+from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.tiles import tiles_for_size
 from ledger.reader import LogReader
 from ledger.storage.sqlite import SqliteStore
@@ -308,7 +310,19 @@ async def test_export_matches_what_serve_serves(logdir: Path, tmp_path: Path) ->
     with serving(logdir) as url:
         async with aiohttp.ClientSession() as http:
             for rel, data in files.items():
-                assert await fetch(http, f"{url}/{rel}") == data, rel
+                if rel != "checkpoint":
+                    assert await fetch(http, f"{url}/{rel}") == data, rel
+            # Both checkpoints are dual-signed: the same text and Ed25519 line (deterministic),
+            # and each an ML-DSA-44 line of the log's key (timestamped, so not byte-equal).
+            served = parse_note(await fetch(http, f"{url}/checkpoint"))
+            ledger_info = json.loads(await fetch(http, f"{url}/v1/ledger"))
+    exported_note = parse_note(files["checkpoint"])
+    assert served.text == exported_note.text
+    assert served.signatures[0] == exported_note.signatures[0]
+    pq = SubtreeCosignatureVerifier.from_vkey(ledger_info["vkeys"][1])
+    for note in (files["checkpoint"], format_note(served)):
+        open_note(note, [pq])
+        open_note(note, [Ed25519Verifier.from_vkey(ledger_info["vkey"])])
     assert "0 files written" in ok(ledger("export", logdir, out))
 
     ok(ledger("add", logdir, stdin=lines("f", 10)))

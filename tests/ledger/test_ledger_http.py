@@ -211,8 +211,9 @@ async def test_huge_tile_index_is_404_not_a_storage_error(served: Served) -> Non
 async def test_ledger_summary(served: Served) -> None:
     await served.append(5)
     data = await served.json("/v1/ledger")
-    assert set(data) == {"origin", "vkey", "size", "root", "checkpoint"}
+    assert set(data) == {"origin", "vkey", "vkeys", "size", "root", "checkpoint"}
     assert data["origin"] == ORIGIN and data["size"] == 5
+    assert data["vkeys"] == [data["vkey"]]  # no ML-DSA-44 key given to this app
     v = Ed25519Verifier.from_vkey(data["vkey"])
     cp, _ = open_checkpoint(data["checkpoint"].encode(), v)
     assert cp.size == 5 and base64.b64decode(data["root"]) == cp.root_hash

@@ -243,4 +243,8 @@ def test_notary_serve_publish_leaves_no_temporary_file_after_a_crash(tmp_path: P
         while any(p.exists() for p in left):
             assert time.monotonic() < deadline, [p for p in left if p.exists()]
             time.sleep(0.1)
-        assert not list(out.rglob("*.tmp"))
+        # The new process's own rounds write through temporary files too (its first rewrites
+        # the checkpoint: a new ML-DSA-44 line); none stays once a round is over.
+        while list(out.rglob("*.tmp")):
+            assert time.monotonic() < deadline, list(out.rglob("*.tmp"))
+            time.sleep(0.05)

@@ -151,3 +151,16 @@ def test_tampered_signatures_fail() -> None:
 def test_signing_is_refused_for_a_non_checkpoint() -> None:
     with pytest.raises(NoteError):
         SubtreeCosignatureSigner("w", SEED).cosign("just text\n", 1)
+
+
+def test_the_logs_key_is_derived_from_its_ed25519_seed() -> None:
+    ed = Ed25519Signer("example.com/log", SEED)
+    pq = SubtreeCosignatureSigner.derived_from(ed)
+    again = SubtreeCosignatureSigner.derived_from(Ed25519Signer("example.com/log", SEED))
+    assert pq.name == "example.com/log" and pq.public_key == again.public_key
+    label = b"rs-notary log key: ML-DSA-44 subtree/v1 seed from the Ed25519 seed\n"
+    want, _ = ML_DSA_44.key_derive(hashlib.sha256(label + SEED).digest())
+    assert pq.public_key == want
+    other = SubtreeCosignatureSigner.derived_from(Ed25519Signer("example.com/log", bytes(32)))
+    assert other.public_key != pq.public_key
+    assert pq.public_key != SubtreeCosignatureSigner("example.com/log", SEED).public_key

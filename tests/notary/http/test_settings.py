@@ -46,6 +46,7 @@ BAD: dict[str, list[str]] = {
     "workers": ["0", "-1", "1000", "1.5"],
     "publish": ["out\0dir"],
     "fast_path": ["yes", "true"],
+    "pq_checkpoints": ["yes", "ML-DSA"],
 }
 
 

@@ -22,10 +22,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from ledger.cli.witness import parse_log_spec
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
-from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCosignatureVerifier
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.http.routes import LOG
 from ledger.log import Log
@@ -39,6 +40,7 @@ from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
+from notary.keys import Paths, load_log_key
 from tests.notary_server import run_cli
 from tests.servers import bound_socket, start_server
 
@@ -93,8 +95,8 @@ class WitnessProc:
 
     async def start(self) -> None:
         self.store = await WitnessStore.open(self.data, self.signer.verifier_key_text())
-        verifier = Ed25519Verifier.from_vkey(self.log_vkey)
-        app = create_witness_app(Witness(self.signer, {verifier.name: [verifier]}, self.store))
+        origin, verifier = parse_log_spec(self.log_vkey)  # Ed25519 or ML-DSA-44
+        app = create_witness_app(Witness(self.signer, {origin: [verifier]}, self.store))
         sock, self.sock = self.sock, None  # first start: the bound socket; then the port
         self.runner = (await start_server(app, sock=sock, port=self.port)).runner
 
@@ -431,7 +433,8 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
 
             body, headers = await eventually(all_three, "three cosignatures")
             assert headers["Notary-Witness-Quorum"] == "two-of-three"
-            assert len(parse_note(bytes(body)).signatures) == 4  # the log's and three more
+            # The log's two (Ed25519 and ML-DSA-44) and three more.
+            assert len(parse_note(bytes(body)).signatures) == 5
             # The log says what /checkpoint carries (a late third cosignature is logged too).
             published = [e for e in logs if e.get("event") == "witnessed_checkpoint"]
             assert published and published[-1]["cosignatures"] == 3, published
@@ -460,7 +463,7 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
             async def cosigned_proof() -> bool | None:
                 _, body, _ = await notary.get(f"/v1/tool-calls/{receipt['id']}")
                 note = decode_proof_bundle(json.loads(body)["proof"].encode()).checkpoint
-                return True if len(parse_note(note).signatures) == 4 else None
+                return True if len(parse_note(note).signatures) == 5 else None
 
             await eventually(cosigned_proof, "the receipt served with a witnessed proof")
 
@@ -595,3 +598,37 @@ def test_serve_refuses_a_policy_nested_too_deep_cleanly(tmp_path: Path) -> None:
                                      "--listen", "127.0.0.1:0", "--witness-policy", str(policy))
     assert code == 2, (out, err)
     assert "nests 33 deep" in err and "Traceback" not in err, err
+
+
+async def test_a_witness_that_knows_only_the_logs_ml_dsa_key_cosigns(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    """The notary submits dual-signed checkpoints: a witness configured with the log's ML-DSA-44
+    key alone (as a post-quantum deployment would) verifies and cosigns them."""
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    pq_vkey = SubtreeCosignatureSigner.derived_from(
+        load_log_key(Paths(base.data))).verifier_key_text()
+    signer = SubtreeCosignatureSigner.generate("witness.test/pq")
+    w = WitnessProc(signer, tmp_path / "w.db", pq_vkey)
+    await w.start()
+    settings = Settings(data=base.data, listen=base.listen, witnesses=(w.spec,),
+                        witness_quorum=1, witness_interval=0.05, witness_timeout=2.0)
+    notary = await start_notary(settings, http, first.vkey, sock)
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        await notary.issue(key, 1)
+
+        async def witnessed() -> bytes | None:
+            _, body, headers = await notary.get("/checkpoint")
+            done = headers["Notary-Witnessed"] == "true" and checkpoint_size(body) >= 1
+            return bytes(body) if done else None
+
+        note = await eventually(witnessed, "a checkpoint cosigned by the ML-DSA-only witness")
+        log_pq = SubtreeCosignatureVerifier.from_vkey(pq_vkey)
+        open_checkpoint(note, log_pq, [signer.verifier()], 1)
+    finally:
+        await notary.runner.cleanup()
+        await w.stop()
