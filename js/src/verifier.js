@@ -153,10 +153,11 @@ function keyList(values, what, parse) {
       if (v !== null && typeof v === "object" && typeof v.verify === "function" && typeof v.name === "string") return v;
       throw new VerifierInputError(`a ${what} must be a verifier key text`);
     }
+    const text = v.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, ""); // ASCII blanks only, as Python
     try {
-      return parse(v.trim());
+      return parse(text);
     } catch (e) {
-      if (e instanceof NoteError) throw new VerifierInputError(`bad ${what} ${repr(v.trim().slice(0, 60))}: ${e.message}`);
+      if (e instanceof NoteError) throw new VerifierInputError(`bad ${what} ${repr(text.slice(0, 60))}: ${e.message}`);
       throw e;
     }
   });

@@ -247,3 +247,34 @@ test("--timeout that is not a positive finite number is exit 2 in both CLIs", as
     assert.deepEqual([js.code, py.status], [2, 2], `${value}: ${js.err} ${py.stderr}`);
   }
 });
+
+test("key files and key texts: one reading in both CLIs (UTF-8 without a BOM, CR/LF lines, ASCII blanks trimmed)", async () => {
+  const file = write("kf-call.json", base.input.call);
+  const enc = new TextEncoder();
+  const files = {
+    "plain, CRLF": enc.encode(`# the log\r\n  ${vkey}\t\r\n`),
+    BOM: enc.encode(`\ufeff${vkey}\n`),
+    "invalid UTF-8": Uint8Array.from([0x23, 0x20, 0xff, 0x0a, ...enc.encode(vkey)]),
+    "U+2028 between two keys": enc.encode(`${vkey}\u2028${vkey}`),
+    "NBSP after the key": enc.encode(`${vkey}\u00a0\n`),
+    "NEL before the key": enc.encode(`\u0085${vkey}\n`),
+  };
+  const expected = { "plain, CRLF": 0 };
+  for (const [name, bytes] of Object.entries(files)) {
+    const keyFile = join(dir, `kf-${name.replace(/\W/g, "_")}.vkey`);
+    writeFileSync(keyFile, bytes);
+    for (const flag of ["--log-key", "--witness"]) {
+      const keys = flag === "--log-key" ? ["--log-key", `@${keyFile}`] : ["--log-key", vkey, "--witness", `@${keyFile}`];
+      const js = await run("verify", file, "--jwks", jwks, ...keys, "--offline", "--no-state");
+      const py = notaryCli("verify", file, "--jwks", jwks, ...keys, "--offline", "--no-state");
+      assert.equal(js.code, py.status, `${name} ${flag}: JS ${js.code} ${js.err}, Python ${py.status} ${py.stderr.slice(-300)}`);
+      assert.ok(!py.stderr.includes("Traceback"), `${name}: ${py.stderr.slice(-300)}`);
+      if (flag === "--log-key") assert.equal(js.code, expected[name] ?? 2, `${name}: ${js.err}`);
+    }
+  }
+  for (const text of [`\ufeff${vkey}`, `${vkey}\u00a0`, `\t${vkey}\n`]) {
+    const js = await run("verify", file, "--jwks", jwks, "--log-key", text, "--offline", "--no-state");
+    const py = notaryCli("verify", file, "--jwks", jwks, "--log-key", text, "--offline", "--no-state");
+    assert.equal(js.code, py.status, `${JSON.stringify(text)}: JS ${js.err}, Python ${py.stderr.slice(-300)}`);
+  }
+});

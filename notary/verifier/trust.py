@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,19 +113,37 @@ async def complete_from_notary(jwks: Jwks | None, log_keys: Sequence[Ed25519Veri
     return (jwks if jwks is not None else notary_jwks), (keys or (notary_key,)), True
 
 
+_BLANK = " \t\r\n"
+"""What is trimmed around a key text: ASCII blanks only, as the JavaScript CLI does (Unicode's
+other spaces, a BOM among them, are left for the key parser to refuse in both)."""
+_LINE = re.compile(r"\r\n|\r|\n")
+
+
+def _key_file_lines(path: str) -> list[str]:
+    """The lines of a key file: UTF-8 without a BOM, split at CR, LF or CRLF only."""
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as e:
+        raise VerifierInputError(f"cannot read key file {path}: {e}") from e
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise VerifierInputError(f"the key file {path} starts with a byte order mark (BOM); "
+                                 "write it as UTF-8 without one")
+    try:
+        return _LINE.split(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise VerifierInputError(f"the key file {path} is not UTF-8 (invalid byte at offset "
+                                 f"{e.start})") from None
+
+
 def _expand_keys(values: Sequence[str]) -> list[str]:
     """Key texts from values that are keys or ``@FILE`` (one key a line, ``#`` comments)."""
     out: list[str] = []
     for value in values:
         if value.startswith("@"):
-            try:
-                text = Path(value[1:]).expanduser().read_text()
-            except OSError as e:
-                raise VerifierInputError(f"cannot read key file {value[1:]}: {e}") from e
-            out.extend(line.strip() for line in text.splitlines()
-                       if line.strip() and not line.lstrip().startswith("#"))
+            lines = (line.strip(_BLANK) for line in _key_file_lines(value[1:]))
+            out.extend(line for line in lines if line and not line.startswith("#"))
         else:
-            out.append(value.strip())
+            out.append(value.strip(_BLANK))
     return out
 
 

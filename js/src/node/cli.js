@@ -88,16 +88,22 @@ function readJson(value, what) {
   }
 }
 
+// Around a key text only ASCII blanks are trimmed, as in Python (String.prototype.trim would also
+// take a BOM and Unicode's spaces, which Python leaves for the key parser to refuse).
+const trimBlanks = (text) => text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
+
 function expandKeys(values) {
   const out = [];
   for (const value of values) {
     if (value.startsWith("@")) {
-      const text = readText(value.slice(1), "key file");
+      const path = value.slice(1);
+      const text = readText(path, "key file");
+      if (text.startsWith("\ufeff")) throw new VerifierInputError(`the key file ${path} starts with a byte order mark (BOM); write it as UTF-8 without one`);
       for (const line of text.split(/\r\n|\r|\n/)) {
-        const t = line.trim();
+        const t = trimBlanks(line);
         if (t && !t.startsWith("#")) out.push(t);
       }
-    } else out.push(value.trim());
+    } else out.push(trimBlanks(value));
   }
   return out;
 }
