@@ -16,6 +16,17 @@ background task of the notary daemon:
 - publishes the newest checkpoint that meets the policy (the log's signature and cosignatures
   that satisfy the quorum), merged with every cosignature collected for it.
 
+Mirrors (C2SP tlog-mirror) are cosigners of another kind, run by the same job: instead of
+``add-checkpoint`` alone, a mirror is pushed the target checkpoint *and the entries it lacks*
+(:class:`ledger.client.mirror.MirrorClient`, reading the log's tiles), and its cosignature says
+it durably stored them all. Its cosignature is collected, counted and merged like a witness's:
+with ``quorum`` it counts toward k of n (witnesses and mirrors together); with a tlog-policy, a
+mirror counts where the policy has a ``witness`` line with its key (the line's URL may be left
+out, the mirror's submission URL is given with the mirror), and a mirror the policy does not
+name is still pushed and its cosignature still served, but it counts for nothing. A mirror that
+restarted, or a notary that did, resumes from where the mirror is (its 409 says so); nothing is
+uploaded twice once stored.
+
 When the log has an ML-DSA-44 key (``pq``, :mod:`ledger.pq_checkpoints`), every checkpoint
 submitted carries the log's two signatures, so a witness that knows only the log's ML-DSA-44 key
 can check it, and so does every checkpoint served.
@@ -57,9 +68,14 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ledger.client.http import HttpClient
+from ledger.client.mirror import LogSource, MirrorClient, MirrorError
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.cosignature import (
+    CosignatureVerifier,
+    WitnessVerifier,
+    parse_witness_key,
+)
 from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signatures
@@ -77,6 +93,7 @@ __all__ = [
     "WitnessEndpoint",
     "Witnessing",
     "endpoints_from_policy",
+    "parse_mirror_spec",
     "parse_witness_spec",
 ]
 
@@ -91,24 +108,14 @@ class WitnessConfigError(LedgerError, ValueError):
     """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
 
 
-#: A witness's key: Ed25519 cosignature/v1 (0x04) or ML-DSA-44 subtree/v1 (0x06).
-WitnessVerifier = CosignatureVerifier | SubtreeCosignatureVerifier
-
-
-def witness_verifier(vkey: str) -> WitnessVerifier:
-    """A witness vkey of either kind; anything else (a log key, say) is a NoteError."""
-    try:
-        return CosignatureVerifier.from_vkey(vkey)
-    except NoteError:
-        return SubtreeCosignatureVerifier.from_vkey(vkey)
-
-
 @dataclass(frozen=True)
 class WitnessEndpoint:
-    """A witness as the notary is configured with it: submission prefix and verifier key."""
+    """A cosigner as the notary is configured with it: submission prefix and verifier key;
+    ``mirror`` when it is a tlog-mirror (pushed the entries too, not just the checkpoint)."""
 
     url: str
     verifier: WitnessVerifier
+    mirror: bool = False
 
     @property
     def vkey(self) -> str:
@@ -122,10 +129,26 @@ def _public_key(verifier: NoteVerifier) -> bytes:
     return key
 
 
-def endpoints_from_policy(policy: TlogPolicy) -> list[WitnessEndpoint]:
-    """The witnesses of a C2SP tlog-policy as submission endpoints (each needs its URL)."""
+def endpoints_from_policy(policy: TlogPolicy, mirrors: Sequence[WitnessEndpoint] = ()
+                          ) -> list[WitnessEndpoint]:
+    """The witnesses of a C2SP tlog-policy as submission endpoints (each needs its URL), and
+    the ``mirrors`` given beside it.
+
+    A ``witness`` line whose key is one of the mirrors' is that mirror (counted by the policy,
+    pushed as a mirror): its URL may be left out, and if given must be the mirror's URL.
+    Mirrors the policy does not name come last: pushed, but not counted.
+    """
+    by_key = {_public_key(m.verifier): m for m in mirrors}
     out = []
     for name, (verifier, url) in policy.witnesses.items():
+        mirror = by_key.pop(_public_key(verifier), None) if isinstance(
+            verifier, CosignatureVerifier | SubtreeCosignatureVerifier) else None
+        if mirror is not None:
+            if url is not None and url.rstrip("/") != mirror.url:
+                raise WitnessConfigError(f"witness {name!r} in the witness policy has the key "
+                                         f"of the mirror {mirror.url} but the URL {url!r}")
+            out.append(mirror)
+            continue
         if url is None:
             raise WitnessConfigError(f"witness {name!r} in the witness policy has no URL (the "
                                      "log submits to it: write 'witness NAME VKEY URL')")
@@ -135,26 +158,33 @@ def endpoints_from_policy(policy: TlogPolicy) -> list[WitnessEndpoint]:
             raise WitnessConfigError(f"witness {name!r} needs a cosignature/v1 or ML-DSA-44 "
                                      "subtree/v1 key")
         out.append(WitnessEndpoint(url.rstrip("/"), verifier))
-    return out
+    return out + list(by_key.values())
 
 
-def parse_witness_spec(text: str) -> WitnessEndpoint:
+def parse_witness_spec(text: str, *, mirror: bool = False) -> WitnessEndpoint:
     """``URL=VKEY``. Either side may contain ``=`` (base64 padding, query strings), so every
     split point is tried and the first whose right side is a witness vkey (cosignature/v1 or
     ML-DSA-44) wins."""
+    kind = "mirror" if mirror else "witness"
     for i, ch in enumerate(text):
         if ch != "=":
             continue
         url, vkey = text[:i], text[i + 1 :]
         try:
-            verifier = witness_verifier(vkey)
+            verifier = parse_witness_key(vkey)
         except NoteError:
             continue
         if not url.startswith(("http://", "https://")):
             break
-        return WitnessEndpoint(url.rstrip("/"), verifier)
-    raise WitnessConfigError(f"witness {text!r}: want URL=VKEY (an http(s) URL and a "
-                             "cosignature/v1 or ML-DSA-44 witness verifier key)")
+        return WitnessEndpoint(url.rstrip("/"), verifier, mirror)
+    raise WitnessConfigError(f"{kind} {text!r}: want URL=VKEY (an http(s) URL and a "
+                             f"cosignature/v1 or ML-DSA-44 {kind} verifier key)")
+
+
+def parse_mirror_spec(text: str) -> WitnessEndpoint:
+    """``URL=VKEY`` of a tlog-mirror: its submission prefix and cosignature verifier key (a
+    mirror's keys are a witness's kinds), split as :func:`parse_witness_spec` does."""
+    return parse_witness_spec(text, mirror=True)
 
 
 @dataclass(frozen=True)
@@ -180,7 +210,7 @@ class _Target:
 @dataclass
 class _Witness:
     endpoint: WitnessEndpoint
-    client: WitnessClient
+    client: WitnessClient | MirrorClient
     known: int | None = None  # the witness's size for our origin, when known
     task: asyncio.Task[None] | None = None
     busy_with: int | None = None  # size of the target being submitted
@@ -198,7 +228,7 @@ class Witnessing:
                  registry: CollectorRegistry | None = None,
                  pq: PostQuantumCheckpoints | None = None) -> None:
         if not endpoints:
-            raise WitnessConfigError("witnessing needs at least one witness")
+            raise WitnessConfigError("witnessing needs at least one witness or mirror")
         keys = [e.verifier.public_key for e in endpoints]
         if len(set(keys)) != len(keys):
             raise WitnessConfigError("the same witness key is configured twice")
@@ -213,7 +243,8 @@ class Witnessing:
         if not policy.requires_cosignatures:
             raise WitnessConfigError("the witness policy's quorum is none: nothing to collect")
         by_key = {_public_key(v): name for name, (v, _) in policy.witnesses.items()}
-        missing = [e.url for e in endpoints if e.verifier.public_key not in by_key]
+        missing = [e.url for e in endpoints
+                   if e.verifier.public_key not in by_key and not e.mirror]
         if missing:
             raise WitnessConfigError(f"witness {missing[0]} is not in the witness policy")
         if interval <= 0 or timeout <= 0:
@@ -222,7 +253,9 @@ class Witnessing:
         self.endpoints = list(endpoints)
         self.policy = policy
         self.quorum = policy.quorum_header
-        self._names = {e.vkey: by_key[e.verifier.public_key] for e in endpoints}
+        # Only the cosigners the policy names count; a mirror it does not name is still pushed.
+        self._names = {e.vkey: by_key[e.verifier.public_key] for e in endpoints
+                       if e.verifier.public_key in by_key}
         self.interval = interval
         self.timeout = timeout
         self.state_path = state_path
@@ -257,7 +290,9 @@ class Witnessing:
         """
         self._http = await HttpClient(timeout=self.timeout).open()
         for e in self.endpoints:
-            client = WitnessClient(e.url, e.verifier, self._http)
+            client: WitnessClient | MirrorClient = (
+                MirrorClient(e.url, [e.verifier], self._http) if e.mirror
+                else WitnessClient(e.url, e.verifier, self._http))
             self._witnesses[e.vkey] = _Witness(e, client)
         await self._load()
         head = await self.log.head(0)
@@ -361,7 +396,8 @@ class Witnessing:
 
     def _meets(self, target: _Target) -> bool:
         """Whether the cosignatures collected for ``target`` meet the witness policy."""
-        return self.policy.satisfied({self._names[vkey] for vkey in target.cosigs})
+        return self.policy.satisfied({self._names[vkey] for vkey in target.cosigs
+                                      if vkey in self._names})
 
     def _round_over(self, target: _Target, now: float) -> bool:
         """Every witness has answered for ``target``, or is busy elsewhere, or backing off."""
@@ -384,9 +420,34 @@ class Witnessing:
         self._current = target
         return target
 
+    async def _push(self, w: _Witness, client: MirrorClient, target: _Target) -> None:
+        """Push ``target`` and the entries the mirror lacks; keep its cosignature."""
+        name = w.endpoint.verifier.name
+        client.pending = max(client.pending, w.known or 0)
+        try:
+            sigs = await client.push(target.note, LogSource(self.log.reader))
+        finally:
+            if client.pending != w.known:  # learned from a 409, or moved by this push
+                w.known = client.pending
+                self._dirty = True
+        self.m_requests.labels(name, "cosigned").inc()
+        self._cosigned(w, target, sigs[0])
+
+    def _cosigned(self, w: _Witness, target: _Target, sig: NoteSignature) -> None:
+        target.cosigs[w.endpoint.vkey] = sig
+        w.known = target.size
+        w.failures = 0
+        w.retry_at = 0.0
+        w.last_error = ""
+        self._dirty = True
+        self._republish()
+
     async def _submit(self, w: _Witness, target: _Target) -> None:
         name = w.endpoint.verifier.name
         try:
+            if isinstance(w.client, MirrorClient):
+                await self._push(w, w.client, target)
+                return
             for _ in range(3):
                 old = w.known or 0
                 if old > target.size:
@@ -411,16 +472,10 @@ class Witnessing:
                     self._dirty = True
                     continue
                 self.m_requests.labels(name, "cosigned").inc()
-                target.cosigs[w.endpoint.vkey] = sigs[0]
-                w.known = target.size
-                w.failures = 0
-                w.retry_at = 0.0
-                w.last_error = ""
-                self._dirty = True
-                self._republish()
+                self._cosigned(w, target, sigs[0])
                 return
             raise WitnessError(f"{name} kept answering 409")
-        except (WitnessError, ValueError, RuntimeError) as e:
+        except (WitnessError, MirrorError, ValueError, RuntimeError) as e:
             # ValueError covers a proof the reader cannot make; RuntimeError a damaged store.
             if not isinstance(e, WitnessConflict):
                 self.m_requests.labels(name, "failed").inc()

@@ -27,8 +27,8 @@ from prometheus_client import generate_latest
 
 from ledger.client.http import FetchError, HttpClient
 from ledger.client.tiles import LogSource
-from ledger.core.cosignature import parse_verifier_key
-from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.core.cosignature import LogVerifier, parse_log_key, parse_verifier_key
+from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.logs import configure
@@ -49,10 +49,11 @@ def _read_key(text: str) -> str:
     return text.strip()
 
 
-def _log_verifier(text: str) -> tuple[Ed25519Verifier, str]:
+def _log_verifier(text: str) -> tuple[LogVerifier, str]:
+    """The log's key, Ed25519 or ML-DSA-44 (a post-quantum monitor pins the latter)."""
     vkey = _read_key(text)
     try:
-        return Ed25519Verifier.from_vkey(vkey), vkey
+        return parse_log_key(vkey), vkey
     except NoteError as e:
         raise UsageError(f"--vkey: not a log verifier key: {e}") from None
 

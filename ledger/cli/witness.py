@@ -20,17 +20,14 @@ from pathlib import Path
 
 import structlog
 
-from ledger.core.cosignature import CosignatureSigner
+from ledger.core.cosignature import CosignatureSigner, parse_log_key
 from ledger.core.note import (
-    KEY_TYPE_ED25519,
     KEY_TYPE_SUBTREE_V1,
-    Ed25519Verifier,
     NoteError,
     NoteVerifier,
     parse_private_key_text,
-    parse_vkey_text,
 )
-from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCosignatureVerifier
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.exitcodes import ExitCode, UsageError
 from ledger.http.serve import serve_until_signalled
 from ledger.keyfile import KeyFileError, read_secret, write_secret
@@ -54,17 +51,6 @@ ALGORITHMS: dict[str, type[CosignatureSigner] | type[SubtreeCosignatureSigner]] 
 }
 
 
-def _log_verifier(vkey: str) -> NoteVerifier:
-    """A log's checkpoint key: Ed25519 (0x01) or ML-DSA-44 (0x06); a witness key is refused."""
-    _, _, key_type, _ = parse_vkey_text(vkey)
-    if key_type == KEY_TYPE_ED25519:
-        return Ed25519Verifier.from_vkey(vkey)
-    if key_type == KEY_TYPE_SUBTREE_V1:
-        return SubtreeCosignatureVerifier.from_vkey(vkey)
-    raise NoteError(f"key type 0x{key_type:02x} is not a log key (Ed25519 0x01 or "
-                    "ML-DSA-44 0x06)")
-
-
 def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
     """``ORIGIN=VKEY`` or ``VKEY`` → (origin, log verifier, Ed25519 or ML-DSA-44).
 
@@ -75,7 +61,7 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
     if "+" not in text and Path(text).is_file():
         text = Path(text).read_text().strip()
     try:
-        verifier = _log_verifier(text)
+        verifier = parse_log_key(text)
     except NoteError:
         pass
     else:
@@ -84,7 +70,7 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
     if not sep or not origin:
         raise UsageError(f"--log {text!r}: want ORIGIN=VKEY or a log verifier key")
     try:
-        return origin, _log_verifier(vkey)
+        return origin, parse_log_key(vkey)
     except NoteError as e:
         raise UsageError(f"--log {text!r}: bad log verifier key: {e}") from None
 

@@ -31,9 +31,13 @@ __all__ = [
     "MAX_TIMESTAMP",
     "CosignatureSigner",
     "CosignatureVerifier",
+    "LogVerifier",
+    "WitnessVerifier",
     "cosignature_timestamp",
     "cosigned_message",
+    "parse_log_key",
     "parse_verifier_key",
+    "parse_witness_key",
 ]
 
 #: Timestamps are u64 on the wire but the spec caps them at 2^63 - 1 (a signed POSIX time).
@@ -143,3 +147,36 @@ def parse_verifier_key(text: str) -> NoteVerifier:
     if key_type == KEY_TYPE_SUBTREE_V1:
         return SubtreeCosignatureVerifier.from_vkey(text)
     raise NoteError(f"unsupported verifier key type 0x{key_type:02x}")
+
+
+#: A log's checkpoint key: Ed25519 (0x01) or ML-DSA-44 subtree/v1 (0x06).
+LogVerifier = Ed25519Verifier | SubtreeCosignatureVerifier
+#: A witness's (or mirror's) key: Ed25519 cosignature/v1 (0x04) or ML-DSA-44 subtree/v1 (0x06).
+WitnessVerifier = CosignatureVerifier | SubtreeCosignatureVerifier
+
+
+def _type_of(text: str) -> int:
+    _, _, key_type, _ = parse_vkey_text(text)
+    return key_type
+
+
+def parse_log_key(text: str) -> LogVerifier:
+    """A log verifier key: Ed25519 (0x01) or ML-DSA-44 (0x06); a witness key is refused."""
+    key_type = _type_of(text)
+    if key_type == KEY_TYPE_ED25519:
+        return Ed25519Verifier.from_vkey(text)
+    if key_type == KEY_TYPE_SUBTREE_V1:
+        return SubtreeCosignatureVerifier.from_vkey(text)
+    raise NoteError(f"key type 0x{key_type:02x} is not a log key (Ed25519 0x01 or "
+                    "ML-DSA-44 0x06)")
+
+
+def parse_witness_key(text: str) -> WitnessVerifier:
+    """A witness (or mirror) verifier key: cosignature/v1 (0x04) or ML-DSA-44 (0x06)."""
+    key_type = _type_of(text)
+    if key_type == KEY_TYPE_COSIGNATURE_V1:
+        return CosignatureVerifier.from_vkey(text)
+    if key_type == KEY_TYPE_SUBTREE_V1:
+        return SubtreeCosignatureVerifier.from_vkey(text)
+    raise NoteError(f"key type 0x{key_type:02x} is not a witness key (cosignature/v1 0x04 or "
+                    "ML-DSA-44 0x06)")

@@ -2,8 +2,8 @@
 
 A policy file is line based::
 
-    log <vkey> [<url>]
-    witness <name> <vkey> [<url>]
+    log <vkey> [<url>]            (Ed25519 0x01 or ML-DSA-44 0x06)
+    witness <name> <vkey> [<url>] (cosignature/v1 0x04 or ML-DSA-44 0x06)
     group <name> all|any|<k> <member>...
     quorum <name>|none
 
@@ -27,10 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
-from ledger.core.cosignature import CosignatureVerifier
+from ledger.core.cosignature import LogVerifier, parse_log_key, parse_witness_key
 from ledger.core.errors import LedgerError
 from ledger.core.note import (
-    Ed25519Verifier,
     NoteError,
     NoteVerifier,
     UnverifiedNoteError,
@@ -66,7 +65,7 @@ class Group:
 
 @dataclass(frozen=True)
 class TlogPolicy:
-    logs: tuple[tuple[Ed25519Verifier, str | None], ...]
+    logs: tuple[tuple[LogVerifier, str | None], ...]
     witnesses: Mapping[str, tuple[NoteVerifier, str | None]]
     groups: Mapping[str, Group]
     quorum: str  # a witness or group name, or "none"
@@ -217,7 +216,7 @@ def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
         raise TlogPolicyError(f"the policy is not UTF-8 (invalid byte at offset {e.start})"
                               ) from None
     depths: dict[str, int] = {}  # each group's nesting depth
-    logs: list[tuple[Ed25519Verifier, str | None]] = []
+    logs: list[tuple[LogVerifier, str | None]] = []
     witnesses: dict[str, tuple[NoteVerifier, str | None]] = {}
     groups: dict[str, Group] = {}
     members_used: set[str] = set()
@@ -233,7 +232,7 @@ def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
             if len(args) not in (1, 2):
                 raise TlogPolicyError(f"{where}: want 'log <vkey> [<url>]'")
             try:
-                log_key = Ed25519Verifier.from_vkey(args[0])
+                log_key = parse_log_key(args[0])
             except NoteError as e:
                 raise TlogPolicyError(f"{where}: bad log key: {e}") from None
             if log_key.public_key in keys:
@@ -247,7 +246,7 @@ def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
             if name == NONE or name in witnesses or name in groups:
                 raise TlogPolicyError(f"{where}: name {name!r} is reserved or already defined")
             try:
-                wkey: NoteVerifier = CosignatureVerifier.from_vkey(args[1])
+                wkey: NoteVerifier = parse_witness_key(args[1])
             except NoteError as e:
                 raise TlogPolicyError(f"{where}: bad witness key: {e}") from None
             if _public_key(wkey) in keys:
