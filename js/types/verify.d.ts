@@ -374,7 +374,11 @@ export class UnsafeInteger {
   readonly literal: string;
   readonly rounded: number;
 }
-/** Parse untrusted JSON as Python's json.loads does, with size and depth bounds. */
+/**
+ * Parse untrusted JSON strictly, as the Python verifier does: duplicate member names, NaN and
+ * Infinity, a byte order mark and invalid UTF-8 are refused (JsonError); at most 64 MiB and 264
+ * levels deep by default. Numbers keep Python's value model (exact integers, float literals).
+ */
 export function parseJson(input: string | Uint8Array, options?: { maxBytes?: number; maxDepth?: number }): unknown;
 export function isFloatLiteral(container: object, key: string | number): boolean;
 export function toHex(bytes: Uint8Array): string;
