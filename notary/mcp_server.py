@@ -34,7 +34,8 @@ from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 from ledger.client.http import FetchError, HttpClient
 from ledger.client.tiles import MAX_CHECKPOINT_BYTES
 from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
-from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier, parse_note
+from ledger.core.cosignature import LogVerifier
+from ledger.core.note import NoteError, NoteVerifier, parse_note
 from ledger.core.tlog_policy import TlogPolicy
 from ledger.version import package_version
 from notary.core.ids import is_receipt_id
@@ -142,7 +143,7 @@ class ServerConfig:
 
     notary_url: str | None = None
     jwks: Jwks | str | None = None
-    log_keys: tuple[Ed25519Verifier, ...] = ()
+    log_keys: tuple[LogVerifier, ...] = ()
     witnesses: tuple[NoteVerifier, ...] = ()
     quorum: int | None = None
     witness_policy: TlogPolicy | None = None
@@ -345,7 +346,7 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
 
 
 def _checkpoint_out(cfg: ServerConfig, url: str, note_bytes: bytes,
-                    log_keys: tuple[Ed25519Verifier, ...], how_trusted: str = ""
+                    log_keys: tuple[LogVerifier, ...], how_trusted: str = ""
                     ) -> CheckpointOut:
     try:
         note = parse_note(note_bytes)

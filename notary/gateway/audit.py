@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ledger.core.note import Ed25519Verifier
+from ledger.core.cosignature import LogVerifier
 from ledger.core.tlog_policy import TlogPolicy
 from notary.core.receipts import Jwks
 from notary.core.verification import LevelResult, failed, passed, skipped, verify_receipt
@@ -69,8 +69,8 @@ class PolicyCheck:
                 "ledger": self.ledger.to_json()}
 
 
-def _log_key_for(receipt: Mapping[str, Any], keys: Sequence[Ed25519Verifier]
-                 ) -> Ed25519Verifier | None:
+def _log_key_for(receipt: Mapping[str, Any], keys: Sequence[LogVerifier]
+                 ) -> LogVerifier | None:
     ledger = receipt.get("ledger")
     origin = ledger.get("origin") if isinstance(ledger, Mapping) else None
     for key in keys:
@@ -81,7 +81,7 @@ def _log_key_for(receipt: Mapping[str, Any], keys: Sequence[Ed25519Verifier]
 
 def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str,
                        server: str | None, jwks: Jwks | None,
-                       log_keys: Sequence[Ed25519Verifier],
+                       log_keys: Sequence[LogVerifier],
                        witness_policy: TlogPolicy | None = None,
                        proofs: Mapping[str, str] | None = None) -> LevelResult:
     """A notary receipt commits to ``digest`` as ``tool`` (of ``server``), signed and included.
@@ -124,7 +124,7 @@ def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str
 
 def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[str, Policy],
                    *, server: str | None, jwks: Jwks | None,
-                   log_keys: Sequence[Ed25519Verifier],
+                   log_keys: Sequence[LogVerifier],
                    witness_policy: TlogPolicy | None = None,
                    proofs: Mapping[str, str] | None = None) -> DecisionCheck:
     """The four checks of one decision against the revealed ``policies`` (commitment → policy)."""
@@ -168,7 +168,7 @@ def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[st
 
 def check_policy(source: str, commitment: str, receipt: Mapping[str, Any] | None,
                  *, server: str | None, jwks: Jwks | None,
-                 log_keys: Sequence[Ed25519Verifier],
+                 log_keys: Sequence[LogVerifier],
                  witness_policy: TlogPolicy | None = None,
                  proofs: Mapping[str, str] | None = None) -> PolicyCheck:
     """A revealed policy's ``policy.commit`` entry (its receipt from the state file)."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 from ledger.client.http import FetchError, HttpClient
 from ledger.client.tiles import LogSource
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.note import Ed25519Verifier, NoteError
+from ledger.core.cosignature import LogVerifier
+from ledger.core.note import NoteError
 from ledger.core.tlog_proof import decode_proof_bundle
 from notary.core.receipts import Receipt
 from notary.core.verification import (
@@ -29,7 +30,7 @@ from notary.verifier.trust import Trust
 
 
 async def _level5(report: Report, receipt: Receipt, proof: str | None,
-                  log_key: Ed25519Verifier | None, trust: Trust, fetcher: HttpClient | None,
+                  log_key: LogVerifier | None, trust: Trust, fetcher: HttpClient | None,
                   state: StateFile | None, log_url: str | None) -> None:
     verdict = report.verdict
     cp = verdict.checkpoint
@@ -139,7 +140,7 @@ class _LatestUnusable(Exception):
     """The log's latest checkpoint verifies under the log key but misses the witness quorum."""
 
 
-async def _latest(log: LogSource, log_key: Ed25519Verifier, trust: Trust) -> Seen:
+async def _latest(log: LogSource, log_key: LogVerifier, trust: Trust) -> Seen:
     """The log's latest checkpoint, verified under the log key and the witness policy.
 
     One without the witness quorum is not used (a log may serve a new checkpoint before its

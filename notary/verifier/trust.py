@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.boundedjson import JsonError
-from ledger.core.cosignature import parse_verifier_key
-from ledger.core.note import Ed25519Verifier, NoteError, NoteVerifier
+from ledger.core.cosignature import LogVerifier, parse_log_key, parse_verifier_key
+from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from notary.core.receipts import Jwks, JwksError
 from notary.verifier.inputs import VerifierInputError, _object, check_http_url, parse_input_json
@@ -27,7 +27,7 @@ class Trust:
     """
 
     jwks: Jwks | None = None
-    log_keys: tuple[Ed25519Verifier, ...] = ()
+    log_keys: tuple[LogVerifier, ...] = ()
     witnesses: tuple[NoteVerifier, ...] = ()
     quorum: int = 0
     policy: TlogPolicy | None = None
@@ -84,7 +84,7 @@ def distinct_witnesses(witnesses: Sequence[NoteVerifier]) -> int:
     return len(TlogPolicy.from_quorum(witnesses, 0).witnesses)
 
 
-def build_trust(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
+def build_trust(jwks: Jwks | None, log_keys: Sequence[LogVerifier],
                 witnesses: Sequence[NoteVerifier], quorum: int | None) -> Trust:
     """The one way every entry point (CLI flags, ``notary mcp`` arguments, gateway audit) turns
     keys into trust anchors, so a quorum means the same everywhere.
@@ -97,9 +97,9 @@ def build_trust(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
     return Trust(jwks, tuple(log_keys), tuple(witnesses), k)
 
 
-async def complete_from_notary(jwks: Jwks | None, log_keys: Sequence[Ed25519Verifier],
+async def complete_from_notary(jwks: Jwks | None, log_keys: Sequence[LogVerifier],
                                notary_url: str | None, fetcher: HttpClient | None
-                               ) -> tuple[Jwks | None, tuple[Ed25519Verifier, ...], bool]:
+                               ) -> tuple[Jwks | None, tuple[LogVerifier, ...], bool]:
     """(jwks, log keys, fetched): pinned keys, with only what is missing filled in from the
     notary's own (trust on first use, see :func:`trust_from_notary`).
 
@@ -147,12 +147,13 @@ def _expand_keys(values: Sequence[str]) -> list[str]:
     return out
 
 
-def parse_log_keys(values: Sequence[str]) -> tuple[Ed25519Verifier, ...]:
-    """Log verifier keys (``<origin>+<hex id>+<base64>``, type Ed25519) or ``@FILE``s of them."""
+def parse_log_keys(values: Sequence[str]) -> tuple[LogVerifier, ...]:
+    """Log verifier keys (``<origin>+<hex id>+<base64>``, Ed25519 or ML-DSA-44) or ``@FILE``s
+    of them."""
     keys = []
     for text in _expand_keys(values):
         try:
-            keys.append(Ed25519Verifier.from_vkey(text))
+            keys.append(parse_log_key(text))
         except NoteError as e:
             raise VerifierInputError(f"bad log key {text[:60]!r}: {e}") from e
     return tuple(keys)
@@ -202,7 +203,7 @@ async def load_jwks(value: str | Mapping[str, object], fetcher: HttpClient | Non
     return _jwks(doc, str(path))
 
 
-async def trust_from_notary(url: str, fetcher: HttpClient) -> tuple[Jwks, Ed25519Verifier]:
+async def trust_from_notary(url: str, fetcher: HttpClient) -> tuple[Jwks, LogVerifier]:
     """The receipt keys and log key a notary publishes (``/.well-known/jwks.json``, ``/v1/ledger``).
 
     This trusts that notary for its own keys (trust on first use): it proves the receipt is the

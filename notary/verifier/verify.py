@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ledger.client.http import FetchError, HttpClient
-from ledger.core.note import Ed25519Verifier, NoteError, parse_note
+from ledger.core.cosignature import LogVerifier
+from ledger.core.note import NoteError, parse_note
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.receipts import Receipt
 from notary.core.verification import (
@@ -34,7 +35,7 @@ from notary.verifier.trust import Trust
 
 
 def _select_log_key(receipt: Receipt, proof: str | None,
-                    keys: Sequence[Ed25519Verifier]) -> Ed25519Verifier | LevelResult | None:
+                    keys: Sequence[LogVerifier]) -> LogVerifier | LevelResult | None:
     """The trusted log key for the receipt's origin; a failed result when there is none.
 
     Several keys may share an origin (a rotated log key); the one that signed the proof's
@@ -159,7 +160,7 @@ async def verify_tool_call(
                          "checkpoint covers the entry yet)")
         else:
             selected = _select_log_key(receipt, fresh, trust.log_keys)
-            key = selected if isinstance(selected, Ed25519Verifier) else None
+            key = selected if isinstance(selected, LogVerifier) else None
             trial = verify_receipt(receipt, record=call.record, jwks=trust.jwks,
                                    log_verifier=key, proof=fresh,
                                    witness_policy=trust.witness_policy)
@@ -171,7 +172,7 @@ async def verify_tool_call(
                              f"({trial.levels.get('inclusion', skipped('')).reason})")
 
     selected = _select_log_key(receipt, proof_text, trust.log_keys)
-    log_key = selected if isinstance(selected, Ed25519Verifier) else None
+    log_key = selected if isinstance(selected, LogVerifier) else None
     verdict = verify_receipt(receipt, record=call.record, jwks=trust.jwks, log_verifier=log_key,
                              proof=proof_text, witness_policy=trust.witness_policy)
     if isinstance(selected, LevelResult) and "inclusion" in verdict.levels:
