@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from ledger.core.note import is_valid_key_name
 from ledger.netaddr import AddressError, parse_host_port
 from ledger.storage.base import StoreError
-from ledger.witnessing import WitnessConfigError, parse_witness_spec
+from ledger.witnessing import WitnessConfigError, parse_mirror_spec, parse_witness_spec
 from notary.core.errors import NotaryBaseError
 from notary.store import check_database, is_postgres
 
@@ -54,6 +54,9 @@ class Settings:
     witness_policy: str = ""
     witness_interval: float = 2.0
     witness_timeout: float = 5.0
+    # Mirrors (C2SP tlog-mirror), "URL=VKEY" each like witnesses: pushed every grown checkpoint
+    # and its entries by the witnessing job; their cosignatures count like witnesses'.
+    mirrors: tuple[str, ...] = ()
     # Connections (ledger/http/server.py): open connections at most (0: derived from
     # RLIMIT_NOFILE, keeping a reserve for the database and files), seconds an idle
     # keep-alive connection stays open, seconds to receive a request's head, and its body.
@@ -190,6 +193,15 @@ def _witnesses(value: Any) -> str | None:
     return None
 
 
+def _mirrors(value: Any) -> str | None:
+    for spec in value:
+        try:
+            parse_mirror_spec(spec)
+        except WitnessConfigError as e:
+            return str(e)
+    return None
+
+
 def _database(value: str) -> str | None:
     try:
         check_database(value)
@@ -214,6 +226,7 @@ _RULES: Mapping[str, Check] = {
     "witness_policy": _witness_policy,
     "witness_interval": _between(0.01, 86400, "seconds"),
     "witness_timeout": _between(0.01, 3600, "seconds"),
+    "mirrors": _mirrors,
     "max_connections": _between(0, 1_000_000),
     "keepalive_timeout": _between(0.01, 3600, "seconds"),
     "header_timeout": _between(0.01, 3600, "seconds"),
@@ -247,14 +260,19 @@ def _problem(name: str, value: Any) -> str | None:
 def _cross_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
     """(the setting to blame, the problem) for the rules that join two settings."""
     witnesses, quorum = values["witnesses"], values["witness_quorum"]
-    if witnesses and quorum > len(witnesses):
-        return "witness_quorum", (f"witness_quorum {quorum} is more than the {len(witnesses)} "
-                                  "witness(es) configured (0 means a majority)")
-    if not witnesses and quorum:
+    mirrors = values["mirrors"]
+    cosigners = len(witnesses) + len(mirrors)
+    if cosigners and quorum > cosigners:
+        return "witness_quorum", (f"witness_quorum {quorum} is more than the {cosigners} "
+                                  "witness(es) and mirror(s) configured (0 means a majority)")
+    if not cosigners and quorum:
         return "witness_quorum", "witness_quorum is set but no witnesses are configured"
     keys = [parse_witness_spec(w).verifier.public_key for w in witnesses]
     if len(set(keys)) != len(keys):
         return "witnesses", "the same witness key is configured twice"
+    mirror_keys = [parse_mirror_spec(m).verifier.public_key for m in mirrors]
+    if len(set(mirror_keys)) != len(mirror_keys) or set(mirror_keys) & set(keys):
+        return "mirrors", "the same mirror (or witness) key is configured twice"
     return None
 
 
@@ -300,7 +318,8 @@ def _coerce(name: str, value: Any) -> Any:
 
 
 def _flag(name: str) -> str:
-    return {"witnesses": "--witness"}.get(name, "--" + name.replace("_", "-"))
+    return {"witnesses": "--witness", "mirrors": "--mirror"}.get(name,
+                                                                 "--" + name.replace("_", "-"))
 
 
 def resolve(flags: Mapping[str, Any], env: Mapping[str, str] | None = None,

@@ -16,6 +16,7 @@ Every outcome other than a verified cosignature is an exception: :class:`MirrorR
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 from collections.abc import Sequence
 from typing import Protocol
@@ -184,7 +185,11 @@ class MirrorClient:
             parts.append(format_package(await source.entries(p.start, p.end),
                                         await source.subtree_proof(p.base, p.end, end)))
         body = b"".join(parts)
-        return gzip.compress(body, compresslevel=6, mtime=0) if self.compress else body
+        if not self.compress:
+            return body
+        # Megabytes to compress: in a thread, so that the event loop (a notary's receipts)
+        # never waits for it.
+        return await asyncio.to_thread(gzip.compress, body, compresslevel=6, mtime=0)
 
     def _entries_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/octet-stream"}

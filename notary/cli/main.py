@@ -378,6 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--witness-policy", metavar="FILE",
                    help="a C2SP tlog-policy file naming the witnesses (with their submission "
                         "URLs) and the quorum, instead of --witness/--witness-quorum")
+    p.add_argument("--mirror", dest="mirrors", action="append", metavar="URL=VKEY",
+                   help="a C2SP tlog-mirror (submission URL and key) to push every grown "
+                        "checkpoint and its entries to; its cosignature counts as a witness's "
+                        "(repeatable)")
     p.add_argument("--witness-interval", type=float, metavar="S",
                    help="seconds between submissions of a grown tree (default 2)")
     p.add_argument("--witness-timeout", type=float, metavar="S",

@@ -1,5 +1,10 @@
 """Witnessing in ``notary serve``: the notary's settings turned into a running
-:class:`ledger.witnessing.Witnessing`, started and stopped with the application."""
+:class:`ledger.witnessing.Witnessing`, started and stopped with the application.
+
+Mirrors (``--mirror URL=VKEY``) run in the same job as cosigners of another kind: with
+``--witness``/``--witness-quorum`` they count toward the quorum like witnesses (k of witnesses
+and mirrors together; a majority by default); with ``--witness-policy`` a mirror counts where a
+``witness`` line has its key (see :func:`ledger.witnessing.endpoints_from_policy`)."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from ledger.witnessing import (
     WitnessEndpoint,
     Witnessing,
     endpoints_from_policy,
+    parse_mirror_spec,
     parse_witness_spec,
 )
 from notary.config import ConfigError, Settings
@@ -47,11 +53,13 @@ def _policy(settings: Settings) -> TlogPolicy | None:
 
 
 def _endpoints(settings: Settings) -> list[WitnessEndpoint]:
+    """Witnesses and mirrors, as configured (the policy's witnesses, or ``witnesses``)."""
     try:
+        mirrors = [parse_mirror_spec(s) for s in settings.mirrors]
         policy = _policy(settings)
         if policy is not None:
-            return endpoints_from_policy(policy)
-        return [parse_witness_spec(s) for s in settings.witnesses]
+            return endpoints_from_policy(policy, mirrors)
+        return [parse_witness_spec(s) for s in settings.witnesses] + mirrors
     except WitnessConfigError as e:
         raise ConfigError(str(e)) from None
 
@@ -60,12 +68,12 @@ def _quorum(settings: Settings, endpoints: Sequence[WitnessEndpoint]) -> int:
     quorum = settings.witness_quorum or len(endpoints) // 2 + 1
     if not 1 <= quorum <= len(endpoints):
         raise ConfigError(f"witness_quorum {quorum} must be 1..{len(endpoints)} (the number of "
-                          "witnesses), or 0 for a majority")
+                          "witnesses and mirrors), or 0 for a majority")
     if settings.witness_interval <= 0 or settings.witness_timeout <= 0:
         raise ConfigError("witness_interval and witness_timeout must be positive")
     keys = [e.verifier.public_key for e in endpoints]
     if len(set(keys)) != len(keys):
-        raise ConfigError("the same witness key is configured twice")
+        raise ConfigError("the same witness (or mirror) key is configured twice")
     return quorum
 
 
@@ -81,7 +89,8 @@ def _lease(log: Log, settings: Settings) -> Lease:
 
 
 def witness_policy(settings: Settings) -> tuple[int, list[WitnessEndpoint]]:
-    """(quorum, witnesses) as configured; (0, []) without witnesses. Checked at startup."""
+    """(quorum, witnesses and mirrors) as configured; (0, []) without any. Checked at
+    startup."""
     endpoints = _endpoints(settings)
     return (_quorum(settings, endpoints) if endpoints else 0), endpoints
 
@@ -150,7 +159,9 @@ def witnessing_context(settings: Settings
         runner = JobRunner("witnessing", _lease(app[LOG], settings), submit,
                            retry=min(settings.witness_interval, 2.0))
         job = asyncio.create_task(runner.run(), name="witnessing lease")
-        _log.info("witnessing_started", witnesses=[e.url for e in witnessing.endpoints],
+        _log.info("witnessing_started",
+                  witnesses=[e.url for e in witnessing.endpoints if not e.mirror],
+                  mirrors=[e.url for e in witnessing.endpoints if e.mirror],
                   quorum=witnessing.policy.describe(), interval=witnessing.interval)
         try:
             yield

@@ -1,0 +1,272 @@
+"""``notary serve --mirror URL=VKEY`` on loopback: the witnessing job pushes every grown
+checkpoint and its entries to a real tlog-mirror (run in process), merges the mirror's
+cosignature into the published checkpoint, resumes after the mirror restarts, and never makes a
+receipt wait for a slow mirror."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from ledger.cli.mirror import close_mirror, open_mirror
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.cosignature import CosignatureSigner
+from ledger.core.note import Ed25519Verifier, open_note, parse_note
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+from ledger.core.tiles import tiles_for_size
+from ledger.http.routes import LOG
+from ledger.mirror.server import Mirror, create_mirror_app
+from ledger.witness.server import WitnessSigner, origin_hash
+from ledger.witnessing import WitnessConfigError, parse_mirror_spec
+from notary.config import ConfigError, Settings
+from notary.core.receipts import Jwks
+from notary.core.verification import verify_receipt
+from notary.http.app import create_app, init_data_dir
+from tests.notary.http.test_witnessing import (
+    RECORDS,
+    Hanging,
+    Notary,
+    checkpoint_size,
+    cli,
+    eventually,
+    run_cli_capture,
+    start_notary,
+)
+from tests.servers import bound_socket, start_server
+
+
+@dataclass
+class MirrorProc:
+    """A tlog-mirror app on a fixed loopback port over ``data``; stopped and started again
+    it reopens the same state (a restart)."""
+
+    signer: WitnessSigner
+    data: Path
+    origin: str
+    log_vkey: str
+    sock: socket.socket | None = field(default_factory=bound_socket)
+    runner: web.AppRunner | None = None
+    mirror: Mirror | None = None
+
+    def __post_init__(self) -> None:
+        assert self.sock is not None
+        self.port: int = self.sock.getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.url}={self.signer.verifier_key_text()}"
+
+    async def start(self) -> None:
+        self.mirror = await open_mirror([self.signer],
+                                        {self.origin: [Ed25519Verifier.from_vkey(self.log_vkey)]},
+                                        self.data)
+        sock, self.sock = self.sock, None
+        self.runner = (await start_server(create_mirror_app(self.mirror), sock=sock,
+                                          port=self.port)).runner
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+        if self.mirror is not None:
+            await close_mirror(self.mirror)
+            self.mirror = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+async def mirrored_tiles_match(http: aiohttp.ClientSession, notary: Notary, mirror: MirrorProc,
+                               size: int) -> None:
+    """The mirror's tiles up to ``size``, byte for byte the notary's."""
+    prefix = f"{mirror.url}/{origin_hash(notary.settings.default_origin)}"
+    for tile in tiles_for_size(size, entries=True):
+        async with http.get(f"{prefix}/{tile.path()}") as r:
+            assert r.status == 200, tile.path()
+            mirrored = await r.read()
+        status, body, _ = await notary.get(f"/{tile.path()}")
+        assert status == 200 and bytes(body) == mirrored, tile.path()
+
+
+def test_mirror_spec_parsing() -> None:
+    pq = SubtreeCosignatureSigner.generate("m.test/pq").verifier_key_text()
+    spec = parse_mirror_spec(f"http://127.0.0.1:7390/m?a=b={pq}")
+    assert spec.mirror and spec.url == "http://127.0.0.1:7390/m?a=b" and spec.vkey == pq
+    ed = CosignatureSigner.generate("m.test/ed").verifier_key_text()
+    assert parse_mirror_spec(f"http://127.0.0.1:7390/={ed}").url == "http://127.0.0.1:7390"
+    for bad in (pq, f"ftp://x={pq}", "http://x=nonsense"):
+        with pytest.raises(WitnessConfigError, match="mirror"):
+            parse_mirror_spec(bad)
+
+
+def test_bad_mirror_configuration_is_refused(tmp_path: Path) -> None:
+    """Refused when the settings are made, before anything is opened."""
+    vkey = CosignatureSigner.generate("m.test/1").verifier_key_text()
+    cases: list[dict[str, Any]] = [
+        {"mirrors": ("http://127.0.0.1:1=nonsense",)},
+        {"mirrors": (f"http://127.0.0.1:1={vkey}",), "witness_quorum": 2},
+        {"mirrors": (f"http://127.0.0.1:1={vkey}", f"http://127.0.0.1:2={vkey}")},
+        {"mirrors": (f"http://127.0.0.1:1={vkey}",), "witnesses": (f"http://127.0.0.1:2={vkey}",)},
+    ]
+    for case in cases:
+        with pytest.raises(ConfigError):
+            create_app(Settings(data=tmp_path / "notary", **case))
+    code, _, err = run_cli_capture("serve", "--data", str(tmp_path / "n2"),
+                                   "--mirror", "http://x=bad")
+    assert code == 2 and "--mirror" in err and "mirror" in err
+
+
+async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signer = SubtreeCosignatureSigner.generate("mirror.test/pq")
+    mirror = MirrorProc(signer, tmp_path / "mirror", base.default_origin, first.vkey)
+    await mirror.start()
+    # No witness at all: the job runs for the mirror alone (quorum: 1 of 1).
+    settings = Settings(data=base.data, listen=base.listen, mirrors=(mirror.spec,),
+                        witness_interval=0.05, witness_timeout=5.0)
+    notary = await start_notary(settings, http, first.vkey, sock)
+    log_verifier = Ed25519Verifier.from_vkey(first.vkey)
+    mirror_verifier = signer.verifier()
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        receipts = [await notary.issue(key, n) for n in range(300)]  # two entry packages
+
+        async def cosigned(min_size: int) -> bytes | None:
+            status, body, headers = await notary.get("/checkpoint")
+            assert status == 200
+            if headers["Notary-Witnessed"] != "true" or checkpoint_size(body) < min_size:
+                return None
+            return bytes(body)
+
+        note = await eventually(lambda: cosigned(300), "the mirror's cosignature")
+        open_checkpoint(note, log_verifier, [mirror_verifier], 1)
+        await mirrored_tiles_match(http, notary, mirror, 300)
+        _, jwks, _ = await notary.get("/.well-known/jwks.json")
+        _, body, _ = await notary.get(f"/v1/tool-calls/{receipts[7]['id']}")
+        verdict = verify_receipt(json.loads(body), record=RECORDS[receipts[7]["id"]],
+                                 jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
+                                 witnesses=[mirror_verifier], quorum=1)
+        assert verdict.valid and verdict.levels["witnesses"].status == "passed", \
+            verdict.to_json()
+
+        # The mirror restarts (its state kept) while receipts go on: the job resumes from
+        # where the mirror is, and the mirror ends with every entry.
+        await mirror.stop()
+        more = [await notary.issue(key, n) for n in range(300, 320)]
+        assert more[-1]["ledger"]["index"] == 319
+        mirror.sock = bound_socket(mirror.port)
+        await mirror.start()
+        note = await eventually(lambda: cosigned(320), "mirroring to resume")
+        cp, _ = open_checkpoint(note, log_verifier, [mirror_verifier], 1)
+        assert cp.size == 320
+        await mirrored_tiles_match(http, notary, mirror, 320)
+        async with http.get(f"{mirror.url}/{origin_hash(base.default_origin)}/checkpoint") as r:
+            served = await r.read()
+        open_note(served, [mirror_verifier])
+        open_note(served, [log_verifier])
+
+        async def persisted() -> int | None:
+            state = await notary.runner.app[LOG].store.witness_state()
+            size = None if state is None else state.sizes.get(signer.verifier_key_text())
+            return size if size == 320 else None
+
+        await eventually(persisted, "the mirror's size to be persisted")
+    finally:
+        await notary.runner.cleanup()
+        await mirror.stop()
+
+
+async def test_a_policy_counts_a_mirror_named_by_its_key(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signer = CosignatureSigner.generate("mirror.test/ed")
+    other = CosignatureSigner.generate("witness.test/never")
+    mirror = MirrorProc(signer, tmp_path / "mirror", base.default_origin, first.vkey)
+    await mirror.start()
+    policy = tmp_path / "policy"
+    # The mirror's line has no URL: it comes with --mirror. The other witness is down.
+    policy.write_text(f"witness m {signer.verifier_key_text()}\n"
+                      f"witness w {other.verifier_key_text()} http://127.0.0.1:1\n"
+                      "group g any m w\nquorum g\n")
+    settings = Settings(data=base.data, listen=base.listen, mirrors=(mirror.spec,),
+                        witness_policy=str(policy), witness_interval=0.05)
+    notary = await start_notary(settings, http, first.vkey, sock)
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        for n in range(3):
+            await notary.issue(key, n)
+
+        async def witnessed() -> bytes | None:
+            _, body, headers = await notary.get("/checkpoint")
+            ok = headers["Notary-Witnessed"] == "true" and checkpoint_size(body) == 3
+            return bytes(body) if ok else None
+
+        note = await eventually(witnessed, "the policy to count the mirror")
+        open_checkpoint(note, Ed25519Verifier.from_vkey(first.vkey), [signer.verifier()], 1)
+        _, body, _ = await notary.get("/v1/witnesses")
+        assert signer.verifier_key_text() in [w["vkey"] for w in json.loads(body)["witnesses"]]
+    finally:
+        await notary.runner.cleanup()
+        await mirror.stop()
+    # A policy line with the mirror's key but another URL is a mistake, refused at startup.
+    policy.write_text(f"witness m {signer.verifier_key_text()} http://127.0.0.1:2\nquorum m\n")
+    with pytest.raises(ConfigError, match="mirror"):
+        create_app(Settings(data=base.data, mirrors=(mirror.spec,), witness_policy=str(policy)))
+
+
+async def test_hanging_mirror_never_blocks_writes(tmp_path: Path,
+                                                  http: aiohttp.ClientSession) -> None:
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signer = SubtreeCosignatureSigner.generate("mirror.test/slow")
+    hanging = Hanging()
+    await hanging.start()
+    settings = Settings(data=base.data, listen=base.listen,
+                        mirrors=(f"http://127.0.0.1:{hanging.port}="
+                                 f"{signer.verifier_key_text()}",),
+                        witness_interval=0.05, witness_timeout=30.0)
+    notary = await start_notary(settings, http, first.vkey, sock)
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        # The mirror holds its request for 30 s; issuance must not wait for it.
+        receipts = await asyncio.wait_for(
+            asyncio.gather(*(notary.issue(key, n) for n in range(20))), 10)
+        assert sorted(r["ledger"]["index"] for r in receipts) == list(range(20))
+        status, body, headers = await notary.get("/checkpoint")
+        assert status == 200 and headers["Notary-Witnessed"] == "false"
+        open_checkpoint(body, Ed25519Verifier.from_vkey(first.vkey))
+        assert parse_note(body).signatures  # the log's own signature, no cosignature
+    finally:
+        await notary.runner.cleanup()
+        await hanging.stop()
