@@ -104,6 +104,14 @@ describe("level 5 online", () => {
   test("a proof that does not verify, a checkpoint the log key did not sign, a log that is down", async () => {
     const c = await call("d", { i: 0 });
     await call("d", { i: 1 });
+    // The log's /checkpoint is dual-signed at most once a second, so it may lag the receipts
+    // for a moment: wait until it is newer than c's, so that a bad proof means a fork.
+    const cSize = parseCheckpointText(parseNote(checkpointOf(c)).text).size;
+    for (let i = 0; i < 100; i++) {
+      const served = parseCheckpointText(parseNote(await (await fetch(notary.url + "/checkpoint")).text()).text);
+      if (served.size > cSize) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     mode = { proofs: { status: 200, body: (u) => ({ old: Number(u.searchParams.get("old")), new: Number(u.searchParams.get("new")), proof: ["A".repeat(43) + "="] }) } };
     const bad = await verifyToolCall(c, { trust, online: true, logUrl: proxyUrl });
     assert.equal(bad.levels.consistency.status, "failed");
