@@ -31,6 +31,7 @@ BAD: dict[str, list[str]] = {
     "log_format": ["bogus"],
     "log_level": ["loud"],
     "witnesses": ["http://127.0.0.1:1=nonsense"],
+    "mirrors": ["http://127.0.0.1:1=nonsense", "ftp://x"],
     "witness_quorum": ["-3", "2"],  # 2 with no witnesses
     "witness_interval": ["0", "-1", "nan", "inf"],
     "witness_timeout": ["0", "abc"],
