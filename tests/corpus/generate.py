@@ -535,8 +535,15 @@ def _tamper_checkpoint_root(receipt: Json) -> None:
 
 
 def _tamper_checkpoint_signature(receipt: Json) -> None:
-    head, sig = receipt["proof"].rstrip("\n").rsplit(" ", 1)
-    receipt["proof"] = f"{head} {flip_b64(sig)}\n"
+    """Flip the log's Ed25519 line (the one a verifier pinned to the Ed25519 log key checks:
+    a dual-signed checkpoint's ML-DSA-44 line is a stranger to it, and ignored)."""
+    lines = receipt["proof"].split("\n")
+    origin = receipt["ledger"]["origin"]
+    i = next(n for n, line in enumerate(lines)
+             if line.startswith(f"\u2014 {origin} ") and len(line.rsplit(" ", 1)[1]) < 100)
+    head, sig = lines[i].rsplit(" ", 1)
+    lines[i] = f"{head} {flip_b64(sig)}"
+    receipt["proof"] = "\n".join(lines)
 
 
 def _delete(key: str) -> Callable[[Json], None]:
