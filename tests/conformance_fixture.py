@@ -19,6 +19,7 @@ import json
 import sys
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
@@ -402,6 +403,22 @@ def build(name: str = "conformance-fixture") -> MCPServer[Any]:
         return types.Completion(values=values, total=len(values), has_more=False)
 
     return mcp
+
+
+def allow_all_policy(name: str = "conformance-gateway") -> str:
+    """A gateway policy allowing every tool and prompt of the fixture, and every resource."""
+    from mcp import Client  # deferred: only the gateway tests need a client
+
+    async def names() -> tuple[list[str], list[str]]:
+        async with Client(build(), mode="legacy") as client:
+            tools = [t.name for t in (await client.list_tools()).tools]
+            prompts = [p.name for p in (await client.list_prompts()).prompts]
+        return tools, prompts
+
+    tools, prompts = anyio.run(names)
+    lines = ["version = 1", "", "[gateway]", f'name = "{name}"', "", "[resources]", ""]
+    lines += [f'[tools."{t}"]' for t in tools] + [f'[prompts."{p}"]' for p in prompts]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

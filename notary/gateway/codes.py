@@ -1,9 +1,12 @@
 """Public codes and ``_meta`` keys of the gateway (the wire contract in one place).
 
-Every refusal is an ``isError: true`` tool result whose ``_meta["io.zkmcp/authorization-error"]``
-is ``{"code": <one of these>}`` and nothing else: the detailed reason goes to the operator's log
-only. The codes say *what kind* of refusal it is, never which rule failed, so a caller cannot
-probe the policy with near-boundary requests.
+Every refusal of a ``tools/call`` is an ``isError: true`` tool result whose
+``_meta["io.zkmcp/authorization-error"]`` is ``{"code": <one of these>}`` and nothing else:
+the detailed reason goes to the operator's log only. The codes say *what kind* of refusal it
+is, never which rule failed, so a caller cannot probe the policy with near-boundary requests.
+A refused prompt or resource request (which has
+no ``isError`` result) gets a JSON-RPC error, ``-32602`` with ``data`` holding the same
+``{"io.zkmcp/authorization-error": {"code": ...}}`` and nothing else.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ __all__ = [
     "SERVER_INFO_META_KEY",
     "UPSTREAM_AER1_META_KEY",
     "UPSTREAM_AUTH_RECEIPT_META_KEY",
+    "UPSTREAM_INPUT_UNAVAILABLE",
     "UPSTREAM_SERVER_INFO_META_KEY",
     "UPSTREAM_TOOL_CALL_META_KEY",
     "UPSTREAM_TOOL_FAILED",
@@ -54,6 +58,12 @@ UPSTREAM_TOOL_FAILED: Final = "gateway.UPSTREAM_TOOL_FAILED"
 """The call was authorized and forwarded, and the upstream failed (an ``isError`` result, a
 protocol error, a timeout, or a result that breaks the tool's own output schema). The
 authorization receipt is attached and stays valid: the authorization really happened."""
+
+UPSTREAM_INPUT_UNAVAILABLE: Final = "gateway.UPSTREAM_INPUT_UNAVAILABLE"
+"""The call was authorized and forwarded, and the upstream asked the client for input
+(sampling, elicitation, roots) that the gateway could not relay to the client that made the
+call (a 2026-07-28 client on a connection shared with others, or no back channel): the
+upstream's answer is not the tool's result and is never notarized as a success."""
 
 IDEMPOTENCY_KEY_REQUIRED: Final = "gateway.IDEMPOTENCY_KEY_REQUIRED"
 """The tool is marked ``idempotent = false`` and the request carries no usable

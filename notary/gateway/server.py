@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -40,18 +41,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
 
+import anyio
 import mcp_types as types
 import structlog
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.server import Server
+from mcp.server.caching import CACHEABLE_METHODS, CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ledger.logs import configure
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
+from notary.core.errors import NotaryBaseError
 from notary.core.ids import now_issued_at
 from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
 from notary.core.receipts import Receipt, ReceiptFormatError
@@ -61,6 +67,7 @@ from notary.gateway import codes
 from notary.gateway.hostpaths import has_path_facts, resolve_path_facts, symlinked_rule_paths
 from notary.gateway.policy import (
     Decision,
+    Kind,
     Policy,
     PolicyError,
     decision_record,
@@ -70,6 +77,7 @@ from notary.gateway.policy import (
 from notary.gateway.projection import OutputSchemas, project_result
 from notary.gateway.salt import read_salt
 from notary.gateway.store import DecisionEvidence, GatewayStore
+from notary.gateway.upstreams import RAW, Link, Upstreams, forwarding_capabilities, raw_request
 from notary.sdk import (
     Notarizer,
     NotaryClient,
@@ -84,6 +92,7 @@ __all__ = [
     "Authorized",
     "GatewayConfig",
     "GatewayRuntime",
+    "Inbound",
     "UpstreamTarget",
     "build_gateway",
 ]
@@ -161,6 +170,67 @@ def _check_grant(auth: object) -> None:
         raise PermissionError("the upstream is only called with an authorization")
 
 
+@dataclass(frozen=True)
+class Inbound:
+    """The client request being served: where relayed messages and progress go."""
+
+    session: ServerSession
+    request_id: types.RequestId | None
+    protocol_version: str
+    params: Mapping[str, Any] | None
+    meta: Mapping[str, Any] | None
+
+    @classmethod
+    def of(cls, ctx: ServerRequestContext[Any, Any]) -> Inbound:
+        # The wire form of _meta (progressToken, not the SDK's progress_token).
+        raw = (ctx.params or {}).get("_meta")
+        meta = dict(raw) if isinstance(raw, Mapping) else (
+            dict(ctx.meta) if ctx.meta is not None else None)
+        return cls(ctx.session, ctx.request_id, ctx.protocol_version, ctx.params, meta)
+
+    @property
+    def progress_token(self) -> str | int | None:
+        token = self.meta.get("progressToken") if self.meta else None
+        return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+class UpstreamRpcError(NotaryBaseError):
+    """The upstream answered a tools/call with a JSON-RPC error: it goes to the client as is.
+
+    ``wire`` is the refusal the gateway notarized (and, for a keyed call, recorded) for it.
+    """
+
+    def __init__(self, error: types.ErrorData, wire: dict[str, Any]) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.wire = wire
+
+
+_TRANSPORT_FAILURES: Final = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
+"""MCPError codes the SDK raises for a lost upstream: not an answer from the upstream."""
+
+
+def denial_error(code: str = codes.AUTHORIZATION_DENIED) -> MCPError:
+    """The one error a denied (or unrecordable) non-tool request gets: the code, no reason."""
+    message = ("this request is not authorized by the gateway's policy"
+               if code == codes.AUTHORIZATION_DENIED
+               else "the authorization could not be recorded; nothing was forwarded")
+    return MCPError(code=types.INVALID_PARAMS, message=f"{code}: {message}",
+                    data={codes.AUTH_ERROR_META_KEY: {"code": code}})
+
+
+def _aside_upstream_meta(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with the upstream's own serverInfo and receipts under upstream keys."""
+    meta = result.get("_meta")
+    if isinstance(meta, dict) and any(k in meta for k in _UPSTREAM_KEYS):
+        meta = dict(meta)
+        for key, aside in _UPSTREAM_KEYS.items():
+            if key in meta:
+                meta[aside] = meta.pop(key)
+        result = {**result, "_meta": meta}
+    return result
+
+
 def _file_stamp(path: Path) -> tuple[int, int, int]:
     st = os.stat(path)
     return st.st_mtime_ns, st.st_size, st.st_ino
@@ -196,7 +266,7 @@ def _forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     out = {k: v for k, v in meta.items()
            if not k.startswith(("io.modelcontextprotocol/", "io.zkmcp/"))
-           and k != "progressToken"}
+           and k not in ("progressToken", "progress_token")}
     return out or None
 
 
@@ -242,6 +312,7 @@ class GatewayRuntime:
         self._bad_stamp: tuple[int, int, int] | None = None
         self._reload_lock = asyncio.Lock()
         self._upstream: Client | None = None
+        self.upstreams: Upstreams | None = None
         self._key_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self.upstream_name = "upstream"
         self.upstream_version = "unknown"
@@ -317,6 +388,8 @@ class GatewayRuntime:
 
     def attach_upstream(self, client: Client) -> None:
         self._upstream = client
+        if self.upstreams is not None:
+            self.upstreams.attach_shared(client)
         info = client.server_info
         if info is not None:
             self.upstream_name = info.name or self.upstream_name
@@ -327,6 +400,138 @@ class GatewayRuntime:
         if self._upstream is None:
             raise RuntimeError("the upstream is not connected")
         return self._upstream
+
+    @property
+    def upstream_capabilities(self) -> types.ServerCapabilities | None:
+        return self._upstream.server_capabilities if self._upstream is not None else None
+
+    async def link_for(self, inbound: Inbound | None) -> Link:
+        """The upstream link serving ``inbound`` (the client's own session for a 2025-era
+        client; the shared connection otherwise, or without an inbound request)."""
+        if inbound is not None and self.upstreams is not None:
+            link = await self.upstreams.for_request(inbound.session, inbound.protocol_version)
+            if link.client is not None:
+                return link
+        if self.upstreams is not None and self.upstreams.shared.client is not None:
+            return self.upstreams.shared
+        shared = Link(relay=False)
+        shared.client = self.upstream
+        return shared
+
+    async def send_upstream(self, inbound: Inbound | None, method: str,
+                            params: Mapping[str, Any] | None,
+                            meta: Mapping[str, Any] | None = None
+                            ) -> tuple[dict[str, Any], bool]:
+        """Send one request upstream on the right link: (raw result, degraded).
+
+        ``params`` go as given except ``_meta``, which keeps only the caller's own keys; the
+        client's progress token is mapped onto the upstream's, and progress, log messages and
+        server-to-client requests come back to this client (:mod:`notary.gateway.upstreams`).
+        Upstream JSON-RPC errors propagate as :class:`MCPError` (code, message, data).
+        """
+        link = await self.link_for(inbound)
+        client = link.client
+        assert client is not None
+        out = {k: v for k, v in (params or {}).items() if k != "_meta"}
+        forwarded = _forwarded_meta(meta if meta is not None
+                                    else inbound.meta if inbound is not None else None)
+        if forwarded:
+            out["_meta"] = forwarded
+        progress = None
+        token = inbound.progress_token if inbound is not None else None
+        if inbound is not None and token is not None:
+            session, rid = inbound.session, inbound.request_id
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                with contextlib.suppress(Exception):  # the client may be gone: not ours to fix
+                    await session.send_progress_notification(
+                        token, value, total, message,
+                        related_request_id=str(rid) if rid is not None else None)
+
+        caps = inbound.session.client_capabilities if inbound is not None else None
+        async with contextlib.AsyncExitStack() as stack:
+            call = None
+            if inbound is not None:
+                call = await stack.enter_async_context(link.call(inbound.session,
+                                                                 inbound.request_id))
+            await stack.enter_async_context(forwarding_capabilities(caps))
+            raw = await client.session.send_request(
+                raw_request(method, out), cast(Any, RAW),
+                request_read_timeout_seconds=self.config.upstream_timeout,
+                progress_callback=cast(Any, progress))
+            degraded = bool(call is not None and call.degraded)
+            result = _aside_upstream_meta(cast(dict[str, Any], raw))
+            if inbound is not None and inbound.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                # An upstream on the 2025 era (the SDK fell back) sends no resultType; the
+                # cache hints it did not send are filled by the server (cache_hints).
+                result.setdefault("resultType", "complete")
+            return result, degraded
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # Resources, prompts, completions -----------------------------------------------------
+
+    async def authorize_request(self, kind: str, name: str, arguments: Mapping[str, Any] | None,
+                                inbound: Inbound, uri: object = None) -> Authorized:
+        """Decide (and notarize the decision of) a prompt or resource request, or raise the
+        generic denial. Nothing is forwarded before this returns."""
+        state = await self._current_policy()
+        agent = self.agent_for(inbound.meta, state.policy)
+        prepared = (state.policy.resource_facts(name, uri, agent) if kind == "resource"
+                    else None)
+        auth = await self._authorize(state, name, dict(arguments) if arguments else None,
+                                     agent, kind=kind, prepared=prepared)
+        if isinstance(auth, Authorized):
+            return auth
+        code = (auth.get("_meta") or {}).get(codes.AUTH_ERROR_META_KEY, {}).get("code")
+        raise denial_error(str(code or codes.AUTHORIZATION_DENIED))
+
+    async def forward_authorized(self, auth: Authorized, inbound: Inbound, method: str
+                                 ) -> dict[str, Any]:
+        """Forward an authorized prompt or resource request as the client sent it."""
+        _check_grant(auth)
+        started = time.perf_counter()
+        result, _ = await self.send_upstream(inbound, method, inbound.params)
+        await _log.ainfo("request", method=method,
+                         ms=round((time.perf_counter() - started) * 1e3, 2), outcome="ok")
+        return result
+
+    async def filtered_list(self, inbound: Inbound, method: str) -> dict[str, Any]:
+        """``resources/list``, ``resources/templates/list`` or ``prompts/list``, forwarded and
+        filtered to what the policy could allow for this caller."""
+        result, _ = await self.send_upstream(inbound, method, inbound.params)
+        policy = (await self._current_policy()).policy
+        agent = self.agent_for(inbound.meta, policy)
+        if method == "resources/list":
+            result["resources"] = [r for r in result.get("resources") or []
+                                   if isinstance(r, dict)
+                                   and policy.allows_resource(r.get("uri"), agent)]
+        elif method == "resources/templates/list":
+            keep = policy.could_allow_resources(agent)
+            result["resourceTemplates"] = [
+                t for t in result.get("resourceTemplates") or [] if keep and isinstance(t, dict)
+                and policy.allows_resource(t.get("uriTemplate"), agent)]
+        elif method == "prompts/list":
+            result["prompts"] = [p for p in result.get("prompts") or [] if isinstance(p, dict)
+                                 and policy.could_allow_prompt(str(p.get("name")), agent)]
+        return result
+
+    async def complete(self, inbound: Inbound) -> dict[str, Any]:
+        """``completion/complete``: allowed when the prompt or resource it completes could
+        be; judged without a ledger entry (a completion reads no resource and runs nothing)."""
+        policy = (await self._current_policy()).policy
+        agent = self.agent_for(inbound.meta, policy)
+        ref = (inbound.params or {}).get("ref")
+        allowed = False
+        if isinstance(ref, Mapping) and ref.get("type") == "ref/prompt":
+            allowed = policy.could_allow_prompt(str(ref.get("name")), agent)
+        elif isinstance(ref, Mapping) and ref.get("type") == "ref/resource":
+            facts, problems = policy.resource_facts("completion/complete", ref.get("uri"), agent)
+            allowed = policy.judge("completion/complete", facts, problems, "resource").allowed
+        if not allowed:
+            await _log.ainfo("denied", method="completion/complete")
+            raise denial_error()
+        result, _ = await self.send_upstream(inbound, "completion/complete", inbound.params)
+        return result
 
     def _record_tools(self, tools: list[types.Tool]) -> None:
         for tool in tools:
@@ -361,6 +566,22 @@ class GatewayRuntime:
             tools = [_legacy_tool(t) for t in tools]
         return types.ListToolsResult(tools=tools, next_cursor=page.next_cursor)
 
+    async def list_tools_raw(self, inbound: Inbound) -> dict[str, Any]:
+        """``tools/list`` as the upstream answered it (caching hints and all), filtered and
+        shaped like :meth:`list_tools`."""
+        result, _ = await self.send_upstream(inbound, "tools/list", inbound.params)
+        tools = [types.Tool.model_validate(t, by_name=False) for t in result.get("tools") or []]
+        self._record_tools(tools)
+        if not self.config.list_all_tools:
+            policy = (await self._current_policy()).policy
+            agent = self.agent_for(inbound.meta, policy)
+            tools = [t for t in tools if policy.could_allow(t.name, agent)]
+        if inbound.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            tools = [_legacy_tool(t) for t in tools]
+        result["tools"] = [t.model_dump(by_alias=True, mode="json", exclude_none=True)
+                           for t in tools]
+        return result
+
     # tools/call -------------------------------------------------------------------------
 
     def agent_for(self, meta: Mapping[str, Any] | None, policy: Policy) -> str | None:
@@ -371,8 +592,8 @@ class GatewayRuntime:
         return _string_meta(meta, codes.AGENT_META_KEY)
 
     async def call_tool(self, tool: str, arguments: dict[str, Any] | None,
-                        meta: Mapping[str, Any] | None, *, client_version: str | None = None
-                        ) -> dict[str, Any]:
+                        meta: Mapping[str, Any] | None, *, client_version: str | None = None,
+                        inbound: Inbound | None = None) -> dict[str, Any]:
         """One ``tools/call``: the wire result (see the module docstring for the order).
 
         ``client_version`` is the protocol version of the gateway's client: a 2025-era client
@@ -392,7 +613,7 @@ class GatewayRuntime:
         spec = policy.tools.get(tool)
         if spec is None or spec.idempotent:
             result = await self._authorize_and_run(state, tool, arguments, meta, agent,
-                                                   client_version)
+                                                   client_version, inbound)
         else:
             key = _string_meta(meta, codes.IDEMPOTENCY_META_KEY)
             if key is None:
@@ -403,7 +624,7 @@ class GatewayRuntime:
                                f"[{codes.IDEMPOTENCY_META_KEY!r}] and reuse it to retry")
             async with self._key_lock(key):
                 result = await self._keyed_call(state, tool, arguments, meta, agent, key,
-                                                client_version)
+                                                client_version, inbound)
         await _log.ainfo("tool_call", tool=tool, ms=round((time.perf_counter() - started) * 1e3, 2),
                          outcome=_outcome(result))
         return result
@@ -425,7 +646,8 @@ class GatewayRuntime:
 
     async def _keyed_call(self, state: PolicyState, tool: str, arguments: dict[str, Any] | None,
                           meta: Mapping[str, Any] | None, agent: str | None,
-                          key: str, client_version: str | None = None) -> dict[str, Any]:
+                          key: str, client_version: str | None = None,
+                          inbound: Inbound | None = None) -> dict[str, Any]:
         digest = _request_digest(tool, arguments, agent)
         replay = await self._replay(key, digest)
         if replay is not None:
@@ -437,7 +659,17 @@ class GatewayRuntime:
             replay = await self._replay(key, digest)  # claimed by another gateway process
             assert replay is not None
             return replay
-        result = await self._run(auth, arguments, meta, client_version=client_version)
+        try:
+            result = await self._run(auth, arguments, meta, client_version=client_version,
+                                     inbound=inbound)
+        except UpstreamRpcError as e:
+            await self.store.finish(key, e.wire)
+            raise
+        if result.get("resultType") == "input_required":
+            # Not an outcome: the upstream acted on nothing yet and asks for input. The
+            # retry carrying it (same key) is authorized and run again.
+            await self.store.release(key)
+            return result
         await self.store.finish(key, result)
         return result
 
@@ -465,14 +697,18 @@ class GatewayRuntime:
                                  arguments: dict[str, Any] | None,
                                  meta: Mapping[str, Any] | None,
                                  agent: str | None,
-                                 client_version: str | None = None) -> dict[str, Any]:
+                                 client_version: str | None = None,
+                                 inbound: Inbound | None = None) -> dict[str, Any]:
         auth = await self._authorize(state, tool, arguments, agent)
         if not isinstance(auth, Authorized):
             return auth
-        return await self._run(auth, arguments, meta, client_version=client_version)
+        return await self._run(auth, arguments, meta, client_version=client_version,
+                               inbound=inbound)
 
     async def _authorize(self, state: PolicyState, tool: str, arguments: dict[str, Any] | None,
-                         agent: str | None) -> Authorized | dict[str, Any]:
+                         agent: str | None, *, kind: str = "tool",
+                         prepared: tuple[dict[str, Any], list[str]] | None = None
+                         ) -> Authorized | dict[str, Any]:
         """Evaluate, notarize and save the decision; an :class:`Authorized` or a refusal.
 
         Every decision goes to the ledger, denials included. An allowed decision the ledger
@@ -480,16 +716,18 @@ class GatewayRuntime:
         nobody can later audit is not one.
         """
         policy = state.policy
-        facts, problems = policy.facts_for(tool, arguments, agent)
-        spec = policy.tools.get(tool)
+        k = cast(Kind, kind)
+        facts, problems = (prepared if prepared is not None
+                           else policy.facts_for(tool, arguments, agent, k))
+        spec = policy.spec(tool, k) if k != "resource" else None
         if self.resolve_paths and has_path_facts(spec):
             # On this host's file system, as the upstream running here will see it (a
             # thread: realpath may wait on a slow disk or network mount).
             facts, more = await asyncio.to_thread(resolve_path_facts, spec, facts)
             problems += more
-        decision = policy.judge(tool, facts, problems)
+        decision = policy.judge(tool, facts, problems, k)
         record = decision_record(decision.value, tool, decision.facts_sha256,
-                                 state.commitment, now_issued_at(), new_salt())
+                                 state.commitment, now_issued_at(), new_salt(), kind)
         receipt: dict[str, Any] | None = None
         try:
             got = await self.notary.notarize(self.name, codes.POLICY_DECISION_TOOL,
@@ -506,7 +744,8 @@ class GatewayRuntime:
         await self.store.save_decision(DecisionEvidence(record, decision.facts, receipt))
         if not decision.allowed:
             # The reason is the operator's alone: the caller gets the generic code.
-            await _log.ainfo("denied", tool=tool, agent=agent, reasons=list(decision.reasons),
+            await _log.ainfo("denied", kind=kind, tool=tool, agent=agent,
+                             reasons=list(decision.reasons),
                              facts_sha256=decision.facts_sha256,
                              receipt=receipt.get("id") if receipt else None)
             return refusal(codes.AUTHORIZATION_DENIED,
@@ -518,43 +757,75 @@ class GatewayRuntime:
         return Authorized(tool, decision, block, _GRANT)
 
     async def _forward(self, auth: Authorized, arguments: dict[str, Any] | None,
-                       meta: Mapping[str, Any] | None) -> types.CallToolResult:
+                       meta: Mapping[str, Any] | None, inbound: Inbound | None = None
+                       ) -> tuple[dict[str, Any], bool]:
         """The one place that sends ``tools/call`` upstream; needs an :class:`Authorized`.
 
-        The arguments go exactly as received. The SDK's client-side output validation is
-        bypassed (``send_request`` rather than ``call_tool``) so that the gateway's projection
-        decides what a non-conforming result becomes.
+        The arguments go exactly as received, with the request's other parameters
+        (``inputResponses``, ``requestState`` of a retry); the result comes back as the
+        upstream's wire JSON, and whether the call was degraded (the upstream asked for input
+        the gateway could not relay).
         """
         _check_grant(auth)
-        forwarded = cast(types.RequestParamsMeta | None, _forwarded_meta(meta))
-        request = types.CallToolRequest(params=types.CallToolRequestParams(
-            name=auth.tool, arguments=arguments, _meta=forwarded))
-        return await self.upstream.session.send_request(
-            request, types.CallToolResult,
-            request_read_timeout_seconds=self.config.upstream_timeout)
+        params: dict[str, Any] = {k: v for k, v in ((inbound.params if inbound else None)
+                                                    or {}).items()
+                                  if k not in ("name", "arguments", "_meta")}
+        params["name"] = auth.tool
+        if arguments is not None:
+            params["arguments"] = arguments
+        return await self.send_upstream(inbound, "tools/call", params, meta)
 
     async def _run(self, auth: Authorized, arguments: dict[str, Any] | None,
-                   meta: Mapping[str, Any] | None, *, client_version: str | None = None
-                   ) -> dict[str, Any]:
-        """Forward an authorized call and build the final result with its receipts."""
+                   meta: Mapping[str, Any] | None, *, client_version: str | None = None,
+                   inbound: Inbound | None = None) -> dict[str, Any]:
+        """Forward an authorized call and build the final result with its receipts.
+
+        An ``input_required`` result is not final: it goes back untouched (the upstream's
+        serverInfo aside) and is not notarized. A JSON-RPC error from the upstream is
+        notarized as the refusal it stands for and then raised as :class:`UpstreamRpcError`
+        (the client gets the upstream's code, message and data).
+        """
         _check_grant(auth)  # outside the try below: a forged ticket is an error, not a result
         tool = auth.tool
         record_arguments = copy.deepcopy(arguments) if arguments is not None else {}
         observed = True
+        rpc_error: types.ErrorData | None = None
         try:
-            upstream = await self._forward(auth, arguments, meta)
-        except Exception as e:  # protocol error, timeout, closed connection, bad result shape
+            raw, degraded = await self._forward(auth, arguments, meta, inbound)
+            if raw.get("resultType") == "input_required" and not degraded:
+                await _log.ainfo("input_required", tool=tool)
+                return raw
+            upstream = types.CallToolResult.model_validate(
+                {k: v for k, v in raw.items() if k != "resultType"}, by_name=False)
+        except MCPError as e:  # an upstream error answer, or a lost upstream
+            observed = False
+            if e.error.code not in _TRANSPORT_FAILURES:
+                rpc_error = e.error
+            await _log.awarning("upstream_failed", tool=tool, error=f"{type(e).__name__}: {e}")
+            wire = refusal(codes.UPSTREAM_TOOL_FAILED, "the upstream tool failed after "
+                           "authorization")
+        except Exception as e:  # timeout, closed connection, bad result shape
             observed = False
             await _log.awarning("upstream_failed", tool=tool, error=f"{type(e).__name__}: {e}")
             wire = refusal(codes.UPSTREAM_TOOL_FAILED, "the upstream tool failed after "
                            "authorization")
         else:
-            wire = self._shape(tool, upstream, client_version)
+            if degraded:
+                # The upstream needed input from the client (sampling, elicitation, roots)
+                # that could not be relayed: whatever it answered instead is not the tool's
+                # result, and is never passed off (or notarized) as a success.
+                await _log.awarning("upstream_degraded", tool=tool)
+                wire = refusal(codes.UPSTREAM_INPUT_UNAVAILABLE, "the upstream needed input "
+                               "from the client that the gateway could not relay")
+            else:
+                wire = self._shape(tool, upstream, client_version)
         meta_out = dict(wire.get("_meta") or {})
         meta_out[codes.AUTH_RECEIPT_META_KEY] = auth.block
         wire["_meta"] = meta_out
         wire = await self.notarizer.notarize_wire(tool, record_arguments, wire)
         wire["_meta"][AER1_META_KEY] = self._aer1(tool, record_arguments, wire, observed)
+        if rpc_error is not None:
+            raise UpstreamRpcError(rpc_error, wire)
         return wire
 
     def _shape(self, tool: str, result: types.CallToolResult,
@@ -674,10 +945,8 @@ def _key_digest(key: str) -> str:
 
 
 async def _on_list_tools(ctx: ServerRequestContext[GatewayRuntime],
-                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return await ctx.lifespan_context.list_tools(params.cursor if params is not None else None,
-                                                 dict(ctx.meta) if ctx.meta else None,
-                                                 client_version=ctx.protocol_version)
+                         params: types.PaginatedRequestParams | None) -> HandlerResult:
+    return await ctx.lifespan_context.list_tools_raw(Inbound.of(ctx))
 
 
 async def _on_call_tool(ctx: ServerRequestContext[GatewayRuntime],
@@ -685,10 +954,114 @@ async def _on_call_tool(ctx: ServerRequestContext[GatewayRuntime],
     # The wire dict goes back as is: the SDK validates it against the protocol version's
     # result schema anyway (dropping resultType on 2025-11-25), so building a model here
     # first would only cost time.
-    wire = await ctx.lifespan_context.call_tool(
-        params.name, params.arguments, dict(ctx.meta) if ctx.meta is not None else None,
-        client_version=ctx.protocol_version)
+    try:
+        wire = await ctx.lifespan_context.call_tool(
+            params.name, params.arguments, dict(ctx.meta) if ctx.meta is not None else None,
+            client_version=ctx.protocol_version, inbound=Inbound.of(ctx))
+    except UpstreamRpcError as e:
+        raise MCPError(code=e.error.code, message=e.error.message, data=e.error.data) from None
+    if wire.get("resultType") == "input_required":
+        return wire
     return {**wire, "resultType": "complete"}
+
+
+def _param(ctx: ServerRequestContext[Any, Any], key: str) -> Any:
+    return (ctx.params or {}).get(key)
+
+
+async def _on_read_resource(ctx: ServerRequestContext[GatewayRuntime],
+                            params: types.ReadResourceRequestParams) -> HandlerResult:
+    return await _resource_request(ctx, "resources/read")
+
+
+async def _on_subscribe(ctx: ServerRequestContext[GatewayRuntime],
+                        params: types.SubscribeRequestParams) -> HandlerResult:
+    return await _resource_request(ctx, "resources/subscribe")
+
+
+async def _on_unsubscribe(ctx: ServerRequestContext[GatewayRuntime],
+                          params: types.UnsubscribeRequestParams) -> HandlerResult:
+    return await _resource_request(ctx, "resources/unsubscribe")
+
+
+async def _resource_request(ctx: ServerRequestContext[GatewayRuntime], method: str
+                            ) -> HandlerResult:
+    runtime, inbound = ctx.lifespan_context, Inbound.of(ctx)
+    auth = await runtime.authorize_request("resource", method, None, inbound,
+                                           uri=_param(ctx, "uri"))
+    return await runtime.forward_authorized(auth, inbound, method)
+
+
+async def _on_get_prompt(ctx: ServerRequestContext[GatewayRuntime],
+                         params: types.GetPromptRequestParams) -> HandlerResult:
+    runtime, inbound = ctx.lifespan_context, Inbound.of(ctx)
+    arguments = _param(ctx, "arguments")
+    auth = await runtime.authorize_request(
+        "prompt", params.name, arguments if isinstance(arguments, dict) else None, inbound)
+    return await runtime.forward_authorized(auth, inbound, "prompts/get")
+
+
+async def _on_list_resources(ctx: ServerRequestContext[GatewayRuntime],
+                             params: types.PaginatedRequestParams | None) -> HandlerResult:
+    return await ctx.lifespan_context.filtered_list(Inbound.of(ctx), "resources/list")
+
+
+async def _on_list_templates(ctx: ServerRequestContext[GatewayRuntime],
+                             params: types.PaginatedRequestParams | None) -> HandlerResult:
+    return await ctx.lifespan_context.filtered_list(Inbound.of(ctx), "resources/templates/list")
+
+
+async def _on_list_prompts(ctx: ServerRequestContext[GatewayRuntime],
+                           params: types.PaginatedRequestParams | None) -> HandlerResult:
+    return await ctx.lifespan_context.filtered_list(Inbound.of(ctx), "prompts/list")
+
+
+async def _on_complete(ctx: ServerRequestContext[GatewayRuntime],
+                       params: types.CompleteRequestParams) -> HandlerResult:
+    return await ctx.lifespan_context.complete(Inbound.of(ctx))
+
+
+async def _on_set_level(ctx: ServerRequestContext[GatewayRuntime],
+                        params: types.SetLevelRequestParams) -> HandlerResult:
+    # The log level of this client's own upstream session: nothing read, nothing acted on.
+    result, _ = await ctx.lifespan_context.send_upstream(Inbound.of(ctx), "logging/setLevel",
+                                                         ctx.params)
+    return result
+
+
+class _GatewayServer(Server[GatewayRuntime]):
+    """The low-level server, advertising what the upstream offers (and no more)."""
+
+    live: list[GatewayRuntime]
+
+    def get_capabilities(self, notification_options: Any = None,
+                         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                         extensions: dict[str, dict[str, Any]] | None = None, *,
+                         protocol_version: str | None = None) -> types.ServerCapabilities:
+        mine = super().get_capabilities(notification_options, experimental_capabilities,
+                                        extensions, protocol_version=protocol_version)
+        upstream = self.live[-1].upstream_capabilities if self.live else None
+        if upstream is None:
+            return mine
+        modern = protocol_version in MODERN_PROTOCOL_VERSIONS
+        # List changes and resource updates reach a 2025-era client on its own upstream
+        # session; the gateway serves no subscriptions/listen stream to 2026 clients.
+        return types.ServerCapabilities(
+            tools=(types.ToolsCapability(list_changed=False if modern else
+                                         bool(upstream.tools.list_changed))
+                   if upstream.tools is not None else None),
+            prompts=(types.PromptsCapability(list_changed=False if modern else
+                                             bool(upstream.prompts.list_changed))
+                     if upstream.prompts is not None else None),
+            resources=(types.ResourcesCapability(
+                subscribe=False if modern else bool(upstream.resources.subscribe),
+                list_changed=False if modern else bool(upstream.resources.list_changed))
+                if upstream.resources is not None else None),
+            logging=upstream.logging if not modern else None,
+            completions=upstream.completions,
+            experimental=mine.experimental,
+            extensions=mine.extensions,
+        )
 
 
 async def aer1_result_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -742,8 +1115,13 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
             stack.push_async_callback(notary.close)
             runtime = GatewayRuntime(config, name, store, notary)
             await runtime.load_policy()
-            client = Client(config.upstream, mode=config.upstream_mode,
-                            read_timeout_seconds=config.upstream_timeout)
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)  # per-session upstreams end with us
+            factory = functools.partial(Client, config.upstream,
+                                        read_timeout_seconds=config.upstream_timeout)
+            runtime.upstreams = Upstreams(factory, tasks)
+            client = factory(mode=config.upstream_mode,
+                             **Upstreams.client_kwargs(runtime.upstreams.shared, None))
             runtime.attach_upstream(await stack.enter_async_context(client))
             await runtime.refresh_tools()
             live.append(runtime)
@@ -757,15 +1135,29 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
         # schemas already seen instead of forwarding a tools/list upstream per call.
         return live[-1].schemas.input_schemas.get(tool) if live else None
 
-    server: Server[GatewayRuntime] = Server(
+    server = _GatewayServer(
         name,
         version="1",
         instructions="An authorization gateway: every tools/call is checked against a "
                      "committed policy before it is forwarded, and carries receipts.",
         lifespan=lifespan,
         get_tool_input_schema=input_schema,
-        on_list_tools=_on_list_tools,
+        # ttlMs 0, private: what an upstream that sent no hints (a 2025-era one) means.
+        cache_hints=cast(Any, dict.fromkeys(CACHEABLE_METHODS, CacheHint())),
     )
+    server.live = live
     server.add_request_handler("tools/call", types.CallToolRequestParams, _on_call_tool)
+    for method, params_type, handler in (
+            ("tools/list", types.PaginatedRequestParams, _on_list_tools),
+            ("resources/list", types.PaginatedRequestParams, _on_list_resources),
+            ("resources/templates/list", types.PaginatedRequestParams, _on_list_templates),
+            ("prompts/list", types.PaginatedRequestParams, _on_list_prompts),
+            ("resources/read", types.ReadResourceRequestParams, _on_read_resource),
+            ("resources/subscribe", types.SubscribeRequestParams, _on_subscribe),
+            ("resources/unsubscribe", types.UnsubscribeRequestParams, _on_unsubscribe),
+            ("prompts/get", types.GetPromptRequestParams, _on_get_prompt),
+            ("completion/complete", types.CompleteRequestParams, _on_complete),
+            ("logging/setLevel", types.SetLevelRequestParams, _on_set_level)):
+        server.add_request_handler(method, params_type, handler)  # type: ignore[arg-type]
     server.middleware.append(aer1_result_middleware)
     return server

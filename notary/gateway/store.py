@@ -176,6 +176,12 @@ class GatewayStore:
         await self.db.commit()
         return cur.rowcount == 1
 
+    async def release(self, key: str) -> None:
+        """Give up a ``pending`` claim whose call reached no outcome (it asked for input)."""
+        await self.db.execute("DELETE FROM idempotency WHERE key = ? AND state = 'pending'",
+                              (key,))
+        await self.db.commit()
+
     async def finish(self, key: str, result: Mapping[str, Any]) -> None:
         """Record the outcome sent for ``key`` (durable before the answer goes out)."""
         await self.db.execute("UPDATE idempotency SET state = 'done', result = ? WHERE key = ?",

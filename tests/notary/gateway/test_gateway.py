@@ -28,7 +28,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp_types import CallToolResult, RequestParamsMeta, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, CallToolResult, RequestParamsMeta, TextContent
 
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Verifier
@@ -303,16 +304,14 @@ async def test_upstream_failures_keep_the_authorization(rig: Rig) -> None:
         assert (result.meta or {})[AER1_META_KEY]["verification_status"] == "execution_observed"
         first_failure = result
 
-        # A JSON-RPC error from the upstream.
-        result = await client.call_tool("crash", {}, meta=AGENT)
-        assert result.is_error
-        assert gateway_meta(result)[codes.AUTH_ERROR_META_KEY] == {
-            "code": codes.UPSTREAM_TOOL_FAILED}
-        assert "crashed" not in result.content[0].text  # type: ignore[union-attr]
-        assert_authorized(rig, result, "crash")
-        assert_notarized(rig, result, "crash", {})
-        assert (result.meta or {})[AER1_META_KEY]["verification_status"] == \
-            "execution_not_observed"
+        # A JSON-RPC error from the upstream reaches the client as the upstream sent it: code,
+        # message and data (the refusal it stands for is notarized for the ledger's record).
+        before = await rig.size()
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("crash", {}, meta=AGENT)
+        assert (info.value.error.code, info.value.error.message) == (
+            INTERNAL_ERROR, "the upstream crashed")
+        assert await rig.size() == before + 2  # the decision, and the failure it stands for
 
         # A result that breaks the tool's own output schema.
         result = await client.call_tool("weather.broken", {"city": "Oslo"}, meta=AGENT)
@@ -962,8 +961,10 @@ def test_screen_line_decides_from_the_line_alone() -> None:
 
 async def test_non_object_structured_content_in_both_protocol_modes(rig: Rig, mode: str) -> None:
     """An upstream on MCP 2026-07-28 returns an array (with an array output schema): a
-    2026-07-28 client gets the array, a 2025-era client ``{"result": [...]}`` and a schema for
-    that object; each verifies what it received."""
+    2026-07-28 client gets the array and verifies it. A 2025-era client gets its own upstream
+    session in its own era (so that the upstream's requests to it can be relayed), where this
+    upstream cannot express the tool: the client gets the upstream's own error, as it would
+    without the gateway."""
     from mcp.server import Server
     from mcp_types import ListToolsResult, TextContent, Tool
 
@@ -982,10 +983,13 @@ async def test_non_object_structured_content_in_both_protocol_modes(rig: Rig, mo
     config = GatewayConfig(upstream=upstream, policy_path=rig.policy, salt_path=rig.salt,
                            state_path=rig.state, notary_url=rig.url, api_key=rig.key)
     async with Client(build_gateway(config), mode=mode) as client:
+        if mode == "legacy":
+            with pytest.raises(MCPError) as info:
+                await client.list_tools()
+            assert info.value.error.code == INTERNAL_ERROR  # the upstream's, passed through
+            return
         listed = (await client.list_tools()).tools[0]
         result = await client.call_tool("numbers", {})  # validated against the listed schema
-    expected: Any = [3, 1, 2] if mode == "auto" else {"result": [3, 1, 2]}
-    assert result.structured_content == expected
-    assert listed.output_schema == (schema if mode == "auto" else {
-        "type": "object", "properties": {"result": schema}, "required": ["result"]})
+    assert result.structured_content == [3, 1, 2]
+    assert listed.output_schema == schema
     assert_notarized(rig, result, "numbers", {})

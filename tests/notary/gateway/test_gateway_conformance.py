@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.conformance import REQUIREMENT_SETS, ScenarioResult, required_scenarios, run_suite
-from tests.notary_server import free_port
+from tests.conformance_fixture import allow_all_policy
+from tests.notary_server import NotaryProcess, free_port
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -88,3 +89,43 @@ def test_fixture_passes_every_required_scenario_directly(
     assert len(required) >= 30  # the suite's list was read (30 and 37 at 0.2.0-alpha.12)
     results, output = run_suite(fixture_url, requirements, tmp_path / "out")
     assert_all_pass(results, required, output)
+
+
+@pytest.fixture(scope="module")
+def notary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    with NotaryProcess(tmp_path_factory.mktemp("notary") / "data") as server:
+        yield server.url, server.create_api_key("conformance-gateway")
+
+
+def gateway(upstream: str, notary: tuple[str, str], tmp: Path) -> tuple[subprocess.Popen[bytes],
+                                                                         str]:
+    """``notary gateway --http`` in front of ``upstream`` with an allow-all policy."""
+    (tmp / "policy.toml").write_text(allow_all_policy())
+    (tmp / "key").write_text(notary[1])
+    port = free_port()
+    cwd = [] if upstream.startswith("http") else ["--upstream-cwd", str(REPO),
+                                                 "--upstream-env", f"PYTHONPATH={REPO}"]
+    proc = spawn(["-m", "notary.cli.main", "gateway", "--upstream", upstream, *cwd,
+                  "--policy", str(tmp / "policy.toml"),
+                  "--state", str(tmp / "state.db"), "--notary", notary[0],
+                  "--api-key-file", str(tmp / "key"), "--http", f"127.0.0.1:{port}"],
+                 port, tmp / "gateway.log")
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.mark.parametrize("upstream_transport", ["http", "stdio"])
+@pytest.mark.parametrize("requirements", REQUIREMENT_SETS)
+def test_every_scenario_passes_through_the_gateway(
+        fixture_url: str, notary: tuple[str, str], requirements: str, upstream_transport: str,
+        tmp_path: Path) -> None:
+    upstream = (fixture_url if upstream_transport == "http"
+                else f"{sys.executable} -m tests.conformance_fixture --stdio")
+    proc, url = gateway(upstream, notary, tmp_path)
+    try:
+        results, output = run_suite(url, requirements, tmp_path / "out")
+    finally:
+        stop(proc)
+    required = required_scenarios(requirements)
+    passing = sorted(s for s in required if s in results and results[s].ok)
+    print(f"{requirements} via {upstream_transport}: {len(passing)}/{len(required)}")
+    assert_all_pass(results, required, output + (tmp_path / "gateway.log").read_text()[-3000:])
