@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,6 +167,9 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         note = await eventually(lambda: cosigned(300), "the mirror's cosignature")
         open_checkpoint(note, log_verifier, [mirror_verifier], 1)
         await mirrored_tiles_match(http, notary, mirror, 300)
+        state = tmp_path / "monitor.json"
+        first_audit = await monitor(mirror, base.default_origin, first.vkey, signer, state)
+        assert first_audit.returncode == 0, first_audit.stdout + first_audit.stderr
         _, jwks, _ = await notary.get("/.well-known/jwks.json")
         _, body, _ = await notary.get(f"/v1/tool-calls/{receipts[7]['id']}")
         verdict = verify_receipt(json.loads(body), record=RECORDS[receipts[7]["id"]],
@@ -195,9 +200,28 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
             return size if size == 320 else None
 
         await eventually(persisted, "the mirror's size to be persisted")
+        # The notary goes away: a monitor with state verifies the growth 300 -> 320 (a
+        # consistency proof from the mirror's tiles: a mirror has no JSON API) and audits it.
+        await notary.runner.cleanup()
+        audit = await monitor(mirror, base.default_origin, first.vkey, signer, state)
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        kept = json.loads(state.read_text())["checkpoint"].encode()
+        assert checkpoint_size(kept) == 320
     finally:
         await notary.runner.cleanup()
         await mirror.stop()
+
+
+async def monitor(mirror: MirrorProc, origin: str, vkey: str, signer: WitnessSigner,
+                  state: Path) -> subprocess.CompletedProcess[str]:
+    """``notary monitor --audit --once`` reading only the mirror's monitoring prefix."""
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "notary.cli.main", "monitor", "--log",
+         f"{mirror.url}/{origin_hash(origin)}", "--vkey", vkey,
+         "--witness", signer.verifier_key_text(), "--audit", "--once", "--state", str(state),
+         "--evidence-dir", str(state.parent / "evidence")],
+        capture_output=True, text=True, timeout=120, cwd=state.parent, check=False)
 
 
 async def test_a_policy_counts_a_mirror_named_by_its_key(
