@@ -3,7 +3,7 @@
 // in which case the pinned key is used whatever the server says (and a difference is shown).
 // The newest checkpoint seen per log is remembered in localStorage for level 5.
 
-import { Ed25519Verifier, WebStorageStore, makeTrust, toHex } from "../src/verify.js";
+import { WebStorageStore, makeTrust, parseLogKey, toHex } from "../src/verify.js";
 import { getJson } from "./api.js";
 
 export const PINS_KEY = "mcp-notary.explorer.pins.v1";
@@ -44,7 +44,7 @@ function savePins(doc) {
 
 /** Pin a log verifier key (`<origin>+<key id>+<key>`) for the origin its name gives. */
 export function pinLogKey(vkey) {
-  const key = Ed25519Verifier.fromVkey(vkey.trim()); // throws NoteError for a malformed key
+  const key = parseLogKey(vkey.trim()); // Ed25519 or ML-DSA-44; NoteError for a malformed key
   const doc = pins();
   Object.defineProperty(doc, key.name, {
     value: { vkey: key.vkey, pinned_at: new Date().toISOString().replace(/\.\d{3}Z$/, "Z") },
@@ -71,7 +71,7 @@ export function forgetCheckpoints() {
 
 /** Key ID and a SHA-256 fingerprint of the public key, for people comparing keys by eye. */
 export async function fingerprint(vkey) {
-  const key = Ed25519Verifier.fromVkey(vkey);
+  const key = parseLogKey(vkey);
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", key.publicKey));
   return { keyId: key.keyId.toString(16).padStart(8, "0"), sha256: toHex(digest).match(/.{4}/g).join(" ") };
 }

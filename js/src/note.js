@@ -147,14 +147,6 @@ export class CosignatureVerifier extends Ed25519Key {
   }
 }
 
-/** A verifier for a vkey of type 0x01 (Ed25519) or 0x04 (cosignature/v1). */
-export function parseVerifierKey(text) {
-  const { keyType } = parseVkeyText(text);
-  if (keyType === KEY_TYPE_ED25519) return Ed25519Verifier.fromVkey(text);
-  if (keyType === KEY_TYPE_COSIGNATURE_V1) return CosignatureVerifier.fromVkey(text);
-  throw new NoteError(`unsupported verifier key type 0x${keyType.toString(16).padStart(2, "0")}`);
-}
-
 /**
  * Parse a signed note without verifying: text, then every signature line
  * {name, keyId, signature} in order. Bytes or a string. Throws NoteError.

@@ -4,7 +4,8 @@
 
 import { NoteError, PolicyError, PolicyNotMet } from "./errors.js";
 import { fromUtf8, isWellFormed, toBase64, utf8 } from "./bytes.js";
-import { CosignatureVerifier, Ed25519Verifier, UnverifiedNoteError, openNote, parseNote } from "./note.js";
+import { UnverifiedNoteError, openNote, parseNote } from "./note.js";
+import { parseLogKey, parseWitnessKey } from "./keys.js";
 import { parseCheckpointText } from "./checkpoint.js";
 
 const NONE = "none";
@@ -113,7 +114,7 @@ export function parsePolicy(data) {
       if (args.length !== 1 && args.length !== 2) throw new PolicyError(`${where}: want 'log <vkey> [<url>]'`);
       let key;
       try {
-        key = Ed25519Verifier.fromVkey(args[0]);
+        key = parseLogKey(args[0]);
       } catch (e) {
         if (e instanceof NoteError) throw new PolicyError(`${where}: bad log key: ${e.message}`);
         throw e;
@@ -128,7 +129,7 @@ export function parsePolicy(data) {
       if (defined(name)) throw new PolicyError(`${where}: name ${JSON.stringify(name)} is reserved or already defined`);
       let key;
       try {
-        key = CosignatureVerifier.fromVkey(args[1]);
+        key = parseWitnessKey(args[1]);
       } catch (e) {
         if (e instanceof NoteError) throw new PolicyError(`${where}: bad witness key: ${e.message}`);
         throw e;

@@ -8,7 +8,8 @@ import { FetchError, JsonError, NoteError, ProofBundleError, ReceiptFormatError,
 import { fromBase64, toBase64 } from "./bytes.js";
 import { parseJson } from "./json.js";
 import { Jwks, validateReceiptShape } from "./receipt.js";
-import { Ed25519Verifier, parseNote, parseVerifierKey } from "./note.js";
+import { parseNote } from "./note.js";
+import { parseLogKey, parseVerifierKey } from "./keys.js";
 import { openCheckpoint } from "./checkpoint.js";
 import { decodeProofBundle } from "./proofbundle.js";
 import { Policy, parsePolicy } from "./policy.js";
@@ -165,14 +166,14 @@ function keyList(values, what, parse) {
 
 /**
  * The trust anchors, from what a caller has in hand: `jwks` (a JWKS object, its JSON text or a
- * Jwks), `logKeys` (vkey texts `<origin>+<id>+<key>`), `witnesses` (cosignature/v1 or Ed25519
- * vkeys) with `quorum` (default: all of them), or `policy` (tlog-policy text; its logs join the
+ * Jwks), `logKeys` (vkey texts `<origin>+<id>+<key>`, Ed25519 or ML-DSA-44), `witnesses`
+ * (cosignature/v1, ML-DSA-44 or Ed25519 vkeys) with `quorum` (default: all of them), or `policy` (tlog-policy text; its logs join the
  * log keys). Throws VerifierInputError for unusable material.
  */
 export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, policy = null } = {}) {
   const out = {
     jwks: jwks === null || jwks === undefined ? null : jwksFrom(jwks, "the arguments"),
-    logKeys: keyList(logKeys, "log key", (t) => Ed25519Verifier.fromVkey(t)),
+    logKeys: keyList(logKeys, "log key", parseLogKey),
     witnesses: keyList(witnesses, "witness key", parseVerifierKey),
     quorum: 0,
     policy: null,

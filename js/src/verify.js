@@ -12,8 +12,10 @@ export { Jwks, jwkThumbprint, parseReceipt, signedBytes, validateReceiptShape } 
 export { decodeEntry, encodeEntry, entryFromReceipt } from "./entry.js";
 export {
   CosignatureVerifier, Ed25519Verifier, InvalidSignatureError, UnverifiedNoteError, cosignedMessage, isValidKeyName,
-  keyId, openNote, parseNote, parseVerifierKey, parseVkeyText, signatureLine,
+  keyId, openNote, parseNote, parseVkeyText, signatureLine,
 } from "./note.js";
+export { SubtreeCosignatureVerifier, isValidSubtree, subtreeMessage } from "./mldsa.js";
+export { algorithmOf, parseLogKey, parseVerifierKey, parseWitnessKey } from "./keys.js";
 export { checkpointText, clearCheckpointCache, openCheckpoint, parseCheckpointText, sameTreeHead } from "./checkpoint.js";
 export { decodeProofBundle, encodeProofBundle } from "./proofbundle.js";
 export { leafHash, nodeHash, rootFromInclusionProof, verifyConsistency, verifyInclusion } from "./merkle.js";

@@ -89,6 +89,12 @@ test("/ redirects to the overview, which renders the log with no console error",
   assert.ok((await page.locator("svg.chart path.line").count()) === 1, "the growth chart is drawn");
   assert.ok((await page.locator("svg.chart rect.bar").count()) >= 1, "entries per minute are drawn");
   assert.equal(await page.getByText("✔ verified here").count() >= 2, true, "log signature and cosignature verified in the page");
+  // The checkpoint is dual-signed: each signature's algorithm is shown, and the log's ML-DSA-44
+  // line (its key from /v1/ledger vkeys) verifies in the page with @noble/post-quantum.
+  const rows = await page.getByRole("region", { name: "checkpoint signatures" }).locator("tbody tr").allTextContents();
+  assert.ok(rows.some((r) => r.startsWith("log") && r.includes("ML-DSA-44") && r.includes("✔ verified here")), rows.join(" | "));
+  assert.ok(rows.some((r) => r.startsWith("log") && /Ed25519(?! \()/.test(r) && r.includes("✔ verified here")), rows.join(" | "));
+  assert.ok(body.includes("Post-quantum log key (ML-DSA-44)"), "the ML-DSA-44 log key is shown");
   await page.screenshot({ path: join(SHOTS, "overview.png"), fullPage: true });
   assert.deepEqual(errors, []);
   await context.close();

@@ -339,7 +339,32 @@ export function decodeEntry(data: Uint8Array): { spec: "rs-tool-call/1"; id: str
 export function parseNote(data: Uint8Array | string): Note;
 export function openNote(data: Uint8Array | string, verifiers: NoteVerifier[]): Promise<{ note: Note; verified: NoteSignature[] }>;
 export function parseVkeyText(text: string): { name: string; keyId: number; keyType: number; material: Uint8Array };
-export function parseVerifierKey(text: string): Ed25519Verifier | CosignatureVerifier;
+/** An ML-DSA-44 subtree/v1 verifier key (type 0x06): a log's post-quantum checkpoint key, or a witness's. */
+export class SubtreeCosignatureVerifier {
+  constructor(name: string, publicKey: Uint8Array);
+  static fromVkey(text: string): SubtreeCosignatureVerifier;
+  static timestamp(signature: Uint8Array): bigint;
+  readonly name: string;
+  readonly publicKey: Uint8Array;
+  readonly keyType: number;
+  readonly keyId: number;
+  readonly vkey: string;
+  /** Whether `signature` (timestamp ‖ ML-DSA-44 signature) signs the subtree [start, end). */
+  verifySubtree(origin: string, start: bigint | number, end: bigint | number, hash: Uint8Array, signature: Uint8Array): Promise<boolean>;
+  /** Whether `signature` signs the checkpoint whose note text is `message`. */
+  verify(message: Uint8Array, signature: Uint8Array): Promise<boolean>;
+  equals(other: unknown): boolean;
+}
+/** The cosigned_message bytes an ML-DSA-44 subtree/v1 signature covers. */
+export function subtreeMessage(cosignerName: string, timestamp: bigint | number, origin: string, start: bigint | number, end: bigint | number, hash: Uint8Array): Uint8Array;
+export function isValidSubtree(start: bigint | number, end: bigint | number): boolean;
+export function parseVerifierKey(text: string): Ed25519Verifier | CosignatureVerifier | SubtreeCosignatureVerifier;
+/** A log key: Ed25519 (0x01) or ML-DSA-44 (0x06). */
+export function parseLogKey(text: string): Ed25519Verifier | SubtreeCosignatureVerifier;
+/** A witness (or mirror) key: cosignature/v1 (0x04) or ML-DSA-44 (0x06). */
+export function parseWitnessKey(text: string): CosignatureVerifier | SubtreeCosignatureVerifier;
+/** "Ed25519", "Ed25519 (cosignature/v1)" or "ML-DSA-44". */
+export function algorithmOf(verifier: Ed25519Verifier | CosignatureVerifier | SubtreeCosignatureVerifier): string;
 export function keyId(name: string, keyType: number, publicKey: Uint8Array): number;
 export function isValidKeyName(name: string): boolean;
 export function cosignedMessage(checkpointText: string | Uint8Array, timestamp: bigint | number): Uint8Array;

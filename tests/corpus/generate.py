@@ -57,6 +57,7 @@ from ledger.client.http import MAX_JSON_DEPTH as ANSWER_DEPTH
 from ledger.core.boundedjson import JsonError
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, NoteSignature, merge_signatures, parse_note
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tlog_policy import MAX_GROUP_DEPTH, TlogPolicyError, parse_tlog_policy
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
 from ledger.log import Log
@@ -1150,6 +1151,76 @@ def _example(name: str) -> ModuleType:
     return module
 
 
+def _flip_line(receipt: Json, name: str, *, long: bool) -> Json:
+    """The receipt with one signature line of its proof's checkpoint corrupted: the line by
+    ``name`` whose signature is long (ML-DSA-44) or short (Ed25519)."""
+    bundle = decode_proof_bundle(receipt["proof"].encode())
+    lines = bundle.checkpoint.decode().split("\n")
+    i = next(n for n, line in enumerate(lines) if line.startswith(f"\u2014 {name} ")
+             and (len(line) > 500) == long)
+    head, b64 = lines[i].rsplit(" ", 1)
+    raw = bytearray(base64.b64decode(b64))
+    raw[100 if long else 10] ^= 1  # inside the signature, past the key ID (and timestamp)
+    lines[i] = f"{head} {base64.b64encode(bytes(raw)).decode()}"
+    out = copy.deepcopy(receipt)
+    out["proof"] = ProofBundle(bundle.index, bundle.proof,
+                               "\n".join(lines).encode()).encode().decode()
+    return out
+
+
+async def _post_quantum(corpus: Corpus, base: Issued, req4: list[str]) -> None:
+    """Trust in ML-DSA-44 keys alone: the log's derived key (from /v1/ledger vkeys) and an
+    ML-DSA-44 witness; a receipt as issued (Ed25519-only checkpoint) and fetched again
+    (dual-signed), and corrupted ML-DSA-44 lines."""
+    async with corpus.http.get(corpus.url + "/v1/ledger") as r:
+        pq_vkey = (await r.json())["vkeys"][1]
+    upgraded = None
+    for _ in range(100):  # the log dual-signs what it serves at most once a second
+        async with corpus.http.get(f"{corpus.url}/v1/tool-calls/{base.receipt['id']}") as r:
+            fetched = await r.json()
+        if len(parse_note(decode_proof_bundle(fetched["proof"].encode()).checkpoint)
+               .signatures) == 2:
+            upgraded = fetched
+            break
+        await asyncio.sleep(0.05)
+    assert upgraded is not None, "the notary never served the receipt dual-signed"
+    origin = corpus.signer.name
+    trust = {**corpus.trust, "log_keys": [pq_vkey]}
+    call = {"format": "saved_call", "call": base.saved}
+    corpus.add("pq-log-key-dual-signed", "the log's ML-DSA-44 key alone: the receipt fetched "
+               "again carries the dual-signed checkpoint", {**call, "receipt": upgraded},
+               expect(), trust=trust)
+    corpus.add("pq-log-key-as-issued", "the log's ML-DSA-44 key alone: the receipt as issued "
+               "has only the Ed25519 line", call, expect(failed={"inclusion"}), trust=trust)
+    corpus.add("pq-log-line-corrupted", "the log's ML-DSA-44 line corrupted",
+               {**call, "receipt": _flip_line(upgraded, origin, long=True)},
+               expect(failed={"inclusion"}), trust=trust)
+    corpus.add("pq-ed25519-key-ignores-the-ml-dsa-line", "the Ed25519 log key verifies a "
+               "dual-signed checkpoint whose ML-DSA-44 line is corrupted (not its key)",
+               {**call, "receipt": _flip_line(upgraded, origin, long=True)}, expect())
+    w = SubtreeCosignatureSigner.generate("witness.example/pq")
+    text = parse_note(decode_proof_bundle(upgraded["proof"].encode()).checkpoint).text
+    bundle = decode_proof_bundle(upgraded["proof"].encode())
+    cosigned = copy.deepcopy(upgraded)
+    cosigned["proof"] = ProofBundle(bundle.index, bundle.proof, merge_signatures(
+        bundle.checkpoint, [w.cosign(text, 1_700_000_000)])).encode().decode()
+    policy = f"log {pq_vkey}\nwitness W {w.verifier_key_text()}\nquorum W\n"
+    ptrust = {**corpus.trust, "log_keys": [], "policy": policy}
+    corpus.add("pq-policy-met", "a tlog-policy of ML-DSA-44 keys only (log and witness), met",
+               {**call, "receipt": cosigned}, expect(passed={"witnesses"}, required=req4),
+               trust=ptrust)
+    corpus.add("pq-policy-no-cosignature", "a tlog-policy of ML-DSA-44 keys only, no "
+               "cosignature", {**call, "receipt": upgraded},
+               expect(failed={"witnesses"}, required=req4), trust=ptrust)
+    corpus.add("pq-policy-witness-line-corrupted", "a tlog-policy of ML-DSA-44 keys only, the "
+               "witness's line corrupted",
+               {**call, "receipt": _flip_line(cosigned, "witness.example/pq", long=True)},
+               expect(failed={"witnesses"}, required=req4), trust=ptrust)
+    corpus.add("pq-witness-key", "an ML-DSA-44 witness key with a quorum of 1",
+               {**call, "receipt": cosigned}, expect(passed={"witnesses"}, required=req4),
+               trust={**corpus.trust, "witnesses": [w.verifier_key_text()], "quorum": 1})
+
+
 async def python_sdk_results(corpus: Corpus) -> None:
     """Results of the example MCPServer notarized by the Python SDK, as its clients saved them."""
     # as tests/notary/sdk/test_sdk_mcp.py loads them
@@ -1635,6 +1706,8 @@ async def _build(corpus: Corpus) -> None:
         error(),
         trust={**ptrust, "witnesses": [wa], "quorum": 1, "policy": policy_any},
     )
+
+    await _post_quantum(corpus, base, req4)
 
     # Level 5, offline, with the verifier's memory --------------------------------------------
     origin = corpus.signer.name

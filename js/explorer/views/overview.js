@@ -1,7 +1,9 @@
 // The log at a glance: origin, key, size, the newest checkpoint and its signatures (each checked
 // here), the witnesses and their latest cosignatures, the growth chart and recent tool calls.
 
-import { CosignatureVerifier, Ed25519Verifier, parseCheckpointText, parseNote, parseVerifierKey } from "../../src/verify.js";
+import {
+  CosignatureVerifier, SubtreeCosignatureVerifier, algorithmOf, parseCheckpointText, parseLogKey, parseNote, parseVerifierKey,
+} from "../../src/verify.js";
 import { getJson, getText } from "../api.js";
 import { growthChart } from "../chart.js";
 import { alert, fields, h, link, mono, utc } from "../dom.js";
@@ -11,19 +13,29 @@ import { findForm, resultsTable } from "./search.js";
 const enc = new TextEncoder();
 const hex8 = (n) => n.toString(16).padStart(8, "0");
 
-/** Each signature line of a note: who made it, whether it verifies here, a cosignature's time. */
-export async function checkSignatures(noteText, logVkey, witnesses) {
+/** A signature field's timestamp when its key type has one (0 for a subtree/v1 without one). */
+function timestampOf(v, signature) {
+  if (v instanceof CosignatureVerifier && signature.length === 72) return Number(CosignatureVerifier.timestamp(signature));
+  if (v instanceof SubtreeCosignatureVerifier && signature.length === 2428) return Number(SubtreeCosignatureVerifier.timestamp(signature)) || null;
+  return null;
+}
+
+/**
+ * Each signature line of a note: who made it, with which algorithm, whether it verifies here,
+ * its time. `logVkeys` are every key of the log (Ed25519 and ML-DSA-44).
+ */
+export async function checkSignatures(noteText, logVkeys, witnesses) {
   const note = parseNote(noteText);
   const verifiers = [];
-  if (logVkey) verifiers.push({ role: "log", v: Ed25519Verifier.fromVkey(logVkey) });
+  for (const vkey of logVkeys) verifiers.push({ role: "log", v: parseLogKey(vkey) });
   for (const w of witnesses) verifiers.push({ role: "witness", v: parseVerifierKey(w.vkey) });
   const message = enc.encode(note.text);
   return Promise.all(note.signatures.map(async (sig) => {
     const match = verifiers.find(({ v }) => v.name === sig.name && v.keyId === sig.keyId);
-    const out = { name: sig.name, keyId: hex8(sig.keyId), role: match?.role ?? "unknown", ok: null, time: null };
+    const out = { name: sig.name, keyId: hex8(sig.keyId), role: match?.role ?? "unknown", algorithm: match ? algorithmOf(match.v) : "unknown", ok: null, time: null };
     if (match) {
       out.ok = await match.v.verify(message, sig.signature);
-      if (match.v instanceof CosignatureVerifier && sig.signature.length === 72) out.time = Number(CosignatureVerifier.timestamp(sig.signature));
+      out.time = timestampOf(match.v, sig.signature);
     }
     return out;
   }));
@@ -31,7 +43,7 @@ export async function checkSignatures(noteText, logVkey, witnesses) {
 
 function signatureRow(sig) {
   const status = sig.ok === null ? "not checked (unknown key)" : sig.ok ? "✔ verified here" : "✘ does not verify";
-  return [sig.role === "log" ? "log" : sig.role === "witness" ? "witness" : "unknown", mono(sig.name), mono(sig.keyId),
+  return [sig.role === "log" ? "log" : sig.role === "witness" ? "witness" : "unknown", mono(sig.name), mono(sig.keyId), sig.algorithm,
     sig.time === null ? "—" : utc(sig.time), h("span", { class: sig.ok ? "ok" : sig.ok === false ? "bad" : "" }, status)];
 }
 
@@ -40,7 +52,8 @@ export async function overview(main) {
     servedKeys(), getText("/checkpoint"), getJson("/v1/ledger/checkpoints?limit=1000"), getJson("/v1/tool-calls?limit=10"),
   ]);
   const checkpoint = parseCheckpointText(parseNote(cp.text).text);
-  const sigs = await checkSignatures(cp.text, ledger.vkey, witnesses.witnesses);
+  const logVkeys = Array.isArray(ledger.vkeys) ? ledger.vkeys : [ledger.vkey];
+  const sigs = await checkSignatures(cp.text, logVkeys, witnesses.witnesses);
   const fp = await fingerprint(ledger.vkey);
   const pinned = pinFor(ledger.origin);
   const witnessed = cp.headers.get("Notary-Witnessed");
@@ -76,6 +89,7 @@ export async function overview(main) {
           ["Size", h("span", { class: "big", "data-testid": "log-size" }, Number(ledger.size).toLocaleString("en-US"), " entries")],
           ["Root hash", mono(ledger.root)],
           ["Log key", mono(ledger.vkey)],
+          ...logVkeys.filter((k) => k !== ledger.vkey).map((k) => ["Post-quantum log key (ML-DSA-44)", mono(k)]),
           ["Key ID", mono(fp.keyId)],
           ["Fingerprint", h("span", {}, mono(fp.sha256), h("br"), h("span", { class: "source" }, "SHA-256 of the Ed25519 public key"))],
           ["Trust", pinState],
@@ -87,7 +101,7 @@ export async function overview(main) {
         h("pre", { class: "note", "data-testid": "checkpoint-text", tabindex: "0" }, cp.text),
         h("h3", {}, "Signatures"),
         h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "checkpoint signatures" },
-          h("table", {}, h("thead", {}, h("tr", {}, ["Role", "Key name", "Key ID", "Cosigned at", "Check"].map((t) => h("th", { scope: "col" }, t)))),
+          h("table", {}, h("thead", {}, h("tr", {}, ["Role", "Key name", "Key ID", "Algorithm", "Signed at", "Check"].map((t) => h("th", { scope: "col" }, t)))),
             h("tbody", {}, sigs.map((x) => h("tr", {}, signatureRow(x).map((c) => h("td", {}, c))))))))),
     h("section", { class: "card", "aria-labelledby": "w-h" },
       h("h2", { id: "w-h" }, "Witnesses"),
