@@ -11,6 +11,9 @@ per-level verdicts back as structured content, without shelling out to ``notary 
 - ``get_checkpoint``: the configured notary's latest checkpoint, parsed, and verified when a
   log key is configured.
 
+Only tools are served and advertised (no empty ``prompts`` or ``resources``); an unknown
+tool name is the JSON-RPC error ``-32602``.
+
 Tool arguments may name URLs to fetch but never local files: the caller of a tool is not
 necessarily the person who started the server. Stdio is the default transport; ``--http
 HOST:PORT`` serves streamable HTTP (``MCPServer.streamable_http_app()`` under uvicorn) at ``/mcp``.
@@ -23,11 +26,12 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Final, Literal, NotRequired
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ContentBlock, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, ContentBlock, TextContent
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
@@ -342,7 +346,34 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
         out = _checkpoint_out(cfg, url, note, keys, how)
         return CallToolResult(content=_text(out), structured_content=dict(out))
 
+    _serve_tools_only(server)
     return server
+
+
+_NOT_SERVED: Final = ("prompts/list", "prompts/get", "resources/list", "resources/read",
+                      "resources/templates/list", "resources/subscribe",
+                      "resources/unsubscribe", "completion/complete", "subscriptions/listen")
+
+
+def _serve_tools_only(server: MCPServer) -> None:
+    """Advertise and answer only tools: ``MCPServer`` registers empty prompt and resource
+    handlers (so ``prompts`` and ``resources`` would be advertised with nothing behind them);
+    without them those methods are ``-32601`` and absent from the capabilities. A
+    ``tools/call`` of a tool this server does not have is ``-32602`` (invalid params), as
+    MCP specifies, not a tool result."""
+    low = server._lowlevel_server  # MCPServer has no switch for the capabilities it claims
+    for method in _NOT_SERVED:
+        low._request_handlers.pop(method, None)
+    names = frozenset(t.name for t in server._tool_manager.list_tools())
+
+    async def unknown_tool(ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "tools/call":
+            name = (ctx.params or {}).get("name")
+            if name not in names:
+                raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
+        return await call_next(ctx)
+
+    low.middleware.append(unknown_tool)
 
 
 def _checkpoint_out(cfg: ServerConfig, url: str, note_bytes: bytes,

@@ -278,3 +278,22 @@ async def test_checkpoint_verified_with_the_notarys_key_and_server_version(
         r = await c.call_tool("verify_tool_call", {"call": call.saved, "offline": True,
                                                    "witness_policy": "quorum nobody\n"})
         assert r.is_error  # a malformed policy is an input error, not a verdict
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_only_tools_are_advertised_and_an_unknown_tool_is_invalid_params(
+        mode: str) -> None:
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND
+
+    async with Client(build_server(), mode=mode) as client:
+        caps = client.server_capabilities
+        assert caps.tools is not None
+        assert (caps.prompts, caps.resources, caps.completions) == (None, None, None)
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("no_such_tool", {})
+        assert info.value.error.code == INVALID_PARAMS
+        for call in (client.list_prompts(), client.list_resources()):
+            with pytest.raises(MCPError) as missing:
+                await call
+            assert missing.value.error.code == METHOD_NOT_FOUND
