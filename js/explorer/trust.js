@@ -78,6 +78,11 @@ export async function fingerprint(vkey) {
 
 let served = null;
 
+/** Every key of the served log: Ed25519 first, then ML-DSA-44 when it dual-signs (vkeys). */
+export function servedLogKeys(ledger) {
+  return Array.isArray(ledger.vkeys) && ledger.vkeys.length ? ledger.vkeys : [ledger.vkey];
+}
+
 /** What this notary publishes: its log (origin, vkey), JWKS, witnesses and quorum. Cached. */
 export function servedKeys() {
   served ??= Promise.all([getJson("/v1/ledger"), getJson("/.well-known/jwks.json"), getJson("/v1/witnesses")])
@@ -101,7 +106,7 @@ export async function trustFor(origin = null) {
   let logKey = null;
   if (pinned !== null) logKey = { vkey: pinned.vkey, source: "pinned", detail: `pinned in this browser on ${pinned.pinned_at}` };
   else if (own) logKey = { vkey: ledger.vkey, source: "server", detail: "served by this notary at /v1/ledger, not pinned: you are trusting the server that serves this page" };
-  const mismatch = pinned !== null && own && pinned.vkey !== ledger.vkey;
+  const mismatch = pinned !== null && own && !servedLogKeys(ledger).includes(pinned.vkey);
   const witnessKeys = own ? witnesses.witnesses.map((w) => w.vkey) : [];
   const trust = makeTrust({
     jwks,

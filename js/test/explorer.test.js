@@ -209,6 +209,25 @@ test("a pinned wrong log key makes inclusion fail; unpinning restores it", async
   await context.close();
 });
 
+test("pinned to the log's ML-DSA-44 key alone, a receipt verifies in the page against the dual-signed checkpoint", async () => {
+  const { page, context, errors } = await openPage();
+  await page.goto(stack.url + "/explorer/trust");
+  await page.getByRole("button", { name: "Pin its post-quantum (ML-DSA-44) key instead" }).click();
+  await page.getByText("Pinned the served ML-DSA-44 log key").waitFor();
+  assert.ok((await page.locator("main").textContent()).includes("(matches)"), "an ML-DSA-44 pin matches the served keys");
+  await page.goto(`${stack.url}/explorer/tool-calls/${calls[0].receipt.id}`);
+  const got = await levels(page);
+  assert.equal(got.inclusion, "passed", JSON.stringify(got));
+  assert.equal(got.signature, "passed");
+  const text = await page.locator(".trust").textContent();
+  assert.ok(text.includes("pinned"), "the page says the log key is the pinned one");
+  await page.goto(stack.url + "/explorer/trust");
+  await page.locator(`[data-unpin="${stack.origin}"]`).click();
+  await page.getByText(`Unpinned the key for ${stack.origin}.`).waitFor();
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("on a phone-sized screen the overview fits and the receipt page verifies", async () => {
   const { page, context, errors } = await openPage({ viewport: { width: 390, height: 844 } });
   await page.goto(stack.url + "/explorer/");

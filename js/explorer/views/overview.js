@@ -7,7 +7,7 @@ import {
 import { getJson, getText } from "../api.js";
 import { growthChart } from "../chart.js";
 import { alert, fields, h, link, mono, utc } from "../dom.js";
-import { fingerprint, pinFor, pinLogKey, servedKeys } from "../trust.js";
+import { fingerprint, pinFor, pinLogKey, servedKeys, servedLogKeys } from "../trust.js";
 import { findForm, resultsTable } from "./search.js";
 
 const enc = new TextEncoder();
@@ -52,7 +52,7 @@ export async function overview(main) {
     servedKeys(), getText("/checkpoint"), getJson("/v1/ledger/checkpoints?limit=1000"), getJson("/v1/tool-calls?limit=10"),
   ]);
   const checkpoint = parseCheckpointText(parseNote(cp.text).text);
-  const logVkeys = Array.isArray(ledger.vkeys) ? ledger.vkeys : [ledger.vkey];
+  const logVkeys = servedLogKeys(ledger);
   const sigs = await checkSignatures(cp.text, logVkeys, witnesses.witnesses);
   const fp = await fingerprint(ledger.vkey);
   const pinned = pinFor(ledger.origin);
@@ -65,7 +65,7 @@ export async function overview(main) {
   });
   const pinState = pinned === null
     ? [h("span", { class: "source" }, "Not pinned: the page trusts the key this server sends. "), pinButton]
-    : pinned.vkey === ledger.vkey
+    : logVkeys.includes(pinned.vkey)
       ? h("span", { class: "source pinned" }, `Pinned in this browser on ${pinned.pinned_at}.`)
       : alert("This server's log key differs from the one you pinned: its receipts fail level 3 here. See Trust.");
 

@@ -1,7 +1,7 @@
 // Trust: which log key receipts are checked against, pinned here or served by the notary.
 
 import { alert, fields, h, mono } from "../dom.js";
-import { fingerprint, forgetCheckpoints, pinLogKey, pins, servedKeys, unpin } from "../trust.js";
+import { fingerprint, forgetCheckpoints, pinLogKey, pins, servedKeys, servedLogKeys, unpin } from "../trust.js";
 import { navigate } from "../router.js";
 
 export async function trustPage(main) {
@@ -14,6 +14,10 @@ export async function trustPage(main) {
 
   const pinServed = h("button", { type: "button" }, "Pin the key this notary serves");
   pinServed.addEventListener("click", () => { pinLogKey(ledger.vkey); reload("Pinned the served log key."); });
+  const pqKey = servedLogKeys(ledger).find((k) => k !== ledger.vkey);
+  const pinPq = pqKey === undefined ? null : h("button", { type: "button", class: "secondary" }, "Pin its post-quantum (ML-DSA-44) key instead");
+  pinPq?.addEventListener("click", () => { pinLogKey(pqKey); reload("Pinned the served ML-DSA-44 log key: receipts are checked against the dual-signed checkpoints."); });
+  const matches = mine !== undefined && servedLogKeys(ledger).includes(mine.vkey);
   const vkeyInput = h("input", { id: "pin-vkey", name: "vkey", autocomplete: "off", spellcheck: "false", required: true,
     placeholder: "origin+keyid+base64key", "aria-describedby": "pin-help" });
   const pinForm = h("form", { class: "pin-form" },
@@ -52,11 +56,12 @@ export async function trustPage(main) {
       h("h2", {}, "This notary's log"),
       fields([
         ["Origin", mono(ledger.origin)], ["Served log key", mono(ledger.vkey)], ["Key ID", mono(fp.keyId)], ["Fingerprint", mono(fp.sha256)],
-        ["Status", mine === undefined ? "not pinned" : mine.vkey === ledger.vkey ? `pinned on ${mine.pinned_at} (matches)` : alert(`pinned on ${mine.pinned_at}, and DIFFERENT from the served key`)],
+        ...(pqKey === undefined ? [] : [["Post-quantum log key (ML-DSA-44)", mono(pqKey)]]),
+        ["Status", mine === undefined ? "not pinned" : matches ? `pinned on ${mine.pinned_at} (matches)` : alert(`pinned on ${mine.pinned_at}, and DIFFERENT from the served key`)],
         ["Receipt keys", (jwks.keys ?? []).map((k) => [mono(k.kid), " "])],
         ["Witnesses", witnesses.witnesses.length ? witnesses.witnesses.map((w) => [mono(w.vkey), h("br")]) : "none"],
       ]),
-      mine?.vkey === ledger.vkey ? null : pinServed),
+      mine?.vkey === ledger.vkey ? null : pinServed, mine?.vkey === pqKey ? null : pinPq),
     h("section", { class: "card" }, h("h2", {}, "Pinned log keys"),
       pinRows.length ? h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "pinned keys" },
         h("table", {}, h("thead", {}, h("tr", {}, ["Origin", "Key", "Pinned", ""].map((t) => h("th", { scope: "col" }, t)))), h("tbody", {}, pinRows)))
