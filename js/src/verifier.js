@@ -16,6 +16,7 @@ import { Policy, parsePolicy } from "./policy.js";
 import { LEVELS, failed, passed, skipped, verifyLevels } from "./levels.js";
 import { Reconciler, Seen, checkStoredEntry, describePairs, jsonSize } from "./state.js";
 import { checkUrl, createFetcher, getJson, splitUrl } from "./fetcher.js";
+import { consistencyFromTiles } from "./tiles.js";
 
 /** The _meta key of the rs-tool-call/1 notarization block in a tool result. */
 export const META_KEY = "com.rightshold/tool-call";
@@ -440,7 +441,7 @@ async function fetchConsistency(fetcher, base, oldSize, newSize) {
   try {
     doc = await getJson(fetcher, url);
   } catch (e) {
-    if (e instanceof FetchError) return { problem: e.message, refused: e.refused };
+    if (e instanceof FetchError) return await consistencyOfTiles(fetcher, base, oldSize, newSize, e);
     throw e;
   }
   const hashes = isObject(doc) ? doc.proof : undefined;
@@ -452,6 +453,17 @@ async function fetchConsistency(fetcher, base, oldSize, newSize) {
     return { proof: hashes.map((h) => fromBase64(h, "proof hash")) };
   } catch (e) {
     if (e instanceof NoteError) return { problem: `GET ${url}: ${e.message}`, refused: true };
+    throw e;
+  }
+}
+
+/** No proof API at `base` (a tlog-mirror's monitoring prefix serves tiles only): the proof
+ * from its tiles, verified by the caller like any other; else the API's problem. */
+async function consistencyOfTiles(fetcher, base, oldSize, newSize, apiError) {
+  try {
+    return { proof: await consistencyFromTiles(fetcher, base, oldSize, newSize) };
+  } catch (e) {
+    if (e instanceof FetchError) return { problem: `${apiError.message}; from its tiles: ${e.message}`, refused: apiError.refused && e.refused };
     throw e;
   }
 }

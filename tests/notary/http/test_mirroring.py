@@ -43,6 +43,7 @@ from tests.notary.http.test_witnessing import (
     run_cli_capture,
     start_notary,
 )
+from tests.node_tools import REPO_ROOT, node_binary
 from tests.servers import bound_socket, start_server
 
 
@@ -207,6 +208,23 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         assert audit.returncode == 0, audit.stdout + audit.stderr
         kept = json.loads(state.read_text())["checkpoint"].encode()
         assert checkpoint_size(kept) == 320
+        # The JS verifier too: --log-url the mirror; the receipt's checkpoint is proved
+        # consistent with the mirror's from the mirror's tiles.
+        receipt, record, keys = (tmp_path / "receipt.json", tmp_path / "record.json",
+                                 tmp_path / "jwks.json")
+        receipt.write_text(json.dumps(receipts[7]))
+        record.write_text(json.dumps(RECORDS[receipts[7]["id"]]))
+        keys.write_bytes(jwks)
+        js = await asyncio.to_thread(
+            subprocess.run,
+            [node_binary(), str(REPO_ROOT / "js" / "bin" / "mcp-notary.js"), "verify",
+             "--receipt", str(receipt), "--record", str(record), "--jwks", str(keys),
+             "--log-key", first.vkey, "--log-url", f"{mirror.url}/{origin_hash(base.default_origin)}", "--no-state",
+             "--json"],
+            capture_output=True, text=True, timeout=60, check=False)
+        consistency = json.loads(js.stdout)["levels"]["consistency"]
+        assert consistency["status"] == "passed", js.stdout + js.stderr
+        assert "size 320" in consistency["reason"], consistency
     finally:
         await notary.runner.cleanup()
         await mirror.stop()
