@@ -16,6 +16,12 @@ recorded too, to see whether it, not the server, is the limit.
 database threads) under the same load at ``--profile-at`` connections, and puts the top
 functions, as server µs per request, into the JSON.
 
+``--pq-compare`` runs two notaries side by side at each level, one publishing dual-signed
+checkpoints (Ed25519 and ML-DSA-44, the default) and one with ``--pq-checkpoints off``, while a
+reader polls each one's ``/checkpoint`` five times a second (what makes the log sign with
+ML-DSA-44: a monitor, the explorer, a witness round), so the cost of the post-quantum line shows
+as a ratio in one run.
+
     .venv/bin/python -m benchmarks.http_notarize [--seconds 10] [--quick] [--profile]
 """
 
@@ -32,6 +38,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections import Counter, defaultdict
@@ -480,6 +487,43 @@ def render(sweep: dict[int, dict[str, Any]], *, markdown: bool = False) -> str:
                   "load avg"], rows, markdown=markdown)
 
 
+def render_pq(sweep: dict[int, dict[str, Any]], *, markdown: bool = False) -> str:
+    """Dual-signed checkpoints against Ed25519-only ones, level by level, in one run."""
+    rows = []
+    for c, r in sorted(sweep.items()):
+        n, e = r["notary"], r["notary_ed25519_only"]
+        rows.append([c, f"{n['requests_per_s']:,.0f}", f"{e['requests_per_s']:,.0f}",
+                     f"{r['pq_vs_ed25519_only']:.0%}", f"{n['p50_ms']:.2f} ms",
+                     f"{e['p50_ms']:.2f} ms", f"{n['p99_ms']:.1f} ms", f"{e['p99_ms']:.1f} ms",
+                     f"{n['server_cpu_us_per_request']:.0f} µs",
+                     f"{e['server_cpu_us_per_request']:.0f} µs"])
+    return table(["connections", "dual-signed receipts/s", "Ed25519-only receipts/s", "ratio",
+                  "p50 dual", "p50 Ed25519", "p99 dual", "p99 Ed25519", "CPU/req dual",
+                  "CPU/req Ed25519"], rows, markdown=markdown)
+
+
+@contextlib.contextmanager
+def polling(targets: list[Target], interval: float = 0.2) -> Iterator[None]:
+    """A reader fetching each target's ``/checkpoint`` every ``interval`` seconds meanwhile."""
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.wait(interval):
+            for t in targets:
+                with contextlib.suppress(OSError):
+                    urllib.request.urlopen(f"{t.base}/checkpoint", timeout=2).read()
+
+    thread = threading.Thread(target=poll, daemon=True)
+    if targets:
+        thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        if targets:
+            thread.join(5)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -500,6 +544,9 @@ def main() -> None:
     p.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
                    help="the store: SQLite in --data (default), or a throwaway PostgreSQL "
                         "cluster on loopback")
+    p.add_argument("--pq-compare", action="store_true",
+                   help="also run a notary with --pq-checkpoints off, side by side, with a "
+                        "reader polling /checkpoint on both")
     p.add_argument("--save", action="store_true",
                    help="write the tracked benchmarks/results/http_notarize[-…].json")
     p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
@@ -515,7 +562,7 @@ def main() -> None:
     profiles: list[dict[str, Any]] = []
     load_start = os.getloadavg()
     variant = ([f"workers{a.workers}"] if a.workers != 1 else []) + (
-        [a.database] if a.database != "sqlite" else [])
+        [a.database] if a.database != "sqlite" else []) + (["pq"] if a.pq_compare else [])
     name = "-".join(["http_notarize", *variant])
     print(f"notary serve: {a.workers} process(es) on {a.database}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp, \
@@ -524,25 +571,40 @@ def main() -> None:
         try:
             workers = ["--workers", str(a.workers)] if a.workers != 1 else []
             notary = start_notary_target(Path(tmp), *workers, *flags)
+            ed_only = (start_notary_target(Path(tmp) / "ed25519-only", *workers, *flags,
+                                           "--pq-checkpoints", "off")
+                       if a.pq_compare else None)
             try:
-                for c in levels:
-                    b = drive(bare, loadgen, seconds, a.warmup, c)
-                    n = drive(notary, loadgen, seconds, a.warmup, c)
-                    sweep[c] = {"bare": b, "notary": n,
-                                "vs_bare": n["requests_per_s"] / b["requests_per_s"]}
-                    print(f"{c:>4} connections: notary {n['requests_per_s']:,.0f}/s "
-                          f"(p99 {n['p99_ms']:.1f} ms, {n['server_cpu_us_per_request']:.0f} µs "
-                          f"CPU), bare {b['requests_per_s']:,.0f}/s", flush=True)
+                with polling([notary, ed_only] if ed_only is not None else []):
+                    for c in levels:
+                        b = drive(bare, loadgen, seconds, a.warmup, c)
+                        n = drive(notary, loadgen, seconds, a.warmup, c)
+                        sweep[c] = {"bare": b, "notary": n,
+                                    "vs_bare": n["requests_per_s"] / b["requests_per_s"]}
+                        if ed_only is not None:
+                            e = drive(ed_only, loadgen, seconds, a.warmup, c)
+                            sweep[c]["notary_ed25519_only"] = e
+                            sweep[c]["pq_vs_ed25519_only"] = (n["requests_per_s"]
+                                                              / e["requests_per_s"])
+                        print(f"{c:>4} connections: notary {n['requests_per_s']:,.0f}/s "
+                              f"(p99 {n['p99_ms']:.1f} ms, "
+                              f"{n['server_cpu_us_per_request']:.0f} µs CPU), bare "
+                              f"{b['requests_per_s']:,.0f}/s", flush=True)
                 if a.profile:
                     for c in (int(x) for x in a.profile_at.split(",") if x):
                         profiles.append(profile(notary, loadgen, seconds, a.warmup, c,
                                                 a.profile_rate))
             finally:
                 stop(notary)
+                if ed_only is not None:
+                    stop(ed_only)
         finally:
             stop(bare)
     print()
     print(render(sweep))
+    if a.pq_compare:
+        print()
+        print(render_pq(sweep))
     met = targets_met(sweep)
     print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items()))
     for prof in profiles:
@@ -556,6 +618,7 @@ def main() -> None:
               "load_average_end": os.getloadavg(),
               "sweep": {str(c): r for c, r in sweep.items()},
               "table_markdown": render(sweep, markdown=True),
+              "pq_table_markdown": render_pq(sweep, markdown=True) if a.pq_compare else None,
               "targets": TARGETS, "targets_met": met, "profiles": profiles}
     path = write_json(result_path(name, save=a.save, out=a.out), result)
     print(f"wrote {path}")
