@@ -441,7 +441,8 @@ async function fetchConsistency(fetcher, base, oldSize, newSize) {
   try {
     doc = await getJson(fetcher, url);
   } catch (e) {
-    if (e instanceof FetchError) return await consistencyOfTiles(fetcher, base, oldSize, newSize, e);
+    if (e instanceof FetchError && e.status === 404) return await consistencyOfTiles(fetcher, base, oldSize, newSize, e);
+    if (e instanceof FetchError) return { problem: e.message, refused: e.refused };
     throw e;
   }
   const hashes = isObject(doc) ? doc.proof : undefined;
@@ -457,8 +458,9 @@ async function fetchConsistency(fetcher, base, oldSize, newSize) {
   }
 }
 
-/** No proof API at `base` (a tlog-mirror's monitoring prefix serves tiles only): the proof
- * from its tiles, verified by the caller like any other; else the API's problem. */
+/** No proof API at `base` (404: a tlog-mirror's monitoring prefix or a static tile tree serves
+ * tiles only): the proof from its tiles, verified by the caller like any other (as Python's
+ * notary verify does); else both problems. */
 async function consistencyOfTiles(fetcher, base, oldSize, newSize, apiError) {
   try {
     return { proof: await consistencyFromTiles(fetcher, base, oldSize, newSize) };

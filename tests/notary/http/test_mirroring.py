@@ -33,6 +33,7 @@ from notary.config import ConfigError, Settings
 from notary.core.receipts import Jwks
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
+from tests.node_tools import REPO_ROOT, node_binary
 from tests.notary.http.test_witnessing import (
     RECORDS,
     Hanging,
@@ -43,7 +44,6 @@ from tests.notary.http.test_witnessing import (
     run_cli_capture,
     start_notary,
 )
-from tests.node_tools import REPO_ROOT, node_binary
 from tests.servers import bound_socket, start_server
 
 
@@ -219,11 +219,18 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
             subprocess.run,
             [node_binary(), str(REPO_ROOT / "js" / "bin" / "mcp-notary.js"), "verify",
              "--receipt", str(receipt), "--record", str(record), "--jwks", str(keys),
-             "--log-key", first.vkey, "--log-url", f"{mirror.url}/{origin_hash(base.default_origin)}", "--no-state",
-             "--json"],
+             "--log-key", first.vkey, "--log-url",
+             f"{mirror.url}/{origin_hash(base.default_origin)}", "--no-state", "--json"],
             capture_output=True, text=True, timeout=60, check=False)
         consistency = json.loads(js.stdout)["levels"]["consistency"]
         assert consistency["status"] == "passed", js.stdout + js.stderr
+        assert "size 320" in consistency["reason"], consistency
+        code, out, err = await asyncio.to_thread(
+            run_cli_capture, "verify", "--receipt", str(receipt), "--record", str(record),
+            "--jwks", str(keys), "--log-key", first.vkey, "--log-url",
+            f"{mirror.url}/{origin_hash(base.default_origin)}", "--no-state", "--json")
+        consistency = json.loads(out)["levels"]["consistency"]
+        assert code == 0 and consistency["status"] == "passed", out + err
         assert "size 320" in consistency["reason"], consistency
     finally:
         await notary.runner.cleanup()
