@@ -21,6 +21,7 @@ _RUNS = {
     "mcp_notarize": ["--quick", "--no-http", "--no-tmpfs", "--calls", "10", "--warmup", "2",
                      "--receipts", "40", "--verify-seconds", "0.2", "--profile-calls", "10"],
     "mldsa_bench": ["--seconds", "0.05"],
+    "mirror_bench": ["--entries", "600", "--rate", "20", "--seconds", "0.5"],
 }
 
 
@@ -65,3 +66,14 @@ def test_mldsa_bench_measures_both_languages_and_the_sizes(tmp_path: Path) -> No
     assert isinstance(sizes, dict)
     assert sizes["checkpoint_ed25519"] < sizes["checkpoint_dual"] < sizes[
         "checkpoint_dual_two_witnesses"]
+
+
+def test_mirror_bench_ingests_and_measures_the_lag(tmp_path: Path) -> None:
+    result = _run("mirror_bench", tmp_path / "mirror.json")
+    ingest = result["ingest"]
+    assert isinstance(ingest, dict) and ingest["entries"] == 600
+    assert ingest["entries_per_second"] > 0 and ingest["mirror_disk_bytes_per_entry"] > 0
+    assert ingest["origin_disk_bytes_per_entry"] > 0 and ingest["mirror_cpu_us_per_entry"] > 0
+    lag = result["lag"]
+    assert isinstance(lag, dict) and lag["receipts"] > 0
+    assert 0 < lag["lag_ms"]["p50"] <= lag["lag_ms"]["max"]
