@@ -154,7 +154,7 @@ def build(name: str = "conformance-fixture") -> MCPServer[Any]:
     @mcp.tool()
     async def test_sampling(prompt: str, ctx: Context) -> str:
         """Asks the client's model (sampling/createMessage)."""
-        result = await ctx.session.create_message(  # type: ignore[attr-defined]
+        result = await ctx.session.create_message(
             messages=[types.SamplingMessage(role="user", content=types.TextContent(
                 type="text", text=prompt))],
             max_tokens=100, related_request_id=ctx.request_id)
@@ -394,7 +394,7 @@ def build(name: str = "conformance-fixture") -> MCPServer[Any]:
     low.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
     low.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
 
-    @mcp.completion()
+    @mcp.completion()  # type: ignore[untyped-decorator,no-untyped-call]
     async def complete(ref: types.PromptReference | types.ResourceTemplateReference,
                        argument: types.CompletionArgument,
                        context: types.CompletionContext | None) -> types.Completion:

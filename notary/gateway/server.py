@@ -50,6 +50,8 @@ from mcp.server import Server
 from mcp.server.caching import CACHEABLE_METHODS, CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.server.models import InitializationOptions
+from mcp.server.runner import serve_dual_era_loop
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -57,6 +59,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ledger.logs import configure
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
+from notary.core.discovery import RECEIPT_EXTENSION, declare, receipt_extension
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import now_issued_at
 from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
@@ -1034,16 +1037,34 @@ class _GatewayServer(Server[GatewayRuntime]):
 
     live: list[GatewayRuntime]
 
+    async def run(self, read_stream: Any, write_stream: Any,
+                  initialization_options: InitializationOptions,
+                  raise_exceptions: bool = False) -> None:
+        """As ``Server.run``, with the initialize answer built once the lifespan connected
+        the upstream (its capabilities) and the notary (the receipt extension): callers
+        build ``initialization_options`` before either exists."""
+        async with self.lifespan(self) as lifespan_context:
+            options = initialization_options.model_copy(
+                update={"capabilities": self.get_capabilities()})
+            await serve_dual_era_loop(self, read_stream, write_stream,
+                                      lifespan_state=lifespan_context, init_options=options,
+                                      raise_exceptions=raise_exceptions)
+
     def get_capabilities(self, notification_options: Any = None,
                          experimental_capabilities: dict[str, dict[str, Any]] | None = None,
                          extensions: dict[str, dict[str, Any]] | None = None, *,
                          protocol_version: str | None = None) -> types.ServerCapabilities:
+        modern = protocol_version in MODERN_PROTOCOL_VERSIONS
+        if not modern and RECEIPT_EXTENSION in self.extensions:
+            # A 2025-era client finds the receipt extension under experimental.
+            experimental_capabilities = declare(
+                experimental_capabilities or {}, self.extensions[RECEIPT_EXTENSION],
+                modern=False)["experimental"]
         mine = super().get_capabilities(notification_options, experimental_capabilities,
                                         extensions, protocol_version=protocol_version)
         upstream = self.live[-1].upstream_capabilities if self.live else None
         if upstream is None:
             return mine
-        modern = protocol_version in MODERN_PROTOCOL_VERSIONS
         # List changes and resource updates reach a 2025-era client on its own upstream
         # session; the gateway serves no subscriptions/listen stream to 2026 clients.
         return types.ServerCapabilities(
@@ -1106,7 +1127,7 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
     live: list[GatewayRuntime] = []
 
     @asynccontextmanager
-    async def lifespan(_: Server[GatewayRuntime]) -> AsyncIterator[GatewayRuntime]:
+    async def lifespan(me: Server[GatewayRuntime]) -> AsyncIterator[GatewayRuntime]:
         async with AsyncExitStack() as stack:
             store = await GatewayStore(config.state_path).open()
             stack.push_async_callback(store.close)
@@ -1115,6 +1136,11 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
             stack.push_async_callback(notary.close)
             runtime = GatewayRuntime(config, name, store, notary)
             await runtime.load_policy()
+            # Results carry receipts: say so, and where to check them (discovery only).
+            vkey = (await notary.ledger()).get("vkey")
+            me.extensions[RECEIPT_EXTENSION] = receipt_extension(
+                config.notary_public_url or config.notary_url,
+                [vkey] if isinstance(vkey, str) else [])
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)  # per-session upstreams end with us
             factory = functools.partial(Client, config.upstream,

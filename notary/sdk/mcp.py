@@ -46,7 +46,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -59,6 +59,7 @@ from pydantic import BaseModel, ValidationError
 
 from ledger.core.note import NoteVerifier
 from notary.core.canonical import CanonicalizationError
+from notary.core.discovery import RECEIPT_EXTENSION, declare, receipt_extension
 from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Jwks, Receipt
@@ -232,6 +233,8 @@ class Notarizer:
         self.embed_receipt = embed_receipt
         self.on_unavailable: OnUnavailable = on_unavailable
         self.public_url = (public_url or client.base_url).rstrip("/")
+        self.extension: dict[str, Any] | None = None
+        """The receipt extension's settings, once :func:`notarize_server` declared it."""
 
     def __repr__(self) -> str:
         return (f"Notarizer({self.server_name!r}, {self.client!r}, "
@@ -338,6 +341,14 @@ class Notarizer:
         the SDK is about to send. Errors raised by the handler (JSON-RPC errors) pass
         through: there is no result to notarize.
         """
+        if ctx.method == "initialize" and self.extension is not None:
+            # 2025-era clients read extensions under experimental (2026-07-28 clients get
+            # ``server.extensions`` in server/discover).
+            result = await call_next(ctx)
+            if isinstance(result, Mapping) and isinstance(result.get("capabilities"), Mapping):
+                result = {**result, "capabilities": declare(result["capabilities"],
+                                                            self.extension, modern=False)}
+            return result
         if ctx.method != "tools/call" or ctx.request_id is None:
             return await call_next(ctx)
         params = ctx.params if isinstance(ctx.params, Mapping) else {}
@@ -358,7 +369,8 @@ class Notarizer:
 _ServerT = TypeVar("_ServerT", MCPServer[Any], Server[Any])
 
 
-def notarize_server(server: _ServerT, notarizer: Notarizer) -> _ServerT:
+def notarize_server(server: _ServerT, notarizer: Notarizer, *,
+                    log_keys: Sequence[str] = ()) -> _ServerT:
     """Notarize every final ``tools/call`` result of ``server``; returns ``server``.
 
     Works for ``MCPServer`` and the low-level ``Server`` alike, by appending
@@ -369,11 +381,20 @@ def notarize_server(server: _ServerT, notarizer: Notarizer) -> _ServerT:
     ``MCPServer(middleware=[...])``) must not rewrite ``tools/call`` results, or receipts
     will not match what clients receive. Installing a second notarizer is refused: a result
     carries one notarization block.
+
+    The server also declares the receipt extension ``com.rightshold/tool-call``
+    (:mod:`notary.core.discovery`) with the notary's public URL, its JWKS URL and
+    ``log_keys`` (the log's note verifier keys, when the caller gives them), so a client
+    learns that results carry receipts and where to check them: ``extensions`` for
+    2026-07-28 clients, ``experimental`` for 2025-era ones.
     """
     chain = server.middleware
     for mw in chain:
         if isinstance(getattr(mw, "__self__", None), Notarizer):
             raise ValueError("this server already has a Notarizer installed")
+    notarizer.extension = receipt_extension(notarizer.public_url, log_keys)
+    low = server._lowlevel_server if isinstance(server, MCPServer) else server
+    low.extensions[RECEIPT_EXTENSION] = notarizer.extension
     chain.append(notarizer.middleware)
     return server
 

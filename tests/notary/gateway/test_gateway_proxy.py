@@ -16,6 +16,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
@@ -276,3 +277,28 @@ async def test_two_clients_never_see_each_others_sampling_or_elicitation(rig: Ri
         assert results[who][0] == f"LLM response: {who}"
         assert f'"response":"{who}"' in results[who][1]
 
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_gateway_advertises_the_upstream_and_the_receipt_extension(
+        rig: Rig, mode: str) -> None:
+    rig.policy.write_text(POLICY)
+    async with Client(build_gateway(config(rig, build())), mode=mode) as client:
+        caps = client.server_capabilities
+        assert caps.tools and caps.prompts and caps.resources and caps.completions
+        assert caps.resources.subscribe is (mode == "legacy")  # relayed on the 2025 session
+        table = caps.extensions if mode == "auto" else caps.experimental
+        assert table is not None
+        assert table["com.rightshold/tool-call"] == {
+            "spec": "rs-tool-call/1", "metaKey": "com.rightshold/tool-call",
+            "notary": rig.url.rstrip("/"), "jwks": rig.url.rstrip("/") + "/.well-known/jwks.json",
+            "logKeys": [rig.vkey]}
+        assert client.server_info is not None and client.server_info.name == GATEWAY
+    # An upstream without prompts or resources: the gateway claims none either.
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[])
+
+    tools_only: Server[Any] = Server("tools-only", on_list_tools=list_tools)
+    async with Client(build_gateway(config(rig, tools_only)), mode=mode) as client:
+        caps = client.server_capabilities
+        assert caps.tools is not None and caps.prompts is None and caps.resources is None

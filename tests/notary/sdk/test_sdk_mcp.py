@@ -272,6 +272,29 @@ async def test_notarize_server_refuses_a_second_notarizer(notary: LiveNotary) ->
         notarize_server(server, notary.notarizer())
 
 
+async def test_a_notarized_server_declares_the_receipt_extension(notary: LiveNotary,
+                                                                  mode: str) -> None:
+    """``com.rightshold/tool-call`` under extensions (2026-07-28) or experimental (2025)."""
+    server = MCPServer("declaring")
+
+    @server.tool()
+    def hello() -> str:
+        """Says hello."""
+        return "hello"
+
+    notarize_server(server, notary.notarizer("declaring"), log_keys=["example/log+1+AA"])
+    async with Client(server, mode=mode) as client:
+        caps = client.server_capabilities
+        table = caps.extensions if mode == "auto" else caps.experimental
+        assert table is not None
+        assert table["com.rightshold/tool-call"] == {
+            "spec": "rs-tool-call/1", "metaKey": "com.rightshold/tool-call",
+            "notary": notary.url.rstrip("/"),
+            "jwks": notary.url.rstrip("/") + "/.well-known/jwks.json",
+            "logKeys": ["example/log+1+AA"]}
+        assert not (await client.call_tool("hello", {})).is_error
+
+
 # Over stdio: the example server as a subprocess ---------------------------------------------
 
 
