@@ -1,4 +1,5 @@
-"""Latency the authorization gateway adds to a tool call, and where that time goes.
+"""Latency the authorization gateway adds to a tool call, a resource read and a prompt,
+and where that time goes.
 
 One ``mcp.Client`` calls a tool of an in-process upstream MCP server (``tests/gateway_upstream``)
 directly, then the same tool through the gateway (in process, with the upstream in process
@@ -16,7 +17,11 @@ durable (fsync) and that dominates: ``disk`` (notary data and gateway state on t
 disk) and ``tmpfs`` (both on /dev/shm, where fsync costs nothing: the gateway's own CPU cost
 plus loopback HTTP).
 
-    .venv/bin/python benchmarks/gateway_bench.py [--calls 300] [--quick]
+Resource reads (``resources/read``) and prompts (``prompts/get``) are decided and their
+decisions notarized like tool calls, but their results are not notarized (only final tool
+results are); they are measured against the conformance fixture (``tests/conformance_fixture``).
+
+    .venv/bin/python benchmarks/gateway_bench.py [--calls 300] [--quick] [--no-tmpfs]
 """
 
 from __future__ import annotations
@@ -95,13 +100,22 @@ class Parts:
 async def measure(client: Any, tool: str, args: dict[str, Any], calls: int, warmup: int,
                   meta: Callable[[int], dict[str, Any] | None], parts: Parts | None
                   ) -> list[float]:
+    async def call(i: int) -> None:
+        result = await client.call_tool(tool, args, meta=meta(i))
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result}")
+
+    return await measure_op(call, calls, warmup, parts)
+
+
+async def measure_op(op: Callable[[int], Awaitable[None]], calls: int, warmup: int,
+                     parts: Parts | None) -> list[float]:
+    """Time ``op(i)`` once per call, sequentially, after ``warmup`` untimed calls."""
     out: list[float] = []
     for i in range(warmup + calls):
         started = time.perf_counter()
-        result = await client.call_tool(tool, args, meta=meta(i))
+        await op(i)
         elapsed = time.perf_counter() - started
-        if result.is_error:
-            raise RuntimeError(f"{tool} failed: {result}")
         if i >= warmup:
             out.append(elapsed)
             if parts is not None:
@@ -165,6 +179,7 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
                 gw, "payments.transfer", transfer, calls, warmup,
                 lambda i: {"io.zkmcp/idempotency-key": f"{name}-{i}"}, parts)
             transfer_parts = parts.calls[:]
+        reads = await measure_reads(config, base, calls, warmup, parts)
     finally:
         notary.terminate()
         notary.wait(15)
@@ -188,7 +203,50 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
         "storage": machine_info(base)["workdir_fs"],
         "idempotent_tool": summarize(direct_echo, gw_echo, echo_parts),
         "non_idempotent_tool": summarize(direct_transfer, gw_transfer, transfer_parts),
+        **{kind: summarize(*timings) for kind, timings in reads.items()},
     }
+
+
+READS_POLICY = """\
+version = 1
+[gateway]
+name = "bench-gateway"
+agent = "BenchAgent"
+[prompts.test_simple_prompt]
+[resources]
+rules = [{ fact = "uri", op = "prefix", value = "test://static-text" }]
+"""
+KINDS = ("idempotent_tool", "non_idempotent_tool", "resource_read", "prompt_get")
+
+
+async def measure_reads(config: Any, base: Path, calls: int, warmup: int, parts: Parts
+                        ) -> dict[str, tuple[list[float], list[float], list[dict[str, float]]]]:
+    """``resources/read`` and ``prompts/get``, direct and through a gateway (same notary)."""
+    import dataclasses
+
+    from mcp import Client
+
+    from notary.gateway import build_gateway
+    from tests.conformance_fixture import build
+
+    policy = base / "reads-policy.toml"
+    policy.write_text(READS_POLICY)
+    upstream = build()
+    gw_config = dataclasses.replace(config, upstream=upstream, policy_path=policy,
+                                    state_path=base / "gateway-reads.db")
+    out: dict[str, tuple[list[float], list[float], list[dict[str, float]]]] = {}
+    ops: dict[str, Callable[[Any], Callable[[int], Awaitable[None]]]] = {
+        "resource_read": lambda c: lambda i: c.read_resource("test://static-text"),
+        "prompt_get": lambda c: lambda i: c.get_prompt("test_simple_prompt"),
+    }
+    async with Client(upstream, mode="auto") as direct, \
+            Client(build_gateway(gw_config), mode="auto") as gw:
+        for kind, op in ops.items():
+            plain = await measure_op(op(direct), calls, warmup, None)
+            parts.calls.clear()
+            through = await measure_op(op(gw), calls, warmup, parts)
+            out[kind] = (plain, through, parts.calls[:])
+    return out
 
 
 def main() -> int:
@@ -197,6 +255,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="60 calls, 10 warm-up")
+    parser.add_argument("--no-tmpfs", action="store_true", help="only the disk setting")
     parser.add_argument("--save", action="store_true",
                         help="write the tracked benchmarks/results/gateway_bench.json")
     parser.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
@@ -207,7 +266,8 @@ def main() -> int:
     disk = Path(tempfile.mkdtemp(prefix="gateway-bench-", dir=REPO / "benchmarks"))
     settings.append(("disk", disk))
     shm = Path("/dev/shm")
-    tmpfs = Path(tempfile.mkdtemp(prefix="gateway-bench-", dir=shm)) if shm.is_dir() else None
+    tmpfs = (Path(tempfile.mkdtemp(prefix="gateway-bench-", dir=shm))
+             if shm.is_dir() and not args.no_tmpfs else None)
     if tmpfs is not None:
         settings.append(("tmpfs", tmpfs))
     results = []
@@ -221,7 +281,7 @@ def main() -> int:
 
     rows = []
     for r in results:
-        for kind in ("idempotent_tool", "non_idempotent_tool"):
+        for kind in KINDS:
             s = r[kind]
             rows.append([f"{r['setting']} / {kind.replace('_', ' ')}",
                          f"{s['direct_p50_ms']:.2f}", f"{s['gateway_p50_ms']:.2f}",
@@ -231,7 +291,7 @@ def main() -> int:
                  "gateway p99", "added p99"], rows))
     print("(milliseconds per call, sequential, in-process mcp.Client, protocol 2026-07-28)")
     for r in results:
-        for kind in ("idempotent_tool", "non_idempotent_tool"):
+        for kind in KINDS:
             s = r[kind]
             parts = ", ".join(f"{k} {v:.2f}" for k, v in s["parts_p50_ms"].items())
             print(f"{r['setting']} / {kind}: median parts (ms): {parts}; gateway CPU + "

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchmarks._common import REPO
 
@@ -22,6 +23,7 @@ _RUNS = {
                      "--receipts", "40", "--verify-seconds", "0.2", "--profile-calls", "10"],
     "mldsa_bench": ["--seconds", "0.05"],
     "mirror_bench": ["--entries", "600", "--rate", "20", "--seconds", "0.5"],
+    "gateway_bench": ["--calls", "5", "--warmup", "1", "--no-tmpfs"],
 }
 
 
@@ -77,3 +79,14 @@ def test_mirror_bench_ingests_and_measures_the_lag(tmp_path: Path) -> None:
     lag = result["lag"]
     assert isinstance(lag, dict) and lag["receipts"] > 0
     assert 0 < lag["lag_ms"]["p50"] <= lag["lag_ms"]["max"]
+
+
+def test_gateway_bench_measures_tools_resources_and_prompts(tmp_path: Path) -> None:
+    result = _run("gateway_bench", tmp_path / "gateway.json")
+    results = result["results"]
+    assert isinstance(results, list) and len(results) == 1  # --no-tmpfs: the disk setting
+    disk: dict[str, Any] = results[0]
+    for kind in ("idempotent_tool", "non_idempotent_tool", "resource_read", "prompt_get"):
+        timings = disk[kind]
+        assert timings["direct_p50_ms"] > 0 and timings["gateway_p50_ms"] > 0
+        assert timings["parts_p50_ms"]["notarize decision"] > 0
