@@ -9,6 +9,7 @@ through ``notary gateway --http`` with an allow-all policy (the gateway is faith
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -129,3 +130,13 @@ def test_every_scenario_passes_through_the_gateway(
     passing = sorted(s for s in required if s in results and results[s].ok)
     print(f"{requirements} via {upstream_transport}: {len(passing)}/{len(required)}")
     assert_all_pass(results, required, output + (tmp_path / "gateway.log").read_text()[-3000:])
+    # Every decision the gateway took for the suite is in the ledger and re-checks against
+    # the revealed policy (receipt signature, inclusion, facts, decision).
+    audit = subprocess.run(
+        [sys.executable, "-m", "notary.cli.main", "gateway", "audit", "--policy",
+         str(tmp_path / "policy.toml"), "--salt-file", str(tmp_path / "state.salt"),
+         "--decisions", str(tmp_path / "state.db"), "--notary", notary[0], "--json"],
+        cwd=str(REPO), capture_output=True, text=True, timeout=120)
+    assert audit.returncode == 0, audit.stderr[-2000:]
+    summary = json.loads(audit.stdout)["summary"]
+    assert summary["decisions"] > 30 and summary["valid"] == summary["decisions"], summary
