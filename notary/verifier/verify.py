@@ -31,6 +31,7 @@ from notary.verifier.report import Report, require_level
 from notary.verifier.state import (
     StateFile,
 )
+from notary.verifier.tile_proof import proof_from_tiles
 from notary.verifier.trust import Trust
 
 
@@ -153,6 +154,11 @@ async def verify_tool_call(
             raise VerifierInputError("--upgrade fetches the receipt's proof, which --offline "
                                      "forbids")
         fresh, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
+        if fresh is None and log_url is not None:
+            # The notary gives none (it is gone, say): the proof into the checkpoint served at
+            # --log-url (a mirror's), from its tiles; verified below like the notary's.
+            fresh, from_tiles = await proof_from_tiles(receipt, log_url, fetcher)
+            note = from_tiles if fresh is not None else f"{note}; {from_tiles}"
         if fresh is None:
             notes.append(f"not upgraded: {note.removeprefix('the receipt has no proof and ')}")
         elif fresh == proof_text:

@@ -232,6 +232,22 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         consistency = json.loads(out)["levels"]["consistency"]
         assert code == 0 and consistency["status"] == "passed", out + err
         assert "size 320" in consistency["reason"], consistency
+        # --upgrade with the notary gone: the proof into the mirror's cosigned checkpoint,
+        # computed from the mirror's tiles, meets the witness rule; saved, it verifies offline.
+        upgraded = tmp_path / "upgraded.json"
+        trust = ("--receipt", str(receipt), "--record", str(record), "--jwks", str(keys),
+                 "--log-key", first.vkey, "--witness", signer.verifier_key_text())
+        code, out, err = await asyncio.to_thread(
+            run_cli_capture, "verify", *trust, "--upgrade", "--log-url",
+            f"{mirror.url}/{origin_hash(base.default_origin)}", "--no-state", "--json",
+            "--save-receipt", str(upgraded))
+        assert code == 0, out + err
+        assert json.loads(out)["levels"]["witnesses"]["status"] == "passed", out
+        assert "computed from the tiles" in out + err
+        receipt.write_text(upgraded.read_text())
+        code, out, err = await asyncio.to_thread(
+            run_cli_capture, "verify", *trust, "--offline", "--no-state", "--json")
+        assert code == 0 and json.loads(out)["levels"]["witnesses"]["status"] == "passed", out
     finally:
         await notary.runner.cleanup()
         await mirror.stop()
