@@ -2,4 +2,4 @@
 // TypeScript MCP servers. This entry point imports nothing Node-only.
 export * from "./verify.js";
 export { NotaryClient, NotaryHTTPError, NotaryResponseError, NotaryUnavailableError } from "./client.js";
-export { NotarizationFailedError, Notarizer, notarizeServer, notarizationOf, recordFor } from "./notarize.js";
+export { NotarizationFailedError, Notarizer, notarizeServer, notarizationOf, receiptExtension, recordFor } from "./notarize.js";

@@ -160,11 +160,24 @@ function protocolOf(server) {
 }
 
 /**
+ * The settings of the receipt extension `com.rightshold/tool-call` that a notarized server
+ * declares: results carry rs-tool-call/1 receipts, and where to check them. Discovery, not
+ * trust: verifiers never take keys from it unless their user says so.
+ */
+export function receiptExtension(notaryUrl, logKeys = []) {
+  const base = String(notaryUrl).replace(/\/+$/, "");
+  return { spec: SPEC, metaKey: META_KEY, notary: base, jwks: `${base}/.well-known/jwks.json`, logKeys: [...logKeys] };
+}
+
+/**
  * Notarize every final `tools/call` result of `server` (an McpServer or a low-level Server, SDK
  * 1.x or 2.x), whether its tools are registered before or after this call; returns `server`.
  * Installing a second notarizer is refused: a result carries one notarization block.
+ * Before the server connects, it also declares the receipt extension (`receiptExtension`, with
+ * `logKeys` when given) under `capabilities.extensions` (2026-07-28) and
+ * `capabilities.experimental` (2025-era clients).
  */
-export function notarizeServer(server, notarizer) {
+export function notarizeServer(server, notarizer, { logKeys = [] } = {}) {
   if (!(notarizer instanceof Notarizer)) throw new TypeError("notarizeServer needs a Notarizer");
   const protocol = protocolOf(server);
   const handlers = protocol._requestHandlers;
@@ -174,6 +187,10 @@ export function notarizeServer(server, notarizer) {
   Object.defineProperty(handlers, "set", { value: (method, fn) => set(method, wrapIfCall(method, fn)), configurable: true, writable: true });
   Object.defineProperty(handlers, INSTALLED, { value: notarizer });
   if (handlers.has("tools/call")) set("tools/call", wrapIfCall("tools/call", handlers.get("tools/call")));
+  if (typeof protocol.registerCapabilities === "function" && !protocol.transport) {
+    const settings = receiptExtension(notarizer.publicUrl, logKeys);
+    protocol.registerCapabilities({ experimental: { [META_KEY]: settings }, extensions: { [META_KEY]: settings } });
+  }
   return server;
 }
 

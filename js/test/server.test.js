@@ -237,3 +237,22 @@ test("notarizeServer refuses a second notarizer and objects that are not MCP ser
   assert.throws(() => notarizeServer(s, n), /already has a Notarizer/);
   assert.throws(() => notarizeServer({}, n), /needs an McpServer or Server/);
 });
+
+describe("a notarized server declares the receipt extension", () => {
+  for (const m of [MATRIX[0], MATRIX[2], MATRIX[4], MATRIX[5], MATRIX[8]]) {
+    test(`SDK ${m.sdk} ${m.kind}, client ${m.client}`, async () => {
+      const client = await connect(m.client, { FIXTURE_SDK: m.sdk, FIXTURE_KIND: m.kind, FIXTURE_ORDER: m.order });
+      try {
+        const caps = client.getServerCapabilities();
+        const modern = m.client === "v2-modern" || m.client === "v2-auto";
+        const table = modern ? caps.extensions : caps.experimental;
+        assert.deepEqual(table?.[META_KEY], {
+          spec: "rs-tool-call/1", metaKey: META_KEY, notary: notary.url,
+          jwks: `${notary.url}/.well-known/jwks.json`, logKeys: [],
+        });
+      } finally {
+        await client.close();
+      }
+    });
+  }
+});

@@ -70,7 +70,9 @@ export class NotarizationFailedError extends Error {
  * Notarize every final tools/call result of an McpServer or low-level Server of
  * @modelcontextprotocol/sdk 1.x or @modelcontextprotocol/server 2.x; returns the server.
  */
-export function notarizeServer<S extends object>(server: S, notarizer: Notarizer): S;
+export function notarizeServer<S extends object>(server: S, notarizer: Notarizer, options?: { logKeys?: string[] }): S;
+/** The settings of the receipt extension `com.rightshold/tool-call` (discovery, not trust). */
+export function receiptExtension(notaryUrl: string, logKeys?: string[]): { spec: string; metaKey: string; notary: string; jwks: string; logKeys: string[] };
 
 /** The notarization block of a received result, or null. */
 export function notarizationOf(result: unknown): NotarizationBlock | { spec: string; notarized: false; reason: string } | null;
