@@ -7,6 +7,7 @@
 
 import { FetchError } from "./errors.js";
 import { HASH_SIZE, nodeHash } from "./merkle.js";
+import { toBase64 } from "./bytes.js";
 
 const TILE_HEIGHT = 8n;
 const TILE_WIDTH = 256n;
@@ -137,4 +138,61 @@ export async function consistencyFromTiles(fetcher, base, oldSize, newSize) {
     proof.push(foldRight(parts));
   }
   return proof;
+}
+
+/** The leaf ranges whose roots form PATH(index, D[0:size]), bottom-up (RFC 9162 §2.1.3.1). */
+export function inclusionPlan(index, size) {
+  if (!(0n <= index && index < size)) throw new RangeError(`index ${index} is not in a tree of size ${size}`);
+  const out = [];
+  for (let height = 0n; 1n << height < size; height++) {
+    const start = ((index >> height) ^ 1n) << height;
+    if (start < size) out.push([start, start + (1n << height) < size ? start + (1n << height) : size]);
+  }
+  return out;
+}
+
+/**
+ * The tlog-proof text of entry `index` into the checkpoint the log at `base` serves (a
+ * tlog-mirror's monitoring prefix, say), its path read out of that log's tiles: [text, note]
+ * or [null, why there is none]. Nothing is trusted: the caller verifies the bundle.
+ */
+export async function proofFromTiles(fetcher, base, index) {
+  base = base.replace(/\/+$/, "");
+  let note;
+  try {
+    note = await fetcher.getBytes(`${base}/checkpoint`);
+  } catch (e) {
+    if (e instanceof FetchError) return [null, `none could be computed from ${base}: ${e.message}`];
+    throw e;
+  }
+  const text = new TextDecoder("utf-8", { fatal: false }).decode(note);
+  const sizeLine = text.split("\n")[1] ?? "";
+  if (!/^(0|[1-9][0-9]{0,19})$/.test(sizeLine)) return [null, `none could be computed from ${base}: its checkpoint has no tree size`];
+  const size = BigInt(sizeLine);
+  const at = BigInt(index);
+  if (at >= size) return [null, `the checkpoint at ${base} (size ${size}) does not cover index ${index} yet`];
+  const tiles = new Map();
+  const url = (tl, tn) => `${base}/${tilePath(tl, tn, size)}`;
+  const getTile = async (tl, tn) => {
+    const key = `${tl}/${tn}`;
+    if (!tiles.has(key)) {
+      const data = await fetcher.getBytes(url(tl, tn));
+      if (data.length === 0 || data.length % HASH_SIZE) throw new FetchError(url(tl, tn), "the tile is not a whole number of hashes", { status: 200, malformed: true });
+      tiles.set(key, data);
+    }
+    return tiles.get(key);
+  };
+  getTile.url = url;
+  const lines = ["c2sp.org/tlog-proof@v1", `index ${index}`];
+  try {
+    for (const [a, b] of inclusionPlan(at, size)) {
+      const parts = [];
+      for (const coord of rangeCoords(a, b)) parts.push(await storedHash(coord, size, getTile));
+      lines.push(toBase64(foldRight(parts)));
+    }
+  } catch (e) {
+    if (e instanceof FetchError) return [null, `none could be computed from ${base}: ${e.message}`];
+    throw e;
+  }
+  return [lines.join("\n") + "\n\n" + text, `inclusion proof computed from the tiles at ${base} (size ${size})`];
 }

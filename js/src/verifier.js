@@ -16,7 +16,7 @@ import { Policy, parsePolicy } from "./policy.js";
 import { LEVELS, failed, passed, skipped, verifyLevels } from "./levels.js";
 import { Reconciler, Seen, checkStoredEntry, describePairs, jsonSize } from "./state.js";
 import { checkUrl, createFetcher, getJson, splitUrl } from "./fetcher.js";
-import { consistencyFromTiles } from "./tiles.js";
+import { consistencyFromTiles, proofFromTiles } from "./tiles.js";
 
 /** The _meta key of the rs-tool-call/1 notarization block in a tool result. */
 export const META_KEY = "com.rightshold/tool-call";
@@ -649,7 +649,13 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
   if (upgrade) {
     if (fetcher === null) throw new VerifierInputError("--upgrade fetches the receipt's proof, which --offline forbids");
     if (isWellShaped(receipt)) {
-      const [fresh, note] = await fetchProof(receipt, receiptUrl, fetcher);
+      let [fresh, note] = await fetchProof(receipt, receiptUrl, fetcher);
+      if (fresh === null && logUrl) {
+        // The notary gives none (it is gone, say): the proof into the checkpoint served at
+        // --log-url (a mirror's), from its tiles; verified below like the notary's.
+        const [fromTiles, why] = await proofFromTiles(fetcher, logUrl, receipt.ledger.index);
+        [fresh, note] = fromTiles !== null ? [fromTiles, why] : [null, `${note}; ${why}`];
+      }
       if (fresh === null) notes.push(`not upgraded: ${note.replace(/^the receipt has no proof and /, "")}`);
       else if (fresh === proofText) notes.push("upgrade: the notary serves the same proof (no newer witnessed checkpoint covers the entry yet)");
       else {

@@ -2,9 +2,9 @@
 // checked against RFC 9162 consistency verification on trees up to level-2 tiles.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { leafHash, nodeHash, verifyConsistency } from "../src/merkle.js";
+import { leafHash, nodeHash, verifyConsistency, verifyInclusion } from "../src/merkle.js";
 import { ProofError } from "../src/errors.js";
-import { consistencyFromTiles, consistencyPlan, encodeIndex, tilePath } from "../src/tiles.js";
+import { consistencyFromTiles, consistencyPlan, encodeIndex, proofFromTiles, tilePath } from "../src/tiles.js";
 import { FetchError } from "../src/errors.js";
 
 /** Every tile a tree of `leaves` publishes, by path, and the tree's root of each size asked. */
@@ -80,4 +80,28 @@ test("a missing or broken tile is a FetchError, never a proof", async () => {
   const short = new Map(files);
   short.set("tile/0/001.p/44", new Uint8Array(32));
   await assert.rejects(consistencyFromTiles(fetcherOf(short), "http://m.test/abc", 290n, 300n), FetchError);
+});
+
+test("an inclusion proof from tiles is a tlog-proof that verifies", async () => {
+  const { files, root } = tree(700);
+  const note = new TextEncoder().encode("m.test/log\n700\nROOT\n\n— m.test/log AAAA\n");
+  const served = new Map(files);
+  served.set("checkpoint", note);
+  for (const index of [0, 1, 255, 256, 699]) {
+    const [text, why] = await proofFromTiles(fetcherOf(served), "http://m.test/abc/", index);
+    assert.match(why, /size 700/);
+    const lines = text.split("\n");
+    assert.equal(lines[0], "c2sp.org/tlog-proof@v1");
+    assert.equal(lines[1], `index ${index}`);
+    const blank = lines.indexOf("");
+    const proof = lines.slice(2, blank).map((l) => Uint8Array.from(atob(l), (c) => c.charCodeAt(0)));
+    const leaf = leafHash(new TextEncoder().encode(`entry ${index}`));
+    verifyInclusion(BigInt(index), 700n, leaf, proof, root(700));
+    assert.equal(lines.slice(blank + 1).join("\n"), new TextDecoder().decode(note));
+  }
+  const [none, why] = await proofFromTiles(fetcherOf(served), "http://m.test/abc", 700);
+  assert.equal(none, null);
+  assert.match(why, /does not cover index 700/);
+  const [gone] = await proofFromTiles(fetcherOf(new Map()), "http://m.test/abc", 3);
+  assert.equal(gone, null);
 });

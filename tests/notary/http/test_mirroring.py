@@ -244,6 +244,16 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         assert code == 0, out + err
         assert json.loads(out)["levels"]["witnesses"]["status"] == "passed", out
         assert "computed from the tiles" in out + err
+        # The JS verifier upgrades the same way (from the receipt as issued).
+        js = await asyncio.to_thread(
+            subprocess.run,
+            [node_binary(), str(REPO_ROOT / "js" / "bin" / "mcp-notary.js"), "verify", *trust,
+             "--upgrade", "--log-url", f"{mirror.url}/{origin_hash(base.default_origin)}",
+             "--no-state", "--json"],
+            capture_output=True, text=True, timeout=60, check=False)
+        assert js.returncode == 0, js.stdout + js.stderr
+        assert json.loads(js.stdout)["levels"]["witnesses"]["status"] == "passed", js.stdout
+        assert "computed from the tiles" in js.stdout
         receipt.write_text(upgraded.read_text())
         code, out, err = await asyncio.to_thread(
             run_cli_capture, "verify", *trust, "--offline", "--no-state", "--json")
