@@ -345,3 +345,54 @@ async def test_hanging_mirror_never_blocks_writes(tmp_path: Path,
     finally:
         await notary.runner.cleanup()
         await hanging.stop()
+
+
+async def test_a_lying_mirror_is_never_merged(tmp_path: Path,
+                                              http: aiohttp.ClientSession) -> None:
+    """A "mirror" that accepts everything and answers a signature line that does not verify,
+    then 70 kB of garbage: nothing it says reaches /checkpoint, and receipts go on."""
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signer = SubtreeCosignatureSigner.generate("mirror.test/liar")
+    answers = [b"\xe2\x80\x94 mirror.test/liar " + b"A" * 80 + b"\n", b"\xff" * 70_000]
+    calls: list[str] = []
+
+    async def add_checkpoint(request: web.Request) -> web.Response:
+        calls.append("add-checkpoint")
+        await request.read()
+        return web.Response(status=200)
+
+    async def add_entries(request: web.Request) -> web.Response:
+        calls.append("add-entries")
+        await request.read()
+        return web.Response(status=200, body=answers[len(calls) % 2])
+
+    app = web.Application()
+    app.router.add_post("/add-checkpoint", add_checkpoint)
+    app.router.add_post("/add-entries", add_entries)
+    liar = await start_server(app)
+    spec = f"http://127.0.0.1:{liar.port}={signer.verifier_key_text()}"
+    settings = Settings(data=base.data, listen=base.listen, mirrors=(spec,),
+                        witness_interval=0.02, witness_timeout=2.0)
+    notary = await start_notary(settings, http, first.vkey, sock)
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        for n in range(5):
+            await notary.issue(key, n)
+
+        async def tried() -> bool | None:
+            return True if calls.count("add-entries") >= 2 else None
+
+        await eventually(tried, "the job to push to the lying mirror")
+        status, body, headers = await notary.get("/checkpoint")
+        assert status == 200 and headers["Notary-Witnessed"] == "false"
+        assert headers["Notary-Witness-Cosignatures"] == "0"
+        # The log's own signatures (Ed25519 and ML-DSA-44), nothing merged.
+        assert {sig.name for sig in parse_note(body).signatures} == {base.default_origin}
+        await notary.issue(key, 99)
+    finally:
+        await notary.runner.cleanup()
+        await liar.runner.cleanup()
