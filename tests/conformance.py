@@ -57,14 +57,20 @@ class ScenarioResult:
         return self.passed > 0 and not self.failures
 
 
-def run_suite(url: str, requirements: str, out_dir: Path, *, timeout: float = 240
-              ) -> tuple[dict[str, ScenarioResult], str]:
-    """Run the required server scenarios against ``url``: {scenario: result}, and the output."""
+def run_suite(url: str, requirements: str, out_dir: Path, *, timeout: float = 240,
+              scenarios: tuple[str, ...] = ()) -> tuple[dict[str, ScenarioResult], str]:
+    """Run the required server scenarios (or only ``scenarios``, each at the requirement
+    set's wire) against ``url``: {scenario: result}, and the output."""
     node, cli = node22()
     out_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([node, cli, "server", "--url", url, "--requirements", requirements,
-                           "--timeout", "15000", "-o", str(out_dir)],
-                          capture_output=True, text=True, timeout=timeout)
+    output = ""
+    for only in scenarios or (None,):
+        pick = ["--scenario", only, "--spec-version", requirements] if only else [
+            "--requirements", requirements]
+        proc = subprocess.run([node, cli, "server", "--url", url, *pick, "--timeout", "15000",
+                               "-o", str(out_dir)],
+                              capture_output=True, text=True, timeout=timeout)
+        output += proc.stdout + proc.stderr
     results: dict[str, ScenarioResult] = {}
     for checks_file in sorted(out_dir.glob("server-*/checks.json")):
         scenario = re.sub(r"^server-|-\d{4}-\d{2}-\d{2}T[\d-]+Z$", "", checks_file.parent.name)
@@ -73,4 +79,4 @@ def run_suite(url: str, requirements: str, out_dir: Path, *, timeout: float = 24
                          for c in checks if c.get("status") == "FAILURE")
         passed = sum(1 for c in checks if c.get("status") == "SUCCESS")
         results[scenario] = ScenarioResult(passed, failures)
-    return results, proc.stdout + proc.stderr
+    return results, output

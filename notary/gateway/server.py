@@ -1,10 +1,16 @@
 """The authorization gateway: an MCP server in front of one upstream MCP server.
 
 Shape (the ``mcp`` 2.x SDK has no proxy helper): a low-level :class:`mcp.server.Server` whose
-lifespan holds a :class:`GatewayRuntime`, which owns an upstream :class:`mcp.Client` (stdio
-command, streamable HTTP URL, or an in-process server), a :class:`~notary.sdk.NotaryClient`,
-the gateway's SQLite state and the committed policy. ``tools/list`` is forwarded (and the
-output schemas seen are recorded); ``tools/call`` goes through :meth:`GatewayRuntime.call_tool`.
+lifespan holds a :class:`GatewayRuntime`, which owns the upstream connections
+(:mod:`notary.gateway.upstreams`: one shared, one per 2025-era client session), a
+:class:`~notary.sdk.NotaryClient`, the gateway's SQLite state and the committed policy. Every
+method the upstream offers is forwarded as the client sent it (params, ``_meta``, progress),
+and its answer or JSON-RPC error comes back as the upstream sent it, except where the policy
+decides: list results are filtered to what it could allow; ``resources/read``,
+``resources/subscribe``/``unsubscribe`` and ``prompts/get`` are decided and their decisions
+notarized before forwarding (a denial is one generic error); ``completion/complete`` follows
+the prompt or resource it completes; ``tools/call`` goes through
+:meth:`GatewayRuntime.call_tool`.
 
 Order of a ``tools/call`` (see :meth:`GatewayRuntime.call_tool`):
 
@@ -19,7 +25,9 @@ Order of a ``tools/call`` (see :meth:`GatewayRuntime.call_tool`):
    called, and it is the only code that sends ``tools/call`` upstream: no path reaches the
    upstream before step 3 succeeded (a denial, or a decision the ledger did not take, returns
    before it);
-5. the upstream result is projected onto the tool's output schema, gets the authorization
+5. an ``input_required`` result goes back untouched and unnotarized (the retry with the
+   client's input is a new call, authorized again); a final upstream result is projected
+   onto the tool's output schema, gets the authorization
    receipt, the rs-tool-call/1 notarization of the final result (the SDK's ``Notarizer``) and
    an AER-1 receipt (``result._receipt`` on the wire, mirrored in ``_meta``), and for a keyed
    call is stored durably before it is returned.

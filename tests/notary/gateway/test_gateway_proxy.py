@@ -89,6 +89,10 @@ async def test_resources_and_prompts_are_authorized_and_denials_leak_nothing(
         assert listed == {"test://static-text"}  # binary and watched are filtered out
         read = await client.read_resource("test://static-text")
         assert read.contents[0].text.startswith("This is the content")  # type: ignore[union-attr]
+        if mode == "auto":  # the upstream's serverInfo is kept aside, never passed as ours
+            meta = read.meta or {}
+            assert meta[codes.SERVER_INFO_META_KEY]["name"] == GATEWAY
+            assert meta[codes.UPSTREAM_SERVER_INFO_META_KEY]["name"] == "conformance-fixture"
         templated = await client.read_resource("test://template/7/data")
         assert '"id": "7"' in templated.contents[0].text  # type: ignore[union-attr]
         assert await rig.size() == before + 2  # each read's decision is in the ledger
