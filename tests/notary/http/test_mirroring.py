@@ -396,3 +396,45 @@ async def test_a_lying_mirror_is_never_merged(tmp_path: Path,
     finally:
         await notary.runner.cleanup()
         await liar.runner.cleanup()
+
+
+async def test_a_mirror_the_policy_does_not_name_is_pushed_but_not_counted(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    named = SubtreeCosignatureSigner.generate("mirror.test/named")
+    unnamed = SubtreeCosignatureSigner.generate("mirror.test/unnamed")
+    mirror = MirrorProc(unnamed, tmp_path / "mirror", base.default_origin, first.vkey)
+    await mirror.start()
+    hanging = Hanging()  # the mirror the policy counts never answers
+    await hanging.start()
+    policy = tmp_path / "policy"
+    policy.write_text(f"witness m {named.verifier_key_text()}\nquorum m\n")
+    settings = Settings(data=base.data, listen=base.listen, witness_policy=str(policy),
+                        mirrors=(f"http://127.0.0.1:{hanging.port}={named.verifier_key_text()}",
+                                 mirror.spec),
+                        witness_interval=0.05, witness_timeout=30.0)
+    notary = await start_notary(settings, http, first.vkey, sock)
+    try:
+        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
+                  ).strip().splitlines()[-1]
+        for n in range(4):
+            await notary.issue(key, n)
+
+        async def cosigned_by_unnamed() -> bytes | None:
+            _, body, headers = await notary.get("/checkpoint")
+            if headers["Notary-Witness-Cosignatures"] != "1":
+                return None
+            assert headers["Notary-Witnessed"] == "false"  # served, but not counted
+            return bytes(body)
+
+        # (The target stays put while the counted mirror hangs: a round waits for it.)
+        note = await eventually(cosigned_by_unnamed, "the unnamed mirror's cosignature")
+        open_note(note, [unnamed.verifier()])
+        await mirrored_tiles_match(http, notary, mirror, checkpoint_size(note))
+    finally:
+        await notary.runner.cleanup()
+        await mirror.stop()
+        await hanging.stop()
