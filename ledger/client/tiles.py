@@ -64,6 +64,9 @@ class LogSource:
         self._pipeline: PipelinedFetcher | None = None
         self._pipelined_requests = 0
         self._pipelined_bytes = 0
+        #: Set once the JSON proof API answered 404 (a tlog-mirror's monitoring prefix, a
+        #: static tile tree): proofs come from the tiles without asking again.
+        self.no_proof_api = False
         if pipeline:
             try:
                 self._pipeline = PipelinedFetcher(self.url, timeout=timeout)
@@ -123,11 +126,13 @@ class LogSource:
 
         The proof is not trusted either way: the caller verifies it against the two roots.
         """
-        try:
-            return await self.consistency_from_api(old, new)
-        except FetchError:
-            # No such API (a static tlog-tiles mirror, say), or nonsense from it.
-            return await self.consistency_from_tiles(old, new)
+        if not self.no_proof_api:
+            try:
+                return await self.consistency_from_api(old, new)
+            except FetchError as e:
+                # No such API (a static tlog-tiles mirror, say), or nonsense from it.
+                self.no_proof_api = e.status == 404
+        return await self.consistency_from_tiles(old, new)
 
     async def consistency_from_api(self, old: int, new: int) -> list[bytes]:
         """PROOF(old, new) from ``/v1/ledger/proofs/consistency`` (``{old, new, proof}``); an
