@@ -10,6 +10,8 @@ elicitation requests reach only the client whose call made them.
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,7 +27,7 @@ from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.sdk import verify_tool_result
 from tests.conformance_fixture import allow_all_policy, build
 from tests.notary.gateway import test_gateway
-from tests.notary.gateway.test_gateway import GATEWAY, Rig, assert_notarized
+from tests.notary.gateway.test_gateway import GATEWAY, REPO, Rig, assert_notarized
 from tests.notary.gateway.test_gateway_conformance import spawn, stop
 from tests.notary_server import free_port
 
@@ -306,3 +308,42 @@ async def test_the_gateway_advertises_the_upstream_and_the_receipt_extension(
     async with Client(build_gateway(config(rig, tools_only)), mode=mode) as client:
         caps = client.server_capabilities
         assert caps.tools is not None and caps.prompts is None and caps.resources is None
+
+
+def _children(pid: int) -> set[int]:
+    """The live child processes of ``pid`` (Linux /proc)."""
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        out |= {int(c) for c in text}
+    return out
+
+
+async def test_each_2025_session_has_its_own_upstream_closed_with_it(rig: Rig) -> None:
+    """Over HTTP with a command upstream: a 2025-era client session starts an upstream
+    process of its own (besides the gateway's shared one), which ends when the session does."""
+    rig.policy.write_text(POLICY)
+    (rig.tmp / "key").write_text(rig.key)
+    port = free_port()
+    gateway = await asyncio.to_thread(spawn, [
+        "-m", "notary.cli.main", "gateway", "--upstream",
+        f"{sys.executable} -m tests.conformance_fixture --stdio", "--upstream-cwd", str(REPO),
+        "--upstream-env", f"PYTHONPATH={REPO}", "--policy", str(rig.policy),
+        "--salt-file", str(rig.salt), "--state", str(rig.state), "--notary", rig.url,
+        "--api-key-file", str(rig.tmp / "key"), "--http", f"127.0.0.1:{port}"],
+        port, rig.tmp / "gateway.log")
+    try:
+        shared = _children(gateway.pid)
+        assert len(shared) == 1
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(url, mode="legacy") as one, Client(url, mode="legacy") as two:
+            for client in (one, two):
+                assert not (await client.call_tool("test_simple_text", {})).is_error
+            assert len(_children(gateway.pid) - shared) == 2  # one per session
+        for _ in range(100):  # the sessions were closed (DELETE): so are their upstreams
+            if _children(gateway.pid) == shared:
+                break
+            await anyio.sleep(0.1)
+        assert _children(gateway.pid) == shared
+    finally:
+        await asyncio.to_thread(stop, gateway)
