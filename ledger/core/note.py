@@ -370,25 +370,13 @@ def format_note(note: Note) -> bytes:
 # Ed25519 keys: the shared base of signature types 0x01 (here) and 0x04 (ledger.core.cosignature)
 
 
-class _Ed25519Key:
-    """What every Ed25519-based note key holds: a name and the key ID derived under KEY_TYPE.
-
-    Plain note keys (0x01) and cosignature/v1 keys (0x04) are the same Ed25519 key material read
-    and written the same way; only the type byte, and so the key ID and text forms, differ. Each
-    concrete class sets KEY_TYPE and the two labels its error messages use, which keeps every
-    message what it was before the classes shared this code.
-    """
+class _NoteKey:
+    """What every note key holds, whatever its algorithm: a name and the key ID derived from it,
+    its type byte and its public key."""
 
     __slots__ = ("_key_id", "_name")
     _key_id: int
     _name: str
-
-    #: Signature type byte: part of the key ID and of the key texts.
-    KEY_TYPE: ClassVar[int]
-    #: What a key of another type "is not", e.g. "Ed25519" (the type byte is appended).
-    _TYPE_LABEL: ClassVar[str]
-    #: How messages about the key's length name it, e.g. "Ed25519" or "cosignature".
-    _KIND: ClassVar[str]
 
     @property
     def name(self) -> str:
@@ -397,6 +385,25 @@ class _Ed25519Key:
     @property
     def key_id(self) -> int:
         return self._key_id
+
+
+class _Ed25519Key(_NoteKey):
+    """What every Ed25519-based note key holds: a name and the key ID derived under KEY_TYPE.
+
+    Plain note keys (0x01) and cosignature/v1 keys (0x04) are the same Ed25519 key material read
+    and written the same way; only the type byte, and so the key ID and text forms, differ. Each
+    concrete class sets KEY_TYPE and the two labels its error messages use, which keeps every
+    message what it was before the classes shared this code.
+    """
+
+    __slots__ = ()
+
+    #: Signature type byte: part of the key ID and of the key texts.
+    KEY_TYPE: ClassVar[int]
+    #: What a key of another type "is not", e.g. "Ed25519" (the type byte is appended).
+    _TYPE_LABEL: ClassVar[str]
+    #: How messages about the key's length name it, e.g. "Ed25519" or "cosignature".
+    _KIND: ClassVar[str]
 
     @classmethod
     def _check_type(cls, what: str, key_type: int, accepted: tuple[int, ...]) -> None:

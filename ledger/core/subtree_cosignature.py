@@ -32,6 +32,7 @@ from ledger.core.note import (
     NoteError,
     NoteSignature,
     _check_key_name,
+    _NoteKey,
     key_id,
     parse_private_key_text,
     parse_vkey_text,
@@ -102,14 +103,20 @@ def _checkpoint_fields(text: bytes | str) -> tuple[str, int, bytes]:
     return cp.origin, cp.size, cp.root_hash
 
 
-class SubtreeCosignatureVerifier:
+def _check_type(what: str, key_type: int) -> None:
+    if key_type != KEY_TYPE_SUBTREE_V1:
+        raise NoteError(f"{what} key type 0x{key_type:02x} is not an ML-DSA-44 subtree key "
+                        "(0x06)")
+
+
+class SubtreeCosignatureVerifier(_NoteKey):
     """An ML-DSA-44 subtree/v1 verifier key; a :class:`ledger.core.note.NoteVerifier`.
 
     As a note verifier it checks a checkpoint's line (the subtree ``[0, size)``); subtrees with
     another start have no note form and are checked with :meth:`verify_subtree`.
     """
 
-    __slots__ = ("_key", "_key_id", "_name", "_public_key")
+    __slots__ = ("_key", "_public_key")
     KEY_TYPE = KEY_TYPE_SUBTREE_V1
 
     def __init__(self, name: str, public_key: bytes) -> None:
@@ -128,18 +135,8 @@ class SubtreeCosignatureVerifier:
     def from_vkey(cls, text: str) -> Self:
         """Read ``<name>+<hex id>+<base64(0x06 ‖ 1,312-byte key)>``; the key ID must match."""
         name, _, key_type, material = parse_vkey_text(text)
-        if key_type != KEY_TYPE_SUBTREE_V1:
-            raise NoteError(
-                f"verifier key type 0x{key_type:02x} is not an ML-DSA-44 subtree key (0x06)")
+        _check_type("verifier", key_type)
         return cls(name, material)
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def key_id(self) -> int:
-        return self._key_id
 
     @property
     def public_key(self) -> bytes:
@@ -196,11 +193,11 @@ class SubtreeCosignatureVerifier:
         return f"SubtreeCosignatureVerifier({self._name}+{self._key_id:08x})"
 
 
-class SubtreeCosignatureSigner:
+class SubtreeCosignatureSigner(_NoteKey):
     """An ML-DSA-44 subtree/v1 signing key: a log's second checkpoint signature, or a witness's
     post-quantum cosigning key."""
 
-    __slots__ = ("_key", "_key_id", "_name", "_seed")
+    __slots__ = ("_key", "_seed")
     KEY_TYPE = KEY_TYPE_SUBTREE_V1
 
     def __init__(self, name: str, seed: bytes) -> None:
@@ -236,23 +233,13 @@ class SubtreeCosignatureSigner:
     def from_private_key(cls, text: str) -> Self:
         """Read ``PRIVATE+KEY+<name>+<hex id>+<base64(0x06 ‖ seed)>``; the key ID must match."""
         name, kid, key_type, material = parse_private_key_text(text)
-        if key_type != KEY_TYPE_SUBTREE_V1:
-            raise NoteError(
-                f"private key type 0x{key_type:02x} is not an ML-DSA-44 subtree key (0x06)")
+        _check_type("private", key_type)
         if len(material) != _SEED_SIZE:
             raise NoteError("ML-DSA-44 private key must hold a 32-byte seed")
         signer = cls(name, material)
         if signer.key_id != kid:
             raise NoteError(f"private key ID {kid:08x} does not match name and key")
         return signer
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def key_id(self) -> int:
-        return self._key_id
 
     @property
     def public_key(self) -> bytes:
