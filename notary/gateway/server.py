@@ -7,7 +7,8 @@ lifespan holds a :class:`GatewayRuntime`, which owns the upstream connections
 method the upstream offers is forwarded as the client sent it (params, ``_meta``, progress),
 and its answer or JSON-RPC error comes back as the upstream sent it, except where the policy
 decides: list results are filtered to what it could allow; ``resources/read``,
-``resources/subscribe``/``unsubscribe`` and ``prompts/get`` are decided and their decisions
+``resources/subscribe``/``unsubscribe`` (and each URI of a ``subscriptions/listen``) and
+``prompts/get`` are decided and their decisions
 notarized before forwarding (a denial is one generic error); ``completion/complete`` follows
 the prompt or resource it completes; ``tools/call`` goes through
 :meth:`GatewayRuntime.call_tool`.
@@ -61,6 +62,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.models import InitializationOptions
 from mcp.server.runner import serve_dual_era_loop
 from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -543,6 +545,55 @@ class GatewayRuntime:
             raise denial_error()
         result, _ = await self.send_upstream(inbound, "completion/complete", inbound.params)
         return result
+
+    @property
+    def upstream_listens(self) -> bool:
+        """Whether the shared upstream speaks 2026-07-28 (and so serves a listen stream)."""
+        return (self._upstream is not None
+                and self._upstream.protocol_version in MODERN_PROTOCOL_VERSIONS)
+
+    async def listen(self, ctx: ServerRequestContext[Any, Any],
+                     params: types.SubscriptionsListenRequestParams) -> Any:
+        """``subscriptions/listen`` (2026-07-28): one upstream listen per client stream,
+        its events relayed. Each resource URI to watch is decided like
+        ``resources/subscribe`` (and the decision notarized); one the policy does not allow
+        is left out of the acknowledged (honored) set."""
+        if not self.upstream_listens:
+            raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found",
+                           data="subscriptions/listen")
+        wanted = params.notifications
+        inbound = Inbound.of(ctx)
+        uris: list[str] = []
+        for uri in wanted.resource_subscriptions or ():
+            with contextlib.suppress(MCPError):  # denied: not honored
+                await self.authorize_request("resource", "resources/subscribe", None, inbound,
+                                             uri=uri)
+                uris.append(uri)
+        relayed = params.model_copy(update={"notifications": wanted.model_copy(
+            update={"resource_subscriptions": uris or None})})
+        bus = InMemorySubscriptionBus()
+        handler = ListenHandler(bus)
+        client = self.upstream
+
+        async def pump() -> None:
+            try:
+                async with client.listen(
+                        tools_list_changed=bool(wanted.tools_list_changed),
+                        prompts_list_changed=bool(wanted.prompts_list_changed),
+                        resources_list_changed=bool(wanted.resources_list_changed),
+                        resource_subscriptions=uris) as subscription:
+                    async for event in subscription:
+                        await bus.publish(event)
+            except Exception as e:  # the upstream stream ended: so does the client's
+                await _log.awarning("upstream_listen_ended", error=f"{type(e).__name__}: {e}")
+            handler.close()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            try:
+                return await handler(ctx, relayed)
+            finally:
+                tg.cancel_scope.cancel()
 
     def _record_tools(self, tools: list[types.Tool]) -> None:
         for tool in tools:
@@ -1032,6 +1083,11 @@ async def _on_complete(ctx: ServerRequestContext[GatewayRuntime],
     return await ctx.lifespan_context.complete(Inbound.of(ctx))
 
 
+async def _on_listen(ctx: ServerRequestContext[GatewayRuntime],
+                     params: types.SubscriptionsListenRequestParams) -> HandlerResult:
+    return cast(HandlerResult, await ctx.lifespan_context.listen(ctx, params))
+
+
 async def _on_set_level(ctx: ServerRequestContext[GatewayRuntime],
                         params: types.SetLevelRequestParams) -> HandlerResult:
     # The log level of this client's own upstream session: nothing read, nothing acted on.
@@ -1074,17 +1130,19 @@ class _GatewayServer(Server[GatewayRuntime]):
         if upstream is None:
             return mine
         # List changes and resource updates reach a 2025-era client on its own upstream
-        # session; the gateway serves no subscriptions/listen stream to 2026 clients.
+        # session, and a 2026 client on its subscriptions/listen stream when the upstream
+        # serves one (a 2025-era upstream does not).
+        relays = not modern or self.live[-1].upstream_listens
         return types.ServerCapabilities(
-            tools=(types.ToolsCapability(list_changed=False if modern else
+            tools=(types.ToolsCapability(list_changed=relays and
                                          bool(upstream.tools.list_changed))
                    if upstream.tools is not None else None),
-            prompts=(types.PromptsCapability(list_changed=False if modern else
+            prompts=(types.PromptsCapability(list_changed=relays and
                                              bool(upstream.prompts.list_changed))
                      if upstream.prompts is not None else None),
             resources=(types.ResourcesCapability(
-                subscribe=False if modern else bool(upstream.resources.subscribe),
-                list_changed=False if modern else bool(upstream.resources.list_changed))
+                subscribe=relays and bool(upstream.resources.subscribe),
+                list_changed=relays and bool(upstream.resources.list_changed))
                 if upstream.resources is not None else None),
             logging=upstream.logging if not modern else None,
             completions=upstream.completions,
@@ -1191,7 +1249,8 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
             ("resources/unsubscribe", types.UnsubscribeRequestParams, _on_unsubscribe),
             ("prompts/get", types.GetPromptRequestParams, _on_get_prompt),
             ("completion/complete", types.CompleteRequestParams, _on_complete),
-            ("logging/setLevel", types.SetLevelRequestParams, _on_set_level)):
+            ("logging/setLevel", types.SetLevelRequestParams, _on_set_level),
+            ("subscriptions/listen", types.SubscriptionsListenRequestParams, _on_listen)):
         server.add_request_handler(method, params_type, handler)  # type: ignore[arg-type]
     server.middleware.append(aer1_result_middleware)
     return server

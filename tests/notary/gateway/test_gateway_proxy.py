@@ -292,7 +292,8 @@ async def test_the_gateway_advertises_the_upstream_and_the_receipt_extension(
     async with Client(build_gateway(config(rig, build())), mode=mode) as client:
         caps = client.server_capabilities
         assert caps.tools and caps.prompts and caps.resources and caps.completions
-        assert caps.resources.subscribe is (mode == "legacy")  # relayed on the 2025 session
+        # Relayed on the 2025 session, or on a 2026 client's subscriptions/listen stream.
+        assert caps.resources.subscribe and caps.tools.list_changed
         table = caps.extensions if mode == "auto" else caps.experimental
         assert table is not None
         assert table["com.rightshold/tool-call"] == {
@@ -347,3 +348,24 @@ async def test_each_2025_session_has_its_own_upstream_closed_with_it(rig: Rig) -
         assert _children(gateway.pid) == shared
     finally:
         await asyncio.to_thread(stop, gateway)
+
+
+async def test_a_2026_client_listens_through_the_gateway(rig: Rig) -> None:
+    """subscriptions/listen: the upstream's list changes reach the client's stream; a
+    resource the policy does not allow is not honored (and its decision is logged)."""
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    rig.policy.write_text(POLICY.replace("[tools.ask]",
+                                         "[tools.ask]\n[tools.test_trigger_tool_change]"))
+    async with Client(build_gateway(config(rig, build())), mode="auto") as client:
+        caps = client.server_capabilities
+        assert caps.tools is not None and caps.tools.list_changed
+        before = await rig.size()
+        async with client.listen(tools_list_changed=True, resource_subscriptions=[
+                "test://static-text", "test://watched-resource"]) as subscription:
+            assert subscription.honored.resource_subscriptions == ["test://static-text"]
+            assert await rig.size() == before + 2  # both decisions, allowed and denied
+            assert not (await client.call_tool("test_trigger_tool_change", {})).is_error
+            with anyio.fail_after(10):
+                event = await subscription.__anext__()
+            assert isinstance(event, ToolsListChanged)
