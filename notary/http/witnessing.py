@@ -100,16 +100,17 @@ def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | No
     """A :class:`Witnessing` for the notary's settings (quorum 0 means a majority).
 
     With a witness policy, its quorum expression decides what is published, and its ``log``
-    lines (if any) must include this log's key: a policy written for another log is a
-    mistake to stop at, not to run with.
+    lines (if any) must include one of this log's keys (Ed25519, or the ML-DSA-44 one when it
+    dual-signs): a policy written for another log is a mistake to stop at, not to run with.
     """
     endpoints = _endpoints(settings)
     policy = _policy(settings)
+    ours = {log.verifier.vkey, *([pq.vkey] if pq is not None else [])}
     try:
         if policy is not None:
-            if policy.logs and all(k.vkey != log.verifier.vkey for k, _ in policy.logs):
+            if policy.logs and all(k.vkey not in ours for k, _ in policy.logs):
                 raise ConfigError("the witness policy lists log keys, but not this log's "
-                                  f"({log.verifier.vkey})")
+                                  f"({', '.join(sorted(ours))})")
             return Witnessing(log, endpoints, policy=policy,
                               interval=settings.witness_interval,
                               timeout=settings.witness_timeout,

@@ -27,6 +27,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCosignatureVerifier
+from ledger.core.tlog_policy import parse_tlog_policy
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.http.routes import LOG
 from ledger.log import Log
@@ -603,7 +604,8 @@ def test_serve_refuses_a_policy_nested_too_deep_cleanly(tmp_path: Path) -> None:
 async def test_a_witness_that_knows_only_the_logs_ml_dsa_key_cosigns(
         tmp_path: Path, http: aiohttp.ClientSession) -> None:
     """The notary submits dual-signed checkpoints: a witness configured with the log's ML-DSA-44
-    key alone (as a post-quantum deployment would) verifies and cosigns them."""
+    key alone (as a post-quantum deployment would) verifies and cosigns them; the notary's own
+    witness policy may name the log by that key alone."""
     sock = bound_socket()
     base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
     first = init_data_dir(base)
@@ -613,8 +615,11 @@ async def test_a_witness_that_knows_only_the_logs_ml_dsa_key_cosigns(
     signer = SubtreeCosignatureSigner.generate("witness.test/pq")
     w = WitnessProc(signer, tmp_path / "w.db", pq_vkey)
     await w.start()
-    settings = Settings(data=base.data, listen=base.listen, witnesses=(w.spec,),
-                        witness_quorum=1, witness_interval=0.05, witness_timeout=2.0)
+    policy = tmp_path / "pq.policy"
+    policy.write_text(f"log {pq_vkey}\nwitness w {signer.verifier_key_text()} {w.url}\n"
+                      "quorum w\n")
+    settings = Settings(data=base.data, listen=base.listen, witness_policy=str(policy),
+                        witness_interval=0.05, witness_timeout=2.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
         key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
@@ -627,6 +632,7 @@ async def test_a_witness_that_knows_only_the_logs_ml_dsa_key_cosigns(
             return bytes(body) if done else None
 
         note = await eventually(witnessed, "a checkpoint cosigned by the ML-DSA-only witness")
+        parse_tlog_policy(policy.read_bytes()).verify(note)  # met: ML-DSA-44 keys alone
         log_pq = SubtreeCosignatureVerifier.from_vkey(pq_vkey)
         open_checkpoint(note, log_pq, [signer.verifier()], 1)
     finally:
