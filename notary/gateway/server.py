@@ -609,28 +609,12 @@ class GatewayRuntime:
             if cursor is None:
                 return
 
-    async def list_tools(self, cursor: str | None, meta: Mapping[str, Any] | None, *,
-                         client_version: str | None = None) -> types.ListToolsResult:
-        """``tools/list`` forwarded, the schemas seen recorded for projection.
-
-        Only the tools the policy could allow for this caller's agent are listed, unless the
-        gateway was started with ``list_all_tools``: every other tool is denied on every
-        call, and offering it would only invite the client to try.
-        """
-        page = await self.upstream.list_tools(cursor=cursor)
-        self._record_tools(page.tools)
-        tools = page.tools
-        if not self.config.list_all_tools:
-            policy = (await self._current_policy()).policy
-            agent = self.agent_for(meta, policy)
-            tools = [t for t in tools if policy.could_allow(t.name, agent)]
-        if client_version not in MODERN_PROTOCOL_VERSIONS:
-            tools = [_legacy_tool(t) for t in tools]
-        return types.ListToolsResult(tools=tools, next_cursor=page.next_cursor)
-
-    async def list_tools_raw(self, inbound: Inbound) -> dict[str, Any]:
-        """``tools/list`` as the upstream answered it (caching hints and all), filtered and
-        shaped like :meth:`list_tools`."""
+    async def list_tools(self, inbound: Inbound) -> dict[str, Any]:
+        """``tools/list`` as the upstream answered it (caching hints and all), the schemas
+        seen recorded for projection. Only the tools the policy could allow for this
+        caller's agent are listed, unless the gateway was started with ``list_all_tools``:
+        every other tool is denied on every call, and offering it would only invite the
+        client to try. A 2025-era client gets non-object output schemas wrapped."""
         result, _ = await self.send_upstream(inbound, "tools/list", inbound.params)
         tools = [types.Tool.model_validate(t, by_name=False) for t in result.get("tools") or []]
         self._record_tools(tools)
@@ -1008,7 +992,7 @@ def _key_digest(key: str) -> str:
 
 async def _on_list_tools(ctx: ServerRequestContext[GatewayRuntime],
                          params: types.PaginatedRequestParams | None) -> HandlerResult:
-    return await ctx.lifespan_context.list_tools_raw(Inbound.of(ctx))
+    return await ctx.lifespan_context.list_tools(Inbound.of(ctx))
 
 
 async def _on_call_tool(ctx: ServerRequestContext[GatewayRuntime],
