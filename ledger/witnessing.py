@@ -451,8 +451,7 @@ class Witnessing:
             for _ in range(3):
                 old = w.known or 0
                 if old > target.size:
-                    raise WitnessError(f"{name} is at size {old}, beyond this checkpoint "
-                                       f"({target.size}): was the log rolled back?")
+                    target = await self._ahead(w, old, target)
                 proof = (await self.log.reader.consistency_proof(old, target.size)
                          if 0 < old < target.size else [])
                 try:
@@ -489,6 +488,21 @@ class Witnessing:
             target.attempted.add(w.endpoint.vkey)
             w.task = None
             w.busy_with = None
+
+    async def _ahead(self, w: _Witness, old: int, target: _Target) -> _Target:
+        """The target for a witness already at ``old``, beyond ``target``: the log's head.
+
+        A witness ahead of this round's checkpoint is normal when another process of the log
+        (or an earlier run whose state was not saved) submitted a newer one: it is brought the
+        log's newest checkpoint instead, with a proof from its size. Only a witness ahead of the
+        log's own tree means the log went back.
+        """
+        head = await self.log.head(0)
+        if head is None or head.size < old:
+            raise WitnessError(f"{w.endpoint.verifier.name} is at size {old}, beyond this log "
+                               f"({head.size if head else 0}): was the log rolled back?")
+        target.attempted.add(w.endpoint.vkey)
+        return self._set_target(head)
 
     def _republish(self) -> None:
         pub = self._published
