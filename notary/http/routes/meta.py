@@ -51,11 +51,11 @@ def _write_problem(error: Exception) -> str:
 async def healthz(request: web.Request) -> web.Response:
     """Up, the tree size, whether writes are accepted, and the scrub's progress.
 
-    ``writes: failing`` (still 200, ``status: failing`` and the ``problem``) while the last
-    write failed and none has succeeded since.
-
     ``writes: refused`` (``status: failing``) while this process refuses writes because the
     log's latest ``issued_at`` is ahead of its clock (a frontend's clock is wrong).
+
+    ``writes: failing`` (still 200, ``status: failing`` and the ``problem``) while the last
+    write failed and none has succeeded since.
 
     Still 200 once damage stopped writes (``status: failing`` and the ``problem``): the process
     serves reads, and restarting it would not repair the store. Alert on ``status`` (or on the

@@ -162,8 +162,11 @@ def test_a_server_does_not_start_while_a_restore_holds_the_directory(tmp_path: P
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # what `notary restore` holds while it swaps
         refused = NotaryProcess(data)
-        with pytest.raises(NotaryStartError, match="being replaced"):
-            refused.start()
+        try:
+            with pytest.raises(NotaryStartError, match="being replaced"):
+                refused.start()
+        finally:
+            refused.stop()  # had it started (the bug this checks), it must not outlive the test
     finally:
         os.close(fd)
 
