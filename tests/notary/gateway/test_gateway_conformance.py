@@ -15,11 +15,16 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ledger.core.note import Ed25519Verifier
+from notary.core.receipts import Jwks
+from notary.core.verification import verify_receipt
 from tests.conformance import REQUIREMENT_SETS, ScenarioResult, required_scenarios, run_suite
 from tests.conformance_fixture import allow_all_policy
 from tests.notary_server import NotaryProcess, free_port
@@ -151,3 +156,28 @@ def test_every_scenario_passes_through_the_gateway(
     summary = json.loads(audit.stdout)["summary"]
     assert summary["decisions"] >= len(required) // 2, summary  # calls, reads, prompts
     assert summary["valid"] == summary["decisions"], summary
+    assert_every_receipt_verifies(notary[0])
+
+
+def assert_every_receipt_verifies(notary_url: str) -> None:
+    """Every receipt the notary issued (decisions, and the tool results the suite's client got
+    with their receipts) verifies: its signature under the notary's JWKS and its inclusion
+    under the log key (the call records stay with the client, so level 1 is not asked)."""
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(notary_url + path, timeout=30) as r:
+            return json.loads(r.read())
+
+    jwks, log_key = Jwks(get("/.well-known/jwks.json")), get("/v1/ledger")["vkey"]
+    receipts: list[dict[str, Any]] = []
+    cursor: str | None = ""
+    while cursor is not None:
+        page = get("/v1/tool-calls?limit=100" + (f"&cursor={cursor}" if cursor else ""))
+        receipts += page["tool_calls"]
+        cursor = page["next_cursor"]
+    assert receipts
+    for listed in receipts:
+        receipt = get(f"/v1/tool-calls/{listed['id']}")
+        verdict = verify_receipt(receipt, record=None, jwks=jwks,
+                                 log_verifier=Ed25519Verifier.from_vkey(log_key))
+        levels = {k: v.status for k, v in verdict.levels.items()}
+        assert levels["signature"] == levels["inclusion"] == "passed", (listed["id"], levels)
