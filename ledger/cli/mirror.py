@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import structlog
 
-from ledger.cli.witness import ALGORITHMS, parse_log_spec, read_witness_key
+from ledger.cli.witness import ALGORITHMS, parse_log_spec, read_witness_key, reporting
 from ledger.core.note import NoteError, NoteVerifier
-from ledger.exitcodes import ExitCode, UsageError
+from ledger.exitcodes import UsageError
 from ledger.http.serve import serve_until_signalled
 from ledger.keyfile import KeyFileError, write_secret
 from ledger.logs import configure
@@ -33,7 +32,6 @@ from ledger.mirror.state import MirrorState, MirrorStateError
 from ledger.mirror.stores import is_postgres_url, open_copy_store
 from ledger.netaddr import parse_host_port
 from ledger.storage.base import StoreError
-from ledger.storage.damage import corruption_in, damage_message
 from ledger.witness.server import WitnessSigner
 
 __all__ = ["close_mirror", "open_mirror", "register"]
@@ -130,26 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(func: Command) -> Command:
-    """Report expected failures as one ``ledger: error:`` line and exit status 2."""
-
-    def wrapped(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except (UsageError, MirrorStateError, StoreError, KeyFileError) as e:
-            print(f"ledger: error: {e}", file=sys.stderr)
-            return ExitCode.USAGE
-        except Exception as e:
-            if corruption_in(e) is None:
-                raise
-            data = getattr(args, "data", None)
-            db = Path(data) / STATE_NAME if data is not None else None
-            print(f"ledger: error: {damage_message(db, e, None)}", file=sys.stderr)
-            return ExitCode.USAGE
-        except KeyboardInterrupt:
-            return ExitCode.INTERRUPTED
-
-    return wrapped
+_run = reporting("ledger", (UsageError, MirrorStateError, StoreError, KeyFileError), STATE_NAME)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -37,7 +37,7 @@ from ledger.storage.damage import corruption_in, damage_message
 from ledger.witness.server import Witness, WitnessSigner, create_witness_app
 from ledger.witness.store import WitnessStore, WitnessStoreError
 
-__all__ = ["ALGORITHMS", "parse_log_spec", "read_witness_key", "register"]
+__all__ = ["ALGORITHMS", "parse_log_spec", "read_witness_key", "register", "reporting"]
 
 DB_NAME = "witness.db"
 DEFAULT_LISTEN = "127.0.0.1:7380"
@@ -129,26 +129,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(func: Command) -> Command:
-    """Report expected failures as one ``notary: error:`` line and exit status 2."""
+def reporting(program: str, expected: tuple[type[Exception], ...], db_name: str
+              ) -> Callable[[Command], Command]:
+    """Wrap a cosigner's command (witness, mirror): an ``expected`` failure is one
+    ``<program>: error:`` line and exit status 2, a damaged database under ``--data`` says which
+    file and what to do, and Ctrl-C exits as interrupted."""
 
-    def wrapped(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except (UsageError, WitnessStoreError, KeyFileError) as e:
-            print(f"notary: error: {e}", file=sys.stderr)
-            return ExitCode.USAGE
-        except Exception as e:
-            if corruption_in(e) is None:
-                raise
-            data = getattr(args, "data", None)
-            db = Path(data) / DB_NAME if data is not None else None
-            print(f"notary: error: {damage_message(db, e, None)}", file=sys.stderr)
-            return ExitCode.USAGE
-        except KeyboardInterrupt:
-            return ExitCode.INTERRUPTED
+    def wrap(func: Command) -> Command:
+        def wrapped(args: argparse.Namespace) -> int:
+            try:
+                return func(args)
+            except expected as e:
+                print(f"{program}: error: {e}", file=sys.stderr)
+                return ExitCode.USAGE
+            except Exception as e:
+                if corruption_in(e) is None:
+                    raise
+                data = getattr(args, "data", None)
+                db = Path(data) / db_name if data is not None else None
+                print(f"{program}: error: {damage_message(db, e, None)}", file=sys.stderr)
+                return ExitCode.USAGE
+            except KeyboardInterrupt:
+                return ExitCode.INTERRUPTED
 
-    return wrapped
+        return wrapped
+
+    return wrap
+
+
+_run = reporting("notary", (UsageError, WitnessStoreError, KeyFileError), DB_NAME)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
