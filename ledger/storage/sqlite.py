@@ -63,7 +63,8 @@ Two such batches in a row mean that nothing arrived while the first one committe
 other work for the loop to overlap with the commit, and the trip to the writer thread is pure
 latency. In process, one receipt at a time, committing on the loop took 1.5-1.6 ms a receipt
 against 2.2-2.3 ms through the thread: the trip's two cross-thread wake-ups, and the statements
-and ``COMMIT`` running slower on a core whose caches are cold (benchmarks/README.md, issue 13).
+and ``COMMIT`` running slower on a core whose caches are cold (benchmarks/README.md, HTTP
+notarization).
 A lone batch after a larger one keeps the thread, as larger batches do: requests that arrive
 during its fsync are read and prepared meanwhile (at 4 connections batches alternate 1 and 3).
 The price: while a lone commit's fsync lasts, the loop serves nothing else; a disk that stalls
@@ -573,7 +574,7 @@ class _WriterThread:
     A dedicated thread with a plain queue, rather than ``asyncio.to_thread``: a trip through
     the default executor (its concurrent future, the chained asyncio future, the task around
     ``to_thread``, ``asyncio.shield``) cost about 1.5 times the event loop's CPU of this one
-    (benchmarks/README.md, issue 13), and every commit makes one. The jobs are already
+    (benchmarks/README.md, HTTP notarization), and every commit makes one. The jobs are already
     serialized by the store's ``_wlock``, so one thread loses nothing; it is a daemon and
     started on first use.
     """
