@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.core.errors import LedgerError
-from ledger.core.hashing import HASH_SIZE, fold_right
+from ledger.core.hashing import HASH_SIZE, LEAF_PREFIX, NODE_PREFIX, fold_right
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_HEIGHT, TILE_WIDTH
 
 _sha256 = hashlib.sha256
@@ -163,7 +163,7 @@ def integrate(state: TreeState, entries: Sequence[bytes]) -> Integrated:
     # The compact range as left siblings waiting for a right one, keyed by tree level.
     carry = dict(zip([lv for lv in range(old.bit_length() - 1, -1, -1) if old >> lv & 1],
                      state.stack, strict=True))
-    nodes = [sha(b"\x00" + e).digest() for e in entries]
+    nodes = [sha(LEAF_PREFIX + e).digest() for e in entries]
     first = old  # index of nodes[0] at the current tree level
     level = 0
     while nodes:
@@ -183,7 +183,7 @@ def integrate(state: TreeState, entries: Sequence[bytes]) -> Integrated:
         if len(nodes) & 1:  # the last node has no right sibling yet
             carry[level] = nodes.pop()
         pairs = iter(nodes)
-        nodes = [sha(b"\x01" + left + right).digest()
+        nodes = [sha(NODE_PREFIX + left + right).digest()
                  for left, right in zip(pairs, pairs, strict=False)]
         first >>= 1
         level += 1

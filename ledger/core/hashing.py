@@ -11,18 +11,22 @@ from collections.abc import Sequence
 
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
+#: The domain-separation prefixes. Hot loops elsewhere (``compact``, ``tilehash``) inline the
+#: hashing for speed, but take the prefix from here.
+LEAF_PREFIX = b"\x00"
+NODE_PREFIX = b"\x01"
 
 _sha256 = hashlib.sha256
 
 
 def leaf_hash(entry: bytes) -> bytes:
     """MTH of a one-leaf tree: SHA-256(0x00 ‖ entry)."""
-    return _sha256(b"\x00" + entry).digest()
+    return _sha256(LEAF_PREFIX + entry).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
     """Interior node: SHA-256(0x01 ‖ left ‖ right)."""
-    return _sha256(b"\x01" + left + right).digest()
+    return _sha256(NODE_PREFIX + left + right).digest()
 
 
 def fold_right(hashes: Sequence[bytes]) -> bytes:
@@ -35,7 +39,7 @@ def fold_right(hashes: Sequence[bytes]) -> bytes:
         return EMPTY_ROOT
     acc = hashes[-1]
     for h in reversed(hashes[:-1]):
-        acc = _sha256(b"\x01" + h + acc).digest()
+        acc = _sha256(NODE_PREFIX + h + acc).digest()
     return acc
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ledger.core.hashing import HASH_SIZE
+from ledger.core.hashing import HASH_SIZE, NODE_PREFIX
 from ledger.core.proofs import Coord
 from ledger.core.tiles import TILE_HEIGHT
 
@@ -54,7 +54,7 @@ class ExpandedTile:
                 break
             # Siblings are adjacent in the row, so each 64-byte slice is left ‖ right:
             # node_hash(left, right) = SHA-256(0x01 ‖ slice), with one copy fewer.
-            nxt = b"".join([_sha256(b"\x01" + cur[j : j + _PAIR]).digest()
+            nxt = b"".join([_sha256(NODE_PREFIX + cur[j : j + _PAIR]).digest()
                             for j in range(0, n * _PAIR, _PAIR)])
             offsets.append(pos)
             pos += len(nxt)
@@ -88,7 +88,7 @@ class ExpandedTile:
             old = width >> height  # nodes this tile already holds at this height
             kept = (self._data[self._offsets[height]:self._offsets[height] + old * HASH_SIZE]
                     if old else b"")
-            nxt = kept + b"".join([_sha256(b"\x01" + cur[j : j + _PAIR]).digest()
+            nxt = kept + b"".join([_sha256(NODE_PREFIX + cur[j : j + _PAIR]).digest()
                                    for j in range(old * _PAIR, n * _PAIR, _PAIR)])
             offsets.append(pos)
             pos += len(nxt)
