@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ledger.check import AuditError, audit_log
 from ledger.cli import mirror, monitor, witness
+from ledger.cli.pipe import STDOUT_CLOSED, stdout_reader_gone
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import MAX_ENTRY_SIZE
@@ -438,10 +439,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure("json")  # structured logs on stderr; stdout carries only results
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # here, not at exit: a reader that went away is caught below
         return code
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     except Exception as e:
+        if stdout_reader_gone(e):
+            return STDOUT_CLOSED
         if corruption_in(e) is not None:  # a damaged file: no traceback, no retry
             db = _database(args)
             message = damage_message(db, e, f"ledger verify {args.dir}" if db else None)

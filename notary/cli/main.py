@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ledger.cli import mirror, monitor, witness
+from ledger.cli.pipe import STDOUT_CLOSED, stdout_reader_gone
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.boundedjson import JsonError
 from ledger.core.timestamps import rfc3339
@@ -482,7 +483,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what --workers passes on
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, not at exit: a reader that went away is caught below
+        return code
+    except BrokenPipeError as e:
+        if stdout_reader_gone(e):  # `notary backup | head -1`: no traceback
+            return STDOUT_CLOSED
+        raise
     except (UsageError, ConfigError, KeyFileError, StoreError) as e:
         if corruption_in(e) is None:
             print(f"notary: error: {e}", file=sys.stderr)

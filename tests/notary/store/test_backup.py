@@ -197,3 +197,24 @@ def test_restore_refuses_while_ledger_serve_reads_the_directory(tmp_path: Path) 
         reader.terminate()
         reader.wait(30)
     server.cli("restore", "--data", str(data), str(backup))
+
+
+def test_backup_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`notary backup DEST | head -1`: the reader is gone before the last line; the backup is
+    made, and the command ends with the shell's SIGPIPE status (141), never a traceback."""
+    server = NotaryProcess(tmp_path / "data")
+    server.start()
+    server.stop()
+    buffered = {k: v for k, v in _child_env(None).items() if k != "PYTHONUNBUFFERED"}
+    for n, env in enumerate((_child_env(None), buffered)):  # a failing write, a failing flush
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader went away before the first line
+        try:
+            res = subprocess.run([sys.executable, "-m", "notary.cli.main", "backup", "--data",
+                                  str(tmp_path / "data"), str(tmp_path / f"b{n}")],
+                                 stdout=write_end, stderr=subprocess.PIPE, text=True,
+                                 timeout=60, env=env, stdin=subprocess.DEVNULL)
+        finally:
+            os.close(write_end)
+        assert (res.returncode, res.stderr) == (141, ""), res.stderr
+        assert (tmp_path / f"b{n}" / "backup.json").exists()
