@@ -21,10 +21,9 @@ from urllib.parse import urlsplit
 
 from ledger.core.note import is_valid_key_name
 from ledger.netaddr import AddressError, parse_host_port
-from ledger.storage.base import StoreError
 from ledger.witnessing import WitnessConfigError, parse_mirror_spec, parse_witness_spec
 from notary.core.errors import NotaryBaseError
-from notary.store import check_database, is_postgres
+from notary.store import database_problem, is_postgres
 
 
 class ConfigError(NotaryBaseError, ValueError):
@@ -203,11 +202,8 @@ def _mirrors(value: Any) -> str | None:
 
 
 def _database(value: str) -> str | None:
-    try:
-        check_database(value)
-    except StoreError as e:
-        return str(e)
-    return None
+    # The rule's message follows the setting's name: "database 'x' is not supported", once.
+    return database_problem(value)
 
 
 _MIB = 1024 * 1024

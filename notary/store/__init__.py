@@ -18,7 +18,8 @@ from notary.store.base import NotaryStore
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 
-__all__ = ["MEMORY", "check_database", "is_memory", "is_postgres", "open_store", "store_kind"]
+__all__ = ["MEMORY", "check_database", "database_problem", "is_memory", "is_postgres", "open_store",
+           "store_kind"]
 
 MEMORY = "memory:"
 
@@ -47,25 +48,31 @@ def _host_port_ok(text: str) -> bool:
     return "/" not in host and " " not in host
 
 
-def check_database(database: str) -> None:
-    """Refuse a ``database`` setting no backend understands (StoreError names the choices).
+def database_problem(database: str) -> str | None:
+    """What is wrong with a ``database`` setting no backend understands, as a predicate of the
+    word "database" (``"'x' is not supported: …"``), or None when a backend takes it.
 
     A PostgreSQL URL is never echoed: it may hold a password."""
     if is_postgres(database):
         parts = urlsplit(database)
         hosts = parts.netloc.rpartition("@")[2]
         if not all(_host_port_ok(h) for h in hosts.split(",")):
-            raise StoreError("the PostgreSQL database URL is malformed (expected "
-                             "postgresql://[user[:password]@]host[:port][,host2[:port]…]/dbname"
-                             "[?target_session_attrs=read-write])")
+            return ("URL is malformed (expected postgresql://[user[:password]@]host[:port]"
+                    "[,host2[:port]…]/dbname[?target_session_attrs=read-write])")
         if not parts.path.strip("/"):
-            raise StoreError("the PostgreSQL database URL names no database "
-                             "(postgresql://host/dbname)")
-        return
+            return "URL names no database (postgresql://host/dbname)"
+        return None
     if database not in ("", MEMORY):
-        raise StoreError(f"database {database!r} is not supported: leave it empty for the SQLite "
-                         f"file in the data directory, use {MEMORY!r}, or a "
-                         "postgresql://host/dbname URL")
+        return (f"{database!r} is not supported: leave it empty for the SQLite file in the data "
+                f"directory, use {MEMORY!r}, or a postgresql://host/dbname URL")
+    return None
+
+
+def check_database(database: str) -> None:
+    """Refuse a ``database`` setting no backend understands (StoreError names the choices)."""
+    problem = database_problem(database)
+    if problem is not None:
+        raise StoreError(f"database {problem}")
 
 
 async def open_store(database: str, sqlite_path: Path, *, create: bool = False,

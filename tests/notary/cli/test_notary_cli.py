@@ -117,6 +117,7 @@ def test_database_setting(tmp_path: Path) -> None:
         assert listed.returncode == 2 and "memory:" in listed.stderr
     res = run("serve", "--data", str(tmp_path / "x"), "--database", "postgres:nope", cwd=tmp_path)
     assert res.returncode == 2 and "database 'postgres:nope' is not supported" in res.stderr
+    assert "database database" not in res.stderr  # the setting's name, then its problem, once
     res = run("apikey", "list", "--data", str(tmp_path / "none"), cwd=tmp_path)
     assert res.returncode == 2 and "run `notary serve` once first" in res.stderr
 
