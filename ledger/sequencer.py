@@ -24,7 +24,14 @@ from ledger.core.proofs import newest_leaf_proof
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_WIDTH
 from ledger.reader import LogReader, edge_tiles_needed, stack_coords
-from ledger.storage.base import CheckpointRecord, LogStore, StorageFullError, TileKey, WriteTx
+from ledger.storage.base import (
+    CheckpointRecord,
+    LogStore,
+    StorageFullError,
+    StoreError,
+    TileKey,
+    WriteTx,
+)
 
 BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
@@ -333,6 +340,8 @@ class Sequencer:
             done = integrate(state, new)
             note = sign_checkpoint(Checkpoint(self.origin, latest.size, done.state.root()),
                                    self.signer)
+        except StoreError:  # the store itself failed: not a reason to take the slow path
+            raise
         except (ValueError, LedgerError):  # a malformed bundle, an entry too large
             return None
         return done.state if note == latest.note else None

@@ -36,10 +36,12 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from ledger.core.errors import LedgerError
+
 TileKey = tuple[int, int]  # (tile level, or -1 for entry bundles; tile index)
 
 
-class StoreError(RuntimeError):
+class StoreError(LedgerError, RuntimeError):
     """The store cannot be used as asked (missing, corrupt, or of another format)."""
 
 

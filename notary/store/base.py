@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
 
 from ledger.storage.base import LogStore, StoreError, WriteTx
+from notary.core.errors import NotaryBaseError
 from notary.core.receipts import Receipt
 from notary.core.server_names import NameHold
 
@@ -67,7 +68,7 @@ UsageKey = tuple[str, str]
 """(account name, UTC month ``YYYY-MM``): what an allowance is counted per."""
 
 
-class ReceiptWithheldError(StoreError):
+class ReceiptWithheldError(StoreError, NotaryBaseError):
     """The receipt exists but is not served: its signed form could not be recovered when the
     store was migrated (see ``notary migrate``). Serving a rebuilt guess would be a receipt
     that does not verify, or worse, one that was never signed."""
@@ -78,7 +79,7 @@ class ReceiptWithheldError(StoreError):
         self.problem = problem
 
 
-class AllowanceConflict(StoreError):
+class AllowanceConflict(StoreError, NotaryBaseError):
     """A new key for an existing account came with another monthly allowance than the
     account's: the allowance is the account's, for all its keys, and changes only through
     :meth:`NotaryStore.set_monthly_allowance`."""
@@ -90,7 +91,7 @@ class AllowanceConflict(StoreError):
         self.current = current
 
 
-class ServerNameTaken(StoreError):
+class ServerNameTaken(StoreError, NotaryBaseError):
     """A server name, or one confusable with it, is another account's."""
 
 
