@@ -1,4 +1,6 @@
-"""Receipts/s, latency and server CPU per born-complete receipt, over HTTP on loopback (issue 13).
+"""Receipts/s, latency and server CPU per born-complete receipt, over HTTP on loopback.
+
+Figures and method: benchmarks/docs/http_notarize.md.
 
 One run sweeps 1, 4, 16, 64 and 256 keep-alive connections. At each level, side by side and in
 turn: a bare aiohttp handler (``benchmarks/_bare_aiohttp.py``: parse the JSON body, answer a

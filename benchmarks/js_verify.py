@@ -23,7 +23,8 @@ notarized tool call adds in a TypeScript MCP server.
    ``@modelcontextprotocol/server`` 2.x (2026-07-28). "Added" is notarized p50 − plain p50 (same
    for p99). The bare ``POST /v1/tool-calls`` round trip from Node is interleaved for reference.
 
-Targets (issue 14): JS verification rate ≥ Python's; ≤ 5 ms p50 added per call.
+Targets: JS verification rate ≥ Python's; ≤ 5 ms p50 added per call. Figures and method:
+benchmarks/docs/js_verify.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""CPU per receipt of the issuing path in process, without HTTP (issue 13).
+"""CPU per receipt of the issuing path in process, without HTTP.
+
+Figures and method: benchmarks/docs/notarize_cpu.md.
 
     .venv/bin/python -m benchmarks.notarize_cpu                      # 1 and 64 in flight
     .venv/bin/python -m benchmarks.notarize_cpu --in-flight 64 --receipts 20000

@@ -1,4 +1,6 @@
-"""Several notary frontends on one PostgreSQL database against one SQLite process (issue 12).
+"""Several notary frontends on one PostgreSQL database against one SQLite process.
+
+Figures and method: benchmarks/docs/pg_frontends.md.
 
 In one run, with the same load generator (``benchmarks/_loadgen.py``: closed loop, keep-alive,
 distinct digests; its connections spread evenly over the frontends' URLs) at ``--connections``

@@ -37,7 +37,8 @@ from notary.service import Account
 from notary.startup import open_notary
 
 TARGET = 350.0
-V1_BYTES = 622.0  # issue 13: 103,282 receipts in 64.3 MB, schema version 1
+# Schema version 1 (benchmarks/docs/receipt_bytes.md): 103,282 receipts in 64.3 MB.
+V1_BYTES = 622.0
 
 
 async def fill(data: Path, count: int, concurrency: int) -> dict[str, float]:

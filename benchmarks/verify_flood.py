@@ -1,11 +1,12 @@
 """Notarization latency while unauthenticated clients flood POST /v1/tool-calls/verify.
 
-Issue 9, item 4: 16 connections verifying a 62 KB record (100 verifies/s) pushed the p50 of
-notarization from 3.5 ms to 585 ms, because canonicalizing ran on the event loop. The goal is
-a p50 within 2x of idle. One ``notary serve`` with default settings; a measuring client
-notarizes sequentially (one keep-alive connection) while nothing else runs, then while a flood
-process keeps 16 connections verifying the record: once paced at 100 verifies/s in total (the
-report's load) and once as fast as the connections go.
+Before verification had a worker of its own, 16 connections verifying a 62 KB record (100
+verifies/s) pushed the p50 of notarization from 3.5 ms to 585 ms, because canonicalizing ran on
+the event loop. The goal is a p50 within 2x of idle (benchmarks/docs/verify_flood.md). One
+``notary serve`` with default settings; a measuring client notarizes sequentially (one
+keep-alive connection) while nothing else runs, then while a flood process keeps 16 connections
+verifying the record: once paced at 100 verifies/s in total (the report's load) and once as fast
+as the connections go.
 
     .venv/bin/python -m benchmarks.verify_flood [--samples 300] [--rounds 3] [--quick] [--save]
 

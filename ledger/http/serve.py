@@ -31,7 +31,7 @@ def freeze_startup_heap() -> None:
     A full (generation 2) collection walks every tracked object, and at start those are
     several hundred thousand, nearly all permanent: each such collection stopped the event
     loop for ~50 ms under load, which was most of the p99 latency of notarization
-    (benchmarks/README.md, HTTP notarization). Frozen, they are never walked again;
+    (benchmarks/docs/history.md, http_notarize). Frozen, they are never walked again;
     collections cover only what was allocated since (~2 ms).
     """
     gc.collect()

@@ -53,7 +53,7 @@ hash tiles (8 KiB) live mostly in overflow pages, but SQLite keeps up to a page 
 leaf page, where it leaves on average a fraction of a page unused: with 2 KiB pages that is
 about 2 bytes per log entry, with the default 4 KiB about 7. Small rows (a notary's ~80-byte
 receipt rows) pack slightly worse in small pages (+1.6 bytes), and 1 KiB pages lose more to
-page headers than they save (benchmarks/README.md, "Bytes on disk per receipt")."""
+page headers than they save (benchmarks/docs/receipt_bytes.md)."""
 
 LONE_ENTRIES = 1
 """A commit that adds at most this many entries, right after one that did too, runs on the
@@ -63,8 +63,8 @@ Two such batches in a row mean that nothing arrived while the first one committe
 other work for the loop to overlap with the commit, and the trip to the writer thread is pure
 latency. In process, one receipt at a time, committing on the loop took 1.5-1.6 ms a receipt
 against 2.2-2.3 ms through the thread: the trip's two cross-thread wake-ups, and the statements
-and ``COMMIT`` running slower on a core whose caches are cold (benchmarks/README.md, HTTP
-notarization).
+and ``COMMIT`` running slower on a core whose caches are cold (benchmarks/docs/history.md,
+http_notarize).
 A lone batch after a larger one keeps the thread, as larger batches do: requests that arrive
 during its fsync are read and prepared meanwhile (at 4 connections batches alternate 1 and 3).
 The price: while a lone commit's fsync lasts, the loop serves nothing else; a disk that stalls
@@ -574,7 +574,7 @@ class _WriterThread:
     A dedicated thread with a plain queue, rather than ``asyncio.to_thread``: a trip through
     the default executor (its concurrent future, the chained asyncio future, the task around
     ``to_thread``, ``asyncio.shield``) cost about 1.5 times the event loop's CPU of this one
-    (benchmarks/README.md, HTTP notarization), and every commit makes one. The jobs are already
+    (benchmarks/docs/history.md, notarize_cpu), and every commit makes one. The jobs are already
     serialized by the store's ``_wlock``, so one thread loses nothing; it is a daemon and
     started on first use.
     """

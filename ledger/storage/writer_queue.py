@@ -79,7 +79,7 @@ class WriterQueue:
     A contended wait blocks in ``flock`` on a thread of the queue's own, which hands the
     outcome to the loop with one wake-up: the default executor's future, the task around
     ``to_thread`` and ``asyncio.wait`` cost the loop a few times as much, and with several
-    processes on one log nearly every commit waits (benchmarks/README.md, HTTP notarization).
+    processes on one log nearly every commit waits (benchmarks/docs/history.md, http_notarize).
     """
 
     def __init__(self, database: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 from pathlib import Path
 
@@ -106,3 +107,65 @@ def test_the_profiles_items_add_up_to_the_measured_cpu() -> None:
     assert items["other threads: the database writer (statements, COMMIT, fsync)"] == 70
     assert all(v >= 0 for v in items.values())
     assert sum(items.values()) == 470
+
+
+# The pages: benchmarks/README.md is an index, one page per benchmark under benchmarks/docs/,
+# the older runs in benchmarks/docs/history.md; code cites those pages, never an issue number.
+DOCS = BENCH / "docs"
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_ISSUE = re.compile(r"\bissues? [0-9]+\b(?!,[0-9])", re.IGNORECASE)  # not "issues 2,000"
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    return {_anchor(line.lstrip("#")) for line in page.read_text(encoding="utf-8").splitlines()
+            if line.startswith("#")}
+
+
+def test_the_index_is_short_and_links_every_benchmark_to_its_page() -> None:
+    index = (BENCH / "README.md").read_text(encoding="utf-8")
+    assert len(index.splitlines()) <= 150, "benchmarks/README.md is an index, not a notebook"
+    benchmarks = sorted(p.stem for p in BENCH.glob("*.py") if not p.name.startswith("_"))
+    assert benchmarks, "no benchmark modules found"
+    for name in benchmarks:
+        assert (DOCS / f"{name}.md").is_file(), f"benchmarks/docs/{name}.md is missing"
+        assert f"(docs/{name}.md)" in index, f"the index does not link {name}'s page"
+    assert "(docs/history.md)" in index
+
+
+def test_every_link_between_the_pages_resolves() -> None:
+    pages = [BENCH / "README.md", *sorted(DOCS.glob("*.md"))]
+    for page in pages:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            if target.startswith(("http://", "https://")):
+                continue
+            file, _, anchor = target.partition("#")
+            path = (page.parent / file).resolve() if file else page
+            assert path.is_file(), f"{page.relative_to(REPO)} links {target}: no such file"
+            if anchor:
+                assert anchor in _anchors(path), \
+                    f"{page.relative_to(REPO)} links {target}: no such heading"
+
+
+def test_no_page_is_titled_by_an_issue_number() -> None:
+    for page in [BENCH / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("#"):
+                assert not _ISSUE.search(line), f"{page.relative_to(REPO)}: {line}"
+
+
+def test_code_cites_the_pages_not_the_index_or_an_issue() -> None:
+    for package in ("ledger", "notary", "benchmarks"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            assert "benchmarks/README.md" not in text, \
+                f"{path.relative_to(REPO)} cites the index; cite benchmarks/docs/NAME.md"
+            if package == "benchmarks":
+                assert not _ISSUE.search(text), f"{path.relative_to(REPO)} cites an issue number"
+            for cited in re.findall(r"benchmarks/docs/([\w.-]+\.md)", text):
+                assert (DOCS / cited).is_file(), f"{path.relative_to(REPO)} cites {cited}"

@@ -4,7 +4,7 @@ smallest sizes, against a real notary on loopback.
 Importing a benchmark (test_benchmarks.py) does not run it: after the typed ``Receipt``
 replaced receipt dicts, ``js_verify`` failed to write its cases and ``mcp_notarize`` its
 per-level costs, and nothing noticed until a benchmark run. No figure is checked here
-(figures are for benchmarks/README.md); only that every stage ran and wrote its part.
+(figures are for the pages under benchmarks/docs/); only that every stage ran and wrote its part.
 """
 
 from __future__ import annotations
