@@ -25,7 +25,7 @@ Two kinds of case:
 A case with ``python_diverges`` is one where DESIGN.md's rule (the one the JavaScript verifier
 implements) differs from today's Python code; its expectation is DESIGN.md's, and the Python
 test asserts the divergence is still there, so the marker goes once Python catches up. There is
-none today (issue 11, ``structuredContent`` of any JSON type, ``null`` included, is fixed).
+none today (``structuredContent`` of any JSON type, ``null`` included, is fixed).
 """
 
 from __future__ import annotations

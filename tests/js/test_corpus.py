@@ -4,7 +4,7 @@ The generator writes each case's expected verdicts from its hand-written tables;
 verifier must give exactly those, so the corpus the JavaScript suite checks against cannot drift
 from what Python does. Cases marked ``python_diverges`` hold DESIGN.md's expectation where the
 Python code does not follow it yet; for them the divergence itself is asserted, so the marker is
-removed as soon as Python catches up (none today: issue 11 is fixed).
+removed as soon as Python catches up (none today).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile clients against real servers on 127.0.0.1 (issue 9, items 2, 3, 7, 9 and 10).
+"""Hostile clients against real servers on 127.0.0.1.
 
 Each test reproduces an attack as it was reported, mostly with raw sockets, since the requests
 that broke the server are ones no HTTP client library would send: bare LF line ends, obs-fold,

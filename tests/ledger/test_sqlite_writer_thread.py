@@ -18,7 +18,7 @@ async def test_batches_commit_on_the_stores_own_thread_and_an_idle_logs_on_the_l
         tmp_path: Path) -> None:
     # A batch is a trip to a dedicated thread (about two thirds of the loop's CPU of a trip
     # through the default executor); a lone entry after a lone entry commits on the loop's
-    # thread, where it skips the trip's latency (LONE_ENTRIES; issue 13).
+    # thread, where it skips the trip's latency (LONE_ENTRIES; benchmarks/docs/history.md).
     store = await SqliteStore.open(tmp_path / "log.db", create=True)
     log = await Log.open(store, signer=Ed25519Signer.generate("example.com/log"))
     ran: list[str] = []

@@ -196,7 +196,8 @@ def test_batch_inclusion_proofs_equal_one_at_a_time(
 
 
 def test_the_newest_leafs_proof_is_the_compact_range_before_it() -> None:
-    # What a writer answers a batch of one entry with, without reading a tile (issue 13).
+    # What a writer answers a batch of one entry with, without reading a tile
+    # (benchmarks/docs/notarize_cpu.md).
     from ledger.core.proofs import newest_leaf_proof
 
     entries = [b"leaf %d" % i for i in range(600)]

@@ -155,7 +155,8 @@ def test_error_is_value_error() -> None:
 def test_a_checkpoint_the_log_just_signed_is_not_parsed_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Every receipt of a commit carries a proof into the checkpoint the commit signed: parsing
-    # that note back once per commit was a fixed cost of every commit (issue 13).
+    # that note back once per commit was a fixed cost of every commit
+    # (benchmarks/docs/notarize_cpu.md).
     import ledger.core.checkpoint as checkpoint_module
     import ledger.core.tlog_proof as tlog_proof_module
 

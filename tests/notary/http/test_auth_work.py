@@ -1,4 +1,4 @@
-"""An existing key id with a wrong secret costs what an unknown key id costs (issue 9, item 13).
+"""An existing key id with a wrong secret costs what an unknown key id costs.
 
 Timing is not asserted (tests never measure speed); the work is. Both refusals must run the
 same SQL statements, the same number of SQLite virtual-machine steps, and the same sequence of

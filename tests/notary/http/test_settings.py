@@ -1,5 +1,4 @@
-"""Every setting is validated at start, naming the setting and where the value came from
-(issue 9, item 12)."""
+"""Every setting is validated at start, naming the setting and where the value came from."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Unauthenticated verification cannot starve notarization (issue 9, item 4).
+"""Unauthenticated verification cannot starve notarization (benchmarks/docs/verify_flood.md
+measures it).
 
 The admission rules are checked with a fake clock; the flood runs against a real server. The
 "notarization p50 stays within 2x of idle" figure is a measurement, not a test: it lives in

@@ -1,5 +1,5 @@
 """A full disk: 503 with Retry-After, unhealthy, one log line per interval, back by itself when
-space returns, nothing acknowledged lost (issue 9, item 8).
+space returns, nothing acknowledged lost.
 
 Two ways to fill the disk: SQLite's own size limit (``PRAGMA max_page_count`` on the writer's
 connection), which gives the real SQLITE_FULL error path anywhere; and, where the tests may

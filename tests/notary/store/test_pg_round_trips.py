@@ -1,5 +1,5 @@
-"""Round trips to PostgreSQL per notarization and per commit (issue 12's throughput), and the
-key cache that saves authentication's round trip without weakening revocation.
+"""Round trips to PostgreSQL per notarization and per commit (benchmarks/docs/pg_frontends.md),
+and the key cache that saves authentication's round trip without weakening revocation.
 
 Each statement sent to PostgreSQL is a network round trip that the frontend's event loop and a
 backend both spend CPU on, and every one inside the commit transaction is made while holding

@@ -1,4 +1,5 @@
-"""The SQLite store answers API keys from memory, kept current across processes (issue 13).
+"""The SQLite store answers API keys from memory, kept current across processes
+(benchmarks/docs/history.md, notarize_cpu).
 
 A lookup reads no database unless the shared signal (``<database>-keys``) moved or the cache is
 older than ``KEYS_RECHECK_SECONDS``; a key created or revoked by another store on the same file

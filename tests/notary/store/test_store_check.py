@@ -276,7 +276,7 @@ async def test_scrub_treats_a_damaged_page_as_damage() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# A database file with damaged pages (issue 9 item 15)
+# A database file with damaged pages
 
 
 def damage_pages(db: Path) -> None:
