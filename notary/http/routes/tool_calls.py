@@ -8,7 +8,6 @@ from typing import Any
 
 from aiohttp import web
 
-from ledger.core.boundedjson import JsonError
 from ledger.core.http1 import Head
 from ledger.http.errors import ApiError, error_response
 from ledger.http.server import PlainHandler, close_unread, plain_from_response, plain_response
@@ -25,7 +24,12 @@ from notary.core.search import (
     parse_time_bound,
 )
 from notary.core.server_names import is_valid_name
-from notary.core.verify_request import Refusal, parse_body, read_verify_request, verify_request
+from notary.core.verify_request import (
+    Refusal,
+    body_object,
+    read_verify_request,
+    verify_request,
+)
 from notary.http.appkeys import METRICS, NOTARY, VERIFIER
 from notary.http.integrity import damage_refusal
 from notary.http.verify_pool import Refused
@@ -50,19 +54,9 @@ async def _json_object(request: web.Request, fields: tuple[str, ...]) -> dict[st
 
 
 def _object_from(raw: bytes, fields: tuple[str, ...]) -> dict[str, Any]:
-    try:
-        body = parse_body(raw)
-    except JsonError as e:
-        raise ApiError(400, "invalid_json", f"invalid request body: {e}") from e
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "the request body must be a JSON object")
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise ApiError(400, "unknown_field",
-                       f"unknown field(s) {unknown}; allowed: {list(fields)}")
-    missing = [f for f in fields if f not in body]
-    if missing:
-        raise ApiError(400, "missing_field", f"missing field(s) {missing}")
+    body = body_object(raw, fields)
+    if isinstance(body, Refusal):
+        raise ApiError(body.status, body.code, body.message)
     return body
 
 
