@@ -1,7 +1,8 @@
-"""The README's walkthrough, run as written in a fresh copy of the repository.
+"""The walkthrough (README.md, then docs/walkthrough.md), run as written in a fresh copy of the
+repository; and every other command block of the docs marked as an example.
 
-Every block after a ``<!-- walkthrough -->`` marker is run, in README order, as one bash script
-in a throwaway git repository holding the tracked files of this one; a
+Every block after a ``<!-- walkthrough -->`` marker is run, in the order of ``PAGES`` and of each
+page, as one bash script in a throwaway git repository holding the tracked files of this one; a
 ``<!-- walkthrough:python PATH -->`` block is written to PATH and run twice (the README says it
 can be). Then ``git status`` there must show nothing: whatever the walkthrough writes lands in
 ignored places. Two substitutions only, so the test neither reinstalls the shared virtualenv nor
@@ -23,6 +24,9 @@ from pathlib import Path
 from tests.notary_server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+# The pages that hold walkthrough blocks, in the order they run: the README starts the notary,
+# docs/walkthrough.md continues in the same shell and stops it.
+PAGES = ("README.md", "docs/walkthrough.md")
 BLOCK = re.compile(r"<!-- walkthrough(?::python (?P<path>\S+))? -->\n```(?P<lang>\w+)\n"
                    r"(?P<body>.*?)\n```", re.S)
 
@@ -70,7 +74,7 @@ def fresh_copy(tmp_path: Path) -> Path:
 def test_readme_walkthrough_runs_and_leaves_the_work_tree_clean(tmp_path: Path) -> None:
     port = free_port()
     clone = fresh_copy(tmp_path)
-    script = walkthrough((clone / "README.md").read_text(), port)
+    script = walkthrough("\n".join((clone / page).read_text() for page in PAGES), port)
     assert "scratch/" in script and "git status --short" in script
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTARY_")}
     env.update(HOME=str(tmp_path / "home"), XDG_STATE_HOME=str(tmp_path / "state"),
@@ -109,3 +113,48 @@ def test_readme_walkthrough_runs_and_leaves_the_work_tree_clean(tmp_path: Path) 
                              input="\n".join(keys), capture_output=True, text=True).stdout
     assert sorted(ignored.split()) == sorted(keys), set(keys) - set(ignored.split())
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.key"))
+
+
+def doc_pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def test_walkthrough_blocks_live_only_in_the_pages_that_run() -> None:
+    """A walkthrough block on any other page would silently never run."""
+    for page in doc_pages():
+        if str(page.relative_to(REPO)) not in PAGES:
+            assert "<!-- walkthrough" not in page.read_text(), page
+
+
+def test_every_shell_block_runs_or_is_marked_as_an_example() -> None:
+    """Every ```sh block of the README and docs/ is either run by the walkthrough above or
+    preceded by ``<!-- example -->``: a reader can tell what the tests ran as written."""
+    unmarked = []
+    for page in doc_pages():
+        lines = page.read_text().splitlines()
+        for n, line in enumerate(lines):
+            if line.startswith("```sh"):
+                before = lines[n - 1] if n else ""
+                if not (before.startswith("<!-- walkthrough") or before == "<!-- example -->"):
+                    unmarked.append(f"{page.relative_to(REPO)}:{n + 1}")
+    assert unmarked == [], unmarked
+
+
+def test_readme_is_a_front_door() -> None:
+    """The README stays short (what it is, the two commands, curl, pip, where next) and every
+    page its map names exists."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert "./scripts/serve" in text and "./scripts/test" in text
+    assert re.findall(r"\]\((docs/[^)#]+)", text)
+
+
+def test_relative_links_of_the_docs_resolve() -> None:
+    """The pages moved out of the README link to each other and to the code by relative paths:
+    each names a file or directory that exists (anchors are not checked)."""
+    broken = []
+    for page in doc_pages():
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(REPO)}: {target}")
+    assert broken == [], broken
