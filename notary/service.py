@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tlog_proof import ProofBundle
 from ledger.http.errors import ApiError
 from ledger.log import Head, Log
@@ -41,7 +42,6 @@ from notary.store.base import (
     UsageKey,
     notary_tx,
 )
-from notary.store.sqlite_schema import ENTRIES_PATH
 
 KEY_REFRESH_SECONDS = 5.0
 MAX_AHEAD = timedelta(seconds=5)

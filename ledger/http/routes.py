@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from aiohttp import web
 
 from ledger.core.hashing import leaf_hash
+from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tiles import MAX_TREE_SIZE, TILE_WIDTH, TilePathError, parse_tile_path, tile_count
 from ledger.core.timestamps import rfc3339
 from ledger.http.errors import ApiError, error_middleware
@@ -240,7 +241,7 @@ def add_ledger_routes(app: web.Application) -> None:
     r.add_get("/checkpoint", get_checkpoint)
     r.add_get("/tile/{path:.+}", get_tile)
     r.add_get("/v1/ledger", get_ledger)
-    r.add_get("/v1/ledger/entries/{index}", get_entry)
+    r.add_get(ENTRIES_PATH + "{index}", get_entry)
     r.add_get("/v1/ledger/proofs/inclusion", get_inclusion)
     r.add_get("/v1/ledger/proofs/consistency", get_consistency)
     r.add_get("/v1/ledger/checkpoints", get_checkpoints)

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 
 from ledger.core.compact import bundle_entry
 from ledger.core.note import NoteError, parse_note
+from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tiles import ENTRIES_LEVEL
 from ledger.storage.base import StoreError
 from ledger.storage.sqlite import read_tiles_sync
@@ -75,7 +76,6 @@ from notary.core.receipts import (
 from notary.core.server_names import name_skeleton
 
 __all__ = [
-    "ENTRIES_PATH",
     "SCHEMA_VERSION",
     "MigrationReport",
     "Needed",
@@ -89,9 +89,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 3
-
-ENTRIES_PATH = "/v1/ledger/entries/"
-"""What the notary appends to its base URL to form ``entry_url`` (before the index)."""
 
 SCHEMA_V2 = """
 CREATE TABLE accounts (

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ledger.core.boundedjson import parse_json
+from ledger.core.paths import ENTRIES_PATH
 from notary.core.canonical import MAX_DEPTH
 from notary.core.errors import NotaryBaseError
 from notary.core.meta import TOOL_CALL_META_KEY
@@ -63,7 +64,7 @@ def parse_receipt(obj: object, what: str) -> Receipt | MalformedReceipt:
 _SAVED_CALL_KEYS = frozenset({"tool", "arguments", "result", "server"})
 
 
-_ENTRIES_PATH = re.compile(r"/v1/ledger/entries/[0-9]+/?$")
+_ENTRIES_PATH = re.compile(re.escape(ENTRIES_PATH) + r"[0-9]+/?$")
 
 
 def check_http_url(url: str) -> None:
