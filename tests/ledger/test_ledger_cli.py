@@ -386,3 +386,23 @@ def test_verify_checks_the_checkpoint_signature(logdir: Path) -> None:
     (logdir / "log.vkey").write_text(Ed25519Signer.generate(ORIGIN).verifier_key_text() + "\n")
     err = fails(ledger("verify", logdir))
     assert "checkpoint" in err
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`ledger add DIR < lines | head -1`: the reader is gone; the entries are added, and the
+    command ends with the shell's SIGPIPE status (141), never a traceback."""
+    ok(ledger("init", tmp_path / "log", "--origin", ORIGIN))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    for n, unbuffered in enumerate(("1", None)):  # a failing write, then a failing final flush
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            run = subprocess.run([sys.executable, "-m", "ledger.cli.main", "add",
+                                  str(tmp_path / "log")], input=b"a\nb\n", stdout=write_end,
+                                 stderr=subprocess.PIPE, timeout=60, check=False,
+                                 env=env | ({"PYTHONUNBUFFERED": unbuffered} if unbuffered else {}))
+        finally:
+            os.close(write_end)
+        assert run.returncode == 141, run.stderr
+        assert b"Traceback" not in run.stderr and b"BrokenPipe" not in run.stderr, run.stderr
+        assert f"size {2 * (n + 1)}:" in ok(ledger("verify", tmp_path / "log"))  # added
