@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import shutil
 import socket
 import sys
 from collections.abc import Awaitable, Callable
@@ -95,7 +97,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"Log verifier key:  {first.vkey}")
         print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
         if not is_memory(settings.database):
-            print(f"Create an API key: notary apikey create --data {settings.data} "
+            command = command_name(shutil.which("notary"), sys.argv[0], Path.cwd())
+            print(f"Create an API key: {command} apikey create --data {settings.data} "
                   "--account NAME")
     if is_memory(settings.database):
         print(f"The store is in memory ({MEMORY}): nothing outlives this process, and API keys "
@@ -117,6 +120,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     asyncio.run(serve_until_signalled(app, host, port, announce, limits=limits,
                                       shutdown_timeout=30, sock=sock))
     return 0
+
+
+def command_name(on_path: str | None, argv0: str, cwd: Path) -> str:
+    """How to call this command again from ``cwd``, for the lines it prints: ``notary`` when that
+    is on PATH, else the path it was started by (``.venv/bin/notary`` from a clone: neither
+    ./scripts/serve nor a venv not activated puts it on PATH)."""
+    started = Path(argv0)
+    if on_path is not None or started.name != "notary":  # on PATH, or `python -m …`
+        return "notary"
+    full = os.path.abspath(started)  # not resolved: a .venv may be a link, and is named so
+    try:
+        relative = os.path.relpath(full, cwd)
+    except ValueError:  # another drive (Windows)
+        return full
+    return full if relative.startswith("..") else relative
 
 
 def _hold(serving: ServingLock) -> None:

@@ -79,6 +79,9 @@ def test_readme_walkthrough_runs_and_leaves_the_work_tree_clean(tmp_path: Path) 
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTARY_")}
     env.update(HOME=str(tmp_path / "home"), XDG_STATE_HOME=str(tmp_path / "state"),
                PYTHONUNBUFFERED="1")
+    # As in a fresh clone: no virtualenv's bin/ on PATH (./scripts/test may have one there).
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if not (Path(p) / "notary").exists())
     proc = subprocess.Popen(["bash", "-c", script], cwd=clone, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -90,6 +93,8 @@ def test_readme_walkthrough_runs_and_leaves_the_work_tree_clean(tmp_path: Path) 
     assert proc.returncode == 0, out[-6000:]
     # What the walkthrough shows did happen.
     assert "all results verified" in out
+    # The first run's banner names the command as this shell can call it (not on PATH).
+    assert "Create an API key: .venv/bin/notary apikey create" in out, out[:3000]
     assert "VALID: every required level passed." in out
     assert "refused: notary-data has moved on" in out and "moved on since this backup" in out
     assert "refused: the notary is serving notary-data" in out and "stop it first" in out

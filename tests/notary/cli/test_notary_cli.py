@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from notary.cli.main import command_name
 from notary.config import ConfigError, Settings, resolve
 from notary.core.records import CallRecord
 from tests.notary_server import NotaryProcess, _child_env
@@ -171,3 +172,15 @@ def test_version_is_the_package_version(tmp_path: Path) -> None:
                            text=True, cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL,
                            env=_child_env(None))
         assert (r.returncode, r.stdout.strip()) == (0, f"{prog} {version}"), r.stderr
+
+
+def test_the_banner_names_the_command_as_it_can_be_called(tmp_path: Path) -> None:
+    """`notary` on PATH is named bare; from a clone (`.venv/bin/notary`, not on PATH) the lines
+    the first run prints name the path, so they can be pasted as they are."""
+    venv_bin = tmp_path / ".venv" / "bin"
+    assert command_name("/usr/bin/notary", ".venv/bin/notary", tmp_path) == "notary"
+    assert command_name(None, ".venv/bin/notary", Path.cwd()) == ".venv/bin/notary"
+    assert command_name(None, str(venv_bin / "notary"), tmp_path) == ".venv/bin/notary"
+    assert command_name(None, str(venv_bin / "notary"), tmp_path / "elsewhere") == \
+        str(venv_bin / "notary")
+    assert command_name(None, "/x/notary/cli/main.py", tmp_path) == "notary"  # python -m
