@@ -19,6 +19,9 @@ from ledger.cli import mirror, monitor, witness
 from ledger.cli.pipe import STDOUT_CLOSED, stdout_reader_gone
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.boundedjson import JsonError
+from ledger.core.note import NoteError
+from ledger.core.paths import ENTRIES_PATH
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.timestamps import rfc3339
 from ledger.dirlock import DirectoryInUseError, ServingLock, exclusive
 from ledger.exitcodes import ExitCode, UsageError
@@ -39,7 +42,7 @@ from notary.core.accounts import month_of
 from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
 from notary.http.app import create_app, init_data_dir
-from notary.keys import Paths
+from notary.keys import Paths, current_receipt_key, load_log_key
 from notary.startup import check_before_creating, entry_url_bases
 from notary.store import MEMORY, is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
@@ -236,12 +239,41 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    """The keys that verify this notary's output: the log's (Ed25519, and the ML-DSA-44 key
+    derived from it), and every receipt key the store knows, the one that signs marked."""
+    paths = Paths(_settings(args).data)
+    records = _with_store(args, lambda store: store.receipt_keys())
+    try:
+        signer = load_log_key(paths)
+    except (OSError, KeyFileError, NoteError) as e:
+        raise UsageError(f"cannot read the log key in {paths.root}: {e}") from None
+    log_keys = [("Ed25519", signer.verifier_key_text()),
+                ("ML-DSA-44", SubtreeCosignatureSigner.derived_from(signer).verifier_key_text())]
+    try:
+        current = current_receipt_key(paths, records).kid
+    except KeyFileError:
+        current = None
+    if args.json:
+        print(json.dumps({
+            "log_keys": [{"algorithm": a, "vkey": v} for a, v in log_keys],
+            "receipt_keys": [{"kid": r.kid, "created": rfc3339(r.created),
+                              "signs": r.kid == current} for r in records]}, indent=2))
+        return 0
+    for algorithm, vkey in log_keys:
+        print(f"log key ({algorithm}): {vkey}")
+    for r in records:
+        mark = "  (signs new receipts)" if r.kid == current else ""
+        print(f"receipt key {r.kid}  created {rfc3339(r.created)}{mark}")
+    return 0
+
+
 def _report_migration(report: MigrationReport | None) -> int:
     if report is None:
         return ExitCode.OK
     moved = f"{report.migrated} receipt(s) moved to the current layout"
     if report.prefixes:
-        moved += " (signed under " + ", ".join(p.removesuffix("/v1/ledger/entries/")
+        moved += " (signed under " + ", ".join(p.removesuffix(ENTRIES_PATH)
                                               for p in report.prefixes) + ")"
     print(f"Store was at schema version {report.from_version}; {moved}.")
     if not report.withheld:
@@ -455,6 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = keys.add_parser("rotate", help="start signing receipts with a new key")
     _common(p)
     p.set_defaults(func=cmd_keys_rotate)
+    p = keys.add_parser("list", help="the log's verifier keys and the receipt keys (which signs)")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(func=cmd_keys_list)
 
     p = sub.add_parser("backup", help="copy the data directory while the notary runs (SQLite "
                        "online backup, keys included, modes kept)")

@@ -184,3 +184,20 @@ def test_the_banner_names_the_command_as_it_can_be_called(tmp_path: Path) -> Non
     assert command_name(None, str(venv_bin / "notary"), tmp_path / "elsewhere") == \
         str(venv_bin / "notary")
     assert command_name(None, "/x/notary/cli/main.py", tmp_path) == "notary"  # python -m
+
+
+def test_keys_list_shows_the_log_keys_and_which_receipt_key_signs(tmp_path: Path) -> None:
+    with NotaryProcess(tmp_path / "data") as server:
+        server.cli("keys", "rotate", "--data", str(server.data_dir))
+        listed = json.loads(server.cli("keys", "list", "--data", str(server.data_dir),
+                                       "--json").stdout)
+        ledger = server.get("/v1/ledger").json()
+        jwks = server.get("/.well-known/jwks.json").json()
+    assert [k["vkey"] for k in listed["log_keys"]] == ledger["vkeys"]
+    assert [k["algorithm"] for k in listed["log_keys"]] == ["Ed25519", "ML-DSA-44"]
+    kids = [k["kid"] for k in listed["receipt_keys"]]
+    assert len(kids) == 2 and {k["kid"] for k in jwks["keys"]} <= set(kids)
+    assert [k["signs"] for k in listed["receipt_keys"]] == [False, True]  # the rotated one
+    text = run("keys", "list", "--data", str(tmp_path / "data"), cwd=tmp_path)
+    assert text.returncode == 0 and "(signs new receipts)" in text.stdout
+    assert ledger["vkeys"][1] in text.stdout
