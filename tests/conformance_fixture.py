@@ -405,8 +405,9 @@ def build(name: str = "conformance-fixture") -> MCPServer[Any]:
     return mcp
 
 
-def allow_all_policy(name: str = "conformance-gateway") -> str:
-    """A gateway policy allowing every tool and prompt of the fixture, and every resource."""
+def allow_all_policy(name: str = "conformance-gateway", extra_tools: tuple[str, ...] = ()) -> str:
+    """A gateway policy allowing every tool and prompt of the fixture (and ``extra_tools``, for
+    another fixture that serves more), and every resource."""
     from mcp import Client  # deferred: only the gateway tests need a client
 
     async def names() -> tuple[list[str], list[str]]:
@@ -416,6 +417,7 @@ def allow_all_policy(name: str = "conformance-gateway") -> str:
         return tools, prompts
 
     tools, prompts = anyio.run(names)
+    tools += [t for t in extra_tools if t not in tools]
     lines = ["version = 1", "", "[gateway]", f'name = "{name}"', "", "[resources]", ""]
     lines += [f'[tools."{t}"]' for t in tools] + [f'[prompts."{p}"]' for p in prompts]
     return "\n".join(lines) + "\n"

@@ -1,10 +1,13 @@
-"""The official MCP conformance suite against the fixture server, directly and via the gateway.
+"""The official MCP conformance suite against the fixture servers, directly and via the gateway.
 
-``tests/conformance_fixture.py`` serves what the suite's server scenarios call; it runs as a
-child process on streamable HTTP. The suite (npm ``@modelcontextprotocol/conformance``, on the
-Node 22 that ``js/`` pins) runs every scenario a spec revision requires, for 2025-11-25 and
-2026-07-28, and each must pass: first against the fixture itself (the harness works), then
-through ``notary gateway --http`` with an allow-all policy (the gateway is faithful).
+Two fixtures serve what the suite's server scenarios call, each as a child process on streamable
+HTTP: ``tests/conformance_fixture.py`` on the Python ``mcp`` SDK, and
+``js/test/fixtures/conformance-server.ts`` on the official TypeScript SDK
+(``@modelcontextprotocol/server``, compiled with the esbuild that ``js/`` pins). The suite
+(npm ``@modelcontextprotocol/conformance``, on the Node 22 that ``js/`` pins) runs every scenario
+a spec revision requires, for 2025-11-25 and 2026-07-28, and each must pass for each fixture:
+first against the fixture itself (the harness works), then through ``notary gateway --http``
+with an allow-all policy (the gateway is faithful).
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ import pytest
 from ledger.core.note import Ed25519Verifier
 from notary.core.receipts import Jwks
 from notary.core.verification import verify_receipt
-from tests.conformance import REQUIREMENT_SETS, ScenarioResult, required_scenarios, run_suite
+from tests.conformance import (
+    REQUIREMENT_SETS,
+    ScenarioResult,
+    node22,
+    required_scenarios,
+    run_suite,
+)
 from tests.conformance_fixture import allow_all_policy
 from tests.notary_server import NotaryProcess, free_port
 
@@ -45,10 +54,11 @@ def _wait_for_port(proc: subprocess.Popen[bytes], port: int, errlog: Path) -> No
     raise AssertionError(f"nothing listens on {port}: {errlog.read_text()[-3000:]}")
 
 
-def spawn(argv: list[str], port: int, errlog: Path) -> subprocess.Popen[bytes]:
-    """A child Python process serving on ``port``; its output goes to ``errlog``."""
+def spawn(argv: list[str], port: int, errlog: Path, *, program: str = sys.executable
+          ) -> subprocess.Popen[bytes]:
+    """A child process (Python unless ``program``) serving on ``port``; output to ``errlog``."""
     with errlog.open("wb") as err:
-        proc = subprocess.Popen([sys.executable, *argv], cwd=str(REPO),
+        proc = subprocess.Popen([program, *argv], cwd=str(REPO),
                                 env={**os.environ, "PYTHONPATH": str(REPO)},
                                 stdin=subprocess.DEVNULL, stdout=err, stderr=err)
     try:
@@ -69,11 +79,37 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def fixture_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+TS_FIXTURE = REPO / "js" / "test" / "fixtures" / "conformance-server.ts"
+TS_ONLY_TOOLS = ("test_streaming_elicitation", "test_logging_tool")
+"""Probe tools of the suite's ``server-stateless`` scenario that only the TypeScript fixture
+serves (the Python SDK answers an unknown tool with an ``isError`` result, which the scenario
+takes as served; the TypeScript SDK answers ``-32602``, so its fixture implements them)."""
+
+
+def ts_fixture_program() -> str:
+    """The TypeScript fixture compiled next to its source (js/test/fixtures/.build/, ignored by
+    git, so its SDK imports resolve in js/node_modules) with the esbuild that js/ pins."""
+    esbuild = REPO / "js" / "node_modules" / ".bin" / "esbuild"
+    if not esbuild.is_file():
+        raise AssertionError(f"{esbuild} is missing: run `npm ci` in js/ (scripts/test does)")
+    out = TS_FIXTURE.parent / ".build" / "conformance-server.mjs"
+    subprocess.run([str(esbuild), str(TS_FIXTURE), f"--outfile={out}", "--format=esm",
+                    "--platform=node", "--target=node20", "--log-level=warning"],
+                   check=True, capture_output=True, timeout=120)
+    return str(out)
+
+
+@pytest.fixture(scope="module", params=["python", "typescript"])
+def fixture_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[str]:
+    """The fixture server named by the parameter, on streamable HTTP."""
     port = free_port()
     log = tmp_path_factory.mktemp("fixture") / "fixture.log"
-    proc = spawn(["-m", "tests.conformance_fixture", "--port", str(port)], port, log)
+    if request.param == "python":
+        proc = spawn(["-m", "tests.conformance_fixture", "--port", str(port)], port, log)
+    else:
+        proc = spawn([ts_fixture_program(), "--port", str(port)], port, log,
+                     program=node22()[0])
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
@@ -106,7 +142,7 @@ def notary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
 def gateway(upstream: str, notary: tuple[str, str], tmp: Path) -> tuple[subprocess.Popen[bytes],
                                                                          str]:
     """``notary gateway --http`` in front of ``upstream`` with an allow-all policy."""
-    (tmp / "policy.toml").write_text(allow_all_policy())
+    (tmp / "policy.toml").write_text(allow_all_policy(extra_tools=TS_ONLY_TOOLS))
     (tmp / "key").write_text(notary[1])
     port = free_port()
     cwd = [] if upstream.startswith("http") else ["--upstream-cwd", str(REPO),
@@ -126,9 +162,11 @@ opens one session per scenario): the whole 2025 set passes that way too, in abou
 so the test suite runs these three, and the HTTP upstream runs the whole set."""
 
 
-@pytest.mark.parametrize(("requirements", "upstream_transport"), [
-    ("2025-11-25", "http"), ("2025-11-25", "stdio"), ("2026-07-28", "http"),
-    ("2026-07-28", "stdio")])
+@pytest.mark.parametrize(("fixture_url", "requirements", "upstream_transport"), [
+    ("python", "2025-11-25", "http"), ("python", "2025-11-25", "stdio"),
+    ("python", "2026-07-28", "http"), ("python", "2026-07-28", "stdio"),
+    ("typescript", "2025-11-25", "http"), ("typescript", "2026-07-28", "http")],
+    indirect=["fixture_url"])
 def test_every_scenario_passes_through_the_gateway(
         fixture_url: str, notary: tuple[str, str], requirements: str, upstream_transport: str,
         tmp_path: Path) -> None:
