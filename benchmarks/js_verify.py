@@ -150,7 +150,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from ledger.core.note import Ed25519Verifier
-    from notary.core.receipts import Jwks
+    from notary.core.jwks import Jwks
 
     started = now_utc()
     load_start = os.getloadavg()

@@ -541,7 +541,7 @@ def run_setting(name: str, base: Path, a: argparse.Namespace, with_verification:
 def verification(shared: list[Any], sequential: list[Any], jwks_doc: dict[str, Any], vkey: str,
                  a: argparse.Namespace) -> dict[str, Any]:
     from ledger.core.note import Ed25519Verifier
-    from notary.core.receipts import Jwks
+    from notary.core.jwks import Jwks
 
     jwks, log_key = Jwks(jwks_doc), Ed25519Verifier.from_vkey(vkey)
     shared_cases, seq_cases = as_cases(shared), as_cases(sequential)

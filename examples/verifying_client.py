@@ -29,7 +29,7 @@ from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
 from ledger.core.note import Ed25519Verifier, NoteVerifier
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.sdk import NotaryClient, notarization_of, record_for
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from ledger.core.note import Ed25519Signer
 from ledger.keyfile import KeyFileError, read_secret, write_secret
 from notary.core.ids import b64url_decode, b64url_encode
-from notary.core.receipts import Jwks, ReceiptKey
+from notary.core.jwks import Jwks
+from notary.core.receipts import ReceiptKey
 from notary.store.base import NotaryStore, ReceiptKeyRecord
 
 DB_NAME = "notary.store.sqlite"

@@ -43,7 +43,8 @@ from ledger.core.note import NoteError, NoteVerifier, parse_note
 from ledger.core.tlog_policy import TlogPolicy
 from ledger.version import package_version
 from notary.core.ids import is_receipt_id
-from notary.core.receipts import Jwks, Receipt, ReceiptFormatError
+from notary.core.jwks import Jwks
+from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.core.verification import check_witnesses
 from notary.verifier.inputs import (
     ToolCall,

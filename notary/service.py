@@ -32,7 +32,8 @@ from notary.core.accounts import digests_match, month_of, seconds_until_next_mon
 from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, parse_issued_at
-from notary.core.receipts import Jwks, Receipt, ReceiptKey
+from notary.core.jwks import Jwks
+from notary.core.receipts import Receipt, ReceiptKey
 from notary.core.server_names import NameHold, refusal_reason, skeletons
 from notary.keys import Paths, current_receipt_key, jwks_from_records
 from notary.store.base import (

@@ -21,7 +21,7 @@ from notary.cli.trust_args import (
     state_from_args,
     witness_policy_from_args,
 )
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.verifier.inputs import VerifierInputError
 from notary.verifier.state import VerifierStateError
 from notary.verifier.trust import (

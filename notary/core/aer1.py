@@ -45,8 +45,9 @@ from ledger.core.note import NoteVerifier
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.canonical import MAX_DEPTH, CanonicalizationError, canonical_json
 from notary.core.ids import format_issued_at
+from notary.core.jwks import Jwks
 from notary.core.meta import AER1_AGENT_META_KEY, AER1_META_KEY
-from notary.core.receipts import Jwks, Receipt
+from notary.core.receipts import Receipt
 from notary.core.records import CallRecord
 from notary.core.verification import LevelResult, Verdict, failed, passed, skipped, verify_receipt
 

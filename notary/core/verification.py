@@ -18,12 +18,8 @@ from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError
 from ledger.core.tlog_proof import ProofBundle, ProofBundleError, decode_proof_bundle
 from notary.core.canonical import CanonicalizationError
 from notary.core.entry import EntryError
-from notary.core.receipts import (
-    Jwks,
-    Receipt,
-    ReceiptFormatError,
-    ReceiptSignatureError,
-)
+from notary.core.jwks import Jwks
+from notary.core.receipts import Receipt, ReceiptFormatError, ReceiptSignatureError
 from notary.core.records import RecordError, record_from_json
 
 Status = Literal["passed", "failed", "skipped"]

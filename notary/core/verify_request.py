@@ -20,7 +20,7 @@ from ledger.core.boundedjson import JsonError, parse_json
 from ledger.core.note import Ed25519Verifier
 from notary.core.canonical import MAX_DEPTH
 from notary.core.ids import is_receipt_id
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 
 __all__ = ["BODY_MAX_DEPTH", "VERIFY_FIELDS", "Refusal", "parse_body", "read_verify_request",

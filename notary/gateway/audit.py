@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from ledger.core.cosignature import LogVerifier
 from ledger.core.tlog_policy import TlogPolicy
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.verification import LevelResult, failed, passed, skipped, verify_receipt
 from notary.gateway import codes
 from notary.gateway.policy import Kind, Policy, sha256_jcs

@@ -61,8 +61,9 @@ from ledger.core.note import NoteVerifier
 from notary.core.canonical import CanonicalizationError
 from notary.core.discovery import RECEIPT_EXTENSION, declare, receipt_extension
 from notary.core.errors import NotaryBaseError
+from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
-from notary.core.receipts import Jwks, Receipt
+from notary.core.receipts import Receipt
 from notary.core.records import SPEC, CallRecord, RecordError, is_final, new_salt
 from notary.core.toolcall import rebuild_record
 from notary.core.verification import Verdict, verify_receipt

@@ -66,13 +66,8 @@ from ledger.storage.base import StoreError
 from ledger.storage.sqlite import read_tiles_sync
 from notary.core.entry import EntryError, LogEntry, decode_entry
 from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id
-from notary.core.receipts import (
-    Jwks,
-    JwksError,
-    Receipt,
-    ReceiptSignature,
-    ReceiptSignatureError,
-)
+from notary.core.jwks import Jwks, JwksError
+from notary.core.receipts import Receipt, ReceiptSignature, ReceiptSignatureError
 from notary.core.server_names import name_skeleton
 
 __all__ = [

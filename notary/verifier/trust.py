@@ -13,7 +13,7 @@ from ledger.core.boundedjson import JsonError
 from ledger.core.cosignature import LogVerifier, parse_log_key, parse_verifier_key
 from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
-from notary.core.receipts import Jwks, JwksError
+from notary.core.jwks import Jwks, JwksError
 from notary.verifier.inputs import VerifierInputError, _object, check_http_url, parse_input_json
 
 

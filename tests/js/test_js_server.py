@@ -23,8 +23,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import INTERNAL_ERROR, CallToolResult
 
 from ledger.core.note import Ed25519Verifier
+from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
-from notary.core.receipts import Jwks
 from notary.core.records import SPEC
 from notary.sdk import Notarizer, NotaryClient, notarization_of, verify_tool_result
 from notary.verifier.inputs import call_from_document

@@ -20,8 +20,8 @@ from jsonschema import Draft202012Validator
 from ledger.core.note import Ed25519Verifier
 from notary.cli.main import main as notary_cli
 from notary.core import aer1
+from notary.core.jwks import Jwks
 from notary.core.meta import AER1_META_KEY
-from notary.core.receipts import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.sdk import NotaryClient
 from tests.notary_server import app_notary

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from notary.core import receipts as receipts_module
 from notary.core.canonical import canonical_json
 from notary.core.ids import b64url_decode
+from notary.core.jwks import Jwks
 from notary.core.receipt_jcs import MAX_INDEX, receipt_jcs, unsigned_receipt_jcs
-from notary.core.receipts import Jwks, ReceiptFormatError, ReceiptKey, validate_receipt_shape
+from notary.core.receipts import ReceiptFormatError, ReceiptKey, validate_receipt_shape
 
 KEY = ReceiptKey.from_seed(bytes(range(32)))
 

@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 
 from notary.core.entry import LogEntry
 from notary.core.ids import b64url_decode, b64url_encode, format_issued_at
+from notary.core.jwks import Jwks, JwksError
 from notary.core.receipts import (
-    Jwks,
-    JwksError,
     Receipt,
     ReceiptFormatError,
     ReceiptKey,

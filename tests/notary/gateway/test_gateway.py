@@ -34,8 +34,8 @@ from mcp_types import INTERNAL_ERROR, CallToolResult, RequestParamsMeta, TextCon
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Verifier
 from notary.core import aer1
+from notary.core.jwks import Jwks
 from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
-from notary.core.receipts import Jwks
 from notary.core.records import hashed_result
 from notary.core.verification import verify_receipt
 from notary.gateway import GatewayConfig, build_gateway, codes

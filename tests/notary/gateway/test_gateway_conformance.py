@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from ledger.core.note import Ed25519Verifier
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from tests.conformance import (
     REQUIREMENT_SETS,

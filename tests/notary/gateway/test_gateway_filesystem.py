@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult, RequestParamsMeta, TextContent
 
 from ledger.core.note import Ed25519Verifier
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.store import read_decisions
 from notary.sdk import NotaryClient, verify_tool_result

@@ -30,7 +30,7 @@ from ledger.mirror.server import Mirror, create_mirror_app
 from ledger.witness.server import WitnessSigner, origin_hash
 from ledger.witnessing import WitnessConfigError, parse_mirror_spec
 from notary.config import ConfigError, Settings
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
 from tests.node_tools import REPO_ROOT, node_binary

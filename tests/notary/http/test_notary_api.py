@@ -22,7 +22,7 @@ from aiohttp import web
 
 from ledger.core.note import Ed25519Verifier
 from notary.core.accounts import month_of
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.store.memory import MemoryNotaryStore

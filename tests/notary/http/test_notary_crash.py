@@ -15,7 +15,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Verifier
 from ledger.core.proofs import verify_consistency
 from ledger.core.tlog_proof import decode_proof_bundle
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from tests.notary_server import NotaryProcess
 

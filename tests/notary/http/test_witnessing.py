@@ -37,7 +37,7 @@ from ledger.witness.store import WitnessStore
 from ledger.witnessing import STATE_FILE, WitnessConfigError, Witnessing, parse_witness_spec
 from notary.cli.main import main as notary_cli
 from notary.config import ConfigError, Settings
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir

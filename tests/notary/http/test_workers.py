@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.core.note import Ed25519Verifier
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from tests.notary_server import NotaryProcess

@@ -41,7 +41,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ledger.core.note import Ed25519Verifier, NoteVerifier
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.records import SPEC, hashed_result
 from notary.core.verification import Verdict, verify_receipt
 from notary.sdk import (

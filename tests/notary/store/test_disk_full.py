@@ -26,7 +26,7 @@ from ledger.core.note import Ed25519Verifier
 from ledger.http.routes import LOG
 from ledger.log import Log
 from ledger.storage.sqlite import SqliteStore
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from tests.notary_server import NotaryProcess, app_notary
 

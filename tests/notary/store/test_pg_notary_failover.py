@@ -25,7 +25,7 @@ from ledger.core.proofs import verify_consistency
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.log import Log
 from notary.core.entry import decode_entry
-from notary.core.receipts import Jwks
+from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.store import open_store
 from tests.notary_server import NotaryProcess

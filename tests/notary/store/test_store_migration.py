@@ -28,7 +28,8 @@ from notary.config import Settings
 from notary.core.accounts import NewApiKey, month_of, new_api_key
 from notary.core.entry import LogEntry
 from notary.core.ids import format_issued_at, new_receipt_id
-from notary.core.receipts import Jwks, build_receipt
+from notary.core.jwks import Jwks
+from notary.core.receipts import build_receipt
 from notary.core.records import CallRecord, new_salt
 from notary.http.app import init_data_dir
 from notary.keys import Paths, load_log_key, load_receipt_key

@@ -13,7 +13,8 @@ from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from notary.cli.main import build_parser
 from notary.cli.mcp import config_from_args
 from notary.core.ids import b64url_encode
-from notary.core.receipts import Jwks, jwk_thumbprint
+from notary.core.jwks import Jwks
+from notary.core.receipts import jwk_thumbprint
 from notary.verifier.inputs import VerifierInputError
 from notary.verifier.trust import build_trust, complete_from_notary
 

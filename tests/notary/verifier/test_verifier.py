@@ -33,8 +33,9 @@ from ledger.storage.memory import MemoryStore
 from notary.cli.main import main as notary_cli
 from notary.core.entry import LogEntry
 from notary.core.ids import new_receipt_id, now_issued_at
+from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
-from notary.core.receipts import Jwks, Receipt
+from notary.core.receipts import Receipt
 from notary.core.records import CallRecord, new_salt
 from notary.keys import Paths, load_log_key
 from notary.verifier.inputs import (
