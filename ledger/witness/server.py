@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -230,24 +230,23 @@ def sign_subtree_answer(body: bytes, origins: Container[str], own_keys: Sequence
 WITNESS = web.AppKey("ledger.witness", Witness)
 
 
-async def _add_checkpoint(request: web.Request) -> web.Response:
-    witness = request.app[WITNESS]
+async def _posted(request: web.Request,
+                  handle: Callable[[Witness, bytes], Awaitable[Answer]]) -> web.Response:
+    """A protocol POST: the bounded body (413 beyond it) handed to ``handle``."""
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         return _response(Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} "
                                           "bytes"))
-    return _response(await witness.add_checkpoint(body))
+    return _response(await handle(request.app[WITNESS], body))
+
+
+async def _add_checkpoint(request: web.Request) -> web.Response:
+    return await _posted(request, Witness.add_checkpoint)
 
 
 async def _sign_subtree(request: web.Request) -> web.Response:
-    witness = request.app[WITNESS]
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _response(Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} "
-                                          "bytes"))
-    return _response(await witness.sign_subtree(body))
+    return await _posted(request, Witness.sign_subtree)
 
 
 async def _checkpoint(request: web.Request) -> web.Response:
