@@ -48,9 +48,9 @@ from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.compact import TreeState, decode_bundle, integrate
 from ledger.core.note import Ed25519Signer, parse_note
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH
-from ledger.keyfile import write_secret
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.monitor.audit import audit_range
+from ledger.process.keyfile import write_secret
 from ledger.storage.sqlite import SqliteStore
 from notary.core.entry import LogEntry
 from notary.core.ids import format_issued_at, new_receipt_id

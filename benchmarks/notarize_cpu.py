@@ -8,7 +8,7 @@ Figures and method: benchmarks/docs/notarize_cpu.md.
     .venv/bin/python -m benchmarks.notarize_cpu --processes 2 --in-flight 2,8,32
 
 What ``POST /v1/tool-calls`` runs after authentication and parsing, through the real write path:
-``notary.startup.open_notary`` on a fresh SQLite data directory (WAL, ``synchronous=FULL``),
+``notary.serving.startup.open_notary`` on a fresh SQLite data directory (WAL, ``synchronous=FULL``),
 then ``--in-flight`` concurrent loops of ``Notary.notarize`` with random digests (the entry
 through the sequencer's batch, the screen and the hook signing and storing each receipt, the
 durable commit, the born-complete receipt with its inclusion proof). The process's CPU time
@@ -49,10 +49,10 @@ from benchmarks._common import (
     table,
     write_json,
 )
-from notary.config import Settings
 from notary.http.app import init_data_dir
-from notary.service import Account
-from notary.startup import open_notary
+from notary.serving.config import Settings
+from notary.serving.service import Account
+from notary.serving.startup import open_notary
 
 SECRET = "s" * 43
 BEARER = f"Bearer nk_0000000000be_{SECRET}"

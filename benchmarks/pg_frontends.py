@@ -172,7 +172,7 @@ async def _failover(workdir: Path, url: str, primary: Any, standby: Any, connect
                     ) -> dict[str, Any]:
     import aiohttp
 
-    from ledger.log import Log
+    from ledger.log.facade import Log
     from notary.core.entry import decode_entry
     from notary.store import open_store
 

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/receipt_bytes.py                 # 100k and 1M receipts
     .venv/bin/python benchmarks/receipt_bytes.py --counts 20000  # a quick look
 
-Receipts are written through the real write path, in process: ``notary.startup.open_notary``
+Receipts are written through the real write path, in process: ``notary.serving.startup.open_notary``
 on a fresh data directory, then ``Notary.notarize`` (auth aside, exactly what ``POST
 /v1/tool-calls`` runs: the entry through the sequencer, the screen and the hook signing and
 storing the receipt in the batch transaction, the inclusion proof of the born-complete
@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import RESULTS, command_line, machine_info, now_utc, table, write_json
-from notary.config import Settings
 from notary.http.app import init_data_dir
-from notary.keys import Paths
-from notary.service import Account
-from notary.startup import open_notary
+from notary.serving.config import Settings
+from notary.serving.keys import Paths
+from notary.serving.service import Account
+from notary.serving.startup import open_notary
 
 TARGET = 350.0
 # Schema version 1 (benchmarks/docs/receipt_bytes.md): 103,282 receipts in 64.3 MB.

@@ -41,7 +41,7 @@ from benchmarks._common import (
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, parse_note
 from ledger.core.witness_protocol import format_add_checkpoint, verify_cosignatures
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 
 REPO = Path(__file__).resolve().parents[1]

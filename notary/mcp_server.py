@@ -41,7 +41,7 @@ from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
 from ledger.core.cosignature import LogVerifier
 from ledger.core.note import NoteError, NoteVerifier, parse_note
 from ledger.core.tlog_policy import TlogPolicy
-from ledger.version import package_version
+from ledger.process.version import package_version
 from notary.core.ids import is_receipt_id
 from notary.core.jwks import Jwks
 from notary.core.receipts import Receipt, ReceiptFormatError

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ledger.core.note import Ed25519Signer
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.base import LogStore
 from ledger.storage.sqlite import SqliteStore
 

@@ -32,13 +32,13 @@ from typing import Any
 
 from aiohttp import web
 
-from notary import admin
 from notary.cli.main import main as notary_cli
-from notary.config import Settings
 from notary.http.app import create_app, init_data_dir
 from notary.http.appkeys import NOTARY, STORE
-from notary.keys import Paths
-from notary.service import Notary
+from notary.operator import admin
+from notary.serving.config import Settings
+from notary.serving.keys import Paths
+from notary.serving.service import Notary
 from notary.store.base import NotaryStore
 from tests.servers import bound_socket, serving
 

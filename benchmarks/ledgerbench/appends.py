@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ledgerbench.workload import EntryPool, signer
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.sqlite import SqliteStore
 
 

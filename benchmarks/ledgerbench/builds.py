@@ -29,8 +29,8 @@ from benchmarks.ledgerbench.workload import (
     log,
     signer,
 )
-from ledger.reader import LogReader
-from ledger.sequencer import Sequencer
+from ledger.log.reader import LogReader
+from ledger.log.sequencer import Sequencer
 from ledger.storage.sqlite import SqliteStore
 
 

@@ -28,8 +28,8 @@ from benchmarks.ledgerbench.proofs import proof_queries
 from benchmarks.ledgerbench.workload import ORIGIN, Config, EntryPool, signer
 from ledger.core.checkpoint import Checkpoint, sign_checkpoint
 from ledger.core.compact import TreeState, integrate
-from ledger.log import Log
-from ledger.reader import LogReader
+from ledger.log.facade import Log
+from ledger.log.reader import LogReader
 from ledger.storage.base import CheckpointRecord
 from ledger.storage.sqlite import SqliteStore
 

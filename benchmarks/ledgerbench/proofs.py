@@ -15,8 +15,8 @@ from benchmarks._common import latency_summary, proc_status_kib, rate
 from benchmarks.ledgerbench.workload import Config, signer
 from ledger.core.hashing import fold_right, leaf_hash
 from ledger.core.proofs import verify_consistency, verify_inclusion
-from ledger.log import Log
-from ledger.reader import stack_coords
+from ledger.log.facade import Log
+from ledger.log.reader import stack_coords
 from ledger.storage.sqlite import SqliteStore
 
 

@@ -21,25 +21,32 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.check import AuditError, audit_log
 from ledger.cli import mirror, monitor, witness
 from ledger.cli.pipe import STDOUT_CLOSED, stdout_reader_gone
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import MAX_ENTRY_SIZE
-from ledger.dirlock import DirectoryInUseError, ServingLock
-from ledger.exitcodes import ExitCode, UsageError
-from ledger.export import ExportError, export_log
 from ledger.http.routes import PUBLISHED_CHECKPOINT, create_ledger_app
-from ledger.http.serve import serve_until_signalled
-from ledger.keyfile import KeyFileError, read_secret, write_secret
-from ledger.log import Log
-from ledger.logs import configure
-from ledger.netaddr import parse_host_port
-from ledger.pq_checkpoints import PostQuantumCheckpoints
-from ledger.progress import progress_reporter
-from ledger.publish import Publisher
-from ledger.sequencer import LogIntegrityError
+from ledger.http.run import serve_until_signalled
+from ledger.jobs.check import AuditError, audit_log
+from ledger.jobs.export import ExportError, export_log
+from ledger.jobs.publish import Publisher
+from ledger.jobs.witnessing import (
+    WitnessConfigError,
+    WitnessEndpoint,
+    Witnessing,
+    parse_mirror_spec,
+)
+from ledger.log.facade import Log
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
+from ledger.log.sequencer import LogIntegrityError
+from ledger.process.dirlock import DirectoryInUseError, ServingLock
+from ledger.process.exitcodes import ExitCode, UsageError
+from ledger.process.keyfile import KeyFileError, read_secret, write_secret
+from ledger.process.netaddr import parse_host_port
+from ledger.process.progress import progress_reporter
+from ledger.process.structured_logs import configure
+from ledger.process.version import package_version
 from ledger.storage.base import StoreError
 from ledger.storage.damage import (
     corruption_in,
@@ -48,8 +55,6 @@ from ledger.storage.damage import (
     integrity_errors,
 )
 from ledger.storage.sqlite import SqliteStore
-from ledger.version import package_version
-from ledger.witnessing import WitnessConfigError, WitnessEndpoint, Witnessing, parse_mirror_spec
 
 DB, KEY, VKEY = "log.db", "log.key", "log.vkey"
 APPEND_BATCH = 4096

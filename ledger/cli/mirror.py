@@ -22,15 +22,15 @@ import structlog
 
 from ledger.cli.witness import ALGORITHMS, parse_log_spec, read_witness_key, reporting
 from ledger.core.note import NoteError, NoteVerifier
-from ledger.exitcodes import UsageError
-from ledger.http.serve import serve_until_signalled
-from ledger.keyfile import KeyFileError, write_secret
-from ledger.logs import configure
+from ledger.http.run import serve_until_signalled
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.server import Mirror, create_mirror_app
 from ledger.mirror.state import MirrorState, MirrorStateError
 from ledger.mirror.stores import is_postgres_url, open_copy_store
-from ledger.netaddr import parse_host_port
+from ledger.process.exitcodes import UsageError
+from ledger.process.keyfile import KeyFileError, write_secret
+from ledger.process.netaddr import parse_host_port
+from ledger.process.structured_logs import configure
 from ledger.storage.base import StoreError
 from ledger.witness.server import WitnessSigner
 

@@ -30,11 +30,11 @@ from ledger.client.tiles import LogSource
 from ledger.core.cosignature import LogVerifier, parse_log_key, parse_verifier_key
 from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
-from ledger.exitcodes import ExitCode, UsageError
-from ledger.logs import configure
 from ledger.monitor.core import Alarm, EntryFilter, Monitor, MonitorConfig, MonitorMetrics
 from ledger.monitor.state import MonitorStateError
-from ledger.netaddr import parse_host_port
+from ledger.process.exitcodes import ExitCode, UsageError
+from ledger.process.netaddr import parse_host_port
+from ledger.process.structured_logs import configure
 
 __all__ = ["default_state_path", "register", "run", "state_dir"]
 

@@ -28,11 +28,11 @@ from ledger.core.note import (
     parse_private_key_text,
 )
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
-from ledger.exitcodes import ExitCode, UsageError
-from ledger.http.serve import serve_until_signalled
-from ledger.keyfile import KeyFileError, read_secret, write_secret
-from ledger.logs import configure
-from ledger.netaddr import parse_host_port
+from ledger.http.run import serve_until_signalled
+from ledger.process.exitcodes import ExitCode, UsageError
+from ledger.process.keyfile import KeyFileError, read_secret, write_secret
+from ledger.process.netaddr import parse_host_port
+from ledger.process.structured_logs import configure
 from ledger.storage.damage import corruption_in, damage_message
 from ledger.witness.server import Witness, WitnessSigner, create_witness_app
 from ledger.witness.store import WitnessStore, WitnessStoreError

@@ -23,8 +23,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from ledger.core.errors import LedgerError
-from ledger.logs import LogThrottle, safe_traceback
-from ledger.sequencer import LogRollbackError
+from ledger.log.sequencer import LogRollbackError
+from ledger.process.structured_logs import LogThrottle, safe_traceback
 from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
 
 __all__ = ["CLIENT_CLOSED", "STORAGE_RETRY_AFTER", "ApiError", "RequestBodyTimeout",

@@ -1,15 +1,16 @@
 """The log's HTTP read API: C2SP tlog-tiles resources plus JSON conveniences under /v1/ledger.
 
-The routes hold no state of their own: they find the :class:`~ledger.log.Log` in the application
-under :data:`LOG` at request time, so the notary can mount them on its own application beside its
-other routes, and ``ledger serve`` can run them alone (:func:`create_ledger_app`).
+The routes hold no state of their own: they find the :class:`~ledger.log.facade.Log` in the
+application under :data:`LOG` at request time, so the notary can mount them on its own
+application beside its other routes, and ``ledger serve`` can run them alone
+(:func:`create_ledger_app`).
 
-Every answer is computed against one :class:`~ledger.log.Head`, read once per request, so that a
-proof and the checkpoint served with it always agree even while another process appends.
+Every answer is computed against one :class:`~ledger.log.facade.Head`, read once per request,
+so that a proof and the checkpoint served with it always agree even while another process appends.
 
 With the log's ML-DSA-44 key (:data:`PQ_CHECKPOINTS`), ``/checkpoint`` serves the newest
-dual-signed checkpoint (:mod:`ledger.pq_checkpoints`) and ``/v1/ledger`` lists both verifier keys
-in ``vkeys``.
+dual-signed checkpoint (:mod:`ledger.log.pq_checkpoints`) and ``/v1/ledger`` lists both verifier
+keys in ``vkeys``.
 """
 
 from __future__ import annotations
@@ -24,16 +25,16 @@ from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tiles import MAX_TREE_SIZE, TILE_WIDTH, TilePathError, parse_tile_path, tile_count
 from ledger.core.timestamps import rfc3339
 from ledger.http.errors import ApiError, error_middleware
-from ledger.log import Head, Log
-from ledger.pq_checkpoints import PostQuantumCheckpoints
+from ledger.log.facade import Head, Log
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.storage.base import CheckpointRecord
 
 __all__ = ["LOG", "PQ_CHECKPOINTS", "PUBLISHED_CHECKPOINT", "add_ledger_routes",
            "create_ledger_app", "published_note"]
 
-LOG = web.AppKey("ledger.log", Log)
+LOG = web.AppKey("ledger.log.facade", Log)
 #: Optional: the log's ML-DSA-44 line; set, every checkpoint served is dual-signed.
-PQ_CHECKPOINTS = web.AppKey("ledger.pq_checkpoints", PostQuantumCheckpoints)
+PQ_CHECKPOINTS = web.AppKey("ledger.log.pq_checkpoints", PostQuantumCheckpoints)
 
 CheckpointProvider = Callable[[Head], tuple[bytes, Mapping[str, str]]]
 #: Optional: chooses what /checkpoint serves given the log's head, as (note, extra headers), so

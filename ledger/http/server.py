@@ -52,9 +52,9 @@ from aiohttp.web_request import BaseRequest
 from aiohttp.web_server import Server
 
 from ledger.core.http1 import INCOMPLETE, Head, format_response, parse_head
-from ledger.exitcodes import UsageError
 from ledger.http.errors import RequestBodyTimeout, json_error
-from ledger.logs import LogThrottle, safe_message, safe_traceback
+from ledger.process.exitcodes import UsageError
+from ledger.process.structured_logs import LogThrottle, safe_message, safe_traceback
 
 __all__ = ["PLAIN_ROUTES", "GuardedHandler", "ListenError", "Listener", "PlainHandler",
            "PlainRoutes", "ServerLimits", "close_unread", "connection_limit",

@@ -34,7 +34,6 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from tqdm import tqdm
 
-from ledger.atomic import write_atomic
 from ledger.client.http import FetchError
 from ledger.client.tiles import LogSource
 from ledger.core.checkpoint import (
@@ -51,6 +50,7 @@ from ledger.core.proofs import ProofError, verify_consistency
 from ledger.core.tlog_policy import TlogPolicy
 from ledger.monitor.audit import AuditAlarm, audit_range
 from ledger.monitor.state import MonitorState, MonitorStateError, load_state, save_state
+from ledger.process.atomic import write_atomic
 
 __all__ = ["Alarm", "Monitor", "MonitorConfig", "MonitorMetrics", "PollReport"]
 

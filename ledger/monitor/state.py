@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ledger.atomic import write_atomic
 from ledger.core.compact import TreeState
 from ledger.core.errors import LedgerError
+from ledger.process.atomic import write_atomic
 
 __all__ = ["MonitorState", "MonitorStateError", "load_state", "save_state"]
 

@@ -80,7 +80,7 @@ class CheckpointRecord:
 
 @dataclass(frozen=True)
 class WitnessState:
-    """What the witnessing job keeps between runs (``ledger.witnessing``): each witness's last
+    """What the witnessing job keeps between runs (``ledger.jobs.witnessing``): each witness's last
     known tree size, by its cosignature verifier key, and the newest witnessed checkpoint it
     published (so a restart serves it at once, and never an older one)."""
 

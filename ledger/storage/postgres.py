@@ -497,7 +497,7 @@ class PostgresStore:
             tx._committed()
 
     def lease(self, name: str) -> PostgresLease:
-        """The lease of job ``name`` (see :mod:`ledger.lease`): a session advisory lock."""
+        """The lease of job ``name`` (see :mod:`ledger.jobs.lease`): a session advisory lock."""
         return PostgresLease(self.url, name)
 
     async def close(self) -> None:
@@ -508,7 +508,7 @@ class PostgresStore:
 
 
 class PostgresLease:
-    """A session advisory lock on a connection of its own, for one job (:mod:`ledger.lease`).
+    """A session advisory lock on a connection of its own, for one job (:mod:`ledger.jobs.lease`).
 
     The lock lives as long as that connection: when the holder dies, or the server it is
     connected to does, the lock is gone and another process's :meth:`try_acquire` succeeds (on

@@ -11,8 +11,8 @@ import argparse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ledger.exitcodes import UsageError
-from notary import admin
+from ledger.process.exitcodes import UsageError
+from notary.operator import admin
 from notary.store.base import NotaryStore
 
 __all__ = ["register"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from ledger.client.http import HttpClient
 from ledger.core.boundedjson import JsonError
-from ledger.exitcodes import UsageError
+from ledger.process.exitcodes import UsageError
 from notary.cli.trust_args import (
     check_network_args,
     parse_input_json,

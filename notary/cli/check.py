@@ -5,7 +5,7 @@ In order: SQLite's own check of every page of the database file (PostgreSQL, ``-
 left to the server, whose pages carry their own checksums when the cluster has them); then every
 entry bundle
 re-hashed and every tile recomputed from the entries and compared with the stored one, byte for
-byte; then the root against the signed checkpoint (:func:`ledger.check.audit_log`). It only
+byte; then the root against the signed checkpoint (:func:`ledger.jobs.check.audit_log`). It only
 reads, so it can run beside ``notary serve``. Exit status: 0 the store is sound (a damage
 finding recorded by the server is then cleared), 1 it is damaged (what and where is printed),
 2 it cannot be checked (no data directory, no log key).
@@ -18,16 +18,16 @@ import asyncio
 import sys
 from pathlib import Path
 
-from ledger.check import AuditError, audit_log
 from ledger.core.note import Ed25519Verifier, NoteError
-from ledger.exitcodes import ExitCode, UsageError
-from ledger.progress import progress_reporter
+from ledger.jobs.check import AuditError, audit_log
+from ledger.process.exitcodes import ExitCode, UsageError
+from ledger.process.progress import progress_reporter
 from ledger.storage.base import LogStore
 from ledger.storage.damage import corruption_in, describe_findings, integrity_errors
 from ledger.storage.sqlite import SqliteStore
-from notary.config import resolve
-from notary.integrity import clear_damage, read_damage
-from notary.keys import Paths
+from notary.operator.damage_marker import clear_damage, read_damage
+from notary.serving.config import resolve
+from notary.serving.keys import Paths
 from notary.store import is_postgres
 
 __all__ = ["register"]

@@ -33,9 +33,9 @@ import uvicorn
 
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.tlog_policy import TlogPolicy
-from ledger.exitcodes import UsageError
-from ledger.logs import configure
-from ledger.netaddr import parse_host_port
+from ledger.process.exitcodes import UsageError
+from ledger.process.netaddr import parse_host_port
+from ledger.process.structured_logs import configure
 from notary.cli.trust_args import witness_policy_from_args
 from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.gateway.audit import audit_decision, check_policy, parse_jsonl

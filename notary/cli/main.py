@@ -23,33 +23,33 @@ from ledger.core.note import NoteError
 from ledger.core.paths import ENTRIES_PATH
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.timestamps import rfc3339
-from ledger.dirlock import DirectoryInUseError, ServingLock, exclusive
-from ledger.exitcodes import ExitCode, UsageError
-from ledger.http.serve import serve_until_signalled
+from ledger.http.run import serve_until_signalled
 from ledger.http.server import ServerLimits
-from ledger.keyfile import KeyFileError
-from ledger.logs import configure
-from ledger.sequencer import LogIntegrityError
+from ledger.log.sequencer import LogIntegrityError
+from ledger.process.dirlock import DirectoryInUseError, ServingLock, exclusive
+from ledger.process.exitcodes import ExitCode, UsageError
+from ledger.process.keyfile import KeyFileError
+from ledger.process.structured_logs import configure
+from ledger.process.version import package_version
 from ledger.storage.base import StoreError
 from ledger.storage.damage import corruption_in, damage_message
-from ledger.version import package_version
-from notary import admin
-from notary.backup import BackupError, backup, restore
 from notary.cli import account, check, gateway, mcp, names, verify
 from notary.cli.trust_args import parse_input_json
-from notary.config import ConfigError, Settings, resolve
 from notary.core.accounts import month_of
 from notary.core.canonical import CanonicalizationError
 from notary.core.records import RecordError, record_from_json
 from notary.http.app import create_app, init_data_dir
-from notary.keys import Paths, current_receipt_key, load_log_key
-from notary.startup import check_before_creating, entry_url_bases
+from notary.operator import admin
+from notary.operator.backup import BackupError, backup, restore
+from notary.operator.watch_server import server_filter
+from notary.serving.config import ConfigError, Settings, resolve
+from notary.serving.keys import Paths, current_receipt_key, load_log_key
+from notary.serving.startup import check_before_creating, entry_url_bases
+from notary.serving.workers import bind, supervise
 from notary.store import MEMORY, is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 from notary.store.sqlite_schema import MigrationReport
-from notary.watch import server_filter
-from notary.workers import bind, supervise
 
 _T = TypeVar("_T")
 _SETTING_NAMES = frozenset(f.name for f in fields(Settings))
@@ -105,7 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                   "--account NAME")
     if is_memory(settings.database):
         print(f"The store is in memory ({MEMORY}): nothing outlives this process, and API keys "
-              "can only be added in process (notary.admin).")
+              "can only be added in process (notary.operator.admin).")
     assert sock is not None
     if settings.workers > 1:
         print(f"Serving on {base} (listening on {host}:{port}, {settings.workers} workers)",

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from ledger.exitcodes import UsageError
-from ledger.netaddr import parse_host_port
+from ledger.process.exitcodes import UsageError
+from ledger.process.netaddr import parse_host_port
 from notary.cli.trust_args import (
     add_trust_arguments,
     check_network_args,

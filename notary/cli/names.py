@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ledger.core.timestamps import rfc3339
-from ledger.exitcodes import UsageError
+from ledger.process.exitcodes import UsageError
 from ledger.storage.base import StoreError
-from notary import admin
+from notary.operator import admin
 from notary.store.base import NotaryStore
 
 __all__ = ["register"]

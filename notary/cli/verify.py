@@ -8,9 +8,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from ledger.atomic import write_atomic
 from ledger.client.http import HttpClient
-from ledger.exitcodes import UsageError
+from ledger.process.atomic import write_atomic
+from ledger.process.exitcodes import UsageError
 from notary.cli.aer1 import verify_command as verify_aer1_command
 from notary.cli.trust_args import (
     _read_json,

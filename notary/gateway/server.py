@@ -66,7 +66,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ledger.logs import configure
+from ledger.process.structured_logs import configure
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
 from notary.core.discovery import RECEIPT_EXTENSION, declare, receipt_extension

@@ -12,25 +12,25 @@ import structlog
 from aiohttp import web
 
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
-from ledger.export import ExportError
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
 from ledger.http.server import PLAIN_ROUTES, PlainRoutes
-from ledger.lease import FileLease, JobRunner
-from ledger.pq_checkpoints import PostQuantumCheckpoints
-from ledger.publish import LOCK_FILE, Publisher
-from ledger.seen import SeenCheckpoint
-from notary.config import ConfigError, Settings
+from ledger.jobs.export import ExportError
+from ledger.jobs.lease import FileLease, JobRunner
+from ledger.jobs.publish import LOCK_FILE, Publisher
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
+from ledger.log.seen import SeenCheckpoint
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE, VERIFIER
-from notary.http.integrity import damage_middleware, integrity_context
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.tool_calls import ISSUE_PATH, add_tool_call_routes, plain_issue
+from notary.http.store_damage import damage_middleware, integrity_context
 from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
-from notary.keys import Paths, create_log_key, load_log_key, write_receipt_key
-from notary.startup import open_notary
+from notary.serving.config import ConfigError, Settings
+from notary.serving.keys import Paths, create_log_key, load_log_key, write_receipt_key
+from notary.serving.startup import open_notary
 from notary.store import is_memory, is_postgres, store_kind
 
 _log = structlog.get_logger("notary")
@@ -49,7 +49,7 @@ def init_data_dir(settings: Settings) -> FirstRun | None:
     """Create the data directory and keys (0600) on first run (and the SQLite file, 0600, for
     the accounts it will hold); None if present. The store's tables are created when the store
     is first opened, and the receipt key is registered in it then. ``notary serve`` first runs
-    :func:`notary.startup.check_before_creating`, which refuses a data directory this would
+    :func:`notary.serving.startup.check_before_creating`, which refuses a data directory this would
     get wrong (a log's store or verifier key without its private key)."""
     paths = Paths(settings.data)
     if paths.log_key.exists():

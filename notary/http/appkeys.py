@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ledger.scrub import Scrubber
-from notary.config import Settings
+from ledger.jobs.scrub import Scrubber
 from notary.http.metrics import Metrics
 from notary.http.verify_pool import VerifyPool
-from notary.service import Notary
+from notary.serving.config import Settings
+from notary.serving.service import Notary
 from notary.store.base import NotaryStore
 
 SETTINGS = web.AppKey("notary.settings", Settings)
-NOTARY = web.AppKey("notary.service", Notary)
+NOTARY = web.AppKey("notary.serving.service", Notary)
 METRICS = web.AppKey("notary.http.metrics", Metrics)
 VERIFIER = web.AppKey("notary.http.verify_pool", VerifyPool)
 STORE = web.AppKey("notary.store", NotaryStore)

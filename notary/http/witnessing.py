@@ -1,10 +1,10 @@
 """Witnessing in ``notary serve``: the notary's settings turned into a running
-:class:`ledger.witnessing.Witnessing`, started and stopped with the application.
+:class:`ledger.jobs.witnessing.Witnessing`, started and stopped with the application.
 
 Mirrors (``--mirror URL=VKEY``) run in the same job as cosigners of another kind: with
 ``--witness``/``--witness-quorum`` they count toward the quorum like witnesses (k of witnesses
 and mirrors together; a majority by default); with ``--witness-policy`` a mirror counts where a
-``witness`` line has its key (see :func:`ledger.witnessing.endpoints_from_policy`)."""
+``witness`` line has its key (see :func:`ledger.jobs.witnessing.endpoints_from_policy`)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,8 @@ from prometheus_client import CollectorRegistry
 
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from ledger.http.routes import LOG, PQ_CHECKPOINTS, PUBLISHED_CHECKPOINT
-from ledger.lease import FileLease, JobRunner, Lease
-from ledger.log import Head, Log
-from ledger.pq_checkpoints import PostQuantumCheckpoints
-from ledger.witnessing import (
+from ledger.jobs.lease import FileLease, JobRunner, Lease
+from ledger.jobs.witnessing import (
     STATE_FILE,
     WitnessConfigError,
     WitnessEndpoint,
@@ -30,8 +28,10 @@ from ledger.witnessing import (
     parse_mirror_spec,
     parse_witness_spec,
 )
-from notary.config import ConfigError, Settings
+from ledger.log.facade import Head, Log
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from notary.http.appkeys import METRICS, NOTARY
+from notary.serving.config import ConfigError, Settings
 
 _log = structlog.get_logger("notary.witnessing")
 

@@ -48,8 +48,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from ledger.atomic import write_atomic
 from ledger.core.boundedjson import JsonError
+from ledger.process.atomic import write_atomic
 from notary.core.errors import NotaryBaseError
 from notary.verifier.inputs import parse_input_json
 

@@ -60,8 +60,8 @@ from ledger.core.note import Ed25519Signer, NoteSignature, merge_signatures, par
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tlog_policy import MAX_GROUP_DEPTH, TlogPolicyError, parse_tlog_policy
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
-from ledger.log import Log
-from ledger.logs import configure as configure_logging
+from ledger.log.facade import Log
+from ledger.process.structured_logs import configure as configure_logging
 from ledger.storage.memory import MemoryStore
 from notary.core.canonical import CanonicalizationError, canonical_json
 from notary.core.entry import LogEntry
@@ -69,8 +69,8 @@ from notary.core.ids import new_receipt_id, now_issued_at
 from notary.core.meta import TOOL_CALL_META_KEY as META_KEY
 from notary.core.receipts import Receipt
 from notary.core.records import SPEC, CallRecord, RecordError, new_salt, record_from_json
-from notary.keys import Paths, load_log_key
 from notary.sdk import Notarizer, NotaryClient
+from notary.serving.keys import Paths, load_log_key
 from notary.verifier.inputs import (
     MAX_INPUT_BYTES,
     MAX_INPUT_DEPTH,

@@ -23,7 +23,7 @@ import pytest
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 
 SOURCE = Path(__file__).parent / "go_note" / "main.go"

@@ -13,7 +13,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from ledger.lease import FileLease, JobRunner, Lease
+from ledger.jobs.lease import FileLease, JobRunner, Lease
 from ledger.storage.postgres import PostgresLease
 
 HOLD = """

@@ -23,7 +23,7 @@ from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, format_note, open_note, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.tiles import tiles_for_size
-from ledger.reader import LogReader
+from ledger.log.reader import LogReader
 from ledger.storage.sqlite import SqliteStore
 
 ORIGIN = "example.com/cli-test"

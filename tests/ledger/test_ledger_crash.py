@@ -18,7 +18,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.hashing import leaf_hash
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_consistency, verify_inclusion
-from ledger.log import Log
+from ledger.log.facade import Log
 from tests.crash_child import open_store
 
 REPO = Path(__file__).resolve().parents[2]

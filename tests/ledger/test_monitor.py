@@ -1,8 +1,8 @@
 """The monitor against real logs served on loopback, honest and misbehaving.
 
-Logs are :class:`ledger.log.Log` over :class:`MemoryStore` served by the ledger's own HTTP app;
-a small proxy in front of them lets a test switch the monitor to a forked history, replay an old
-checkpoint, or tamper with one tile or bundle on its way out.
+Logs are :class:`ledger.log.facade.Log` over :class:`MemoryStore` served by the ledger's own HTTP
+app; a small proxy in front of them lets a test switch the monitor to a forked history, replay an
+old checkpoint, or tamper with one tile or bundle on its way out.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from ledger.cli.monitor import register, run
 from ledger.core.checkpoint import Checkpoint, sign_checkpoint
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
-from ledger.exitcodes import ExitCode
 from ledger.http.routes import create_ledger_app
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.monitor.state import load_state
+from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
 from notary.core.entry import LogEntry
 from notary.core.ids import format_issued_at, new_receipt_id
-from notary.watch import server_filter
+from notary.operator.watch_server import server_filter
 from tests.servers import Serve
 
 EXIT_OK, EXIT_ALARM, EXIT_FETCH = ExitCode.OK, ExitCode.CHECK_FAILED, ExitCode.UNREACHABLE

@@ -10,8 +10,8 @@ import pytest
 
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer
-from ledger.exitcodes import UsageError
-from ledger.netaddr import AddressError, parse_host_port
+from ledger.process.exitcodes import UsageError
+from ledger.process.netaddr import AddressError, parse_host_port
 from notary.cli.main import main as notary_cli
 
 

@@ -15,7 +15,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.hashing import leaf_hash
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_consistency, verify_inclusion
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.base import StoreError
 from ledger.storage.postgres import PostgresStore
 from tests.pgcluster import primary_with_standby

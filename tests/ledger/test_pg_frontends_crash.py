@@ -17,7 +17,7 @@ from pathlib import Path
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_consistency
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.postgres import PostgresStore
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from ledger.core.compact import TreeState, encode_bundle_entry, integrate
 from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import ENTRIES_LEVEL, tiles_for_size
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.base import StoreError, StoreUnavailableError, WitnessState
 from ledger.storage.postgres import (
     LEDGER_MIGRATIONS,

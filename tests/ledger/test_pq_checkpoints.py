@@ -1,4 +1,4 @@
-"""The log's ML-DSA-44 checkpoint line (ledger.pq_checkpoints): on committed checkpoints only,
+"""The log's ML-DSA-44 checkpoint line (ledger.log.pq_checkpoints): on committed checkpoints only,
 at most once per interval for readers, exactly when asked for a given checkpoint."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dilithium_py.ml_dsa import ML_DSA_44
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.note import Ed25519Signer, open_note, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, subtree_message
-from ledger.log import Head, Log
-from ledger.pq_checkpoints import PostQuantumCheckpoints
+from ledger.log.facade import Head, Log
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.storage.memory import MemoryStore
 
 ORIGIN = "example.test/pq"

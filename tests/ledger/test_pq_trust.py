@@ -16,10 +16,10 @@ from ledger.core.cosignature import CosignatureSigner, parse_log_key, parse_witn
 from ledger.core.note import Ed25519Signer, NoteError, merge_signatures, sign_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tlog_policy import TlogPolicyError, TlogPolicyNotMet, parse_tlog_policy
-from ledger.exitcodes import ExitCode
 from ledger.http.routes import create_ledger_app
-from ledger.log import Log
-from ledger.pq_checkpoints import PostQuantumCheckpoints
+from ledger.log.facade import Log
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
+from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
 from tests.servers import Serve
 

@@ -20,10 +20,10 @@ from aiohttp import web
 from ledger.cli.monitor import register, run
 from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import tiles_for_size
-from ledger.exitcodes import ExitCode
-from ledger.export import ExportError, export_log
-from ledger.log import Log
-from ledger.publish import Publisher
+from ledger.jobs.export import ExportError, export_log
+from ledger.jobs.publish import Publisher
+from ledger.log.facade import Log
+from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
 from tests.notary_server import NotaryProcess
 

@@ -21,8 +21,8 @@ from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_inclusion
 from ledger.core.tilehash import TOP_FROM, ExpandedTile
 from ledger.core.tiles import TILE_WIDTH
-from ledger.log import Log
-from ledger.reader import LogReader, MissingTileError
+from ledger.log.facade import Log
+from ledger.log.reader import LogReader, MissingTileError
 from ledger.storage.base import TileKey
 from ledger.storage.memory import MemoryStore
 

@@ -16,8 +16,8 @@ from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
-from ledger.log import Log
-from ledger.sequencer import CATCH_UP_ENTRIES, LogIntegrityError, LogRollbackError, Sequencer
+from ledger.log.facade import Log
+from ledger.log.sequencer import CATCH_UP_ENTRIES, LogIntegrityError, LogRollbackError, Sequencer
 from ledger.storage.base import CheckpointRecord, WriteTx
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from ledger.storage.sqlite import SqliteStore

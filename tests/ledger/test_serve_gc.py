@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from ledger.http.serve import freeze_startup_heap
+from ledger.http.run import freeze_startup_heap
 
 
 def test_the_startup_heap_is_frozen_and_what_comes_later_is_still_collected() -> None:

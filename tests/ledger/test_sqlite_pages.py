@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger.core.note import Ed25519Signer
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.sqlite import PAGE_SIZE, SqliteStore
 
 # 16 full entry bundles of 153-byte entries: 39,680 bytes each, as a notary's receipts make.

@@ -15,7 +15,7 @@ from ledger.core import tileparts
 from ledger.core.compact import TreeState, encode_bundle_entry, integrate
 from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import ENTRIES_LEVEL, tiles_for_size
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.base import TileKey
 from ledger.storage.sqlite import SqliteStore, _tile_id, read_tiles_sync
 

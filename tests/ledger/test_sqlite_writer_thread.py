@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ledger.core.note import Ed25519Signer
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.sqlite import LONE_ENTRIES, SqliteStore, _WriterThread
 
 

@@ -9,7 +9,7 @@ from ledger.client.http import HttpClient
 from ledger.client.tiles import LogSource
 from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import parse_tile_path
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 from tests.servers import serving
 

@@ -32,7 +32,7 @@ from ledger.core.witness_protocol import (
     parse_add_checkpoint,
     parse_size,
 )
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore

@@ -12,11 +12,11 @@ import aiohttp
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer
 from ledger.core.witness_protocol import format_add_checkpoint
-from ledger.log import Log
+from ledger.jobs.witnessing import WitnessEndpoint, Witnessing
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore
-from ledger.witnessing import WitnessEndpoint, Witnessing
 from tests.servers import serving
 
 ORIGIN = "example.test/ahead"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ledger.core.note import Ed25519Signer
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage import writer_queue
 from ledger.storage.base import WriterBusyError
 from ledger.storage.sqlite import SqliteStore

@@ -31,9 +31,9 @@ from notary.core.verify_request import (
     verify_request,
 )
 from notary.http.appkeys import METRICS, NOTARY, VERIFIER
-from notary.http.integrity import damage_refusal
+from notary.http.store_damage import damage_refusal
 from notary.http.verify_pool import Refused
-from notary.service import Account
+from notary.serving.service import Account
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 ISSUE_FIELDS = ("server", "tool", "call_sha256")

@@ -18,7 +18,7 @@ from ledger.core.proofs import (
     verify_inclusion,
 )
 from ledger.core.tiles import ENTRIES_LEVEL
-from ledger.reader import LogReader
+from ledger.log.reader import LogReader
 from ledger.storage.memory import MemoryStore
 
 entries_st = st.lists(st.binary(max_size=24), min_size=1, max_size=700)

@@ -41,7 +41,7 @@ from ledger.core.note import (
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, subtree_message
 from ledger.core.tiles import tiles_for_size
 from ledger.core.witness_protocol import format_add_checkpoint, format_sign_subtree
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.server import BodyEnded, Mirror, create_mirror_app
 from ledger.mirror.state import MirrorState

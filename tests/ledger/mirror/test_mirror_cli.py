@@ -29,7 +29,7 @@ from ledger.core.note import (
 )
 from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.tiles import tiles_for_size
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 from ledger.witness.server import origin_hash
 

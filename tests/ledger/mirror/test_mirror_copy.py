@@ -18,7 +18,7 @@ from ledger.core.checkpoint import Checkpoint
 from ledger.core.note import Ed25519Signer, NoteSignature, open_note, parse_note, sign_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.server import create_mirror_app
 from ledger.mirror.state import MirrorState, Pending
@@ -61,7 +61,7 @@ async def test_a_copy_built_in_pieces_is_the_log_tile_for_tile(stores: StoreFact
 
 
 async def _root(log: Log, size: int) -> bytes:
-    from ledger.sequencer import root_at  # deferred: only this check needs it
+    from ledger.log.sequencer import root_at  # deferred: only this check needs it
 
     return await root_at(log.store.read_tiles, size)
 

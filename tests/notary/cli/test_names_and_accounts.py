@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.exitcodes import ExitCode
+from ledger.process.exitcodes import ExitCode
 from tests.notary_server import NotaryProcess
 
 CYRILLIC_WEATHER = "w\u0435ather"

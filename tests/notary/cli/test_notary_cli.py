@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 
 from notary.cli.main import command_name
-from notary.config import ConfigError, Settings, resolve
 from notary.core.records import CallRecord
+from notary.serving.config import ConfigError, Settings, resolve
 from tests.notary_server import NotaryProcess, _child_env
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from notary.cli.main import main as notary_cli
-from notary.service import Unauthorized
+from notary.serving.service import Unauthorized
 from notary.store import check_database
 from tests.notary_server import app_notary, run_cli
 
@@ -176,7 +176,7 @@ async def test_unknown_key_id_and_wrong_secret_send_the_same_queries(tmp_path: P
 def test_the_sqlite_default_never_imports_asyncpg() -> None:
     """asyncpg is the optional `postgres` extra: serving and administering on SQLite must work
     without it (its imports are deferred to the PostgreSQL branches)."""
-    code = ("import sys, notary.cli.main, notary.http.app, notary.startup, notary.store, "
+    code = ("import sys, notary.cli.main, notary.http.app, notary.serving.startup, notary.store, "
             "notary.cli.check; assert 'asyncpg' not in sys.modules, 'asyncpg imported'")
     subprocess.run([sys.executable, "-c", code], check=True,
                    cwd=Path(__file__).resolve().parents[3])

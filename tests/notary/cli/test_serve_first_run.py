@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ledger.core.note import Ed25519Signer
-from ledger.keyfile import write_secret
+from ledger.process.keyfile import write_secret
 from tests.notary_server import REPO_ROOT, NotaryProcess, _child_env, free_port
 
 BLOCK_ASYNCPG = """

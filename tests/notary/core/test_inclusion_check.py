@@ -14,7 +14,7 @@ import pytest
 
 from ledger.core.note import Ed25519Signer
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 from notary.core.entry import LogEntry
 from notary.core.ids import new_receipt_id, now_issued_at

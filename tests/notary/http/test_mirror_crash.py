@@ -20,11 +20,11 @@ from ledger.core.compact import decode_bundle
 from ledger.core.note import Ed25519Verifier, open_note, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCosignatureVerifier
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tiles_for_size
-from ledger.keyfile import write_secret
+from ledger.process.keyfile import write_secret
 from ledger.witness.server import origin_hash
-from notary.config import Settings
 from notary.core.receipts import Receipt
 from notary.http.app import init_data_dir
+from notary.serving.config import Settings
 from tests.notary.http.test_notary_crash import _load
 from tests.notary_server import NotaryProcess, free_port
 

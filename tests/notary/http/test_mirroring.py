@@ -26,13 +26,13 @@ from ledger.core.note import Ed25519Verifier, open_note, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
 from ledger.http.routes import LOG
+from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec
 from ledger.mirror.server import Mirror, create_mirror_app
 from ledger.witness.server import WitnessSigner, origin_hash
-from ledger.witnessing import WitnessConfigError, parse_mirror_spec
-from notary.config import ConfigError, Settings
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
+from notary.serving.config import ConfigError, Settings
 from tests.node_tools import REPO_ROOT, node_binary
 from tests.notary.http.test_witnessing import (
     RECORDS,

@@ -2,7 +2,7 @@
 
 Every test runs against each store backend (``database`` "" = SQLite, "memory:", a PostgreSQL
 URL: a database of its own in this test process's throwaway cluster), and reaches the store only
-through the typed contract (``notary.admin``), as any backend's user would.
+through the typed contract (``notary.operator.admin``), as any backend's user would.
 """
 
 from __future__ import annotations

@@ -35,11 +35,11 @@ from referencing.jsonschema import DRAFT202012
 from schemathesis import Case, GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from notary.config import Settings
 from notary.core.records import CallRecord, new_salt
 from notary.http.app import create_app
 from notary.http.routes.explorer import explorer_assets
 from notary.http.routes.meta import openapi_document
+from notary.serving.config import Settings
 from tests.notary_server import HttpResponse, NotaryProcess, ThreadedNotary
 from tests.pgcluster import new_database
 

@@ -22,7 +22,7 @@ from ledger.core.subtree_cosignature import (
 )
 from ledger.core.tlog_proof import decode_proof_bundle
 from notary.core.records import CallRecord, new_salt
-from notary.keys import Paths, load_log_key
+from notary.serving.keys import Paths, load_log_key
 from tests.notary_server import app_notary
 
 

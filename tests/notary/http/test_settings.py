@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from notary.config import ConfigError, Settings, resolve
+from notary.serving.config import ConfigError, Settings, resolve
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -30,18 +30,18 @@ from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCos
 from ledger.core.tlog_policy import parse_tlog_policy
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.http.routes import LOG
-from ledger.log import Log
+from ledger.jobs.witnessing import STATE_FILE, WitnessConfigError, Witnessing, parse_witness_spec
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 from ledger.witness.server import Witness, WitnessSigner, create_witness_app
 from ledger.witness.store import WitnessStore
-from ledger.witnessing import STATE_FILE, WitnessConfigError, Witnessing, parse_witness_spec
 from notary.cli.main import main as notary_cli
-from notary.config import ConfigError, Settings
 from notary.core.jwks import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
-from notary.keys import Paths, load_log_key
+from notary.serving.config import ConfigError, Settings
+from notary.serving.keys import Paths, load_log_key
 from tests.notary_server import run_cli
 from tests.servers import bound_socket, start_server
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from notary.core.ids import parse_issued_at
-from notary.service import MAX_AHEAD, ClockAheadOfDatabase, ClockBehindLog, utc_now
+from notary.serving.service import MAX_AHEAD, ClockAheadOfDatabase, ClockBehindLog, utc_now
 from tests.notary.store.test_notary_store import SHARED, _backend, digest, issue, running
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from ledger.core.note import Ed25519Verifier
 from ledger.http.routes import LOG
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.sqlite import SqliteStore
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from notary.core.records import CallRecord, new_salt
-from notary.keys import Paths
+from notary.serving.keys import Paths
 from tests.notary_server import NotaryProcess
 
 

@@ -29,16 +29,17 @@ from hypothesis import strategies as st
 from ledger.core.compact import bundle_entry, encode_bundle_entry
 from ledger.storage.base import WitnessState
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
-from notary import admin, service
-from notary.config import Settings
 from notary.core.canonical import canonical_json
 from notary.core.entry import decode_entry
 from notary.core.ids import b64url_decode, new_receipt_id
 from notary.core.receipts import Receipt
 from notary.http.app import init_data_dir
-from notary.keys import Paths
-from notary.service import Account, DigestConflict, Notary, QuotaExceeded
-from notary.startup import open_notary
+from notary.operator import admin
+from notary.serving import service
+from notary.serving.config import Settings
+from notary.serving.keys import Paths
+from notary.serving.service import Account, DigestConflict, Notary, QuotaExceeded
+from notary.serving.startup import open_notary
 from notary.store import MEMORY, open_store
 from notary.store.base import NotaryStore, notary_tx
 from notary.store.memory import MemoryNotaryStore

@@ -23,7 +23,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Verifier
 from ledger.core.proofs import verify_consistency
 from ledger.core.tlog_proof import decode_proof_bundle
-from ledger.log import Log
+from ledger.log.facade import Log
 from notary.core.entry import decode_entry
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt

@@ -17,10 +17,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from notary import admin
 from notary.core.receipts import Receipt
 from notary.core.server_names import name_skeleton
-from notary.service import Account, DigestTaken, Notary, ServerNotAllowed
+from notary.operator import admin
+from notary.serving.service import Account, DigestTaken, Notary, ServerNotAllowed
 from notary.store.sqlite import SqliteNotaryStore
 from tests.notary.store.test_notary_store import (
     BACKENDS,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from notary import admin
-from notary.service import Unauthorized
+from notary.operator import admin
+from notary.serving.service import Unauthorized
 from notary.store import sqlite as sqlite_store
 from notary.store.sqlite import SqliteNotaryStore
 from tests.notary.store.test_notary_store import digest, issue, running

@@ -32,16 +32,16 @@ from aiohttp import web
 
 from ledger.cli.main import main as ledger_cli
 from ledger.core.note import Ed25519Signer
-from ledger.exitcodes import ExitCode
-from ledger.log import Log
-from ledger.scrub import Scrubber
+from ledger.jobs.scrub import Scrubber
+from ledger.log.facade import Log
+from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
 from notary.cli.main import main as notary_cli
-from notary.config import Settings
 from notary.http.app import create_app
 from notary.http.appkeys import NOTARY
-from notary.integrity import DAMAGE_FILE
-from notary.keys import DB_NAME, Paths
+from notary.operator.damage_marker import DAMAGE_FILE
+from notary.serving.config import Settings
+from notary.serving.keys import DB_NAME, Paths
 from tests.notary_server import HOST, app_notary, free_port
 
 ENTRIES = 600  # bundles 0 and 1 and level-0 tiles 0 and 1 are full; tile 0/002 is partial

@@ -22,9 +22,8 @@ from typing import Any
 
 import pytest
 
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.sqlite import SqliteStore
-from notary.config import Settings
 from notary.core.accounts import NewApiKey, month_of, new_api_key
 from notary.core.entry import LogEntry
 from notary.core.ids import format_issued_at, new_receipt_id
@@ -32,7 +31,8 @@ from notary.core.jwks import Jwks
 from notary.core.receipts import build_receipt
 from notary.core.records import CallRecord, new_salt
 from notary.http.app import init_data_dir
-from notary.keys import Paths, load_log_key, load_receipt_key
+from notary.serving.config import Settings
+from notary.serving.keys import Paths, load_log_key, load_receipt_key
 from notary.store.base import ReceiptWithheldError, notary_tx
 from notary.store.sqlite import SqliteNotaryStore
 from tests.conftest import NotaryFactory

@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.exitcodes import ExitCode
+from ledger.process.exitcodes import ExitCode
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.sdk.client import NotaryClient, NotaryResponseError, NotaryUnavailableError
 from tests.ledger.test_monitor import Served, entry, grow, monitor, served

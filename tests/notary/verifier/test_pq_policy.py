@@ -20,7 +20,7 @@ from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
 from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore
 from notary.core.records import CallRecord, new_salt
-from notary.keys import Paths, load_log_key
+from notary.serving.keys import Paths, load_log_key
 from tests.notary_server import app_notary, run_cli
 from tests.servers import bound_socket, serving
 

@@ -28,7 +28,7 @@ from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
 from ledger.http.routes import LOG, add_ledger_routes, create_ledger_app
-from ledger.log import Log
+from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
 from notary.cli.main import main as notary_cli
 from notary.core.entry import LogEntry
@@ -37,7 +37,7 @@ from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Receipt
 from notary.core.records import CallRecord, new_salt
-from notary.keys import Paths, load_log_key
+from notary.serving.keys import Paths, load_log_key
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,

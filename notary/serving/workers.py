@@ -5,7 +5,7 @@ new connections over the workers accepting on it. Each worker is a complete ``no
 on the same store: they share the log through the many-processes commit protocol (DESIGN.md,
 "One log, many processes"), exactly as frontends on several machines do on PostgreSQL, and on
 SQLite as well (``BEGIN IMMEDIATE`` is the lock). Background jobs run in one worker at a time
-(:mod:`ledger.lease`).
+(:mod:`ledger.jobs.lease`).
 
 The parent only supervises: a worker that dies (SIGKILL, a crash) is started again after a short
 back-off, and SIGTERM or SIGINT is passed to every worker, which drains and exits; the parent
@@ -28,11 +28,11 @@ from types import FrameType
 
 import structlog
 
-from ledger.exitcodes import ExitCode
+from ledger.process.exitcodes import ExitCode
 
 __all__ = ["bind", "supervise"]
 
-_log = structlog.get_logger("notary.workers")
+_log = structlog.get_logger("notary.serving.workers")
 
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0)
 USAGE_EXIT = int(ExitCode.USAGE)

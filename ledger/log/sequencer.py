@@ -23,7 +23,7 @@ from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.proofs import newest_leaf_proof
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_WIDTH
-from ledger.reader import LogReader, edge_tiles_needed, stack_coords
+from ledger.log.reader import LogReader, edge_tiles_needed, stack_coords
 from ledger.storage.base import (
     CheckpointRecord,
     LogStore,

@@ -14,15 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.atomic import write_atomic
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.compact import decode_bundle
 from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE
 from ledger.core.note import NoteError, open_note, parse_note
 from ledger.core.tiles import TILE_WIDTH, Tile, tiles_for_size
-from ledger.log import Head, Log
-from ledger.pq_checkpoints import PostQuantumCheckpoints
+from ledger.log.facade import Head, Log
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
+from ledger.process.atomic import write_atomic
 
 __all__ = ["ExportError", "ExportResult", "export_log"]
 

@@ -32,19 +32,19 @@ from pathlib import Path
 
 import structlog
 
-from ledger.atomic import fsync_dir, write_atomic
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import NoteError
 from ledger.core.tiles import Tile, tiles_between
-from ledger.export import ExportError, check_full_tile, write_tile_once
-from ledger.log import Head, Log
+from ledger.jobs.export import ExportError, check_full_tile, write_tile_once
+from ledger.log.facade import Head, Log
+from ledger.process.atomic import fsync_dir, write_atomic
 
 __all__ = ["LOCK_FILE", "Publisher"]
 
 LOCK_FILE = ".publish.lock"
-"""In the directory: held by the one process that publishes there (see :mod:`ledger.lease`)."""
+"""In the directory: held by the one process that publishes there (see :mod:`ledger.jobs.lease`)."""
 
-_log = structlog.get_logger("ledger.publish")
+_log = structlog.get_logger("ledger.jobs.publish")
 
 Choose = Callable[[Head], bytes]
 """Given the log's head, the checkpoint note to publish (it may be an older, cosigned one)."""
@@ -55,7 +55,8 @@ PARTIAL_GRACE = 600.0
 """Seconds a superseded partial tile of the right edge stays published after the wider one
 that replaced it, for clients that read the older checkpoint just before."""
 
-_TMP_SUFFIX = ".tmp"  # :func:`ledger.atomic.write_atomic`'s temporary files: ``.<name>.*.tmp``
+# :func:`ledger.process.atomic.write_atomic`'s temporary files: ``.<name>.*.tmp``
+_TMP_SUFFIX = ".tmp"
 
 
 class Publisher:

@@ -4,12 +4,12 @@ log is served.
 The writer checks only the right edge of the tree when it starts (that is all it needs to go
 on appending), so a flipped bit in a full interior tile or an old entry bundle would go
 unnoticed until a client's inclusion proof failed. The scrub closes that gap: it runs the full
-audit of :mod:`ledger.check` (every bundle re-hashed, every tile recomputed and compared, the
+audit of :mod:`ledger.jobs.check` (every bundle re-hashed, every tile recomputed and compared, the
 root matched against the signed checkpoint) over and over, at a bounded rate of stored tiles
 and bundles read per second, so it costs a serving process little and finishes a pass over a
 million entries (about 7,800 tiles and bundles) in under seven minutes at the default rate.
 
-When it finds damage it stops writes (:meth:`ledger.sequencer.Sequencer.halt`: every new
+When it finds damage it stops writes (:meth:`ledger.log.sequencer.Sequencer.halt`: every new
 checkpoint would commit to a tree whose proofs cannot be served), records the reason in
 :attr:`Scrubber.status` and the metrics, and tells ``on_damage``; it does not scrub again, as
 the store now needs an operator. Other failures (a locked or busy database) are logged and the
@@ -28,8 +28,8 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ledger.check import AuditError, audit_log
-from ledger.log import Log
+from ledger.jobs.check import AuditError, audit_log
+from ledger.log.facade import Log
 from ledger.storage.damage import corruption_in
 
 __all__ = ["DEFAULT_RATE", "ScrubStatus", "Scrubber"]
@@ -41,7 +41,7 @@ well under a megabyte of reads a second."""
 _PAUSE = 1.0  # seconds at least between two passes (a small log is not re-read in a loop)
 _RETRY = 30.0  # seconds before a pass that failed for another reason is tried again
 
-_log = structlog.get_logger("ledger.scrub")
+_log = structlog.get_logger("ledger.jobs.scrub")
 
 
 @dataclass
@@ -67,7 +67,8 @@ class ScrubStatus:
 
 
 class Scrubber:
-    """Scrubs one open, writable :class:`~ledger.log.Log`; ``start`` it, ``close`` it first."""
+    """Scrubs one open, writable :class:`~ledger.log.facade.Log`; ``start`` it, ``close`` it
+    first."""
 
     def __init__(self, log: Log, *, rate: float = DEFAULT_RATE,
                  on_damage: Callable[[str], None] | None = None,

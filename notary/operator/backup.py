@@ -22,7 +22,7 @@ root the backup's own tree has at that size (else the backup is of another histo
 directory being replaced is moved aside (``<data>.replaced-<time>``), never deleted; it holds
 the log's private key, so it gets a ``.gitignore`` that keeps all of it out of a repository.
 
-Restore also refuses while a server runs on the data directory (:mod:`ledger.dirlock`): the
+Restore also refuses while a server runs on the data directory (:mod:`ledger.process.dirlock`): the
 server would go on writing into the moved-aside copy. The restored directory is built beside
 the data directory and renamed into place, so a restore cut short leaves the old one as it was.
 """
@@ -44,12 +44,12 @@ from typing import Any
 from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import Ed25519Verifier, NoteError
-from ledger.dirlock import DirectoryInUseError, exclusive
-from ledger.reader import LogReader, stack_coords
+from ledger.jobs.witnessing import STATE_FILE as WITNESSING_FILE
+from ledger.log.reader import LogReader, stack_coords
+from ledger.process.dirlock import DirectoryInUseError, exclusive
 from ledger.storage.sqlite import SqliteStore
-from ledger.witnessing import STATE_FILE as WITNESSING_FILE
 from notary.core.errors import NotaryBaseError
-from notary.keys import DB_NAME, Paths
+from notary.serving.keys import DB_NAME, Paths
 
 __all__ = ["MANIFEST", "BackupError", "BackupInfo", "backup", "restore"]
 

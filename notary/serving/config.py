@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ledger.core.note import is_valid_key_name
-from ledger.netaddr import AddressError, parse_host_port
-from ledger.witnessing import WitnessConfigError, parse_mirror_spec, parse_witness_spec
+from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec, parse_witness_spec
+from ledger.process.netaddr import AddressError, parse_host_port
 from notary.core.errors import NotaryBaseError
 from notary.store import database_problem, is_postgres
 
@@ -44,7 +44,7 @@ class Settings:
     workers: int = 1  # processes serving the log behind one listening socket (--workers)
     log_format: str = "auto"  # auto (console on a TTY, else JSON), json or console
     log_level: str = "info"
-    # Witnessing (ledger/witnessing.py): "URL=VKEY" per witness (a TOML list; in the
+    # Witnessing (ledger/jobs/witnessing.py): "URL=VKEY" per witness (a TOML list; in the
     # environment, separated by spaces or commas), cosignatures required (0: a majority),
     # seconds between submissions of a grown tree, and per-request timeout in seconds.
     witnesses: tuple[str, ...] = ()
@@ -72,13 +72,13 @@ class Settings:
     verify_budget: float = 0.5
     # A directory kept up to date with the log's static tlog-tiles tree ("" for none).
     publish: str = ""
-    # Background scrub (ledger/scrub.py): stored tiles and bundles re-verified per second;
+    # Background scrub (ledger/jobs/scrub.py): stored tiles and bundles re-verified per second;
     # 0 turns it off.
     scrub_rate: float = 20.0
     # POST /v1/tool-calls on the plain path (ledger/http/server.py), "on", or "off" to serve
     # every request through aiohttp's request objects (to compare; the answers are the same).
     fast_path: str = "on"
-    # The log's ML-DSA-44 checkpoint signature beside its Ed25519 one (ledger/pq_checkpoints.py;
+    # The log's ML-DSA-44 checkpoint signature beside its Ed25519 one (ledger/log/pq_checkpoints.py;
     # the key is derived from log.key): "on", or "off" for Ed25519-only checkpoints.
     pq_checkpoints: str = "on"
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.core.note import Ed25519Signer
-from ledger.keyfile import KeyFileError, read_secret, write_secret
+from ledger.process.keyfile import KeyFileError, read_secret, write_secret
 from notary.core.ids import b64url_decode, b64url_encode
 from notary.core.jwks import Jwks
 from notary.core.receipts import ReceiptKey

@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ledger.atomic import write_atomic
+from ledger.process.atomic import write_atomic
 
 __all__ = ["DAMAGE_FILE", "clear_damage", "read_damage", "record_damage"]
 

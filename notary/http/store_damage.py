@@ -3,8 +3,8 @@ a damaged database page.
 
 Either way the outcome is the same: writes stop (the sequencer is halted, so
 ``POST /v1/tool-calls`` answers 503 ``store_corrupt``), ``/healthz`` reports ``failing`` with the
-reason, and the finding is recorded in the data directory (:mod:`notary.integrity`) so that a
-restart does not resume writing on the same store. Reads go on being served.
+reason, and the finding is recorded in the data directory (:mod:`notary.operator.damage_marker`)
+so that a restart does not resume writing on the same store. Reads go on being served.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from aiohttp.typedefs import Handler
 
 from ledger.http.errors import ApiError
 from ledger.http.routes import LOG
-from ledger.scrub import Scrubber
+from ledger.jobs.scrub import Scrubber
 from ledger.storage.damage import corruption_in
-from notary.config import Settings
 from notary.http.appkeys import METRICS, SCRUB, SETTINGS
-from notary.integrity import read_damage, record_damage
+from notary.operator.damage_marker import read_damage, record_damage
+from notary.serving.config import Settings
 
 __all__ = ["damage_middleware", "damage_refusal", "integrity_context", "stop_writes"]
 
-_log = structlog.get_logger("notary.integrity")
+_log = structlog.get_logger("notary.operator.damage_marker")
 
 STORE_CORRUPT = "store_corrupt"
 

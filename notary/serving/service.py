@@ -25,8 +25,8 @@ import structlog
 from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tlog_proof import ProofBundle
 from ledger.http.errors import ApiError
-from ledger.log import Head, Log
-from ledger.sequencer import LogHaltedError
+from ledger.log.facade import Head, Log
+from ledger.log.sequencer import LogHaltedError
 from ledger.storage.base import WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
@@ -35,7 +35,7 @@ from notary.core.ids import format_issued_at, parse_issued_at
 from notary.core.jwks import Jwks
 from notary.core.receipts import Receipt, ReceiptKey
 from notary.core.server_names import NameHold, refusal_reason, skeletons
-from notary.keys import Paths, current_receipt_key, jwks_from_records
+from notary.serving.keys import Paths, current_receipt_key, jwks_from_records
 from notary.store.base import (
     IssuedReceipt,
     NotaryStore,

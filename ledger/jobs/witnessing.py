@@ -27,7 +27,7 @@ name is still pushed and its cosignature still served, but it counts for nothing
 restarted, or a notary that did, resumes from where the mirror is (its 409 says so); nothing is
 uploaded twice once stored.
 
-When the log has an ML-DSA-44 key (``pq``, :mod:`ledger.pq_checkpoints`), every checkpoint
+When the log has an ML-DSA-44 key (``pq``, :mod:`ledger.log.pq_checkpoints`), every checkpoint
 submitted carries the log's two signatures, so a witness that knows only the log's ML-DSA-44 key
 can check it, and so does every checkpoint served.
 
@@ -81,9 +81,9 @@ from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signatures
 from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.tlog_policy import TlogPolicy
-from ledger.log import Head, Log
-from ledger.pq_checkpoints import PostQuantumCheckpoints
-from ledger.reader import stack_coords
+from ledger.log.facade import Head, Log
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
+from ledger.log.reader import stack_coords
 from ledger.storage.base import WitnessState
 
 __all__ = [
@@ -97,7 +97,7 @@ __all__ = [
     "parse_witness_spec",
 ]
 
-_log = structlog.get_logger("ledger.witnessing")
+_log = structlog.get_logger("ledger.jobs.witnessing")
 
 STATE_FILE = "witnessing.json"
 MAX_BACKOFF = 60.0
@@ -285,7 +285,7 @@ class Witnessing:
         """Load the state and serve the witnessed checkpoint; with ``lead``, also submit.
 
         When several processes serve one log, exactly one leads (it holds the witnessing
-        lease, see :mod:`ledger.lease`); the others follow: they re-read the shared state
+        lease, see :mod:`ledger.jobs.lease`); the others follow: they re-read the shared state
         every interval and serve the newest witnessed checkpoint the leader stored.
         """
         self._http = await HttpClient(timeout=self.timeout).open()

@@ -13,7 +13,7 @@ from notary.core.errors import NotaryBaseError
 from notary.core.receipts import ReceiptKey
 from notary.core.records import MAX_NAME_CHARS
 from notary.core.server_names import is_valid_name
-from notary.keys import Paths, create_receipt_key
+from notary.serving.keys import Paths, create_receipt_key
 from notary.store.base import AllowanceConflict, NotaryStore, ServerNameTaken
 
 __all__ = ["AdminError", "create_api_key", "grant_server_name", "move_server_name",

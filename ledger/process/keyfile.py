@@ -6,8 +6,8 @@ import os
 import stat
 from pathlib import Path
 
-from ledger.atomic import fsync_dir
 from ledger.core.errors import LedgerError
+from ledger.process.atomic import fsync_dir
 
 
 class KeyFileError(LedgerError, RuntimeError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledger.exitcodes import UsageError
+from ledger.process.exitcodes import UsageError
 
 __all__ = ["AddressError", "parse_host_port"]
 

@@ -10,12 +10,12 @@ import structlog
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import NoteError
-from ledger.log import Log
-from ledger.sequencer import BatchObserver
+from ledger.log.facade import Log
+from ledger.log.sequencer import BatchObserver
 from ledger.storage.base import CheckpointRecord
-from notary.config import ConfigError, Settings
-from notary.keys import Paths, load_log_key, register_key_files
-from notary.service import Notary
+from notary.serving.config import ConfigError, Settings
+from notary.serving.keys import Paths, load_log_key, register_key_files
+from notary.serving.service import Notary
 from notary.store import is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore

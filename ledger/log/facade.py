@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.tlog_proof import ProofBundle
-from ledger.reader import LogReader
-from ledger.sequencer import Appended, BatchHook, BatchObserver, BatchScreen, Sequencer
+from ledger.log.reader import LogReader
+from ledger.log.sequencer import Appended, BatchHook, BatchObserver, BatchScreen, Sequencer
 from ledger.storage.base import CheckpointRecord, LogStore
 
 
@@ -68,7 +68,7 @@ class Log:
 
         ``trusted`` is a checkpoint of this log seen committed before (by an earlier run): the
         writer refuses a store whose tree does not extend it
-        (:class:`~ledger.sequencer.LogRollbackError`).
+        (:class:`~ledger.log.sequencer.LogRollbackError`).
         """
         if signer is None and verifier is None:
             raise ValueError("a log needs its signer (to write) or its verifier (to read)")

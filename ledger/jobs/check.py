@@ -8,7 +8,7 @@ the stored one, and checks that the final root is the one the signed checkpoint 
 
 It reads through the :class:`~ledger.storage.base.LogStore` interface only, holds one chunk of
 entries in memory at a time, and hashes in a worker thread so that it can run inside a serving
-process (the background scrub, :mod:`ledger.scrub`, paces it with ``pace``). Another process
+process (the background scrub, :mod:`ledger.jobs.scrub`, paces it with ``pace``). Another process
 may append while it runs; it audits the checkpoint it started with, reading only the prefix of
 the right-edge tiles that checkpoint covers, so appends never make it report damage.
 """

@@ -26,7 +26,7 @@ import structlog
 
 __all__ = ["FileLease", "JobRunner", "Lease"]
 
-_log = structlog.get_logger("ledger.lease")
+_log = structlog.get_logger("ledger.jobs.lease")
 
 
 class Lease(Protocol):

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from ledger.core.note import merge_signatures, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
-from ledger.log import Head
+from ledger.log.facade import Head
 
 __all__ = ["DEFAULT_MIN_INTERVAL", "PostQuantumCheckpoints"]
 

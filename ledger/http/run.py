@@ -19,9 +19,9 @@ from ledger.http.server import (
     connection_limit,
     install_loop_exception_handler,
 )
-from ledger.logs import capture_stdlib_logging
+from ledger.process.structured_logs import capture_stdlib_logging
 
-_log = structlog.get_logger("ledger.http.serve")
+_log = structlog.get_logger("ledger.http.run")
 
 
 def freeze_startup_heap() -> None:
