@@ -24,7 +24,12 @@ reader polls each one's ``/checkpoint`` five times a second (what makes the log 
 ML-DSA-44: a monitor, the explorer, a witness round), so the cost of the post-quantum line shows
 as a ratio in one run.
 
+``--grow N`` measures instead how a receipt's cost moves as the log grows: one notary driven at
+64 connections until its log holds N receipts, a row per 10 s run (rate, CPU per receipt, RSS,
+bytes on disk per receipt, and the p50 of looking a logged receipt up with its proof).
+
     .venv/bin/python -m benchmarks.http_notarize [--seconds 10] [--quick] [--profile]
+    .venv/bin/python -m benchmarks.http_notarize --grow 1000000
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import contextlib
 import json
 import linecache
 import os
+import random
 import resource
 import shutil
 import signal
@@ -156,9 +162,12 @@ def children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _wrk(url: str, key: str | None, seconds: float, connections: int) -> dict[str, Any]:
+def _wrk(url: str, key: str | None, seconds: float, connections: int, nonce: str = ""
+         ) -> dict[str, Any]:
+    """One wrk run; its digests are ``nonce`` (48 hex digits, random by default) then a
+    16-digit counter from 1, one thread, so ``digest(nonce, i)`` names the i-th request."""
     cmd = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
-           "-s", str(WRK_SCRIPT), url, "--", os.urandom(24).hex()]
+           "-s", str(WRK_SCRIPT), url, "--", nonce or os.urandom(24).hex()]
     if key:
         cmd.append(key)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -526,6 +535,121 @@ def polling(targets: list[Target], interval: float = 0.2) -> Iterator[None]:
             thread.join(5)
 
 
+# --- growth ------------------------------------------------------------------------------------
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` and its children (workers, verify pool), from /proc."""
+    total = 0
+    for p in process_tree(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+    return total
+
+
+def tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def log_size(base: str) -> int:
+    with urllib.request.urlopen(base + "/v1/ledger", timeout=10) as r:
+        return int(json.loads(r.read())["size"])
+
+
+def lookup_p50_ms(base: str, digests: list[str]) -> float:
+    """Median time of ``GET /v1/tool-calls?call_sha256=`` (a receipt with its proof to the latest
+    checkpoint) over one keep-alive connection, for digests logged earlier in the run."""
+    import http.client  # deferred: only the growth mode reads receipts back
+
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    times = []
+    try:
+        for d in digests:
+            t0 = time.perf_counter()
+            conn.request("GET", f"/v1/tool-calls?call_sha256={d}")
+            resp = conn.getresponse()
+            resp.read()
+            times.append(time.perf_counter() - t0)
+            if resp.status != 200:
+                raise RuntimeError(f"lookup of a logged digest answered {resp.status}")
+    finally:
+        conn.close()
+    times.sort()
+    return times[len(times) // 2] * 1000
+
+
+def grow(target: Target, data: Path, until: int, chunk: float, connections: int,
+         lookups: int = 300) -> list[dict[str, Any]]:
+    """Drive ``target`` with wrk in ``chunk``-second runs until its log holds ``until``
+    receipts; after each run record the rate, latency and CPU of that run and the log's size,
+    the server's RSS, the data directory's bytes and the lookup p50 for digests of earlier
+    runs. One row a run: the rate against the log's size is the curve."""
+    rows: list[dict[str, Any]] = []
+    logged: list[tuple[str, int]] = []  # (nonce, requests completed) per run
+    size = log_size(target.base)
+    t_start = time.monotonic()
+    rng = random.Random(0)
+    while size < until:
+        nonce = os.urandom(24).hex()
+        cpu0 = cpu_seconds(target.proc.pid)
+        res = _wrk(target.url, target.key, chunk, connections, nonce)
+        served = max(res["completed"], 1)
+        cpu_us = (cpu_seconds(target.proc.pid) - cpu0) / served * 1e6
+        if res["errors"]:
+            raise RuntimeError(f"{res['errors']} errors in a growth run: {res['wrk']}")
+        logged.append((nonce, res["completed"]))
+        size = log_size(target.base)
+        sample = [rng.choice(logged) for _ in range(lookups)]
+        digests = [n + f"{rng.randint(1, max(1, int(c * 0.9))):016x}" for n, c in sample]
+        row = {"size": size, "receipts_per_s": res["requests_per_s"], "p50_ms": res["p50_ms"],
+               "p99_ms": res["p99_ms"], "server_cpu_us_per_request": cpu_us,
+               "rss_bytes": rss_bytes(target.proc.pid), "disk_bytes": tree_bytes(data),
+               "lookup_p50_ms": lookup_p50_ms(target.base, digests),
+               "elapsed_s": time.monotonic() - t_start,
+               "load_average": os.getloadavg()[0]}
+        rows.append(row)
+        print(f"{size:>10,} receipts: {row['receipts_per_s']:,.0f}/s, p99 "
+              f"{row['p99_ms']:.1f} ms, {cpu_us:.0f} µs CPU, RSS "
+              f"{row['rss_bytes'] / 2**20:.0f} MiB, {row['disk_bytes'] / max(size, 1):.0f} "
+              f"B/receipt on disk, lookup p50 {row['lookup_p50_ms']:.2f} ms", flush=True)
+    return rows
+
+
+def grow_summary(rows: list[dict[str, Any]], window: int = 3) -> dict[str, Any]:
+    """The rate of the last ``window`` runs over the first ``window`` (the first run starts on
+    an empty log), and the figures of the last run."""
+    first = rows[:window]
+    last = rows[-window:]
+
+    def mean(rs: list[dict[str, Any]], k: str) -> float:
+        return float(sum(r[k] for r in rs)) / len(rs)
+
+    return {"rate_first": mean(first, "receipts_per_s"), "rate_last": mean(last, "receipts_per_s"),
+            "last_vs_first": mean(last, "receipts_per_s") / mean(first, "receipts_per_s"),
+            "cpu_first": mean(first, "server_cpu_us_per_request"),
+            "cpu_last": mean(last, "server_cpu_us_per_request"),
+            "size": rows[-1]["size"], "rss_first": rows[0]["rss_bytes"],
+            "rss_last": rows[-1]["rss_bytes"],
+            "bytes_per_receipt": rows[-1]["disk_bytes"] / max(rows[-1]["size"], 1),
+            "lookup_p50_ms_last": rows[-1]["lookup_p50_ms"]}
+
+
+def render_grow(rows: list[dict[str, Any]], *, markdown: bool = False, marks: int = 10) -> str:
+    """About ``marks`` rows spread evenly over the log's sizes, the first and last always."""
+    step = max(1, len(rows) // marks)
+    picked = rows[::step] + ([rows[-1]] if (len(rows) - 1) % step else [])
+    return table(["receipts in the log", "receipts/s", "p50", "p99", "CPU/receipt", "RSS",
+                  "disk/receipt", "lookup p50"],
+                 [[f"{r['size']:,}", f"{r['receipts_per_s']:,.0f}", f"{r['p50_ms']:.1f} ms",
+                   f"{r['p99_ms']:.1f} ms", f"{r['server_cpu_us_per_request']:.0f} µs",
+                   f"{r['rss_bytes'] / 2**20:.0f} MiB",
+                   f"{r['disk_bytes'] / max(r['size'], 1):.0f} B",
+                   f"{r['lookup_p50_ms']:.2f} ms"] for r in picked], markdown=markdown)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -552,7 +676,16 @@ def main() -> None:
     p.add_argument("--save", action="store_true",
                    help="write the tracked benchmarks/results/http_notarize[-…].json")
     p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
+    p.add_argument("--grow", type=int, metavar="N",
+                   help="instead of the sweep: drive one notary at --grow-connections until "
+                        "its log holds N receipts, a row per --grow-chunk seconds (rate, CPU, "
+                        "RSS, bytes on disk, lookup p50 against the log's size); needs wrk")
+    p.add_argument("--grow-chunk", type=float, default=10, help="seconds a growth row (10)")
+    p.add_argument("--grow-connections", type=int, default=64, help="(default 64)")
     a = p.parse_args()
+    if a.grow:
+        main_grow(a)
+        return
     seconds = 3 if a.quick else a.seconds
     levels = [int(x) for x in a.connections.split(",") if x]
     loadgen = a.loadgen
@@ -622,6 +755,37 @@ def main() -> None:
               "table_markdown": render(sweep, markdown=True),
               "pq_table_markdown": render_pq(sweep, markdown=True) if a.pq_compare else None,
               "targets": TARGETS, "targets_met": met, "profiles": profiles}
+    path = write_json(result_path(name, save=a.save, out=a.out), result)
+    print(f"wrote {path}")
+
+
+def main_grow(a: argparse.Namespace) -> None:
+    if not shutil.which("wrk"):
+        raise SystemExit("--grow needs wrk (Debian: apt-get install wrk)")
+    print(f"growing a notary on {a.database} to {a.grow:,} receipts at {a.grow_connections} "
+          f"connections, {a.grow_chunk:g} s a row; load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    load_start = os.getloadavg()
+    name = "-".join(["http_notarize-grow", *([a.database] if a.database != "sqlite" else [])])
+    with tempfile.TemporaryDirectory(prefix="bench-grow-") as tmp, \
+            store_flags(a.database) as flags:
+        notary = start_notary_target(Path(tmp), *flags)
+        try:
+            rows = grow(notary, Path(tmp), a.grow, a.grow_chunk, a.grow_connections)
+        finally:
+            stop(notary)
+    summary = grow_summary(rows)
+    print()
+    print(render_grow(rows))
+    print(f"rate at {summary['size']:,} vs an empty log: {summary['last_vs_first']:.0%} "
+          f"({summary['rate_first']:,.0f} -> {summary['rate_last']:,.0f}/s); RSS "
+          f"{summary['rss_first'] / 2**20:.0f} -> {summary['rss_last'] / 2**20:.0f} MiB; "
+          f"{summary['bytes_per_receipt']:.0f} B/receipt on disk")
+    result = {"benchmark": name, "when": now_utc(), "command": command_line(),
+              "database": a.database, "machine": machine_info(), "loadgen": "wrk",
+              "chunk_seconds": a.grow_chunk, "connections": a.grow_connections,
+              "load_average_start": load_start, "load_average_end": os.getloadavg(),
+              "rows": rows, "summary": summary, "table_markdown": render_grow(rows, markdown=True)}
     path = write_json(result_path(name, save=a.save, out=a.out), result)
     print(f"wrote {path}")
 
