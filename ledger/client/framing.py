@@ -4,7 +4,7 @@
 Feed it the bytes a connection delivers (:meth:`ResponseParser.feed`), take complete answers
 out in order (:meth:`ResponseParser.next`), and tell it when the connection ends
 (:meth:`ResponseParser.eof`). It does no I/O, so it is tested by feeding it arbitrary bytes
-(tests/ledger/test_http_framing.py fuzzes it with hypothesis).
+(tests/ledger/client/test_http_framing.py fuzzes it with hypothesis).
 
 It accepts only what an honest tile server sends and refuses the rest with
 :class:`FramingError`, on which the caller falls back to a general HTTP client:

@@ -16,7 +16,7 @@ from ledger.core.note import Ed25519Verifier, open_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
 from ledger.witness.server import origin_hash
-from tests.ledger.test_ledger_cli import ORIGIN, fails, ledger, lines, ok
+from tests.ledger.cli.test_ledger_cli import ORIGIN, fails, ledger, lines, ok
 from tests.notary.http.test_mirroring import MirrorProc
 
 

@@ -166,7 +166,7 @@ async def test_refuses_a_directory_of_another_log(tmp_path: Path) -> None:
 async def test_ledger_serve_publish_feeds_a_static_mirror_the_monitor_audits(
         tmp_path: Path) -> None:
     logdir, out = tmp_path / "log", tmp_path / "static"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     ledger = [sys.executable, "-m", "ledger.cli.main"]
     subprocess.run([*ledger, "init", str(logdir), "--origin", ORIGIN], check=True,
                    capture_output=True, env=env)

@@ -21,7 +21,7 @@ from ledger.core.proofs import verify_consistency, verify_inclusion
 from ledger.log.facade import Log
 from tests.crash_child import open_store
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ROUNDS = {"sqlite": 25, "postgres": 10, "sqlite, one at a time": 12}
 WORKERS = {"sqlite, one at a time": 1}  # lone commits, on the loop's thread (LONE_ENTRIES)
 ACKS = {"sqlite, one at a time": 800}  # about a second of lone commits

@@ -38,7 +38,7 @@ from tests.servers import Serve
 EXIT_OK, EXIT_ALARM, EXIT_FETCH = ExitCode.OK, ExitCode.CHECK_FAILED, ExitCode.UNREACHABLE
 
 ORIGIN = "monitor.test/log"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def entry(server: str = "srv", tool: str = "t") -> bytes:

@@ -20,7 +20,7 @@ from ledger.core.proofs import verify_consistency
 from ledger.log.facade import Log
 from ledger.storage.postgres import PostgresStore
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 KILLS = 6
 
 

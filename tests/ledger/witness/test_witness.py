@@ -39,7 +39,7 @@ from ledger.witness.store import WitnessStore
 from tests.servers import serving
 
 ORIGIN = "example.test/log"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 async def make_log(signer: Ed25519Signer, entries: list[bytes]) -> Log:

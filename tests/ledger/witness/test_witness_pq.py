@@ -49,7 +49,7 @@ from ledger.witness.store import WitnessStore, WitnessStoreError
 from tests.servers import serving
 
 ORIGIN = "example.test/pq-log"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LEAVES = [leaf_hash(b"entry %d" % i) for i in range(40)]
 
 

@@ -25,7 +25,7 @@ from aiohttp import web
 from ledger.process.exitcodes import ExitCode
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.sdk.client import NotaryClient, NotaryResponseError, NotaryUnavailableError
-from tests.ledger.test_monitor import Served, entry, grow, monitor, served
+from tests.ledger.monitor.test_monitor import Served, entry, grow, monitor, served
 from tests.notary.verifier.test_verifier import Notary, notary, run_cli
 
 __all__ = ["notary", "served"]  # fixtures, imported for pytest

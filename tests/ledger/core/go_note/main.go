@@ -1,6 +1,6 @@
 // Command opennote opens a signed note with Go's golang.org/x/mod/sumdb/note, as Go's sumdb
 // clients and Tessera's tooling do, and prints what it verified: the number of verified and of
-// unverified (unknown) signatures, then the note text. Written for tests/ledger/test_go_note.py.
+// unverified (unknown) signatures, then the note text. Written for tests/ledger/core/test_go_note.py.
 //
 // Usage: opennote NOTE-FILE VKEY...   (exit 1: the note does not open; exit 2: a bad vkey)
 package main
