@@ -23,12 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from ledger.core.boundedjson import DEFAULT_MAX_DEPTH, JsonError, parse_json
+from ledger.core.boundedjson import DEFAULT_MAX_DEPTH, JsonError, JsonValue, parse_json
 from ledger.core.errors import LedgerError
 
 __all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "Answer", "FetchError", "HttpClient",
@@ -85,11 +84,12 @@ def error_text(body: bytes) -> str:
     for error messages, so it is short and never raises."""
     try:
         doc = parse_json(body, max_bytes=64 * 1024, max_depth=4)
-        message = doc["error"]["message"]
-        if isinstance(message, str):
-            return message[:300]
-    except (JsonError, KeyError, TypeError):
-        pass
+    except JsonError:
+        doc = None
+    error = doc.get("error") if isinstance(doc, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if isinstance(message, str):
+        return message[:300]
     return body[:200].decode("utf-8", "replace").strip()
 
 
@@ -180,7 +180,7 @@ class HttpClient:
 
     async def get_json(self, url: str, *, limit: int = MAX_JSON_BYTES,
                        max_depth: int = MAX_JSON_DEPTH,
-                       params: Mapping[str, str] | None = None) -> Any:
+                       params: Mapping[str, str] | None = None) -> JsonValue:
         """GET and parse JSON within the bounds; an answer that is not is a malformed one."""
         body = await self.get(url, limit=limit, params=params)
         try:

@@ -141,12 +141,13 @@ class LogSource:
         doc = await self.http.get_json(url, limit=MAX_PROOF_JSON_BYTES,
                                        params={"old": str(old), "new": str(new)})
         hashes = doc.get("proof") if isinstance(doc, dict) else None
+        texts = [h for h in hashes if isinstance(h, str)] if isinstance(hashes, list) else []
         if (not isinstance(doc, dict) or doc.get("old") != old or doc.get("new") != new
-                or not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes)):
+                or not isinstance(hashes, list) or len(texts) != len(hashes)):
             raise FetchError(f"{url}?old={old}&new={new}", "malformed answer", status=200,
                              malformed=True)
         try:
-            return [strict_b64decode(h, "proof hash") for h in hashes]
+            return [strict_b64decode(h, "proof hash") for h in texts]
         except NoteError as e:
             raise FetchError(f"{url}?old={old}&new={new}", str(e), status=200,
                              malformed=True) from None

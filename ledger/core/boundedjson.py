@@ -20,11 +20,24 @@ import json
 import re
 from itertools import accumulate, repeat
 from operator import sub
-from typing import Any
+from typing import NoReturn, TypeAlias
 
 from ledger.core.errors import LedgerError
 
-__all__ = ["DEFAULT_MAX_DEPTH", "JsonError", "nesting_depth", "parse_json"]
+__all__ = ["DEFAULT_MAX_DEPTH", "JsonError", "JsonObject", "JsonValue", "nesting_depth",
+           "parse_json"]
+
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+"""A parsed JSON value, as :func:`parse_json` (and ``json.loads``) return it.
+
+The one JSON type of both packages: a value of it must be narrowed (``isinstance``) before
+it is used, which is the point for documents that come from someone else. Code that only
+passes a document on, or builds one from values typed elsewhere, uses ``object`` instead
+(``dict`` is invariant, so a ``dict[str, str]`` is not a :data:`JsonObject`).
+"""
+
+JsonObject: TypeAlias = dict[str, JsonValue]
+"""A parsed JSON object (the usual root of a document)."""
 
 DEFAULT_MAX_DEPTH = 64
 """Deeper than any document of this project (receipts, JWKS, proofs are 2 to 4 levels)."""
@@ -55,11 +68,11 @@ def nesting_depth(data: bytes) -> int:
     return max(0, deepest)
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise JsonError(f"{name} is not a JSON value")
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique(pairs: list[tuple[str, JsonValue]]) -> JsonObject:
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
@@ -74,7 +87,8 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_uniq
 """One decoder for every document (``json.loads`` with these options builds one per call)."""
 
 
-def parse_json(data: bytes | str, *, max_bytes: int, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+def parse_json(data: bytes | str, *, max_bytes: int, max_depth: int = DEFAULT_MAX_DEPTH
+               ) -> JsonValue:
     """Parse ``data`` as strict JSON of at most ``max_bytes`` bytes nested at most ``max_depth``
     deep; raise :class:`JsonError` (a :class:`ValueError`) for anything else."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
@@ -98,8 +112,9 @@ def parse_json(data: bytes | str, *, max_bytes: int, max_depth: int = DEFAULT_MA
         raise JsonError(f"the document is not UTF-8 (invalid byte at offset {e.start}); send "
                         "UTF-8 (RFC 8259 §8.1)") from None
     try:
-        return _DECODER.decode(text)
+        value: JsonValue = _DECODER.decode(text)
     except JsonError:
         raise
     except (ValueError, RecursionError) as e:  # RecursionError: cannot happen below max_depth
         raise JsonError(f"not JSON: {e}") from None
+    return value

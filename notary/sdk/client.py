@@ -148,12 +148,13 @@ def _error_body(status: int, reason: str | None, body: bytes) -> tuple[str, str]
     """(code, message) from the notary's ``{"error": {"code", "message"}}`` body, if any."""
     try:
         doc = parse_json(body, max_bytes=MAX_JSON_BYTES, max_depth=4)
-        err = doc["error"]
-        code, message = err["code"], err["message"]
+    except JsonError:
+        doc = None
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, dict):
+        code, message = err.get("code"), err.get("message")
         if isinstance(code, str) and isinstance(message, str):
             return code, message
-    except (JsonError, KeyError, TypeError):
-        pass
     text = body[:200].decode("utf-8", "replace").strip()
     return f"http_{status}", text or (reason or "no message")
 
