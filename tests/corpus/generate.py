@@ -91,6 +91,14 @@ from notary.verifier.trust import (
 )
 from notary.verifier.verify import verify_tool_call
 from tests.notary_server import app_notary
+from tests.tamper import (
+    checkpoint_root,
+    checkpoint_signature,
+    in_proof,
+    last_signature,
+    proof_hash,
+    set_field,
+)
 
 __all__ = ["LEVELS", "build", "python_ed25519", "python_jcs", "python_verdict"]
 
@@ -475,12 +483,6 @@ class Corpus:
         (self.out / "index.json").write_text(json.dumps(index, indent=1) + "\n")
 
 
-def flip_b64(text: str) -> str:
-    raw = bytearray(base64.b64decode(text))
-    raw[0] ^= 1
-    return base64.b64encode(bytes(raw)).decode()
-
-
 def cosign(
     receipt: Json, *witnesses: CosignatureSigner, plain: Ed25519Signer | None = None
 ) -> Json:
@@ -509,44 +511,6 @@ def stored_entry(receipt: Json, vkey: str) -> Json:
     }
 
 
-def _set(path: str, value: Any) -> Callable[[Json], None]:
-    def apply(receipt: Json) -> None:
-        *parents, last = path.split(".")
-        obj = receipt
-        for p in parents:
-            obj = obj[p]
-        obj[last] = value(obj[last]) if callable(value) else value
-
-    return apply
-
-
-def _tamper_proof_hash(receipt: Json) -> None:
-    lines = receipt["proof"].split("\n")
-    lines[2] = flip_b64(lines[2])
-    receipt["proof"] = "\n".join(lines)
-
-
-def _tamper_checkpoint_root(receipt: Json) -> None:
-    bundle = decode_proof_bundle(receipt["proof"].encode())
-    note = bundle.checkpoint.decode()
-    origin, size, root, rest = note.split("\n", 3)
-    receipt["proof"] = receipt["proof"].replace(
-        note, "\n".join([origin, size, flip_b64(root), rest])
-    )
-
-
-def _tamper_checkpoint_signature(receipt: Json) -> None:
-    """Flip the log's Ed25519 line (the one a verifier pinned to the Ed25519 log key checks:
-    a dual-signed checkpoint's ML-DSA-44 line is a stranger to it, and ignored)."""
-    lines = receipt["proof"].split("\n")
-    origin = receipt["ledger"]["origin"]
-    i = next(n for n, line in enumerate(lines)
-             if line.startswith(f"\u2014 {origin} ") and len(line.rsplit(" ", 1)[1]) < 100)
-    head, sig = lines[i].rsplit(" ", 1)
-    lines[i] = f"{head} {flip_b64(sig)}"
-    receipt["proof"] = "\n".join(lines)
-
-
 def _delete(key: str) -> Callable[[Json], None]:
     def apply(receipt: Json) -> None:
         del receipt[key]
@@ -556,62 +520,62 @@ def _delete(key: str) -> Callable[[Json], None]:
 
 # The Python verifier's tamper table (tests/notary/verifier/test_verifier.py), plus shape errors.
 RECEIPT_TAMPERING: list[tuple[str, Callable[[Json], None], Json]] = [
-    ("id", _set("id", lambda _: new_receipt_id()), expect(failed={"signature", "inclusion"})),
-    ("server", _set("server", "other"), expect(failed={"record", "signature", "inclusion"})),
-    ("tool", _set("tool", "other"), expect(failed={"record", "signature", "inclusion"})),
+    ("id", set_field("id", lambda _: new_receipt_id()), expect(failed={"signature", "inclusion"})),
+    ("server", set_field("server", "other"), expect(failed={"record", "signature", "inclusion"})),
+    ("tool", set_field("tool", "other"), expect(failed={"record", "signature", "inclusion"})),
     (
         "call_sha256",
-        _set("call_sha256", "ab" * 32),
+        set_field("call_sha256", "ab" * 32),
         expect(failed={"record", "signature", "inclusion"}),
     ),
     (
         "issued_at",
-        _set("issued_at", "2020-01-01T00:00:00.000Z"),
+        set_field("issued_at", "2020-01-01T00:00:00.000Z"),
         expect(failed={"signature", "inclusion"}),
     ),
     (
         "ledger-index",
-        _set("ledger.index", lambda i: i + 1),
+        set_field("ledger.index", lambda i: i + 1),
         expect(failed={"signature", "inclusion"}),
     ),
     (
         "ledger-origin",
-        _set("ledger.origin", "other.example/log"),
+        set_field("ledger.origin", "other.example/log"),
         expect(failed={"signature", "inclusion"}),
     ),
     (
         "ledger-entry-url",
-        _set("ledger.entry_url", "https://elsewhere.example/x"),
+        set_field("ledger.entry_url", "https://elsewhere.example/x"),
         expect(failed={"signature"}),
     ),
     (
         "signature-sig",
-        _set("signature.sig", lambda s: ("B" if s[0] == "A" else "A") + s[1:]),
+        set_field("signature.sig", lambda s: ("B" if s[0] == "A" else "A") + s[1:]),
         expect(failed={"signature"}),
     ),
-    ("signature-kid", _set("signature.kid", "A" * 43), expect(failed={"signature"})),
-    ("signature-alg", _set("signature.alg", "ES256"), expect(failed={"signature"})),
+    ("signature-kid", set_field("signature.kid", "A" * 43), expect(failed={"signature"})),
+    ("signature-alg", set_field("signature.alg", "ES256"), expect(failed={"signature"})),
     ("signature-missing", _delete("signature"), expect(failed={"signature"})),
-    ("proof-hash", _tamper_proof_hash, expect(failed={"inclusion"})),
-    ("checkpoint-root", _tamper_checkpoint_root, expect(failed={"inclusion"})),
-    ("checkpoint-signature", _tamper_checkpoint_signature, expect(failed={"inclusion"})),
+    ("proof-hash", in_proof(proof_hash), expect(failed={"inclusion"})),
+    ("checkpoint-root", in_proof(checkpoint_root), expect(failed={"inclusion"})),
+    ("checkpoint-signature", in_proof(checkpoint_signature), expect(failed={"inclusion"})),
     (
         "proof-garbage",
-        _set("proof", "c2sp.org/tlog-proof@v1\nindex x\n"),
+        set_field("proof", "c2sp.org/tlog-proof@v1\nindex x\n"),
         expect(failed={"inclusion"}),
     ),
     ("proof-missing", _delete("proof"), expect(skipped={"inclusion", "witnesses", "consistency"})),
-    ("malformed-spec", _set("spec", "rs-tool-call/2"), MALFORMED),
-    ("malformed-extra-member", _set("extra", 1), MALFORMED),
-    ("malformed-issued-at", _set("issued_at", "2026-02-30T00:00:00.000Z"), MALFORMED),
-    ("malformed-index-negative", _set("ledger.index", -1), MALFORMED),
-    ("malformed-index-unsafe", _set("ledger.index", 2**53 + 1), MALFORMED),
-    ("malformed-index-float", _set("ledger.index", lambda i: float(i)), MALFORMED),
-    ("malformed-index-bool", _set("ledger.index", True), MALFORMED),
-    ("malformed-signature-member", _set("signature.extra", "x"), MALFORMED),
-    ("malformed-proof-type", _set("proof", 5), MALFORMED),
-    ("malformed-call-sha256-upper", _set("call_sha256", lambda h: h.upper()), MALFORMED),
-    ("malformed-id", _set("id", "tc_short"), MALFORMED),
+    ("malformed-spec", set_field("spec", "rs-tool-call/2"), MALFORMED),
+    ("malformed-extra-member", set_field("extra", 1), MALFORMED),
+    ("malformed-issued-at", set_field("issued_at", "2026-02-30T00:00:00.000Z"), MALFORMED),
+    ("malformed-index-negative", set_field("ledger.index", -1), MALFORMED),
+    ("malformed-index-unsafe", set_field("ledger.index", 2**53 + 1), MALFORMED),
+    ("malformed-index-float", set_field("ledger.index", lambda i: float(i)), MALFORMED),
+    ("malformed-index-bool", set_field("ledger.index", True), MALFORMED),
+    ("malformed-signature-member", set_field("signature.extra", "x"), MALFORMED),
+    ("malformed-proof-type", set_field("proof", 5), MALFORMED),
+    ("malformed-call-sha256-upper", set_field("call_sha256", lambda h: h.upper()), MALFORMED),
+    ("malformed-id", set_field("id", "tc_short"), MALFORMED),
 ]
 
 
@@ -1555,8 +1519,7 @@ async def _build(corpus: Corpus) -> None:
         trust={**trust, "witnesses": keys[:1], "quorum": 2},
     )
     forged = cosign(base.receipt, w1)
-    last = forged["proof"].rstrip("\n").rsplit(" ", 1)[1]
-    forged["proof"] = forged["proof"].replace(last, flip_b64(last))
+    forged["proof"] = last_signature(forged["proof"])
     corpus.add(
         "witness-forged-cosignature",
         "a known witness's cosignature that does not verify",

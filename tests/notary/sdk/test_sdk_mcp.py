@@ -9,7 +9,6 @@ example server as a subprocess), in both protocol modes (``auto`` = 2026-07-28, 
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 import importlib.util
 import sys
@@ -57,6 +56,7 @@ from notary.sdk import (
     verify_tool_result,
 )
 from tests.notary_server import app_notary, create_api_key, free_port
+from tests.tamper import checkpoint_root, checkpoint_signature, proof_hash
 
 REPO = Path(__file__).resolve().parents[3]
 LEVELS = ("record", "signature", "inclusion")
@@ -378,36 +378,6 @@ async def test_notarize_result_directly(notary: LiveNotary) -> None:
 # Tampering: exactly the right level fails --------------------------------------------------
 
 
-def _flip_b64(text: str) -> str:
-    raw = bytearray(base64.b64decode(text))
-    raw[0] ^= 1
-    return base64.b64encode(bytes(raw)).decode()
-
-
-def _tamper_proof_hash(proof: str) -> str:
-    lines = proof.split("\n")
-    assert lines[0] == "c2sp.org/tlog-proof@v1" and lines[1].startswith("index ")
-    assert lines[2], "the proof must have at least one hash"
-    lines[2] = _flip_b64(lines[2])
-    return "\n".join(lines)
-
-
-def _tamper_checkpoint_root(proof: str) -> str:
-    head, checkpoint = proof.split("\n\n", 1)
-    lines = checkpoint.split("\n")
-    lines[2] = _flip_b64(lines[2])  # origin, size, root hash
-    return head + "\n\n" + "\n".join(lines)
-
-
-def _tamper_checkpoint_signature(proof: str) -> str:
-    head, checkpoint = proof.split("\n\n", 1)
-    text, sigs = checkpoint.split("\n\n", 1)
-    name, sig = sigs.rstrip("\n").rsplit(" ", 1)
-    raw = bytearray(base64.b64decode(sig))
-    raw[-1] ^= 1
-    return f"{head}\n\n{text}\n\n{name} {base64.b64encode(bytes(raw)).decode()}\n"
-
-
 def _other_hex(h: str) -> str:
     return ("0" if h[0] != "0" else "1") + h[1:]
 
@@ -454,9 +424,9 @@ TAMPERING: list[tuple[str, Mutation, tuple[str, str, str]]] = [
     ("receipt ledger.index", _set(("receipt", "ledger", "index"), lambda i: i + 1), PFF),
     ("receipt ledger.entry_url", _set(("receipt", "ledger", "entry_url"),
                                       lambda u: u + "0"), PFP),
-    ("proof hash", _set(("receipt", "proof"), _tamper_proof_hash), PPF),
-    ("checkpoint root", _set(("receipt", "proof"), _tamper_checkpoint_root), PPF),
-    ("checkpoint signature", _set(("receipt", "proof"), _tamper_checkpoint_signature), PPF),
+    ("proof hash", _set(("receipt", "proof"), proof_hash), PPF),
+    ("checkpoint root", _set(("receipt", "proof"), checkpoint_root), PPF),
+    ("checkpoint signature", _set(("receipt", "proof"), checkpoint_signature), PPF),
 ]
 
 

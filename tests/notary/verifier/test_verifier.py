@@ -7,7 +7,6 @@ rollbacks are made with a second log under the same log key (``Log`` + ``MemoryS
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import copy
 import io
@@ -51,6 +50,14 @@ from notary.verifier.trust import Trust, parse_log_keys, parse_witness_keys
 from notary.verifier.verify import verify_tool_call
 from tests.notary_server import app_notary
 from tests.servers import serving
+from tests.tamper import (
+    checkpoint_root,
+    checkpoint_signature,
+    in_proof,
+    last_signature,
+    proof_hash,
+    set_field,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Fixtures and helpers (test_notary_mcp.py uses them too)
@@ -336,64 +343,22 @@ async def test_receipt_not_embedded_is_fetched_online_only(notary: Notary) -> No
 # Tampering: exactly the levels that cover the field fail
 
 
-def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
-    def apply(receipt: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        obj = receipt
-        for p in parents:
-            obj = obj[p]
-        obj[last] = value(obj[last]) if callable(value) else value
-    return apply
-
-
-def _flip_b64(text: str) -> str:
-    raw = bytearray(base64.b64decode(text))
-    raw[0] ^= 1
-    return base64.b64encode(bytes(raw)).decode()
-
-
-def _tamper_proof_hash(receipt: dict[str, Any]) -> None:
-    lines = receipt["proof"].split("\n")
-    lines[2] = _flip_b64(lines[2])  # the first hash after header and index
-    receipt["proof"] = "\n".join(lines)
-
-
-def _tamper_checkpoint_root(receipt: dict[str, Any]) -> None:
-    bundle = decode_proof_bundle(receipt["proof"].encode())
-    note = bundle.checkpoint.decode()
-    origin, size, root, rest = note.split("\n", 3)
-    note = "\n".join([origin, size, _flip_b64(root), rest])
-    receipt["proof"] = receipt["proof"].replace(bundle.checkpoint.decode(), note)
-
-
-def _tamper_checkpoint_signature(receipt: dict[str, Any]) -> None:
-    """Flip the log's Ed25519 line, the one the trusted (Ed25519) log key checks; a
-    dual-signed checkpoint's ML-DSA-44 line is a stranger to that key."""
-    lines = receipt["proof"].split("\n")
-    origin = receipt["ledger"]["origin"]
-    i = next(n for n, line in enumerate(lines)
-             if line.startswith(f"\u2014 {origin} ") and len(line.rsplit(" ", 1)[1]) < 100)
-    head, sig = lines[i].rsplit(" ", 1)
-    lines[i] = f"{head} {_flip_b64(sig)}"
-    receipt["proof"] = "\n".join(lines)
-
-
 RECEIPT_TAMPERING: list[tuple[str, Callable[[dict[str, Any]], None], set[str]]] = [
-    ("id", _set("id", lambda _: new_receipt_id()), {"signature", "inclusion"}),
-    ("server", _set("server", "other"), {"record", "signature", "inclusion"}),
-    ("tool", _set("tool", "other"), {"record", "signature", "inclusion"}),
-    ("call_sha256", _set("call_sha256", "ab" * 32), {"record", "signature", "inclusion"}),
-    ("issued_at", _set("issued_at", "2020-01-01T00:00:00.000Z"), {"signature", "inclusion"}),
-    ("ledger.index", _set("ledger.index", lambda i: i + 1), {"signature", "inclusion"}),
-    ("ledger.origin", _set("ledger.origin", "other.example/log"), {"signature", "inclusion"}),
-    ("ledger.entry_url", _set("ledger.entry_url", "https://elsewhere.example/x"),
+    ("id", set_field("id", lambda _: new_receipt_id()), {"signature", "inclusion"}),
+    ("server", set_field("server", "other"), {"record", "signature", "inclusion"}),
+    ("tool", set_field("tool", "other"), {"record", "signature", "inclusion"}),
+    ("call_sha256", set_field("call_sha256", "ab" * 32), {"record", "signature", "inclusion"}),
+    ("issued_at", set_field("issued_at", "2020-01-01T00:00:00.000Z"), {"signature", "inclusion"}),
+    ("ledger.index", set_field("ledger.index", lambda i: i + 1), {"signature", "inclusion"}),
+    ("ledger.origin", set_field("ledger.origin", "other.example/log"), {"signature", "inclusion"}),
+    ("ledger.entry_url", set_field("ledger.entry_url", "https://elsewhere.example/x"),
      {"signature"}),
-    ("signature.sig", _set("signature.sig", lambda s: ("B" if s[0] == "A" else "A") + s[1:]),
+    ("signature.sig", set_field("signature.sig", lambda s: ("B" if s[0] == "A" else "A") + s[1:]),
      {"signature"}),
-    ("signature.kid", _set("signature.kid", "A" * 43), {"signature"}),
-    ("proof hash", _tamper_proof_hash, {"inclusion"}),
-    ("checkpoint root", _tamper_checkpoint_root, {"inclusion"}),
-    ("checkpoint signature", _tamper_checkpoint_signature, {"inclusion"}),
+    ("signature.kid", set_field("signature.kid", "A" * 43), {"signature"}),
+    ("proof hash", in_proof(proof_hash), {"inclusion"}),
+    ("checkpoint root", in_proof(checkpoint_root), {"inclusion"}),
+    ("checkpoint signature", in_proof(checkpoint_signature), {"inclusion"}),
 ]
 
 
@@ -488,9 +453,7 @@ async def test_witness_quorum(notary: Notary) -> None:
     assert statuses(short)["consistency"] == "skipped"  # not remembered either
     # A forged cosignature is refused, not ignored.
     forged = cosign(c.receipt, w1)
-    forged["proof"] = forged["proof"].replace(
-        forged["proof"].rstrip("\n").rsplit(" ", 1)[1],
-        _flip_b64(forged["proof"].rstrip("\n").rsplit(" ", 1)[1]))
+    forged["proof"] = last_signature(forged["proof"])
     bad = await verify(saved(c, forged), notary.trust(witnesses=keys[:1], quorum=1),
                        online=False)
     assert failed_levels(bad) == {"witnesses"}
