@@ -1,4 +1,12 @@
-"""Settings: flags, then environment variables, then a TOML file, then defaults (first wins).
+"""The ``notary serve`` settings: one table, and flags, then environment, then TOML, then defaults.
+
+The table is :class:`Settings` itself: each field's metadata (:func:`_about`) records, beside
+its type and default, everything else said about it (its group, help, rule, flag, metavar,
+choices). :data:`SETTINGS` reads the fields back as one row each, and everything that names a
+setting comes from those rows: the checks, the ``NOTARY_*`` environment variables and TOML keys
+:func:`resolve` reads, the flags of ``notary serve`` (``notary.cli.serve``) and
+docs/configuration.md (``notary.serving.config_page``). A new setting is one declaration: it
+cannot be a flag without a rule, nor documented with a stale default.
 
 Every setting is checked here and nowhere else (type, range, choice, and the few rules that
 join two settings), so a bad value stops ``notary serve`` at start with one message that names
@@ -14,7 +22,7 @@ import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,95 +31,14 @@ from ledger.core.note import is_valid_key_name
 from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec, parse_witness_spec
 from ledger.process.netaddr import AddressError, parse_host_port
 from notary.core.errors import NotaryBaseError
-from notary.store import database_problem, is_postgres
+from notary.store import MEMORY, database_problem, is_postgres
 
 
 class ConfigError(NotaryBaseError, ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class Settings:
-    data: Path = Path("notary-data")
-    # The store: "" for the SQLite file in `data` (notary.store.sqlite), "memory:" for a
-    # throwaway one that lives as long as the process (tests, demos).
-    database: str = ""
-    listen: str = "127.0.0.1:8080"
-    public_url: str = ""  # defaults to http://<listen>
-    origin: str = ""  # fixed at first run; defaults to the public URL without its scheme
-    max_body: int = 64 * 1024
-    max_batch: int = 4096
-    workers: int = 1  # processes serving the log behind one listening socket (--workers)
-    log_format: str = "auto"  # auto (console on a TTY, else JSON), json or console
-    log_level: str = "info"
-    # Witnessing (ledger/jobs/witnessing.py): "URL=VKEY" per witness (a TOML list; in the
-    # environment, separated by spaces or commas), cosignatures required (0: a majority),
-    # seconds between submissions of a grown tree, and per-request timeout in seconds.
-    witnesses: tuple[str, ...] = ()
-    witness_quorum: int = 0
-    # Or a C2SP tlog-policy file naming the witnesses (with their URLs) and the quorum.
-    witness_policy: str = ""
-    witness_interval: float = 2.0
-    witness_timeout: float = 5.0
-    # Mirrors (C2SP tlog-mirror), "URL=VKEY" each like witnesses: pushed every grown checkpoint
-    # and its entries by the witnessing job; their cosignatures count like witnesses'.
-    mirrors: tuple[str, ...] = ()
-    # Connections (ledger/http/server.py): open connections at most (0: derived from
-    # RLIMIT_NOFILE, keeping a reserve for the database and files), seconds an idle
-    # keep-alive connection stays open, seconds to receive a request's head, and its body.
-    max_connections: int = 0
-    keepalive_timeout: float = 5.0
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-    # POST /v1/tool-calls/verify (notary/http/verify_pool.py): worker processes, verifies that
-    # may wait for a worker, verifies in flight per client address, and the worker-seconds
-    # per second one client address may use on average.
-    verify_workers: int = 1
-    verify_queue: int = 8
-    verify_per_client: int = 2
-    verify_budget: float = 0.5
-    # A directory kept up to date with the log's static tlog-tiles tree ("" for none).
-    publish: str = ""
-    # Background scrub (ledger/jobs/scrub.py): stored tiles and bundles re-verified per second;
-    # 0 turns it off.
-    scrub_rate: float = 20.0
-    # POST /v1/tool-calls on the plain path (ledger/http/server.py), "on", or "off" to serve
-    # every request through aiohttp's request objects (to compare; the answers are the same).
-    fast_path: str = "on"
-    # The log's ML-DSA-44 checkpoint signature beside its Ed25519 one (ledger/log/pq_checkpoints.py;
-    # the key is derived from log.key): "on", or "off" for Ed25519-only checkpoints.
-    pq_checkpoints: str = "on"
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            problem = _problem(f.name, getattr(self, f.name))
-            if problem:
-                raise ConfigError(f"setting {f.name}: {problem}")
-        cross = _cross_problem({f.name: getattr(self, f.name) for f in fields(self)})
-        if cross is not None:
-            raise ConfigError(cross[1])
-
-    @property
-    def host_port(self) -> tuple[str, int]:
-        try:
-            return parse_host_port(self.listen, what="listen", default_host="127.0.0.1")
-        except AddressError as e:  # a setting: reported with the other settings' errors
-            raise ConfigError(str(e)) from None
-
-    @property
-    def base_url(self) -> str:
-        if self.public_url:
-            return self.public_url.rstrip("/")
-        host, port = self.host_port
-        shown = f"[{host}]" if ":" in host else host
-        return f"http://{shown}:{port}"
-
-    @property
-    def default_origin(self) -> str:
-        return self.origin or self.base_url.split("://", 1)[-1]
-
-
-# --- the rules: one entry per setting ----------------------------------------------------------
+# --- the rules ---------------------------------------------------------------------------------
 
 Check = Callable[[Any], str | None]
 """A rule: the problem with a value, worded for a person, or None when the value is fine."""
@@ -173,7 +100,7 @@ def _origin(value: Any) -> str | None:
     return None
 
 
-def _data(value: Any) -> str | None:
+def _path(value: Any) -> str | None:
     return "must not contain a NUL character" if "\0" in str(value) else None
 
 
@@ -207,50 +134,247 @@ def _database(value: str) -> str | None:
 
 
 _MIB = 1024 * 1024
-_RULES: Mapping[str, Check] = {
-    "data": _data,
-    "database": _database,
-    "listen": _listen,
-    "public_url": _public_url,
-    "origin": _origin,
-    "max_body": _between(1024, 64 * _MIB, "bytes"),
-    "max_batch": _between(1, 65536, "entries"),
-    "log_format": _one_of("auto", "json", "console"),
-    "log_level": _one_of("debug", "info", "warning", "error"),
-    "witnesses": _witnesses,
-    "witness_quorum": _between(0, 1000),
-    "witness_policy": _witness_policy,
-    "witness_interval": _between(0.01, 86400, "seconds"),
-    "witness_timeout": _between(0.01, 3600, "seconds"),
-    "mirrors": _mirrors,
-    "max_connections": _between(0, 1_000_000),
-    "keepalive_timeout": _between(0.01, 3600, "seconds"),
-    "header_timeout": _between(0.01, 3600, "seconds"),
-    "body_timeout": _between(0.01, 3600, "seconds"),
-    "verify_workers": _between(1, 256, "processes"),
-    "verify_queue": _between(0, 100_000),
-    "verify_per_client": _between(1, 10_000),
-    "verify_budget": _between(0.001, 1000, "worker-seconds per second"),
-    "scrub_rate": _between(0, 100_000, "tiles and bundles per second (0: off)"),
-    "workers": _between(1, 256, "processes"),
-    "publish": _data,
-    "fast_path": _one_of("on", "off"),
-    "pq_checkpoints": _one_of("on", "off"),
-}
+_SECONDS = _between(0.01, 3600, "seconds")
 
 
-def _problem(name: str, value: Any) -> str | None:
-    kind = _KINDS[name]
+# --- the table ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table: a field of :class:`Settings` and all that is said of it."""
+
+    name: str
+    """The field; the TOML key (``-`` for ``_`` allowed) and, in capitals after ``NOTARY_``,
+    the environment variable."""
+    kind: str
+    """The field's type as written: ``Path``, ``str``, ``int``, ``float`` or
+    ``tuple[str, ...]`` (a repeatable flag, a TOML list, or words in the environment)."""
+    default: object
+    group: str
+    """The section of docs/configuration.md, one of :data:`GROUPS`."""
+    help: str
+    """What it is, for ``--help`` and the page; starts in lower case, no final full stop."""
+    rule: Check
+    flag: str | None
+    """``--max-body``; None for a setting only the environment and the TOML file set."""
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    shown_default: str = ""
+    """The default as a person should read it, when the value alone would not say (``0``)."""
+    detail: str = ""
+    """More for the page than ``--help`` has room for: what happens at the limit."""
+    secret: bool = False
+    """The value may hold a password: messages name the setting but never show the value."""
+
+    @property
+    def env(self) -> str:
+        return "NOTARY_" + self.name.upper()
+
+    @property
+    def repeatable(self) -> bool:
+        return self.kind == "tuple[str, ...]"
+
+    @property
+    def default_text(self) -> str:
+        """The default in words: ``shown_default``, else the value (``""`` if it is empty)."""
+        if self.shown_default:
+            return self.shown_default
+        value = self.default
+        if isinstance(value, float):
+            return _number(value)
+        return "" if value in ("", ()) else str(value)
+
+
+SERVER = "Server"
+STORE = "Store and log"
+LIMITS = "Limits against hostile clients"
+VERIFY = "The verification pool"
+WITNESSES = "Witnesses and mirrors"
+LOGGING = "Logging"
+GROUPS = (SERVER, STORE, LIMITS, VERIFY, WITNESSES, LOGGING)
+"""The table's groups, in the order the page shows them."""
+
+_ROW = "notary.serving.config.Setting"  # the key of a field's metadata that holds its row
+
+
+def _about(group: str, help: str, rule: Check | None = None, *, flag: str | None = "",
+           metavar: str | None = None, choices: tuple[str, ...] = (), shown_default: str = "",
+           detail: str = "", secret: bool = False) -> dict[str, Setting]:
+    """A field's metadata: its row, but for name, type and default (the field's own, filled in
+    by :func:`_rows`). ``flag``: ``""`` for ``--`` and the name with dashes, None for no flag;
+    ``choices`` are the rule when there is no other."""
+    if rule is None:
+        if not choices:
+            raise TypeError("a setting needs a rule or choices")
+        rule = _one_of(*choices)
+    return {_ROW: Setting("", "", None, group, help, rule, flag, metavar, choices,
+                          shown_default, detail, secret)}
+
+
+@dataclass(frozen=True)
+class Settings:
+    data: Path = field(default=Path("notary-data"), metadata=_about(
+        STORE, "data directory: the SQLite store and the key files",
+        _path, metavar="DIR", shown_default="./notary-data"))
+    database: str = field(default="", metadata=_about(
+        STORE, f"the store: empty for the SQLite file in --data, {MEMORY!r} for a "
+        "throwaway one that lives as long as the process (serve only: tests, demos), or a "
+        "postgresql://host[,host2]/dbname URL shared by several frontends", _database,
+        metavar="DB", shown_default="empty: the SQLite file in --data", secret=True))
+    listen: str = field(default="127.0.0.1:8080", metadata=_about(
+        SERVER, "address and port to listen on", _listen,
+        metavar="HOST:PORT"))
+    public_url: str = field(default="", metadata=_about(
+        SERVER, "URL clients use to reach this notary, written into new receipts",
+        _public_url, metavar="URL", shown_default="http://<listen>"))
+    origin: str = field(default="", metadata=_about(
+        STORE, "log origin (fixed at first run)", _origin, metavar="ORIGIN",
+        shown_default="the public URL without its scheme"))
+    max_body: int = field(default=64 * 1024, metadata=_about(
+        LIMITS, "request body limit in bytes", _between(1024, 64 * _MIB, "bytes"),
+        metavar="BYTES"))
+    max_batch: int = field(default=4096, metadata=_about(
+        STORE, "entries committed in one batch at most", _between(1, 65536, "entries"),
+        metavar="N"))
+    workers: int = field(default=1, metadata=_about(
+        SERVER, "processes serving the log behind one listening port",
+        _between(1, 256, "processes"), metavar="N"))
+    log_format: str = field(default="auto", metadata=_about(
+        LOGGING, "auto: console on a terminal, else JSON lines",
+        choices=("auto", "json", "console")))
+    log_level: str = field(default="info", metadata=_about(
+        LOGGING, "the least severe messages logged",
+        choices=("debug", "info", "warning", "error")))
+    # Submitted to and pushed to by the witnessing job (ledger/jobs/witnessing.py).
+    witnesses: tuple[str, ...] = field(default=(), metadata=_about(
+        WITNESSES, "a witness to collect cosignatures from (repeatable)", _witnesses,
+        flag="--witness", metavar="URL=VKEY"))
+    witness_quorum: int = field(default=0, metadata=_about(
+        WITNESSES, "cosignatures a published checkpoint needs", _between(0, 1000),
+        metavar="K", shown_default="0: a majority"))
+    witness_policy: str = field(default="", metadata=_about(
+        WITNESSES, "a C2SP tlog-policy file naming the witnesses (with their submission "
+        "URLs) and the quorum, instead of --witness/--witness-quorum", _witness_policy,
+        metavar="FILE"))
+    witness_interval: float = field(default=2.0, metadata=_about(
+        WITNESSES, "seconds between submissions of a grown tree",
+        _between(0.01, 86400, "seconds"), metavar="S"))
+    witness_timeout: float = field(default=5.0, metadata=_about(
+        WITNESSES, "seconds to wait for a witness's answer", _SECONDS, metavar="S"))
+    mirrors: tuple[str, ...] = field(default=(), metadata=_about(
+        WITNESSES, "a C2SP tlog-mirror (submission URL and key) to push every grown "
+        "checkpoint and its entries to; its cosignature counts as a witness's (repeatable)",
+        _mirrors, flag="--mirror", metavar="URL=VKEY"))
+    # The connection limits of ledger/http/server.py.
+    max_connections: int = field(default=0, metadata=_about(
+        LIMITS, "open connections at most", _between(0, 1_000_000), metavar="N",
+        shown_default="0: from RLIMIT_NOFILE, keeping a reserve of descriptors for the "
+        "database and files",
+        detail="0 is `RLIMIT_NOFILE` (raised to its hard limit at start) minus the descriptors "
+        "open at start minus a reserve of 64. Beyond it, the connection idle longest (no "
+        "request in progress, or a head still arriving) is closed to make room; if every "
+        "connection has a request in progress, new ones wait in the listen backlog. An "
+        "explicit value the descriptor limit cannot honour is refused at start"))
+    keepalive_timeout: float = field(default=5.0, metadata=_about(
+        LIMITS, "seconds an idle keep-alive connection stays open", _SECONDS,
+        metavar="S", detail="then it is closed"))
+    header_timeout: float = field(default=10.0, metadata=_about(
+        LIMITS, "seconds to receive a request's line and headers", _SECONDS,
+        metavar="S", detail="from connect or the first byte; not complete in time: 408, closed"))
+    body_timeout: float = field(default=30.0, metadata=_about(
+        LIMITS, "seconds to receive a request's body", _SECONDS, metavar="S",
+        detail="after its head; not complete in time: 408, closed (even with a valid key)"))
+    # The pool behind POST /v1/tool-calls/verify (notary/http/verify_pool.py).
+    verify_workers: int = field(default=1, metadata=_about(
+        VERIFY, "processes that run POST /v1/tool-calls/verify",
+        _between(1, 256, "processes"), metavar="N",
+        detail="verification (parsing, JCS, hashing) runs in these worker processes, never on "
+        "the event loop"))
+    verify_queue: int = field(default=8, metadata=_about(
+        VERIFY, "verifies that may wait for a worker before 429", _between(0, 100_000),
+        metavar="N", detail="verifications being worked on (body received) beyond workers + "
+        "queue: 429 `verify_rate_limited` + `Retry-After`"))
+    verify_per_client: int = field(default=2, metadata=_about(
+        VERIFY, "verifies in flight per client address before 429", _between(1, 10_000),
+        metavar="N", detail="per client IP address, body still arriving included: 429 before "
+        "the body is read"))
+    verify_budget: float = field(default=0.5, metadata=_about(
+        VERIFY, "worker-seconds of verification per second one client address may use on "
+        "average", _between(0.001, 1000, "worker-seconds per second"), metavar="S",
+        detail="a bucket of 10 s of it; beyond: 429 with the seconds until it refills"))
+    publish: str = field(default="", metadata=_about(
+        STORE, "keep the log's static tlog-tiles tree in DIR up to date, for a web server "
+        "or CDN to serve reads off the database", _path, metavar="DIR"))
+    # ledger/jobs/scrub.py.
+    scrub_rate: float = field(default=20.0, metadata=_about(
+        STORE, "stored tiles and bundles the background scrub re-verifies per second "
+        "(0 turns it off)", _between(0, 100_000, "tiles and bundles per second (0: off)"),
+        metavar="N"))
+    # The plain path of ledger/http/server.py.
+    fast_path: str = field(default="on", metadata=_about(
+        SERVER, "POST /v1/tool-calls on the plain path; off serves every request "
+        "through aiohttp's request objects (to compare: the answers are the same)",
+        flag=None, choices=("on", "off")))
+    # ledger/log/pq_checkpoints.py.
+    pq_checkpoints: str = field(default="on", metadata=_about(
+        STORE, "sign published checkpoints with the log's ML-DSA-44 key too (derived "
+        "from log.key) as well as Ed25519", choices=("on", "off")))
+
+    def __post_init__(self) -> None:
+        for row in SETTINGS:
+            problem = _problem(row, getattr(self, row.name))
+            if problem:
+                raise ConfigError(f"setting {row.name}: {problem}")
+        cross = _cross_problem({row.name: getattr(self, row.name) for row in SETTINGS})
+        if cross is not None:
+            raise ConfigError(cross[1])
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        try:
+            return parse_host_port(self.listen, what="listen", default_host="127.0.0.1")
+        except AddressError as e:  # a setting: reported with the other settings' errors
+            raise ConfigError(str(e)) from None
+
+    @property
+    def base_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host, port = self.host_port
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}"
+
+    @property
+    def default_origin(self) -> str:
+        return self.origin or self.base_url.split("://", 1)[-1]
+
+
+def _rows() -> tuple[Setting, ...]:
+    rows = []
+    for f in fields(Settings):
+        declared: Setting = f.metadata[_ROW]
+        flag = "--" + f.name.replace("_", "-") if declared.flag == "" else declared.flag
+        rows.append(replace(declared, name=f.name, kind=str(f.type), default=f.default,
+                            flag=flag))
+    return tuple(rows)
+
+
+SETTINGS: tuple[Setting, ...] = _rows()
+"""The settings table: one row per field of :class:`Settings`, in its order."""
+_BY_NAME: Mapping[str, Setting] = {row.name: row for row in SETTINGS}
+
+
+def _problem(row: Setting, value: Any) -> str | None:
     ok = {
         "Path": isinstance(value, Path),
         "str": isinstance(value, str),
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": isinstance(value, int | float) and not isinstance(value, bool),
         "tuple[str, ...]": isinstance(value, tuple) and all(isinstance(v, str) for v in value),
-    }[kind]
+    }[row.kind]
     if not ok:
-        return f"{value!r} is not a valid {kind}"
-    return _RULES[name](value)
+        return f"{value!r} is not a valid {row.kind}"
+    return row.rule(value)
 
 
 def _cross_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -272,22 +396,18 @@ def _cross_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-_KINDS: Mapping[str, str] = {f.name: str(f.type) for f in fields(Settings)}
-_ENV_PREFIX = "NOTARY_"
-
-
 def _mask_url(value: Any) -> Any:
     """A PostgreSQL URL as messages show it: never in full, since it may hold a password."""
     return "postgresql://…" if isinstance(value, str) and is_postgres(value) else value
 
 
-def _coerce(name: str, value: Any) -> Any:
+def _coerce(row: Setting, value: Any) -> Any:
     """A value from a flag, the environment (text) or TOML (typed) as the setting's type.
 
     Strict on purpose: ``1.5`` or ``true`` for an integer setting is a mistake to report, not
     a number to round.
     """
-    kind = _KINDS[name]
+    kind = row.kind
     try:
         if kind == "Path":
             if not isinstance(value, str | Path):
@@ -301,7 +421,7 @@ def _coerce(name: str, value: Any) -> Any:
             if isinstance(value, bool) or not isinstance(value, int | float | str):
                 raise ValueError
             return float(value)
-        if kind == "tuple[str, ...]":
+        if row.repeatable:
             items = value.replace(",", " ").split() if isinstance(value, str) else value
             if not isinstance(items, list | tuple) or not all(isinstance(v, str) for v in items):
                 raise ValueError
@@ -313,16 +433,10 @@ def _coerce(name: str, value: Any) -> Any:
         raise ValueError(f"{value!r} is not a valid {kind}") from None
 
 
-def _flag(name: str) -> str:
-    return {"witnesses": "--witness", "mirrors": "--mirror"}.get(name,
-                                                                 "--" + name.replace("_", "-"))
-
-
 def resolve(flags: Mapping[str, Any], env: Mapping[str, str] | None = None,
             config_file: Path | None = None) -> Settings:
     """Merge the four sources; unknown keys in the TOML file are an error, not ignored."""
     env = os.environ if env is None else env
-    names = [f.name for f in fields(Settings)]
     file_values: dict[str, Any] = {}
     path = config_file or (Path(env["NOTARY_CONFIG"]) if env.get("NOTARY_CONFIG") else None)
     if path is not None:
@@ -332,32 +446,32 @@ def resolve(flags: Mapping[str, Any], env: Mapping[str, str] | None = None,
             raise ConfigError(f"cannot read config file {path}: {e}") from e
         for key, value in raw.items():
             name = key.replace("-", "_")
-            if name not in names:
+            if name not in _BY_NAME:
                 raise ConfigError(f"{path}: unknown setting {key!r}")
             file_values[name] = value
     chosen: dict[str, Any] = {}
     where: dict[str, str] = {}
-    for name in names:
-        env_name = _ENV_PREFIX + name.upper()
+    for row in SETTINGS:
+        name = row.name
         # Where a value came from, for messages; a secret one (a database URL may hold a
         # password) is named but never shown.
-        shown = _mask_url if name == "database" else (lambda v: v)
-        for source, value in ((f"{_flag(name)} {shown(flags.get(name))!s}", flags.get(name)),
-                              (f"{env_name}={shown(env.get(env_name))}", env.get(env_name)),
+        shown = _mask_url if row.secret else (lambda v: v)
+        for source, value in ((f"{row.flag or name} {shown(flags.get(name))!s}", flags.get(name)),
+                              (f"{row.env}={shown(env.get(row.env))}", env.get(row.env)),
                               (f"{path}: {name} = {shown(file_values.get(name))!r}",
                                file_values.get(name))):
             if value is None or value == "":
                 continue
             try:
-                chosen[name] = _coerce(name, value)
-                problem = _problem(name, chosen[name])
+                chosen[name] = _coerce(row, value)
+                problem = _problem(row, chosen[name])
             except ValueError as e:
                 problem = str(e)
             if problem:
                 raise ConfigError(f"{source}: {name} {problem}")
             where[name] = source
             break
-    merged = {f.name: f.default for f in fields(Settings)} | chosen
+    merged = {row.name: row.default for row in SETTINGS} | chosen
     cross = _cross_problem(merged)
     if cross is not None:
         name, problem = cross
