@@ -30,6 +30,11 @@ bytes on disk per receipt, and the p50 of looking a logged receipt up with its p
 
     .venv/bin/python -m benchmarks.http_notarize [--seconds 10] [--quick] [--profile]
     .venv/bin/python -m benchmarks.http_notarize --grow 1000000
+    .venv/bin/python -m benchmarks.http_notarize --scorecard [--grow 3000000] [--save]
+
+``--scorecard`` measures every target of the page's table in one run (the sweep at 1, 16 and 64
+connections, PostgreSQL beside SQLite, ``ledger add`` against pymerkle, growth to a million
+receipts) and prints target, figure and verdict.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ class Target:
     key: str | None
     base: str  # for /metrics (notary only)
     processes: int = 1  # with several, /metrics is one worker's: batch figures are left out
+    database_pid: int | None = None  # PostgreSQL's postmaster: its CPU is counted apart
 
 
 def wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -198,6 +204,7 @@ def drive(target: Target, loadgen: str, seconds: float, warmup: float, connectio
     load_before = os.getloadavg()[0]
     metrics_before = _metrics(target)
     cpu0, child0 = cpu_seconds(target.proc.pid), children_cpu()
+    db0 = cpu_seconds(target.database_pid) if target.database_pid else 0.0
     threads0 = thread_cpu(target.proc.pid)
     if loadgen == "wrk":
         res = _wrk(target.url, target.key, seconds, connections)
@@ -209,6 +216,9 @@ def drive(target: Target, loadgen: str, seconds: float, warmup: float, connectio
     res["server_cpu_us_per_request_by_thread"] = {
         role: (threads1[role] - threads0[role]) / served * 1e6 for role in threads1}
     res["client_cpu_us_per_request"] = (children_cpu() - child0) / served * 1e6
+    if target.database_pid:
+        res["database_cpu_us_per_request"] = (cpu_seconds(target.database_pid) - db0
+                                              ) / served * 1e6
     res["load_average"] = [load_before, os.getloadavg()[0]]
     if metrics_before and target.processes == 1:
         after = _metrics(target)
@@ -249,17 +259,32 @@ def start_notary_target(workdir: Path, *extra: str) -> Target:
     return Target("notary", proc, url + "/v1/tool-calls", key, url, processes)
 
 
+def start_postgres_target(workdir: Path, flags: list[str], postmaster: int | None) -> Target:
+    target = start_notary_target(workdir, *flags)
+    target.database_pid = postmaster
+    return target
+
+
 @contextlib.contextmanager
 def store_flags(database: str) -> Iterator[list[str]]:
     """``serve`` flags for the store: none for SQLite; for ``postgres``, a throwaway cluster
-    on loopback (the tests' helper: initdb and pg_ctl as the ``postgres`` user)."""
+    on loopback (:func:`postgres_cluster`)."""
     if database == "sqlite":
         yield []
         return
+    with postgres_cluster() as (flags, _):
+        yield flags
+
+
+@contextlib.contextmanager
+def postgres_cluster() -> Iterator[tuple[list[str], int | None]]:
+    """A throwaway PostgreSQL cluster on loopback (the tests' helper: initdb and pg_ctl as the
+    ``postgres`` user): the ``serve`` flags of a fresh database in it, and its postmaster's pid
+    (its CPU and its backends' is the database's share of a receipt)."""
     from tests.pgcluster import new_database, start_cluster  # deferred: PostgreSQL runs only
 
     with start_cluster() as cluster:
-        yield ["--database", new_database(cluster)]
+        yield ["--database", new_database(cluster)], cluster.pid()
 
 
 def stop(target: Target) -> None:
@@ -682,7 +707,14 @@ def main() -> None:
                         "RSS, bytes on disk, lookup p50 against the log's size); needs wrk")
     p.add_argument("--grow-chunk", type=float, default=10, help="seconds a growth row (10)")
     p.add_argument("--grow-connections", type=int, default=64, help="(default 64)")
+    p.add_argument("--scorecard", action="store_true",
+                   help="every target of the round in one run: the sweep at 1, 16 and 64, "
+                        "PostgreSQL beside SQLite at 64, `ledger add` vs pymerkle, growth to "
+                        "--grow N (default 1M); a table of target, figure and verdict")
     a = p.parse_args()
+    if a.scorecard:
+        main_scorecard(a)
+        return
     if a.grow:
         main_grow(a)
         return
@@ -756,6 +788,142 @@ def main() -> None:
               "pq_table_markdown": render_pq(sweep, markdown=True) if a.pq_compare else None,
               "targets": TARGETS, "targets_met": met, "profiles": profiles}
     path = write_json(result_path(name, save=a.save, out=a.out), result)
+    print(f"wrote {path}")
+
+
+# --- the scorecard: every target of the round in one run --------------------------------------
+
+
+@dataclass(frozen=True)
+class Score:
+    """One row of the scorecard: what is measured, the target, and how the run is judged."""
+
+    measure: str
+    target: str
+    figure: str
+    met: bool
+
+
+def scorecard(a: argparse.Namespace) -> dict[str, Any]:
+    """One run, in turn on the same machine: the sweep at 1, 16 and 64 connections against
+    the bare handler (a reader polling ``/checkpoint`` five times a second, so the log signs
+    dual checkpoints meanwhile), one PostgreSQL frontend against SQLite at 64 connections
+    (side by side, twice each), ``ledger add`` against pymerkle, then a fresh SQLite notary
+    grown to ``--grow`` receipts (1M by default)."""
+    from benchmarks.ledgerbench.cli_add import whole_command  # deferred: only the scorecard
+
+    seconds = 3 if a.quick else a.seconds
+    out: dict[str, Any] = {"sweep": {}, "postgres": [], "sqlite_beside_postgres": []}
+    with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
+        work = Path(tmp)
+        bare = start_bare()
+        notary = start_notary_target(work / "sqlite")
+        try:
+            with polling([notary]):
+                for c in (1, 16, 64):
+                    b = drive(bare, "wrk", seconds, a.warmup, c)
+                    n = drive(notary, "wrk", seconds, a.warmup, c)
+                    out["sweep"][c] = {"bare": b, "notary": n,
+                                       "vs_bare": n["requests_per_s"] / b["requests_per_s"]}
+                    print(f"{c:>4} connections: notary {n['requests_per_s']:,.0f}/s, bare "
+                          f"{b['requests_per_s']:,.0f}/s", flush=True)
+            stop(bare)
+            with postgres_cluster() as (flags, postmaster):
+                pg = start_postgres_target(work / "postgres", flags, postmaster)
+                try:
+                    for _ in range(2):
+                        out["postgres"].append(drive(pg, "wrk", seconds, a.warmup, 64))
+                        out["sqlite_beside_postgres"].append(
+                            drive(notary, "wrk", seconds, a.warmup, 64))
+                finally:
+                    stop(pg)
+            print("PostgreSQL: " + ", ".join(f"{r['requests_per_s']:,.0f}/s" for r in
+                                             out["postgres"]), flush=True)
+        finally:
+            stop(notary)
+            if bare.proc.poll() is None:
+                stop(bare)
+        out["ledger_add"] = whole_command()
+        print(f"ledger add: {out['ledger_add']}", flush=True)
+        grower = start_notary_target(work / "grow")
+        try:
+            out["growth"] = grow(grower, work / "grow", a.grow or 1_000_000, a.grow_chunk,
+                                 a.grow_connections)
+        finally:
+            stop(grower)
+    out["growth_summary"] = grow_summary(out["growth"])
+    return out
+
+
+def judge(run: dict[str, Any]) -> list[Score]:
+    """The round's targets against one scorecard run."""
+    s = run["sweep"]
+    n1, n16, n64 = s[1]["notary"], s[16]["notary"], s[64]["notary"]
+    pg, lite = run["postgres"], run["sqlite_beside_postgres"]
+
+    def mean(rs: list[dict[str, Any]], k: str) -> float:
+        return float(sum(r[k] for r in rs)) / len(rs)
+
+    pg_rate, lite_rate = mean(pg, "requests_per_s"), mean(lite, "requests_per_s")
+    pg_cpu = mean(pg, "server_cpu_us_per_request") + mean(pg, "database_cpu_us_per_request")
+    lite_cpu = mean(lite, "server_cpu_us_per_request")
+    add = run["ledger_add"]
+    g = run["growth_summary"]
+    rows = [
+        Score("receipts/s at 64 connections", "≥ 5,000, p99 ≤ 30 ms",
+              f"{n64['requests_per_s']:,.0f}, p99 {n64['p99_ms']:.1f} ms",
+              n64["requests_per_s"] >= 5000 and n64["p99_ms"] <= 30),
+        Score("server CPU per receipt at 64 (all threads)", "≤ 150 µs",
+              f"{n64['server_cpu_us_per_request']:.0f} µs",
+              n64["server_cpu_us_per_request"] <= 150),
+        Score("receipts/s at 16 vs the bare handler, same run", "≥ 40%, p99 ≤ 25 ms",
+              f"{s[16]['vs_bare']:.0%} ({n16['requests_per_s']:,.0f} vs "
+              f"{s[16]['bare']['requests_per_s']:,.0f}/s), p99 {n16['p99_ms']:.1f} ms",
+              s[16]["vs_bare"] >= 0.40 and n16["p99_ms"] <= 25),
+        Score("p50 at 1 connection, dual signatures", "≤ 1.5 ms", f"{n1['p50_ms']:.2f} ms",
+              n1["p50_ms"] <= 1.5),
+        Score("`ledger add` of 100k lines vs pymerkle, whole command", "≥ 2×",
+              f"{add.get('vs_pymerkle', 0):.2f}× ({add['ledger_add_lines_per_s'] / 1000:,.0f}k"
+              f"/s vs {add.get('pymerkle_lines_per_s', 0) / 1000:,.0f}k/s)",
+              add.get("vs_pymerkle", 0) >= 2),
+        Score("PostgreSQL, one frontend, at 64: rate; CPU (notary + PostgreSQL)",
+              "≥ SQLite's; ≤ SQLite's",
+              f"{pg_rate:,.0f} vs {lite_rate:,.0f}/s; {mean(pg, 'server_cpu_us_per_request'):.0f}"
+              f" + {mean(pg, 'database_cpu_us_per_request'):.0f} vs {lite_cpu:.0f} µs",
+              pg_rate >= lite_rate and pg_cpu <= lite_cpu),
+        Score(f"receipts/s at 64 with {g['size']:,} receipts vs an empty log", "≥ 90%",
+              f"{g['last_vs_first']:.0%} ({g['rate_first']:,.0f} → {g['rate_last']:,.0f}/s; "
+              f"RSS {g['rss_first'] / 2**20:.0f} → {g['rss_last'] / 2**20:.0f} MiB; "
+              f"{g['bytes_per_receipt']:.0f} B/receipt; lookup p50 "
+              f"{g['lookup_p50_ms_last']:.2f} ms)", g["last_vs_first"] >= 0.90),
+    ]
+    return rows
+
+
+def render_scores(scores: list[Score], *, markdown: bool = False) -> str:
+    return table(["measure", "target", "measured", "met"],
+                 [[x.measure, x.target, x.figure, "yes" if x.met else "no"] for x in scores],
+                 markdown=markdown)
+
+
+def main_scorecard(a: argparse.Namespace) -> None:
+    if not shutil.which("wrk"):
+        raise SystemExit("--scorecard needs wrk (Debian: apt-get install wrk)")
+    print(f"scorecard: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+          flush=True)
+    load_start = os.getloadavg()
+    run = scorecard(a)
+    scores = judge(run)
+    print()
+    print(render_scores(scores))
+    result = {"benchmark": "http_notarize-scorecard", "when": now_utc(),
+              "command": command_line(), "machine": machine_info(), "loadgen": "wrk",
+              "load_average_start": load_start, "load_average_end": os.getloadavg(),
+              "run": {**run, "sweep": {str(c): r for c, r in run["sweep"].items()}},
+              "scores": [vars(x) for x in scores],
+              "table_markdown": render_scores(scores, markdown=True),
+              "growth_markdown": render_grow(run["growth"], markdown=True)}
+    path = write_json(result_path("http_notarize-scorecard", save=a.save, out=a.out), result)
     print(f"wrote {path}")
 
 
