@@ -40,6 +40,7 @@ from ledger.jobs.witnessing import (
 from ledger.log.facade import Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.sequencer import LogIntegrityError
+from ledger.process import event_loop
 from ledger.process.dirlock import DirectoryInUseError, ServingLock
 from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.keyfile import KeyFileError, read_secret, write_secret
@@ -172,7 +173,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         write_secret(directory / KEY, signer.private_key_text())
         created.append(directory / KEY)
         created += [directory / (DB + s) for s in ("", "-wal", "-shm")]
-        asyncio.run(_create_db(directory / DB, signer))
+        event_loop.run(_create_db(directory / DB, signer))
         _write_public(directory / VKEY, signer.verifier_key_text())
     except BaseException:
         for path in created:
@@ -240,7 +241,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     if not named:
         return 0
     signer = Ed25519Signer.from_private_key(read_secret(directory / KEY))
-    asyncio.run(_append(directory, signer, [e for _, e in named], args.wait))
+    event_loop.run(_append(directory, signer, [e for _, e in named], args.wait))
     return 0
 
 
@@ -311,9 +312,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except DirectoryInUseError as e:
             raise UsageError(str(e)) from None
     try:
-        asyncio.run(_serve(Path(args.dir), host, port,
-                           Path(args.publish) if args.publish else None,
-                           args.pq_checkpoints == "on", mirrors, args.mirror_interval))
+        event_loop.run(_serve(Path(args.dir), host, port,
+                              Path(args.publish) if args.publish else None,
+                              args.pq_checkpoints == "on", mirrors, args.mirror_interval))
     finally:
         serving.release()
     return 0
@@ -336,7 +337,7 @@ async def _export(directory: Path, out: Path, pq_checkpoints: bool) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    print(asyncio.run(_export(Path(args.dir), Path(args.out), args.pq_checkpoints == "on")))
+    print(event_loop.run(_export(Path(args.dir), Path(args.out), args.pq_checkpoints == "on")))
     return 0
 
 
@@ -363,7 +364,7 @@ async def _verify(directory: Path) -> str:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     try:
-        print(asyncio.run(_verify(Path(args.dir))))
+        print(event_loop.run(_verify(Path(args.dir))))
     except AuditError as e:
         print(f"ledger: verify FAILED: {e}. Restore the newest backup and verify it again.",
               file=sys.stderr)

@@ -14,7 +14,6 @@ ML-DSA-44). State: ``--data DIR/mirror.db`` (checkpoints) and ``DIR/logs/<origin
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from ledger.mirror.copy import LogCopy
 from ledger.mirror.server import Mirror, create_mirror_app
 from ledger.mirror.state import MirrorState, MirrorStateError
 from ledger.mirror.stores import is_postgres_url, open_copy_store
+from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from ledger.process.keyfile import KeyFileError, write_secret
 from ledger.process.netaddr import parse_host_port
@@ -124,7 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.database is not None and not is_postgres_url(args.database):
         raise UsageError(f"--database {args.database[:40]!r}: want a postgresql:// URL")
     host, port = parse_host_port(args.listen, what="--listen")
-    asyncio.run(_serve(signers, logs, Path(args.data), args.database, host, port))
+    event_loop.run(_serve(signers, logs, Path(args.data), args.database, host, port))
     return 0
 
 

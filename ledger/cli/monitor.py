@@ -32,6 +32,7 @@ from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
 from ledger.monitor.core import Alarm, EntryFilter, Monitor, MonitorConfig, MonitorMetrics
 from ledger.monitor.state import MonitorStateError
+from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.netaddr import parse_host_port
 from ledger.process.structured_logs import configure
@@ -199,7 +200,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         return await run(args, stop=stop)
 
     try:
-        return asyncio.run(main())
+        return event_loop.run(main())
     except UsageError as e:
         print(f"notary: error: {e}", file=sys.stderr)
         return ExitCode.USAGE

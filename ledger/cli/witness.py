@@ -13,7 +13,6 @@ project), where the log key is Ed25519 or ML-DSA-44, keeping its state in
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from ledger.core.note import (
 )
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.run import serve_until_signalled
+from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.keyfile import KeyFileError, read_secret, write_secret
 from ledger.process.netaddr import parse_host_port
@@ -125,7 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         origin, verifier = parse_log_spec(spec)
         logs.setdefault(origin, []).append(verifier)
     host, port = parse_host_port(args.listen, what="--listen")
-    asyncio.run(_serve(signers, logs, Path(args.data), host, port))
+    event_loop.run(_serve(signers, logs, Path(args.data), host, port))
     return 0
 
 

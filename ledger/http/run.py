@@ -19,6 +19,7 @@ from ledger.http.server import (
     connection_limit,
     install_loop_exception_handler,
 )
+from ledger.process.event_loop import loop_name
 from ledger.process.structured_logs import capture_stdlib_logging
 
 _log = structlog.get_logger("ledger.http.run")
@@ -80,7 +81,8 @@ async def serve_until_signalled(app: web.Application, host: str, port: int,
         _log.info("listening", url=f"http://{shown}:{bound_port}",
                   max_connections=listener.max_connections,
                   keepalive_timeout=limits.keepalive_timeout,
-                  header_timeout=limits.header_timeout, body_timeout=limits.body_timeout)
+                  header_timeout=limits.header_timeout, body_timeout=limits.body_timeout,
+                  loop=loop_name())
         announce(f"http://{shown}:{bound_port}")
         await stop.wait()
     finally:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from typing import Any
 
 from ledger.client.http import HttpClient
 from ledger.core.boundedjson import JsonError
+from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from notary.cli.trust_args import (
     check_network_args,
@@ -114,7 +114,7 @@ def verify_command(args: argparse.Namespace) -> int | None:
         return verdict, report
 
     try:
-        verdict, report = asyncio.run(run())
+        verdict, report = event_loop.run(run())
     except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
     if args.json:

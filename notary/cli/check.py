@@ -14,12 +14,12 @@ finding recorded by the server is then cleared), 1 it is damaged (what and where
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
 from ledger.core.note import Ed25519Verifier, NoteError
 from ledger.jobs.check import AuditError, audit_log
+from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.progress import progress_reporter
 from ledger.storage.base import LogStore
@@ -68,7 +68,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         verifier = _verifier(paths)
         print("checking the PostgreSQL store: every tile and bundle", file=sys.stderr)
         try:
-            summary = asyncio.run(_audit(paths.db, verifier, settings.database))
+            summary = event_loop.run(_audit(paths.db, verifier, settings.database))
         except AuditError as e:
             print(f"notary check: FAILED: {e}. Restore the newest backup and check it again.",
                   file=sys.stderr)
@@ -85,7 +85,7 @@ def cmd_check(args: argparse.Namespace) -> int:
               "Restore the newest backup and check it again.", file=sys.stderr)
         return ExitCode.CHECK_FAILED
     try:
-        summary = asyncio.run(_audit(paths.db, verifier))
+        summary = event_loop.run(_audit(paths.db, verifier))
     except AuditError as e:
         print(f"notary check: FAILED: {e}. Restore the newest backup and check it again.",
               file=sys.stderr)

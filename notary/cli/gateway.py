@@ -19,7 +19,6 @@ by an earlier version is still used when there is none beside the state.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shlex
@@ -28,14 +27,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-import uvicorn
-
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.tlog_policy import TlogPolicy
+from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
 from ledger.process.structured_logs import configure
+from notary.cli.asgi import serve_asgi
 from notary.cli.trust_args import witness_policy_from_args
 from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.gateway.audit import audit_decision, check_policy, parse_jsonl
@@ -163,9 +161,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     server = build_gateway(config)
     if address is not None:
         host, port = address
-        app = server.streamable_http_app(host=host)
-        print(f"notary gateway: serving MCP at http://{args.http}/mcp", file=sys.stderr)
-        uvicorn.run(app, host=host, port=int(port), log_level="warning")
+        serve_asgi(server.streamable_http_app(host=host), host, int(port),
+                   f"notary gateway: serving MCP at http://{args.http}/mcp")
         return 0
 
     from notary.gateway.stdio import guarded_stdio  # deferred: the mcp SDK is heavy
@@ -175,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         async with guarded_stdio() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    anyio.run(serve)
+    event_loop.run(serve())
     return 0
 
 
@@ -205,7 +202,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.upstream:
         target = parse_upstream(args.upstream, args.upstream_env, args.upstream_cwd)
         try:
-            schemas = asyncio.run(_input_schemas(target, args.upstream_mode))
+            schemas = event_loop.run(_input_schemas(target, args.upstream_mode))
         except Exception as e:
             raise _error(f"cannot list the upstream's tools: {type(e).__name__}: {e}") from e
     items = explain(policy, schemas)
@@ -365,7 +362,7 @@ def _render_audit(report: dict[str, Any]) -> str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    report = asyncio.run(_audit(args))
+    report = event_loop.run(_audit(args))
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
@@ -381,7 +378,7 @@ def cmd_decisions(args: argparse.Namespace) -> int:
         async for evidence in read_decisions(args.state):
             print(json.dumps(evidence.to_json(), ensure_ascii=False, separators=(",", ":")))
 
-    asyncio.run(dump())
+    event_loop.run(dump())
     return 0
 
 

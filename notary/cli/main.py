@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from ledger.core.timestamps import rfc3339
 from ledger.http.run import serve_until_signalled
 from ledger.http.server import ServerLimits
 from ledger.log.sequencer import LogIntegrityError
+from ledger.process import event_loop
 from ledger.process.dirlock import DirectoryInUseError, ServingLock, exclusive
 from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.keyfile import KeyFileError
@@ -77,7 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Everything that can fail is tried before anything is created in --data: the
         # settings, the database (and whether it already holds a log this frontend lacks the
         # key of), the port.
-        asyncio.run(check_before_creating(settings))
+        event_loop.run(check_before_creating(settings))
     app = create_app(settings)  # settings are checked here, before any worker starts
     if not worker:
         try:
@@ -120,8 +120,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not worker:
             print(f"Serving on {base} (listening on {url.split('://', 1)[1]})", flush=True)
 
-    asyncio.run(serve_until_signalled(app, host, port, announce, limits=limits,
-                                      shutdown_timeout=30, sock=sock))
+    event_loop.run(serve_until_signalled(app, host, port, announce, limits=limits,
+                                         shutdown_timeout=30, sock=sock))
     return 0
 
 
@@ -182,7 +182,7 @@ def _with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable
             await store.close()
 
     try:
-        return asyncio.run(run())
+        return event_loop.run(run())
     except StoreError as e:
         raise UsageError(f"{where}: {e}") from e
 
@@ -356,7 +356,7 @@ def _checkpoint_arg(value: str) -> tuple[str, bytes]:
                 return await http.get(value, limit=MAX_CHECKPOINT_BYTES)
 
         try:
-            return value, asyncio.run(fetch())
+            return value, event_loop.run(fetch())
         except FetchError as e:
             raise UsageError(f"cannot fetch --checkpoint {value}: {e}") from e
     try:

@@ -7,14 +7,12 @@ when this command runs, so every other ``notary`` command starts fast.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 from typing import TYPE_CHECKING
 
-import uvicorn
-
+from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
+from notary.cli.asgi import serve_asgi
 from notary.cli.trust_args import (
     add_trust_arguments,
     check_network_args,
@@ -45,7 +43,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if args.jwks and args.jwks.startswith(("http://", "https://")):
         jwks = args.jwks
     elif args.jwks:
-        jwks = asyncio.run(load_jwks(args.jwks, None))
+        jwks = event_loop.run(load_jwks(args.jwks, None))
     policy = witness_policy_from_args(args)
     witnesses = parse_witness_keys(args.witness)
     log_keys = parse_log_keys(args.log_key)
@@ -71,14 +69,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from e
     server = build_server(config)
     if address is None:
-        server.run("stdio")
+        event_loop.run(server.run_stdio_async())
         return 0
     host, port = address
-    app = server.streamable_http_app(host=host)
     shown = f"[{host}]" if ":" in host else host
-    print(f"notary mcp: serving MCP (streamable HTTP) at http://{shown}:{port}/mcp",
-          file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    serve_asgi(server.streamable_http_app(host=host), host, port,
+               f"notary mcp: serving MCP (streamable HTTP) at http://{shown}:{port}/mcp")
     return 0
 
 

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from pathlib import Path
 
 from ledger.client.http import HttpClient
+from ledger.process import event_loop
 from ledger.process.atomic import write_atomic
 from ledger.process.exitcodes import UsageError
 from notary.cli.aer1 import verify_command as verify_aer1_command
@@ -77,7 +77,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if aer1_code is not None:
         return aer1_code
     try:
-        report = asyncio.run(_run_verify(args))
+        report = event_loop.run(_run_verify(args))
     except (VerifierInputError, VerifierStateError) as e:
         raise UsageError(str(e)) from e
     if args.save_receipt is not None:

@@ -29,7 +29,6 @@ the data directory and renamed into place, so a restore cut short leaves the old
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
@@ -46,6 +45,7 @@ from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import Ed25519Verifier, NoteError
 from ledger.jobs.witnessing import STATE_FILE as WITNESSING_FILE
 from ledger.log.reader import LogReader, stack_coords
+from ledger.process import event_loop
 from ledger.process.dirlock import DirectoryInUseError, exclusive
 from ledger.storage.sqlite import SqliteStore
 from notary.core.errors import NotaryBaseError
@@ -270,7 +270,7 @@ def _replace(backup_dir: Path, data: Path, info: BackupInfo, verifier: Ed25519Ve
                 f"backup is at size {info.size}. The log has moved on since this backup; "
                 "serving it would fork the log. Restore a newer backup, or start a new log "
                 "with a new origin.")
-        root = asyncio.run(_root_at(Paths(backup_dir).db, other.size))
+        root = event_loop.run(_root_at(Paths(backup_dir).db, other.size))
         if root != other.root_hash:
             raise BackupError(
                 f"refusing to restore: {where} (size {other.size}) has another root than the "

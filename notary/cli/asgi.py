@@ -1,0 +1,31 @@
+"""Serving an MCP server's streamable HTTP app (``notary gateway --http``, ``notary mcp --http``)
+under uvicorn, on the loop :mod:`ledger.process.event_loop` chooses.
+
+``uvicorn.run`` would pick a loop of its own (uvloop when importable, whatever
+``LEDGER_EVENT_LOOP`` says), so the server is run here as a coroutine instead. Signals stay
+uvicorn's: SIGTERM and SIGINT drain the connections, then the signal is raised again, so the
+process ends as signalled.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from ledger.process import event_loop
+
+__all__ = ["serve_asgi"]
+
+
+def serve_asgi(app: ASGIApp, host: str, port: int, banner: str) -> None:
+    """Serve ``app`` on ``host``:``port`` until SIGTERM or SIGINT; ``banner`` (where it serves)
+    goes to stderr once the loop runs, with the loop's name."""
+
+    async def serve() -> None:
+        print(f"{banner} (event loop: {event_loop.loop_name()})", file=sys.stderr, flush=True)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", loop="none")
+        await uvicorn.Server(config).serve()
+
+    event_loop.run(serve())
