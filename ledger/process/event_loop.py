@@ -2,11 +2,11 @@
 
 The choice is made here and nowhere else. Every server (``notary serve`` and its workers,
 ``ledger serve``, the witness, the mirror, ``notary gateway``, ``notary mcp``) and every command
-that runs a coroutine does so through :func:`run`. uvloop runs asyncio's API on libuv: on the
-notarization benchmark it alone took 64 keep-alive connections from about 4,400 to 5,200
-receipts a second (issue 28). It does not build everywhere (Windows, PyPy), so asyncio's loop
-stays the fallback, and either can be forced with ``LEDGER_EVENT_LOOP`` (to compare the two, or
-to rule the loop out when something misbehaves).
+that runs a coroutine does so through :func:`run`. uvloop runs asyncio's API on libuv, whose
+transports and timers cost less CPU per request than the standard loop's. It does not build
+everywhere (Windows, PyPy), so asyncio's loop stays the fallback, and either can be forced with
+``LEDGER_EVENT_LOOP`` (to compare the two on a benchmark, or to rule the loop out when something
+misbehaves).
 """
 
 from __future__ import annotations

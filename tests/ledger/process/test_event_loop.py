@@ -3,9 +3,13 @@ and a forced choice that cannot be honoured refused with a message that says wha
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import uvloop
@@ -13,6 +17,8 @@ import uvloop
 from ledger.process import event_loop
 from ledger.process.event_loop import ASYNCIO, ENV_VAR, UVLOOP, chosen, loop_name
 from ledger.process.exitcodes import UsageError
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -76,3 +82,56 @@ def test_run_refuses_before_running_and_closes_the_coroutine(
     with pytest.raises(UsageError):
         event_loop.run(main)
     assert inspect.getcoroutinestate(main) == inspect.CORO_CLOSED
+
+
+def loops_started_elsewhere(root: Path) -> list[str]:
+    """``path:line`` of each call in ledger/ and notary/ that starts a loop of its own
+    (``asyncio.run``, ``anyio.run``, ``uvicorn.run``, ``new_event_loop``,
+    ``run_until_complete``) instead of going through :func:`ledger.process.event_loop.run`."""
+    found = []
+    for path in sorted([*(root / "ledger").rglob("*.py"), *(root / "notary").rglob("*.py")]):
+        if path == root / "ledger" / "process" / "event_loop.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            owner = node.func.value
+            named = owner.id if isinstance(owner, ast.Name) else ""
+            if (named in ("asyncio", "anyio", "uvicorn") and node.func.attr == "run") or \
+                    node.func.attr in ("new_event_loop", "run_until_complete"):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_every_command_runs_its_loop_through_the_chooser() -> None:
+    assert loops_started_elsewhere(REPO) == []
+
+
+def test_the_rule_finds_a_loop_started_elsewhere(tmp_path: Path) -> None:
+    (tmp_path / "ledger").mkdir()
+    (tmp_path / "notary").mkdir()
+    (tmp_path / "notary" / "cmd.py").write_text(
+        "import asyncio\nimport uvicorn\n\ndef main():\n    asyncio.run(go())\n"
+        "    uvicorn.run(app)\n    loop = asyncio.new_event_loop()\n")
+    assert loops_started_elsewhere(tmp_path) == ["notary/cmd.py:5", "notary/cmd.py:6",
+                                                 "notary/cmd.py:7"]
+
+
+@pytest.mark.parametrize("value", ["bogus", "uvloop"])
+def test_a_server_refuses_a_choice_it_cannot_honour_before_creating_anything(
+        tmp_path: Path, value: str) -> None:
+    """Forced ``uvloop`` where it is missing (a ``sitecustomize`` hides it from the child), or
+    an unknown value: exit status 2 with the variable named, and no data directory."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['uvloop'] = None\n")
+    env = {**os.environ, ENV_VAR: value,
+           "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    done = subprocess.run([sys.executable, "-m", "notary.cli.main", "serve", "--data",
+                           str(tmp_path / "data"), "--listen", "127.0.0.1:0"],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"notary: error: {ENV_VAR}="), done.stderr
+    assert ("uvloop is not installed" in done.stderr) == (value == "uvloop")
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not (tmp_path / "data").exists()

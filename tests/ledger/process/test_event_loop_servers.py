@@ -142,7 +142,7 @@ def test_notary_serve_and_its_workers(tmp_path: Path, loop: str) -> None:
         answer = server.post("/v1/tool-calls", api_key=key,
                              json_body={"server": "srv", "tool": "t", "call_sha256": digest})
         assert answer.status == 201, answer.text
-        assert answer.json()["receipt"]["call_sha256"] == digest
+        assert answer.json()["call_sha256"] == digest
     finally:
         status = server.stop()
     stderr = server.stderr_bytes().decode()
