@@ -44,14 +44,14 @@ async def grow_ours(path: Path, size: int, batch: int, progress: bool) -> dict[s
     rss_start = proc_status_kib("VmRSS")
     store = await SqliteStore.open(path, create=True)
     reader = LogReader(store)  # as Log.open wires it: committed tiles are offered to its cache
-    seq = Sequencer(store, signer(), reader=reader, max_batch=batch)
+    seq: Sequencer[None] = Sequencer(store, signer(), reader=reader, max_batch=batch)
     await seq.start()
     assert seq.state.size == 0, "not an empty log"
     start = time.perf_counter()
     with tqdm(total=size, unit="entry", unit_scale=True, desc=f"ours {si(size)}",
               file=sys.stderr, disable=not progress, mininterval=1.0) as bar:
         for chunk in generated_entries(ENTRY_SEED, size, batch):
-            await seq.append_many(chunk)
+            await seq.append_many(chunk, [None] * len(chunk))
             bar.update(len(chunk))
     elapsed = time.perf_counter() - start
     assert seq.checkpoint is not None and seq.checkpoint.size == size

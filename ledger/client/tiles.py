@@ -20,13 +20,14 @@ from ledger.core.hashing import HASH_SIZE
 from ledger.core.note import NoteError, strict_b64decode
 from ledger.core.proofs import Coord, assemble, consistency_plan, plan_coords
 from ledger.core.tilehash import ExpandedTile, tile_of
-from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tile_count
+from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_WIDTH, Tile, tile_count
 
 __all__ = ["MAX_CHECKPOINT_BYTES", "MAX_PROOF_JSON_BYTES", "MAX_TILE_BYTES", "LogSource",
            "tile_at"]
 
-#: The largest tile or bundle a log may serve: 256 entries of at most 65,535 bytes each.
-MAX_TILE_BYTES = TILE_WIDTH * (2 + 0xFFFF)
+#: The largest tile or bundle a log may serve: a full bundle of the largest entries, each after
+#: its two-byte length.
+MAX_TILE_BYTES = TILE_WIDTH * (2 + MAX_ENTRY_SIZE)
 MAX_CHECKPOINT_BYTES = 1 << 20
 #: A consistency proof is at most 2·log2(size) hashes; this is ample for any tree.
 MAX_PROOF_JSON_BYTES = 1 << 16

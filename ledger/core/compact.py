@@ -24,6 +24,13 @@ _LEVEL_MASK = TILE_HEIGHT - 1
 class EntryTooLargeError(LedgerError, ValueError):
     """An entry that cannot be stored: bundles prefix each entry with a uint16 length."""
 
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+    def __str__(self) -> str:
+        return f"entry is {self.size} bytes; the limit is {MAX_ENTRY_SIZE} (uint16 length prefix)"
+
 
 @dataclass(frozen=True)
 class TreeState:
@@ -57,9 +64,7 @@ class Integrated:
 
 def encode_bundle_entry(entry: bytes) -> bytes:
     if len(entry) > MAX_ENTRY_SIZE:
-        raise EntryTooLargeError(
-            f"entry is {len(entry)} bytes; the limit is {MAX_ENTRY_SIZE} (uint16 length prefix)"
-        )
+        raise EntryTooLargeError(len(entry))
     return len(entry).to_bytes(2, "big") + entry
 
 

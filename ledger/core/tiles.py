@@ -15,7 +15,7 @@ from ledger.core.errors import LedgerError
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT  # 256
 MAX_LEVEL = 63
-MAX_ENTRY_SIZE = 0xFFFF
+MAX_ENTRY_SIZE = 0xFFFF  # 65,535: an entry bundle prefixes each entry with a uint16 length
 MAX_TREE_SIZE = (1 << 64) - 1  # tree sizes and indexes are uint64 across the tlog ecosystem
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.tlog_proof import ProofBundle
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import Appended, BatchHook, BatchObserver, BatchScreen, Sequencer
+from ledger.log.sequencer import Appended, BatchObserver, Sequencer, WriterState
 from ledger.storage.base import CheckpointRecord, LogStore
 
 
@@ -35,10 +36,15 @@ class Head:
 
 
 class Log:
-    """Open with :meth:`open`; call :meth:`close` when done."""
+    """Open with :meth:`open`; call :meth:`close` when done.
+
+    A writer that queues contexts with its entries (the notary's) builds its own
+    :class:`Sequencer` on a :class:`LogReader` and passes both here: the log itself never looks
+    at contexts, whatever their type, and its :meth:`append` queues none.
+    """
 
     def __init__(self, store: LogStore, verifier: Ed25519Verifier, reader: LogReader,
-                 sequencer: Sequencer | None) -> None:
+                 sequencer: Sequencer[Any] | None) -> None:
         self.store = store
         self.verifier = verifier
         self.reader = reader
@@ -58,8 +64,6 @@ class Log:
         signer: Ed25519Signer | None = None,
         verifier: Ed25519Verifier | None = None,
         max_batch: int = 4096,
-        hook: BatchHook | None = None,
-        screen: BatchScreen | None = None,
         observer: BatchObserver | None = None,
         cache_tiles: int = 4096,
         trusted: CheckpointRecord | None = None,
@@ -73,11 +77,10 @@ class Log:
         if signer is None and verifier is None:
             raise ValueError("a log needs its signer (to write) or its verifier (to read)")
         reader = LogReader(store, cache_tiles=cache_tiles)
-        sequencer = None
+        sequencer: Sequencer[None] | None = None
         if signer is not None:
             sequencer = Sequencer(store, signer, reader=reader, max_batch=max_batch,
-                                  hook=hook, screen=screen, observer=observer,
-                                  trusted=trusted)
+                                  observer=observer, trusted=trusted)
             try:
                 await sequencer.start()
             except BaseException:
@@ -94,8 +97,10 @@ class Log:
         this process's sequencer, is the authority; the short cache keeps hot paths cheap.
         """
         seq = self.sequencer
-        if seq is not None and seq.checkpoint is not None and seq.refusing is None \
-                and self._newer(seq.checkpoint):
+        # A writer that refuses (or halted while refusing) saw a checkpoint the store no longer
+        # extends: only a writing one's is followed.
+        if seq is not None and seq.checkpoint is not None \
+                and seq.status.state is WriterState.WRITING and self._newer(seq.checkpoint):
             self._set_head(seq.checkpoint)
         now = time.monotonic()
         if self._head is None or now - self._head_read > max_age:
@@ -118,12 +123,12 @@ class Log:
     async def append(self, entry: bytes) -> Appended:
         if self.sequencer is None:
             raise RuntimeError("this log was opened read-only")
-        return await self.sequencer.append(entry)
+        return await self.sequencer.append(entry, None)
 
     async def append_many(self, entries: Sequence[bytes]) -> list[Appended]:
         if self.sequencer is None:
             raise RuntimeError("this log was opened read-only")
-        return await self.sequencer.append_many(entries)
+        return await self.sequencer.append_many(entries, [None] * len(entries))
 
     async def proof_bundle(self, index: int, head: Head) -> ProofBundle:
         """The tlog-proof bundle of entry ``index`` against ``head``."""

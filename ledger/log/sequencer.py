@@ -10,10 +10,12 @@ latency stays about one commit, throughput rises with the batch size.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
@@ -33,12 +35,16 @@ from ledger.storage.base import (
     WriteTx,
 )
 
-BatchHook = Callable[[WriteTx, Sequence[tuple[int, Any]]], Awaitable[None]]
+Ctx = TypeVar("Ctx")
+"""What a caller queues with each entry for the batch callbacks (the notary: the pending receipt;
+the ledger: None). :class:`Sequencer` is generic in it, so a context reaches the hook and the
+screen with the type it was appended with."""
+
+BatchHook = Callable[[WriteTx, Sequence[tuple[int, Ctx]]], Awaitable[None]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
 commit atomically with the entries."""
 
-BatchScreen = Callable[[WriteTx, Sequence[Any]],
-                      Awaitable[Sequence[Exception | bytes | None]]]
+BatchScreen = Callable[[WriteTx, Sequence[Ctx]], Awaitable[Sequence[Exception | bytes | None]]]
 """Runs inside the batch's transaction, under the log's lock and before anything is integrated,
 with the context of every queued entry; answers, per entry, None to log it as queued, bytes to
 log those instead (an entry finalized under the lock, e.g. with a time that must not go back),
@@ -81,16 +87,46 @@ class SequencerClosedError(LedgerError, RuntimeError):
     pass
 
 
+class WriterState(enum.Enum):
+    """Whether the writer signs: what ``/healthz``, the 503 answers and the metrics read."""
+
+    WRITING = "writing"
+    """Batches are committed (the last one may have failed: :attr:`WriterStatus.error`)."""
+    REFUSING = "refusing"
+    """The store holds a tree that does not extend the newest checkpoint this process saw
+    committed (:class:`LogRollbackError`): every batch is refused, and each re-checks the store,
+    so writing resumes by itself once the database is back where it was."""
+    HALTED = "halted"
+    """Damage was found in the stored log (:meth:`Sequencer.halt`): every append is refused
+    until an operator has restored the store and restarted the process."""
+
+
+@dataclass(frozen=True)
+class WriterStatus:
+    """The writer's one state, replaced whole on each change so a reader sees it consistent."""
+
+    state: WriterState
+    reason: str = ""
+    """Why it refuses or halted, in words (empty while writing)."""
+    error: Exception | None = None
+    """Why the last commit failed (a full disk, the lock held too long, a rolled-back store),
+    until one succeeds: what a health check reports. Nothing of a failed commit was written or
+    acknowledged. None when no commit failed, such as a refusal found at start."""
+
+
+_WRITING = WriterStatus(WriterState.WRITING)
+
+
 _Landed = tuple[int, CheckpointRecord, list[tuple[bytes, ...]] | None]
 """What a group's future resolves to: its first index, the checkpoint, its entries' proofs."""
 
 
 @dataclass(frozen=True)
-class _Group:
+class _Group(Generic[Ctx]):
     """Entries queued together by one caller, answered by one future."""
 
     entries: list[bytes]
-    contexts: list[Any]
+    contexts: list[Ctx]
     future: asyncio.Future[_Landed]
     proof: bool = False  # answer with each entry's inclusion proof too
 
@@ -133,6 +169,27 @@ def prefetching(read_tiles: ReadTiles, also: Sequence[TileKey]) -> ReadTiles:
     return read
 
 
+def _missing(key: TileKey, size: int) -> LogIntegrityError:
+    return LogIntegrityError(f"tile {key} needed at size {size} is missing from the store")
+
+
+def _stack_at(got: Mapping[TileKey, bytes], size: int) -> list[bytes]:
+    """The roots of the perfect subtrees that make up the first ``size`` leaves (the compact
+    range, largest first), from the tiles :func:`root_tiles` names."""
+    expanded: dict[TileKey, ExpandedTile] = {}
+    stack = []
+    for c in stack_coords(size):
+        key = tile_of(c)[:2]
+        if key not in got:
+            raise _missing(key, size)
+        tile = expanded.get(key) or expanded.setdefault(key, ExpandedTile(got[key]))
+        try:
+            stack.append(tile.get(c))
+        except KeyError as e:
+            raise LogIntegrityError(f"tile {key} is too short for size {size}") from e
+    return stack
+
+
 async def root_at(read_tiles: ReadTiles, size: int) -> bytes:
     """The root of the first ``size`` leaves, from tiles of a tree at least that large.
 
@@ -140,40 +197,18 @@ async def root_at(read_tiles: ReadTiles, size: int) -> bytes:
     a writer checks that the stored tree extends a checkpoint it saw before (a consistency
     check with the tiles as the proof).
     """
-    coords = stack_coords(size)
-    got = await read_tiles(root_tiles(size))
-    expanded: dict[TileKey, ExpandedTile] = {}
-    stack = []
-    for c in coords:
-        key = tile_of(c)[:2]
-        if key not in got:
-            raise LogIntegrityError(f"tile {key} needed at size {size} is missing from the store")
-        tile = expanded.get(key) or expanded.setdefault(key, ExpandedTile(got[key]))
-        try:
-            stack.append(tile.get(c))
-        except KeyError as e:
-            raise LogIntegrityError(f"tile {key} is too short for size {size}") from e
-    return fold_right(stack)
+    return fold_right(_stack_at(await read_tiles(root_tiles(size)), size))
 
 
 async def load_state(read_tiles: ReadTiles, size: int) -> TreeState:
     """Rebuild the writer's state at ``size`` from stored tiles (O(log n) hashes, few reads)."""
-    coords = stack_coords(size)
     edges = edge_tiles_needed(size)
-    keys = list(dict.fromkeys([tile_of(c)[:2] for c in coords] + [k for k, _ in edges]))
+    keys = list(dict.fromkeys([*root_tiles(size), *(k for k, _ in edges)]))
     got = await read_tiles(keys)
     for key in keys:
         if key not in got:
-            raise LogIntegrityError(f"tile {key} needed at size {size} is missing from the store")
-    expanded: dict[TileKey, ExpandedTile] = {}
-    stack = []
-    for c in coords:
-        key = tile_of(c)[:2]
-        tile = expanded.get(key) or expanded.setdefault(key, ExpandedTile(got[key]))
-        try:
-            stack.append(tile.get(c))
-        except KeyError as e:
-            raise LogIntegrityError(f"tile {key} is too short for size {size}") from e
+            raise _missing(key, size)
+    stack = _stack_at(got, size)
     edge_tiles: dict[int, bytes] = {}
     bundle = b""
     for key, width in edges:
@@ -194,8 +229,11 @@ async def load_state(read_tiles: ReadTiles, size: int) -> TreeState:
     return TreeState(size, tuple(stack), edge_tiles, bundle)
 
 
-class Sequencer:
-    """Owns appends to one log. Create, ``await start()``, then ``append`` from any task."""
+class Sequencer(Generic[Ctx]):
+    """Owns appends to one log. Create, ``await start()``, then ``append`` from any task.
+
+    Each entry is queued with a context of type ``Ctx``, which the screen and the hook get
+    back, in the batch's order, inside the transaction that commits the entry."""
 
     def __init__(
         self,
@@ -204,8 +242,8 @@ class Sequencer:
         *,
         reader: LogReader | None = None,
         max_batch: int = 4096,
-        hook: BatchHook | None = None,
-        screen: BatchScreen | None = None,
+        hook: BatchHook[Ctx] | None = None,
+        screen: BatchScreen[Ctx] | None = None,
         observer: BatchObserver | None = None,
         clock: Callable[[], float] = time.time,
         trusted: CheckpointRecord | None = None,
@@ -224,18 +262,14 @@ class Sequencer:
         #: what it read from the store), or one it was told it had seen before (``trusted``,
         #: e.g. remembered across restarts). Nothing inconsistent with it is ever signed.
         self.checkpoint: CheckpointRecord | None = trusted
-        #: Why the writer is refusing to sign (a rolled-back store), or None while it is not.
-        self.refusing: str | None = None
-        self._pending: list[_Group] = []
+        #: Whether it signs, and why not (:class:`WriterState`); changed only by the methods
+        #: below, and never away from HALTED.
+        self.status = _WRITING
+        self._pending: list[_Group[Ctx]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        #: Why the last commit failed (e.g. a full disk), or None once one succeeded: what a
-        #: health check reports. Nothing of a failed commit was written or acknowledged.
-        self.commit_error: Exception | None = None
         self._probed = float("-inf")
-        #: Why appends are refused, once :meth:`halt` was called; None while writing.
-        self.halted: str | None = None
 
     async def start(self) -> None:
         """Load and check the stored log, signing the empty tree for a brand-new store."""
@@ -310,9 +344,14 @@ class Sequencer:
                         f"size {seen.size} that this process saw committed: the store was "
                         "replaced or forked; refusing to sign")
         except LogRollbackError as e:
-            self.refusing = str(e)
+            self._set(WriterStatus(WriterState.REFUSING, str(e)))
             raise
         return state
+
+    def _set(self, status: WriterStatus) -> None:
+        """The writer's new status: any but a halted writer's (which stays halted)."""
+        if self.status.state is not WriterState.HALTED:
+            self.status = status
 
     async def _grown(self, tx: WriteTx, latest: CheckpointRecord) -> TreeState | None:
         """The stored checkpoint's state from this process's own, when another process only
@@ -353,15 +392,14 @@ class Sequencer:
         every new checkpoint would commit to a tree whose proofs cannot be served correctly, so
         writing stops until an operator has restored the store. Reads are not affected.
         """
-        self.halted = reason
+        self.status = WriterStatus(WriterState.HALTED, reason)
         self._wake.set()
 
     def _sign(self, state: TreeState) -> CheckpointRecord:
         note = sign_checkpoint(Checkpoint(self.origin, state.size, state.root()), self.signer)
         return CheckpointRecord(state.size, self.clock(), note)
 
-    async def append(self, entry: bytes, context: Any = None, *, proof: bool = False
-                     ) -> Appended:
+    async def append(self, entry: bytes, context: Ctx, *, proof: bool = False) -> Appended:
         """Resolve, once durable, to the entry's index and the checkpoint that commits to it.
 
         ``proof``: also its inclusion proof in that checkpoint. The proofs of a batch are
@@ -371,7 +409,7 @@ class Sequencer:
         first, record, proofs = await self._enqueue([entry], [context], proof)
         return Appended(first, record.size, record.note, proofs[0] if proofs else None)
 
-    async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Any] | None = None
+    async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Ctx]
                           ) -> list[Appended]:
         """Append entries that are known together, at consecutive indexes, in one commit.
 
@@ -379,23 +417,20 @@ class Sequencer:
         one per entry, which is most of the cost of a large batch in asyncio. A group larger
         than ``max_batch`` is committed as one batch of its own.
         """
-        if contexts is not None and len(contexts) != len(entries):
-            raise ValueError("give one context per entry, or none")
+        if len(contexts) != len(entries):
+            raise ValueError("give one context per entry")
         if not entries:
             return []
-        first, record, _ = await self._enqueue(
-            list(entries), list(contexts) if contexts is not None else [None] * len(entries))
+        first, record, _ = await self._enqueue(list(entries), list(contexts))
         return [Appended(first + i, record.size, record.note) for i in range(len(entries))]
 
-    async def _enqueue(self, entries: list[bytes], contexts: list[Any], proof: bool = False
+    async def _enqueue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False
                        ) -> _Landed:
         for entry in entries:
             if len(entry) > MAX_ENTRY_SIZE:
-                raise EntryTooLargeError(
-                    f"entry is {len(entry)} bytes; the limit is {MAX_ENTRY_SIZE}"
-                )
-        if self.halted is not None:
-            raise LogHaltedError(self.halted)
+                raise EntryTooLargeError(len(entry))
+        if self.status.state is WriterState.HALTED:
+            raise LogHaltedError(self.status.reason)
         if self._closing or self._task is None:
             raise SequencerClosedError("the log is not accepting appends")
         fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
@@ -411,17 +446,17 @@ class Sequencer:
             await self._wake.wait()
             self._wake.clear()
             while self._pending:
-                if self.halted is not None:
+                if self.status.state is WriterState.HALTED:
                     batch, self._pending = self._pending, []
                     for group in batch:
                         if not group.future.done():
-                            group.future.set_exception(LogHaltedError(self.halted))
+                            group.future.set_exception(LogHaltedError(self.status.reason))
                     break
                 await self._commit()
             if self._closing:
                 return
 
-    def _next_batch(self) -> list[_Group]:
+    def _next_batch(self) -> list[_Group[Ctx]]:
         """The pending groups of the next batch, in order: up to ``max_batch`` entries, or one
         larger group alone."""
         take, count = 0, 0
@@ -432,16 +467,17 @@ class Sequencer:
         del self._pending[:take]
         return batch
 
-    async def _screened(self, tx: WriteTx, batch: list[_Group],
-                        refused: list[tuple[_Group, Exception]]) -> list[_Group]:
+    async def _screened(self, tx: WriteTx, batch: list[_Group[Ctx]],
+                        refused: list[tuple[_Group[Ctx], Exception]]) -> list[_Group[Ctx]]:
         """The groups of ``batch`` the screen admits; the others go to ``refused``, answered
-        with their refusal once the transaction has ended (never before a rollback)."""
+        with their refusal once the transaction has ended (never before a rollback). An entry
+        the screen replaced is checked for size by :func:`integrate`, with the rest."""
         if self.screen is None:
             return batch
         verdicts = list(await self.screen(tx, [c for g in batch for c in g.contexts]))
         if len(verdicts) != sum(len(g.contexts) for g in batch):
             raise RuntimeError("the batch screen must answer once per entry")
-        admitted: list[_Group] = []
+        admitted: list[_Group[Ctx]] = []
         at = 0
         for group in batch:
             mine = verdicts[at:at + len(group.contexts)]
@@ -452,17 +488,14 @@ class Sequencer:
                 continue
             entries = [v if isinstance(v, bytes) else e
                        for e, v in zip(group.entries, mine, strict=True)]
-            for entry in entries:
-                if len(entry) > MAX_ENTRY_SIZE:
-                    raise EntryTooLargeError(f"the screen made an entry of {len(entry)} bytes")
             admitted.append(group if entries == group.entries else
                             _Group(entries, group.contexts, group.future, group.proof))
         return admitted
 
     async def _commit(self) -> None:
         started = time.perf_counter()
-        batch: list[_Group] = []
-        refused: list[tuple[_Group, Exception]] = []
+        batch: list[_Group[Ctx]] = []
+        refused: list[tuple[_Group[Ctx], Exception]] = []
         done: Integrated | None = None
         caught_up: CheckpointRecord | None = None
         try:
@@ -481,7 +514,8 @@ class Sequencer:
                         raise LogRollbackError("the stored checkpoint disappeared")
                     self.state = await self._catch_up(tx, latest)
                     caught_up = latest
-                self.refusing = None
+                if self.status.state is WriterState.REFUSING:  # the store is back
+                    self._set(WriterStatus(WriterState.WRITING, error=self.status.error))
                 batch = await self._screened(tx, batch, refused)
                 entries = [e for g in batch for e in g.entries]
                 if entries:
@@ -501,9 +535,10 @@ class Sequencer:
                         e if isinstance(e, Exception) else RuntimeError(str(e)))
             if not isinstance(e, Exception):
                 raise
-            self.commit_error = e
+            self._set(dataclasses.replace(self.status, error=e))
             return
-        self.commit_error = None
+        if self.status is not _WRITING:
+            self._set(_WRITING)
         for group, refusal in refused:
             if not group.future.done():
                 group.future.set_exception(refusal)
@@ -526,7 +561,7 @@ class Sequencer:
                 group.future.set_result((index, record, mine))
             index += len(group.entries)
 
-    async def _proofs(self, batch: list[_Group], first: int, size: int, prior: TreeState
+    async def _proofs(self, batch: list[_Group[Ctx]], first: int, size: int, prior: TreeState
                       ) -> dict[int, tuple[bytes, ...]] | None:
         """The inclusion proofs that ``batch`` asked for, by index, computed together; None
         if none was asked for or they cannot be computed (each caller then gets none and
@@ -561,8 +596,8 @@ class Sequencer:
         a row as large as a big batch, outside the log's tables, at most once a second: a tiny
         write could still fit in the free space of existing pages while real batches do not.
         """
-        if not isinstance(self.commit_error, StorageFullError):
-            return self.commit_error is None  # only a successful commit clears other errors
+        if not isinstance(self.status.error, StorageFullError):
+            return self.status.error is None  # only a successful commit clears other errors
         now = time.monotonic()
         if now - self._probed < 1.0:
             return False
@@ -571,7 +606,7 @@ class Sequencer:
             await self.store.probe_space(PROBE_BYTES)
         except Exception:
             return False
-        self.commit_error = None
+        self._set(dataclasses.replace(self.status, error=None))
         return True
 
     async def close(self) -> None:

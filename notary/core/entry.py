@@ -18,14 +18,12 @@ from typing import ClassVar
 
 import cbor2
 
+from ledger.core.tiles import MAX_ENTRY_SIZE
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, is_receipt_id, new_receipt_id, parse_issued_at
 from notary.core.records import SPEC, name_problem
 
-__all__ = ["MAX_ENTRY_BYTES", "EntryError", "LogEntry", "decode_entry"]
-
-MAX_ENTRY_BYTES = 65_535
-"""Entry bundles prefix each entry with a big-endian uint16 length."""
+__all__ = ["EntryError", "LogEntry", "decode_entry"]
 
 _KEYS = frozenset({"spec", "id", "server", "tool", "call_sha256", "issued_at"})
 _HEX64_RE = re.compile(r"[0-9a-f]{64}")
@@ -54,12 +52,7 @@ class LogEntry:
     def __post_init__(self) -> None:
         if not is_receipt_id(self.id):
             raise EntryError(f"id {self.id!r} is not a receipt id (tc_ + 22 base64url)")
-        for field_name in ("server", "tool"):
-            problem = name_problem(getattr(self, field_name))
-            if problem is not None:
-                raise EntryError(f"{field_name} {problem}")
-        if not isinstance(self.call_sha256, bytes) or len(self.call_sha256) != 32:
-            raise EntryError("call_sha256 must be exactly 32 bytes")
+        _check_call(self.server, self.tool, self.call_sha256)
         try:
             parse_issued_at(self.issued_at)
         except ValueError as exc:
@@ -75,12 +68,7 @@ class LogEntry:
         pattern and parsing back the time just formatted cost a fifth of the entry's making on
         every notarized call.
         """
-        for field_name, name in (("server", server), ("tool", tool)):
-            problem = name_problem(name)
-            if problem is not None:
-                raise EntryError(f"{field_name} {problem}")
-        if not isinstance(call_sha256, bytes) or len(call_sha256) != 32:
-            raise EntryError("call_sha256 must be exactly 32 bytes")
+        _check_call(server, tool, call_sha256)
         entry = object.__new__(cls)
         init = object.__setattr__  # frozen: what the generated __init__ does, minus the checks
         init(entry, "id", new_receipt_id())
@@ -120,8 +108,8 @@ class LogEntry:
             _KEY_TOOL, _cbor_text(self.tool), _KEY_SERVER, _cbor_text(self.server),
             _KEY_ISSUED_AT, _cbor_text(self.issued_at), _KEY_CALL_SHA256, b"\x58\x20",
             self.call_sha256))
-        if len(data) > MAX_ENTRY_BYTES:  # pragma: no cover - names are capped well below
-            raise EntryError(f"entry is {len(data)} bytes; at most {MAX_ENTRY_BYTES} fit")
+        if len(data) > MAX_ENTRY_SIZE:  # pragma: no cover - names are capped well below
+            raise _too_large(data)
         return data
 
     @classmethod
@@ -148,6 +136,22 @@ class LogEntry:
             call_sha256=bytes.fromhex(digest),
             issued_at=_text(receipt, "issued_at"),
         )
+
+
+def _check_call(server: str, tool: str, call_sha256: bytes) -> None:
+    """The caller's values of an entry: its names (:func:`name_problem`) and digest."""
+    problem = name_problem(server)
+    if problem is not None:
+        raise EntryError(f"server {problem}")
+    problem = name_problem(tool)
+    if problem is not None:
+        raise EntryError(f"tool {problem}")
+    if not isinstance(call_sha256, bytes) or len(call_sha256) != 32:
+        raise EntryError("call_sha256 must be exactly 32 bytes")
+
+
+def _too_large(data: bytes) -> EntryError:
+    return EntryError(f"entry is {len(data)} bytes; at most {MAX_ENTRY_SIZE} fit")
 
 
 def _cbor_head(major: int, n: int) -> bytes:
@@ -193,8 +197,8 @@ def decode_entry(data: bytes | bytearray | memoryview) -> LogEntry:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise EntryError(f"entry must be bytes, not {type(data).__name__}")
     raw = bytes(data)
-    if len(raw) > MAX_ENTRY_BYTES:
-        raise EntryError(f"entry is {len(raw)} bytes; at most {MAX_ENTRY_BYTES} fit")
+    if len(raw) > MAX_ENTRY_SIZE:
+        raise _too_large(raw)
     try:
         obj = cbor2.loads(raw, allow_duplicate_keys=False, max_depth=4)
     except (cbor2.CBORError, ValueError, TypeError, OverflowError, RecursionError) as exc:

@@ -20,6 +20,7 @@ from ledger.jobs.lease import FileLease, JobRunner
 from ledger.jobs.publish import LOCK_FILE, Publisher
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
+from ledger.log.sequencer import WriterState
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE, VERIFIER
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
@@ -143,19 +144,16 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     notary = await open_notary(settings, observer=app[METRICS].observe_batch, trusted=trusted)
-    log = notary.log
-    assert log is not None
+    log, sequencer = notary.log, notary.sequencer
     app[LOG] = log
     app[NOTARY] = notary
     app[STORE] = notary.store
-    sequencer = log.sequencer
-    assert sequencer is not None
     if settings.pq_checkpoints == "on":
         pq = PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(sequencer.signer),
                                     log.origin)
         app[PQ_CHECKPOINTS] = pq
         notary.published_checkpoints.append(pq.latest)
-    app[METRICS].watch_writer(lambda: sequencer.refusing is not None)
+    app[METRICS].watch_writer(lambda: sequencer.status.state is WriterState.REFUSING)
     notary.on_clock_refusal = app[METRICS].clock_refusals.inc
     remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")
     head = await log.head(0)

@@ -18,6 +18,7 @@ from aiohttp.typedefs import Handler
 from ledger.http.errors import ApiError
 from ledger.http.routes import LOG
 from ledger.jobs.scrub import Scrubber
+from ledger.log.sequencer import WriterState
 from ledger.storage.damage import corruption_in
 from notary.http.appkeys import METRICS, SCRUB, SETTINGS
 from notary.operator.damage_marker import read_damage, record_damage
@@ -33,7 +34,7 @@ STORE_CORRUPT = "store_corrupt"
 def stop_writes(app: web.Application, reason: str) -> None:
     """Halt the log's writer and record why (the first reason recorded is kept)."""
     seq = app[LOG].sequencer
-    if seq is not None and seq.halted is None:
+    if seq is not None and seq.status.state is not WriterState.HALTED:
         seq.halt(reason)
         _log.error("writes_stopped", reason=reason)
     record_damage(app[SETTINGS].data, reason)

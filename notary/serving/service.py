@@ -18,16 +18,23 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import structlog
 
+from ledger.core.note import Ed25519Signer
 from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tlog_proof import ProofBundle
 from ledger.http.errors import ApiError
 from ledger.log.facade import Head, Log
-from ledger.log.sequencer import LogHaltedError
-from ledger.storage.base import WriteTx
+from ledger.log.reader import LogReader
+from ledger.log.sequencer import (
+    Appended,
+    BatchObserver,
+    LogHaltedError,
+    Sequencer,
+    WriterState,
+)
+from ledger.storage.base import CheckpointRecord, WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
@@ -147,6 +154,11 @@ def _store_corrupt(reason: str) -> StoreCorrupt:
                         "operator must restore the newest backup and run `notary check`")
 
 
+def _withheld() -> DigestConflict:
+    return DigestConflict("this call_sha256 was notarized already, but its receipt is withheld "
+                          "(it could not be recovered when the store was migrated)")
+
+
 @dataclass(frozen=True)
 class Account:
     name: str
@@ -169,12 +181,33 @@ class _Pending:
         return (self.account.name, self.month)
 
 
+_Found = tuple[Receipt, str | None, Appended | None]
+"""A digest's receipt (without a proof), the account it is logged under, and where its entry
+landed when this request logged it (None: it was logged before). What the in-flight future of
+a digest resolves to."""
+
+
 class Notary:
-    def __init__(self, store: NotaryStore, paths: Paths, base_url: str) -> None:
+    """The running notary on one store and its log (open it with
+    :func:`notary.serving.startup.open_notary`).
+
+    It builds the log's writer itself, since the writer's batch callbacks are its
+    :meth:`screen` and :meth:`hook`; :meth:`start` reads the receipt keys and starts it.
+    """
+
+    def __init__(self, store: NotaryStore, paths: Paths, base_url: str, signer: Ed25519Signer,
+                 *, max_batch: int = 4096, observer: BatchObserver | None = None,
+                 trusted: CheckpointRecord | None = None) -> None:
         self.store = store
         self.paths = paths
         self.base_url = base_url.rstrip("/")
-        self.log: Log | None = None
+        reader = LogReader(store)
+        #: The log's one writer: its contexts are the requests' pending receipts, which the
+        #: screen admits and the hook signs, inside the transaction that commits their entries.
+        self.sequencer: Sequencer[_Pending] = Sequencer(
+            store, signer, reader=reader, max_batch=max_batch, hook=self.hook,
+            screen=self.screen, observer=observer, trusted=trusted)
+        self.log = Log(store, signer.verifier(), reader, self.sequencer)
         #: Where a stored receipt's proof may lead instead of the head, best first: each gives
         #: (size, note) at the head it is passed, or None. Witnessing puts its newest witnessed
         #: checkpoint first; the log's dual-signed (ML-DSA-44) checkpoints come next.
@@ -183,8 +216,10 @@ class Notary:
         self._current: ReceiptKey | None = None
         self._kids: list[str] = []
         self._keys_read = 0.0
-        #: Digests on their way to the log: the receipt and the account it is logged under.
-        self._inflight: dict[str, asyncio.Future[tuple[Receipt, str | None]]] = {}
+        #: Digests on their way to the log, shared by concurrent requests for one digest.
+        self._inflight: dict[str, asyncio.Future[_Found]] = {}
+        #: Writes queued and not yet committed, per account and month: counted against the
+        #: allowance before the store has them.
         self._reserved: dict[UsageKey, int] = {}
         #: The clock receipts are stamped with and the log's latest time is checked against.
         self.clock: Callable[[], datetime] = utc_now
@@ -194,6 +229,11 @@ class Notary:
         self.clock_behind: str | None = None
         #: While refusing: the database's clock that this one is too far ahead of.
         self.clock_ahead_of: str | None = None
+
+    async def start(self) -> None:
+        """Read the receipt keys, then start the log's writer (which checks the stored tree)."""
+        await self.refresh_keys(force=True)
+        await self.sequencer.start()
 
     # Keys -----------------------------------------------------------------------------------
 
@@ -254,100 +294,90 @@ class Notary:
         """(receipt with proof, newly issued?). A known digest returns its receipt, uncounted.
 
         The in-flight future is registered before the first await, so concurrent requests for
-        one digest share one entry however the store's reads are scheduled.
+        one digest share one entry however the store's reads are scheduled; it is resolved
+        here and nowhere else, as soon as the digest's receipt is known.
         """
         waiting = self._inflight.get(call_sha256)
         if waiting is not None:
-            receipt, owner = await asyncio.shield(waiting)
-            self._check_same(receipt, owner, account, server, tool)
-            return await self.with_proof(receipt), False
-        fut: asyncio.Future[tuple[Receipt, str | None]] = \
-            asyncio.get_running_loop().create_future()
+            receipt, owner, _ = await asyncio.shield(waiting)
+            return await self._logged_before(receipt, owner, account, server, tool), False
+        fut: asyncio.Future[_Found] = asyncio.get_running_loop().create_future()
         self._inflight[call_sha256] = fut
         try:
-            result = await self._notarize_new(account, server, tool, call_sha256, fut)
-        except BaseException as e:
-            if not fut.done():
+            try:
+                found = await self._find_or_log(account, server, tool, call_sha256)
+            except BaseException as e:
                 fut.set_exception(e)
                 fut.exception()  # retrieved: waiters, if any, get it too
-            raise
+                raise
+            fut.set_result(found)
+            receipt, owner, appended = found
+            if appended is None:
+                return await self._logged_before(receipt, owner, account, server, tool), False
+            proof = appended.proof
+            if proof is None:  # the batch's proofs could not be computed together
+                proof = tuple(await self.log.reader.inclusion_proof(appended.index,
+                                                                    appended.size))
+            return self._complete(receipt, proof, appended.checkpoint), True
         finally:
             del self._inflight[call_sha256]
-        return result
 
-    async def _existing(self, receipt: Receipt | None, owner: str | None, account: Account,
-                        server: str, tool: str,
-                        fut: asyncio.Future[tuple[Receipt, str | None]]) -> tuple[Receipt, bool]:
-        """The answer for a digest logged already under ``owner``: its receipt, if this
-        account's and for this server and tool."""
-        if receipt is None:
-            raise DigestConflict("this call_sha256 was notarized already, but its receipt is "
-                                 "withheld (it could not be recovered when the store was "
-                                 "migrated)")
-        fut.set_result((receipt, owner))
-        self._check_same(receipt, owner, account, server, tool)
-        return await self.with_proof(receipt), False
+    async def _find_or_log(self, account: Account, server: str, tool: str, call_sha256: str
+                           ) -> _Found:
+        """Log a new entry for the digest, unless it is logged already.
 
-    async def _known(self, call_sha256: str, account: Account, server: str, tool: str,
-                     fut: asyncio.Future[tuple[Receipt, str | None]]
-                     ) -> tuple[Receipt, bool] | None:
-        """The answer for a digest stored already (its receipt), or None if it is not."""
-        try:
-            existing = await self.store.receipt_by_digest(call_sha256)
-        except ReceiptWithheldError:
-            return await self._existing(None, None, account, server, tool, fut)
-        if existing is None:
-            return None
-        owner = await self.store.digest_account(call_sha256)
-        return await self._existing(existing, owner, account, server, tool, fut)
-
-    async def _notarize_new(self, account: Account, server: str, tool: str, call_sha256: str,
-                            fut: asyncio.Future[tuple[Receipt, str | None]]
-                            ) -> tuple[Receipt, bool]:
-        """Queue a new entry. Whether the digest is logged already is decided by the batch's
-        screen, under the log's lock (it must be decided there anyway, since another process
-        may log it meanwhile), so a new digest costs no read of its own; only a request that
-        would be refused before it is queued (writes stopped, allowance spent) looks first,
-        because a known digest is answered with its receipt even then."""
-        assert self.log is not None and self.log.sequencer is not None
-        if self.log.sequencer.halted is not None:
-            known = await self._known(call_sha256, account, server, tool, fut)
-            if known is not None:
-                return known
-            raise _store_corrupt(self.log.sequencer.halted)
+        Whether it is, is decided by the batch's screen, under the log's lock (it must be
+        decided there anyway, since another process may log it meanwhile), so a new digest
+        costs no read of its own; only a request that would be refused before it is queued
+        (writes stopped, allowance spent) looks first, because a known digest is answered with
+        its receipt even then. The write is reserved against the allowance from before the
+        check until its batch has committed (or refused it), when the store counts it.
+        """
+        status = self.sequencer.status
+        if status.state is WriterState.HALTED:
+            return await self._logged_or(call_sha256, _store_corrupt(status.reason))
         if time.monotonic() - self._keys_read >= KEY_REFRESH_SECONDS:
             await self.refresh_keys()
         now = self.clock()
         month = month_of(now)
+        key = (account.name, month)
+        self._reserved[key] = self._reserved.get(key, 0) + 1
         try:
-            if account.monthly_allowance is None:  # only counted: nothing to read
-                key = (account.name, month)
-                self._reserved[key] = self._reserved.get(key, 0) + 1
-            else:
-                await self._reserve(account, month, now)
-        except QuotaExceeded:
-            known = await self._known(call_sha256, account, server, tool, fut)
-            if known is not None:
-                return known
-            raise
-        entry = LogEntry.fresh(server, tool, bytes.fromhex(call_sha256), now)
-        pending = _Pending(entry, account, month, now)
-        try:
-            appended = await self.log.sequencer.append(entry.encode(), pending, proof=True)
-        except AlreadyLogged as logged:  # by another process, decided under the log's lock
-            return await self._existing(logged.receipt, logged.account, account, server, tool,
-                                        fut)
-        except LogHaltedError as e:
-            raise _store_corrupt(str(e)) from None
+            if account.monthly_allowance is None or await self.store.usage(*key) + \
+                    self._reserved[key] <= account.monthly_allowance:
+                entry = LogEntry.fresh(server, tool, bytes.fromhex(call_sha256), now)
+                pending = _Pending(entry, account, month, now)
+                try:
+                    appended = await self.sequencer.append(entry.encode(), pending, proof=True)
+                except AlreadyLogged as logged:  # by another process, under the log's lock
+                    if logged.receipt is None:
+                        raise _withheld() from None
+                    return logged.receipt, logged.account, None
+                except LogHaltedError as e:
+                    raise _store_corrupt(str(e)) from None
+                assert pending.receipt is not None  # the hook signed it in the commit
+                return pending.receipt, account.name, appended
         finally:
-            # Committed writes are counted in the store by now; refused ones never were.
-            self._reserved[pending.usage_key] -= 1
-        assert pending.receipt is not None
-        fut.set_result((pending.receipt, account.name))
-        proof = appended.proof
-        if proof is None:  # the batch's proofs could not be computed together
-            proof = tuple(await self.log.reader.inclusion_proof(appended.index, appended.size))
-        return self._complete(pending.receipt, proof, appended.checkpoint), True
+            self._reserved[key] -= 1
+        return await self._logged_or(call_sha256, self._quota_exceeded(account, now))
+
+    async def _logged_or(self, call_sha256: str, refusal: ServiceRefusal) -> _Found:
+        """The digest's stored receipt and its account, for a request refused before it was
+        queued; ``refusal`` if the digest is not logged."""
+        try:
+            receipt = await self.store.receipt_by_digest(call_sha256)
+        except ReceiptWithheldError:
+            raise _withheld() from None
+        if receipt is None:
+            raise refusal
+        return receipt, await self.store.digest_account(call_sha256), None
+
+    async def _logged_before(self, receipt: Receipt, owner: str | None, account: Account,
+                             server: str, tool: str) -> Receipt:
+        """The answer for a digest logged under ``owner``: its receipt with a proof to the
+        newest checkpoint, if this account's and for this server and tool."""
+        self._check_same(receipt, owner, account, server, tool)
+        return await self.with_proof(receipt)
 
     @staticmethod
     def _complete(receipt: Receipt, proof: Sequence[bytes], checkpoint: bytes) -> Receipt:
@@ -356,7 +386,6 @@ class Notary:
 
     async def with_proof(self, receipt: Receipt) -> Receipt:
         """The stored receipt plus a proof to the newest checkpoint."""
-        assert self.log is not None
         head = await self.log.head()
         if head is None or head.size <= receipt.index:
             # Logged by another process after this one last read the head: read it now (the
@@ -391,19 +420,7 @@ class Notary:
             headers={"Retry-After": str(seconds_until_next_month(now))},
         )
 
-    async def _reserve(self, account: Account, month: str, now: datetime) -> None:
-        """Count the write before it is queued: a request that cannot fit in the allowance
-        even by this process's count is refused at once (the screen decides for certain)."""
-        key = (account.name, month)
-        self._reserved[key] = self._reserved.get(key, 0) + 1
-        if account.monthly_allowance is None:
-            return
-        used = await self.store.usage(account.name, month) + self._reserved[key]
-        if used > account.monthly_allowance:
-            self._reserved[key] -= 1
-            raise self._quota_exceeded(account, now)
-
-    async def screen(self, tx: WriteTx, contexts: Sequence[Any]
+    async def screen(self, tx: WriteTx, pendings: Sequence[_Pending]
                      ) -> list[Exception | bytes | None]:
         """Inside the batch transaction, under the log's lock: refuse what another process
         made impossible since the request was read (its digest logged, its allowance spent),
@@ -423,9 +440,6 @@ class Notary:
         claims it for its account (the store records the claim with the receipt), and the
         batch's later requests see that claim.
         """
-        pendings = [c for c in contexts if isinstance(c, _Pending)]
-        if not pendings:
-            return [None] * len(contexts)
         found = await notary_tx(tx).screen(
             [p.entry.call_sha256_hex for p in pendings],
             {p.usage_key for p in pendings if p.account.monthly_allowance is not None},
@@ -437,10 +451,7 @@ class Notary:
         ahead = self._clock_refusal(tail, found.store_clock)
         admitted: dict[UsageKey, int] = {}
         verdicts: list[Exception | bytes | None] = []
-        for c in contexts:
-            if not isinstance(c, _Pending):
-                verdicts.append(None)
-                continue
+        for c in pendings:
             if c.account.key_id in revoked:
                 verdicts.append(Unauthorized("this API key has been revoked",
                                              invalid_token=True))
@@ -560,26 +571,19 @@ class Notary:
                 out.add(key_id)
         return out
 
-    async def hook(self, tx: WriteTx, items: Sequence[tuple[int, Any]]) -> None:
+    async def hook(self, tx: WriteTx, items: Sequence[tuple[int, _Pending]]) -> None:
         """Inside the log's batch transaction: sign and store each receipt, count usage."""
-        assert self.log is not None
         key = self.current_key
         origin = self.log.origin
-        pendings: list[_Pending] = []
-        unsigned: list[Receipt] = []
-        for index, pending in items:
-            if isinstance(pending, _Pending):
-                pendings.append(pending)
-                unsigned.append(Receipt.for_entry(pending.entry, origin=origin, index=index,
-                                                  entry_url=self.entry_url(index)))
-        if not pendings:
-            return
+        unsigned = [Receipt.for_entry(pending.entry, origin=origin, index=index,
+                                      entry_url=self.entry_url(index))
+                    for index, pending in items]
         # On the loop: signing a batch on a worker thread (Ed25519 runs without the GIL) was
         # measured no faster here and cost more CPU per receipt in hand-offs.
         signed = key.sign_receipts(unsigned)
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}
-        for pending, receipt in zip(pendings, signed, strict=True):
+        for (_, pending), receipt in zip(items, signed, strict=True):
             pending.receipt = receipt
             issued.append(IssuedReceipt(receipt, pending.account.name))
             usage[pending.usage_key] = usage.get(pending.usage_key, 0) + 1

@@ -10,7 +10,6 @@ import structlog
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import NoteError
-from ledger.log.facade import Log
 from ledger.log.sequencer import BatchObserver
 from ledger.storage.base import CheckpointRecord
 from notary.serving.config import ConfigError, Settings
@@ -109,13 +108,10 @@ async def open_notary(settings: Settings, *, observer: BatchObserver | None = No
     store = await open_notary_store(settings, signer.name)
     try:
         await register_key_files(paths, store)
-        notary = Notary(store, paths, settings.base_url)
-        await notary.refresh_keys(force=True)
+        notary = Notary(store, paths, settings.base_url, signer, max_batch=settings.max_batch,
+                        observer=observer, trusted=trusted)
+        await notary.start()
     except BaseException:
         await store.close()
         raise
-    # Log.open closes the store itself if the log cannot start.
-    notary.log = await Log.open(store, signer=signer, hook=notary.hook, screen=notary.screen,
-                                observer=observer, max_batch=settings.max_batch,
-                                trusted=trusted)
     return notary

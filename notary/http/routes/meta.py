@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ledger.http.errors import STORAGE_RETRY_AFTER
 from ledger.http.routes import LOG
+from ledger.log.sequencer import WriterState
 from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
 from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
 from notary.http.witnessing import witness_policy
@@ -68,28 +69,28 @@ async def healthz(request: web.Request) -> web.Response:
     """
     log = request.app[LOG]
     head = await log.head()
-    seq = log.sequencer
-    halted = seq.halted if seq is not None else None
-    body: dict[str, object] = {"status": "ok" if halted is None else "failing",
+    notary = request.app[NOTARY]
+    seq = notary.sequencer
+    halted = seq.status.state is WriterState.HALTED
+    body: dict[str, object] = {"status": "failing" if halted else "ok",
                                "size": head.size if head else 0,
-                               "writes": "accepted" if halted is None else "stopped"}
+                               "writes": "stopped" if halted else "accepted"}
     status, headers = 200, {}
-    clock = request.app[NOTARY].clock_problem()
-    if halted is not None:
-        body["problem"] = halted
+    clock = notary.clock_problem()
+    if halted:
+        body["problem"] = seq.status.reason
     elif clock is not None:  # writes refused, not a storage problem: still 200
         body.update(status="failing", writes="refused", problem=clock)
-    elif seq is not None and not await seq.probe_storage() and \
-            isinstance(seq.commit_error, StorageFullError):
+    elif not await seq.probe_storage() and isinstance(seq.status.error, StorageFullError):
         message = "the disk is full: writes are refused until space is freed"
         body.update(status="unhealthy", writes="stopped", problem=message,
                     error={"code": "storage_full", "message": message})
         status, headers = 503, {"Retry-After": str(STORAGE_RETRY_AFTER)}
-    elif seq is not None and seq.commit_error is not None:
+    elif seq.status.error is not None:
         # The last write failed and none has succeeded since (a writer holding the lock too
         # long, the database away): say so until one succeeds. Still 200: reads are served,
         # and the next write that gets through clears it.
-        body.update(status="failing", writes="failing", problem=_write_problem(seq.commit_error))
+        body.update(status="failing", writes="failing", problem=_write_problem(seq.status.error))
     scrub = request.app.get(SCRUB)
     if scrub is not None:
         body["scrub"] = scrub.status.to_json()

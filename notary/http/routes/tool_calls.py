@@ -9,8 +9,9 @@ from typing import Any
 from aiohttp import web
 
 from ledger.core.http1 import Head
+from ledger.http.aiohttp_adapter import close_unread
 from ledger.http.errors import ApiError, error_response
-from ledger.http.server import PlainHandler, close_unread, plain_from_response, plain_response
+from ledger.http.server import PlainHandler, plain_from_response, plain_response
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Receipt
 from notary.core.records import MAX_NAME_CHARS
@@ -212,7 +213,6 @@ async def verify(request: web.Request) -> web.Response:
                 assert isinstance(receipt_id, str)
                 receipt = (await notary.get(receipt_id)).to_json()
                 await notary.refresh_keys()
-                assert notary.log is not None
                 verdict = await pool.run(client, verify_request, raw, receipt,
                                          notary.jwks.to_json(), notary.log.verifier.vkey)
                 _refused(verdict)

@@ -17,7 +17,14 @@ from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
 from ledger.log.facade import Log
-from ledger.log.sequencer import CATCH_UP_ENTRIES, LogIntegrityError, LogRollbackError, Sequencer
+from ledger.log.reader import LogReader
+from ledger.log.sequencer import (
+    CATCH_UP_ENTRIES,
+    LogIntegrityError,
+    LogRollbackError,
+    Sequencer,
+    WriterState,
+)
 from ledger.storage.base import CheckpointRecord, WriteTx
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from ledger.storage.sqlite import SqliteStore
@@ -250,12 +257,14 @@ async def test_a_screen_refuses_and_finalizes_entries_under_the_lock(
         return [ValueError(f"no {c}") if c == "refuse" else
                 b"replaced" if c == "replace" else None for c in contexts]
 
-    log = await Log.open(MemoryStore(), signer=signer, screen=screen)
-    assert log.sequencer is not None
+    store = MemoryStore()
+    reader = LogReader(store)
+    seq: Sequencer[str] = Sequencer(store, signer, reader=reader, screen=screen)
+    await seq.start()
+    log = Log(store, signer.verifier(), reader, seq)
     results = await asyncio.gather(
-        log.sequencer.append(b"a", "keep"), log.sequencer.append(b"b", "refuse"),
-        log.sequencer.append(b"c", "replace"),
-        log.sequencer.append_many([b"d", b"e"], ["keep", "refuse"]),
+        seq.append(b"a", "keep"), seq.append(b"b", "refuse"), seq.append(b"c", "replace"),
+        seq.append_many([b"d", b"e"], ["keep", "refuse"]),
         return_exceptions=True)
     assert isinstance(results[1], ValueError) and isinstance(results[3], ValueError)
     head = await log.head(0)
@@ -264,7 +273,7 @@ async def test_a_screen_refuses_and_finalizes_entries_under_the_lock(
     assert sum(len(s) for s in seen) == 5
     # A batch whose every entry is refused signs nothing and leaves the log as it was.
     with pytest.raises(ValueError):
-        await log.sequencer.append(b"x", "refuse")
+        await seq.append(b"x", "refuse")
     again = await log.head(0)
     assert again is not None and again.note == head.note
     await log.close()
@@ -282,14 +291,16 @@ async def test_refuses_to_sign_over_a_store_that_went_back(stores: StoreFactory,
     await stores.set_state(old)  # behind the writer's back: the database was restored
     with pytest.raises(LogRollbackError, match="older than size 10"):
         await log.append(b"c")
-    assert log.sequencer is not None and "restored" in (log.sequencer.refusing or "")
+    assert log.sequencer is not None and log.sequencer.status.state is WriterState.REFUSING
+    assert "restored" in log.sequencer.status.reason
     head = await log.head(0)
     assert head is not None and head.size == 10  # what it served never goes back either
     await log.close()
     # A restarted writer that remembers size 10 serves reads but refuses writes as well.
     assert log.sequencer.checkpoint is not None
     again = await Log.open(await stores.open(), signer=signer, trusted=log.sequencer.checkpoint)
-    assert again.sequencer is not None and again.sequencer.refusing is not None
+    assert again.sequencer is not None
+    assert again.sequencer.status.state is WriterState.REFUSING
     assert (await again.head(0)).size == 5  # type: ignore[union-attr]
     with pytest.raises(LogRollbackError):
         await again.append(b"d")
@@ -325,7 +336,7 @@ async def test_append_with_proof_answers_each_entry_s_inclusion_proof(
     log = await open_log(stores, signer)
     assert log.sequencer is not None
     entries = [b"p%d" % i for i in range(700)]
-    results = await asyncio.gather(*(log.sequencer.append(e, proof=i % 3 != 0)
+    results = await asyncio.gather(*(log.sequencer.append(e, None, proof=i % 3 != 0)
                                      for i, e in enumerate(entries)))
     assert len({r.size for r in results}) < 700, "concurrent appends were not grouped"
     for i, r in enumerate(results):
@@ -351,8 +362,8 @@ async def test_append_with_proof_is_answered_when_proofs_fail(
 
     log.reader.inclusion_proofs = broken  # type: ignore[method-assign]
     # Two in one batch (a batch of one has its proof without the reader).
-    got = await asyncio.gather(log.sequencer.append(b"x", proof=True),
-                               log.sequencer.append(b"y", proof=True))
+    got = await asyncio.gather(log.sequencer.append(b"x", None, proof=True),
+                               log.sequencer.append(b"y", None, proof=True))
     assert [(r.proof, r.index, r.size) for r in got] == [(None, 0, 2), (None, 1, 2)]
     await log.close()
 
@@ -426,7 +437,7 @@ async def test_a_batch_of_one_has_its_proof_without_the_reader(
             raise AssertionError("the reader was asked for a batch of one")
 
         log.reader.inclusion_proofs = refuse  # type: ignore[method-assign]
-        r = await log.sequencer.append(entry, proof=True)
+        r = await log.sequencer.append(entry, None, proof=True)
         log.reader.inclusion_proofs = real  # type: ignore[method-assign]
         assert r.proof is not None and r.index == i
         assert list(r.proof) == await log.reader.inclusion_proof(r.index, r.size)

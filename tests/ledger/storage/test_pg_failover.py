@@ -16,6 +16,7 @@ from ledger.core.hashing import leaf_hash
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_consistency, verify_inclusion
 from ledger.log.facade import Log
+from ledger.log.sequencer import WriterState
 from ledger.storage.base import StoreError
 from ledger.storage.postgres import PostgresStore
 from tests.pgcluster import primary_with_standby
@@ -89,5 +90,6 @@ async def test_writers_survive_a_primary_killed_and_a_standby_promoted() -> None
             verify_inclusion(index, head.size, leaf_hash(acked[index]), proof,
                              head.checkpoint.root_hash)
         for w in logs:
-            assert w.sequencer is not None and w.sequencer.refusing is None
+            assert w.sequencer is not None
+            assert w.sequencer.status.state is WriterState.WRITING
             await w.close()

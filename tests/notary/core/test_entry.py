@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from notary.core.entry import MAX_ENTRY_BYTES, EntryError, LogEntry, decode_entry
+from ledger.core.tiles import MAX_ENTRY_SIZE
+from notary.core.entry import EntryError, LogEntry, decode_entry
 from notary.core.ids import (
     b64url_decode,
     b64url_encode,
@@ -149,7 +150,7 @@ def _map(**overrides: Any) -> dict[str, Any]:
         cbor2.dumps(_map(issued_at=datetime(2026, 1, 1, tzinfo=UTC)), canonical=True),
         # duplicate key (hand-built: a map(7) repeating "id")
         EXPECTED[:1].replace(b"\xa6", b"\xa7") + EXPECTED[1:] + b"\x62id\x78\x19" + ID.encode(),
-        b"\x00" * (MAX_ENTRY_BYTES + 1),
+        b"\x00" * (MAX_ENTRY_SIZE + 1),
     ],
 )
 def test_decode_refuses(data: bytes) -> None:
@@ -192,7 +193,7 @@ def test_largest_entry_fits_a_bundle() -> None:
     big = "\U0010ffff" * MAX_NAME_CHARS  # 4 UTF-8 bytes a character
     entry = LogEntry(id=ID, server=big, tool=big, call_sha256=DIGEST, issued_at=ISSUED_AT)
     data = entry.encode()
-    assert len(data) < MAX_ENTRY_BYTES
+    assert len(data) < MAX_ENTRY_SIZE
     assert decode_entry(data) == entry
 
 

@@ -34,6 +34,7 @@ from ledger.cli.main import main as ledger_cli
 from ledger.core.note import Ed25519Signer
 from ledger.jobs.scrub import Scrubber
 from ledger.log.facade import Log
+from ledger.log.sequencer import WriterState
 from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
 from notary.cli.main import main as notary_cli
@@ -269,7 +270,8 @@ async def test_scrub_treats_a_damaged_page_as_damage() -> None:
         await asyncio.sleep(0.01)
     await scrub.close()
     assert found and "malformed" in found[0] and scrub.status.damage == found[0]
-    assert log.sequencer is not None and log.sequencer.halted == found[0]
+    assert log.sequencer is not None and log.sequencer.status.state is WriterState.HALTED
+    assert log.sequencer.status.reason == found[0]
     with pytest.raises(Exception, match="malformed"):
         await log.append(b"more")
     await log.close()
