@@ -1,11 +1,16 @@
-"""Run the real notary for integration and end-to-end tests: in a subprocess or in process.
+"""Run the real notary in tests, every way a test needs one; all traffic to 127.0.0.1 only.
 
-:class:`NotaryProcess` starts the daemon exactly as an operator would
-(``python -m notary.cli.main serve --data DIR --listen 127.0.0.1:PORT``) on a free loopback port,
-waits until ``/healthz`` answers, creates API keys with ``notary apikey create`` and stops the
-process gracefully (SIGTERM, then SIGKILL after a timeout) or brutally (:meth:`kill9`).
-:func:`app_notary` runs the same application in the test's own event loop on a loopback port,
-for tests that need its internals or many quick starts. All traffic goes to 127.0.0.1 only.
+- :class:`NotaryProcess`: the daemon exactly as an operator starts it
+  (``python -m notary.cli.main serve --data DIR --listen 127.0.0.1:PORT``) on a free loopback
+  port; it waits until ``/healthz`` answers, creates API keys with ``notary apikey create`` and
+  stops the process gracefully (SIGTERM, then SIGKILL after a timeout) or brutally
+  (:meth:`NotaryProcess.kill9`).
+- :func:`app_notary`: the same application in the test's own event loop, for tests that need
+  its internals or many quick starts (:func:`start_app` serves one on a data directory that
+  exists, and again on its port after a stop); :func:`live_notary` adds what a client holds
+  (an API key, the receipt keys, the log key) and notarizes calls as a notarized server would.
+- :class:`ThreadedNotary`: that application in a thread of its own, driven like a process.
+- :func:`headless_notary`: the service over its store without HTTP, on any store backend.
 """
 
 from __future__ import annotations
@@ -23,27 +28,40 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
+from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from notary.cli.main import main as notary_cli
+from notary.core.jwks import Jwks
+from notary.core.meta import TOOL_CALL_META_KEY
+from notary.core.receipts import Receipt
+from notary.core.records import CallRecord, new_salt
 from notary.http.app import create_app, init_data_dir
 from notary.http.appkeys import NOTARY, STORE
 from notary.operator import admin
+from notary.sdk import Notarizer, NotaryClient
 from notary.serving.config import Settings
-from notary.serving.keys import Paths
-from notary.serving.service import Notary
+from notary.serving.keys import Paths, load_log_key
+from notary.serving.service import Account, Notary
+from notary.serving.startup import open_notary
+from notary.store import MEMORY
 from notary.store.base import NotaryStore
-from tests.servers import bound_socket, serving
+from notary.verifier.trust import Trust, parse_log_keys
+from tests.servers import Served, bound_socket, start_server
 
-__all__ = ["AppNotary", "HttpResponse", "LoopbackHttp", "NotaryProcess", "NotaryStartError",
-           "ThreadedNotary", "app_notary", "create_api_key", "free_port", "run_cli"]
+__all__ = ["ALICE_KEY", "NOTARY_BACKENDS", "SHARED_BACKENDS", "UNLIMITED", "AppNotary", "Call",
+           "HttpResponse", "LiveNotary", "LoopbackHttp", "NotaryFactory", "NotaryProcess",
+           "NotaryStartError", "ThreadedNotary", "app_notary", "capture_cli", "closed_url",
+           "create_api_key", "digest", "free_port", "headless_notary", "headless_settings",
+           "issue", "live_notary", "run_cli", "start_app"]
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +84,11 @@ def free_port() -> int:
         return port
 
 
+def closed_url() -> str:
+    """A loopback URL nobody listens on (connection refused at once)."""
+    return f"http://{HOST}:{free_port()}"
+
+
 def run_cli(*argv: str) -> tuple[int, str]:
     """``notary ARGV`` in this process: (exit status, standard output).
 
@@ -80,6 +103,20 @@ def run_cli(*argv: str) -> tuple[int, str]:
 
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(run).result()
+
+
+async def capture_cli(*argv: str) -> tuple[int, str, str]:
+    """``notary ARGV`` in a worker thread (it runs its own event loop): (exit status, standard
+    output, standard error); an argparse exit is a status like any other."""
+    def go() -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = notary_cli(list(argv))
+            except SystemExit as e:  # argparse
+                code = int(e.code or 0)
+        return code, out.getvalue(), err.getvalue()
+    return await asyncio.to_thread(go)
 
 
 def create_api_key(data: Path, account: str, allowance: int | None = None) -> str:
@@ -132,16 +169,181 @@ class AppNotary:
         await self.runner.cleanup()  # idempotent: the context manager calls it again
 
 
+async def start_app(settings: Settings, sock: socket.socket | None = None) -> Served:
+    """Serve the notary application of ``settings`` in this event loop until ``stop()``.
+
+    On ``sock`` when given: bound to the port ``settings.listen`` names before the settings
+    were made, since the notary's URL (in every receipt) must be known before its app exists.
+    Without it, on that port again: a restart where the notary was.
+    """
+    _, port = settings.host_port
+    return await start_server(create_app(settings), sock=sock, port=port)
+
+
 @contextlib.asynccontextmanager
 async def app_notary(data: Path, **settings: Any) -> AsyncIterator[AppNotary]:
     """A fresh data directory (keys created as on first run) served on 127.0.0.1."""
-    sock = bound_socket()  # the notary's URL (in every receipt) must be known before its app
-    port = sock.getsockname()[1]
-    config = Settings(data=data, listen=f"{HOST}:{port}", **settings)
+    sock = bound_socket()
+    config = Settings(data=data, listen=f"{HOST}:{sock.getsockname()[1]}", **settings)
     first = init_data_dir(config)
     assert first is not None, f"{data} already holds a notary (with a receipt key)"
-    async with serving(create_app(config), sock=sock) as server:
-        yield AppNotary(server.url, config.data, first.vkey, server.runner)
+    served = await start_app(config, sock)
+    try:
+        yield AppNotary(served.url, config.data, first.vkey, served.runner)
+    finally:
+        await served.stop()
+
+
+@dataclass
+class Call:
+    """One notarized call as a client holds it: the call, its record and receipt, and the
+    tool result carrying them (CallToolResult wire JSON with the notarization ``_meta``)."""
+
+    tool: str
+    arguments: dict[str, Any]
+    record: CallRecord
+    receipt: dict[str, Any]
+    result: dict[str, Any]
+
+    @property
+    def saved(self) -> dict[str, Any]:
+        """The call as ``notary verify`` reads it from a file."""
+        return {"tool": self.tool, "arguments": self.arguments, "result": self.result}
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = self.result["_meta"][TOOL_CALL_META_KEY]
+        return meta
+
+
+@dataclass
+class LiveNotary:
+    """A notary served in this loop (:func:`app_notary`) with what its clients hold: an API
+    key (``key``), the receipt keys (``jwks``, and the document ``jwks_json``) and the log key
+    (``log_key``, ``vkey``). :meth:`notarize` logs a call over HTTP as a notarized server
+    would and keeps it in ``calls``; :meth:`client` makes SDK clients closed at teardown."""
+
+    app: AppNotary
+    key: str
+    jwks_json: dict[str, Any]
+    http: aiohttp.ClientSession
+    tmp: Path
+    calls: list[Call] = field(default_factory=list)
+    clients: list[NotaryClient] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.app.url
+
+    @property
+    def data(self) -> Path:
+        return self.app.data
+
+    @property
+    def vkey(self) -> str:
+        return self.app.vkey
+
+    @property
+    def jwks(self) -> Jwks:
+        return Jwks(self.jwks_json)
+
+    @property
+    def log_key(self) -> Ed25519Verifier:
+        return Ed25519Verifier.from_vkey(self.vkey)
+
+    @property
+    def signer(self) -> Ed25519Signer:
+        """The log's own signing key, to forge a history under it."""
+        return load_log_key(Paths(self.data))
+
+    @property
+    def jwks_file(self) -> Path:
+        path = self.tmp / "jwks.json"
+        if not path.exists():
+            path.write_text(json.dumps(self.jwks_json))
+        return path
+
+    def trust(self, **kw: Any) -> Trust:
+        return Trust(self.jwks, parse_log_keys([self.vkey]), **kw)
+
+    def trust_args(self) -> list[str]:
+        """The same trust as ``notary verify`` flags."""
+        return ["--jwks", str(self.jwks_file), "--log-key", self.vkey]
+
+    def new_key(self, account: str, allowance: int | None = None) -> str:
+        return self.app.create_api_key(account, allowance)
+
+    def client(self, **kwargs: Any) -> NotaryClient:
+        """A client for this notary, closed at teardown (servers without a lifespan that
+        closes it would otherwise leak its session)."""
+        client = NotaryClient(self.url, kwargs.pop("api_key", self.key), **kwargs)
+        self.clients.append(client)
+        return client
+
+    def notarizer(self, server_name: str = "example", **kwargs: Any) -> Notarizer:
+        return Notarizer(self.client(), server_name, **kwargs)
+
+    async def notarize(self, tool: str = "echo", **arguments: Any) -> Call:
+        wire = {"content": [{"type": "text", "text": json.dumps(arguments)}],
+                "structuredContent": {"echo": arguments}, "isError": False,
+                "resultType": "complete"}
+        rec = CallRecord(server="srv", tool=tool, arguments=arguments, result=wire,
+                         salt=new_salt())
+        async with self.http.post(
+                self.url + "/v1/tool-calls", headers={"Authorization": f"Bearer {self.key}"},
+                json={"server": "srv", "tool": tool, "call_sha256": rec.call_sha256()}) as r:
+            assert r.status == 201, await r.text()
+            receipt = await r.json()
+        meta = {"spec": "rs-tool-call/1", "id": receipt["id"],
+                "call_sha256": receipt["call_sha256"], "salt": rec.salt,
+                "receipt_url": f"{self.url}/v1/tool-calls/{receipt['id']}",
+                "verify_url": f"{self.url}/v1/tool-calls/verify", "receipt": receipt}
+        result = {**wire, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv"},
+                                    TOOL_CALL_META_KEY: meta}}
+        call = Call(tool, arguments, rec, receipt, result)
+        self.calls.append(call)
+        return call
+
+    async def fetch_receipt(self, receipt_id: str) -> dict[str, Any]:
+        async with self.http.get(f"{self.url}/v1/tool-calls/{receipt_id}") as r:
+            assert r.status == 200
+            out: dict[str, Any] = await r.json()
+            return out
+
+    async def size(self) -> int:
+        """The size of the log, as ``GET /v1/ledger`` reports it."""
+        async with NotaryClient(self.url) as c:
+            size = (await c.ledger())["size"]
+        assert isinstance(size, int)
+        return size
+
+    async def published_size(self, size: int) -> None:
+        """Wait until ``/checkpoint`` serves a tree of ``size`` (the log dual-signs what it
+        serves at most once a second, so it may lag the newest receipt that long)."""
+        for _ in range(100):
+            async with self.http.get(self.url + "/checkpoint") as r:
+                if f"\n{size}\n" in (await r.text())[:200]:
+                    return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"/checkpoint never reached size {size}")
+
+    async def stop(self) -> None:
+        await self.app.stop()
+
+
+@contextlib.asynccontextmanager
+async def live_notary(tmp: Path, **settings: Any) -> AsyncIterator[LiveNotary]:
+    """:func:`app_notary` on ``tmp/data`` with an API key of account ``t``; the SDK clients it
+    made are closed on the way out."""
+    async with app_notary(tmp / "data", **settings) as app, aiohttp.ClientSession() as http:
+        async with http.get(app.url + "/.well-known/jwks.json") as r:
+            jwks = await r.json()
+        notary = LiveNotary(app, app.create_api_key("t"), jwks, http, tmp)
+        try:
+            yield notary
+        finally:
+            for client in notary.clients:
+                await client.close()
 
 
 @dataclass
@@ -480,3 +682,53 @@ class ThreadedNotary(LoopbackHttp):
     def revoke_api_key(self, key: str) -> None:
         assert self._app is not None
         self._call(self._app.revoke_api_key(key))
+
+
+NotaryFactory = Callable[..., NotaryProcess]
+"""The ``notary_factory`` fixture: ``notary_factory(args=(...), name="small")``."""
+
+
+# Without HTTP ------------------------------------------------------------------------------
+# The service over its store, as ``notary serve`` opens it, for the store contract and the
+# write path's rules on every backend. Two opened on one SQLite file or one PostgreSQL
+# database are two processes, as far as the store can tell.
+
+NOTARY_BACKENDS = ("sqlite", "memory", "postgres")
+SHARED_BACKENDS = ("sqlite", "postgres")  # backends two processes can share
+BASE_URL = "http://notary.test:8080"
+ALICE_KEY = "a11ce0000000"
+UNLIMITED = Account("alice", None)
+
+
+def headless_settings(data: Path, backend: str, base_url: str = BASE_URL) -> Settings:
+    """``backend``: "sqlite", "memory", or the URL of a PostgreSQL database."""
+    database = MEMORY if backend == "memory" else "" if backend == "sqlite" else backend
+    return Settings(data=data, database=database, public_url=base_url)
+
+
+@contextlib.asynccontextmanager
+async def headless_notary(data: Path, backend: str, base_url: str = BASE_URL
+                          ) -> AsyncIterator[Notary]:
+    """A notary without HTTP on a data directory (initialised on first use), with the API key
+    ``ALICE_KEY`` of the unlimited account ``alice``."""
+    config = headless_settings(data, backend, base_url)
+    init_data_dir(config)
+    notary = await open_notary(config)
+    if await notary.store.api_key(ALICE_KEY) is None:
+        await notary.store.create_api_key("alice", None, ALICE_KEY, b"\0" * 32)
+    try:
+        yield notary
+    finally:
+        assert notary.log is not None
+        await notary.log.close()
+
+
+def digest(n: int) -> str:
+    """The ``n``th call digest: distinct per ``n``, the same in every test."""
+    return n.to_bytes(32, "big").hex()
+
+
+async def issue(notary: Notary, n: int, account: Account = UNLIMITED, *, server: str = "srv",
+                tool: str = "tool") -> tuple[Receipt, bool]:
+    """Notarize the ``n``th digest through the real write path."""
+    return await notary.notarize(account, server, tool, digest(n))

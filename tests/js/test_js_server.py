@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -22,15 +21,13 @@ from aiohttp import web
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import INTERNAL_ERROR, CallToolResult
 
-from ledger.core.note import Ed25519Verifier
-from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.records import SPEC
 from notary.sdk import Notarizer, NotaryClient, notarization_of, verify_tool_result
 from notary.verifier.inputs import call_from_document
 from notary.verifier.trust import Trust
 from notary.verifier.verify import verify_tool_call
-from tests.notary_server import app_notary, free_port
+from tests.notary_server import LiveNotary, app_notary, closed_url
 from tests.servers import serving
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,27 +60,14 @@ def server_script() -> Path:
     return Path(out.stdout.strip())
 
 
-@pytest.fixture
-async def notary(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
-    async with app_notary(tmp_path / "data") as app:
-        async with NotaryClient(app.url) as c:
-            jwks = await c.jwks()
-        yield {
-            "url": app.url,
-            "key": app.create_api_key("js-server"),
-            "jwks": Jwks(jwks),
-            "log_key": Ed25519Verifier.from_vkey(app.vkey),
-        }
-
-
-def params(script: Path, notary: dict[str, Any], **env: str) -> StdioServerParameters:
+def params(script: Path, url: str, key: str, **env: str) -> StdioServerParameters:
     node = shutil.which("node")
     assert node is not None
     return StdioServerParameters(
         command=node,
         args=[str(script)],
         cwd=str(JS),
-        env={"NOTARY_URL": notary["url"], "NOTARY_API_KEY": notary["key"], **env},
+        env={"NOTARY_URL": url, "NOTARY_API_KEY": key, **env},
     )
 
 
@@ -102,11 +86,11 @@ def statuses(report: Any) -> dict[str, str]:
     ],
 )
 async def test_typescript_server_results_verify_in_python(
-    server_script: Path, notary: dict[str, Any], sdk: str, kind: str, mode: str
+    server_script: Path, notary: LiveNotary, sdk: str, kind: str, mode: str
 ) -> None:
     env = {"FIXTURE_SDK": sdk, "FIXTURE_KIND": kind, "FIXTURE_ORDER": "after"}
-    trust = Trust(notary["jwks"], (notary["log_key"],))
-    async with Client(params(server_script, notary, **env), mode=mode) as client:
+    trust = Trust(notary.jwks, (notary.log_key,))
+    async with Client(params(server_script, notary.url, notary.key, **env), mode=mode) as client:
         calls = [*CALLS, ("list", {})] if (sdk, kind) == ("v2", "mcp") else CALLS
         for tool, arguments in calls:
             result: CallToolResult = await client.call_tool(tool, arguments)
@@ -122,11 +106,11 @@ async def test_typescript_server_results_verify_in_python(
                 "receipt",
             }
             assert block["spec"] == SPEC and block["receipt"]["server"] == "ts-fixture"
-            assert block["receipt_url"] == f"{notary['url']}/v1/tool-calls/{block['id']}"
+            assert block["receipt_url"] == f"{notary.url}/v1/tool-calls/{block['id']}"
             assert result.is_error is (tool == "boom")
             # the SDK's client-side check (levels 1-3)
             verdict = verify_tool_result(
-                tool, arguments, result, jwks=notary["jwks"], log_verifier=notary["log_key"]
+                tool, arguments, result, jwks=notary.jwks, log_verifier=notary.log_key
             )
             assert verdict.valid, (tool, verdict.to_json())
             # the full verifier on the call as a client saves it
@@ -153,10 +137,12 @@ async def test_typescript_server_results_verify_in_python(
 
 @pytest.mark.parametrize("sdk", ["v1", "v2"])
 async def test_unreachable_notary_fails_the_call_loudly(
-    server_script: Path, notary: dict[str, Any], sdk: str
+    server_script: Path, notary: LiveNotary, sdk: str
 ) -> None:
-    dead = {**notary, "url": f"http://127.0.0.1:{free_port()}"}
-    async with Client(params(server_script, dead, FIXTURE_SDK=sdk), mode="legacy") as client:
+    dead = closed_url()
+    async with Client(
+        params(server_script, dead, notary.key, FIXTURE_SDK=sdk), mode="legacy"
+    ) as client:
         with pytest.raises(MCPError) as info:
             await client.call_tool("add", {"a": 1, "b": 2})
     assert "could not be notarized" in info.value.message
@@ -167,7 +153,8 @@ async def test_unreachable_notary_fails_the_call_loudly(
         "reason": info.value.data[TOOL_CALL_META_KEY]["reason"],
     }
     async with Client(
-        params(server_script, dead, FIXTURE_SDK=sdk, NOTARY_ON_UNREACHABLE="mark"), mode="legacy"
+        params(server_script, dead, notary.key, FIXTURE_SDK=sdk, NOTARY_ON_UNREACHABLE="mark"),
+        mode="legacy",
     ) as client:
         result = await client.call_tool("add", {"a": 1, "b": 2})
     block = notarization_of(result)
@@ -204,7 +191,7 @@ async def _both_servers(stack: AsyncExitStack, script: Path, url: str, keys: tup
         "python": await stack.enter_async_context(
             Client(_python_example_server().build_server(notarizer), mode=mode)),
         "js": await stack.enter_async_context(
-            Client(params(script, {"url": url, "key": keys[1]}, FIXTURE_SDK=sdk), mode=mode)),
+            Client(params(script, url, keys[1], FIXTURE_SDK=sdk), mode=mode)),
     }
 
 

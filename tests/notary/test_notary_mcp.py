@@ -1,7 +1,7 @@
 """``notary mcp``: the verifier MCP server, through ``mcp.Client`` in process, over stdio and
 over streamable HTTP, in both protocol modes (``auto`` = 2026-07-28, ``legacy`` = 2025-11-25).
 
-The notary it talks to is the real app on 127.0.0.1 (see test_verifier.py).
+The notary it talks to is the real app on 127.0.0.1 (the ``notary`` fixture: LiveNotary).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +25,11 @@ from notary.core.receipts import ReceiptKey
 from notary.mcp_server import ServerConfig, build_server
 from notary.verifier.state import StateFile
 from notary.verifier.trust import parse_log_keys
-from tests.notary.verifier.test_verifier import Call, Notary, json_out, run_cli, running_notary
-from tests.notary_server import free_port
+from tests.notary_server import Call, LiveNotary, capture_cli, free_port
+from tests.verifying import json_out
 
 MODES = ["auto", "legacy"]
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-async def notary(tmp_path: Path) -> AsyncIterator[Notary]:
-    async with running_notary(tmp_path) as n:
-        yield n
 
 
 def levels(structured: dict[str, Any] | None) -> dict[str, str]:
@@ -44,7 +37,7 @@ def levels(structured: dict[str, Any] | None) -> dict[str, str]:
     return {k: v["status"] for k, v in structured["levels"].items()}
 
 
-async def exercise(client: Client, notary: Notary, call: Call) -> None:
+async def exercise(client: Client, notary: LiveNotary, call: Call) -> None:
     """List the tools and call all three, checking the structured results."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {"verify_tool_call", "get_receipt", "get_checkpoint"}
@@ -69,12 +62,12 @@ async def exercise(client: Client, notary: Notary, call: Call) -> None:
 
     # A saved call with explicit trust, offline.
     r = await client.call_tool("verify_tool_call", {
-        "call": call.saved, "jwks": notary.jwks, "log_keys": [notary.vkey], "offline": True})
+        "call": call.saved, "jwks": notary.jwks_json, "log_keys": [notary.vkey], "offline": True})
     assert not r.is_error and r.structured_content is not None
     assert r.structured_content["valid"] is True
     # Receipt and record.
     r = await client.call_tool("verify_tool_call", {
-        "receipt": call.receipt, "record": call.record.to_json(), "jwks": notary.jwks})
+        "receipt": call.receipt, "record": call.record.to_json(), "jwks": notary.jwks_json})
     assert r.structured_content is not None and r.structured_content["valid"] is True
     # Receipt keys that did not sign it: level 2 fails, the rest stands.
     r = await client.call_tool("verify_tool_call", {
@@ -85,7 +78,7 @@ async def exercise(client: Client, notary: Notary, call: Call) -> None:
     assert levels(r.structured_content)["inclusion"] == "passed"
     # A malformed JWKS is unusable input: an error result.
     r = await client.call_tool("verify_tool_call", {
-        "call": call.saved, "jwks": {"keys": [{**notary.jwks["keys"][0], "kid": "x"}]}})
+        "call": call.saved, "jwks": {"keys": [{**notary.jwks_json["keys"][0], "kid": "x"}]}})
     assert r.is_error
     r = await client.call_tool("verify_tool_call", {})
     assert r.is_error and "exactly one" in r.content[0].text  # type: ignore[union-attr]
@@ -111,19 +104,19 @@ async def exercise(client: Client, notary: Notary, call: Call) -> None:
     assert len(bytes.fromhex(cp["root_hex"])) == 32
 
 
-def config(notary: Notary, tmp_path: Path) -> ServerConfig:
+def config(notary: LiveNotary, tmp_path: Path) -> ServerConfig:
     return ServerConfig(notary_url=notary.url, log_keys=parse_log_keys([notary.vkey]),
                         state=StateFile(tmp_path / "state.json"))
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_in_process(notary: Notary, tmp_path: Path, mode: str) -> None:
+async def test_in_process(notary: LiveNotary, tmp_path: Path, mode: str) -> None:
     call = await notary.notarize(q="in-process")
     async with Client(build_server(config(notary, tmp_path)), mode=mode) as client:
         await exercise(client, notary, call)
 
 
-async def test_unconfigured_and_offline_server(notary: Notary, tmp_path: Path) -> None:
+async def test_unconfigured_and_offline_server(notary: LiveNotary, tmp_path: Path) -> None:
     call = await notary.notarize(q="bare")
     async with Client(build_server(ServerConfig(offline=True))) as client:
         r = await client.call_tool("get_receipt", {"id": call.receipt["id"]})
@@ -143,7 +136,7 @@ async def test_unconfigured_and_offline_server(notary: Notary, tmp_path: Path) -
         assert r.is_error and "offline" in r.content[0].text  # type: ignore[union-attr]
 
 
-def _argv(notary: Notary, tmp_path: Path) -> list[str]:
+def _argv(notary: LiveNotary, tmp_path: Path) -> list[str]:
     return ["-m", "notary.cli.main", "mcp", "--notary", notary.url, "--log-key", notary.vkey,
             "--state", str(tmp_path / "state.json")]
 
@@ -153,7 +146,7 @@ def _env() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_stdio(notary: Notary, tmp_path: Path, mode: str) -> None:
+async def test_stdio(notary: LiveNotary, tmp_path: Path, mode: str) -> None:
     call = await notary.notarize(q="stdio")
     params = StdioServerParameters(command=sys.executable, args=_argv(notary, tmp_path),
                                    env=_env(), cwd=str(tmp_path))
@@ -172,7 +165,7 @@ async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
 
 
-async def test_streamable_http(notary: Notary, tmp_path: Path) -> None:
+async def test_streamable_http(notary: LiveNotary, tmp_path: Path) -> None:
     call = await notary.notarize(q="http")
     port = free_port()
     log = (tmp_path / "mcp-http.log").open("wb")
@@ -199,7 +192,7 @@ async def test_streamable_http(notary: Notary, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_results_of_the_sdk_verify(notary: Notary, tmp_path: Path, mode: str) -> None:
+async def test_results_of_the_sdk_verify(notary: LiveNotary, tmp_path: Path, mode: str) -> None:
     """End to end: a tool notarized by notary.sdk, called through mcp.Client, then verified
     from what the client received, by the CLI and by the verifier MCP server."""
     from notary.sdk import mcp as sdk
@@ -211,7 +204,7 @@ async def test_results_of_the_sdk_verify(notary: Notary, tmp_path: Path, mode: s
     def add(a: int, b: int) -> dict[str, int]:
         return {"sum": a + b}
 
-    async with NotaryClient(notary.url, notary.api_key) as nc:
+    async with NotaryClient(notary.url, notary.key) as nc:
         sdk.notarize_server(app, sdk.Notarizer(nc, "calc-server"))
         async with Client(app, mode=mode) as client:
             received = await client.call_tool("add", {"a": 2, "b": 3})
@@ -219,7 +212,7 @@ async def test_results_of_the_sdk_verify(notary: Notary, tmp_path: Path, mode: s
     assert TOOL_CALL_META_KEY in wire["_meta"]
     saved = tmp_path / "call.json"
     saved.write_text(json.dumps({"tool": "add", "arguments": {"a": 2, "b": 3}, "result": wire}))
-    code, out, _ = await run_cli("verify", str(saved), *notary.trust_args(), "--state",
+    code, out, _ = await capture_cli("verify", str(saved), *notary.trust_args(), "--state",
                                  str(tmp_path / "state.json"), "--json")
     assert code == 0, out
     assert json_out(out)["receipt"]["server"] == "calc-server"
@@ -236,14 +229,14 @@ async def test_cli_flag_errors(tmp_path: Path) -> None:
     for argv in (["mcp", "--http", "nope"], ["mcp", "--log-key", "bad"],
                  ["mcp", "--quorum", "1"], ["mcp", "--offline", "--notary", "http://x"],
                  ["mcp", "--jwks", str(tmp_path / "missing.json")]):
-        code, _, err = await run_cli(*argv)
+        code, _, err = await capture_cli(*argv)
         assert code == 2, (argv, err)
         if argv[1] == "--http":
             assert "--http must be HOST:PORT, got 'nope'" in err
 
 
 async def test_checkpoint_verified_with_the_notarys_key_and_server_version(
-        notary: Notary, tmp_path: Path) -> None:
+        notary: LiveNotary, tmp_path: Path) -> None:
     """Without --log-key, get_checkpoint verifies under the key the notary publishes (the
     trust verify_tool_call falls back on too), never ``verified: null``; serverInfo carries
     the package version."""

@@ -25,7 +25,8 @@ from ledger.jobs.publish import Publisher
 from ledger.log.facade import Log
 from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
-from tests.notary_server import NotaryProcess
+from tests.notary_server import NotaryProcess, live_notary
+from tests.verifying import saved, statuses, verify
 
 ORIGIN = "publish.test/log"
 
@@ -202,10 +203,8 @@ async def test_notary_publish_lets_the_verifier_check_consistency_off_the_databa
         tmp_path: Path) -> None:
     """``notary serve --publish``: level 5 against the static mirror, which has no proof API,
     is proven from its tiles."""
-    from tests.notary.verifier.test_verifier import running_notary, saved, statuses, verify
-
     out = tmp_path / "static"
-    async with running_notary(tmp_path, publish=str(out)) as notary:
+    async with live_notary(tmp_path, publish=str(out)) as notary:
         first = await notary.notarize(x=0)
         for i in range(1, 40):
             await notary.notarize(x=i)

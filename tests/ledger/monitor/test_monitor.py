@@ -1,8 +1,8 @@
 """The monitor against real logs served on loopback, honest and misbehaving.
 
-Logs are :class:`ledger.log.facade.Log` over :class:`MemoryStore` served by the ledger's own HTTP
-app; a small proxy in front of them lets a test switch the monitor to a forked history, replay an
-old checkpoint, or tamper with one tile or bundle on its way out.
+The logs are the ``watched`` fixture's (tests/watched_logs.py): an honest log and a fork of it,
+behind a small proxy that lets a test switch the monitor to the forked history, replay an old
+checkpoint, or tamper with one tile or bundle on its way out.
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ import io
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from ledger.cli.monitor import register, run
 from ledger.core.checkpoint import Checkpoint, sign_checkpoint
@@ -30,235 +27,142 @@ from ledger.log.facade import Log
 from ledger.monitor.state import load_state
 from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
-from notary.core.entry import LogEntry
-from notary.core.ids import format_issued_at, new_receipt_id
-from notary.operator.watch_server import server_filter
 from tests.servers import Serve
+from tests.watched_logs import ORIGIN, WatchedLogs, entry, grow, head_note, monitor
 
 EXIT_OK, EXIT_ALARM, EXIT_FETCH = ExitCode.OK, ExitCode.CHECK_FAILED, ExitCode.UNREACHABLE
 
-ORIGIN = "monitor.test/log"
 REPO = Path(__file__).resolve().parents[3]
 
 
-def entry(server: str = "srv", tool: str = "t") -> bytes:
-    return LogEntry(id=new_receipt_id(), server=server, tool=tool, call_sha256=os.urandom(32),
-                    issued_at=format_issued_at(datetime.now(UTC))).encode()
-
-
-async def grow(log: Log, entries: list[bytes]) -> None:
-    await asyncio.gather(*(log.append(e) for e in entries))
-
-
-async def head_note(log: Log) -> bytes:
-    head = await log.head(0)
-    assert head is not None
-    return head.note
-
-
-@dataclass
-class Proxy:
-    """Forwards GETs to ``target``; ``override`` replaces whole answers, ``tamper`` edits them."""
-
-    target: str = ""
-    override: dict[str, bytes] = field(default_factory=dict)
-    tamper: dict[str, Callable[[bytes], bytes]] = field(default_factory=dict)
-    http: aiohttp.ClientSession | None = None
-
-    async def handle(self, request: web.Request) -> web.Response:
-        path = request.path.lstrip("/")
-        if path in self.override:
-            return web.Response(body=self.override[path])
-        assert self.http is not None
-        async with self.http.get(f"{self.target}/{path}", params=request.query) as r:
-            body = await r.read()
-            status = r.status
-        if path in self.tamper:
-            body = self.tamper[path](body)
-        return web.Response(status=status, body=body)
-
-
-@dataclass
-class Served:
-    signer: Ed25519Signer
-    honest: Log
-    fork: Log
-    honest_url: str
-    fork_url: str
-    proxy: Proxy
-    url: str
-    tmp: Path
-
-    def args(self, *extra: str) -> list[str]:
-        return ["monitor", "--log", self.url, "--vkey", self.signer.verifier_key_text(),
-                "--state", str(self.tmp / "state.json"),
-                "--evidence-dir", str(self.tmp / "evidence"), *extra]
-
-    def evidence(self) -> list[dict[str, object]]:
-        directory = self.tmp / "evidence"
-        if not directory.exists():
-            return []
-        return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
-
-
-async def monitor(*argv: str) -> tuple[int, str, str]:
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"), watch=server_filter)
-    out, err = io.StringIO(), io.StringIO()
-    code = await run(parser.parse_args(list(argv)), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-@pytest.fixture
-async def served(tmp_path: Path, serve: Serve) -> AsyncIterator[Served]:
-    signer = Ed25519Signer.generate(ORIGIN)
-    honest = await Log.open(MemoryStore(), signer=signer)
-    fork = await Log.open(MemoryStore(), signer=signer)
-    shared = [entry() for _ in range(300)]
-    await grow(honest, shared)
-    await grow(fork, shared[:200])
-    await grow(fork, [entry("evil") for _ in range(100)])
-    honest_url = (await serve(create_ledger_app(honest))).url
-    fork_url = (await serve(create_ledger_app(fork))).url
-    proxy = Proxy(target=honest_url)
-    app = web.Application()
-    app.router.add_get("/{path:.*}", proxy.handle)
-    url = (await serve(app)).url
-    async with aiohttp.ClientSession() as http:
-        proxy.http = http
-        yield Served(signer, honest, fork, honest_url, fork_url, proxy, url, tmp_path)
-
-
-async def test_growth_is_verified_audited_and_remembered(served: Served) -> None:
-    code, out, err = await monitor(*served.args("--audit"))
+async def test_growth_is_verified_audited_and_remembered(watched: WatchedLogs) -> None:
+    code, out, err = await monitor(*watched.args("--audit"))
     assert code == EXIT_OK, err
     assert "size 300 (first seen); audited 300 entries" in out
-    await grow(served.honest, [entry() for _ in range(333)])
-    code, out, err = await monitor(*served.args("--audit"))
+    await grow(watched.honest, [entry() for _ in range(333)])
+    code, out, err = await monitor(*watched.args("--audit"))
     assert code == EXIT_OK, err
     assert "size 633 (consistent with 300); audited 333 entries" in out
-    state = load_state(served.tmp / "state.json")
+    state = load_state(watched.tmp / "state.json")
     assert state is not None and state.audit is not None and state.audit.size == 633
     assert parse_note(state.checkpoint or b"").text.split("\n")[1] == "633"
     # Nothing new: nothing to audit.
-    code, out, _ = await monitor(*served.args("--audit"))
+    code, out, _ = await monitor(*watched.args("--audit"))
     assert code == EXIT_OK and "audited 0 entries" in out
 
 
-async def test_consistency_without_audit_uses_tiles_when_no_proof_api(served: Served) -> None:
-    assert (await monitor(*served.args()))[0] == EXIT_OK
-    await grow(served.honest, [entry() for _ in range(70)])
-    served.proxy.override["v1/ledger/proofs/consistency"] = b"{}"  # a useless proof API
-    code, out, err = await monitor(*served.args())
+async def test_consistency_without_audit_uses_tiles_when_no_proof_api(watched: WatchedLogs) -> None:
+    assert (await monitor(*watched.args()))[0] == EXIT_OK
+    await grow(watched.honest, [entry() for _ in range(70)])
+    watched.proxy.override["v1/ledger/proofs/consistency"] = b"{}"  # a useless proof API
+    code, out, err = await monitor(*watched.args())
     assert code == EXIT_OK, err
     assert "consistent with 300" in out
 
 
-async def test_forked_log_is_detected(served: Served) -> None:
-    assert (await monitor(*served.args()))[0] == EXIT_OK  # verified the honest size 300
-    served.proxy.target = served.fork_url  # same key, other history, same size
-    code, _, err = await monitor(*served.args())
+async def test_forked_log_is_detected(watched: WatchedLogs) -> None:
+    assert (await monitor(*watched.args()))[0] == EXIT_OK  # verified the honest size 300
+    watched.proxy.target = watched.fork_url  # same key, other history, same size
+    code, _, err = await monitor(*watched.args())
     assert code == EXIT_ALARM and "ALARM fork" in err
-    await grow(served.fork, [entry("evil") for _ in range(50)])
-    code, _, err = await monitor(*served.args())
+    await grow(watched.fork, [entry("evil") for _ in range(50)])
+    code, _, err = await monitor(*watched.args())
     assert code == EXIT_ALARM and "ALARM inconsistent" in err
-    kinds = {e["kind"]: e for e in served.evidence()}
+    kinds = {e["kind"]: e for e in watched.evidence()}
     assert set(kinds) == {"fork", "inconsistent"}
     ev = kinds["inconsistent"]
-    assert ev["old_checkpoint"] == (await head_note(served.honest)).decode()
-    assert ev["new_checkpoint"] == (await head_note(served.fork)).decode()
+    assert ev["old_checkpoint"] == (await head_note(watched.honest)).decode()
+    assert ev["new_checkpoint"] == (await head_note(watched.fork)).decode()
     assert ev["proof"]["old"] == 300 and ev["proof"]["new"] == 350  # type: ignore[index]
     # The state did not move to the fork: back on the honest log all is well.
-    served.proxy.target = served.honest_url
-    assert (await monitor(*served.args()))[0] == EXIT_OK
+    watched.proxy.target = watched.honest_url
+    assert (await monitor(*watched.args()))[0] == EXIT_OK
 
 
-async def test_rollback_and_bad_signatures_are_detected(served: Served) -> None:
-    old = await head_note(served.honest)
-    await grow(served.honest, [entry() for _ in range(10)])
-    assert (await monitor(*served.args()))[0] == EXIT_OK
-    served.proxy.override["checkpoint"] = old
-    code, _, err = await monitor(*served.args())
+async def test_rollback_and_bad_signatures_are_detected(watched: WatchedLogs) -> None:
+    old = await head_note(watched.honest)
+    await grow(watched.honest, [entry() for _ in range(10)])
+    assert (await monitor(*watched.args()))[0] == EXIT_OK
+    watched.proxy.override["checkpoint"] = old
+    code, _, err = await monitor(*watched.args())
     assert code == EXIT_ALARM and "ALARM rollback" in err
     impostor = Ed25519Signer.generate(ORIGIN)
-    served.proxy.override["checkpoint"] = sign_checkpoint(
+    watched.proxy.override["checkpoint"] = sign_checkpoint(
         Checkpoint(ORIGIN, 400, b"\x01" * 32), impostor)
-    code, _, err = await monitor(*served.args())
+    code, _, err = await monitor(*watched.args())
     assert code == EXIT_ALARM and "ALARM bad_signature" in err
-    served.proxy.override["checkpoint"] = b"not a checkpoint"
-    code, _, err = await monitor(*served.args())
+    watched.proxy.override["checkpoint"] = b"not a checkpoint"
+    code, _, err = await monitor(*watched.args())
     assert code == EXIT_ALARM and "ALARM bad_checkpoint" in err
-    assert {e["kind"] for e in served.evidence()} == {"rollback", "bad_signature",
+    assert {e["kind"] for e in watched.evidence()} == {"rollback", "bad_signature",
                                                        "bad_checkpoint"}
 
 
-async def test_witness_quorum(served: Served) -> None:
+async def test_witness_quorum(watched: WatchedLogs) -> None:
     w1, w2 = CosignatureSigner.generate("w1.test"), CosignatureSigner.generate("w2.test")
-    args = served.args("--witness", w1.verifier_key_text(), "--witness",
+    args = watched.args("--witness", w1.verifier_key_text(), "--witness",
                        w2.verifier_key_text(), "--quorum", "1")
     code, _, err = await monitor(*args)
     assert code == EXIT_ALARM and "ALARM witness_quorum" in err
-    note = await head_note(served.honest)
+    note = await head_note(watched.honest)
     text = parse_note(note).text
-    served.proxy.override["checkpoint"] = merge_signatures(note, [w2.cosign(text, 1_700_000_000)])
+    watched.proxy.override["checkpoint"] = merge_signatures(note, [w2.cosign(text, 1_700_000_000)])
     code, _, err = await monitor(*args)
     assert code == EXIT_OK, err
     # A cosignature line by a configured witness that does not verify is a bad signature.
     bad = w1.cosign(text, 1_700_000_000)
     forged = type(bad)(bad.name, bad.key_id, bad.signature[:-1] + bytes([bad.signature[-1] ^ 1]))
-    served.proxy.override["checkpoint"] = merge_signatures(note, [forged])
+    watched.proxy.override["checkpoint"] = merge_signatures(note, [forged])
     code, _, err = await monitor(*args)
     assert code == EXIT_ALARM and "ALARM bad_signature" in err
 
 
-async def test_tlog_policy(served: Served) -> None:
+async def test_tlog_policy(watched: WatchedLogs) -> None:
     ws = [CosignatureSigner.generate(f"p{i}.test") for i in range(3)]
-    policy = served.tmp / "policy.txt"
-    policy.write_text(f"log {served.signer.verifier_key_text()}\n"
+    policy = watched.tmp / "policy.txt"
+    policy.write_text(f"log {watched.signer.verifier_key_text()}\n"
                       + "".join(f"witness W{i} {w.verifier_key_text()}\n"
                                 for i, w in enumerate(ws))
                       + "group two 2 W0 W1 W2\nquorum two\n")
-    note = await head_note(served.honest)
+    note = await head_note(watched.honest)
     text = parse_note(note).text
-    served.proxy.override["checkpoint"] = merge_signatures(note, [ws[2].cosign(text, 1)])
-    code, _, err = await monitor(*served.args("--policy", str(policy)))
+    watched.proxy.override["checkpoint"] = merge_signatures(note, [ws[2].cosign(text, 1)])
+    code, _, err = await monitor(*watched.args("--policy", str(policy)))
     assert code == EXIT_ALARM and "ALARM witness_quorum" in err
-    served.proxy.override["checkpoint"] = merge_signatures(
+    watched.proxy.override["checkpoint"] = merge_signatures(
         note, [ws[2].cosign(text, 1), ws[0].cosign(text, 2)])
-    code, _, err = await monitor(*served.args("--policy", str(policy)))
+    code, _, err = await monitor(*watched.args("--policy", str(policy)))
     assert code == EXIT_OK, err
     # The same flag name as notary verify / mcp / serve / gateway audit.
-    code, _, err = await monitor(*served.args("--witness-policy", str(policy)))
+    code, _, err = await monitor(*watched.args("--witness-policy", str(policy)))
     assert code == EXIT_OK, err
 
 
 @pytest.mark.parametrize("what", ["tile", "bundle", "edge"])
-async def test_audit_catches_tampering(served: Served, what: str) -> None:
+async def test_audit_catches_tampering(watched: WatchedLogs, what: str) -> None:
     def flip(offset: int) -> Callable[[bytes], bytes]:
         return lambda body: body[:offset] + bytes([body[offset] ^ 1]) + body[offset + 1:]
 
     if what == "tile":
-        served.proxy.tamper["tile/0/000"] = flip(32 * 17)
+        watched.proxy.tamper["tile/0/000"] = flip(32 * 17)
     elif what == "bundle":
-        served.proxy.tamper["tile/entries/000"] = flip(40)  # inside the first entry
+        watched.proxy.tamper["tile/entries/000"] = flip(40)  # inside the first entry
     else:
-        served.proxy.tamper["tile/0/001.p/44"] = flip(5)
-    code, _, err = await monitor(*served.args("--audit"))
+        watched.proxy.tamper["tile/0/001.p/44"] = flip(5)
+    code, _, err = await monitor(*watched.args("--audit"))
     assert code == EXIT_ALARM, err
-    (ev,) = served.evidence()
+    (ev,) = watched.evidence()
     assert ev["kind"] == "tile_mismatch"
     assert ev["tile"]["path"] == {  # type: ignore[index]
         "tile": "tile/0/000", "bundle": "tile/0/000", "edge": "tile/0/001.p/44"}[what]
     # Nothing was recorded as audited; once the log serves the right bytes the audit passes.
-    state = load_state(served.tmp / "state.json")
+    state = load_state(watched.tmp / "state.json")
     assert state is not None and state.audit is None and state.progress is None
-    served.proxy.tamper.clear()
-    assert (await monitor(*served.args("--audit")))[0] == EXIT_OK
+    watched.proxy.tamper.clear()
+    assert (await monitor(*watched.args("--audit")))[0] == EXIT_OK
 
 
-async def test_audit_catches_entries_that_do_not_give_the_root(served: Served, serve: Serve
+async def test_audit_catches_entries_that_do_not_give_the_root(watched: WatchedLogs, serve: Serve
                                                                ) -> None:
     """Bundle and tile rewritten together: the tiles agree, only the root can tell."""
     fake = [entry() for _ in range(300)]
@@ -269,31 +173,31 @@ async def test_audit_catches_entries_that_do_not_give_the_root(served: Served, s
         for path in ("tile/entries/000", "tile/entries/001.p/44", "tile/0/000",
                      "tile/0/001.p/44", "tile/1/000.p/1"):
             async with http.get(f"{liar_url}/{path}") as r:
-                served.proxy.override[path] = await r.read()
-    code, _, err = await monitor(*served.args("--audit"))
+                watched.proxy.override[path] = await r.read()
+    code, _, err = await monitor(*watched.args("--audit"))
     assert code == EXIT_ALARM and "ALARM root_mismatch" in err
 
 
-async def test_watched_servers_are_reported(served: Served) -> None:
-    await grow(served.honest, [entry("alpha", "t1"), entry("beta"), entry("alpha", "t2")])
-    code, out, err = await monitor(*served.args("--watch-server", "alpha"))
+async def test_watched_servers_are_reported(watched: WatchedLogs) -> None:
+    await grow(watched.honest, [entry("alpha", "t1"), entry("beta"), entry("alpha", "t2")])
+    code, out, err = await monitor(*watched.args("--watch-server", "alpha"))
     assert code == EXIT_OK, err
     items = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert [(i["server"], i["tool"]) for i in items] == [("alpha", "t1"), ("alpha", "t2")]
     assert [i["index"] for i in items] == [300, 302]
-    code, out, _ = await monitor(*served.args("--watch-server", "alpha"))
+    code, out, _ = await monitor(*watched.args("--watch-server", "alpha"))
     assert code == EXIT_OK and "watched_entry" not in out  # reported once
 
 
-async def test_unreachable_log_is_not_an_alarm(served: Served) -> None:
-    args = served.args()
+async def test_unreachable_log_is_not_an_alarm(watched: WatchedLogs) -> None:
+    args = watched.args()
     args[args.index("--log") + 1] = "http://127.0.0.1:9"
     code, _, err = await monitor(*args)
     assert code == EXIT_FETCH and "cannot read the log" in err
-    assert served.evidence() == []
+    assert watched.evidence() == []
 
 
-async def test_daemon_keeps_alarming_and_exposes_metrics(served: Served) -> None:
+async def test_daemon_keeps_alarming_and_exposes_metrics(watched: WatchedLogs) -> None:
     import socket
 
     with socket.socket() as s:
@@ -304,7 +208,7 @@ async def test_daemon_keeps_alarming_and_exposes_metrics(served: Served) -> None
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(served.args("--audit", "--interval", "0.05",
+    args = parser.parse_args(watched.args("--audit", "--interval", "0.05",
                                          "--metrics", f"127.0.0.1:{port}"))
     err = io.StringIO()
     task = asyncio.create_task(run(args, out=io.StringIO(), err=err, stop=stop))
@@ -331,27 +235,27 @@ async def test_daemon_keeps_alarming_and_exposes_metrics(served: Served) -> None
     m = await until(lambda m: m.get("notary_monitor_verified_size") == 300
                     and m.get("notary_monitor_audited_size") == 300)
     assert m["notary_monitor_entries_audited_total"] == 300
-    served.proxy.target = served.fork_url
+    watched.proxy.target = watched.fork_url
     await until(lambda m: m.get('notary_monitor_alarms_total{kind="fork"}', 0) >= 2)
     assert (await metrics())["notary_monitor_alarm_active"] == 1
-    served.proxy.target = served.honest_url
-    await grow(served.honest, [entry() for _ in range(5)])
+    watched.proxy.target = watched.honest_url
+    await grow(watched.honest, [entry() for _ in range(5)])
     await until(lambda m: m.get("notary_monitor_audited_size") == 305)
     stop.set()
     assert await asyncio.wait_for(task, 5) == EXIT_OK
 
 
-async def test_command_line_exit_status(served: Served) -> None:
+async def test_command_line_exit_status(watched: WatchedLogs) -> None:
     async def cli(*argv: str) -> int:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "notary.cli.main", *argv, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(REPO)))
         return await proc.wait()
 
-    assert await cli(*served.args("--once")) == EXIT_OK
-    served.proxy.target = served.fork_url
-    assert await cli(*served.args("--once")) == EXIT_ALARM
-    assert await cli("monitor", "--log", served.url, "--vkey", "nonsense") == 2
+    assert await cli(*watched.args("--once")) == EXIT_OK
+    watched.proxy.target = watched.fork_url
+    assert await cli(*watched.args("--once")) == EXIT_ALARM
+    assert await cli("monitor", "--log", watched.url, "--vkey", "nonsense") == 2
 
 
 # --- pipelined downloads ----------------------------------------------------------------------
@@ -466,7 +370,7 @@ async def test_pipelined_fetcher_errors() -> None:
         await PipelinedFetcher("http://127.0.0.1:9").fetch(["a"], 100)
 
 
-async def test_audit_resumes_from_saved_progress(served: Served,
+async def test_audit_resumes_from_saved_progress(watched: WatchedLogs,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from ledger.client.http import HttpClient
     from ledger.client.tiles import LogSource
@@ -480,9 +384,9 @@ async def test_audit_resumes_from_saved_progress(served: Served,
     async def save(state: TreeState) -> None:
         saved.append(state)
 
-    cp = parse_checkpoint_text(parse_note(await head_note(served.honest)).text)
+    cp = parse_checkpoint_text(parse_note(await head_note(watched.honest)).text)
     async with aiohttp.ClientSession() as http:
-        source = LogSource(served.honest_url, HttpClient(http))
+        source = LogSource(watched.honest_url, HttpClient(http))
         try:
             await audit_module.audit_range(source, TreeState(), cp, save=save, chunk_bundles=1)
             assert [s.size for s in saved] == [256]
@@ -495,16 +399,16 @@ async def test_audit_resumes_from_saved_progress(served: Served,
 
 
 async def test_state_defaults_to_a_file_per_log_under_the_state_dir(
-        served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+        watched: WatchedLogs, monkeypatch: pytest.MonkeyPatch) -> None:
     from ledger.cli.monitor import default_state_path
 
-    monkeypatch.setenv("XDG_STATE_HOME", str(served.tmp / "xdg-state"))
-    argv = ["monitor", "--log", served.url, "--vkey", served.signer.verifier_key_text(),
-            "--evidence-dir", str(served.tmp / "evidence")]
+    monkeypatch.setenv("XDG_STATE_HOME", str(watched.tmp / "xdg-state"))
+    argv = ["monitor", "--log", watched.url, "--vkey", watched.signer.verifier_key_text(),
+            "--evidence-dir", str(watched.tmp / "evidence")]
     code, out, err = await monitor(*argv)
     assert code == EXIT_OK and "first seen" in out, (out, err)
-    path = default_state_path(ORIGIN, served.signer.verifier_key_text())
-    assert path.is_relative_to(served.tmp / "xdg-state" / "mcp-notary" / "monitor")
+    path = default_state_path(ORIGIN, watched.signer.verifier_key_text())
+    assert path.is_relative_to(watched.tmp / "xdg-state" / "mcp-notary" / "monitor")
     assert path.exists()
     code, out, _ = await monitor(*argv)  # the second run remembers the first
     assert code == EXIT_OK and "unchanged" in out and "first seen" not in out
@@ -512,20 +416,20 @@ async def test_state_defaults_to_a_file_per_log_under_the_state_dir(
     other = default_state_path(ORIGIN, Ed25519Signer.generate(ORIGIN).verifier_key_text())
     assert other != path and other.parent == path.parent
     monkeypatch.delenv("XDG_STATE_HOME")
-    monkeypatch.setenv("HOME", str(served.tmp / "home"))
+    monkeypatch.setenv("HOME", str(watched.tmp / "home"))
     assert default_state_path(ORIGIN, "k").is_relative_to(
-        served.tmp / "home" / ".local" / "state" / "mcp-notary" / "monitor")
+        watched.tmp / "home" / ".local" / "state" / "mcp-notary" / "monitor")
     code, out, err = await monitor(*argv, "--no-state")
     assert code == EXIT_OK and "first seen" in out and "--no-state" in err
-    assert not (served.tmp / "home").exists()
+    assert not (watched.tmp / "home").exists()
 
 
-async def test_daemon_prints_one_line_per_poll(served: Served) -> None:
+async def test_daemon_prints_one_line_per_poll(watched: WatchedLogs) -> None:
     import argparse
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(served.args("--interval", "0.02"))
+    args = parser.parse_args(watched.args("--interval", "0.02"))
     err, stop = io.StringIO(), asyncio.Event()
     task = asyncio.create_task(run(args, out=io.StringIO(), err=err, stop=stop))
     for _ in range(500):

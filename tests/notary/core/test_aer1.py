@@ -9,22 +9,17 @@ import copy
 import hashlib
 import io
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from jsonschema import Draft202012Validator
 
-from ledger.core.note import Ed25519Verifier
 from notary.cli.main import main as notary_cli
 from notary.core import aer1
-from notary.core.jwks import Jwks
 from notary.core.meta import AER1_META_KEY
 from notary.core.records import CallRecord, new_salt
 from notary.sdk import NotaryClient
-from tests.notary_server import app_notary
+from tests.notary_server import LiveNotary
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED_SCHEMA = REPO.parent / "shared" / "specs" / "aer-1-receipt.schema.json"
@@ -47,31 +42,13 @@ def test_schema_copy_matches_the_spec() -> None:
     assert packaged == json.loads(SHARED_SCHEMA.read_text())
 
 
-@dataclass
-class Notary:
-    url: str
-    key: str
-    jwks: Jwks
-    log_key: Ed25519Verifier
-    vkey: str
-
-
-@pytest.fixture
-async def notary(tmp_path: Path) -> AsyncIterator[Notary]:
-    async with app_notary(tmp_path / "data") as app:
-        async with NotaryClient(app.url) as c:
-            jwks = Jwks(await c.jwks())
-        yield Notary(app.url, app.create_api_key("aer1"), jwks,
-                     Ed25519Verifier.from_vkey(app.vkey), app.vkey)
-
-
 def record() -> CallRecord:
     return CallRecord(server="srv", tool="weather.forecast", arguments={"city": "Oslo"},
                       result={"content": [{"type": "text", "text": "rain, 7 °C"}],
                               "isError": False}, salt=new_salt())
 
 
-async def anchored(notary: Notary) -> tuple[CallRecord, dict[str, Any]]:
+async def anchored(notary: LiveNotary) -> tuple[CallRecord, dict[str, Any]]:
     rec = record()
     async with NotaryClient(notary.url, notary.key) as c:
         receipt = await c.notarize(rec.server, rec.tool, rec.call_sha256())
@@ -86,7 +63,7 @@ def statuses(verdict: aer1.Aer1Verdict) -> dict[str, str]:
     return {n: verdict.levels[n].status for n in aer1.AER1_LEVELS}
 
 
-async def test_build_and_verify(notary: Notary) -> None:
+async def test_build_and_verify(notary: LiveNotary) -> None:
     rec, receipt = await anchored(notary)
     VALIDATOR.validate(receipt)
     data = base64.b64decode(receipt["canonical_bytes"])
@@ -103,7 +80,7 @@ async def test_build_and_verify(notary: Notary) -> None:
     assert not verdict.valid
 
 
-async def test_every_kind_of_tampering_is_caught(notary: Notary) -> None:
+async def test_every_kind_of_tampering_is_caught(notary: LiveNotary) -> None:
     _, good = await anchored(notary)
     _, other = await anchored(notary)
 
@@ -149,7 +126,7 @@ def test_extract() -> None:
     assert aer1.extract_aer1({"content": [], "_meta": {}}) is None
 
 
-async def test_notary_verify_accepts_aer1(notary: Notary, tmp_path: Path) -> None:
+async def test_notary_verify_accepts_aer1(notary: LiveNotary, tmp_path: Path) -> None:
     _, receipt = await anchored(notary)
     jwks = tmp_path / "jwks.json"
     jwks.write_text(json.dumps(notary.jwks.to_json()))

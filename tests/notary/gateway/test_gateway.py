@@ -19,138 +19,44 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import anyio
 import pytest
-from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, CallToolResult, RequestParamsMeta, TextContent
 
 from ledger.core.cosignature import CosignatureSigner
-from ledger.core.note import Ed25519Verifier
 from notary.core import aer1
-from notary.core.jwks import Jwks
 from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
 from notary.core.records import hashed_result
 from notary.core.verification import verify_receipt
 from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
-from notary.gateway.policy import PolicyError, facts_sha256, load_policy_text, sha256_jcs
-from notary.gateway.salt import ensure_salt
+from notary.gateway.policy import PolicyError, facts_sha256, sha256_jcs
 from notary.gateway.server import _request_digest as request_digest
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
 from notary.sdk import NotaryClient, NotaryHTTPError, received_wire, verify_tool_result
-from tests.gateway_upstream import read_log
-from tests.notary_server import app_notary, free_port, run_cli
+from tests.gateway_rig import (
+    GATEWAY,
+    POLICY,
+    Rig,
+    assert_aer1,
+    assert_notarized,
+    assert_receipt_verifies,
+)
+from tests.notary_server import free_port
 
 REPO = Path(__file__).resolve().parents[3]
-AER1_SCHEMA = json.loads((REPO / "notary" / "aer-1-receipt.schema.json").read_text())
-AER1_VALIDATOR = Draft202012Validator(AER1_SCHEMA,
-                                      format_checker=Draft202012Validator.FORMAT_CHECKER)
-GATEWAY = "test-gateway"
 AGENT = cast(RequestParamsMeta, {codes.AGENT_META_KEY: "LegalAgent"})
 APPROVED = {"amount": 2750, "recipient": "client-settlement-account",
             "memo": "Thompson settlement disbursement", "approval": {"approved": True}}
 
-POLICY = """\
-version = 1
-
-[gateway]
-name = "test-gateway"
-
-[tools.echo]
-
-[tools."payments.transfer"]
-idempotent = false
-facts.amount = { from = "amount", type = "integer" }
-facts.approved = { from = "approval.approved", type = "boolean", default = false }
-rules = [
-  { fact = "amount", op = "<=", value = LIMIT },
-  { fact = "approved", op = "==", value = true },
-  { fact = "agent", op = "in", value = ["LegalAgent"] },
-]
-
-[tools."weather.forecast"]
-[tools."weather.legacy"]
-[tools."weather.broken"]
-[tools.crash]
-[tools.fail]
-idempotent = false
-"""
-
-
 def key_meta(key: str, **extra: Any) -> RequestParamsMeta:
     return cast(RequestParamsMeta, {**AGENT, codes.IDEMPOTENCY_META_KEY: key, **extra})
-
-
-@dataclass
-class Rig:
-    """A notary, a policy with its salt, and where the gateway and the upstream keep state."""
-
-    url: str
-    data: Path
-    key: str
-    jwks: Jwks
-    log_key: Ed25519Verifier
-    vkey: str
-    tmp: Path
-    other_key: str = ""  # another account's key (another tenant of the same notary)
-    policy: Path = field(init=False)
-    salt: Path = field(init=False)
-    state: Path = field(init=False)
-    log: Path = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.policy = self.tmp / "policy.toml"
-        self.salt = self.tmp / "policy.salt"
-        self.state = self.tmp / "gateway.db"
-        self.log = self.tmp / "upstream-calls.jsonl"
-        self.write_policy(5000)
-        ensure_salt(self.salt)
-
-    def write_policy(self, limit: int | str) -> None:
-        self.policy.write_text(POLICY.replace("LIMIT", str(limit)))
-
-    @property
-    def commitment(self) -> str:
-        return load_policy_text(self.policy.read_text()).commitment(
-            self.salt.read_text().strip())
-
-    def upstream_command(self) -> list[str]:
-        return [sys.executable, "-m", "tests.gateway_upstream", "--log", str(self.log)]
-
-    def config(self, **kwargs: Any) -> GatewayConfig:
-        upstream = StdioServerParameters(command=sys.executable,
-                                         args=self.upstream_command()[1:], cwd=str(REPO))
-        return GatewayConfig(upstream=upstream, policy_path=self.policy, salt_path=self.salt,
-                             state_path=self.state, notary_url=self.url, api_key=self.key,
-                             **kwargs)
-
-    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
-        return [c for c in read_log(self.log) if tool is None or c["tool"] == tool]
-
-    async def size(self) -> int:
-        async with NotaryClient(self.url) as c:
-            return int((await c.ledger())["size"])
-
-    async def cli(self, *argv: str) -> tuple[int, str]:
-        """``notary ARGV`` in a thread (the CLI runs its own event loop)."""
-        return await asyncio.to_thread(run_cli, *argv)
-
-
-@pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with app_notary(tmp_path / "notary-data") as app:
-        async with NotaryClient(app.url) as c:
-            jwks = Jwks(await c.jwks())
-        yield Rig(app.url, app.data, app.create_api_key("gateway"), jwks,
-                  Ed25519Verifier.from_vkey(app.vkey), app.vkey, tmp_path,
-                  app.create_api_key("tenant-b"))
 
 
 @pytest.fixture(params=["auto", "legacy"])
@@ -164,12 +70,6 @@ def mode(request: pytest.FixtureRequest) -> str:
 def gateway_meta(result: CallToolResult) -> dict[str, Any]:
     """The result's _meta without the SDK's own serverInfo stamp (2026-07-28 only)."""
     return {k: v for k, v in (result.meta or {}).items() if k != codes.SERVER_INFO_META_KEY}
-
-
-def assert_receipt_verifies(rig: Rig, receipt: dict[str, Any]) -> None:
-    verdict = verify_receipt(receipt, record=None, jwks=rig.jwks, log_verifier=rig.log_key)
-    assert verdict.levels["signature"].status == "passed", verdict.to_json()
-    assert verdict.levels["inclusion"].status == "passed", verdict.to_json()
 
 
 def assert_authorized(rig: Rig, result: CallToolResult, tool: str,
@@ -190,30 +90,6 @@ def assert_authorized(rig: Rig, result: CallToolResult, tool: str,
     assert (receipt["server"], receipt["tool"]) == (GATEWAY, codes.POLICY_DECISION_TOOL)
     assert_receipt_verifies(rig, receipt)
     return block
-
-
-def assert_aer1(rig: Rig, receipt: dict[str, Any], tool: str, provenance: str,
-                status: str = "success") -> None:
-    AER1_VALIDATOR.validate(receipt)
-    assert receipt["provenance_class"] == provenance
-    assert (receipt["tool"], receipt["status"], receipt["receipt_schema_version"]) == (
-        tool, status, "0.3")
-    verdict = aer1.verify_aer1(receipt, jwks=rig.jwks, log_verifier=rig.log_key)
-    assert verdict.valid, verdict.to_json()
-    assert receipt["output_hash"] == "sha256:" + receipt["anchor"]["receipt"]["call_sha256"]
-
-
-def assert_notarized(rig: Rig, result: CallToolResult, tool: str,
-                     arguments: dict[str, Any] | None) -> None:
-    """The rs-tool-call/1 notarization of the final result, and its AER-1 view."""
-    verdict = verify_tool_result(tool, arguments, result, jwks=rig.jwks,
-                                 log_verifier=rig.log_key, server=GATEWAY)
-    assert verdict.valid, verdict.to_json()
-    receipt = (result.meta or {})[AER1_META_KEY]
-    status = "error" if result.is_error else "success"
-    assert_aer1(rig, receipt, tool, aer1.PROVENANCE_GATEWAY, status)
-    block = (result.meta or {})["com.rightshold/tool-call"]
-    assert receipt["output_hash"] == "sha256:" + block["call_sha256"]
 
 
 def assert_refused(result: CallToolResult, code: str) -> None:

@@ -13,11 +13,8 @@ with an allow-all policy (the gateway is faithful).
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,47 +33,10 @@ from tests.conformance import (
     run_suite,
 )
 from tests.conformance_fixture import allow_all_policy
+from tests.gateway_rig import spawn, stop
 from tests.notary_server import NotaryProcess, free_port
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def _wait_for_port(proc: subprocess.Popen[bytes], port: int, errlog: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"exited {proc.returncode}: {errlog.read_text()[-3000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listens on {port}: {errlog.read_text()[-3000:]}")
-
-
-def spawn(argv: list[str], port: int, errlog: Path, *, program: str = sys.executable
-          ) -> subprocess.Popen[bytes]:
-    """A child process (Python unless ``program``) serving on ``port``; output to ``errlog``."""
-    with errlog.open("wb") as err:
-        proc = subprocess.Popen([program, *argv], cwd=str(REPO),
-                                env={**os.environ, "PYTHONPATH": str(REPO)},
-                                stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-    try:
-        _wait_for_port(proc, port, errlog)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    return proc
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 TS_FIXTURE = REPO / "js" / "test" / "fixtures" / "conformance-server.ts"
@@ -134,7 +94,8 @@ def test_fixture_passes_every_required_scenario_directly(
 
 
 @pytest.fixture(scope="module")
-def notary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def conformance_notary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """One ``notary serve`` for the module's suite runs: its URL and an API key."""
     with NotaryProcess(tmp_path_factory.mktemp("notary") / "data") as server:
         yield server.url, server.create_api_key("conformance-gateway")
 
@@ -168,13 +129,13 @@ so the test suite runs these three, and the HTTP upstream runs the whole set."""
     ("typescript", "2025-11-25", "http"), ("typescript", "2026-07-28", "http")],
     indirect=["fixture_url"])
 def test_every_scenario_passes_through_the_gateway(
-        fixture_url: str, notary: tuple[str, str], requirements: str, upstream_transport: str,
-        tmp_path: Path) -> None:
+        fixture_url: str, conformance_notary: tuple[str, str], requirements: str,
+        upstream_transport: str, tmp_path: Path) -> None:
     upstream = (fixture_url if upstream_transport == "http"
                 else f"{sys.executable} -m tests.conformance_fixture --stdio")
     only = SESSION_SCENARIOS if (requirements, upstream_transport) == ("2025-11-25",
                                                                         "stdio") else ()
-    proc, url = gateway(upstream, notary, tmp_path)
+    proc, url = gateway(upstream, conformance_notary, tmp_path)
     try:
         results, output = run_suite(url, requirements, tmp_path / "out", scenarios=only)
     finally:
@@ -188,13 +149,14 @@ def test_every_scenario_passes_through_the_gateway(
     audit = subprocess.run(
         [sys.executable, "-m", "notary.cli.main", "gateway", "audit", "--policy",
          str(tmp_path / "policy.toml"), "--salt-file", str(tmp_path / "state.salt"),
-         "--decisions", str(tmp_path / "state.db"), "--notary", notary[0], "--json"],
+         "--decisions", str(tmp_path / "state.db"), "--notary", conformance_notary[0],
+         "--json"],
         cwd=str(REPO), capture_output=True, text=True, timeout=120)
     assert audit.returncode == 0, audit.stderr[-2000:]
     summary = json.loads(audit.stdout)["summary"]
     assert summary["decisions"] >= len(required) // 2, summary  # calls, reads, prompts
     assert summary["valid"] == summary["decisions"], summary
-    assert_every_receipt_verifies(notary[0])
+    assert_every_receipt_verifies(conformance_notary[0])
 
 
 def assert_every_receipt_verifies(notary_url: str) -> None:

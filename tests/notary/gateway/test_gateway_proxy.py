@@ -2,8 +2,8 @@
 
 The upstream is the conformance fixture (``tests/conformance_fixture.py``), in process, with a
 middleware that records every request it receives, so "the upstream saw nothing" is checked
-where it would happen. The notary is the real application on loopback (the ``rig`` fixture of
-``test_gateway.py``). Two concurrent clients over streamable HTTP check that sampling and
+where it would happen. The notary is the real application on loopback (the ``rig`` fixture,
+``tests/gateway_rig.py``). Two concurrent clients over streamable HTTP check that sampling and
 elicitation requests reach only the client whose call made them.
 """
 
@@ -26,12 +26,8 @@ from notary.core.records import hashed_result
 from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.sdk import verify_tool_result
 from tests.conformance_fixture import allow_all_policy, build
-from tests.notary.gateway import test_gateway
-from tests.notary.gateway.test_gateway import GATEWAY, REPO, Rig, assert_notarized
-from tests.notary.gateway.test_gateway_conformance import spawn, stop
-from tests.notary_server import free_port
-
-rig = test_gateway.rig  # the notary, policy and state fixture
+from tests.gateway_rig import GATEWAY, Rig, assert_notarized, spawn, stop
+from tests.notary_server import REPO_ROOT, free_port
 
 POLICY = f"""
 version = 1
@@ -328,8 +324,8 @@ async def test_each_2025_session_has_its_own_upstream_closed_with_it(rig: Rig) -
     port = free_port()
     gateway = await asyncio.to_thread(spawn, [
         "-m", "notary.cli.main", "gateway", "--upstream",
-        f"{sys.executable} -m tests.conformance_fixture --stdio", "--upstream-cwd", str(REPO),
-        "--upstream-env", f"PYTHONPATH={REPO}", "--policy", str(rig.policy),
+        f"{sys.executable} -m tests.conformance_fixture --stdio", "--upstream-cwd", str(REPO_ROOT),
+        "--upstream-env", f"PYTHONPATH={REPO_ROOT}", "--policy", str(rig.policy),
         "--salt-file", str(rig.salt), "--state", str(rig.state), "--notary", rig.url,
         "--api-key-file", str(rig.tmp / "key"), "--http", f"127.0.0.1:{port}"],
         port, rig.tmp / "gateway.log")

@@ -26,7 +26,7 @@ from notary.sdk import (
     NotaryUnavailableError,
 )
 from notary.sdk import client as client_module
-from tests.notary.sdk.test_sdk_mcp import LiveNotary, closed_url, free_port, notary  # noqa: F401
+from tests.notary_server import LiveNotary, closed_url
 from tests.servers import Serve
 
 DIGEST = "ab" * 32
@@ -267,7 +267,7 @@ async def test_a_callers_session_is_used_and_left_open(
 # Against the real notary ------------------------------------------------------------------
 
 
-async def test_every_endpoint_against_the_real_notary(notary: LiveNotary) -> None:  # noqa: F811
+async def test_every_endpoint_against_the_real_notary(notary: LiveNotary) -> None:
     record = CallRecord(server="srv", tool="echo", arguments={"x": 1},
                         result={"content": [{"type": "text", "text": "1"}]}, salt=new_salt())
     digest = record.call_sha256()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
 
@@ -26,7 +25,7 @@ from mcp_types import INTERNAL_ERROR
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.records import SPEC
 from notary.sdk import Notarizer, NotaryClient
-from tests.notary_server import AppNotary, app_notary
+from tests.notary_server import AppNotary
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -60,19 +59,13 @@ def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-async def notary(tmp_path: Path) -> AsyncIterator[AppNotary]:
-    async with app_notary(tmp_path / "data") as app:
-        yield app
-
-
 # At start-up ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("key", [None, ""])
 async def test_a_notarizer_without_an_api_key_is_refused_when_built(
-        notary: AppNotary, key: str | None) -> None:
-    client = NotaryClient(notary.url, key)
+        notary_app: AppNotary, key: str | None) -> None:
+    client = NotaryClient(notary_app.url, key)
     assert not client.has_api_key
     with pytest.raises(ValueError, match="no API key") as info:
         Notarizer(client, "example")
@@ -98,14 +91,14 @@ def _failure_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord
 
 
 async def test_a_revoked_key_or_a_stopped_notary_gives_the_documented_error(
-        notary: AppNotary, mode: str, caplog: pytest.LogCaptureFixture) -> None:
-    key = notary.create_api_key("failures")
-    notarizer = Notarizer(NotaryClient(notary.url, key, retries=1, backoff=0.01), "example")
+        notary_app: AppNotary, mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    key = notary_app.create_api_key("failures")
+    notarizer = Notarizer(NotaryClient(notary_app.url, key, retries=1, backoff=0.01), "example")
     async with Client(example_server.build_server(notarizer), mode=mode) as client:
         first = await client.call_tool("add", {"a": 1, "b": 2})
         assert not first.is_error and TOOL_CALL_META_KEY in (first.meta or {})
 
-        await notary.revoke_api_key(key)
+        await notary_app.revoke_api_key(key)
         revoked = "notary answered 401 unauthorized: this API key has been revoked"
         caplog.clear()
         with caplog.at_level(logging.WARNING), pytest.raises(MCPError) as info:
@@ -119,8 +112,8 @@ async def test_a_revoked_key_or_a_stopped_notary_gives_the_documented_error(
         assert records[0].exc_info is None  # an expected failure: no traceback
         assert key not in caplog.text
 
-        await notary.stop()
-        stopped = f"notary at {notary.url} unavailable after 2 attempt(s): " \
+        await notary_app.stop()
+        stopped = f"notary at {notary_app.url} unavailable after 2 attempt(s): " \
                   "connection failed (ECONNREFUSED)"
         caplog.clear()
         with caplog.at_level(logging.WARNING), pytest.raises(MCPError) as info:
@@ -134,13 +127,13 @@ async def test_a_revoked_key_or_a_stopped_notary_gives_the_documented_error(
 
 
 async def test_an_unexpected_failure_after_the_tool_ran_is_still_the_documented_error(
-        notary: AppNotary, mode: str, caplog: pytest.LogCaptureFixture) -> None:
+        notary_app: AppNotary, mode: str, caplog: pytest.LogCaptureFixture) -> None:
     # The application shares its own session and closed it too early: a bug on its side, but
     # the tool has run, so the client must still learn that (and not retry blindly).
     session = aiohttp.ClientSession()
     await session.close()
-    key = notary.create_api_key("failures")
-    notarizer = Notarizer(NotaryClient(notary.url, key, session=session), "example")
+    key = notary_app.create_api_key("failures")
+    notarizer = Notarizer(NotaryClient(notary_app.url, key, session=session), "example")
     async with Client(example_server.build_server(notarizer), mode=mode) as client:
         with caplog.at_level(logging.WARNING), pytest.raises(MCPError) as info:
             await client.call_tool("add", {"a": 1, "b": 2})

@@ -12,8 +12,7 @@ import asyncio
 import copy
 import importlib.util
 import sys
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,7 +20,6 @@ from typing import Any
 import aiohttp
 import anyio
 import pytest
-from aiohttp import web
 from mcp import Client, MCPError
 from mcp.server import Server
 from mcp.server.mcpserver import Context, MCPServer
@@ -39,8 +37,6 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ledger.core.note import Ed25519Verifier, NoteVerifier
-from notary.core.jwks import Jwks
 from notary.core.records import SPEC, hashed_result
 from notary.core.verification import Verdict, verify_receipt
 from notary.sdk import (
@@ -55,7 +51,7 @@ from notary.sdk import (
     structured_for,
     verify_tool_result,
 )
-from tests.notary_server import app_notary, create_api_key, free_port
+from tests.notary_server import LiveNotary, closed_url
 from tests.tamper import checkpoint_root, checkpoint_signature, proof_hash
 
 REPO = Path(__file__).resolve().parents[3]
@@ -76,56 +72,7 @@ example_client = _load("verifying_client")
 SAMPLE_CALLS: list[tuple[str, dict[str, Any] | None]] = example_client.SAMPLE_CALLS
 
 
-# The notary ----------------------------------------------------------------------------------
-
-
-def closed_url() -> str:
-    """A loopback URL nobody listens on (connection refused at once)."""
-    return f"http://127.0.0.1:{free_port()}"
-
-
-@dataclass
-class LiveNotary:
-    url: str
-    data: Path
-    key: str
-    jwks: Jwks
-    log_key: NoteVerifier
-    runner: web.AppRunner
-    clients: list[NotaryClient] = field(default_factory=list)
-
-    def new_key(self, account: str, allowance: int | None = None) -> str:
-        return create_api_key(self.data, account, allowance)
-
-    def client(self, **kwargs: Any) -> NotaryClient:
-        """A client for this notary, closed at teardown (servers without a lifespan that
-        closes it, like the low-level ones here, would otherwise leak its session)."""
-        client = NotaryClient(self.url, kwargs.pop("api_key", self.key), **kwargs)
-        self.clients.append(client)
-        return client
-
-    def notarizer(self, server_name: str = "example", **kwargs: Any) -> Notarizer:
-        return Notarizer(self.client(), server_name, **kwargs)
-
-    async def size(self) -> int:
-        async with NotaryClient(self.url) as c:
-            return int((await c.ledger())["size"])
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
-
-
-@pytest.fixture
-async def notary(tmp_path: Path) -> AsyncIterator[LiveNotary]:
-    async with app_notary(tmp_path / "data") as app:
-        async with NotaryClient(app.url) as c:
-            jwks = Jwks(await c.jwks())
-        live = LiveNotary(app.url, app.data, "", jwks, Ed25519Verifier.from_vkey(app.vkey),
-                          app.runner)
-        live.key = live.new_key("sdk-tests")
-        yield live
-        for client in live.clients:
-            await client.close()
+# Modes and verdicts --------------------------------------------------------------------------
 
 
 @pytest.fixture(params=["auto", "legacy"])

@@ -35,8 +35,7 @@ from notary.serving.config import Settings
 from notary.serving.keys import Paths, load_log_key, load_receipt_key
 from notary.store.base import ReceiptWithheldError, notary_tx
 from notary.store.sqlite import SqliteNotaryStore
-from tests.conftest import NotaryFactory
-from tests.notary_server import NotaryProcess, free_port, run_cli
+from tests.notary_server import NotaryFactory, NotaryProcess, free_port, run_cli
 
 # The notary's tables as every release before schema version 2 created them (verbatim).
 V1_DDL = """

@@ -25,10 +25,8 @@ from aiohttp import web
 from ledger.process.exitcodes import ExitCode
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.sdk.client import NotaryClient, NotaryResponseError, NotaryUnavailableError
-from tests.ledger.monitor.test_monitor import Served, entry, grow, monitor, served
-from tests.notary.verifier.test_verifier import Notary, notary, run_cli
-
-__all__ = ["notary", "served"]  # fixtures, imported for pytest
+from tests.notary_server import LiveNotary, capture_cli
+from tests.watched_logs import WatchedLogs, entry, grow, monitor
 
 MODES = ("garbage", "truncated", "huge", "deep")
 DEEP = b"[" * 30_000 + b"]" * 30_000  # valid JSON, 60 kB: json.loads raises RecursionError
@@ -105,8 +103,8 @@ async def hostile(target: str, rules: dict[str, str]) -> AsyncIterator[Hostile]:
             await runner.cleanup()
 
 
-def monitor_args(served: Served, url: str, *extra: str) -> list[str]:
-    args = served.args(*extra)
+def monitor_args(watched: WatchedLogs, url: str, *extra: str) -> list[str]:
+    args = watched.args(*extra)
     args[args.index("--log") + 1] = url
     return args
 
@@ -116,49 +114,49 @@ def monitor_args(served: Served, url: str, *extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_monitor_hostile_checkpoint(served: Served, mode: str) -> None:
-    async with hostile(served.honest_url, {"checkpoint": mode}) as proxy:
-        code, _, err = await monitor(*monitor_args(served, proxy.url))
+async def test_monitor_hostile_checkpoint(watched: WatchedLogs, mode: str) -> None:
+    async with hostile(watched.honest_url, {"checkpoint": mode}) as proxy:
+        code, _, err = await monitor(*monitor_args(watched, proxy.url))
     assert proxy.hits["checkpoint"] >= 1
     if mode in ("garbage", "deep"):  # an answer, and not a checkpoint: an alarm with evidence
         assert code == ExitCode.CHECK_FAILED and "ALARM bad_checkpoint" in err
-        assert [e["kind"] for e in served.evidence()] == ["bad_checkpoint"]
+        assert [e["kind"] for e in watched.evidence()] == ["bad_checkpoint"]
     else:  # no complete answer within the bound: the log could not be read
         assert code == ExitCode.UNREACHABLE and "cannot read the log" in err
         assert ("larger than" in err) == (mode == "huge")
-        assert served.evidence() == []
+        assert watched.evidence() == []
     assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_monitor_hostile_consistency_proof(served: Served, mode: str) -> None:
+async def test_monitor_hostile_consistency_proof(watched: WatchedLogs, mode: str) -> None:
     """The proof API's answer is useless, so the proof comes from the tiles: still verified."""
-    code, _, err = await monitor(*served.args())
+    code, _, err = await monitor(*watched.args())
     assert code == ExitCode.OK, err
-    await grow(served.honest, [entry() for _ in range(50)])
-    async with hostile(served.honest_url, {"v1/ledger/proofs/consistency": mode}) as proxy:
-        code, out, err = await monitor(*monitor_args(served, proxy.url))
+    await grow(watched.honest, [entry() for _ in range(50)])
+    async with hostile(watched.honest_url, {"v1/ledger/proofs/consistency": mode}) as proxy:
+        code, out, err = await monitor(*monitor_args(watched, proxy.url))
     assert proxy.hits["v1/ledger/proofs/consistency"] == 1
     assert code == ExitCode.OK, err
     assert "size 350 (consistent with 300)" in out
-    assert served.evidence() == []
+    assert watched.evidence() == []
 
 
 @pytest.mark.parametrize("path", ["tile/0/000", "tile/entries/000"])
 @pytest.mark.parametrize("mode", MODES)
-async def test_monitor_hostile_tiles(served: Served, path: str, mode: str) -> None:
-    async with hostile(served.honest_url, {path: mode}) as proxy:
-        code, _, err = await monitor(*monitor_args(served, proxy.url, "--audit"))
+async def test_monitor_hostile_tiles(watched: WatchedLogs, path: str, mode: str) -> None:
+    async with hostile(watched.honest_url, {path: mode}) as proxy:
+        code, _, err = await monitor(*monitor_args(watched, proxy.url, "--audit"))
     assert proxy.hits[path] >= 1
     if mode in ("garbage", "deep"):  # served, and not what the signed root commits to
         assert code == ExitCode.CHECK_FAILED, err
-        kinds = [e["kind"] for e in served.evidence()]
+        kinds = [e["kind"] for e in watched.evidence()]
         assert kinds in (["tile_mismatch"], ["bad_bundle"])
-        assert path in json.dumps(served.evidence())
+        assert path in json.dumps(watched.evidence())
     else:
         assert code == ExitCode.UNREACHABLE, err
         assert "cannot read the log" in err
-        assert served.evidence() == []
+        assert watched.evidence() == []
     assert "Traceback" not in err
 
 
@@ -172,10 +170,10 @@ def write_json(path: Path, doc: Any) -> str:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_verify_hostile_jwks_url(notary: Notary, tmp_path: Path, mode: str) -> None:
+async def test_verify_hostile_jwks_url(notary: LiveNotary, tmp_path: Path, mode: str) -> None:
     call = await notary.notarize()
     async with hostile(notary.url, {".well-known/jwks.json": mode}) as proxy:
-        code, _, err = await run_cli(
+        code, _, err = await capture_cli(
             "verify", write_json(tmp_path / "call.json", call.saved), "--no-state",
             "--jwks", proxy.url + "/.well-known/jwks.json", "--log-key", notary.vkey)
     assert code == ExitCode.USAGE, err
@@ -185,7 +183,7 @@ async def test_verify_hostile_jwks_url(notary: Notary, tmp_path: Path, mode: str
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_verify_hostile_receipt_url(notary: Notary, tmp_path: Path, mode: str) -> None:
+async def test_verify_hostile_receipt_url(notary: LiveNotary, tmp_path: Path, mode: str) -> None:
     call = await notary.notarize()
     receipt_id = call.receipt["id"]
     async with hostile(notary.url, {f"v1/tool-calls/{receipt_id}": mode}) as proxy:
@@ -193,17 +191,17 @@ async def test_verify_hostile_receipt_url(notary: Notary, tmp_path: Path, mode: 
         meta = saved["result"]["_meta"][TOOL_CALL_META_KEY]
         del meta["receipt"]  # not embedded: the verifier fetches it from receipt_url
         meta["receipt_url"] = f"{proxy.url}/v1/tool-calls/{receipt_id}"
-        code, _, err = await run_cli("verify", write_json(tmp_path / "call.json", saved),
+        code, _, err = await capture_cli("verify", write_json(tmp_path / "call.json", saved),
                                      "--no-state", *notary.trust_args())
     assert code == ExitCode.USAGE, err
     assert "cannot fetch the receipt" in err and "Traceback" not in err
 
 
-async def _stored_then_second_call(notary: Notary, tmp_path: Path) -> tuple[str, str]:
+async def _stored_then_second_call(notary: LiveNotary, tmp_path: Path) -> tuple[str, str]:
     """A state file that remembers the log at size 1, and a call at size 2 to verify."""
     first = await notary.notarize()
     state = str(tmp_path / "state.json")
-    code, _, err = await run_cli("verify", write_json(tmp_path / "first.json", first.saved),
+    code, _, err = await capture_cli("verify", write_json(tmp_path / "first.json", first.saved),
                                  "--state", state, *notary.trust_args())
     assert code == ExitCode.OK, err
     second = await notary.notarize()
@@ -211,11 +209,11 @@ async def _stored_then_second_call(notary: Notary, tmp_path: Path) -> tuple[str,
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_verify_hostile_consistency_proof(notary: Notary, tmp_path: Path,
+async def test_verify_hostile_consistency_proof(notary: LiveNotary, tmp_path: Path,
                                                 mode: str) -> None:
     call, state = await _stored_then_second_call(notary, tmp_path)
     async with hostile(notary.url, {"v1/ledger/proofs/consistency": mode}) as proxy:
-        code, out, err = await run_cli("verify", call, "--state", state, "--json",
+        code, out, err = await capture_cli("verify", call, "--state", state, "--json",
                                        "--log-url", proxy.url, *notary.trust_args())
     assert proxy.hits["v1/ledger/proofs/consistency"] >= 1
     assert "Traceback" not in err
@@ -227,11 +225,11 @@ async def test_verify_hostile_consistency_proof(notary: Notary, tmp_path: Path,
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_verify_hostile_latest_checkpoint(notary: Notary, tmp_path: Path,
+async def test_verify_hostile_latest_checkpoint(notary: LiveNotary, tmp_path: Path,
                                                 mode: str) -> None:
     call, state = await _stored_then_second_call(notary, tmp_path)
     async with hostile(notary.url, {"checkpoint": mode}) as proxy:
-        code, out, err = await run_cli("verify", call, "--state", state, "--json",
+        code, out, err = await capture_cli("verify", call, "--state", state, "--json",
                                        "--log-url", proxy.url, *notary.trust_args())
     assert proxy.hits["checkpoint"] == 1 and "Traceback" not in err
     consistency = json.loads(out[out.index("{"):])["levels"]["consistency"]
@@ -247,7 +245,7 @@ async def test_verify_hostile_latest_checkpoint(notary: Notary, tmp_path: Path,
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_sdk_client_hostile_answer(notary: Notary, mode: str) -> None:
+async def test_sdk_client_hostile_answer(notary: LiveNotary, mode: str) -> None:
     call = await notary.notarize()
     receipt_id = call.receipt["id"]
     async with hostile(notary.url, {f"v1/tool-calls/{receipt_id}": mode}) as proxy, \

@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import io
 import json
 import os
 import stat
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +20,17 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.client.http import HttpClient
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
 from ledger.http.routes import LOG, add_ledger_routes, create_ledger_app
 from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
-from notary.cli.main import main as notary_cli
 from notary.core.entry import LogEntry
 from notary.core.ids import new_receipt_id, now_issued_at
 from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Receipt
-from notary.core.records import CallRecord, new_salt
-from notary.serving.keys import Paths, load_log_key
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -44,11 +38,9 @@ from notary.verifier.inputs import (
     call_from_receipt_and_record,
     log_base_url,
 )
-from notary.verifier.report import Report
 from notary.verifier.state import ProofResult, Reconciler, Seen, StateFile, VerifierStateError
-from notary.verifier.trust import Trust, parse_log_keys, parse_witness_keys
-from notary.verifier.verify import verify_tool_call
-from tests.notary_server import app_notary
+from notary.verifier.trust import Trust, parse_witness_keys
+from tests.notary_server import Call, LiveNotary, capture_cli, live_notary
 from tests.servers import serving
 from tests.tamper import (
     checkpoint_root,
@@ -58,149 +50,10 @@ from tests.tamper import (
     proof_hash,
     set_field,
 )
+from tests.verifying import failed_levels, json_out, saved, statuses, verify
 
 # ---------------------------------------------------------------------------------------------
-# Fixtures and helpers (test_notary_mcp.py uses them too)
-
-
-@dataclass
-class Call:
-    """One notarized call as a client would hold it."""
-
-    tool: str
-    arguments: dict[str, Any]
-    record: CallRecord
-    receipt: dict[str, Any]
-    result: dict[str, Any]  # CallToolResult wire JSON with _meta
-
-    @property
-    def saved(self) -> dict[str, Any]:
-        return {"tool": self.tool, "arguments": self.arguments, "result": self.result}
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        meta: dict[str, Any] = self.result["_meta"][TOOL_CALL_META_KEY]
-        return meta
-
-
-@dataclass
-class Notary:
-    url: str
-    data: Path
-    vkey: str
-    api_key: str
-    jwks: dict[str, Any]
-    runner: web.AppRunner | None
-    http: aiohttp.ClientSession
-    tmp: Path
-    calls: list[Call] = field(default_factory=list)
-
-    @property
-    def jwks_file(self) -> Path:
-        path = self.tmp / "jwks.json"
-        if not path.exists():
-            path.write_text(json.dumps(self.jwks))
-        return path
-
-    async def published_size(self, size: int) -> None:
-        """Wait until ``/checkpoint`` serves a tree of ``size`` (the log dual-signs what it
-        serves at most once a second, so it may lag the newest receipt that long)."""
-        for _ in range(100):
-            async with self.http.get(self.url + "/checkpoint") as r:
-                if f"\n{size}\n" in (await r.text())[:200]:
-                    return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"/checkpoint never reached size {size}")
-
-    def trust(self, **kw: Any) -> Trust:
-        return Trust(Jwks(self.jwks), parse_log_keys([self.vkey]), **kw)
-
-    def trust_args(self) -> list[str]:
-        return ["--jwks", str(self.jwks_file), "--log-key", self.vkey]
-
-    @property
-    def signer(self) -> Ed25519Signer:
-        return load_log_key(Paths(self.data))
-
-    async def notarize(self, tool: str = "echo", **arguments: Any) -> Call:
-        wire = {"content": [{"type": "text", "text": json.dumps(arguments)}],
-                "structuredContent": {"echo": arguments}, "isError": False,
-                "resultType": "complete"}
-        rec = CallRecord(server="srv", tool=tool, arguments=arguments, result=wire,
-                         salt=new_salt())
-        async with self.http.post(
-                self.url + "/v1/tool-calls", headers={"Authorization": f"Bearer {self.api_key}"},
-                json={"server": "srv", "tool": tool, "call_sha256": rec.call_sha256()}) as r:
-            assert r.status == 201, await r.text()
-            receipt = await r.json()
-        meta = {"spec": "rs-tool-call/1", "id": receipt["id"],
-                "call_sha256": receipt["call_sha256"], "salt": rec.salt,
-                "receipt_url": f"{self.url}/v1/tool-calls/{receipt['id']}",
-                "verify_url": f"{self.url}/v1/tool-calls/verify", "receipt": receipt}
-        result = {**wire, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv"},
-                                    TOOL_CALL_META_KEY: meta}}
-        call = Call(tool, arguments, rec, receipt, result)
-        self.calls.append(call)
-        return call
-
-    async def fetch_receipt(self, receipt_id: str) -> dict[str, Any]:
-        async with self.http.get(f"{self.url}/v1/tool-calls/{receipt_id}") as r:
-            assert r.status == 200
-            out: dict[str, Any] = await r.json()
-            return out
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
-            self.runner = None
-
-
-@contextlib.asynccontextmanager
-async def running_notary(tmp: Path, **settings: Any) -> AsyncIterator[Notary]:
-    async with app_notary(tmp / "data", **settings) as app, aiohttp.ClientSession() as http:
-        async with http.get(app.url + "/.well-known/jwks.json") as r:
-            jwks = await r.json()
-        notary = Notary(app.url, app.data, app.vkey, app.create_api_key("t"), jwks, app.runner,
-                        http, tmp)
-        try:
-            yield notary
-        finally:
-            await notary.stop()
-
-
-@pytest.fixture
-async def notary(tmp_path: Path) -> AsyncIterator[Notary]:
-    async with running_notary(tmp_path) as n:
-        yield n
-
-
-async def run_cli(*argv: str) -> tuple[int, str, str]:
-    """``notary ARGV`` in a worker thread (it runs its own event loop), output captured."""
-    def go() -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = notary_cli(list(argv))
-            except SystemExit as e:  # argparse
-                code = int(e.code or 0)
-        return code, out.getvalue(), err.getvalue()
-    return await asyncio.to_thread(go)
-
-
-def json_out(out: str) -> Any:
-    """The JSON report in captured stdout (the in-process notary logs to stdout too)."""
-    start = out.index("{\n") if out.startswith("{\n") else out.index("\n{\n") + 1
-    end = out.index("\n}\n", start) + 2
-    return json.loads(out[start:end])
-
-
-def statuses(report: Report | dict[str, Any]) -> dict[str, str]:
-    doc = report.to_json() if isinstance(report, Report) else report
-    return {name: level["status"] for name, level in doc["levels"].items()}
-
-
-def failed_levels(report: Report) -> set[str]:
-    return {n for n, s in statuses(report).items() if s == "failed"}
+# Helpers
 
 
 def cosign(receipt: dict[str, Any], *witnesses: CosignatureSigner) -> dict[str, Any]:
@@ -247,23 +100,11 @@ def entries_of(*calls: Call) -> list[bytes]:
     return [LogEntry.from_receipt(c.receipt).encode() for c in calls]
 
 
-async def verify(call: ToolCall, trust: Trust, state: StateFile | None = None,
-                 online: bool = True, log_url: str | None = None) -> Report:
-    if not online:
-        return await verify_tool_call(call, trust, fetcher=None, state=state, log_url=log_url)
-    async with HttpClient(timeout=5.0) as fetcher:
-        return await verify_tool_call(call, trust, fetcher=fetcher, state=state, log_url=log_url)
-
-
-def saved(call: Call, receipt: dict[str, Any] | None = None) -> ToolCall:
-    return call_from_document(call.saved, receipt=receipt)
-
-
 # ---------------------------------------------------------------------------------------------
 # All levels, each input format
 
 
-async def test_every_level_online_and_state_progression(notary: Notary, tmp_path: Path) -> None:
+async def test_every_level_online_and_state_progression(notary: LiveNotary, tmp_path: Path) -> None:
     c0 = await notary.notarize(x=1)
     await notary.notarize(x=2)
     state = StateFile(tmp_path / "cfg" / "state.json")
@@ -291,7 +132,7 @@ async def test_every_level_online_and_state_progression(notary: Notary, tmp_path
     assert state.get(notary.vkey).size == 3  # type: ignore[union-attr]
 
 
-async def test_input_formats(notary: Notary) -> None:
+async def test_input_formats(notary: LiveNotary) -> None:
     c = await notary.notarize("add", a=1, b=2)
     trust = notary.trust()
     bare = call_from_document(c.result, tool="add", arguments={"a": 1, "b": 2})
@@ -321,7 +162,7 @@ async def test_input_formats(notary: Notary) -> None:
             call_from_document(bad, tool=tool)
 
 
-async def test_receipt_not_embedded_is_fetched_online_only(notary: Notary) -> None:
+async def test_receipt_not_embedded_is_fetched_online_only(notary: LiveNotary) -> None:
     c = await notary.notarize(q="x")
     result = copy.deepcopy(c.result)
     del result["_meta"][TOOL_CALL_META_KEY]["receipt"]
@@ -365,7 +206,7 @@ RECEIPT_TAMPERING: list[tuple[str, Callable[[dict[str, Any]], None], set[str]]] 
 @pytest.mark.parametrize(("field_name", "tamper", "expected"), RECEIPT_TAMPERING,
                          ids=[t[0] for t in RECEIPT_TAMPERING])
 async def test_tampered_receipt_fails_exactly_its_levels(
-        notary: Notary, field_name: str, tamper: Callable[[dict[str, Any]], None],
+        notary: LiveNotary, field_name: str, tamper: Callable[[dict[str, Any]], None],
         expected: set[str]) -> None:
     for i in range(3):
         await notary.notarize(i=i)
@@ -405,7 +246,7 @@ RECORD_TAMPERING: list[tuple[str, Callable[[Call], ToolCall]]] = [
 
 @pytest.mark.parametrize(("what", "build"), RECORD_TAMPERING, ids=[t[0] for t in RECORD_TAMPERING])
 async def test_tampered_record_fails_level_1_only(
-        notary: Notary, what: str, build: Callable[[Call], ToolCall]) -> None:
+        notary: LiveNotary, what: str, build: Callable[[Call], ToolCall]) -> None:
     c = await notary.notarize(x=1)
     report = await verify(build(c), notary.trust(), online=False)
     assert failed_levels(report) == {"record"}, report.to_json()
@@ -415,21 +256,21 @@ async def test_tampered_record_fails_level_1_only(
                          online=False)).valid
 
 
-async def test_untrusted_keys_fail_signature_and_inclusion(notary: Notary) -> None:
+async def test_untrusted_keys_fail_signature_and_inclusion(notary: LiveNotary) -> None:
     c = await notary.notarize(x=1)
     other_jwks = Jwks({"keys": []})
     other_log = Ed25519Signer.generate(c.receipt["ledger"]["origin"]).verifier()
     report = await verify(saved(c), Trust(other_jwks, (other_log,)), online=False)
     assert failed_levels(report) == {"signature", "inclusion"}
     stranger = Ed25519Signer.generate("another.example/log").verifier()
-    report = await verify(saved(c), Trust(Jwks(notary.jwks), (stranger,)), online=False)
+    report = await verify(saved(c), Trust(notary.jwks, (stranger,)), online=False)
     assert failed_levels(report) == {"inclusion"}
     assert "no trusted log key for origin" in report.verdict.levels["inclusion"].reason
     # Missing inputs skip the level; the report is then not valid.
     report = await verify(ToolCall(Receipt.from_json(c.receipt), None), notary.trust(),
                           online=False)
     assert statuses(report)["record"] == "skipped" and not report.valid
-    report = await verify(saved(c), Trust(Jwks(notary.jwks)), online=False)
+    report = await verify(saved(c), Trust(notary.jwks), online=False)
     assert statuses(report)["inclusion"] == "skipped" and not report.valid
     report = await verify(saved(c), Trust(), online=False)
     assert statuses(report)["signature"] == "skipped" and not report.valid
@@ -439,7 +280,7 @@ async def test_untrusted_keys_fail_signature_and_inclusion(notary: Notary) -> No
 # Level 4
 
 
-async def test_witness_quorum(notary: Notary) -> None:
+async def test_witness_quorum(notary: LiveNotary) -> None:
     c = await notary.notarize(x=1)
     w1, w2, w3 = (CosignatureSigner.generate(f"witness-{i}.example") for i in (1, 2, 3))
     keys = parse_witness_keys([w.verifier_key_text() for w in (w1, w2, w3)])
@@ -461,7 +302,7 @@ async def test_witness_quorum(notary: Notary) -> None:
         notary.trust(witnesses=keys[:1], quorum=2)
 
 
-async def test_online_fetches_a_witnessed_proof(notary: Notary) -> None:
+async def test_online_fetches_a_witnessed_proof(notary: LiveNotary) -> None:
     """A fresh receipt's proof ends in a checkpoint witnesses have not cosigned yet; online,
     the verifier asks receipt_url for the current proof (the notary upgrades it)."""
     c = await notary.notarize(x=1)
@@ -489,7 +330,7 @@ async def test_online_fetches_a_witnessed_proof(notary: Notary) -> None:
 # Level 5: forks, rollbacks, offline
 
 
-async def test_fork_same_size_is_flagged_offline(notary: Notary, tmp_path: Path) -> None:
+async def test_fork_same_size_is_flagged_offline(notary: LiveNotary, tmp_path: Path) -> None:
     c0 = await notary.notarize(x=0)
     c1 = await notary.notarize(x=1)
     state = StateFile(tmp_path / "state.json")
@@ -509,7 +350,7 @@ async def test_fork_same_size_is_flagged_offline(notary: Notary, tmp_path: Path)
     await fork.close()
 
 
-async def test_fork_bigger_tree_fails_consistency_proof_online(notary: Notary,
+async def test_fork_bigger_tree_fails_consistency_proof_online(notary: LiveNotary,
                                                                tmp_path: Path) -> None:
     c0 = await notary.notarize(x=0)
     c1 = await notary.notarize(x=1)
@@ -530,7 +371,7 @@ async def test_fork_bigger_tree_fails_consistency_proof_online(notary: Notary,
     await fork.close()
 
 
-async def test_rollback_older_inconsistent_checkpoint(notary: Notary, tmp_path: Path) -> None:
+async def test_rollback_older_inconsistent_checkpoint(notary: LiveNotary, tmp_path: Path) -> None:
     c0 = await notary.notarize(x=0)
     await notary.notarize(x=1)
     c2 = await notary.notarize(x=2)
@@ -548,7 +389,7 @@ async def test_rollback_older_inconsistent_checkpoint(notary: Notary, tmp_path: 
     await fork.close()
 
 
-async def test_rollback_log_serving_smaller_tree(notary: Notary, tmp_path: Path) -> None:
+async def test_rollback_log_serving_smaller_tree(notary: LiveNotary, tmp_path: Path) -> None:
     c0, c1, c2 = [await notary.notarize(x=i) for i in range(3)]
     state = StateFile(tmp_path / "state.json")
     assert (await verify(saved(c2), notary.trust(), state)).valid  # stores size 3
@@ -562,7 +403,7 @@ async def test_rollback_log_serving_smaller_tree(notary: Notary, tmp_path: Path)
     assert state.get(notary.vkey).size == 3  # type: ignore[union-attr]
 
 
-async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: Notary,
+async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: LiveNotary,
                                                             tmp_path: Path) -> None:
     """A log that publishes an older (say, witnessed) checkpoint than its tree is fine as long
     as it proves that checkpoint a prefix of the newer ones seen."""
@@ -594,7 +435,7 @@ async def test_lagging_latest_checkpoint_is_not_a_rollback(notary: Notary,
 
 
 async def test_offline_with_notary_stopped_makes_no_connection(
-        notary: Notary, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        notary: LiveNotary, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     c0 = await notary.notarize(x=0)
     witness = CosignatureSigner.generate("witness.example")
     state = tmp_path / "state.json"
@@ -625,7 +466,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
         call_file.write_text(json.dumps(
             {**c0.saved, "result": {**c0.result, "_meta": {TOOL_CALL_META_KEY: {
                 **c0.meta, "receipt": cosign(c0.receipt, witness)}}}}))
-        code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
+        code, out, _ = await capture_cli("verify", str(call_file), *base, "--json")
         doc = json_out(out)
         assert code == 0, out
         assert statuses(doc) == {"record": "passed", "signature": "passed",
@@ -635,7 +476,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
         assert state.read_bytes() == remembered
         # A first sight offline leaves no state file behind at all.
         fresh = tmp_path / "fresh-state.json"
-        code, out, _ = await run_cli("verify", str(call_file), *notary.trust_args(), "--state",
+        code, out, _ = await capture_cli("verify", str(call_file), *notary.trust_args(), "--state",
                                      str(fresh), "--offline", "--json")
         assert code == 0 and not fresh.exists(), out
         assert "offline" in json_out(out)["levels"]["consistency"]["reason"]
@@ -643,7 +484,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
         # Stored size 1; c1's checkpoint is size 2: needs a proof, so skipped with the reason.
         call_file.write_text(json.dumps({**c1.saved, "result": {**c1.result, "_meta": {
             TOOL_CALL_META_KEY: {**c1.meta, "receipt": cosign(c1.receipt, witness)}}}}))
-        code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
+        code, out, _ = await capture_cli("verify", str(call_file), *base, "--json")
         doc = json_out(out)
         assert code == 0 and doc["levels"]["consistency"]["status"] == "skipped"
         assert "needs a consistency proof" in doc["levels"]["consistency"]["reason"]
@@ -652,7 +493,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
         # The same checkpoint again is decided offline (equal sizes): passed and required.
         call_file.write_text(json.dumps({**c0.saved, "result": {**c0.result, "_meta": {
             TOOL_CALL_META_KEY: {**c0.meta, "receipt": cosign(c0.receipt, witness)}}}}))
-        code, out, _ = await run_cli("verify", str(call_file), *base, "--json")
+        code, out, _ = await capture_cli("verify", str(call_file), *base, "--json")
         doc = json_out(out)
         assert code == 0 and doc["levels"]["consistency"]["status"] == "passed"
         assert "consistency" in doc["required"]
@@ -662,7 +503,7 @@ async def test_offline_with_notary_stopped_makes_no_connection(
     assert accepted == []
 
 
-async def test_online_with_log_down_skips_level_5(notary: Notary, tmp_path: Path) -> None:
+async def test_online_with_log_down_skips_level_5(notary: LiveNotary, tmp_path: Path) -> None:
     c0 = await notary.notarize(x=0)
     await notary.stop()
     report = await verify(saved(c0), notary.trust(), StateFile(tmp_path / "s.json"))
@@ -670,7 +511,7 @@ async def test_online_with_log_down_skips_level_5(notary: Notary, tmp_path: Path
     assert "could not be fetched" in report.verdict.levels["consistency"].reason
 
 
-async def test_state_file_tampered_or_corrupt(notary: Notary, tmp_path: Path) -> None:
+async def test_state_file_tampered_or_corrupt(notary: LiveNotary, tmp_path: Path) -> None:
     c0 = await notary.notarize(x=0)
     state = StateFile(tmp_path / "state.json")
     assert (await verify(saved(c0), notary.trust(), state)).valid
@@ -686,7 +527,7 @@ async def test_state_file_tampered_or_corrupt(notary: Notary, tmp_path: Path) ->
     state.path.write_text("{not json")
     with pytest.raises(VerifierStateError):
         await verify(saved(c0), notary.trust(), state)
-    code, _, err = await run_cli("verify", *notary.trust_args(), "--state", str(state.path),
+    code, _, err = await capture_cli("verify", *notary.trust_args(), "--state", str(state.path),
                                  "--offline", str(_write(tmp_path / "c.json", c0.saved)))
     assert code == 2 and "not valid JSON" in err
 
@@ -730,7 +571,7 @@ def _write(path: Path, obj: Any) -> Path:
     return path
 
 
-async def test_cli_formats_and_exit_codes(notary: Notary, tmp_path: Path) -> None:
+async def test_cli_formats_and_exit_codes(notary: LiveNotary, tmp_path: Path) -> None:
     c = await notary.notarize("add", a=1, b=2)
     state = ["--state", str(tmp_path / "state.json")]
     trust = notary.trust_args()
@@ -740,33 +581,33 @@ async def test_cli_formats_and_exit_codes(notary: Notary, tmp_path: Path) -> Non
     record_file = _write(tmp_path / "record.json", c.record.to_json())
     args_file = _write(tmp_path / "args.json", c.arguments)
 
-    code, out, _ = await run_cli("verify", str(saved_file), *trust, *state)
+    code, out, _ = await capture_cli("verify", str(saved_file), *trust, *state)
     assert code == 0, out
     assert "1. record       PASSED" in out and "VALID" in out
-    code, out, _ = await run_cli("verify", str(result_file), "--tool", "add", "--arguments",
+    code, out, _ = await capture_cli("verify", str(result_file), "--tool", "add", "--arguments",
                                  '{"a": 1, "b": 2}', *trust, *state, "--json")
     assert code == 0 and json_out(out)["valid"] is True
-    code, out, _ = await run_cli("verify", str(result_file), "--tool", "add", "--arguments",
+    code, out, _ = await capture_cli("verify", str(result_file), "--tool", "add", "--arguments",
                                  str(args_file), *trust, "--no-state")
     assert code == 0, out
-    code, out, _ = await run_cli("verify", "--receipt", str(receipt_file), "--record",
+    code, out, _ = await capture_cli("verify", "--receipt", str(receipt_file), "--record",
                                  str(record_file), *trust, *state, "--json")
     assert code == 0 and json_out(out)["receipt"]["id"] == c.receipt["id"]
     # Keys from the notary itself (trust on first use) and from a JWKS URL, and @FILE keys.
-    code, out, _ = await run_cli("verify", str(saved_file), "--notary", notary.url, *state)
+    code, out, _ = await capture_cli("verify", str(saved_file), "--notary", notary.url, *state)
     assert code == 0, out
     vkey_file = tmp_path / "log.vkey"
     vkey_file.write_text(f"# the log\n{notary.vkey}\n")
-    code, out, _ = await run_cli("verify", str(saved_file), "--jwks",
+    code, out, _ = await capture_cli("verify", str(saved_file), "--jwks",
                                  notary.url + "/.well-known/jwks.json", "--log-key",
                                  f"@{vkey_file}", *state)
     assert code == 0, out
 
     # Verification failures: exit 1, with the reason.
-    code, out, _ = await run_cli("verify", str(result_file), "--tool", "add", *trust, *state)
+    code, out, _ = await capture_cli("verify", str(result_file), "--tool", "add", *trust, *state)
     assert code == 1 and "1. record       FAILED" in out and "NOT VALID" in out
     w = CosignatureSigner.generate("w.example")
-    code, out, _ = await run_cli("verify", str(saved_file), *trust, *state, "--witness",
+    code, out, _ = await capture_cli("verify", str(saved_file), *trust, *state, "--witness",
                                  w.verifier_key_text(), "--json")
     assert code == 1 and json_out(out)["levels"]["witnesses"]["status"] == "failed"
 
@@ -789,7 +630,7 @@ async def test_cli_formats_and_exit_codes(notary: Notary, tmp_path: Path) -> Non
         ["verify", str(saved_file), "--jwks", str(record_file), "--log-key", notary.vkey],
     ]
     for argv in usage:
-        code, out, err = await run_cli(*argv)
+        code, out, err = await capture_cli(*argv)
         assert code == 2, (argv, out, err)
 
 
@@ -812,9 +653,9 @@ def _no_home_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 
 @pytest.mark.usefixtures("_no_home_state")
-async def test_default_state_path_is_under_home(notary: Notary, tmp_path: Path) -> None:
+async def test_default_state_path_is_under_home(notary: LiveNotary, tmp_path: Path) -> None:
     c = await notary.notarize(x=1)
-    code, out, _ = await run_cli("verify", str(_write(tmp_path / "c.json", c.saved)),
+    code, out, _ = await capture_cli("verify", str(_write(tmp_path / "c.json", c.saved)),
                                  *notary.trust_args())
     assert code == 0, out
     assert (tmp_path / "home/.config/mcp-notary/verifier-state.json").exists()
@@ -826,21 +667,21 @@ async def test_state_is_kept_per_log_key_and_older_files_still_count(tmp_path: P
     Entries of older files, keyed by origin alone, count for the key they name (or, naming
     none, for the key their checkpoint verifies under) and move under that key."""
     state = tmp_path / "state.json"
-    async with running_notary(tmp_path / "a", origin="notary.example/log") as first:
+    async with live_notary(tmp_path / "a", origin="notary.example/log") as first:
         await first.notarize(x=0)
         a1 = await first.notarize(x=1)  # its receipt's checkpoint is the log's latest
         a_call = _write(tmp_path / "a.json", a1.saved)
-        code, out, _ = await run_cli("verify", str(a_call), *first.trust_args(),
+        code, out, _ = await capture_cli("verify", str(a_call), *first.trust_args(),
                                      "--state", str(state))
         assert code == 0, out
         first_vkey, first_args = first.vkey, first.trust_args()
         remembered = json.loads(state.read_text())["logs"][first_vkey]
-    async with running_notary(tmp_path / "b", origin="notary.example/log") as second:
+    async with live_notary(tmp_path / "b", origin="notary.example/log") as second:
         assert second.vkey != first_vkey
         assert second.vkey.split("+")[0] == first_vkey.split("+")[0]  # one origin
         b0 = await second.notarize(x=0)
         b_call = _write(tmp_path / "b.json", b0.saved)
-        code, out, _ = await run_cli("verify", str(b_call), *second.trust_args(),
+        code, out, _ = await capture_cli("verify", str(b_call), *second.trust_args(),
                                      "--state", str(state), "--json")
         assert code == 0, out
         report = json.loads(out)
@@ -855,26 +696,26 @@ async def test_state_is_kept_per_log_key_and_older_files_still_count(tmp_path: P
         origin = first_vkey.split("+")[0]
         for legacy in ({**remembered}, {**remembered, "vkey": ""}):
             state.write_text(json.dumps({"version": 1, "logs": {origin: legacy}}))
-            code, out, _ = await run_cli("verify", str(b_call), *second.trust_args(),
+            code, out, _ = await capture_cli("verify", str(b_call), *second.trust_args(),
                                          "--state", str(state), "--offline")
             assert code == 0, out
-            code, out, _ = await run_cli("verify", str(a_call), *first_args,
+            code, out, _ = await capture_cli("verify", str(a_call), *first_args,
                                          "--state", str(state), "--offline", "--json")
             assert code == 0, out
             assert json.loads(out)["levels"]["consistency"]["status"] == "passed"
     # Online (the first notary is gone, so its latest checkpoint cannot be fetched), the
     # older entry naming the first key moves under it.
     state.write_text(json.dumps({"version": 1, "logs": {origin: remembered}}))
-    async with running_notary(tmp_path / "c", origin="notary.example/log") as third:
+    async with live_notary(tmp_path / "c", origin="notary.example/log") as third:
         c0 = await third.notarize(x=0)
-        code, out, _ = await run_cli("verify", str(_write(tmp_path / "c.json", c0.saved)),
+        code, out, _ = await capture_cli("verify", str(_write(tmp_path / "c.json", c0.saved)),
                                      *third.trust_args(), "--state", str(state))
         assert code == 0, out
         assert set(json.loads(state.read_text())["logs"]) == {origin, third.vkey}
 
 
 async def test_cli_witness_policy_nested_deep_or_not_utf8_is_an_input_error(
-        notary: Notary, tmp_path: Path) -> None:
+        notary: LiveNotary, tmp_path: Path) -> None:
     """A tlog-policy nested 400 groups deep, or not UTF-8, is exit 2 with a message: never a
     RecursionError, and one decoding rule with the JavaScript verifier."""
     c = await notary.notarize(x=1)
@@ -891,7 +732,7 @@ async def test_cli_witness_policy_nested_deep_or_not_utf8_is_an_input_error(
     for name, (data, message) in cases.items():
         policy = tmp_path / f"{name}.policy"
         policy.write_bytes(data)
-        code, out, err = await run_cli("verify", str(call), "--jwks", str(notary.jwks_file),
+        code, out, err = await capture_cli("verify", str(call), "--jwks", str(notary.jwks_file),
                                        "--witness-policy", str(policy), "--offline", "--no-state")
         assert code == 2, (name, out, err)
         assert message in err and "Traceback" not in err, (name, err)
