@@ -12,18 +12,19 @@ plain text. This module keeps aiohttp's request handling and replaces the parts 
   has been idle longest (no request in progress) is closed to make room, as nginx does, so
   idle or stalled connections cannot lock out a client that has a request to send. An accept
   that fails anyway (``EMFILE`` from elsewhere) backs off and is logged once per interval.
-- :class:`GuardedHandler` (an aiohttp ``RequestHandler``) closes a connection whose request
-  head takes longer than ``header_timeout``, whose body takes longer than ``body_timeout``
-  (the handler reading it gets :class:`RequestBodyTimeout`, answered 408), or that stays idle
-  between requests longer than ``keepalive_timeout``. Protocol errors are answered with the
-  usual JSON error and logged as one structured line: never a request byte, at most one line
-  per interval.
+- :class:`Connection` (an ``asyncio.Protocol``) owns each accepted connection. It closes one
+  whose request head takes longer than ``header_timeout``, whose body takes longer than
+  ``body_timeout`` (answered 408), or that stays idle between requests longer than
+  ``keepalive_timeout``.
 - Hot routes (:class:`PlainRoutes`, registered by the application under :data:`PLAIN_ROUTES`)
-  are served without aiohttp's request machinery while a connection sends only plain requests
-  to them (:mod:`ledger.core.http1`): the handler gets the head and body and returns the whole
-  response. The first request that is not such is handed, with every byte after it, to
-  aiohttp, which keeps the connection from then on; so aiohttp still parses, rejects and
-  answers everything unusual, and responses stay in request order.
+  are served by the connection itself while it sends only plain requests to them
+  (:mod:`ledger.core.http1`, sans I/O on llhttp): the handler gets the head and body and
+  returns the whole response. The first request that is not such is handed, with every byte
+  after it, to aiohttp (:mod:`ledger.http.aiohttp_adapter`), which keeps the connection from
+  then on; so aiohttp still parses, rejects and answers everything unusual (protocol errors
+  as the usual JSON error and one structured log line without a request byte), and responses
+  stay in request order. Without hot routes (``ledger serve``, ``notary serve`` with
+  ``fast_path = "off"``), every connection is aiohttp's from its first byte.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import os
 import resource
 import socket
@@ -41,24 +41,31 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
-from aiohttp.streams import StreamReader
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
-from aiohttp.web_server import Server
 
-from ledger.core.http1 import INCOMPLETE, Head, format_response, parse_head
-from ledger.http.errors import RequestBodyTimeout, json_error
+from ledger.core.http1 import (
+    MAX_HEAD,
+    NEED_DATA,
+    HandOver,
+    Head,
+    Phase,
+    PlainConnection,
+    Request,
+    error_response,
+    format_response,
+)
+from ledger.http.aiohttp_adapter import AiohttpConnection, Body
+from ledger.http.errors import CLIENT_CLOSED, RequestBodyTimeout, json_error
 from ledger.process.exitcodes import UsageError
 from ledger.process.structured_logs import LogThrottle, safe_message, safe_traceback
 
-__all__ = ["PLAIN_ROUTES", "GuardedHandler", "ListenError", "Listener", "PlainHandler",
-           "PlainRoutes", "ServerLimits", "close_unread", "connection_limit",
-           "install_loop_exception_handler", "plain_from_response", "plain_response"]
+__all__ = ["PLAIN_ROUTES", "Connection", "ListenError", "Listener", "PlainHandler",
+           "PlainRoutes", "ServerLimits", "connection_limit", "install_loop_exception_handler",
+           "plain_from_response", "plain_response"]
 
 _log = structlog.get_logger("ledger.http.server")
 
@@ -88,9 +95,6 @@ PlainHandler = Callable[[Head, bytes], Awaitable[bytes]]
 
 It answers everything itself, errors included (it must not raise), exactly as the route's
 aiohttp handler and middlewares would: the two serve the same route."""
-
-_MAX_PLAIN_HEAD = 8000  # below aiohttp's 8,190 bytes per line
-
 
 @dataclass(frozen=True)
 class PlainRoutes:
@@ -193,14 +197,6 @@ def connection_limit(limits: ServerLimits) -> int:
     return room
 
 
-def _describe(exc: BaseException | None) -> str:
-    """aiohttp's own words for a parse error, without the request bytes it quotes."""
-    text = str(getattr(exc, "message", "") or "") if exc is not None else ""
-    head = text.split("\n\n", 1)[0]
-    words = " ".join(line.strip() for line in head.splitlines() if line.strip())
-    return safe_message(words, 160).rstrip(" :") or "malformed HTTP request"
-
-
 _TIMER_SLACK = 0.001
 """A timer that fires this close to its deadline counts as on time (the loop may run timers
 up to its clock resolution early)."""
@@ -213,31 +209,44 @@ class _Phase(Enum):
     IDLE = "idle"  # between requests on a keep-alive connection
 
 
-class GuardedHandler(RequestHandler):
-    """aiohttp's request handler with read timeouts, JSON protocol errors and safe logging."""
+class Connection(asyncio.Protocol):
+    """One accepted connection, from its first byte to its close.
 
-    def __init__(self, manager: Server, *, loop: asyncio.AbstractEventLoop,
-                 listener: Listener, **kwargs: Any) -> None:
-        # aiohttp's keep-alive timer would also close a connection whose head is arriving
-        # slowly, at the keep-alive time; our own timer below tells the two apart.
-        super().__init__(manager, loop=loop, keepalive_timeout=3600 * 24 * 365,
-                         access_log=None, **kwargs)  # type: ignore[arg-type]  # None: no log
+    While the peer sends plain requests to hot routes, :class:`~ledger.core.http1.
+    PlainConnection` reads them and their handlers answer, one at a time; the first request
+    that is anything else is handed with every byte after it to aiohttp
+    (:class:`~ledger.http.aiohttp_adapter.AiohttpConnection`), which keeps the connection. This
+    object stays the transport's protocol either way: it applies the timeouts (see
+    :meth:`_arm`) and tells the listener whether the connection is idle.
+
+    Backpressure on the plain path: while a request is being handled, the socket is read until
+    one more request's worth is buffered; while the transport's write buffer is full, it is
+    not read and no further request is started.
+    """
+
+    def __init__(self, listener: Listener) -> None:
         self._listener = listener
         self._limits = listener.limits
+        self._loop = asyncio.get_running_loop()
+        plain = listener.plain or PlainRoutes()
+        self._plain = plain
+        self._core: PlainConnection | None = (
+            PlainConnection(tuple(plain.routes), max_body=plain.max_body)
+            if plain.routes else None)
+        self._read_limit = MAX_HEAD + plain.max_body
+        self._aiohttp: AiohttpConnection | None = None
+        self._transport: asyncio.Transport | None = None
         self._phase = _Phase.HEAD
         self._timer: asyncio.TimerHandle | None = None
         self._deadline: float | None = None  # loop time the current phase must end by
-        self._body: StreamReader | None = None
         self._head_started = False
-        # The plain path (see the module docstring); None once aiohttp has the connection.
-        self._plain_cfg = listener.plain or PlainRoutes()
-        self._plain: Mapping[tuple[str, str], PlainHandler] | None = (
-            self._plain_cfg.routes or None)
-        self._plain_buf = bytearray()
-        self._plain_paused = False
-        self._plain_head: Head | None = None  # parsed; its body is still arriving
-        self._plain_head_at = 0.0  # perf_counter() when it was
-        self._plain_task: asyncio.Task[None] | None = None
+        self._body: Body | None = None  # aiohttp's: the request body being waited for
+        self._task: asyncio.Task[None] | None = None  # the plain request being handled
+        self._unfinished: Head | None = None  # plain: the request whose body is arriving
+        self._unfinished_at = 0.0  # perf_counter() when its head was read
+        self._reading = True
+        self._writable = True
+        self._closing = False
 
     # Timers --------------------------------------------------------------------------------
 
@@ -258,241 +267,244 @@ class GuardedHandler(RequestHandler):
                 if self._timer is not None:
                     self._timer.cancel()
                 self._timer = self._loop.call_at(deadline, self._expired)
-        if phase in (_Phase.HEAD, _Phase.IDLE):
+        if phase is _Phase.HEAD or phase is _Phase.IDLE:
             self._listener.idle(self)
         else:
             self._listener.busy(self)
 
     def _expired(self) -> None:
         self._timer = None
-        if self.transport is None or self._deadline is None:
+        transport = self._transport
+        if transport is None or self._deadline is None:
             return
         if self._deadline - self._loop.time() > _TIMER_SLACK:  # moved later since armed
             self._timer = self._loop.call_at(self._deadline, self._expired)
             return
         self._deadline = None
-        if self._phase is _Phase.BODY and self._plain_head is not None:
-            self._plain_abandon(408)
-            self._listener.slow_client("body")
-            self._send_raw_error(408, "request_timeout", f"the request body did not arrive "
-                                 f"within {self._limits.body_timeout:g} s")
+        phase = self._phase
+        if self._core is not None:
+            if phase is _Phase.BUSY:
+                return
+            limits = self._limits
+            refusal = self._core.time_out(
+                limits.body_timeout if phase is _Phase.BODY else limits.header_timeout)
+            if refusal is not None:
+                if refusal.head is not None:
+                    self._abandon(408)
+                self._listener.slow_client(phase.value)
+                transport.write(refusal.data)
             self.force_close()
             return
-        if self._phase is _Phase.BODY:
+        aio = self._aiohttp
+        assert aio is not None
+        if phase is _Phase.BODY:
             body = self._body
-            if body is None or body.is_eof():
+            if body is None or aio.body_done(body):
                 self._phase = _Phase.BUSY
                 return
             self._listener.slow_client("body")
-            self._lingering_time = 0.0  # nothing more is read from this connection
-            body.set_exception(RequestBodyTimeout(
+            aio.end_body(body, RequestBodyTimeout(
                 f"the request body did not arrive within {self._limits.body_timeout:g} s"))
-            self.close()
             return
-        if self._phase is _Phase.BUSY or self._request_in_progress or self._messages:
+        if phase is _Phase.BUSY or aio.busy():
             return
-        if self._phase is _Phase.HEAD and self._head_started:
+        if phase is _Phase.HEAD and self._head_started:
             self._listener.slow_client("header")
-            self._send_raw_error(408, "request_timeout",
-                                 f"the request head did not arrive within "
-                                 f"{self._limits.header_timeout:g} s")
+            transport.write(error_response(
+                408, "request_timeout",
+                f"the request head did not arrive within {self._limits.header_timeout:g} s"))
         self.force_close()
 
-    def _send_raw_error(self, status: int, code: str, message: str) -> None:
-        """A complete JSON error written straight to the socket (no request exists yet)."""
-        body = json.dumps({"error": {"code": code, "message": message}}).encode()
-        reason = {408: "Request Timeout", 503: "Service Unavailable"}.get(status, "Error")
-        head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
-                "Connection: close\r\n\r\n").encode()
-        if self.transport is not None:
-            with contextlib.suppress(Exception):
-                self.transport.write(head + body)
-
-    # aiohttp hooks -------------------------------------------------------------------------
+    # asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
+        self._transport = transport = cast(asyncio.Transport, transport)  # uvloop's: no subclass
         self._listener.opened(self)
         self._arm(_Phase.HEAD, self._limits.header_timeout)
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self._plain_abandon(499)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._listener.closed(self)
-        super().connection_lost(exc)
+        if self._core is None:
+            self._hand_over(b"")
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # as aiohttp does: a peer that vanished is noticed eventually
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
     def data_received(self, data: bytes) -> None:
-        if self._plain is not None:
-            self._plain_received(data)
-            return
-        if self._phase is _Phase.IDLE and data:
-            self._arm(_Phase.HEAD, self._limits.header_timeout)
-        if self._phase is _Phase.HEAD and data:
-            self._head_started = True
-        parsed = self._request_count
-        super().data_received(data)
-        if self._request_count != parsed and self._phase is _Phase.HEAD and self._messages:
-            payload = self._messages[-1][1]
-            self._head_started = False
-            if payload.is_eof():
-                self._arm(_Phase.BUSY, None)
-            else:
-                self._body = payload
-                self._arm(_Phase.BODY, self._limits.body_timeout)
-
-    async def shutdown(self, timeout: float | None = 15.0) -> None:
-        """Let a plain request in progress finish (its answer follows a commit), then close."""
-        if self._plain_task is not None:
-            await asyncio.wait([self._plain_task], timeout=timeout)
-        await super().shutdown(timeout)
-
-    # The plain path ------------------------------------------------------------------------
-
-    def _plain_received(self, data: bytes) -> None:
-        if not data:
-            return
         if self._phase is _Phase.IDLE:
             self._arm(_Phase.HEAD, self._limits.header_timeout)
         if self._phase is _Phase.HEAD:
             self._head_started = True
-        self._plain_buf += data
-        if self._plain_task is None:
-            self._plain_next()
-        elif (len(self._plain_buf) > _MAX_PLAIN_HEAD + self._plain_cfg.max_body
-              and self.transport is not None):
-            # Pipelined bytes while a request is in progress: one more request's worth is
-            # kept, then the socket is not read until the answer is out (as aiohttp does).
-            self._plain_paused = True
-            self.transport.pause_reading()
+        if self._aiohttp is not None:
+            self._aiohttp.data_received(data)
+            return
+        assert self._core is not None
+        self._core.receive_data(data)
+        if self._task is None and self._writable:
+            self._next()
+        self._flow()
 
-    def _plain_next(self) -> None:
-        """Start the request at the front of the buffer, wait for more of it, or hand the
-        connection to aiohttp."""
-        buf = self._plain_buf
-        if not buf or self._plain is None or self.transport is None:
+    def eof_received(self) -> bool | None:
+        if self._aiohttp is not None:
+            self._aiohttp.eof_received()
+        return None  # the transport closes; a request in progress still finishes its work
+
+    def pause_writing(self) -> None:
+        if self._aiohttp is not None:
+            self._aiohttp.pause_writing()
             return
-        head = self._plain_head or parse_head(buf, max_head=_MAX_PLAIN_HEAD,
-                                              max_body=self._plain_cfg.max_body)
-        if head is INCOMPLETE:
+        self._writable = False
+        self._flow()
+
+    def resume_writing(self) -> None:
+        if self._aiohttp is not None:
+            self._aiohttp.resume_writing()
             return
-        handler = self._plain.get((head.method, head.target)) if isinstance(head, Head) else None
-        if handler is None or not isinstance(head, Head):  # (the second test is for mypy)
-            self._leave_plain()
-            return
-        if len(buf) < head.size:
-            if self._plain_head is None:
-                self._plain_head, self._plain_head_at = head, time.perf_counter()
+        self._writable = True
+        if self._task is None and self._transport is not None:
+            self._next()
+        self._flow()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._transport = None
+        self._abandon(CLIENT_CLOSED)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._listener.closed(self)
+        if self._aiohttp is not None:
+            self._aiohttp.connection_lost(exc)
+
+    # aiohttp's side (ledger.http.aiohttp_adapter.Watcher) ----------------------------------
+
+    def request_parsed(self, body: Body | None) -> None:
+        if self._phase is _Phase.HEAD:
+            self._head_started = False
+            self._wait_for(body)
+
+    def response_sent(self, waiting: bool, body: Body | None) -> None:
+        if waiting:
+            self._wait_for(body)
+        else:
+            self._body = None
+            self._arm(_Phase.IDLE, self._limits.keepalive_timeout)
+
+    def _wait_for(self, body: Body | None) -> None:
+        self._body = body
+        if body is None:
+            self._arm(_Phase.BUSY, None)
+        else:
+            self._arm(_Phase.BODY, self._limits.body_timeout)
+
+    def log(self, event: str, *, level: str = "warning", kind: str = "",
+            **fields: Any) -> None:
+        self._listener.log(event, level=level, kind=kind, **fields)
+
+    # The plain path ------------------------------------------------------------------------
+
+    def _next(self) -> None:
+        """Start the next plain request, wait for (the rest of) it, or hand over."""
+        core = self._core
+        assert core is not None and self._task is None
+        event = core.next_event()
+        if event is NEED_DATA:
+            if core.phase is Phase.BODY and self._unfinished is None:
+                self._unfinished, self._unfinished_at = core.pending, time.perf_counter()
                 self._arm(_Phase.BODY, self._limits.body_timeout)
-            return
-        self._plain_head = None
-        self._head_started = False
-        body = bytes(buf[head.head_size:head.size])
-        del buf[:head.size]
-        self._arm(_Phase.BUSY, None)
-        self._plain_task = self._loop.create_task(self._plain_serve(handler, head, body))
+        elif isinstance(event, Request):
+            head = event.head
+            self._unfinished = None
+            self._head_started = False
+            self._arm(_Phase.BUSY, None)
+            handler = self._plain.routes[head.method, head.target]
+            self._task = self._loop.create_task(self._serve(handler, head, event.body))
+        else:
+            assert isinstance(event, HandOver)
+            self._hand_over(event.data)
 
-    async def _plain_serve(self, handler: PlainHandler, head: Head, body: bytes) -> None:
+    async def _serve(self, handler: PlainHandler, head: Head, body: bytes) -> None:
         try:
             response = await handler(head, body)
         except Exception as e:  # a handler's bug: answered as aiohttp's path would
             self._listener.log("http_unhandled_error", status=500,
                                exception_type=type(e).__name__, where=safe_traceback(e))
             response = plain_from_response(json_error(500, "internal", "internal server error"))
-        self._plain_task = None
-        if self.transport is None:  # the client left; the request's work is done anyway
+        self._task = None
+        transport = self._transport
+        if transport is None:  # the client left; the request's work is done anyway
             return
-        self.transport.write(response)
-        if self._plain_paused:
-            self._plain_paused = False
-            self.transport.resume_reading()
-        if self._plain_buf:  # pipelined: the next head has (begun to) arrive
+        transport.write(response)
+        if self._closing:
+            transport.close()
+            return
+        core = self._core
+        assert core is not None
+        if core.buffered:  # pipelined: the next head has (begun to) arrive
             self._arm(_Phase.HEAD, self._limits.header_timeout)
             self._head_started = True
-            self._plain_next()
         else:
             self._arm(_Phase.IDLE, self._limits.keepalive_timeout)
+        if self._writable:
+            self._next()
+        self._flow()
 
-    def _plain_abandon(self, status: int) -> None:
-        """The request whose body was awaited is over unanswered (``status``: why)."""
-        head, self._plain_head = self._plain_head, None
-        unfinished = self._plain_cfg.unfinished
-        if head is not None and unfinished is not None:
-            unfinished(head, status, time.perf_counter() - self._plain_head_at)
-
-    def _leave_plain(self) -> None:
-        """aiohttp takes the connection from here on, starting with the buffered bytes."""
-        self._plain = None
-        self._plain_head = None
-        data = bytes(self._plain_buf)
-        self._plain_buf.clear()
-        self.data_received(data)
-
-    async def finish_response(self, request: BaseRequest, resp: web.StreamResponse,
-                              start_time: float | None) -> tuple[web.StreamResponse, bool]:
-        result = await super().finish_response(request, resp, start_time)
-        self._body = None
-        if self._messages:  # a pipelined request is already waiting
-            payload = self._messages[0][1]
-            if payload.is_eof():
-                self._arm(_Phase.BUSY, None)
+    def _flow(self) -> None:
+        """Read the socket or not (see the class docstring)."""
+        core, transport = self._core, self._transport
+        if core is None or transport is None:
+            return
+        read = self._writable and (self._task is None or core.buffered <= self._read_limit)
+        if read != self._reading:
+            self._reading = read
+            if read:
+                transport.resume_reading()
             else:
-                self._body = payload
-                self._arm(_Phase.BODY, self._limits.body_timeout)
-        else:
-            self._arm(_Phase.IDLE, self._limits.keepalive_timeout)
-        return result
+                transport.pause_reading()
 
-    def handle_error(self, request: BaseRequest, status: int = 500,
-                     exc: BaseException | None = None, message: str | None = None
-                     ) -> web.StreamResponse:
-        """A JSON error for what aiohttp could not parse or handle; one safe log line."""
-        if request.writer.output_size > 0:
-            raise ConnectionError("a response was already started; cannot send an error")
-        if status == 400:
-            what = _describe(exc)
-            self._listener.log("http_protocol_error", level="info", status=status, error=what,
-                               exception_type=type(exc).__name__ if exc else None)
-            resp = json_error(400, "bad_request", f"malformed HTTP request: {what}")
-        elif status == 504:
-            resp = json_error(504, "timeout", "the request handler timed out")
-        else:
-            fields: dict[str, Any] = {"status": status}
-            if exc is not None:
-                fields["exception_type"] = type(exc).__name__
-                fields["where"] = safe_traceback(exc)
-            self._listener.log("http_unhandled_error", **fields)
-            resp = json_error(status, "internal", "internal server error")
-        resp.force_close()
-        return resp
+    def _abandon(self, status: int) -> None:
+        """The plain request whose body was awaited is over unanswered (``status``: why)."""
+        head, self._unfinished = self._unfinished, None
+        unfinished = self._plain.unfinished
+        if head is not None and unfinished is not None:
+            unfinished(head, status, time.perf_counter() - self._unfinished_at)
 
-    def log_exception(self, *args: Any, **kw: Any) -> None:
-        exc = kw.get("exc_info")
-        fields: dict[str, Any] = {"message": safe_message(str(args[0])) if args else ""}
-        if isinstance(exc, BaseException):
-            fields["exception_type"] = type(exc).__name__
-            fields["where"] = safe_traceback(exc)
-        self._listener.log("http_handler_error", **fields)
+    def _hand_over(self, data: bytes) -> None:
+        """aiohttp takes the connection from here on, starting with ``data``."""
+        transport = self._transport
+        assert transport is not None
+        self._core = None
+        if not self._reading:
+            self._reading = True
+            transport.resume_reading()
+        self._aiohttp = AiohttpConnection(self._listener.server, self)
+        self._aiohttp.take_over(transport, data)
 
-    def log_debug(self, *args: Any, **kw: Any) -> None:
-        """aiohttp's debug lines may quote requests; they are never written."""
+    # What the listener does ----------------------------------------------------------------
 
+    @property
+    def handed_over(self) -> bool:
+        """Whether aiohttp has this connection."""
+        return self._aiohttp is not None
 
-def close_unread(request: web.BaseRequest) -> None:
-    """Close the connection after this request's response without reading the rest of its
-    body (aiohttp would otherwise read and discard it, up to its lingering time, to keep the
-    connection usable).
+    @property
+    def buffered(self) -> int:
+        """Bytes read on the plain path and not yet answered (0 once handed over)."""
+        return self._core.buffered if self._core is not None else 0
 
-    For refusals of clients that keep sending anyway: reading a large body only to throw it
-    away is most of what such a client costs. The peer may then see a reset instead of the
-    response, so this is for clients that were already told to wait.
-    """
-    proto = request.protocol
-    if isinstance(proto, GuardedHandler):
-        proto._lingering_time = 0.0
-        proto.close()
+    def force_close(self) -> None:
+        if self._aiohttp is not None:
+            self._aiohttp.force_close()
+        elif self._transport is not None:
+            self._transport.close()
+
+    def stop(self) -> asyncio.Task[None] | None:
+        """Close a plain connection once the request in progress is answered (that task,
+        if any); a handed-over one is aiohttp's to close (``runner.cleanup``)."""
+        if self._aiohttp is not None:
+            return None
+        self._closing = True
+        if self._task is None:
+            self.force_close()
+        return self._task
 
 
 class Listener:
@@ -502,7 +514,7 @@ class Listener:
     the longest-idle one is the one closed when a new connection needs its place.
     """
 
-    def __init__(self, server: Server, limits: ServerLimits, *, max_connections: int,
+    def __init__(self, server: web.Server, limits: ServerLimits, *, max_connections: int,
                  throttle: LogThrottle | None = None, plain: PlainRoutes | None = None
                  ) -> None:
         self.server = server
@@ -510,8 +522,8 @@ class Listener:
         self.plain = plain
         self.max_connections = max_connections
         self._throttle = throttle or LogThrottle(10.0)
-        self._open: set[GuardedHandler] = set()
-        self._idle: OrderedDict[GuardedHandler, None] = OrderedDict()
+        self._open: set[Connection] = set()
+        self._idle: OrderedDict[Connection, None] = OrderedDict()
         self._room = asyncio.Event()
         self._sockets: list[socket.socket] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -519,24 +531,24 @@ class Listener:
         self.slow_clients = 0
         self.accept_errors = 0
 
-    # Bookkeeping (called by the handlers) --------------------------------------------------
+    # Bookkeeping (called by the connections) -----------------------------------------------
 
-    def opened(self, handler: GuardedHandler) -> None:
-        self._open.add(handler)
+    def opened(self, conn: Connection) -> None:
+        self._open.add(conn)
 
-    def closed(self, handler: GuardedHandler) -> None:
-        self._open.discard(handler)
-        self._idle.pop(handler, None)
+    def closed(self, conn: Connection) -> None:
+        self._open.discard(conn)
+        self._idle.pop(conn, None)
         self._room.set()
 
-    def idle(self, handler: GuardedHandler) -> None:
-        if handler in self._open:
-            self._idle.pop(handler, None)
-            self._idle[handler] = None
+    def idle(self, conn: Connection) -> None:
+        if conn in self._open:
+            self._idle.pop(conn, None)
+            self._idle[conn] = None
             self._room.set()
 
-    def busy(self, handler: GuardedHandler) -> None:
-        self._idle.pop(handler, None)
+    def busy(self, conn: Connection) -> None:
+        self._idle.pop(conn, None)
 
     def slow_client(self, phase: str) -> None:
         self.slow_clients += 1
@@ -557,8 +569,8 @@ class Listener:
 
     # Accepting -----------------------------------------------------------------------------
 
-    def _factory(self) -> GuardedHandler:
-        return GuardedHandler(self.server, loop=asyncio.get_running_loop(), listener=self)
+    def _factory(self) -> Connection:
+        return Connection(self)
 
     async def start(self, host: str, port: int, *, sock: socket.socket | None = None
                     ) -> list[tuple[str, int]]:
@@ -636,8 +648,10 @@ class Listener:
             sock.close()
         self._sockets.clear()
 
-    async def close(self) -> None:
-        """Stop accepting; open connections are aiohttp's to drain (``runner.cleanup``)."""
+    async def close(self, timeout: float = 15.0) -> None:
+        """Stop accepting, and close the plain connections, each once its request in progress
+        is answered (within ``timeout`` seconds: the answer follows a commit); handed-over
+        connections are aiohttp's to drain (``runner.cleanup``)."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -645,6 +659,13 @@ class Listener:
                 await task
         self._tasks.clear()
         self.close_sockets()
+        stopping = [conn.stop() for conn in list(self._open)]
+        pending = [task for task in stopping if task is not None]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+        for conn in list(self._open):
+            if not conn.handed_over:
+                conn.force_close()
 
 
 def install_loop_exception_handler(throttle: LogThrottle | None = None) -> None:

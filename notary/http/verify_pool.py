@@ -59,7 +59,7 @@ class _Bucket:
 
 class Refused(ApiError):
     """A 429. ``ignored_retry_after``: the client had already been told to wait and sent
-    anyway, so its body need not be read (see :func:`ledger.http.server.close_unread`)."""
+    anyway, so its body need not be read (see :func:`ledger.http.aiohttp_adapter.close_unread`)."""
 
     def __init__(self, message: str, retry_after: int, *, ignored_retry_after: bool) -> None:
         super().__init__(429, "verify_rate_limited", message,

@@ -1,15 +1,18 @@
-"""ledger.core.http1: the plain-request recognizer never disagrees with aiohttp's parser.
+"""ledger.core.http1: the plain connection never disagrees with aiohttp's parser.
 
-The server hands every request :func:`parse_head` does not call plain to aiohttp, so the one
-thing that must hold is: whenever it *does* call a request plain, aiohttp's parsers (the C one
+The server hands every request :class:`PlainConnection` does not call plain to aiohttp, so the
+one thing that must hold is: whenever it *does* give a request, aiohttp's parsers (the C one
 the server runs and the pure-Python one) read the same method, target, headers and body from
 the same bytes, with no error. Requests are generated from a grammar that mixes plain ones with
-every feature that must make them not plain.
+every feature that must make them not plain. The rest: the same events however the bytes are
+split, pipelining, keep-alive, and where a hand-over starts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 from typing import Any
 
 import pytest
@@ -19,16 +22,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.core.http1 import (
-    INCOMPLETE,
     MAX_FIELDS,
-    NOT_PLAIN,
-    Head,
+    NEED_DATA,
+    HandOver,
+    Phase,
+    PlainConnection,
+    Request,
+    error_response,
     format_response,
-    parse_head,
 )
 
 MAX_BODY = 4096
 PARSERS = [http_parser.HttpRequestParserPy, http_parser.HttpRequestParserC]
+METHODS = ["POST", "GET", "PUT", "post", "P0ST", "DELETE"]
+TARGETS = ["/v1/tool-calls", "/v1/tool-calls?x=1", "/", "/a%20b", "*", "http://h/v1",
+           "/v1//tool-calls", "/v1/tool-calls#f", "//x"]
+# Every origin-form target the grammar makes is a route, so what decides is the other rules.
+ROUTES = frozenset((m, t) for m in METHODS for t in TARGETS if t.startswith("/"))
+HOT = frozenset({("POST", "/v1/tool-calls")})
 
 
 def aiohttp_reads(data: bytes) -> list[tuple[Any, bytes]]:
@@ -57,6 +68,30 @@ def plain(method: str = "POST", target: str = "/v1/tool-calls", body: bytes = b"
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
+def events(data: bytes, *, routes: frozenset[tuple[str, str]] = HOT, step: int = 0,
+           max_body: int = MAX_BODY) -> list[Request | HandOver]:
+    """Every event ``data`` gives, fed at once (``step`` 0) or ``step`` bytes at a time, each
+    event taken as soon as it is there (as the server does when it is not busy). A hand-over
+    is shown with the bytes not fed yet, which the server passes on after it."""
+    conn = PlainConnection(routes, max_body=max_body)
+    out: list[Request | HandOver] = []
+    step = step or max(len(data), 1)
+    for i in range(0, len(data), step):
+        conn.receive_data(data[i:i + step])
+        while (event := conn.next_event()) is not NEED_DATA:
+            assert not isinstance(event, type(NEED_DATA))
+            if isinstance(event, HandOver):
+                return [*out, HandOver(event.data + data[i + step:])]
+            out.append(event)
+    return out
+
+
+def verdict(data: bytes, **kw: Any) -> Request | HandOver | None:
+    """The first event ``data`` gives (None: it waits for more)."""
+    got = events(data, **kw)
+    return got[0] if got else None
+
+
 _names = st.sampled_from([
     "Host", "host", "Content-Length", "content-length", "Transfer-Encoding",
     "Content-Encoding", "Connection", "Expect", "Upgrade", "Authorization", "Content-Type",
@@ -72,9 +107,8 @@ _requests = st.builds(
         f"{method} {target} {version}{eol}".encode()
         + b"".join(f"{n}:{v}{eol}".encode("latin-1", "replace") for n, v in headers)
         + eol.encode() + body + tail),
-    st.sampled_from(["POST", "GET", "PUT", "post", "P0ST", "DELETE"]),
-    st.sampled_from(["/v1/tool-calls", "/v1/tool-calls?x=1", "/", "/a%20b", "*",
-                     "http://h/v1", "/v1//tool-calls", "/v1/tool-calls#f", "//x"]),
+    st.sampled_from(METHODS),
+    st.sampled_from(TARGETS),
     st.sampled_from(["HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "http/1.1", "HTTP/1.1 "]),
     st.lists(st.tuples(_names, _values), max_size=6),
     st.sampled_from(["\r\n", "\r\n", "\r\n", "\n"]),
@@ -97,33 +131,46 @@ _near_plain = st.builds(
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_requests | _near_plain)
 def test_a_plain_request_reads_the_same_to_aiohttp(data: bytes) -> None:
-    head = parse_head(data, max_head=8192, max_body=MAX_BODY)
-    if not isinstance(head, Head) or len(data) < head.size:
+    event = verdict(data, routes=ROUTES)
+    if not isinstance(event, Request):
         return
+    head = event.head
     # aiohttp must not refuse it, and must find exactly this request, complete, in its bytes.
     (message, body), = aiohttp_reads(data[:head.size])
     assert (message.method, message.path, message.version) == (head.method, head.target,
                                                                  (1, 1))
     assert {k.decode().lower(): v.decode() for k, v in message.raw_headers} == head.headers
-    assert body == data[head.head_size:head.size]
+    assert body == event.body == data[head.head_size:head.size]
     assert not message.should_close and not message.upgrade and message.compression is None
 
 
-@settings(max_examples=500, deadline=None)
-@given(st.binary(max_size=40), st.sampled_from(["POST", "GET"]),
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_requests | _near_plain, st.integers(1, 7))
+def test_the_events_do_not_depend_on_how_the_bytes_are_split(data: bytes, step: int) -> None:
+    assert events(data, routes=ROUTES, step=step) == events(data, routes=ROUTES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40),
        st.lists(st.tuples(st.sampled_from(["Authorization", "Content-Type", "X-A"]),
                           st.text(alphabet=st.characters(min_codepoint=0x20,
                                                          max_codepoint=0x7e), max_size=20)),
                 max_size=4, unique_by=lambda h: h[0]))
-def test_every_prefix_of_a_plain_request_waits_for_more(body: bytes, method: str,
-                                                        headers: list[tuple[str, str]]) -> None:
-    data = plain(method, body=body, headers=tuple(headers))
-    whole = parse_head(data, max_head=8192, max_body=MAX_BODY)
-    assert isinstance(whole, Head) and whole.size == len(data) and whole.method == method
-    assert data[whole.head_size:] == body
-    for cut in range(len(data)):
-        got = parse_head(data[:cut], max_head=8192, max_body=MAX_BODY)
-        assert got is INCOMPLETE or (isinstance(got, Head) and got == whole), (cut, got)
+def test_every_split_of_a_plain_request_gives_it_once(body: bytes,
+                                                      headers: list[tuple[str, str]]) -> None:
+    data = plain(body=body, headers=tuple(headers))
+    (whole,) = events(data)
+    assert isinstance(whole, Request) and whole.head.size == len(data) and whole.body == body
+    for cut in range(len(data) + 1):
+        conn = PlainConnection(HOT, max_body=MAX_BODY)
+        conn.receive_data(data[:cut])
+        if cut < len(data):
+            assert conn.next_event() is NEED_DATA, cut
+            assert conn.phase is (Phase.IDLE if cut == 0 else Phase.HEAD
+                                  if cut < whole.head.head_size else Phase.BODY), cut
+        conn.receive_data(data[cut:])
+        assert conn.next_event() == whole and conn.next_event() is NEED_DATA
+        assert conn.phase is Phase.IDLE and conn.buffered == 0
 
 
 @pytest.mark.parametrize("data", [
@@ -142,43 +189,123 @@ def test_every_prefix_of_a_plain_request_waits_for_more(body: bytes, method: str
     plain().replace(b"Content-Length: 2", b"Content-Length: 9999999"),  # over max_body
     b"\r\n" + plain(),  # leading empty line
     plain("post"),
+    plain("GET"),  # not a route
+    plain(target="/v1/tool-calls?x=1"),  # not a route either
     plain(target="http://127.0.0.1/v1/tool-calls"),
     b"POST /v1/tool-calls HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n",
     b"POST /v1/tool-calls HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n",
     b"get /",  # no head end yet, but already not a request line
-    b"POST  /v1 HTTP/1.1\r\n",
+    b"POST  /v1/tool-calls HTTP/1.1\r\nHost: x\r\n\r\n",
     b"POST /v1 HTTP/1.2",
     b"POST /v1 HTTP/1.1\r\nHost: x\r\n\x01",
     b"A" * 8192,  # the head limit without a head end
+    b"POST /v1/tool-calls HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 8000,  # the same, mid-head
 ])
 def test_what_is_not_plain(data: bytes) -> None:
-    assert parse_head(data, max_head=8192, max_body=MAX_BODY) is NOT_PLAIN
+    assert events(data) == [HandOver(data)]
+    assert events(data, step=1) == [HandOver(data)]
 
 
 def test_a_head_aiohttp_would_refuse_for_its_size_is_not_plain() -> None:
     many = tuple((f"X-{i}", "1") for i in range(200))
     data = plain(headers=many)
-    assert parse_head(data, max_head=8192, max_body=MAX_BODY) is NOT_PLAIN
+    assert events(data) == [HandOver(data)]
     with pytest.raises(Exception, match=r"(?i)too many headers"):
         aiohttp_reads(data)
     allowed = plain(headers=many[:MAX_FIELDS - 2])  # with Host and Content-Length
-    head = parse_head(allowed, max_head=8192, max_body=MAX_BODY)
-    assert isinstance(head, Head) and len(head.headers) == MAX_FIELDS
+    (event,) = events(allowed)
+    assert isinstance(event, Request) and len(event.head.headers) == MAX_FIELDS
     assert len(aiohttp_reads(allowed)) == 1
 
 
 def test_fields_and_sizes() -> None:
     data = (b"POST /v1/tool-calls HTTP/1.1\r\nHost: h\r\nAuthorization:   Bearer k \t\r\n"
             b"Connection: Keep-Alive\r\nContent-Length: 3\r\n\r\nabcGET")
-    head = parse_head(data, max_head=8192, max_body=MAX_BODY)
-    assert isinstance(head, Head)
-    assert head.headers == {"host": "h", "authorization": "Bearer k",
-                            "connection": "Keep-Alive", "content-length": "3"}
-    assert data[head.head_size:head.size] == b"abc" and data[head.size:] == b"GET"
-    no_body = parse_head(b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n", max_head=8192, max_body=0)
-    assert isinstance(no_body, Head) and no_body.body_size == 0
-    # The head limit counts the bytes searched for the head's end.
-    assert parse_head(data, max_head=40, max_body=MAX_BODY) is NOT_PLAIN
+    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    conn.receive_data(data)
+    event = conn.next_event()
+    assert isinstance(event, Request)
+    assert event.head.headers == {"host": "h", "authorization": "Bearer k",
+                                  "connection": "Keep-Alive", "content-length": "3"}
+    assert event.body == b"abc" and event.head.size == len(data) - 3
+    assert conn.next_event() is NEED_DATA and conn.phase is Phase.HEAD and conn.buffered == 3
+    (no_body,) = events(b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n", routes=frozenset({("GET", "/x")}),
+                        max_body=0)
+    assert isinstance(no_body, Request) and no_body.head.body_size == 0 and no_body.body == b""
+    # The head limit counts the head's bytes.
+    conn = PlainConnection(HOT, max_body=MAX_BODY, max_head=40)
+    conn.receive_data(data)
+    assert conn.next_event() == HandOver(data)
+
+
+def test_pipelined_requests_then_a_hand_over_from_the_first_byte_not_plain() -> None:
+    chunked = (b"POST /v1/tool-calls HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"1\r\nc\r\n0\r\n\r\n")
+    data = plain(body=b"a") + plain(body=b"b") + chunked + plain(body=b"d")
+    for step in (0, 1, 5, 61):
+        got = events(data, step=step)
+        assert [e.body for e in got[:2] if isinstance(e, Request)] == [b"a", b"b"], step
+        assert got[2:] == [HandOver(data[data.index(chunked):])], step
+
+
+def test_a_request_waits_until_the_previous_one_is_taken() -> None:
+    """Bytes of later requests are parsed as they come, but each request is given only once
+    those before it were: the caller answers in order, and a hand-over includes nothing
+    already given."""
+    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    conn.receive_data(plain(body=b"1") + plain(body=b"2") + b"get / HTTP/1.1\r\n")
+    assert conn.buffered == 2 * len(plain(body=b"1")) + 16
+    first, second = conn.next_event(), conn.next_event()
+    assert isinstance(first, Request) and isinstance(second, Request)
+    assert (first.body, second.body) == (b"1", b"2")
+    assert conn.next_event() == HandOver(b"get / HTTP/1.1\r\n")
+    conn.receive_data(b"Host: x\r\n\r\n")  # after a hand-over the bytes are only kept
+    assert conn.next_event() == HandOver(b"get / HTTP/1.1\r\nHost: x\r\n\r\n")
+
+
+def test_keep_alive_requests_one_after_another() -> None:
+    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    for i in range(50):
+        data = plain(body=str(i).encode(), headers=(("Connection", "keep-alive"),))
+        conn.receive_data(data)
+        event = conn.next_event()
+        assert isinstance(event, Request) and event.body == str(i).encode()
+        assert conn.next_event() is NEED_DATA and conn.phase is Phase.IDLE
+    conn.receive_data(plain(headers=(("Connection", "close"),)))
+    assert isinstance(conn.next_event(), HandOver)
+
+
+def test_an_oversized_body_and_expect_go_to_the_full_server() -> None:
+    """The full server answers these (413; 100 Continue), so they are handed over whole."""
+    big = plain(body=b"x" * (MAX_BODY + 1))
+    assert events(big[:200]) == [HandOver(big[:200])]  # at its head, not after its body
+    expect = plain(headers=(("Expect", "100-continue"),))
+    head = expect[:expect.index(b"\r\n\r\n") + 4]
+    assert events(head) == [HandOver(head)]  # without waiting for the body it announces
+
+
+def test_time_out_answers_for_the_request_in_progress() -> None:
+    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    assert conn.time_out(5) is None  # nothing begun: closed without a word
+    conn.receive_data(b"POST /v1/tool-calls HTTP/1.1\r\nHo")
+    refusal = conn.time_out(10)
+    assert refusal is not None and refusal.status == 408 and refusal.head is None
+    assert json.loads(refusal.data.split(b"\r\n\r\n", 1)[1]) == {"error": {
+        "code": "request_timeout", "message": "the request head did not arrive within 10 s"}}
+    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    conn.receive_data(plain(body=b"0123")[:-1])
+    refusal = conn.time_out(2.5)
+    assert refusal is not None and refusal.head is not None and refusal.head.body_size == 4
+    assert b"the request body did not arrive within 2.5 s" in refusal.data
+
+
+def test_error_response_is_a_complete_closing_answer() -> None:
+    data = error_response(408, "request_timeout", "late")
+    head, body = data.split(b"\r\n\r\n")
+    assert head.split(b"\r\n") == [
+        b"HTTP/1.1 408 Request Timeout", b"Content-Type: application/json",
+        b"Content-Length: %d" % len(body), b"Cache-Control: no-store", b"Connection: close"]
+    assert json.loads(body) == {"error": {"code": "request_timeout", "message": "late"}}
 
 
 def test_format_response_reads_back() -> None:
@@ -192,3 +319,13 @@ def test_format_response_reads_back() -> None:
     assert format_response(499, b"", content_type="t", date="d", server="s",
                            reason="Client Closed Request").startswith(
         b"HTTP/1.1 499 Client Closed Request\r\n")
+    # The framing made once per kind of answer is not mixed up between kinds.
+    kinds = itertools.product((200, 201), ("a/b", "c/d"), ((), (("X", "1"),)), (None, "R"))
+    for status, ctype, headers, reason in kinds:
+        got = format_response(status, b"xy", content_type=ctype, date="D", server="S",
+                              headers=headers, reason=reason)
+        assert got.startswith(f"HTTP/1.1 {status} ".encode()) and got.endswith(b"\r\n\r\nxy")
+        assert (f"Content-Type: {ctype}\r\n".encode() in got
+                and (b"X: 1\r\n" in got) == bool(headers))
+        assert b"Content-Length: 2\r\nDate: D\r\nServer: S\r\n\r\n" in got
+        assert reason is None or b" 2%02d R\r\n" % (status % 100) in got

@@ -230,9 +230,9 @@ def test_pipelined_bytes_behind_a_pending_request_are_bounded() -> None:
             more = post(b"next") * 20000  # ~1.2 MB of pipelined requests
             writer.write(more)
             await asyncio.sleep(0.5)
-            (handler,) = listener._open
+            (conn,) = listener._open
             # The server stopped reading: at most one more request's worth (plus one read).
-            assert len(handler._plain_buf) <= 8000 + 1024 + 256 * 1024
+            assert conn.buffered <= 8000 + 1024 + 256 * 1024
             hot.gate.set()
             answers = await read_answers(reader, 20001)
             assert len(answers) == 20001 and answers[-1].body == b"plain:next"
