@@ -20,13 +20,7 @@ import pytest
 
 from notary.core.ids import parse_issued_at
 from notary.serving.service import MAX_AHEAD, ClockAheadOfDatabase, ClockBehindLog, utc_now
-from tests.notary.store.test_notary_store import SHARED, _backend, digest, issue, running
-
-
-@pytest.fixture(params=SHARED)
-def shared(request: pytest.FixtureRequest) -> str:
-    """A backend two notaries (two processes, as far as the store can tell) can share."""
-    return _backend(request)
+from tests.notary_server import digest, headless_notary, issue
 
 
 async def test_a_clock_ahead_does_not_pin_issued_at_for_other_frontends(tmp_path: Path
@@ -34,7 +28,7 @@ async def test_a_clock_ahead_does_not_pin_issued_at_for_other_frontends(tmp_path
     """SQLite: processes on one machine share its clock; one whose clock is wrong anyway (the
     hook) logs a time a day ahead, and the others refuse rather than take it."""
     data = tmp_path / "d"
-    async with running(data, "sqlite") as fast, running(data, "sqlite") as right:
+    async with headless_notary(data, "sqlite") as fast, headless_notary(data, "sqlite") as right:
         fast.clock = lambda: utc_now() + timedelta(days=1)
         ahead, _ = await issue(fast, 1)
         assert parse_issued_at(ahead.issued_at) > utc_now() + timedelta(hours=23)
@@ -62,7 +56,7 @@ async def test_a_clock_ahead_does_not_pin_issued_at_for_other_frontends(tmp_path
 async def test_a_frontend_ahead_of_the_database_refuses_before_logging(
         tmp_path: Path, pg_url: str) -> None:
     data = tmp_path / "d"
-    async with running(data, pg_url) as fast, running(data, pg_url) as right:
+    async with headless_notary(data, pg_url) as fast, headless_notary(data, pg_url) as right:
         fast.clock = lambda: utc_now() + timedelta(days=1)
         with pytest.raises(ClockAheadOfDatabase) as refused:
             await issue(fast, 1)
@@ -88,7 +82,7 @@ async def test_a_frontend_ahead_of_the_database_refuses_before_logging(
 
 async def test_refusing_ends_once_the_clock_catches_up(tmp_path: Path, shared: str) -> None:
     data = tmp_path / "d"
-    async with running(data, shared) as first, running(data, shared) as late:
+    async with headless_notary(data, shared) as first, headless_notary(data, shared) as late:
         logged, _ = await issue(first, 1)
         late.clock = lambda: utc_now() - timedelta(minutes=10)  # behind the log (and database)
         with pytest.raises(ClockBehindLog):

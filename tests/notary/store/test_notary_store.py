@@ -13,12 +13,10 @@ throwaway PostgreSQL cluster.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,79 +31,28 @@ from notary.core.canonical import canonical_json
 from notary.core.entry import decode_entry
 from notary.core.ids import b64url_decode, new_receipt_id
 from notary.core.receipts import Receipt
-from notary.http.app import init_data_dir
 from notary.operator import admin
 from notary.serving import service
-from notary.serving.config import Settings
 from notary.serving.keys import Paths
 from notary.serving.service import Account, DigestConflict, Notary, QuotaExceeded
-from notary.serving.startup import open_notary
-from notary.store import MEMORY, open_store
+from notary.store import open_store
 from notary.store.base import NotaryStore, notary_tx
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 from notary.store.sqlite_schema import id_key
-
-BACKENDS = ["sqlite", "memory", "postgres"]
-SHARED = ["sqlite", "postgres"]  # backends two processes can share
-BASE = "http://notary.test:8080"
-
-
-def settings_for(data: Path, backend: str, base_url: str = BASE) -> Settings:
-    database = MEMORY if backend == "memory" else "" if backend == "sqlite" else backend
-    return Settings(data=data, database=database, public_url=base_url)
-
-
-@contextlib.asynccontextmanager
-async def running(data: Path, backend: str, base_url: str = BASE) -> AsyncIterator[Notary]:
-    """A notary without HTTP on a data directory (initialised on first use)."""
-    config = settings_for(data, backend, base_url)
-    init_data_dir(config)
-    notary = await open_notary(config)
-    if await notary.store.api_key(ALICE_KEY) is None:
-        await notary.store.create_api_key("alice", None, ALICE_KEY, b"\0" * 32)
-    try:
-        yield notary
-    finally:
-        assert notary.log is not None
-        await notary.log.close()
-
-
-UNLIMITED = Account("alice", None)
-ALICE_KEY = "a11ce0000000"
-
-
-def digest(n: int) -> str:
-    return n.to_bytes(32, "big").hex()
-
-
-async def issue(notary: Notary, n: int, account: Account = UNLIMITED, *, server: str = "srv",
-                tool: str = "tool") -> tuple[Receipt, bool]:
-    return await notary.notarize(account, server, tool, digest(n))
-
-
-def _backend(request: pytest.FixtureRequest) -> str:
-    if request.param == "postgres":
-        return str(request.getfixturevalue("pg_url"))
-    return str(request.param)
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return _backend(request)
-
-
-@pytest.fixture(params=SHARED)
-def shared(request: pytest.FixtureRequest) -> str:
-    """A backend two notaries (two processes, as far as the store can tell) can share."""
-    return _backend(request)
-
+from tests.notary_server import (
+    BASE_URL,
+    UNLIMITED,
+    digest,
+    headless_notary,
+    issue,
+)
 
 # --- receipts -----------------------------------------------------------------------------
 
 
 async def test_receipts_come_back_exactly_as_signed(tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         # Concurrent, so a few batches fill a whole bundle and a partial one (and every
         # request is answered only once its batch is durable).
         answers = await asyncio.gather(*(issue(notary, n, server=f"s{n % 3}")
@@ -131,12 +78,12 @@ _names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=40)
 @given(calls=st.lists(st.tuples(_names, _names, st.binary(min_size=32, max_size=32)),
                       min_size=1, max_size=8, unique_by=lambda c: c[2]),
        backend=st.sampled_from(["sqlite", "memory"]),  # one log per example: no shared cluster
-       base=st.sampled_from([BASE, "https://n.example/some/path", "http://[::1]:9"]))
+       base=st.sampled_from([BASE_URL, "https://n.example/some/path", "http://[::1]:9"]))
 def test_round_trip_is_byte_for_byte(calls: list[tuple[str, str, bytes]], backend: str,
                                      base: str) -> None:
     """Any names, digests and base URL: the stored receipt's JCS is the signed JCS."""
     async def run(data: Path) -> None:
-        async with running(data, backend, base) as notary:
+        async with headless_notary(data, backend, base) as notary:
             issued = await asyncio.gather(*(notary.notarize(UNLIMITED, s, t, d.hex())
                                             for s, t, d in calls))
             for receipt, created in issued:
@@ -154,7 +101,7 @@ def test_round_trip_is_byte_for_byte(calls: list[tuple[str, str, bytes]], backen
 
 
 async def test_a_failed_batch_stores_nothing(tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         await issue(notary, 1)
         before = (await notary.store.latest(), await notary.store.usage("alice", "2000-01"))
         real_hook = notary.hook
@@ -176,7 +123,7 @@ async def test_a_failed_batch_stores_nothing(tmp_path: Path, backend: str) -> No
 
 
 async def test_screen_reads_committed_receipts_and_usage(tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         receipt, _ = await issue(notary, 1, Account("alice", 5))
         month = receipt.issued_at[:7]
         async with notary.store.transaction() as tx:
@@ -195,7 +142,7 @@ async def test_issued_at_never_decreases_along_the_log(tmp_path: Path, shared: s
     """B's clock is behind A's (by less than service.MAX_AHEAD; further, B refuses: see
     test_clock_ahead.py): B's receipt, logged after A's, is issued at A's time."""
     data = tmp_path / "d"
-    async with running(data, shared) as a, running(data, shared) as b:
+    async with headless_notary(data, shared) as a, headless_notary(data, shared) as b:
         ahead, _ = await issue(a, 1)
         real = service.datetime
 
@@ -224,7 +171,7 @@ async def test_issued_at_never_decreases_along_the_log(tmp_path: Path, shared: s
 
 
 async def test_search(tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         calls = [(f"s{n % 3}", f"t{n % 2}") for n in range(60)]
         issued = []
         for i in range(0, 60, 20):  # three batches, so the times differ
@@ -309,14 +256,14 @@ def test_sqlite_search_uses_an_index_for_every_combination(tmp_path: Path,
 async def test_sqlite_search_on_a_store_with_the_earlier_indexes(tmp_path: Path) -> None:
     """A store made with the earlier search indexes needs no migration: the same answers."""
     data = tmp_path / "d"
-    async with running(data, "sqlite") as notary:
+    async with headless_notary(data, "sqlite") as notary:
         answers = await asyncio.gather(*(issue(notary, n, server=f"s{n % 2}", tool=f"t{n % 3}")
                                          for n in range(30)))
     newest = sorted((r.without_proof() for r, _ in answers), key=lambda r: r.index,
                     reverse=True)
     with sqlite3.connect(Paths(data).db) as db:
         _use_earlier_indexes(db)
-    async with running(data, "sqlite") as notary:
+    async with headless_notary(data, "sqlite") as notary:
         for server, tool in ((None, None), ("s1", None), (None, "t2"), ("s0", "t1")):
             want = [r for r in newest if server in (None, r.server) and tool in (None, r.tool)]
             got = await notary.store.search_receipts(server=server, tool=tool, limit=100)
@@ -402,7 +349,7 @@ async def test_receipt_keys(tmp_path: Path, backend: str) -> None:
 
 async def test_a_rotated_key_signs_and_old_receipts_stay_valid(tmp_path: Path, backend: str
                                                               ) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         old, _ = await issue(notary, 1)
         await admin.rotate_receipt_key(notary.paths, notary.store)
         await notary.refresh_keys(force=True)
@@ -422,7 +369,7 @@ async def test_a_digest_logged_by_another_process_is_not_logged_again(
     """B read "not logged yet" before A committed (the race window), then queued it: B's
     batch screen, under the lock, finds A's receipt and answers with it."""
     data = tmp_path / "d"
-    async with running(data, shared) as a, running(data, shared) as b:
+    async with headless_notary(data, shared) as a, headless_notary(data, shared) as b:
         mine, created = await issue(a, 7)
         assert created
 
@@ -444,7 +391,7 @@ async def test_a_receipt_another_process_just_logged_comes_with_a_proof(
     """B's head is a moment old when A logs a digest; B, asked for it, finds A's receipt and
     proves it to a checkpoint that covers it (it re-reads the head instead of failing)."""
     data = tmp_path / "d"
-    async with running(data, shared) as a, running(data, shared) as b:
+    async with headless_notary(data, shared) as a, headless_notary(data, shared) as b:
         assert b.log is not None
         await b.log.head(0)  # B's cached head: the empty log
         mine, _ = await issue(a, 9)
@@ -457,7 +404,7 @@ async def test_a_receipt_another_process_just_logged_comes_with_a_proof(
 async def test_an_allowance_spent_by_another_process_is_not_overspent(
         tmp_path: Path, shared: str) -> None:
     data = tmp_path / "d"
-    async with running(data, shared) as a, running(data, shared) as b:
+    async with headless_notary(data, shared) as a, headless_notary(data, shared) as b:
         await a.store.create_api_key("small", 1, "000000000001", b"\0" * 32)
         small = Account("small", 1)
         await issue(a, 1, small)
@@ -480,7 +427,7 @@ async def test_two_writers_under_load_keep_every_invariant(tmp_path: Path, share
     account is charged exactly its allowance."""
     data = tmp_path / "d"
     allowance = 40
-    async with running(data, shared) as a, running(data, shared) as b:
+    async with headless_notary(data, shared) as a, headless_notary(data, shared) as b:
         await a.store.create_api_key("acct", allowance, "000000000001", b"\0" * 32)
         account = Account("acct", allowance)
 
@@ -512,7 +459,7 @@ async def test_two_writers_under_load_keep_every_invariant(tmp_path: Path, share
 
 
 async def test_sqlite_receipt_rows_hold_only_what_the_entry_does_not(tmp_path: Path) -> None:
-    async with running(tmp_path / "d", "sqlite") as notary:
+    async with headless_notary(tmp_path / "d", "sqlite") as notary:
         receipt, _ = await issue(notary, 1, server="weather", tool="forecast")
     with sqlite3.connect(tmp_path / "d" / "notary.store.sqlite") as db:
         assert db.execute("PRAGMA user_version").fetchone() == (3,)
@@ -540,7 +487,7 @@ def test_bundle_entry_finds_one_entry() -> None:
 async def test_digests_aimed_at_one_prefix_do_not_share_a_lookup_key(tmp_path: Path) -> None:
     """A client chooses its digests: ones with a common prefix must not pile onto one key of
     the 8-byte lookup index (each lookup would then rebuild every one of them)."""
-    async with running(tmp_path / "d", "sqlite") as notary:
+    async with headless_notary(tmp_path / "d", "sqlite") as notary:
         digests = ["00" * 24 + f"{n:016x}" for n in range(64)]
         await asyncio.gather(*(notary.notarize(UNLIMITED, "srv", "t", d) for d in digests))
         for d in digests:
@@ -569,7 +516,7 @@ async def test_witness_state(tmp_path: Path, backend: str) -> None:
 async def test_a_new_digest_costs_no_receipt_read(tmp_path: Path, backend: str) -> None:
     """Duplicates are decided by the batch screen under the lock: issuing reads no receipt
     of its own, and a repeated digest still gets its first receipt back, uncounted."""
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         async def no_read(call_sha256: str) -> None:
             raise AssertionError("the issue path read a receipt by digest")
 
@@ -584,7 +531,7 @@ async def test_a_new_digest_costs_no_receipt_read(tmp_path: Path, backend: str) 
 
 async def test_a_known_digest_is_answered_when_the_allowance_is_spent(
         tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         await notary.store.create_api_key("small", 1, "000000000001", b"\0" * 32)
         small = Account("small", 1)
         first, _ = await issue(notary, 1, small)
@@ -596,7 +543,7 @@ async def test_a_known_digest_is_answered_when_the_allowance_is_spent(
 
 async def test_a_known_digest_is_answered_when_writes_are_stopped(
         tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         first, _ = await issue(notary, 1)
         assert notary.log is not None and notary.log.sequencer is not None
         notary.log.sequencer.halt("test: damage found")

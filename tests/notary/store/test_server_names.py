@@ -22,29 +22,11 @@ from notary.core.server_names import name_skeleton
 from notary.operator import admin
 from notary.serving.service import Account, DigestTaken, Notary, ServerNotAllowed
 from notary.store.sqlite import SqliteNotaryStore
-from tests.notary.store.test_notary_store import (
-    BACKENDS,
-    SHARED,
-    _backend,
-    digest,
-    issue,
-    running,
-)
+from tests.notary_server import digest, headless_notary, issue
 
 ALICE = Account("alice", None)
 BOB = Account("bob", None)
 CYRILLIC_WEATHER = "w\u0435ather"  # е: CYRILLIC SMALL LETTER IE
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return _backend(request)
-
-
-@pytest.fixture(params=SHARED)
-def shared(request: pytest.FixtureRequest) -> str:
-    """A backend two notaries (two processes, as far as the store can tell) can share."""
-    return _backend(request)
 
 
 async def _accounts(notary: Notary, *names: str) -> None:
@@ -70,7 +52,7 @@ def test_look_alike_names_share_a_skeleton() -> None:
 
 async def test_the_first_account_holds_a_name_and_its_look_alikes(
         tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         await _accounts(notary, "bob")
         mine, created = await issue(notary, 1, ALICE, server="weather")
         assert created
@@ -100,7 +82,7 @@ async def test_the_first_account_holds_a_name_and_its_look_alikes(
 
 async def test_one_batch_with_two_accounts_on_a_free_name_has_one_winner(
         tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         await _accounts(notary, "bob")
         answers = await asyncio.gather(
             *(issue(notary, n, ALICE if n % 2 else BOB,
@@ -131,7 +113,7 @@ async def test_two_processes_racing_for_a_free_name_never_both_win(
     look-alike): the first commit under the log's lock claims it; the other process's screen,
     under the same lock, sees the claim and refuses."""
     data = tmp_path / "d"
-    async with running(data, shared) as a, running(data, shared) as b:
+    async with headless_notary(data, shared) as a, headless_notary(data, shared) as b:
         await _accounts(a, "bob")
         answers = await asyncio.gather(
             *(issue(a if n % 2 else b, n, ALICE if n % 2 else BOB,
@@ -142,7 +124,7 @@ async def test_two_processes_racing_for_a_free_name_never_both_win(
 
 
 async def test_the_operator_grants_lists_and_moves_names(tmp_path: Path, backend: str) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         store = notary.store
         await _accounts(notary, "bob")
         assert await admin.grant_server_name(store, "news", "bob")
@@ -171,7 +153,7 @@ async def test_the_operator_grants_lists_and_moves_names(tmp_path: Path, backend
 
 async def test_a_digest_logged_by_another_account_is_refused(tmp_path: Path, backend: str
                                                             ) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         await _accounts(notary, "bob")
         await issue(notary, 7, ALICE, server="srv")
         for server in ("srv", "bobs"):
@@ -186,7 +168,7 @@ async def test_a_digest_logged_by_another_account_is_refused(tmp_path: Path, bac
 
 async def test_a_digest_in_flight_for_another_account_is_refused(tmp_path: Path, backend: str
                                                                 ) -> None:
-    async with running(tmp_path / "d", backend) as notary:
+    async with headless_notary(tmp_path / "d", backend) as notary:
         await _accounts(notary, "bob")
         await issue(notary, 1, BOB, server="bobs")  # bob holds a name of his own
         answers = await asyncio.gather(issue(notary, 9, ALICE, server="srv"),
@@ -200,7 +182,7 @@ async def test_a_digest_another_process_logged_for_another_account_is_refused(
     """B's early read missed A's commit; B's batch screen, under the lock, finds the digest
     logged under Alice and refuses Bob instead of answering with Alice's receipt."""
     data = tmp_path / "d"
-    async with running(data, shared) as a, running(data, shared) as b:
+    async with headless_notary(data, shared) as a, headless_notary(data, shared) as b:
         await _accounts(a, "bob")
         await issue(a, 5, ALICE, server="srv")
 
@@ -219,7 +201,7 @@ async def test_a_digest_another_process_logged_for_another_account_is_refused(
 async def test_a_version_2_sqlite_store_gives_each_name_to_its_first_account(
         tmp_path: Path) -> None:
     data = tmp_path / "d"
-    async with running(data, "sqlite") as notary:
+    async with headless_notary(data, "sqlite") as notary:
         await _accounts(notary, "bob")
         await issue(notary, 1, ALICE, server="weather")
         await issue(notary, 2, BOB, server="forecast")
@@ -236,7 +218,7 @@ async def test_a_version_2_sqlite_store_gives_each_name_to_its_first_account(
             ("forecast", "bob"), ("weather", "alice")]
     finally:
         await store.close()
-    async with running(data, "sqlite") as notary:  # and it serves on
+    async with headless_notary(data, "sqlite") as notary:  # and it serves on
         with pytest.raises(ServerNotAllowed):
             await issue(notary, 4, BOB, server=CYRILLIC_WEATHER)
         assert (await issue(notary, 5, ALICE, server="weather"))[1]
@@ -245,7 +227,7 @@ async def test_a_version_2_sqlite_store_gives_each_name_to_its_first_account(
 async def test_a_postgres_store_from_before_names_were_held_is_migrated(
         tmp_path: Path, pg_url: str) -> None:
     data = tmp_path / "d"
-    async with running(data, pg_url) as notary:
+    async with headless_notary(data, pg_url) as notary:
         await _accounts(notary, "bob")
         await issue(notary, 1, ALICE, server="weather")
         await admin.move_server_name(notary.store, "weather", "bob")
@@ -256,7 +238,7 @@ async def test_a_postgres_store_from_before_names_were_held_is_migrated(
         await conn.execute("UPDATE schema_versions SET version = 2 WHERE component = 'notary'")
     finally:
         await conn.close()
-    async with running(data, pg_url) as notary:
+    async with headless_notary(data, pg_url) as notary:
         assert [(r.name, r.account) for r in await notary.store.server_names()] == [
             ("weather", "alice")]
         with pytest.raises(ServerNotAllowed):

@@ -22,7 +22,7 @@ from notary.operator import admin
 from notary.serving.service import Unauthorized
 from notary.store import sqlite as sqlite_store
 from notary.store.sqlite import SqliteNotaryStore
-from tests.notary.store.test_notary_store import digest, issue, running
+from tests.notary_server import digest, headless_notary, issue
 
 
 async def _statements(store: SqliteNotaryStore, key_id: str) -> list[str]:
@@ -86,7 +86,7 @@ async def test_an_unsignalled_change_is_seen_within_the_recheck_interval(
 
 
 async def test_a_key_revoked_without_a_signal_issues_nothing_more(tmp_path: Path) -> None:
-    async with running(tmp_path / "data", "sqlite") as notary:
+    async with headless_notary(tmp_path / "data", "sqlite") as notary:
         store = notary.store
         assert isinstance(store, SqliteNotaryStore)
         key = await admin.create_api_key(store, "carol")
