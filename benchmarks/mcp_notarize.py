@@ -504,9 +504,10 @@ def as_cases(results: list[tuple[Any, dict[str, int]]]) -> list[tuple[dict[str, 
     cases = []
     for result, args in results:
         block = notarization_of(result)
-        if block is None or "receipt" not in block:
+        receipt = block.get("receipt") if block is not None else None
+        if not isinstance(receipt, dict):
             raise RuntimeError("a notarized result carries no receipt")
-        cases.append((block["receipt"], record_for(TOOL, args, result)))
+        cases.append((receipt, record_for(TOOL, args, result)))
     return cases
 
 

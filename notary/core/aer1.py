@@ -38,9 +38,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, TypeGuard
+from typing import Final, Literal, TypedDict, TypeGuard
 
-from ledger.core.boundedjson import JsonError, parse_json
+from ledger.core.boundedjson import JsonError, JsonObject, parse_json
 from ledger.core.note import NoteVerifier
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.canonical import MAX_DEPTH, CanonicalizationError, canonical_json
@@ -76,7 +76,38 @@ AER1_LEVELS = ("bytes", "hash", "anchor")
 _HEX64 = frozenset("0123456789abcdef")
 
 
-def anchor_from_receipt(receipt: Receipt) -> dict[str, Any]:
+class Aer1Anchor(TypedDict):
+    """An AER-1 ``anchor`` as :func:`anchor_from_receipt` builds it."""
+
+    type: str
+    origin: str
+    index: int
+    entry_url: str
+    checkpoint: str | None
+    receipt_id: str
+    receipt: dict[str, object]
+
+
+class Aer1Receipt(TypedDict):
+    """An AER-1 receipt as :func:`build_aer1` builds it (one read from elsewhere is only a
+    ``Mapping[str, object]`` until :func:`verify_aer1` has checked it)."""
+
+    id: str
+    tool: str
+    timestamp: str
+    receipt_schema_version: str
+    tool_context: dict[str, str]
+    provenance_class: ProvenanceClass
+    canonical_bytes: str
+    output_hash: str
+    canonical_byte_length: int
+    hash_algorithm: str
+    verification_status: str
+    status: str
+    anchor: Aer1Anchor | None
+
+
+def anchor_from_receipt(receipt: Receipt) -> Aer1Anchor:
     """The AER-1 ``anchor`` for a notary receipt (which must carry its ``proof``).
 
     ``checkpoint`` is the signed checkpoint note from the proof, as text: the commitment a
@@ -110,7 +141,7 @@ def build_aer1(
     notary_receipt: Receipt | None,
     timestamp: datetime | None = None,
     receipt_id: str | None = None,
-) -> dict[str, Any]:
+) -> Aer1Receipt:
     """An AER-1 receipt for one rs-tool-call/1 call record.
 
     ``canonical_bytes`` are the record's JCS bytes, so ``output_hash`` equals the record's
@@ -144,13 +175,13 @@ def build_aer1(
     }
 
 
-def is_aer1_receipt(value: object) -> TypeGuard[Mapping[str, Any]]:
+def is_aer1_receipt(value: object) -> TypeGuard[Mapping[str, object]]:
     """Whether ``value`` looks like an AER-1 receipt (has its hash and bytes members)."""
     return (isinstance(value, Mapping) and "output_hash" in value
             and "canonical_bytes" in value)
 
 
-def extract_aer1(doc: object) -> dict[str, Any] | None:
+def extract_aer1(doc: object) -> dict[str, object] | None:
     """The AER-1 receipt in a document, or None.
 
     Accepts the receipt itself, a tool result (wire JSON) carrying it at ``_receipt`` or in
@@ -186,14 +217,14 @@ class Aer1Verdict:
 
     levels: dict[str, LevelResult] = field(default_factory=dict)
     anchor_verdict: Verdict | None = None
-    record: dict[str, Any] | None = None
+    record: JsonObject | None = None
 
     @property
     def valid(self) -> bool:
         return all(self.levels.get(n, skipped("")).status == "passed" for n in AER1_LEVELS)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "valid": self.valid,
             "levels": {n: self.levels.get(n, skipped("not checked")).to_json()
                        for n in AER1_LEVELS},
@@ -203,7 +234,7 @@ class Aer1Verdict:
         return out
 
 
-def _decode_bytes(receipt: Mapping[str, Any]) -> tuple[LevelResult, bytes | None]:
+def _decode_bytes(receipt: Mapping[str, object]) -> tuple[LevelResult, bytes | None]:
     text = receipt.get("canonical_bytes")
     if not isinstance(text, str):
         return failed("canonical_bytes must be a base64 string"), None
@@ -220,7 +251,8 @@ def _decode_bytes(receipt: Mapping[str, Any]) -> tuple[LevelResult, bytes | None
     return passed(f"{len(data)} bytes"), data
 
 
-def _check_hash(receipt: Mapping[str, Any], data: bytes | None) -> tuple[LevelResult, str | None]:
+def _check_hash(receipt: Mapping[str, object], data: bytes | None
+                ) -> tuple[LevelResult, str | None]:
     if receipt.get("hash_algorithm") != HASH_ALGORITHM:
         return failed(f"hash_algorithm {receipt.get('hash_algorithm')!r} is not "
                       f"{HASH_ALGORITHM!r}"), None
@@ -236,7 +268,7 @@ def _check_hash(receipt: Mapping[str, Any], data: bytes | None) -> tuple[LevelRe
     return passed(claimed), actual
 
 
-def _record_of(data: bytes | None) -> dict[str, Any] | None:
+def _record_of(data: bytes | None) -> JsonObject | None:
     """The call record the bytes encode, when they are canonical JSON of an object."""
     if data is None:
         return None
@@ -255,7 +287,7 @@ def _record_of(data: bytes | None) -> dict[str, Any] | None:
 
 
 def verify_aer1(
-    receipt: Mapping[str, Any],
+    receipt: Mapping[str, object],
     *,
     jwks: Jwks | None,
     log_verifier: NoteVerifier | None,
@@ -280,7 +312,7 @@ def verify_aer1(
     return verdict
 
 
-def _check_anchor(receipt: Mapping[str, Any], digest: str | None, verdict: Aer1Verdict,
+def _check_anchor(receipt: Mapping[str, object], digest: str | None, verdict: Aer1Verdict,
                   jwks: Jwks | None, log_verifier: NoteVerifier | None,
                   witnesses: Sequence[NoteVerifier], quorum: int) -> LevelResult:
     anchor = receipt.get("anchor")
@@ -300,7 +332,7 @@ def _check_anchor(receipt: Mapping[str, Any], digest: str | None, verdict: Aer1V
     return summarize_anchor(inner)
 
 
-def anchor_binding_problem(receipt: Mapping[str, Any], anchor: Mapping[str, Any],
+def anchor_binding_problem(receipt: Mapping[str, object], anchor: Mapping[str, object],
                            digest: str | None) -> str | None:
     """Why the anchor does not belong to this receipt, or None when it does.
 
@@ -308,7 +340,9 @@ def anchor_binding_problem(receipt: Mapping[str, Any], anchor: Mapping[str, Any]
     checkpoint) are not signed by anyone; they must agree with the signed receipt and its
     proof, or a valid anchor could be paired with other bytes.
     """
-    notary_receipt = anchor["receipt"]
+    notary_receipt = anchor.get("receipt")
+    if not isinstance(notary_receipt, Mapping):
+        return "the anchor carries no notary receipt to check"
     if digest is None:
         return "no valid output_hash to compare with the anchor"
     if notary_receipt.get("call_sha256") != digest:

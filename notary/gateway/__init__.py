@@ -11,7 +11,7 @@ SDK behind it, is imported on first use of :class:`GatewayConfig` or :func:`buil
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from notary.gateway.server import GatewayConfig, GatewayRuntime, build_gateway
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["GatewayConfig", "GatewayRuntime", "build_gateway"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in ("GatewayConfig", "GatewayRuntime", "build_gateway"):
         from notary.gateway import server  # deferred: the mcp SDK loads only when used
 

@@ -17,10 +17,11 @@ independent witness of the same result, not a replacement.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal, TypedDict, Unpack
 
 import mcp_types as types
 from mcp import Client
+from mcp.shared.dispatcher import ProgressFnT
 
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
@@ -30,10 +31,20 @@ from notary.core.records import CallRecord, RecordError, hashed_result, new_salt
 from notary.sdk import NotaryClient, NotaryError
 from notary.sdk.mcp import result_to_wire
 
-__all__ = ["AgentRecorder", "aer1_of", "to_wire"]
+__all__ = ["AgentRecorder", "CallOptions", "aer1_of", "to_wire"]
 
 
-def aer1_of(result: types.CallToolResult | Mapping[str, Any]) -> dict[str, Any] | None:
+class CallOptions(TypedDict, total=False):
+    """The options of ``mcp.Client.call_tool`` besides the tool and its arguments."""
+
+    read_timeout_seconds: float | None
+    progress_callback: ProgressFnT | None
+    input_responses: types.InputResponses | None
+    request_state: str | None
+    meta: types.RequestParamsMeta | None
+
+
+def aer1_of(result: types.CallToolResult | Mapping[str, object]) -> dict[str, object] | None:
     """The agent's AER-1 receipt attached to a result by :class:`AgentRecorder`, or None."""
     wire = result_to_wire(result) if isinstance(result, types.CallToolResult) else dict(result)
     meta = wire.get("_meta")
@@ -41,7 +52,7 @@ def aer1_of(result: types.CallToolResult | Mapping[str, Any]) -> dict[str, Any] 
     return dict(receipt) if aer1.is_aer1_receipt(receipt) else None
 
 
-def to_wire(result: types.CallToolResult) -> dict[str, Any]:
+def to_wire(result: types.CallToolResult) -> dict[str, object]:
     """The result as wire JSON with the agent's AER-1 receipt at the top-level ``_receipt``."""
     wire = result_to_wire(result)
     receipt = aer1_of(wire)
@@ -74,8 +85,8 @@ class AgentRecorder:
         info = self.client.server_info
         return info.name if info is not None and info.name else "unknown-server"
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None,
-                        **kwargs: Any) -> types.CallToolResult:
+    async def call_tool(self, name: str, arguments: dict[str, object] | None = None,
+                        **kwargs: Unpack[CallOptions]) -> types.CallToolResult:
         """``client.call_tool`` plus the AER-1 receipt of the result (see the class doc)."""
         result = await self.client.call_tool(name, arguments, **kwargs)
         receipt = await self.record(name, arguments, result)
@@ -83,8 +94,8 @@ class AgentRecorder:
         meta[AER1_AGENT_META_KEY] = receipt
         return result.model_copy(update={"meta": meta})
 
-    async def record(self, name: str, arguments: Mapping[str, Any] | None,
-                     result: types.CallToolResult) -> dict[str, Any]:
+    async def record(self, name: str, arguments: Mapping[str, object] | None,
+                     result: types.CallToolResult) -> aer1.Aer1Receipt:
         """Notarize one received result; its AER-1 receipt (``LOGGED BY AGENT``)."""
         wire = hashed_result(result_to_wire(result))
         args = dict(arguments) if arguments is not None else {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 from ledger.core.cosignature import LogVerifier
 from ledger.core.tlog_policy import TlogPolicy
@@ -43,14 +43,14 @@ class DecisionCheck:
     """The audit of one decision."""
 
     number: int
-    record: dict[str, Any]
+    record: dict[str, object]
     levels: dict[str, LevelResult] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
         return all(self.levels.get(n, skipped("")).status == "passed" for n in AUDIT_LEVELS)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"number": self.number, "valid": self.valid, "record": self.record,
                 "levels": {n: self.levels.get(n, skipped("not checked")).to_json()
                            for n in AUDIT_LEVELS}}
@@ -64,22 +64,26 @@ class PolicyCheck:
     commitment: str
     ledger: LevelResult
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"source": self.source, "commitment": self.commitment,
                 "ledger": self.ledger.to_json()}
 
 
-def _log_key_for(receipt: Mapping[str, Any], keys: Sequence[LogVerifier]
-                 ) -> LogVerifier | None:
+def _origin(receipt: Mapping[str, object]) -> object:
     ledger = receipt.get("ledger")
-    origin = ledger.get("origin") if isinstance(ledger, Mapping) else None
+    return ledger.get("origin") if isinstance(ledger, Mapping) else None
+
+
+def _log_key_for(receipt: Mapping[str, object], keys: Sequence[LogVerifier]
+                 ) -> LogVerifier | None:
+    origin = _origin(receipt)
     for key in keys:
         if key.name == origin:
             return key
     return None
 
 
-def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str,
+def check_ledger_entry(receipt: Mapping[str, object] | None, digest: str, tool: str,
                        server: str | None, jwks: Jwks | None,
                        log_keys: Sequence[LogVerifier],
                        witness_policy: TlogPolicy | None = None,
@@ -106,7 +110,7 @@ def check_ledger_entry(receipt: Mapping[str, Any] | None, digest: str, tool: str
     log_key = _log_key_for(receipt, log_keys)
     if log_key is None:
         return failed(f"no trusted log key for the receipt's origin "
-                      f"{receipt.get('ledger', {}).get('origin')!r}")
+                      f"{_origin(receipt)!r}")
     upgraded = (proofs or {}).get(str(receipt.get("id")))
     verdict = verify_receipt(receipt, record=None, jwks=jwks, log_verifier=log_key,
                              proof=upgraded, witness_policy=witness_policy)
@@ -166,7 +170,7 @@ def audit_decision(number: int, evidence: DecisionEvidence, policies: Mapping[st
     return check
 
 
-def check_policy(source: str, commitment: str, receipt: Mapping[str, Any] | None,
+def check_policy(source: str, commitment: str, receipt: Mapping[str, object] | None,
                  *, server: str | None, jwks: Jwks | None,
                  log_keys: Sequence[LogVerifier],
                  witness_policy: TlogPolicy | None = None,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from notary.gateway.policy import CoercionError, Policy, ToolPolicy, normalize_path
 from notary.gateway.policy.facts import nfc
@@ -86,8 +85,8 @@ def _equivalent_entry(directory: str, name: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def resolve_path_facts(spec: ToolPolicy | None, facts: Mapping[str, Any]
-                       ) -> tuple[dict[str, Any], list[str]]:
+def resolve_path_facts(spec: ToolPolicy | None, facts: Mapping[str, object]
+                       ) -> tuple[dict[str, object], list[str]]:
     """``facts`` with every path fact of ``spec`` resolved; problems for the operator's log.
 
     A path fact that cannot be resolved is dropped (so every rule on it fails), with a
@@ -102,10 +101,11 @@ def resolve_path_facts(spec: ToolPolicy | None, facts: Mapping[str, Any]
             continue
         value = out[fact.name]
         try:
-            if fact.type == "path":
+            # Coerced facts: a path is a string, paths a list of them.
+            if isinstance(value, str):
                 out[fact.name] = resolve_path(value)
-            else:
-                out[fact.name] = [resolve_path(item) for item in value]
+            elif isinstance(value, list):
+                out[fact.name] = [resolve_path(item) for item in value if isinstance(item, str)]
         except CoercionError as e:
             del out[fact.name]
             problems.append(f"fact {fact.name!r}: {e}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import cast
 
 from jsonschema import SchemaError
 from jsonschema.exceptions import best_match
@@ -39,12 +39,12 @@ class OutputSchemas:
     """
 
     def __init__(self) -> None:
-        self._schemas: dict[str, dict[str, Any] | None] = {}
+        self._schemas: dict[str, dict[str, object] | None] = {}
         self._validators: dict[str, Validator | None] = {}
-        self.input_schemas: dict[str, dict[str, Any] | None] = {}
+        self.input_schemas: dict[str, dict[str, object] | None] = {}
 
-    def record(self, name: str, input_schema: Mapping[str, Any] | None,
-               output_schema: Mapping[str, Any] | None) -> None:
+    def record(self, name: str, input_schema: Mapping[str, object] | None,
+               output_schema: Mapping[str, object] | None) -> None:
         self.input_schemas[name] = dict(input_schema) if input_schema is not None else None
         schema = dict(output_schema) if output_schema is not None else None
         if self._schemas.get(name, ...) != schema:
@@ -54,7 +54,7 @@ class OutputSchemas:
     def known(self, name: str) -> bool:
         return name in self._schemas
 
-    def schema(self, name: str) -> dict[str, Any] | None:
+    def schema(self, name: str) -> dict[str, object] | None:
         return self._schemas.get(name)
 
     def validator(self, name: str) -> Validator | None:
@@ -80,8 +80,8 @@ def _problem(validator: Validator, value: object) -> str | None:
     return None if error is None else error.message
 
 
-def project_result(wire: Mapping[str, Any], validator: Validator | None
-                   ) -> tuple[dict[str, Any], str | None]:
+def project_result(wire: Mapping[str, object], validator: Validator | None
+                   ) -> tuple[dict[str, object], str | None]:
     """(the projected result, None) or (the result unchanged, why it breaks its schema)."""
     out = dict(wire)
     if validator is None or out.get("isError") is True:

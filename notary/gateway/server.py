@@ -48,28 +48,30 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast, get_args
 
 import anyio
 import mcp_types as types
 import structlog
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.server import Server
-from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server import NotificationOptions, Server
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.models import InitializationOptions
 from mcp.server.runner import serve_dual_era_loop
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ledger.process.structured_logs import configure
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
-from notary.core.discovery import RECEIPT_EXTENSION, declare, receipt_extension
+from notary.core.discovery import RECEIPT_EXTENSION, receipt_extension, with_extension
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import now_issued_at
 from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
@@ -87,6 +89,7 @@ from notary.gateway.policy import (
     load_policy_text,
     sha256_jcs,
 )
+from notary.gateway.policy.commitment import DecisionRecord
 from notary.gateway.projection import OutputSchemas, project_result
 from notary.gateway.salt import read_salt
 from notary.gateway.store import DecisionEvidence, GatewayStore
@@ -99,6 +102,9 @@ from notary.sdk import (
     received_wire,
     structured_for,
 )
+
+if TYPE_CHECKING:
+    from mcp.shared._stream_protocols import ReadStream, WriteStream  # the SDK's own hints
 
 __all__ = [
     "DEFAULT_NAME",
@@ -157,7 +163,7 @@ class PolicyState:
     policy: Policy
     commitment: str
     stamp: tuple[int, int, int]
-    receipt: dict[str, Any] | None
+    receipt: dict[str, object] | None
 
 
 _GRANT: Final = object()
@@ -174,7 +180,7 @@ class Authorized:
 
     tool: str
     decision: Decision
-    block: dict[str, Any]
+    block: dict[str, object]
     grant: object = field(repr=False, compare=False)
 
 
@@ -190,11 +196,11 @@ class Inbound:
     session: ServerSession
     request_id: types.RequestId | None
     protocol_version: str
-    params: Mapping[str, Any] | None
-    meta: Mapping[str, Any] | None
+    params: Mapping[str, object] | None
+    meta: Mapping[str, object] | None
 
     @classmethod
-    def of(cls, ctx: ServerRequestContext[Any, Any]) -> Inbound:
+    def of(cls, ctx: ServerRequestContext[GatewayRuntime]) -> Inbound:
         # The wire form of _meta (progressToken, not the SDK's progress_token).
         raw = (ctx.params or {}).get("_meta")
         meta = dict(raw) if isinstance(raw, Mapping) else (
@@ -213,7 +219,7 @@ class UpstreamRpcError(NotaryBaseError):
     ``wire`` is the refusal the gateway notarized (and, for a keyed call, recorded) for it.
     """
 
-    def __init__(self, error: types.ErrorData, wire: dict[str, Any]) -> None:
+    def __init__(self, error: types.ErrorData, wire: dict[str, object]) -> None:
         super().__init__(error.message)
         self.error = error
         self.wire = wire
@@ -232,7 +238,7 @@ def denial_error(code: str = codes.AUTHORIZATION_DENIED) -> MCPError:
                     data={codes.AUTH_ERROR_META_KEY: {"code": code}})
 
 
-def _aside_upstream_meta(result: dict[str, Any]) -> dict[str, Any]:
+def _aside_upstream_meta(result: dict[str, object]) -> dict[str, object]:
     """``result`` with the upstream's own serverInfo and receipts under upstream keys."""
     meta = result.get("_meta")
     if isinstance(meta, dict) and any(k in meta for k in _UPSTREAM_KEYS):
@@ -249,26 +255,37 @@ def _file_stamp(path: Path) -> tuple[int, int, int]:
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
-def _text(text: str) -> list[dict[str, Any]]:
+def _text(text: str) -> list[dict[str, str]]:
     return [{"type": "text", "text": text}]
 
 
-def refusal(code: str, message: str, extra_meta: Mapping[str, Any] | None = None
-            ) -> dict[str, Any]:
+def _meta_of(result: Mapping[str, object]) -> Mapping[str, object]:
+    """``result``'s ``_meta`` object ({} when it has none)."""
+    meta = result.get("_meta")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _items(value: object) -> list[object]:
+    """A list member of an upstream answer (anything else, null or absent: no items)."""
+    return value if isinstance(value, list) else []
+
+
+def refusal(code: str, message: str, extra_meta: Mapping[str, object] | None = None
+            ) -> dict[str, object]:
     """An ``isError`` result carrying only ``code`` in ``_meta[authorization-error]``."""
-    meta: dict[str, Any] = dict(extra_meta or {})
+    meta: dict[str, object] = dict(extra_meta or {})
     meta[codes.AUTH_ERROR_META_KEY] = {"code": code}
     return {"content": _text(f"{code}: {message}"), "isError": True, "_meta": meta}
 
 
-def _string_meta(meta: Mapping[str, Any] | None, key: str) -> str | None:
+def _string_meta(meta: Mapping[str, object] | None, key: str) -> str | None:
     value = meta.get(key) if meta is not None else None
     if isinstance(value, str) and 0 < len(value) <= MAX_KEY_CHARS and value.isprintable():
         return value
     return None
 
 
-def _forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _forwarded_meta(meta: Mapping[str, object] | None) -> dict[str, object] | None:
     """Request ``_meta`` for the upstream: the caller's own keys only.
 
     Protocol keys (``io.modelcontextprotocol/*``, the progress token) belong to the client's
@@ -283,7 +300,7 @@ def _forwarded_meta(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return out or None
 
 
-def _not_ours(receipt: Receipt, server: str, tool: str, record: Mapping[str, Any]) -> str | None:
+def _not_ours(receipt: Receipt, server: str, tool: str, record: DecisionRecord) -> str | None:
     """Why ``receipt`` is not the ledger's entry for ``record`` made by this gateway, or None.
 
     The digest is rebuilt from the record (with its salt) rather than taken from the request
@@ -299,7 +316,7 @@ def _not_ours(receipt: Receipt, server: str, tool: str, record: Mapping[str, Any
     return None
 
 
-def _request_digest(tool: str, arguments: Mapping[str, Any] | None, agent: str | None) -> str:
+def _request_digest(tool: str, arguments: Mapping[str, object] | None, agent: str | None) -> str:
     """What an idempotency key is bound to (local only, so plain sorted JSON is enough)."""
     body = json.dumps({"tool": tool, "arguments": arguments or {}, "agent": agent},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
@@ -432,9 +449,9 @@ class GatewayRuntime:
         return shared
 
     async def send_upstream(self, inbound: Inbound | None, method: str,
-                            params: Mapping[str, Any] | None,
-                            meta: Mapping[str, Any] | None = None
-                            ) -> tuple[dict[str, Any], bool]:
+                            params: Mapping[str, object] | None,
+                            meta: Mapping[str, object] | None = None
+                            ) -> tuple[dict[str, object], bool]:
         """Send one request upstream on the right link: (raw result, degraded).
 
         ``params`` go as given except ``_meta``, which keeps only the caller's own keys; the
@@ -450,16 +467,19 @@ class GatewayRuntime:
                                     else inbound.meta if inbound is not None else None)
         if forwarded:
             out["_meta"] = forwarded
-        progress = None
+        on_progress: ProgressFnT | None = None
         token = inbound.progress_token if inbound is not None else None
         if inbound is not None and token is not None:
             session, rid = inbound.session, inbound.request_id
 
-            async def progress(value: float, total: float | None, message: str | None) -> None:
+            async def relay_progress(progress: float, total: float | None, message: str | None
+                                     ) -> None:
                 with contextlib.suppress(Exception):  # the client may be gone: not ours to fix
                     await session.send_progress_notification(
-                        token, value, total, message,
+                        token, progress, total, message,
                         related_request_id=str(rid) if rid is not None else None)
+
+            on_progress = relay_progress
 
         caps = inbound.session.client_capabilities if inbound is not None else None
         async with contextlib.AsyncExitStack() as stack:
@@ -468,12 +488,13 @@ class GatewayRuntime:
                 call = await stack.enter_async_context(link.call(inbound.session,
                                                                  inbound.request_id))
             await stack.enter_async_context(forwarding_capabilities(caps))
-            raw = await client.session.send_request(
+            # RAW keeps the answer as the upstream sent it; the SDK's hint asks for a model.
+            raw: dict[str, object] = await client.session.send_request(
                 raw_request(method, out), cast(Any, RAW),
                 request_read_timeout_seconds=self.config.upstream_timeout,
-                progress_callback=cast(Any, progress))
+                progress_callback=on_progress)
             degraded = bool(call is not None and call.degraded)
-            result = _aside_upstream_meta(cast(dict[str, Any], raw))
+            result = _aside_upstream_meta(raw)
             if inbound is not None and inbound.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 # An upstream on the 2025 era (the SDK fell back) sends no resultType; the
                 # cache hints it did not send are filled by the server (cache_hints).
@@ -483,7 +504,8 @@ class GatewayRuntime:
 
     # Resources, prompts, completions -----------------------------------------------------
 
-    async def authorize_request(self, kind: str, name: str, arguments: Mapping[str, Any] | None,
+    async def authorize_request(self, kind: str, name: str,
+                                arguments: Mapping[str, object] | None,
                                 inbound: Inbound, uri: object = None) -> Authorized:
         """Decide (and notarize the decision of) a prompt or resource request, or raise the
         generic denial. Nothing is forwarded before this returns."""
@@ -495,11 +517,11 @@ class GatewayRuntime:
                                      agent, kind=kind, prepared=prepared)
         if isinstance(auth, Authorized):
             return auth
-        code = (auth.get("_meta") or {}).get(codes.AUTH_ERROR_META_KEY, {}).get("code")
-        raise denial_error(str(code or codes.AUTHORIZATION_DENIED))
+        err = _auth_error(auth)
+        raise denial_error(str((err.get("code") if err else None) or codes.AUTHORIZATION_DENIED))
 
     async def forward_authorized(self, auth: Authorized, inbound: Inbound, method: str
-                                 ) -> dict[str, Any]:
+                                 ) -> dict[str, object]:
         """Forward an authorized prompt or resource request as the client sent it."""
         _check_grant(auth)
         started = time.perf_counter()
@@ -508,27 +530,27 @@ class GatewayRuntime:
                          ms=round((time.perf_counter() - started) * 1e3, 2), outcome="ok")
         return result
 
-    async def filtered_list(self, inbound: Inbound, method: str) -> dict[str, Any]:
+    async def filtered_list(self, inbound: Inbound, method: str) -> dict[str, object]:
         """``resources/list``, ``resources/templates/list`` or ``prompts/list``, forwarded and
         filtered to what the policy could allow for this caller."""
         result, _ = await self.send_upstream(inbound, method, inbound.params)
         policy = (await self._current_policy()).policy
         agent = self.agent_for(inbound.meta, policy)
         if method == "resources/list":
-            result["resources"] = [r for r in result.get("resources") or []
+            result["resources"] = [r for r in _items(result.get("resources"))
                                    if isinstance(r, dict)
                                    and policy.allows_resource(r.get("uri"), agent)]
         elif method == "resources/templates/list":
             keep = policy.could_allow_resources(agent)
             result["resourceTemplates"] = [
-                t for t in result.get("resourceTemplates") or [] if keep and isinstance(t, dict)
+                t for t in _items(result.get("resourceTemplates")) if keep and isinstance(t, dict)
                 and policy.allows_resource(t.get("uriTemplate"), agent)]
         elif method == "prompts/list":
-            result["prompts"] = [p for p in result.get("prompts") or [] if isinstance(p, dict)
+            result["prompts"] = [p for p in _items(result.get("prompts")) if isinstance(p, dict)
                                  and policy.could_allow_prompt(str(p.get("name")), agent)]
         return result
 
-    async def complete(self, inbound: Inbound) -> dict[str, Any]:
+    async def complete(self, inbound: Inbound) -> dict[str, object]:
         """``completion/complete``: allowed when the prompt or resource it completes could
         be; judged without a ledger entry (a completion reads no resource and runs nothing)."""
         policy = (await self._current_policy()).policy
@@ -552,8 +574,9 @@ class GatewayRuntime:
         return (self._upstream is not None
                 and self._upstream.protocol_version in MODERN_PROTOCOL_VERSIONS)
 
-    async def listen(self, ctx: ServerRequestContext[Any, Any],
-                     params: types.SubscriptionsListenRequestParams) -> Any:
+    async def listen(self, ctx: ServerRequestContext[GatewayRuntime],
+                     params: types.SubscriptionsListenRequestParams
+                     ) -> types.SubscriptionsListenResult:
         """``subscriptions/listen`` (2026-07-28): one upstream listen per client stream,
         its events relayed. Each resource URI to watch is decided like
         ``resources/subscribe`` (and the decision notarized); one the policy does not allow
@@ -591,9 +614,10 @@ class GatewayRuntime:
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
             try:
-                return await handler(ctx, relayed)
+                result = await handler(ctx, relayed)
             finally:
                 tg.cancel_scope.cancel()
+        return result
 
     def _record_tools(self, tools: list[types.Tool]) -> None:
         for tool in tools:
@@ -609,14 +633,14 @@ class GatewayRuntime:
             if cursor is None:
                 return
 
-    async def list_tools(self, inbound: Inbound) -> dict[str, Any]:
+    async def list_tools(self, inbound: Inbound) -> dict[str, object]:
         """``tools/list`` as the upstream answered it (caching hints and all), the schemas
         seen recorded for projection. Only the tools the policy could allow for this
         caller's agent are listed, unless the gateway was started with ``list_all_tools``:
         every other tool is denied on every call, and offering it would only invite the
         client to try. A 2025-era client gets non-object output schemas wrapped."""
         result, _ = await self.send_upstream(inbound, "tools/list", inbound.params)
-        tools = [types.Tool.model_validate(t, by_name=False) for t in result.get("tools") or []]
+        tools = [types.Tool.model_validate(t, by_name=False) for t in _items(result.get("tools"))]
         self._record_tools(tools)
         if not self.config.list_all_tools:
             policy = (await self._current_policy()).policy
@@ -630,16 +654,16 @@ class GatewayRuntime:
 
     # tools/call -------------------------------------------------------------------------
 
-    def agent_for(self, meta: Mapping[str, Any] | None, policy: Policy) -> str | None:
+    def agent_for(self, meta: Mapping[str, object] | None, policy: Policy) -> str | None:
         """The ``agent`` fact: configured (flag, then policy) or else claimed in ``_meta``."""
         configured = self.config.agent or policy.agent
         if configured is not None:
             return configured
         return _string_meta(meta, codes.AGENT_META_KEY)
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any] | None,
-                        meta: Mapping[str, Any] | None, *, client_version: str | None = None,
-                        inbound: Inbound | None = None) -> dict[str, Any]:
+    async def call_tool(self, tool: str, arguments: dict[str, object] | None,
+                        meta: Mapping[str, object] | None, *, client_version: str | None = None,
+                        inbound: Inbound | None = None) -> dict[str, object]:
         """One ``tools/call``: the wire result (see the module docstring for the order).
 
         ``client_version`` is the protocol version of the gateway's client: a 2025-era client
@@ -690,10 +714,11 @@ class GatewayRuntime:
             else:
                 self._key_locks[key] = (lock, users - 1)
 
-    async def _keyed_call(self, state: PolicyState, tool: str, arguments: dict[str, Any] | None,
-                          meta: Mapping[str, Any] | None, agent: str | None,
+    async def _keyed_call(self, state: PolicyState, tool: str,
+                          arguments: dict[str, object] | None,
+                          meta: Mapping[str, object] | None, agent: str | None,
                           key: str, client_version: str | None = None,
-                          inbound: Inbound | None = None) -> dict[str, Any]:
+                          inbound: Inbound | None = None) -> dict[str, object]:
         digest = _request_digest(tool, arguments, agent)
         replay = await self._replay(key, digest)
         if replay is not None:
@@ -719,7 +744,7 @@ class GatewayRuntime:
         await self.store.finish(key, result)
         return result
 
-    async def _replay(self, key: str, digest: str) -> dict[str, Any] | None:
+    async def _replay(self, key: str, digest: str) -> dict[str, object] | None:
         row = await self.store.lookup(key)
         if row is None:
             return None
@@ -740,21 +765,22 @@ class GatewayRuntime:
         return result
 
     async def _authorize_and_run(self, state: PolicyState, tool: str,
-                                 arguments: dict[str, Any] | None,
-                                 meta: Mapping[str, Any] | None,
+                                 arguments: dict[str, object] | None,
+                                 meta: Mapping[str, object] | None,
                                  agent: str | None,
                                  client_version: str | None = None,
-                                 inbound: Inbound | None = None) -> dict[str, Any]:
+                                 inbound: Inbound | None = None) -> dict[str, object]:
         auth = await self._authorize(state, tool, arguments, agent)
         if not isinstance(auth, Authorized):
             return auth
         return await self._run(auth, arguments, meta, client_version=client_version,
                                inbound=inbound)
 
-    async def _authorize(self, state: PolicyState, tool: str, arguments: dict[str, Any] | None,
+    async def _authorize(self, state: PolicyState, tool: str,
+                         arguments: dict[str, object] | None,
                          agent: str | None, *, kind: str = "tool",
-                         prepared: tuple[dict[str, Any], list[str]] | None = None
-                         ) -> Authorized | dict[str, Any]:
+                         prepared: tuple[dict[str, object], list[str]] | None = None
+                         ) -> Authorized | dict[str, object]:
         """Evaluate, notarize and save the decision; an :class:`Authorized` or a refusal.
 
         Every decision goes to the ledger, denials included. An allowed decision the ledger
@@ -774,7 +800,7 @@ class GatewayRuntime:
         decision = policy.judge(tool, facts, problems, k)
         record = decision_record(decision.value, tool, decision.facts_sha256,
                                  state.commitment, now_issued_at(), new_salt(), kind)
-        receipt: dict[str, Any] | None = None
+        receipt: dict[str, object] | None = None
         try:
             got = await self.notary.notarize(self.name, codes.POLICY_DECISION_TOOL,
                                              sha256_jcs(record))
@@ -802,9 +828,9 @@ class GatewayRuntime:
         block = {"spec": codes.DECISION_SPEC, **record, "receipt": receipt}
         return Authorized(tool, decision, block, _GRANT)
 
-    async def _forward(self, auth: Authorized, arguments: dict[str, Any] | None,
-                       meta: Mapping[str, Any] | None, inbound: Inbound | None = None
-                       ) -> tuple[dict[str, Any], bool]:
+    async def _forward(self, auth: Authorized, arguments: dict[str, object] | None,
+                       meta: Mapping[str, object] | None, inbound: Inbound | None = None
+                       ) -> tuple[dict[str, object], bool]:
         """The one place that sends ``tools/call`` upstream; needs an :class:`Authorized`.
 
         The arguments go exactly as received, with the request's other parameters
@@ -813,7 +839,7 @@ class GatewayRuntime:
         the gateway could not relay).
         """
         _check_grant(auth)
-        params: dict[str, Any] = {k: v for k, v in ((inbound.params if inbound else None)
+        params: dict[str, object] = {k: v for k, v in ((inbound.params if inbound else None)
                                                     or {}).items()
                                   if k not in ("name", "arguments", "_meta")}
         params["name"] = auth.tool
@@ -821,9 +847,9 @@ class GatewayRuntime:
             params["arguments"] = arguments
         return await self.send_upstream(inbound, "tools/call", params, meta)
 
-    async def _run(self, auth: Authorized, arguments: dict[str, Any] | None,
-                   meta: Mapping[str, Any] | None, *, client_version: str | None = None,
-                   inbound: Inbound | None = None) -> dict[str, Any]:
+    async def _run(self, auth: Authorized, arguments: dict[str, object] | None,
+                   meta: Mapping[str, object] | None, *, client_version: str | None = None,
+                   inbound: Inbound | None = None) -> dict[str, object]:
         """Forward an authorized call and build the final result with its receipts.
 
         An ``input_required`` result is not final: it goes back untouched (the upstream's
@@ -865,17 +891,16 @@ class GatewayRuntime:
                                "from the client that the gateway could not relay")
             else:
                 wire = self._shape(tool, upstream, client_version)
-        meta_out = dict(wire.get("_meta") or {})
-        meta_out[codes.AUTH_RECEIPT_META_KEY] = auth.block
-        wire["_meta"] = meta_out
+        wire["_meta"] = {**_meta_of(wire), codes.AUTH_RECEIPT_META_KEY: auth.block}
         wire = await self.notarizer.notarize_wire(tool, record_arguments, wire)
-        wire["_meta"][AER1_META_KEY] = self._aer1(tool, record_arguments, wire, observed)
+        receipt = self._aer1(tool, record_arguments, wire, observed)
+        wire["_meta"] = {**_meta_of(wire), AER1_META_KEY: receipt}
         if rpc_error is not None:
             raise UpstreamRpcError(rpc_error, wire)
         return wire
 
     def _shape(self, tool: str, result: types.CallToolResult,
-               client_version: str | None = None) -> dict[str, Any]:
+               client_version: str | None = None) -> dict[str, object]:
         """The upstream result as wire JSON: serverInfo renamed, projected, failures coded.
 
         Projected on the upstream's own output schema, then shaped for the client: a 2025-era
@@ -883,22 +908,15 @@ class GatewayRuntime:
         """
         wire = received_wire(result)  # structuredContent as sent, null included
         wire.pop("resultType", None)  # the gateway's own runner sets it for its client
-        meta = wire.get("_meta")
-        if isinstance(meta, dict) and any(k in meta for k in _UPSTREAM_KEYS):
-            # The upstream's serverInfo, and any receipts it attached itself (an upstream that
-            # notarizes its own results, or a gateway in front of a gateway), are kept under
-            # upstream keys: the gateway's own receipts take the plain keys, and the
-            # upstream's stay verifiable (its record hashes the same content, unless the
-            # projection below had to change it).
-            meta = dict(meta)
-            for key, aside in _UPSTREAM_KEYS.items():
-                if key in meta:
-                    meta[aside] = meta.pop(key)
-            wire["_meta"] = meta
+        # The upstream's serverInfo, and any receipts it attached itself (an upstream that
+        # notarizes its own results, or a gateway in front of a gateway), are kept under
+        # upstream keys: the gateway's own receipts take the plain keys, and the upstream's
+        # stay verifiable (its record hashes the same content, unless the projection below
+        # had to change it).
+        wire = _aside_upstream_meta(wire)
         if wire.get("isError") is True:
-            err_meta = dict(wire.get("_meta") or {})
-            err_meta[codes.AUTH_ERROR_META_KEY] = {"code": codes.UPSTREAM_TOOL_FAILED}
-            wire["_meta"] = err_meta
+            wire["_meta"] = {**_meta_of(wire),
+                             codes.AUTH_ERROR_META_KEY: {"code": codes.UPSTREAM_TOOL_FAILED}}
             return wire
         projected, problem = project_result(wire, self.schemas.validator(tool))
         if problem is None:
@@ -907,12 +925,11 @@ class GatewayRuntime:
                     client_version, projected["structuredContent"])
             return projected
         _log.warning("upstream_output_invalid", tool=tool, problem=problem)
-        kept = {k: v for k, v in (wire.get("_meta") or {}).items()}
         return refusal(codes.UPSTREAM_TOOL_FAILED, "the upstream tool returned a result that "
-                       "does not match its declared output schema", kept)
+                       "does not match its declared output schema", _meta_of(wire))
 
-    def _aer1(self, tool: str, arguments: dict[str, Any], wire: dict[str, Any],
-              observed: bool) -> dict[str, Any]:
+    def _aer1(self, tool: str, arguments: dict[str, object], wire: dict[str, object],
+              observed: bool) -> aer1.Aer1Receipt:
         """The AER-1 receipt of the final result, from the SDK's notarization block."""
         block = notarization_block(wire) or {}
         receipt: Receipt | None = None
@@ -932,19 +949,19 @@ class GatewayRuntime:
                 record = CallRecord(server=self.name, tool=tool, arguments={}, result=wire,
                                     salt=new_salt())
             receipt = None
-        kwargs: dict[str, Any] = {
-            "record": record, "provenance": aer1.PROVENANCE_GATEWAY,
-            "verification_status": "execution_observed" if observed
+        build = functools.partial(
+            aer1.build_aer1, record=record, provenance=aer1.PROVENANCE_GATEWAY,
+            verification_status="execution_observed" if observed
             else "execution_not_observed",
-            "status": "error" if wire.get("isError") else "success",
-            "tool_context": {"name": tool, "version": self.upstream_version,
-                             "scope": f"mcp:{self.upstream_name}"}}
+            status="error" if wire.get("isError") else "success",
+            tool_context={"name": tool, "version": self.upstream_version,
+                          "scope": f"mcp:{self.upstream_name}"})
         try:
-            return aer1.build_aer1(notary_receipt=receipt, **kwargs)
+            return build(notary_receipt=receipt)
         except ValueError:
             # The receipt is for other bytes (cannot happen with the SDK's notarizer, which
             # hashed this very record): never anchor bytes to someone else's commitment.
-            return aer1.build_aer1(notary_receipt=None, **kwargs)
+            return build(notary_receipt=None)
 
 
 _UPSTREAM_KEYS: Final = {
@@ -970,15 +987,17 @@ def _legacy_tool(tool: types.Tool) -> types.Tool:
     return tool.model_copy(update={"output_schema": wrapped})
 
 
-def _outcome(result: Mapping[str, Any]) -> str:
-    meta = result.get("_meta")
-    if isinstance(meta, Mapping):
-        if meta.get(codes.REPLAY_META_KEY):
-            return "replayed"
-        err = meta.get(codes.AUTH_ERROR_META_KEY)
-        if isinstance(err, Mapping):
-            return str(err.get("code"))
-    return "ok"
+def _auth_error(result: Mapping[str, object]) -> Mapping[str, object] | None:
+    """A refusal's ``_meta[authorization-error]`` (None in any other result)."""
+    err = _meta_of(result).get(codes.AUTH_ERROR_META_KEY)
+    return err if isinstance(err, Mapping) else None
+
+
+def _outcome(result: Mapping[str, object]) -> str:
+    if _meta_of(result).get(codes.REPLAY_META_KEY):
+        return "replayed"
+    err = _auth_error(result)
+    return str(err.get("code")) if err is not None else "ok"
 
 
 def _key_digest(key: str) -> str:
@@ -1011,7 +1030,7 @@ async def _on_call_tool(ctx: ServerRequestContext[GatewayRuntime],
     return {**wire, "resultType": "complete"}
 
 
-def _param(ctx: ServerRequestContext[Any, Any], key: str) -> Any:
+def _param(ctx: ServerRequestContext[GatewayRuntime], key: str) -> object:
     return (ctx.params or {}).get(key)
 
 
@@ -1069,7 +1088,7 @@ async def _on_complete(ctx: ServerRequestContext[GatewayRuntime],
 
 async def _on_listen(ctx: ServerRequestContext[GatewayRuntime],
                      params: types.SubscriptionsListenRequestParams) -> HandlerResult:
-    return cast(HandlerResult, await ctx.lifespan_context.listen(ctx, params))
+    return await ctx.lifespan_context.listen(ctx, params)
 
 
 async def _on_set_level(ctx: ServerRequestContext[GatewayRuntime],
@@ -1085,7 +1104,8 @@ class _GatewayServer(Server[GatewayRuntime]):
 
     live: list[GatewayRuntime]
 
-    async def run(self, read_stream: Any, write_stream: Any,
+    async def run(self, read_stream: ReadStream[SessionMessage | Exception],
+                  write_stream: WriteStream[SessionMessage],
                   initialization_options: InitializationOptions,
                   raise_exceptions: bool = False) -> None:
         """As ``Server.run``, with the initialize answer built once the lifespan connected
@@ -1098,16 +1118,15 @@ class _GatewayServer(Server[GatewayRuntime]):
                                       lifespan_state=lifespan_context, init_options=options,
                                       raise_exceptions=raise_exceptions)
 
-    def get_capabilities(self, notification_options: Any = None,
+    def get_capabilities(self, notification_options: NotificationOptions | None = None,
                          experimental_capabilities: dict[str, dict[str, Any]] | None = None,
                          extensions: dict[str, dict[str, Any]] | None = None, *,
                          protocol_version: str | None = None) -> types.ServerCapabilities:
         modern = protocol_version in MODERN_PROTOCOL_VERSIONS
         if not modern and RECEIPT_EXTENSION in self.extensions:
             # A 2025-era client finds the receipt extension under experimental.
-            experimental_capabilities = declare(
-                experimental_capabilities or {}, self.extensions[RECEIPT_EXTENSION],
-                modern=False)["experimental"]
+            experimental_capabilities = with_extension(experimental_capabilities,
+                                                       self.extensions[RECEIPT_EXTENSION])
         mine = super().get_capabilities(notification_options, experimental_capabilities,
                                         extensions, protocol_version=protocol_version)
         upstream = self.live[-1].upstream_capabilities if self.live else None
@@ -1135,7 +1154,7 @@ class _GatewayServer(Server[GatewayRuntime]):
         )
 
 
-async def aer1_result_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext
+async def aer1_result_middleware(ctx: ServerRequestContext[GatewayRuntime], call_next: CallNext
                                  ) -> HandlerResult:
     """Put the AER-1 receipt at ``result._receipt`` on the wire.
 
@@ -1206,7 +1225,7 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
             finally:
                 live.remove(runtime)
 
-    def input_schema(tool: str) -> dict[str, Any] | None:
+    def input_schema(tool: str) -> dict[str, object] | None:
         # For the SDK's Mcp-Param-* header check on modern streamable HTTP: answer from the
         # schemas already seen instead of forwarding a tools/list upstream per call.
         return live[-1].schemas.input_schemas.get(tool) if live else None
@@ -1219,7 +1238,7 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
         lifespan=lifespan,
         get_tool_input_schema=input_schema,
         # ttlMs 0, private: what an upstream that sent no hints (a 2025-era one) means.
-        cache_hints=cast(Any, dict.fromkeys(CACHEABLE_METHODS, CacheHint())),
+        cache_hints=dict.fromkeys(get_args(CacheableMethod), CacheHint()),
     )
     server.live = live
     server.add_request_handler("tools/call", types.CallToolRequestParams, _on_call_tool)

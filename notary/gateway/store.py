@@ -28,7 +28,7 @@ import stat
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import aiosqlite
 
@@ -53,18 +53,18 @@ class IdempotencyRow:
     tool: str
     request_sha256: str
     state: Literal["pending", "done"]
-    result: dict[str, Any] | None
+    result: dict[str, object] | None
 
 
 @dataclass(frozen=True)
 class DecisionEvidence:
     """What an auditor needs for one decision: the record, the facts, the notary receipt."""
 
-    record: dict[str, Any]
-    facts: dict[str, Any]
-    receipt: dict[str, Any] | None
+    record: Mapping[str, object]
+    facts: Mapping[str, object]
+    receipt: Mapping[str, object] | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"record": self.record, "facts": self.facts, "receipt": self.receipt}
 
 
@@ -139,7 +139,7 @@ class GatewayStore:
     # Policies and decisions ---------------------------------------------------------------
 
     async def save_policy(self, commitment: str, when: str,
-                          receipt: Mapping[str, Any] | None) -> None:
+                          receipt: Mapping[str, object] | None) -> None:
         await self.db.execute(
             "INSERT INTO policies (commitment, first_used, receipt) VALUES (?, ?, ?) "
             "ON CONFLICT(commitment) DO UPDATE SET receipt = COALESCE(excluded.receipt, receipt)",
@@ -182,7 +182,7 @@ class GatewayStore:
                               (key,))
         await self.db.commit()
 
-    async def finish(self, key: str, result: Mapping[str, Any]) -> None:
+    async def finish(self, key: str, result: Mapping[str, object]) -> None:
         """Record the outcome sent for ``key`` (durable before the answer goes out)."""
         await self.db.execute("UPDATE idempotency SET state = 'done', result = ? WHERE key = ?",
                               (_dumps(result), key))
@@ -198,9 +198,9 @@ async def read_decisions(path: Path) -> AsyncIterator[DecisionEvidence]:
                                    None if receipt is None else json.loads(receipt))
 
 
-async def read_policy_receipts(path: Path) -> dict[str, dict[str, Any] | None]:
+async def read_policy_receipts(path: Path) -> dict[str, dict[str, object] | None]:
     """Commitment → its ``policy.commit`` notary receipt, from a gateway state file."""
-    out: dict[str, dict[str, Any] | None] = {}
+    out: dict[str, dict[str, object] | None] = {}
     async with aiosqlite.connect(f"file:{path}?mode=ro", uri=True) as db, db.execute(
             "SELECT commitment, receipt FROM policies") as cur:
         async for commitment, receipt in cur:

@@ -27,23 +27,33 @@ import contextvars
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final, TypedDict, TypeVar
 
 import anyio
 import mcp_types as types
 import structlog
 from anyio.abc import TaskGroup
 from mcp import Client
-from mcp.client.session import ClientRequestContext
+from mcp.client.session import (
+    ClientRequestContext,
+    ElicitationFnT,
+    IncomingMessage,
+    ListRootsFnT,
+    LoggingFnT,
+    MessageHandlerFnT,
+    SamplingFnT,
+)
 from mcp.server.session import ServerSession
+from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
-__all__ = ["RAW", "Call", "Link", "Upstreams", "forwarding_capabilities", "raw_request"]
+__all__ = ["RAW", "Call", "ClientCallbacks", "Link", "Upstreams", "forwarding_capabilities",
+           "raw_request"]
 
-RAW: Final = TypeAdapter(dict[str, Any])
+RAW: Final = TypeAdapter(dict[str, object])
 """Upstream results are kept as the wire JSON the upstream sent (nothing dropped or added)."""
 
 _LINK_KEY: Final = "notary.gateway/upstream"
@@ -51,13 +61,16 @@ _LOCK_KEY: Final = "notary.gateway/upstream-lock"
 _NO_RELAY: Final = -32603
 _log = structlog.get_logger("notary.gateway")
 
-_client_capabilities: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+_ResultT = TypeVar("_ResultT", bound=BaseModel)
+
+_client_capabilities: contextvars.ContextVar[dict[str, object] | None] = contextvars.ContextVar(
     "notary_gateway_client_capabilities", default=None)
 
 
-def raw_request(method: str, params: Mapping[str, Any] | None) -> types.Request[Any, Any]:
+def raw_request(method: str, params: Mapping[str, object] | None
+                ) -> types.Request[dict[str, object] | None, str]:
     """A request for ``ClientSession.send_request`` with ``params`` exactly as given."""
-    return types.Request[dict[str, Any] | None, str](
+    return types.Request[dict[str, object] | None, str](
         method=method, params=dict(params) if params is not None else None)
 
 
@@ -82,13 +95,13 @@ async def forwarding_capabilities(capabilities: types.ClientCapabilities | None
 def _restamp(client: Client) -> None:
     """Wrap the client's request stamp so :func:`forwarding_capabilities` takes effect."""
     session = client.session
-    original: Callable[[dict[str, Any], Any], None] = session._stamp  # the SDK has no hook
+    original: Callable[[dict[str, object], CallOptions], None] = session._stamp  # no hook
 
-    def stamp(data: dict[str, Any], opts: Any) -> None:
+    def stamp(data: dict[str, object], opts: CallOptions) -> None:
         original(data, opts)
         caps = _client_capabilities.get()
-        meta = data.get("params", {}).get("_meta") if isinstance(data.get("params"), dict) \
-            else None
+        params = data.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
         if caps is not None and isinstance(meta, dict) \
                 and types.CLIENT_CAPABILITIES_META_KEY in meta:
             meta[types.CLIENT_CAPABILITIES_META_KEY] = caps
@@ -141,7 +154,8 @@ class Link:
         return types.ErrorData(code=_NO_RELAY, message=f"{what} cannot be relayed to the client "
                                "by the gateway")
 
-    async def _relay(self, request: Any, result_type: type[Any], what: str) -> Any:
+    async def _relay(self, request: types.ServerRequest, result_type: type[_ResultT], what: str
+                     ) -> _ResultT | types.ErrorData:
         call = self._current()
         if not self.relay or call is None:
             return self._refuse(what)
@@ -157,16 +171,19 @@ class Link:
             return types.ErrorData(code=_NO_RELAY, message=f"{what} failed at the client")
 
     async def sampling(self, context: ClientRequestContext,
-                       params: types.CreateMessageRequestParams) -> Any:
+                       params: types.CreateMessageRequestParams
+                       ) -> types.CreateMessageResult | types.ErrorData:
         return await self._relay(types.CreateMessageRequest(params=params),
                                  types.CreateMessageResult, "sampling/createMessage")
 
     async def elicitation(self, context: ClientRequestContext,
-                          params: types.ElicitRequestParams) -> Any:
+                          params: types.ElicitRequestParams
+                          ) -> types.ElicitResult | types.ErrorData:
         return await self._relay(types.ElicitRequest(params=params), types.ElicitResult,
                                  "elicitation/create")
 
-    async def roots(self, context: ClientRequestContext) -> Any:
+    async def roots(self, context: ClientRequestContext
+                    ) -> types.ListRootsResult | types.ErrorData:
         return await self._relay(types.ListRootsRequest(), types.ListRootsResult, "roots/list")
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
@@ -181,7 +198,7 @@ class Link:
         except Exception as e:  # the client went away: nothing to deliver to
             _log.debug("log_not_relayed", error=f"{type(e).__name__}: {e}")
 
-    async def message(self, message: Any) -> None:
+    async def message(self, message: IncomingMessage) -> None:
         """Upstream notifications that concern the connection (list changes, updates)."""
         session = self.last_session
         if not self.relay or session is None or isinstance(message, Exception):
@@ -199,6 +216,16 @@ class Link:
             _log.debug("notification_not_relayed", error=f"{type(e).__name__}: {e}")
 
 
+class ClientCallbacks(TypedDict, total=False):
+    """The callbacks a :class:`Link` gives its upstream ``Client`` (keyword arguments)."""
+
+    logging_callback: LoggingFnT
+    message_handler: MessageHandlerFnT
+    sampling_callback: SamplingFnT
+    elicitation_callback: ElicitationFnT
+    list_roots_callback: ListRootsFnT
+
+
 class Upstreams:
     """The shared upstream connection, and one per 2025-era client session."""
 
@@ -209,12 +236,13 @@ class Upstreams:
 
     @staticmethod
     def client_kwargs(link: Link, capabilities: types.ClientCapabilities | None
-                      ) -> dict[str, Any]:
+                      ) -> ClientCallbacks:
         """Callbacks for ``Client``. A relaying link declares what its client declared; the
         shared link declares sampling and elicitation, so that an upstream asking for them
         is noticed (and the call marked degraded) rather than quietly answering something
         else."""
-        kwargs: dict[str, Any] = {"logging_callback": link.log, "message_handler": link.message}
+        kwargs: ClientCallbacks = {"logging_callback": link.log,
+                                   "message_handler": link.message}
         caps = capabilities or types.ClientCapabilities()
         if not link.relay or caps.sampling is not None:
             kwargs["sampling_callback"] = link.sampling
@@ -254,7 +282,7 @@ class Upstreams:
             connection.exit_stack.push_async_callback(close)
             return link
 
-    async def _hold(self, link: Link, kwargs: dict[str, Any], *,
+    async def _hold(self, link: Link, kwargs: ClientCallbacks, *,
                     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
                     ) -> None:
         """Open the upstream session, keep it until the client's connection closes."""

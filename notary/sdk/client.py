@@ -24,13 +24,12 @@ import random
 import re
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
 from ledger.client.http import MAX_JSON_BYTES, MAX_JSON_DEPTH, read_bounded
-from ledger.core.boundedjson import JsonError, parse_json
+from ledger.core.boundedjson import JsonError, JsonObject, parse_json
 from notary.core.errors import NotaryBaseError
 from notary.core.receipts import Receipt, ReceiptFormatError
 
@@ -159,7 +158,7 @@ def _error_body(status: int, reason: str | None, body: bytes) -> tuple[str, str]
     return f"http_{status}", text or (reason or "no message")
 
 
-def _receipt(doc: dict[str, Any], path: str) -> Receipt:
+def _receipt(doc: JsonObject, path: str) -> Receipt:
     """The notary's answer as a :class:`Receipt`: strictly shaped, signed, with a proof."""
     try:
         receipt = Receipt.from_json(doc)
@@ -307,7 +306,7 @@ class NotaryClient:
             raise NotaryResponseError("the notary answered a receipt for another call_sha256")
         return receipt
 
-    async def verify(self, receipt_id: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    async def verify(self, receipt_id: str, record: Mapping[str, object]) -> JsonObject:
         """Online verification: the notary's per-level verdict for ``record``.
 
         The notary hashes the record in memory and does not store it; still, this sends the
@@ -317,18 +316,18 @@ class NotaryClient:
         return await self._request("POST", "/v1/tool-calls/verify",
                                    {"id": receipt_id, "record": dict(record)})
 
-    async def jwks(self) -> dict[str, Any]:
+    async def jwks(self) -> JsonObject:
         """The receipt keys (``/.well-known/jwks.json``), for :class:`notary.core.receipts.Jwks`."""
         return await self._request("GET", "/.well-known/jwks.json")
 
-    async def ledger(self) -> dict[str, Any]:
+    async def ledger(self) -> JsonObject:
         """The log's description: ``origin``, ``vkey`` (note verifier key), ``size``..."""
         return await self._request("GET", "/v1/ledger")
 
     # Transport ------------------------------------------------------------------------------
 
-    async def _request(self, method: str, path: str, body: Any = None, *, auth: bool = False,
-                       params: Mapping[str, str] | None = None) -> dict[str, Any]:
+    async def _request(self, method: str, path: str, body: object = None, *, auth: bool = False,
+                       params: Mapping[str, str] | None = None) -> JsonObject:
         url = self.base_url + path
         headers = {"Accept": "application/json"}
         if auth and self._api_key:
@@ -362,7 +361,7 @@ class NotaryClient:
         return delay
 
     async def _attempt(self, method: str, url: str, headers: Mapping[str, str],
-                       data: bytes | None, params: Mapping[str, str] | None) -> dict[str, Any]:
+                       data: bytes | None, params: Mapping[str, str] | None) -> JsonObject:
         session = self._get_session()
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         try:

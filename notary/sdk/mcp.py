@@ -114,7 +114,7 @@ class NotarizationFailedError(MCPError, NotaryBaseError):
         self.reason = reason
 
 
-def result_to_wire(result: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+def result_to_wire(result: BaseModel | Mapping[str, object]) -> dict[str, object]:
     """A tool result as the server sends it (camelCase, no nulls): what the record hashes.
 
     Accepts the SDK model or an already-dumped mapping (copied). For a model this is the
@@ -128,7 +128,7 @@ def result_to_wire(result: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
     return dict(result)
 
 
-def received_wire(result: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+def received_wire(result: BaseModel | Mapping[str, object]) -> dict[str, object]:
     """A received tool result as wire JSON, with ``structuredContent`` exactly as it came.
 
     The SDK's model cannot hold "absent" and ``null`` apart in its value (both are None),
@@ -157,7 +157,7 @@ def structured_for(protocol_version: str | None, value: object) -> object:
     return {"result": value}
 
 
-def _normalized(wire: Mapping[str, Any]) -> dict[str, Any]:
+def _normalized(wire: Mapping[str, object]) -> dict[str, object]:
     """The wire result with its hashed members in the form every client rebuilds.
 
     A client using the SDK never sees the wire JSON, only a parsed ``CallToolResult``, and
@@ -234,7 +234,7 @@ class Notarizer:
         self.embed_receipt = embed_receipt
         self.on_unavailable: OnUnavailable = on_unavailable
         self.public_url = (public_url or client.base_url).rstrip("/")
-        self.extension: dict[str, Any] | None = None
+        self.extension: dict[str, object] | None = None
         """The receipt extension's settings, once :func:`notarize_server` declared it."""
 
     def __repr__(self) -> str:
@@ -243,8 +243,8 @@ class Notarizer:
 
     # The core, on wire JSON ------------------------------------------------------------------
 
-    async def notarize_wire(self, tool: str, arguments: Mapping[str, Any] | None,
-                            result: Mapping[str, Any]) -> dict[str, Any]:
+    async def notarize_wire(self, tool: str, arguments: Mapping[str, object] | None,
+                            result: Mapping[str, object]) -> dict[str, object]:
         """Notarize a result given as wire JSON; a new dict (the input is not modified).
 
         Non-final results come back as an unchanged copy. ``arguments`` must be the call's
@@ -269,7 +269,7 @@ class Notarizer:
             # expected (a bug, a closed shared session) puts a traceback in the log.
             expected = isinstance(exc, _EXPECTED_FAILURES)
             return self._failed(tool, wire, _describe(exc), None if expected else exc)
-        block: dict[str, Any] = {
+        block: dict[str, object] = {
             "spec": SPEC,
             "id": receipt.id,
             "call_sha256": digest,
@@ -281,11 +281,11 @@ class Notarizer:
             block["receipt"] = receipt.to_json()
         return self._with_block(tool, wire, block)
 
-    def _with_block(self, tool: str, wire: dict[str, Any], block: dict[str, Any]
-                    ) -> dict[str, Any]:
+    def _with_block(self, tool: str, wire: dict[str, object], block: dict[str, object]
+                    ) -> dict[str, object]:
         """``wire`` with the block added to ``_meta``, every other ``_meta`` key kept."""
         existing = wire.get("_meta")
-        meta: dict[str, Any] = dict(existing) if isinstance(existing, Mapping) else {}
+        meta: dict[str, object] = dict(existing) if isinstance(existing, Mapping) else {}
         if existing is not None and not isinstance(existing, Mapping):
             _log.warning("tool %r returned a non-object _meta; it is replaced", tool)
         if TOOL_CALL_META_KEY in meta:
@@ -295,8 +295,8 @@ class Notarizer:
         meta[TOOL_CALL_META_KEY] = block
         return {**wire, "_meta": meta}
 
-    def _failed(self, tool: str, wire: dict[str, Any], reason: str,
-                unexpected: Exception | None = None) -> dict[str, Any]:
+    def _failed(self, tool: str, wire: dict[str, object], reason: str,
+                unexpected: Exception | None = None) -> dict[str, object]:
         """Apply the policy; one log line (with the traceback only for an unexpected error)."""
         _log.log(logging.WARNING if unexpected is None else logging.ERROR,
                  "could not notarize a result of tool %s (%s); policy %s", _quoted(tool),
@@ -308,14 +308,14 @@ class Notarizer:
     # On SDK models -------------------------------------------------------------------------
 
     @overload
-    async def notarize_result(self, tool: str, arguments: Mapping[str, Any] | None,
+    async def notarize_result(self, tool: str, arguments: Mapping[str, object] | None,
                               result: CallToolResult) -> CallToolResult: ...
 
     @overload
-    async def notarize_result(self, tool: str, arguments: Mapping[str, Any] | None,
+    async def notarize_result(self, tool: str, arguments: Mapping[str, object] | None,
                               result: InputRequiredResult) -> InputRequiredResult: ...
 
-    async def notarize_result(self, tool: str, arguments: Mapping[str, Any] | None,
+    async def notarize_result(self, tool: str, arguments: Mapping[str, object] | None,
                               result: CallToolResult | InputRequiredResult
                               ) -> CallToolResult | InputRequiredResult:
         """A copy of ``result`` carrying its notarization in ``_meta`` (see the module doc).
@@ -403,7 +403,7 @@ def notarize_server(server: _ServerT, notarizer: Notarizer, *,
 # Client side ---------------------------------------------------------------------------------
 
 
-def notarization_of(result: CallToolResult | Mapping[str, Any]) -> dict[str, Any] | None:
+def notarization_of(result: CallToolResult | Mapping[str, object]) -> dict[str, object] | None:
     """The ``_meta["com.rightshold/tool-call"]`` block of a received result, or None."""
     meta = result.meta if isinstance(result, BaseModel) else result.get("_meta")
     if not isinstance(meta, Mapping):
@@ -412,9 +412,9 @@ def notarization_of(result: CallToolResult | Mapping[str, Any]) -> dict[str, Any
     return dict(block) if isinstance(block, Mapping) else None
 
 
-def record_for(tool: str, arguments: Mapping[str, Any] | None,
-               result: CallToolResult | Mapping[str, Any], *,
-               server: str | None = None) -> dict[str, Any]:
+def record_for(tool: str, arguments: Mapping[str, object] | None,
+               result: CallToolResult | Mapping[str, object], *,
+               server: str | None = None) -> dict[str, object]:
     """Rebuild the call record from what the client sent and received.
 
     ``arguments`` are the arguments the client passed to ``call_tool`` (None → ``{}``);
@@ -429,12 +429,12 @@ def record_for(tool: str, arguments: Mapping[str, Any] | None,
 
 def verify_tool_result(
     tool: str,
-    arguments: Mapping[str, Any] | None,
-    result: CallToolResult | Mapping[str, Any],
+    arguments: Mapping[str, object] | None,
+    result: CallToolResult | Mapping[str, object],
     *,
     jwks: Jwks | None,
     log_verifier: NoteVerifier | None,
-    receipt: Receipt | Mapping[str, Any] | None = None,
+    receipt: Receipt | Mapping[str, object] | None = None,
     server: str | None = None,
 ) -> Verdict:
     """Verify a received tool result offline: record, receipt signature, inclusion.

@@ -18,14 +18,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 from notary.core.canonical import canonical_json
 
-__all__ = ["DecisionValue", "decision_record", "facts_sha256", "policy_commitment",
-           "sha256_jcs"]
+__all__ = ["DecisionRecord", "DecisionValue", "decision_record", "facts_sha256",
+           "policy_commitment", "sha256_jcs"]
 
 DecisionValue = Literal["allow", "deny"]
+
+
+class DecisionRecord(TypedDict):
+    """The record of one decision, as :func:`decision_record` builds it."""
+
+    decision: DecisionValue
+    tool: str
+    facts_sha256: str
+    policy_commitment: str
+    time: str
+    salt: str
+    kind: NotRequired[str]
+    """Absent for a tool (``prompt`` or ``resource`` otherwise)."""
 
 
 def sha256_jcs(value: object) -> str:
@@ -33,19 +46,19 @@ def sha256_jcs(value: object) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
-def policy_commitment(document: Mapping[str, Any], salt_hex: str) -> str:
+def policy_commitment(document: Mapping[str, object], salt_hex: str) -> str:
     """The salted commitment to a policy document (see the module docstring)."""
     return sha256_jcs({"policy": dict(document), "salt": salt_hex})
 
 
-def facts_sha256(facts: Mapping[str, Any]) -> str:
+def facts_sha256(facts: Mapping[str, object]) -> str:
     """The digest of a set of authorization facts (JCS, SHA-256, lower-case hex)."""
     return sha256_jcs(dict(facts))
 
 
 def decision_record(decision: DecisionValue, tool: str, facts_digest: str,
                     commitment: str, when: str, salt: str, kind: str = "tool"
-                    ) -> dict[str, str]:
+                    ) -> DecisionRecord:
     """The record notarized for one decision: its SHA-256 (JCS) is the entry's call_sha256.
 
     ``salt`` must be fresh for every record (see the module docstring). ``tool`` names what
@@ -53,7 +66,7 @@ def decision_record(decision: DecisionValue, tool: str, facts_digest: str,
     resource method (the URI is a fact). A tool's record has no ``kind`` member, exactly as
     before prompts and resources were judged.
     """
-    record = {"decision": decision, "tool": tool, "facts_sha256": facts_digest,
+    record: DecisionRecord = {"decision": decision, "tool": tool, "facts_sha256": facts_digest,
               "policy_commitment": commitment, "time": when, "salt": salt}
     if kind != "tool":
         record["kind"] = kind

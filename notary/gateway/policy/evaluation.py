@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from notary.gateway.policy.commitment import DecisionValue, facts_sha256, policy_commitment
 from notary.gateway.policy.facts import MISSING, CoercionError, FactSpec, coerce
@@ -43,7 +43,7 @@ class Decision:
 
     allowed: bool
     tool: str
-    facts: dict[str, Any]
+    facts: dict[str, object]
     facts_sha256: str
     reasons: tuple[str, ...] = ()
     kind: Kind = "tool"
@@ -57,7 +57,7 @@ class Decision:
 class Policy:
     """A parsed policy; ``document`` is the JSON form the commitment is computed over."""
 
-    document: dict[str, Any]
+    document: dict[str, object]
     tools: dict[str, ToolPolicy]
     name: str | None = None
     agent: str | None = None
@@ -74,13 +74,13 @@ class Policy:
         return self.resources
 
     def resource_facts(self, method: str, uri: object, agent: str | None
-                       ) -> tuple[dict[str, Any], list[str]]:
+                       ) -> tuple[dict[str, object], list[str]]:
         """The facts of a resource request: ``method``, ``uri`` (normalized) and ``agent``.
 
         A URI that has no normal form is left out (the ``uri`` fact is absent, so every rule
         on it fails); the problem, without the URI, is for the operator's log.
         """
-        facts: dict[str, Any] = {"method": method}
+        facts: dict[str, object] = {"method": method}
         if agent is not None:
             facts["agent"] = agent
         try:
@@ -92,21 +92,21 @@ class Policy:
     def commitment(self, salt_hex: str) -> str:
         return policy_commitment(self.document, salt_hex)
 
-    def facts_for(self, tool: str, arguments: Mapping[str, Any] | None, agent: str | None,
-                  kind: Kind = "tool") -> tuple[dict[str, Any], list[str]]:
+    def facts_for(self, tool: str, arguments: Mapping[str, object] | None, agent: str | None,
+                  kind: Kind = "tool") -> tuple[dict[str, object], list[str]]:
         """The authorization facts of a call, and the extraction problems (operator log).
 
         Context facts first (``tool``, or ``prompt`` for a prompt; ``agent`` when known),
         then the mapped facts of its table. An unknown name has only the context facts.
         """
-        facts: dict[str, Any] = {_SUBJECT_FACT[kind]: tool}
+        facts: dict[str, object] = {_SUBJECT_FACT[kind]: tool}
         if agent is not None:
             facts["agent"] = agent
         problems: list[str] = []
         spec = self.spec(tool, kind) if kind != "resource" else None
         if spec is None:
             return facts, problems
-        args: Mapping[str, Any] = arguments if isinstance(arguments, Mapping) else {}
+        args: Mapping[str, object] = arguments if isinstance(arguments, Mapping) else {}
         for fact in spec.facts:
             value, problem = fact.extract(args)
             if problem is not None:
@@ -115,7 +115,7 @@ class Policy:
                 facts[fact.name] = value
         return facts, problems
 
-    def evaluate(self, tool: str, facts: Mapping[str, Any], kind: Kind = "tool"
+    def evaluate(self, tool: str, facts: Mapping[str, object], kind: Kind = "tool"
                  ) -> tuple[bool, list[str]]:
         """Whether ``facts`` satisfy the policy of ``tool``; the failed rules (operator log).
 
@@ -135,13 +135,13 @@ class Policy:
         failures = [f for r in spec.rules if (f := r.failure(facts)) is not None]
         return not failures, failures
 
-    def decide(self, tool: str, arguments: Mapping[str, Any] | None, agent: str | None,
+    def decide(self, tool: str, arguments: Mapping[str, object] | None, agent: str | None,
                kind: Kind = "tool") -> Decision:
         """Extract the facts of a call and evaluate them. Never raises for bad arguments."""
         facts, problems = self.facts_for(tool, arguments, agent, kind)
         return self.judge(tool, facts, problems, kind)
 
-    def judge(self, tool: str, facts: Mapping[str, Any], problems: Sequence[str] = (),
+    def judge(self, tool: str, facts: Mapping[str, object], problems: Sequence[str] = (),
               kind: Kind = "tool") -> Decision:
         """The decision on facts already extracted (and, for a local upstream, resolved on
         the host by the gateway); ``problems`` are the extraction's, for the log."""
@@ -154,7 +154,7 @@ class Policy:
         spec = self.prompts.get(prompt)
         if spec is None:
             return False
-        facts: dict[str, Any] = {"prompt": prompt}
+        facts: dict[str, object] = {"prompt": prompt}
         if agent is not None:
             facts["agent"] = agent
         return all(r.failure(facts) is None for r in spec.rules
@@ -185,7 +185,7 @@ class Policy:
         spec = self.tools.get(tool)
         if spec is None:
             return False
-        facts: dict[str, Any] = {"tool": tool}
+        facts: dict[str, object] = {"tool": tool}
         if agent is not None:
             facts["agent"] = agent
         return all(r.failure(facts) is None for r in spec.rules

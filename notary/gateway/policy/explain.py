@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from notary.gateway.policy.evaluation import Kind, Policy, ToolPolicy
 from notary.gateway.policy.facts import CONTEXT_FACTS, FactSpec
@@ -51,7 +50,7 @@ class ToolExplanation:
     notes: tuple[str, ...] = field(default=())
     kind: Kind = "tool"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "kind": self.kind,
             "tool": self.tool, "in_policy": self.in_policy, "offered_by_upstream": self.offered,
@@ -62,7 +61,7 @@ class ToolExplanation:
         }
 
 
-def schema_fields(schema: Mapping[str, Any] | None) -> list[str]:
+def schema_fields(schema: Mapping[str, object] | None) -> list[str]:
     """Leaf argument paths of an input schema: nested object properties, dotted.
 
     Arrays, combinators (``anyOf``...) and ``$ref`` count as leaves: the explanation is
@@ -71,7 +70,7 @@ def schema_fields(schema: Mapping[str, Any] | None) -> list[str]:
     """
     out: list[str] = []
 
-    def walk(node: Mapping[str, Any], prefix: str) -> None:
+    def walk(node: Mapping[str, object], prefix: str) -> None:
         props = node.get("properties")
         if not isinstance(props, Mapping) or not props:
             if prefix:
@@ -89,7 +88,7 @@ def schema_fields(schema: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
-def _explain_tool(spec: ToolPolicy | None, tool: str, schema: Mapping[str, Any] | None,
+def _explain_tool(spec: ToolPolicy | None, tool: str, schema: Mapping[str, object] | None,
                   offered: bool | None) -> ToolExplanation:
     if spec is None:
         fields = tuple(FieldReport(p, "denied") for p in schema_fields(schema))
@@ -133,7 +132,7 @@ def _explain_tool(spec: ToolPolicy | None, tool: str, schema: Mapping[str, Any] 
                            tuple(notes))
 
 
-def explain(policy: Policy, input_schemas: Mapping[str, Mapping[str, Any] | None] | None = None
+def explain(policy: Policy, input_schemas: Mapping[str, Mapping[str, object] | None] | None = None
             ) -> list[ToolExplanation]:
     """Per tool, which argument fields the policy constrains and which pass unconstrained.
 

@@ -16,7 +16,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from notary.core.canonical import MAX_SAFE_INTEGER, CanonicalizationError, check_js_safe
 from notary.core.errors import NotaryBaseError
@@ -227,14 +227,14 @@ class FactSpec:
     name: str
     path: tuple[str, ...]
     type: FactType = "any"
-    default: Any = MISSING
+    default: object = MISSING
 
     @property
     def source(self) -> str:
         """The argument path as the explain output prints it (``approval.approved``)."""
         return ".".join(self.path)
 
-    def extract(self, arguments: Mapping[str, Any]) -> tuple[object, str | None]:
+    def extract(self, arguments: Mapping[str, object]) -> tuple[object, str | None]:
         """(value or :data:`MISSING`, problem for the operator's log or None).
 
         The problem names the fact and the argument path (both from the policy) and the kind

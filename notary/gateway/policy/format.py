@@ -54,7 +54,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from datetime import date, datetime, time
-from typing import Any, Final
+from typing import Final
 
 from notary.core.canonical import CanonicalizationError, canonical_json
 from notary.core.errors import NotaryBaseError
@@ -120,15 +120,17 @@ def _to_json(value: object, path: str) -> object:
     return value
 
 
-def _check_keys(obj: Mapping[str, Any], allowed: frozenset[str], path: str) -> None:
+def _check_keys(obj: Mapping[str, object], allowed: frozenset[str], path: str) -> None:
     unknown = sorted(set(obj) - allowed)
     if unknown:
         raise PolicyError(path, f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
 
 
-def _optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
+def _optional_str(obj: Mapping[str, object], key: str, path: str) -> str | None:
     value = obj.get(key)
-    if value is not None and (not isinstance(value, str) or not value):
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
         raise PolicyError(f"{path}.{key}", "must be a non-empty string")
     return value
 
@@ -319,14 +321,14 @@ def _parse_tool(tool: str, raw: object) -> ToolPolicy:
                         {"tool": "string", "agent": "string"})
 
 
-def _parse_table_of(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def _parse_table_of(doc: Mapping[str, object], key: str) -> Mapping[str, object]:
     table = doc.get(key, {})
     if not isinstance(table, Mapping):
         raise PolicyError(key, f"must be a table of {key}")
     return table
 
 
-def parse_policy(document: Mapping[str, Any]) -> Policy:
+def parse_policy(document: Mapping[str, object]) -> Policy:
     """Validate a policy document (the parsed TOML) strictly; raises :class:`PolicyError`."""
     doc = _to_json(dict(document), "")
     assert isinstance(doc, dict)

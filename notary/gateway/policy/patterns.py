@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal, Protocol
 
 import re2
 
@@ -87,13 +87,19 @@ def glob_to_regex(glob: str) -> str:
     return "".join(out)
 
 
+class _Compiled(Protocol):
+    """What this module uses of a compiled RE2 pattern (the package has no type hints)."""
+
+    def fullmatch(self, text: str) -> object: ...
+
+
 @dataclass(frozen=True)
 class Pattern:
     """A compiled glob or regex; :meth:`matches` tells whether a whole string matches."""
 
     kind: PatternKind
     source: str
-    _compiled: Any = field(repr=False, compare=False)
+    _compiled: _Compiled = field(repr=False, compare=False)
 
     def matches(self, value: str) -> bool:
         if len(value) > MAX_MATCH_CHARS:

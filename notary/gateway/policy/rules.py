@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from notary.core.canonical import canonical_json
 from notary.gateway.policy.patterns import MAX_MATCH_CHARS, Pattern
@@ -90,14 +90,14 @@ class Rule:
 
     fact: str
     op: str
-    value: Any
+    value: object
     kind: str = "any"
     patterns: tuple[Pattern, ...] = field(default=(), compare=False, repr=False)
     prefixes: tuple[str, ...] = field(default=(), compare=False, repr=False)
-    operand: Any = field(default=None, compare=False, repr=False)
+    operand: object = field(default=None, compare=False, repr=False)
 
     @property
-    def compared(self) -> Any:
+    def compared(self) -> object:
         """What ``==``, ``!=``, ``in`` and ``not in`` compare with: ``operand`` when set (on
         a path fact, ``value`` in NFC), else ``value`` (TOML has no null to confuse)."""
         return self.value if self.operand is None else self.operand
@@ -132,21 +132,26 @@ class Rule:
         if op == "!=":
             return not json_equal(actual, self.compared)
         if op in MEMBERSHIP:
-            member = any(json_equal(actual, v) for v in self.compared)
+            candidates = self.compared
+            member = isinstance(candidates, list) and any(json_equal(actual, v)
+                                                          for v in candidates)
             return member if op == "in" else not member
         if op == LENGTH:
             if not isinstance(actual, str | list):
                 return f"{self.fact} is neither a string nor a list"
             n = len(actual)
-            low, high = self.value.get("min"), self.value.get("max")
-            return (low is None or n >= low) and (high is None or n <= high)
+            bounds = self.value if isinstance(self.value, Mapping) else {}
+            low, high = bounds.get("min"), bounds.get("max")
+            return ((not isinstance(low, int) or n >= low)
+                    and (not isinstance(high, int) or n <= high))
         # String operators: on a string, or on every item of a list of paths.
         items = actual if self.kind == "paths" and isinstance(actual, list) else [actual]
-        if not all(isinstance(i, str) for i in items):
+        texts = [i for i in items if isinstance(i, str)]
+        if len(texts) != len(items):
             return f"{self.fact} is not a string"
-        return all(self._string_holds(i) for i in items)  # type: ignore[arg-type]
+        return all(self._string_holds(t) for t in texts)
 
-    def failure(self, facts: Mapping[str, Any]) -> str | None:
+    def failure(self, facts: Mapping[str, object]) -> str | None:
         if self.fact not in facts:
             return f"rule {self.describe()}: fact {self.fact!r} is absent"
         ok = self._holds(facts[self.fact])
