@@ -8,16 +8,12 @@ never changes what the others may spend. This command is the one way to change i
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ledger.process.exitcodes import UsageError
+from notary.cli import store_args
 from notary.operator import admin
-from notary.store.base import NotaryStore
 
 __all__ = ["register"]
-
-WithStore = Callable[[argparse.Namespace, Callable[[NotaryStore], Awaitable[Any]]], Any]
 
 
 def _allowance(value: str) -> int | None:
@@ -32,22 +28,19 @@ def _allowance(value: str) -> int | None:
     return n
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], *,
-             with_store: WithStore,
-             common: Callable[[argparse.ArgumentParser], None]) -> None:
-    """``with_store(args, use)`` runs ``use`` on the store the settings select;
-    ``common`` adds the store's flags (both from ``notary.cli.main``)."""
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``notary account set-allowance``."""
     account = subparsers.add_parser("account", help="manage accounts").add_subparsers(
         dest="action", required=True)
     p = account.add_parser("set-allowance", help="set an account's monthly allowance (writes "
                            "per UTC month) for all its API keys")
-    common(p)
+    store_args.add_store_flags(p)
     p.add_argument("account")
     p.add_argument("allowance", type=_allowance, metavar="N|unlimited")
 
     def run(args: argparse.Namespace) -> int:
         try:
-            with_store(args, lambda store: admin.set_monthly_allowance(
+            store_args.with_store(args, lambda store: admin.set_monthly_allowance(
                 store, args.account, args.allowance))
         except admin.AdminError as e:
             raise UsageError(str(e)) from e

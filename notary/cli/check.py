@@ -25,8 +25,8 @@ from ledger.process.progress import progress_reporter
 from ledger.storage.base import LogStore
 from ledger.storage.damage import corruption_in, describe_findings, integrity_errors
 from ledger.storage.sqlite import SqliteStore
+from notary.cli import store_args
 from notary.operator.damage_marker import clear_damage, read_damage
-from notary.serving.config import resolve
 from notary.serving.keys import Paths
 from notary.store import is_postgres
 
@@ -62,7 +62,7 @@ async def _audit(db: Path, verifier: Ed25519Verifier, database: str = "") -> str
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    settings = resolve({"data": args.data, "database": args.database}, config_file=args.config)
+    settings = store_args.settings(args)
     paths = Paths(settings.data)
     if is_postgres(settings.database):
         verifier = _verifier(paths)
@@ -111,8 +111,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "check", help="check the whole store: database pages, every tile, bundle and the "
                       "checkpoint", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, help="data directory (default ./notary-data)")
-    p.add_argument("--database", help="the store: empty (default) for the SQLite file in "
-                   "--data, or a postgresql:// URL")
-    p.add_argument("--config", type=Path, help="TOML settings file")
+    store_args.add_store_flags(p)
     p.set_defaults(func=cmd_check)

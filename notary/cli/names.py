@@ -10,36 +10,30 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ledger.core.timestamps import rfc3339
 from ledger.process.exitcodes import UsageError
 from ledger.storage.base import StoreError
+from notary.cli import store_args
 from notary.operator import admin
 from notary.store.base import NotaryStore
 
 __all__ = ["register"]
 
-WithStore = Callable[[argparse.Namespace, Callable[[NotaryStore], Awaitable[Any]]], Any]
 
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], *,
-             with_store: WithStore,
-             common: Callable[[argparse.ArgumentParser], None]) -> None:
-    """``with_store(args, use)`` runs ``use`` on the store the settings select;
-    ``common`` adds the store's flags (both from ``notary.cli.main``)."""
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``notary names`` and its actions."""
     names = subparsers.add_parser("names", help="which account holds which server name").\
         add_subparsers(dest="action", required=True)
 
     p = names.add_parser("grant", help="give a server name nobody holds to an account")
-    common(p)
+    store_args.add_store_flags(p)
     p.add_argument("name")
     p.add_argument("--account", required=True)
 
     def grant(args: argparse.Namespace) -> int:
         try:
-            new = with_store(args, lambda store: admin.grant_server_name(
+            new = store_args.with_store(args, lambda store: admin.grant_server_name(
                 store, args.name, args.account))
         except admin.AdminError as e:
             raise UsageError(str(e)) from e
@@ -50,12 +44,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], *,
     p.set_defaults(func=grant)
 
     p = names.add_parser("list", help="held server names and their accounts")
-    common(p)
+    store_args.add_store_flags(p)
     p.add_argument("--account", help="only this account's names")
     p.add_argument("--json", action="store_true")
 
     def show(args: argparse.Namespace) -> int:
-        rows = with_store(args, lambda store: store.server_names(args.account))
+        rows = store_args.with_store(args, lambda store: store.server_names(args.account))
         if args.json:
             print(json.dumps([{"name": r.name, "account": r.account,
                                "since": rfc3339(r.since) if r.since else None}
@@ -69,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], *,
     p.set_defaults(func=show)
 
     p = names.add_parser("move", help="give a held server name to another account")
-    common(p)
+    store_args.add_store_flags(p)
     p.add_argument("name")
     p.add_argument("--to", dest="account", required=True, metavar="ACCOUNT")
 
@@ -81,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], *,
                 raise admin.AdminError(str(e)) from None
 
         try:
-            before = with_store(args, run)
+            before = store_args.with_store(args, run)
         except admin.AdminError as e:
             raise UsageError(str(e)) from e
         print(f"Server name {args.name!r} moved from account {before!r} to {args.account!r}.")

@@ -160,9 +160,9 @@ class Setting:
     metavar: str | None = None
     choices: tuple[str, ...] = ()
     shown_default: str = ""
-    """The default as a person should read it, when the value alone would not say (``0``)."""
+    """The default in words, where the value would not say it (``http://<listen>`` for "")."""
     detail: str = ""
-    """More for the page than ``--help`` has room for: what happens at the limit."""
+    """Sentences for the page that ``--help`` has no room for: what happens at the limit."""
     secret: bool = False
     """The value may hold a password: messages name the setting but never show the value."""
 
@@ -220,7 +220,7 @@ class Settings:
         STORE, f"the store: empty for the SQLite file in --data, {MEMORY!r} for a "
         "throwaway one that lives as long as the process (serve only: tests, demos), or a "
         "postgresql://host[,host2]/dbname URL shared by several frontends", _database,
-        metavar="DB", shown_default="empty: the SQLite file in --data", secret=True))
+        metavar="DB", secret=True))
     listen: str = field(default="127.0.0.1:8080", metadata=_about(
         SERVER, "address and port to listen on", _listen,
         metavar="HOST:PORT"))
@@ -228,7 +228,8 @@ class Settings:
         SERVER, "URL clients use to reach this notary, written into new receipts",
         _public_url, metavar="URL", shown_default="http://<listen>"))
     origin: str = field(default="", metadata=_about(
-        STORE, "log origin (fixed at first run)", _origin, metavar="ORIGIN",
+        STORE, "log origin, fixed when the data directory is created and never changed after",
+        _origin, metavar="ORIGIN",
         shown_default="the public URL without its scheme"))
     max_body: int = field(default=64 * 1024, metadata=_about(
         LIMITS, "request body limit in bytes", _between(1024, 64 * _MIB, "bytes"),
@@ -240,7 +241,7 @@ class Settings:
         SERVER, "processes serving the log behind one listening port",
         _between(1, 256, "processes"), metavar="N"))
     log_format: str = field(default="auto", metadata=_about(
-        LOGGING, "auto: console on a terminal, else JSON lines",
+        LOGGING, "how log lines are written: auto is console on a terminal, else JSON",
         choices=("auto", "json", "console")))
     log_level: str = field(default="info", metadata=_about(
         LOGGING, "the least severe messages logged",
@@ -250,8 +251,8 @@ class Settings:
         WITNESSES, "a witness to collect cosignatures from (repeatable)", _witnesses,
         flag="--witness", metavar="URL=VKEY"))
     witness_quorum: int = field(default=0, metadata=_about(
-        WITNESSES, "cosignatures a published checkpoint needs", _between(0, 1000),
-        metavar="K", shown_default="0: a majority"))
+        WITNESSES, "cosignatures a published checkpoint needs; 0 for a majority",
+        _between(0, 1000), metavar="K"))
     witness_policy: str = field(default="", metadata=_about(
         WITNESSES, "a C2SP tlog-policy file naming the witnesses (with their submission "
         "URLs) and the quorum, instead of --witness/--witness-quorum", _witness_policy,
@@ -267,53 +268,55 @@ class Settings:
         _mirrors, flag="--mirror", metavar="URL=VKEY"))
     # The connection limits of ledger/http/server.py.
     max_connections: int = field(default=0, metadata=_about(
-        LIMITS, "open connections at most", _between(0, 1_000_000), metavar="N",
-        shown_default="0: from RLIMIT_NOFILE, keeping a reserve of descriptors for the "
-        "database and files",
-        detail="0 is `RLIMIT_NOFILE` (raised to its hard limit at start) minus the descriptors "
+        LIMITS, "open connections at most; 0 derives it from RLIMIT_NOFILE, keeping a reserve "
+        "of descriptors for the database and files", _between(0, 1_000_000), metavar="N",
+        detail="That is `RLIMIT_NOFILE` (raised to its hard limit at start) minus the descriptors "
         "open at start minus a reserve of 64. Beyond it, the connection idle longest (no "
         "request in progress, or a head still arriving) is closed to make room; if every "
         "connection has a request in progress, new ones wait in the listen backlog. An "
-        "explicit value the descriptor limit cannot honour is refused at start"))
+        "explicit value the descriptor limit cannot honour is refused at start."))
     keepalive_timeout: float = field(default=5.0, metadata=_about(
         LIMITS, "seconds an idle keep-alive connection stays open", _SECONDS,
-        metavar="S", detail="then it is closed"))
+        metavar="S", detail="Beyond it the connection is closed."))
     header_timeout: float = field(default=10.0, metadata=_about(
         LIMITS, "seconds to receive a request's line and headers", _SECONDS,
-        metavar="S", detail="from connect or the first byte; not complete in time: 408, closed"))
+        metavar="S", detail="Counted from connect or the first byte; a head not complete in "
+        "time gets 408 and the connection is closed."))
     body_timeout: float = field(default=30.0, metadata=_about(
         LIMITS, "seconds to receive a request's body", _SECONDS, metavar="S",
-        detail="after its head; not complete in time: 408, closed (even with a valid key)"))
+        detail="Counted from the end of its head; a body not complete in time "
+        "gets 408 and the connection is closed (even with a valid key)."))
     # The pool behind POST /v1/tool-calls/verify (notary/http/verify_pool.py).
     verify_workers: int = field(default=1, metadata=_about(
         VERIFY, "processes that run POST /v1/tool-calls/verify",
         _between(1, 256, "processes"), metavar="N",
-        detail="verification (parsing, JCS, hashing) runs in these worker processes, never on "
-        "the event loop"))
+        detail="Verification (parsing, JCS, hashing) runs in these worker processes, never on "
+        "the event loop."))
     verify_queue: int = field(default=8, metadata=_about(
         VERIFY, "verifies that may wait for a worker before 429", _between(0, 100_000),
-        metavar="N", detail="verifications being worked on (body received) beyond workers + "
-        "queue: 429 `verify_rate_limited` + `Retry-After`"))
+        metavar="N", detail="Verifications being worked on (body received) beyond workers + "
+        "queue get 429 `verify_rate_limited` with `Retry-After`."))
     verify_per_client: int = field(default=2, metadata=_about(
         VERIFY, "verifies in flight per client address before 429", _between(1, 10_000),
-        metavar="N", detail="per client IP address, body still arriving included: 429 before "
-        "the body is read"))
+        metavar="N", detail="Counted per client IP address, bodies still arriving included; "
+        "beyond it, 429 before the body is read."))
     verify_budget: float = field(default=0.5, metadata=_about(
         VERIFY, "worker-seconds of verification per second one client address may use on "
         "average", _between(0.001, 1000, "worker-seconds per second"), metavar="S",
-        detail="a bucket of 10 s of it; beyond: 429 with the seconds until it refills"))
+        detail="A bucket holds 10 s of it; an empty bucket gets 429 with the "
+        "seconds until it refills."))
     publish: str = field(default="", metadata=_about(
         STORE, "keep the log's static tlog-tiles tree in DIR up to date, for a web server "
         "or CDN to serve reads off the database", _path, metavar="DIR"))
     # ledger/jobs/scrub.py.
     scrub_rate: float = field(default=20.0, metadata=_about(
-        STORE, "stored tiles and bundles the background scrub re-verifies per second "
-        "(0 turns it off)", _between(0, 100_000, "tiles and bundles per second (0: off)"),
+        STORE, "stored tiles and bundles the background scrub re-verifies per second; 0 turns "
+        "it off", _between(0, 100_000, "tiles and bundles per second (0: off)"),
         metavar="N"))
     # The plain path of ledger/http/server.py.
     fast_path: str = field(default="on", metadata=_about(
-        SERVER, "POST /v1/tool-calls on the plain path; off serves every request "
-        "through aiohttp's request objects (to compare: the answers are the same)",
+        SERVER, "on: POST /v1/tool-calls on the plain path; off: every request through "
+        "aiohttp's request objects (to compare: the answers are the same)",
         flag=None, choices=("on", "off")))
     # ledger/log/pq_checkpoints.py.
     pq_checkpoints: str = field(default="on", metadata=_about(

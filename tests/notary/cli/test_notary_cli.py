@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from notary.cli.main import command_name
+from notary.cli.serve import command_name
 from notary.core.records import CallRecord
 from notary.serving.config import ConfigError, Settings, resolve
 from tests.notary_server import NotaryProcess, _child_env
