@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, NotRequired
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -74,7 +75,7 @@ class LevelOut(TypedDict):
     status: Literal["passed", "failed", "skipped"]
     required: bool
     reason: NotRequired[str]
-    evidence: NotRequired[list[dict[str, Any]]]
+    evidence: NotRequired[list[dict[str, object]]]
 
 
 class VerifyOut(TypedDict):
@@ -83,8 +84,8 @@ class VerifyOut(TypedDict):
     valid: bool
     levels: dict[str, LevelOut]
     required: list[str]
-    receipt: dict[str, Any] | None
-    checkpoint: dict[str, Any] | None
+    receipt: dict[str, object] | None
+    checkpoint: dict[str, object] | None
     notes: list[str]
 
 
@@ -174,9 +175,9 @@ def _no_files(values: list[str] | None, what: str) -> list[str]:
     return out
 
 
-async def _trust(config: ServerConfig, fetcher: HttpClient | None, *, jwks: dict[str, Any] | str |
-                 None, log_keys: list[str] | None, witnesses: list[str] | None,
-                 quorum: int | None, notary_url: str | None,
+async def _trust(config: ServerConfig, fetcher: HttpClient | None, *,
+                 jwks: dict[str, object] | str | None, log_keys: list[str] | None,
+                 witnesses: list[str] | None, quorum: int | None, notary_url: str | None,
                  witness_policy: str | None = None) -> tuple[Trust, list[str]]:
     """Trust anchors: tool arguments first, then the server's flags, then the notary's own keys."""
     notes: list[str] = []
@@ -207,9 +208,9 @@ async def _trust(config: ServerConfig, fetcher: HttpClient | None, *, jwks: dict
     return build_trust(trusted_jwks, keys, wit, quorum), notes
 
 
-def _call(*, call: dict[str, Any] | None, result: dict[str, Any] | None, tool: str | None,
-          arguments: dict[str, Any] | None, receipt: dict[str, Any] | None,
-          record: dict[str, Any] | None) -> ToolCall:
+def _call(*, call: dict[str, object] | None, result: dict[str, object] | None, tool: str | None,
+          arguments: dict[str, object] | None, receipt: dict[str, object] | None,
+          record: dict[str, object] | None) -> ToolCall:
     given = [n for n, v in (("call", call), ("result", result), ("record", record))
              if v is not None]
     if len(given) != 1:
@@ -261,19 +262,19 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
         "seen before, online). Give exactly one of call, result (+ tool, arguments) or "
         "receipt + record."))
     async def verify_tool_call_tool(
-        call: Annotated[dict[str, Any] | None, Field(description=(
+        call: Annotated[dict[str, object] | None, Field(description=(
             "a saved tool call {tool, arguments, result, server?}; result is the "
             "CallToolResult wire JSON with _meta"))] = None,
-        result: Annotated[dict[str, Any] | None, Field(description=(
+        result: Annotated[dict[str, object] | None, Field(description=(
             "a CallToolResult (wire JSON with _meta['com.rightshold/tool-call'])"))] = None,
         tool: Annotated[str | None, Field(description="the tool name, with result")] = None,
-        arguments: Annotated[dict[str, Any] | None, Field(description=(
+        arguments: Annotated[dict[str, object] | None, Field(description=(
             "the call's arguments exactly as sent, with result (default {})"))] = None,
-        receipt: Annotated[dict[str, Any] | None, Field(description=(
+        receipt: Annotated[dict[str, object] | None, Field(description=(
             "a receipt with its proof: with record, or instead of the one in _meta"))] = None,
-        record: Annotated[dict[str, Any] | None, Field(description=(
+        record: Annotated[dict[str, object] | None, Field(description=(
             "an rs-tool-call/1 call record {tool, arguments, result, salt, server?}"))] = None,
-        jwks: Annotated[dict[str, Any] | str | None, Field(description=(
+        jwks: Annotated[dict[str, object] | str | None, Field(description=(
             "trusted receipt keys: a JWKS object or an http(s) URL"))] = None,
         log_keys: Annotated[list[str] | None, Field(description=(
             "trusted log verifier keys <origin>+<hex id>+<base64>"))] = None,
@@ -367,7 +368,8 @@ def _serve_tools_only(server: MCPServer) -> None:
         low._request_handlers.pop(method, None)
     names = frozenset(t.name for t in server._tool_manager.list_tools())
 
-    async def unknown_tool(ctx: Any, call_next: Any) -> Any:
+    async def unknown_tool(ctx: ServerRequestContext[Any, Any], call_next: CallNext
+                           ) -> HandlerResult:
         if ctx.method == "tools/call":
             name = (ctx.params or {}).get("name")
             if name not in names:

@@ -34,7 +34,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Self, TypeVar
+from typing import Self, TypeAlias, TypeVar
 
 from ledger.core.compact import bundle_keys, entries_between
 from ledger.core.tileparts import BundleEnd, entries_from_parts, plan_writes
@@ -55,13 +55,16 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only where the extra is missing
     raise StoreError(POSTGRES_EXTRA_MISSING) from e
 
-__all__ = ["HISTORY_INTERVAL", "PostgresLease", "PostgresStore", "PostgresWriteTx",
-           "is_postgres_url", "migrate", "shift_params"]
+__all__ = ["HISTORY_INTERVAL", "PgConnection", "PostgresLease", "PostgresStore",
+           "PostgresWriteTx", "is_postgres_url", "migrate", "shift_params"]
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 SCHEMA_LOCK = 0x6C6F67736368656D  # advisory lock key held while creating or migrating the schema
 
 T = TypeVar("T")
+
+PgConnection: TypeAlias = "asyncpg.Connection | asyncpg.pool.PoolConnectionProxy"
+"""A connection of its own (``asyncpg.connect``) or the pool's proxy for one (``acquire``)."""
 
 #: Errors that say "the server is not there (or not writable) right now", not "you asked wrong".
 TRANSIENT: tuple[type[BaseException], ...] = (
@@ -185,7 +188,7 @@ class _Backoff:
         self._delay = min(self._delay * 2, 1.0)
 
 
-async def migrate(conn: Any, component: str, migrations: Sequence[str]) -> int:
+async def migrate(conn: PgConnection, component: str, migrations: Sequence[str]) -> int:
     """Bring ``component``'s tables to the newest version, inside the caller's transaction
     (which must hold :data:`SCHEMA_LOCK`). Returns the version the database is now at."""
     await conn.execute(
@@ -210,7 +213,8 @@ async def migrate(conn: Any, component: str, migrations: Sequence[str]) -> int:
 class PostgresWriteTx:
     """One open write transaction on one connection; it holds the state row's lock."""
 
-    def __init__(self, conn: Any, latest: CheckpointRecord | None, history_time: float) -> None:
+    def __init__(self, conn: PgConnection, latest: CheckpointRecord | None,
+                 history_time: float) -> None:
         self._conn = conn
         self._latest = latest
         self._history_time = history_time
@@ -218,7 +222,7 @@ class PostgresWriteTx:
         self.bundle_end: BundleEnd | None = None  # the store's, then what this commit leaves
 
     @property
-    def handle(self) -> Any:
+    def handle(self) -> PgConnection:
         """The asyncpg connection of this transaction, for rows that commit with the log."""
         return self._conn
 
@@ -249,7 +253,7 @@ class PostgresWriteTx:
     def _committed(self) -> None:
         """Called once the transaction committed (subclasses: trust what it created)."""
 
-    def _more_writes(self, first: int) -> tuple[list[str], list[Any]]:
+    def _more_writes(self, first: int) -> tuple[list[str], list[object]]:
         """Data-modifying CTEs (``name AS (…)``) to commit in the same statement as the tiles
         and checkpoint, with their arguments numbered from ``$first``; subclasses add their
         rows here, so the whole commit is one round trip before ``COMMIT``."""
@@ -257,7 +261,7 @@ class PostgresWriteTx:
 
     async def _flush(self) -> None:
         ctes: list[str] = []
-        args: list[Any] = []
+        args: list[object] = []
         if self._pending is not None:
             tiles, cp = self._pending
             history = cp.time - self._history_time >= HISTORY_INTERVAL
@@ -278,7 +282,7 @@ class PostgresWriteTx:
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
 
 
-async def _read_tiles(conn: Any, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+async def _read_tiles(conn: PgConnection, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
     keys = list(dict.fromkeys(keys))
     if not keys:
         return {}
@@ -286,13 +290,13 @@ async def _read_tiles(conn: Any, keys: Sequence[TileKey]) -> dict[TileKey, bytes
     return {(r[0], r[1]): bytes(r[2]) for r in rows}
 
 
-async def _no_reset(conn: Any) -> None:
+async def _no_reset(conn: PgConnection) -> None:
     """What a connection needs between uses here: nothing. No session state is ever left on
     one (settings are per pool, transactions always end), and asyncpg's default reset would
     cost a round trip after every read and every commit."""
 
 
-def _record(row: Any) -> CheckpointRecord | None:
+def _record(row: asyncpg.Record | None) -> CheckpointRecord | None:
     if row is None or row["note"] is None:
         return None
     return CheckpointRecord(int(row["size"]), float(row["time"]), bytes(row["note"]))
@@ -301,7 +305,8 @@ def _record(row: Any) -> CheckpointRecord | None:
 class PostgresStore:
     """A log in a PostgreSQL database. Use :meth:`open`; close with :meth:`close`."""
 
-    def __init__(self, pool: Any, url: str, *, retry_for: float, lock_timeout: float) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, *, retry_for: float, lock_timeout: float
+                 ) -> None:
         self._pool = pool
         self.url = url
         self.retry_for = retry_for
@@ -340,14 +345,15 @@ class PostgresStore:
             raise
         return store
 
-    async def _migrate(self, conn: Any, components: Sequence[tuple[str, Sequence[str]]]) -> None:
+    async def _migrate(self, conn: PgConnection,
+                       components: Sequence[tuple[str, Sequence[str]]]) -> None:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
             await migrate(conn, "ledger", LEDGER_MIGRATIONS)
             for name, steps in components:
                 await migrate(conn, name, steps)
 
-    async def _retrying(self, fn: Callable[[Any], Awaitable[T]]) -> T:
+    async def _retrying(self, fn: Callable[[PgConnection], Awaitable[T]]) -> T:
         """Run ``fn`` on a pooled connection; retry it while the server is unreachable.
 
         Only for work that is safe to repeat (reads, idempotent writes, whole transactions
@@ -366,7 +372,7 @@ class PostgresStore:
                 await self._release(conn)
                 return result
 
-    async def _release(self, conn: Any) -> None:
+    async def _release(self, conn: PgConnection) -> None:
         with contextlib.suppress(Exception):
             await self._pool.release(conn, timeout=5.0)
 
@@ -385,7 +391,7 @@ class PostgresStore:
         return [CheckpointRecord(int(r[0]), float(r[1]), bytes(r[2])) for r in rows]
 
     async def witness_state(self) -> WitnessState | None:
-        async def read(conn: Any) -> WitnessState | None:
+        async def read(conn: PgConnection) -> WitnessState | None:
             async with conn.transaction(readonly=True, isolation="repeatable_read"):
                 row = await conn.fetchrow(
                     "SELECT note FROM ledger_witness_published WHERE one = 1")
@@ -398,7 +404,7 @@ class PostgresStore:
         return await self._retrying(read)
 
     async def save_witness_state(self, state: WitnessState) -> None:
-        async def write(conn: Any) -> None:
+        async def write(conn: PgConnection) -> None:
             async with conn.transaction():
                 await conn.execute("DELETE FROM ledger_witness_sizes")
                 await conn.executemany(
@@ -411,7 +417,7 @@ class PostgresStore:
         await self._retrying(write)  # one transaction: a retry repeats all of it or none
 
     async def probe_space(self, nbytes: int) -> None:
-        async def probe(conn: Any) -> None:
+        async def probe(conn: PgConnection) -> None:
             try:
                 await conn.execute(
                     "INSERT INTO ledger_write_probe (one, data) VALUES (1, $1) "
@@ -423,7 +429,8 @@ class PostgresStore:
 
         await self._retrying(probe)
 
-    async def _begin(self) -> tuple[Any, Any, Any]:
+    async def _begin(self) -> tuple[PgConnection, asyncpg.transaction.Transaction,
+                                    asyncpg.Record]:
         """Acquire a connection, BEGIN and lock the state row, retrying while unreachable.
 
         Nothing has been written yet at any point where this retries.
@@ -448,7 +455,7 @@ class PostgresStore:
                 await self._discard(conn)
                 await backoff.after(e)
 
-    async def _discard(self, conn: Any) -> None:
+    async def _discard(self, conn: PgConnection | None) -> None:
         """Drop a connection after any failure on it: closed, never reused in whatever state
         the failure left it (an open transaction rolls back with it); the pool opens a new
         one when it needs one."""
@@ -458,7 +465,7 @@ class PostgresStore:
             conn.terminate()
         await self._release(conn)
 
-    def _new_tx(self, conn: Any, latest: CheckpointRecord | None, history_time: float
+    def _new_tx(self, conn: PgConnection, latest: CheckpointRecord | None, history_time: float
                 ) -> PostgresWriteTx:
         """The transaction object; subclasses (the notary's store) return their own."""
         return PostgresWriteTx(conn, latest, history_time)
@@ -523,7 +530,7 @@ class PostgresLease:
         self.url = url
         self.key = int.from_bytes(hashlib.sha256(b"lease:" + name.encode()).digest()[:8], "big",
                                   signed=True)
-        self._conn: Any = None
+        self._conn: asyncpg.Connection | None = None
 
     async def try_acquire(self) -> bool:
         if self.held():
@@ -557,7 +564,7 @@ class PostgresLease:
         if conn is not None:
             await self._close(conn)
 
-    async def _close(self, conn: Any) -> None:
+    async def _close(self, conn: asyncpg.Connection) -> None:
         """Close gracefully (the server logs no lost client) within :attr:`TIMEOUT`, else drop
         the socket: either way the session ends, and with it any lock it held."""
         with contextlib.suppress(Exception):

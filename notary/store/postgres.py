@@ -30,12 +30,12 @@ import asyncio
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Self, cast
+from typing import Self, cast
 
 import asyncpg
 
 from ledger.storage.base import CheckpointRecord, StoreError
-from ledger.storage.postgres import PostgresStore, PostgresWriteTx, shift_params
+from ledger.storage.postgres import PgConnection, PostgresStore, PostgresWriteTx, shift_params
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
 from notary.core.server_names import NameHold, name_skeleton
@@ -197,11 +197,13 @@ that a batch's screen must not interleave with (who holds a server name)."""
 KEYS_CHANNEL = "notary_key_version"  # notified by notary_bump_key_version() on every change
 
 
-def _receipt(row: Any) -> Receipt:
-    return receipt_from_row((int(row[0]), bytes(row[1]), row[2], row[3], row[4], bytes(row[5])))
+def _receipt(row: asyncpg.Record, at: int = 0) -> Receipt:
+    """The receipt in the six columns of ``row`` from ``at`` on (those of ``_RECEIPT``)."""
+    return receipt_from_row((int(row[at]), bytes(row[at + 1]), row[at + 2], row[at + 3],
+                             row[at + 4], bytes(row[at + 5])))
 
 
-async def _receipts_by_digest(conn: Any, digests: Collection[str], salt: bytes
+async def _receipts_by_digest(conn: PgConnection, digests: Collection[str], salt: bytes
                               ) -> dict[str, Receipt | None]:
     wanted = set(digests)
     if not wanted:
@@ -214,7 +216,7 @@ async def _receipts_by_digest(conn: Any, digests: Collection[str], salt: bytes
     return out
 
 
-async def _usage(conn: Any, keys: Collection[UsageKey]) -> dict[UsageKey, int]:
+async def _usage(conn: PgConnection, keys: Collection[UsageKey]) -> dict[UsageKey, int]:
     out = dict.fromkeys(keys, 0)
     if keys:
         names, months = zip(*keys, strict=True)
@@ -223,7 +225,7 @@ async def _usage(conn: Any, keys: Collection[UsageKey]) -> dict[UsageKey, int]:
     return out
 
 
-async def _resolve_refs(conn: Any, needed: Needed) -> Refs:
+async def _resolve_refs(conn: PgConnection, needed: Needed) -> Refs:
     """The ids of ``needed``, creating name and ledger rows that do not exist yet; receipt keys
     and accounts must exist."""
     new = Refs()
@@ -250,7 +252,7 @@ async def _resolve_refs(conn: Any, needed: Needed) -> Refs:
     return new
 
 
-async def _existing_ids(conn: Any, sql: str, wanted: set[str],
+async def _existing_ids(conn: PgConnection, sql: str, wanted: set[str],
                         missing: Callable[[str], str]) -> dict[str, int]:
     """{name: id} of rows that must exist already; the first one missing is a StoreError."""
     found = {r[0]: r[1] for r in await conn.fetch(sql, sorted(wanted))}
@@ -260,7 +262,7 @@ async def _existing_ids(conn: Any, sql: str, wanted: set[str],
     return found
 
 
-async def _fill_skeletons(conn: Any) -> None:
+async def _fill_skeletons(conn: PgConnection) -> None:
     """The UTS #39 skeletons of names the version-3 migration assigned (idempotent: any
     frontend that opens the store may do it, the first one does)."""
     rows = await conn.fetch("SELECT name FROM notary_server_names WHERE skeleton IS NULL")
@@ -270,14 +272,14 @@ async def _fill_skeletons(conn: Any) -> None:
             [(r[0], name_skeleton(r[0])) for r in rows])
 
 
-async def _account_id(conn: Any, account: str) -> int:
+async def _account_id(conn: PgConnection, account: str) -> int:
     found = await conn.fetchval("SELECT id FROM notary_accounts WHERE name = $1", account)
     if found is None:
         raise StoreError(f"account {account!r} does not exist")
     return int(found)
 
 
-async def _holds(conn: Any, name: str) -> NameHold:
+async def _holds(conn: PgConnection, name: str) -> NameHold:
     rows = await conn.fetch("SELECT s.name, a.name FROM notary_server_names s "
                             "JOIN notary_accounts a ON a.id = s.account "
                             "WHERE s.skeleton = $1", name_skeleton(name))
@@ -288,12 +290,12 @@ async def _holds(conn: Any, name: str) -> NameHold:
 class PgNotaryWriteTx(PostgresWriteTx):
     """The log's transaction plus the notary's screen and receipt rows."""
 
-    def __init__(self, store: PgNotaryStore, conn: Any, latest: CheckpointRecord | None,
+    def __init__(self, store: PgNotaryStore, conn: PgConnection, latest: CheckpointRecord | None,
                  history_time: float) -> None:
         super().__init__(conn, latest, history_time)
         self._notary = store
         self._new_refs = Refs()
-        self._rows: list[Any] | None = None
+        self._rows: list[object] | None = None
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
                      servers: Collection[str] = ()) -> Screening:
@@ -312,7 +314,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
                 _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
                 sorted(set(skeletons.values()))):
             if row[0] == 0:
-                receipt = _receipt(row[1:7])
+                receipt = _receipt(row, 1)
                 if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
                     found[receipt.call_sha256] = receipt
                     logged_by[receipt.call_sha256] = row[7]
@@ -341,7 +343,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
             self._new_refs.merge(await _resolve_refs(self._conn, missing))
             refs.merge(self._new_refs)
         salt = self._notary._salt
-        cols: list[list[Any]] = [[] for _ in range(9)]
+        cols: list[list[object]] = [[] for _ in range(9)]
         claims: dict[str, tuple[str, str, int, float]] = {}
         now = time.time()
         latest: str | None = None
@@ -357,7 +359,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
             for col, value in zip(cols, row, strict=True):
                 col.append(value)
             latest = r.issued_at if latest is None else max(latest, r.issued_at)
-        ucols: list[list[Any]] = [[], [], []]
+        ucols: list[list[object]] = [[], [], []]
         for (account, month), n in usage.items():
             ucols[0].append(refs.accounts[account])
             ucols[1].append(month)
@@ -365,11 +367,11 @@ class PgNotaryWriteTx(PostgresWriteTx):
         if self._rows is not None:  # a second call in one transaction: store the first now
             ctes, args = self._more_writes(1)
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
-        ccols: list[list[Any]] = [list(c) for c in zip(*claims.values(), strict=True)] \
+        ccols: list[list[object]] = [list(c) for c in zip(*claims.values(), strict=True)] \
             if claims else [[], [], [], []]
         self._rows = [*cols, *ucols, latest, *ccols]
 
-    def _more_writes(self, first: int) -> tuple[list[str], list[Any]]:
+    def _more_writes(self, first: int) -> tuple[list[str], list[object]]:
         rows, self._rows = self._rows, None
         if rows is None:
             return [], []
@@ -382,7 +384,8 @@ class PgNotaryWriteTx(PostgresWriteTx):
 class PgNotaryStore(PostgresStore):
     """The log and the notary's tables in one PostgreSQL database. Open with :meth:`open`."""
 
-    def __init__(self, pool: Any, url: str, *, retry_for: float, lock_timeout: float) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, *, retry_for: float, lock_timeout: float
+                 ) -> None:
         super().__init__(pool, url, retry_for=retry_for, lock_timeout=lock_timeout)
         self._refs = Refs()
         self._salt = b""
@@ -392,7 +395,7 @@ class PgNotaryStore(PostgresStore):
         # since the cache was last checked: then authenticating reads nothing at all.
         self._keys_fresh = False
         self._notices = 0
-        self._listener: Any = None
+        self._listener: asyncpg.Connection | None = None
         self._listening: asyncio.Task[None] | None = None
         self._listen_after = 0.0
 
@@ -418,7 +421,7 @@ class PgNotaryStore(PostgresStore):
             raise
         return store
 
-    def _new_tx(self, conn: Any, latest: CheckpointRecord | None, history_time: float
+    def _new_tx(self, conn: PgConnection, latest: CheckpointRecord | None, history_time: float
                 ) -> PgNotaryWriteTx:
         return PgNotaryWriteTx(self, conn, latest, history_time)
 
@@ -451,14 +454,14 @@ class PgNotaryStore(PostgresStore):
         return await self._retrying(lambda conn: self._search(
             conn, server, tool, since, until, before, limit))
 
-    async def _search(self, conn: Any, server: str | None, tool: str | None, since: str | None,
-                      until: str | None, before: tuple[str, int] | None, limit: int
-                      ) -> list[Receipt]:
+    async def _search(self, conn: PgConnection, server: str | None, tool: str | None,
+                      since: str | None, until: str | None,
+                      before: tuple[str, int] | None, limit: int) -> list[Receipt]:
         # As on SQLite: issued_at never decreases along the log, so a time range is an index
         # range (found by bisecting the entries) and newest first is highest index first.
         async with conn.transaction(readonly=True, isolation="repeatable_read"):
             where = ["r.idx >= $1", "r.idx < $2"]
-            args: list[Any] = []
+            args: list[object] = []
             for column, name in (("server", server), ("tool", tool)):
                 if name is None:
                     continue
@@ -547,11 +550,12 @@ class PgNotaryStore(PostgresStore):
 
         self._listening = asyncio.get_running_loop().create_task(reopen())
 
-    def _key_notice(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+    def _key_notice(self, conn: asyncpg.Connection, pid: int, channel: str, payload: str
+                    ) -> None:
         self._notices += 1
         self._keys_fresh = False
 
-    def _listener_lost(self, conn: Any) -> None:
+    def _listener_lost(self, conn: asyncpg.Connection) -> None:
         if conn is self._listener:
             self._listener = None
         self._keys_fresh = False
@@ -576,7 +580,7 @@ class PgNotaryStore(PostgresStore):
                              secret_sha256: bytes) -> None:
         now = time.time()
 
-        async def write(conn: Any) -> None:
+        async def write(conn: PgConnection) -> None:
             async with conn.transaction():
                 created = await conn.fetchval(
                     "INSERT INTO notary_accounts (name, monthly_allowance, created) "
@@ -611,7 +615,7 @@ class PgNotaryStore(PostgresStore):
         return str(status).endswith(" 1")
 
     async def digest_account(self, call_sha256: str) -> str | None:
-        async def read(conn: Any) -> str | None:
+        async def read(conn: PgConnection) -> str | None:
             for row in await conn.fetch(
                     "SELECT r.idx, a.name, t.data FROM notary_receipts r "
                     "JOIN notary_accounts a ON a.id = r.account "
@@ -633,7 +637,7 @@ class PgNotaryStore(PostgresStore):
         return [ServerNameRecord(r[0], r[1], r[2]) for r in rows]
 
     async def grant_server_name(self, name: str, account: str) -> bool:
-        async def write(conn: Any) -> bool:
+        async def write(conn: PgConnection) -> bool:
             async with conn.transaction():
                 await conn.execute(_LOG_LOCK)  # no batch screens names meanwhile
                 account_id = await _account_id(conn, account)
@@ -652,7 +656,7 @@ class PgNotaryStore(PostgresStore):
         return await self._retrying(write)
 
     async def move_server_name(self, name: str, account: str) -> str:
-        async def write(conn: Any) -> str:
+        async def write(conn: PgConnection) -> str:
             async with conn.transaction():
                 await conn.execute(_LOG_LOCK)
                 account_id = await _account_id(conn, account)
@@ -699,7 +703,7 @@ class PgNotaryStore(PostgresStore):
         return str(status).endswith(" 1")
 
 
-async def _first_index_at(conn: Any, issued_at: str, size: int) -> int:
+async def _first_index_at(conn: PgConnection, issued_at: str, size: int) -> int:
     """The first log index whose entry was issued at or after ``issued_at`` (``size`` if none):
     a bisection over the entries, a bundle read a step."""
     cache: dict[int, bytes] = {}
