@@ -15,7 +15,7 @@ from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.tlog_proof import ProofBundle
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import Appended, BatchObserver, Sequencer, WriterState
+from ledger.log.sequencer import Appended, AppendedRun, BatchObserver, Sequencer, WriterState
 from ledger.storage.base import CheckpointRecord, LogStore
 
 
@@ -125,7 +125,7 @@ class Log:
             raise RuntimeError("this log was opened read-only")
         return await self.sequencer.append(entry, None)
 
-    async def append_many(self, entries: Sequence[bytes]) -> list[Appended]:
+    async def append_many(self, entries: Sequence[bytes]) -> AppendedRun:
         if self.sequencer is None:
             raise RuntimeError("this log was opened read-only")
         return await self.sequencer.append_many(entries, [None] * len(entries))

@@ -15,7 +15,7 @@ import enum
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, overload
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
@@ -142,6 +142,33 @@ class Appended:
     size: int
     checkpoint: bytes
     proof: tuple[bytes, ...] | None = None
+
+
+class AppendedRun(Sequence[Appended]):
+    """Where a group of entries landed: consecutive indexes from ``first``, all first committed
+    by one checkpoint. A sequence of :class:`Appended` made when read, so a bulk append of a
+    hundred thousand entries does not build a hundred thousand objects nobody looks at."""
+
+    __slots__ = ("checkpoint", "first", "length", "size")
+
+    def __init__(self, first: int, length: int, size: int, checkpoint: bytes) -> None:
+        self.first, self.length, self.size, self.checkpoint = first, length, size, checkpoint
+
+    def __len__(self) -> int:
+        return self.length
+
+    @overload
+    def __getitem__(self, i: int) -> Appended: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Appended]: ...
+    def __getitem__(self, i: int | slice) -> Appended | Sequence[Appended]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.length))]
+        if i < 0:
+            i += self.length
+        if not 0 <= i < self.length:
+            raise IndexError("AppendedRun index out of range")
+        return Appended(self.first + i, self.size, self.checkpoint)
 
 
 ReadTiles = Callable[[Sequence[TileKey]], Awaitable[dict[TileKey, bytes]]]
@@ -410,7 +437,7 @@ class Sequencer(Generic[Ctx]):
         return Appended(first, record.size, record.note, proofs[0] if proofs else None)
 
     async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Ctx]
-                          ) -> list[Appended]:
+                          ) -> AppendedRun:
         """Append entries that are known together, at consecutive indexes, in one commit.
 
         For bulk producers (``ledger add``, imports): one waiter for the whole group instead of
@@ -420,15 +447,14 @@ class Sequencer(Generic[Ctx]):
         if len(contexts) != len(entries):
             raise ValueError("give one context per entry")
         if not entries:
-            return []
+            return AppendedRun(0, 0, 0, b"")
         first, record, _ = await self._enqueue(list(entries), list(contexts))
-        return [Appended(first + i, record.size, record.note) for i in range(len(entries))]
+        return AppendedRun(first, len(entries), record.size, record.note)
 
     async def _enqueue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False
                        ) -> _Landed:
-        for entry in entries:
-            if len(entry) > MAX_ENTRY_SIZE:
-                raise EntryTooLargeError(len(entry))
+        if entries and (longest := max(map(len, entries))) > MAX_ENTRY_SIZE:
+            raise EntryTooLargeError(longest)
         if self.status.state is WriterState.HALTED:
             raise LogHaltedError(self.status.reason)
         if self._closing or self._task is None:

@@ -20,6 +20,8 @@ from ledger.log.facade import Log
 from ledger.log.reader import LogReader
 from ledger.log.sequencer import (
     CATCH_UP_ENTRIES,
+    Appended,
+    AppendedRun,
     LogIntegrityError,
     LogRollbackError,
     Sequencer,
@@ -240,8 +242,19 @@ async def test_append_many_is_one_group_at_consecutive_indexes(stores: StoreFact
         await log.append_many([b"ok", b"x" * (MAX_ENTRY_SIZE + 1)])
     head = await log.head(0)
     assert head is not None and head.size == 255  # the refused group added nothing
-    assert await log.append_many([]) == []
+    assert list(await log.append_many([])) == []
     await log.close()
+
+
+def test_an_appended_run_reads_as_a_sequence_of_appended() -> None:
+    run = AppendedRun(7, 3, 12, b"note")
+    assert list(run) == [Appended(7, 12, b"note"), Appended(8, 12, b"note"),
+                         Appended(9, 12, b"note")]
+    assert len(run) == 3 and run[-1] == Appended(9, 12, b"note")
+    assert run[1:] == [Appended(8, 12, b"note"), Appended(9, 12, b"note")]
+    for bad in (3, -4):
+        with pytest.raises(IndexError):
+            run[bad]
 
 
 async def test_a_screen_refuses_and_finalizes_entries_under_the_lock(

@@ -1,0 +1,92 @@
+"""``ledger add``: append files, or the lines of stdin, as entries; print each index."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ledger.cli.logdir import KEY, db_path
+from ledger.core.note import Ed25519Signer
+from ledger.core.tiles import MAX_ENTRY_SIZE
+from ledger.log.facade import Log
+from ledger.process import event_loop
+from ledger.process.exitcodes import UsageError
+from ledger.process.keyfile import read_secret
+from ledger.storage.base import StoreError
+from ledger.storage.sqlite import SqliteStore
+
+APPEND_BATCH = 4096
+"""Entries committed per transaction: each commit prints its indexes, so a long ``add`` shows
+progress on stdout and an interrupted one has logged a known prefix."""
+
+
+def _read_entries(files: Sequence[str]) -> tuple[list[bytes], Callable[[int], str]]:
+    """The entries, and how to name the i-th in a message (its file, or its line of stdin):
+    names are only made for the few a message needs, not for every line of a large input."""
+    if files:
+        return [Path(name).read_bytes() for name in files], lambda i: files[i]
+    lines = sys.stdin.buffer.read().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines, lambda i: f"stdin line {i + 1}"
+
+
+async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
+                  wait: float) -> None:
+    store = await SqliteStore.open(db_path(directory), busy_timeout=wait)
+    try:
+        log = await Log.open(store, signer=signer)
+    except BaseException:
+        await store.close()
+        raise
+    done = 0
+    first: int | None = None
+    last = 0
+    try:
+        for i in range(0, len(entries), APPEND_BATCH):
+            batch = entries[i : i + APPEND_BATCH]
+            run = await log.append_many(batch)
+            first = run.first if first is None else first
+            last = run.first + run.length - 1
+            sys.stdout.write("\n".join(map(str, range(run.first, last + 1))) + "\n")
+            sys.stdout.flush()
+            done += len(batch)
+        head = await log.head(0)
+    except (StoreError, sqlite3.Error) as e:
+        raise UsageError(f"appended {done} of {len(entries)} entries, then: {e}") from None
+    finally:
+        await log.close()
+    # The indexes go to stdout, one a line, for scripts; the summary to stderr, for people.
+    where = f"index {first}" if first == last else f"indexes {first}-{last}"
+    size = f"; {log.origin} is now at size {head.size}" if head is not None else ""
+    print(f"ledger: appended {done} entr{'y' if done == 1 else 'ies'} ({where}){size}",
+          file=sys.stderr)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    db_path(directory)
+    entries, name_of = _read_entries(args.files)
+    if entries and max(map(len, entries)) > MAX_ENTRY_SIZE:
+        too_big = [f"{name_of(i)} is {len(e)} bytes" for i, e in enumerate(entries)
+                   if len(e) > MAX_ENTRY_SIZE]
+        more = f" (and {len(too_big) - 5} more)" if len(too_big) > 5 else ""
+        raise UsageError(f"entries are at most {MAX_ENTRY_SIZE} bytes: {'; '.join(too_big[:5])}"
+                       f"{more}; nothing was appended")
+    if not entries:
+        return 0
+    signer = Ed25519Signer.from_private_key(read_secret(directory / KEY))
+    event_loop.run(_append(directory, signer, entries, args.wait))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("add", help="append files, or stdin lines, as entries")
+    s.add_argument("dir", metavar="DIR")
+    s.add_argument("files", metavar="FILE", nargs="*")
+    s.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to wait for another writer (default 10)")
+    s.set_defaults(func=cmd_add)
