@@ -6,11 +6,16 @@
   stops the process gracefully (SIGTERM, then SIGKILL after a timeout) or brutally
   (:meth:`NotaryProcess.kill9`).
 - :func:`app_notary`: the same application in the test's own event loop, for tests that need
-  its internals or many quick starts (:func:`start_app` serves one on a data directory that
-  exists, and again on its port after a stop); :func:`live_notary` adds what a client holds
-  (an API key, the receipt keys, the log key) and notarizes calls as a notarized server would.
+  its internals or many quick starts; :func:`live_notary` adds what a client holds (an API
+  key, the receipt keys, the log key) and notarizes calls as a notarized server would.
+  :func:`start_notary` serves one from settings on a data directory that exists, and again on
+  its port after a stop (:class:`ServedNotary`).
 - :class:`ThreadedNotary`: that application in a thread of its own, driven like a process.
 - :func:`headless_notary`: the service over its store without HTTP, on any store backend.
+
+And the ways tests talk to one: the ``notary`` command in process (:func:`run_cli`,
+:func:`capture_cli`), blocking HTTP (:class:`LoopbackHttp`), and load
+(:func:`notarize_under_load`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from ledger.core.note import Ed25519Signer, Ed25519Verifier
+from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
 from notary.cli.main import main as notary_cli
 from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
@@ -57,11 +62,12 @@ from notary.store.base import NotaryStore
 from notary.verifier.trust import Trust, parse_log_keys
 from tests.servers import Served, bound_socket, start_server
 
-__all__ = ["ALICE_KEY", "NOTARY_BACKENDS", "SHARED_BACKENDS", "UNLIMITED", "AppNotary", "Call",
-           "HttpResponse", "LiveNotary", "LoopbackHttp", "NotaryFactory", "NotaryProcess",
-           "NotaryStartError", "ThreadedNotary", "app_notary", "capture_cli", "closed_url",
-           "create_api_key", "digest", "free_port", "headless_notary", "headless_settings",
-           "issue", "live_notary", "run_cli", "start_app"]
+__all__ = ["ALICE_KEY", "CALL_RECORDS", "NOTARY_BACKENDS", "SHARED_BACKENDS", "UNLIMITED",
+           "AppNotary", "Call", "HttpResponse", "LiveNotary", "LoopbackHttp", "NotaryFactory",
+           "NotaryProcess", "NotaryStartError", "ServedNotary", "ThreadedNotary", "app_notary",
+           "capture_cli", "capture_cli_sync", "checkpoint_size", "closed_url", "create_api_key",
+           "digest", "free_port", "headless_notary", "headless_settings", "issue",
+           "live_notary", "notarize_under_load", "run_cli", "start_app", "start_notary"]
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -105,18 +111,22 @@ def run_cli(*argv: str) -> tuple[int, str]:
         return pool.submit(run).result()
 
 
+def capture_cli_sync(*argv: str) -> tuple[int, str, str]:
+    """``notary ARGV`` in the calling thread: (exit status, standard output, standard error);
+    an argparse exit is a status like any other."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = notary_cli(list(argv))
+        except SystemExit as e:  # argparse
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
 async def capture_cli(*argv: str) -> tuple[int, str, str]:
-    """``notary ARGV`` in a worker thread (it runs its own event loop): (exit status, standard
-    output, standard error); an argparse exit is a status like any other."""
-    def go() -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = notary_cli(list(argv))
-            except SystemExit as e:  # argparse
-                code = int(e.code or 0)
-        return code, out.getvalue(), err.getvalue()
-    return await asyncio.to_thread(go)
+    """:func:`capture_cli_sync` in a worker thread, since the command runs its own event
+    loop."""
+    return await asyncio.to_thread(capture_cli_sync, *argv)
 
 
 def create_api_key(data: Path, account: str, allowance: int | None = None) -> str:
@@ -192,6 +202,78 @@ async def app_notary(data: Path, **settings: Any) -> AsyncIterator[AppNotary]:
         yield AppNotary(served.url, config.data, first.vkey, served.runner)
     finally:
         await served.stop()
+
+
+CALL_RECORDS: dict[str, dict[str, Any]] = {}
+"""The call record of every receipt a :class:`ServedNotary` issued, by receipt id (a test's
+notary may have been restarted, or be another process of one log, since it issued)."""
+
+
+@dataclass
+class ServedNotary:
+    """A notary application served from its settings (:func:`start_notary`), with an HTTP
+    session: for the tests that stop it and start it again on its port and data directory,
+    or run two on one data directory, as ``--workers`` does."""
+
+    url: str
+    settings: Settings
+    runner: web.AppRunner
+    http: aiohttp.ClientSession
+    vkey: str
+
+    async def get(self, path: str) -> tuple[int, Any, Any]:
+        """(status, body, headers) of ``GET path``."""
+        async with self.http.get(self.url + path) as r:
+            body = await r.read()
+            return r.status, body, r.headers
+
+    async def issue(self, key: str, n: int) -> dict[str, Any]:
+        """A new receipt; its call record is kept in :data:`CALL_RECORDS`."""
+        rec = CallRecord(server="srv", tool="echo", arguments={"n": n},
+                         result={"content": [{"type": "text", "text": str(n)}]}, salt=new_salt())
+        body = {"server": rec.server, "tool": rec.tool, "call_sha256": rec.call_sha256()}
+        async with self.http.post(self.url + "/v1/tool-calls", json=body,
+                                  headers={"Authorization": f"Bearer {key}"}) as r:
+            assert r.status == 201, await r.text()
+            receipt: dict[str, Any] = await r.json()
+        CALL_RECORDS[receipt["id"]] = rec.to_json()
+        return receipt
+
+
+async def start_notary(settings: Settings, http: aiohttp.ClientSession, vkey: str,
+                       sock: socket.socket | None = None) -> ServedNotary:
+    """Serve on ``sock`` (first start), else where ``settings`` say (a restart)."""
+    served = await start_app(settings, sock)
+    return ServedNotary(settings.base_url, settings, served.runner, http, vkey)
+
+
+async def notarize_under_load(url: str, key: str, received: list[dict[str, Any]],
+                              stop: asyncio.Event, clients: int = 32) -> int:
+    """Issue receipts from ``clients`` concurrent clients until ``stop``; keep every complete
+    201 answer in ``received``. Returns the failures seen (a server killed mid-request)."""
+    failures = 0
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        async def client() -> None:
+            nonlocal failures
+            while not stop.is_set():
+                body = {"server": "crash", "tool": "t", "call_sha256": os.urandom(32).hex()}
+                try:
+                    async with http.post(url + "/v1/tool-calls", json=body,
+                                         headers={"Authorization": f"Bearer {key}"}) as r:
+                        data = await r.json()
+                        if r.status == 201:
+                            received.append(data)
+                except (TimeoutError, aiohttp.ClientError, ValueError):
+                    failures += 1  # the server died mid-request: nothing was promised
+                    await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(client() for _ in range(clients)))
+    return failures
+
+
+def checkpoint_size(note: bytes) -> int:
+    """The tree size a checkpoint note carries (its second line)."""
+    return int(parse_note(note).text.split("\n")[1])
 
 
 @dataclass

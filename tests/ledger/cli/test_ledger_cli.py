@@ -25,31 +25,7 @@ from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.tiles import tiles_for_size
 from ledger.log.reader import LogReader
 from ledger.storage.sqlite import SqliteStore
-
-ORIGIN = "example.com/cli-test"
-Run = subprocess.CompletedProcess[bytes]
-
-
-def ledger(*args: str | Path, stdin: bytes | None = None, timeout: float = 60) -> Run:
-    return subprocess.run(
-        [sys.executable, "-m", "ledger.cli.main", *map(str, args)],
-        input=stdin, capture_output=True, timeout=timeout, check=False,
-    )
-
-
-def ok(run: Run) -> str:
-    assert run.returncode == 0, run.stderr.decode()
-    assert b"Traceback" not in run.stderr
-    return run.stdout.decode()
-
-
-def fails(run: Run) -> str:
-    """A clean failure: non-zero exit, one readable message, no traceback."""
-    err = run.stderr.decode()
-    assert run.returncode != 0
-    assert "Traceback" not in err
-    assert err.startswith("ledger: "), err
-    return err
+from tests.ledger.cli.command import ORIGIN, fails, ledger, lines, ok
 
 
 def indexes(out: str) -> list[int]:
@@ -74,9 +50,6 @@ def logdir(tmp_path: Path) -> Path:
     ok(ledger("init", d, "--origin", ORIGIN))
     return d
 
-
-def lines(prefix: str, n: int) -> bytes:
-    return b"".join(f"{prefix}-{i}\n".encode() for i in range(n))
 
 
 @contextmanager

@@ -16,8 +16,8 @@ from ledger.core.note import Ed25519Verifier, open_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
 from ledger.witness.server import origin_hash
-from tests.ledger.cli.test_ledger_cli import ORIGIN, fails, ledger, lines, ok
-from tests.notary.http.test_mirroring import MirrorProc
+from tests.ledger.cli.command import ORIGIN, fails, ledger, lines, ok
+from tests.witness_servers import MirrorProc
 
 
 async def test_ledger_serve_pushes_to_a_mirror(tmp_path: Path) -> None:

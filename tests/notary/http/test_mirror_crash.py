@@ -25,8 +25,7 @@ from ledger.witness.server import origin_hash
 from notary.core.receipts import Receipt
 from notary.http.app import init_data_dir
 from notary.serving.config import Settings
-from tests.notary.http.test_notary_crash import _load
-from tests.notary_server import NotaryProcess, free_port
+from tests.notary_server import NotaryProcess, free_port, notarize_under_load
 
 REPO = Path(__file__).resolve().parents[3]
 ROUNDS = 4
@@ -117,7 +116,7 @@ async def test_a_mirror_fed_by_a_notary_under_load_survives_sigkills_of_both(
             api_key = server.create_api_key("mirror")
             for n in range(ROUNDS):
                 stop = asyncio.Event()
-                load = asyncio.create_task(_load(server.url, api_key, received, stop))
+                load = asyncio.create_task(notarize_under_load(server.url, api_key, received, stop))
                 before = len(received)
                 for _ in range(500):  # bounded: until some receipts arrived in this round
                     await asyncio.sleep(0.02)

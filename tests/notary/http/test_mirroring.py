@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.cli.mirror import close_mirror, open_mirror
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Verifier, open_note, parse_note
@@ -27,79 +23,27 @@ from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
 from ledger.http.routes import LOG
 from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec
-from ledger.mirror.server import Mirror, create_mirror_app
 from ledger.witness.server import WitnessSigner, origin_hash
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
 from notary.serving.config import ConfigError, Settings
 from tests.node_tools import REPO_ROOT, node_binary
-from tests.notary.http.test_witnessing import (
-    RECORDS,
-    Hanging,
-    Notary,
+from tests.notary_server import (
+    CALL_RECORDS,
+    ServedNotary,
+    capture_cli_sync,
     checkpoint_size,
-    cli,
-    eventually,
-    run_cli_capture,
+    create_api_key,
     start_notary,
 )
 from tests.servers import bound_socket, start_server
+from tests.waiting import eventually
+from tests.witness_servers import Hanging, MirrorProc
 
 
-@dataclass
-class MirrorProc:
-    """A tlog-mirror app on a fixed loopback port over ``data``; stopped and started again
-    it reopens the same state (a restart)."""
-
-    signer: WitnessSigner
-    data: Path
-    origin: str
-    log_vkey: str
-    sock: socket.socket | None = field(default_factory=bound_socket)
-    runner: web.AppRunner | None = None
-    mirror: Mirror | None = None
-
-    def __post_init__(self) -> None:
-        assert self.sock is not None
-        self.port: int = self.sock.getsockname()[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def spec(self) -> str:
-        return f"{self.url}={self.signer.verifier_key_text()}"
-
-    async def start(self) -> None:
-        self.mirror = await open_mirror([self.signer],
-                                        {self.origin: [Ed25519Verifier.from_vkey(self.log_vkey)]},
-                                        self.data)
-        sock, self.sock = self.sock, None
-        self.runner = (await start_server(create_mirror_app(self.mirror), sock=sock,
-                                          port=self.port)).runner
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
-            self.runner = None
-        if self.mirror is not None:
-            await close_mirror(self.mirror)
-            self.mirror = None
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-async def mirrored_tiles_match(http: aiohttp.ClientSession, notary: Notary, mirror: MirrorProc,
-                               size: int) -> None:
+async def mirrored_tiles_match(http: aiohttp.ClientSession, notary: ServedNotary,
+                               mirror: MirrorProc, size: int) -> None:
     """The mirror's tiles up to ``size``, byte for byte the notary's."""
     prefix = f"{mirror.url}/{origin_hash(notary.settings.default_origin)}"
     for tile in tiles_for_size(size, entries=True):
@@ -133,7 +77,7 @@ def test_bad_mirror_configuration_is_refused(tmp_path: Path) -> None:
     for case in cases:
         with pytest.raises(ConfigError):
             create_app(Settings(data=tmp_path / "notary", **case))
-    code, _, err = run_cli_capture("serve", "--data", str(tmp_path / "n2"),
+    code, _, err = capture_cli_sync("serve", "--data", str(tmp_path / "n2"),
                                    "--mirror", "http://x=bad")
     assert code == 2 and "--mirror" in err and "mirror" in err
 
@@ -154,8 +98,7 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
     log_verifier = Ed25519Verifier.from_vkey(first.vkey)
     mirror_verifier = signer.verifier()
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         receipts = [await notary.issue(key, n) for n in range(300)]  # two entry packages
 
         async def cosigned(min_size: int) -> bytes | None:
@@ -173,7 +116,7 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         assert first_audit.returncode == 0, first_audit.stdout + first_audit.stderr
         _, jwks, _ = await notary.get("/.well-known/jwks.json")
         _, body, _ = await notary.get(f"/v1/tool-calls/{receipts[7]['id']}")
-        verdict = verify_receipt(json.loads(body), record=RECORDS[receipts[7]["id"]],
+        verdict = verify_receipt(json.loads(body), record=CALL_RECORDS[receipts[7]["id"]],
                                  jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
                                  witnesses=[mirror_verifier], quorum=1)
         assert verdict.valid and verdict.levels["witnesses"].status == "passed", \
@@ -213,7 +156,7 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         receipt, record, keys = (tmp_path / "receipt.json", tmp_path / "record.json",
                                  tmp_path / "jwks.json")
         receipt.write_text(json.dumps(receipts[7]))
-        record.write_text(json.dumps(RECORDS[receipts[7]["id"]]))
+        record.write_text(json.dumps(CALL_RECORDS[receipts[7]["id"]]))
         keys.write_bytes(jwks)
         js = await asyncio.to_thread(
             subprocess.run,
@@ -226,7 +169,7 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         assert consistency["status"] == "passed", js.stdout + js.stderr
         assert "size 320" in consistency["reason"], consistency
         code, out, err = await asyncio.to_thread(
-            run_cli_capture, "verify", "--receipt", str(receipt), "--record", str(record),
+            capture_cli_sync, "verify", "--receipt", str(receipt), "--record", str(record),
             "--jwks", str(keys), "--log-key", first.vkey, "--log-url",
             f"{mirror.url}/{origin_hash(base.default_origin)}", "--no-state", "--json")
         consistency = json.loads(out)["levels"]["consistency"]
@@ -238,7 +181,7 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         trust = ("--receipt", str(receipt), "--record", str(record), "--jwks", str(keys),
                  "--log-key", first.vkey, "--witness", signer.verifier_key_text())
         code, out, err = await asyncio.to_thread(
-            run_cli_capture, "verify", *trust, "--upgrade", "--log-url",
+            capture_cli_sync, "verify", *trust, "--upgrade", "--log-url",
             f"{mirror.url}/{origin_hash(base.default_origin)}", "--no-state", "--json",
             "--save-receipt", str(upgraded))
         assert code == 0, out + err
@@ -256,7 +199,7 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
         assert "computed from the tiles" in js.stdout
         receipt.write_text(upgraded.read_text())
         code, out, err = await asyncio.to_thread(
-            run_cli_capture, "verify", *trust, "--offline", "--no-state", "--json")
+            capture_cli_sync, "verify", *trust, "--offline", "--no-state", "--json")
         assert code == 0 and json.loads(out)["levels"]["witnesses"]["status"] == "passed", out
     finally:
         await notary.runner.cleanup()
@@ -294,8 +237,7 @@ async def test_a_policy_counts_a_mirror_named_by_its_key(
                         witness_policy=str(policy), witness_interval=0.05)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         for n in range(3):
             await notary.issue(key, n)
 
@@ -332,8 +274,7 @@ async def test_hanging_mirror_never_blocks_writes(tmp_path: Path,
                         witness_interval=0.05, witness_timeout=30.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         # The mirror holds its request for 30 s; issuance must not wait for it.
         receipts = await asyncio.wait_for(
             asyncio.gather(*(notary.issue(key, n) for n in range(20))), 10)
@@ -378,8 +319,7 @@ async def test_a_lying_mirror_is_never_merged(tmp_path: Path,
                         witness_interval=0.02, witness_timeout=2.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         for n in range(5):
             await notary.issue(key, n)
 
@@ -418,8 +358,7 @@ async def test_a_mirror_the_policy_does_not_name_is_pushed_but_not_counted(
                         witness_interval=0.05, witness_timeout=30.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         for n in range(4):
             await notary.issue(key, n)
 

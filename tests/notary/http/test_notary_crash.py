@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import random
 from pathlib import Path
 from typing import Any
-
-import aiohttp
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Verifier
@@ -17,32 +14,9 @@ from ledger.core.proofs import verify_consistency
 from ledger.core.tlog_proof import decode_proof_bundle
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
-from tests.notary_server import NotaryProcess
+from tests.notary_server import NotaryProcess, notarize_under_load
 
 ROUNDS = 4
-CLIENTS = 32
-
-
-async def _load(url: str, key: str, received: list[dict[str, Any]], stop: asyncio.Event) -> int:
-    """Issue receipts until ``stop``; keep every complete 2xx answer. Returns failures seen."""
-    failures = 0
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-        async def client() -> None:
-            nonlocal failures
-            while not stop.is_set():
-                body = {"server": "crash", "tool": "t", "call_sha256": os.urandom(32).hex()}
-                try:
-                    async with http.post(url + "/v1/tool-calls", json=body,
-                                         headers={"Authorization": f"Bearer {key}"}) as r:
-                        data = await r.json()
-                        if r.status == 201:
-                            received.append(data)
-                except (TimeoutError, aiohttp.ClientError, ValueError):
-                    failures += 1  # the server died mid-request: nothing was promised
-                    await asyncio.sleep(0.01)
-
-        await asyncio.gather(*(client() for _ in range(CLIENTS)))
-    return failures
 
 
 async def test_sigkill_under_load_loses_no_receipt(tmp_path: Path,
@@ -54,7 +28,7 @@ async def test_sigkill_under_load_loses_no_receipt(tmp_path: Path,
         received: list[dict[str, Any]] = []
         for _ in range(ROUNDS):
             stop = asyncio.Event()
-            load = asyncio.create_task(_load(server.url, key, received, stop))
+            load = asyncio.create_task(notarize_under_load(server.url, key, received, stop))
             before = len(received)
             for _ in range(400):  # bounded: until some receipts arrived in this round
                 await asyncio.sleep(0.02)

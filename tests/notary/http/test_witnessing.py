@@ -9,20 +9,14 @@ witness policy.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import json
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
-from ledger.cli.witness import parse_log_spec
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
@@ -33,148 +27,23 @@ from ledger.http.routes import LOG
 from ledger.jobs.witnessing import STATE_FILE, WitnessConfigError, Witnessing, parse_witness_spec
 from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
-from ledger.witness.server import Witness, WitnessSigner, create_witness_app
-from ledger.witness.store import WitnessStore
-from notary.cli.main import main as notary_cli
+from ledger.witness.server import WitnessSigner
 from notary.core.jwks import Jwks
-from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app, init_data_dir
 from notary.serving.config import ConfigError, Settings
 from notary.serving.keys import Paths, load_log_key
-from tests.notary_server import run_cli
-from tests.servers import bound_socket, start_server
-
-T = TypeVar("T")
-RECORDS: dict[str, dict[str, Any]] = {}
-
-
-def cli(*args: str) -> str:
-    code, out = run_cli(*args)
-    assert code == 0, out
-    return out
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], what: str,
-                     timeout: float = 15.0) -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        got = await probe()
-        if got is not None:
-            return got
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-@dataclass
-class WitnessProc:
-    """A witness app on a fixed loopback port, which can be stopped and started again.
-
-    Its port is bound when it is made, so a witness not started yet refuses connections (it
-    is down) and no other process can take its port meanwhile.
-    """
-
-    signer: WitnessSigner
-    data: Path
-    log_vkey: str
-    sock: socket.socket | None = field(default_factory=bound_socket)
-    runner: web.AppRunner | None = None
-    store: WitnessStore | None = None
-
-    def __post_init__(self) -> None:
-        assert self.sock is not None
-        self.port: int = self.sock.getsockname()[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def spec(self) -> str:
-        return f"{self.url}={self.signer.verifier_key_text()}"
-
-    async def start(self) -> None:
-        self.store = await WitnessStore.open(self.data, self.signer.verifier_key_text())
-        origin, verifier = parse_log_spec(self.log_vkey)  # Ed25519 or ML-DSA-44
-        app = create_witness_app(Witness(self.signer, {origin: [verifier]}, self.store))
-        sock, self.sock = self.sock, None  # first start: the bound socket; then the port
-        self.runner = (await start_server(app, sock=sock, port=self.port)).runner
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
-            self.runner = None
-        if self.store is not None:
-            await self.store.close()
-            self.store = None
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-
-
-class Hanging:
-    """Accepts connections and requests, never answers: the slowest possible witness."""
-
-    def __init__(self) -> None:
-        self.sock = bound_socket()
-        self.port = self.sock.getsockname()[1]
-        self.server: asyncio.base_events.Server | None = None
-
-    async def start(self) -> None:
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(Exception):
-                await reader.read(-1)
-
-        self.server = await asyncio.start_server(handle, sock=self.sock)
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-
-
-@dataclass
-class Notary:
-    url: str
-    settings: Settings
-    runner: web.AppRunner
-    http: aiohttp.ClientSession
-    vkey: str
-
-    async def get(self, path: str) -> tuple[int, Any, Any]:
-        async with self.http.get(self.url + path) as r:
-            body = await r.read()
-            return r.status, body, r.headers
-
-    async def issue(self, key: str, n: int) -> dict[str, Any]:
-        """A new receipt; its call record is kept in ``records`` by receipt id."""
-        rec = CallRecord(server="srv", tool="echo", arguments={"n": n},
-                         result={"content": [{"type": "text", "text": str(n)}]}, salt=new_salt())
-        body = {"server": rec.server, "tool": rec.tool, "call_sha256": rec.call_sha256()}
-        async with self.http.post(self.url + "/v1/tool-calls", json=body,
-                                  headers={"Authorization": f"Bearer {key}"}) as r:
-            assert r.status == 201, await r.text()
-            receipt: dict[str, Any] = await r.json()
-        RECORDS[receipt["id"]] = rec.to_json()
-        return receipt
-
-
-async def start_notary(settings: Settings, http: aiohttp.ClientSession, vkey: str,
-                       sock: socket.socket | None = None) -> Notary:
-    """Serve on ``sock`` (first start), else where ``settings`` say (a restart)."""
-    _, port = settings.host_port
-    served = await start_server(create_app(settings), sock=sock, port=port)
-    return Notary(settings.base_url, settings, served.runner, http, vkey)
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-def checkpoint_size(note: bytes) -> int:
-    return int(parse_note(note).text.split("\n")[1])
+from tests.notary_server import (
+    CALL_RECORDS,
+    ServedNotary,
+    capture_cli_sync,
+    checkpoint_size,
+    create_api_key,
+    start_notary,
+)
+from tests.servers import bound_socket
+from tests.waiting import eventually
+from tests.witness_servers import Hanging, WitnessProc
 
 
 def test_witness_spec_parsing() -> None:
@@ -210,8 +79,7 @@ async def test_two_of_three_with_one_witness_down(tmp_path: Path,
     notary = await start_notary(settings, http, first.vkey, sock)
     log_verifier = Ed25519Verifier.from_vkey(first.vkey)
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         receipts = [await notary.issue(key, n) for n in range(5)]
 
         async def witnessed_checkpoint(min_size: int) -> bytes | None:
@@ -233,13 +101,13 @@ async def test_two_of_three_with_one_witness_down(tmp_path: Path,
 
         for receipt in receipts:
             # Born complete with the log-signed checkpoint: valid, but not witnessed.
-            born = verify_receipt(receipt, record=RECORDS[receipt["id"]],
+            born = verify_receipt(receipt, record=CALL_RECORDS[receipt["id"]],
                                   jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
                                   witnesses=verifiers, quorum=2)
             assert born.levels["witnesses"].status == "failed"
             # Fetched again: the proof now leads to the witnessed checkpoint.
             fetched = await upgraded(receipt)
-            verdict = verify_receipt(fetched, record=RECORDS[receipt["id"]],
+            verdict = verify_receipt(fetched, record=CALL_RECORDS[receipt["id"]],
                                      jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
                                      witnesses=verifiers, quorum=2)
             assert verdict.valid, verdict.to_json()
@@ -264,7 +132,7 @@ async def test_two_of_three_with_one_witness_down(tmp_path: Path,
         cp, _ = open_checkpoint(note, log_verifier, verifiers, 2)
         assert cp.size == 10
         fetched = await upgraded(more[-1])
-        verdict = verify_receipt(fetched, record=RECORDS[more[-1]["id"]],
+        verdict = verify_receipt(fetched, record=CALL_RECORDS[more[-1]["id"]],
                                  jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
                                  witnesses=verifiers, quorum=2)
         assert verdict.valid, verdict.to_json()
@@ -306,8 +174,7 @@ async def test_hanging_witness_never_blocks_writes(tmp_path: Path,
                         witness_interval=0.05, witness_timeout=30.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         # The witness holds its request for 30 s; issuance must not wait for it.
         receipts = await asyncio.wait_for(
             asyncio.gather(*(notary.issue(key, n) for n in range(20))), 10)
@@ -354,12 +221,11 @@ async def test_two_processes_on_one_log_submit_from_one_and_serve_from_both(
         notaries.append(await start_notary(settings, http, first.vkey, sock))
     a, b = notaries
     try:
-        key = cli("apikey", "create", "--data", str(base.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(base.data, "a")
         for n in range(3):
             await a.issue(key, n)
 
-        def witnessed(notary: Notary, size: int) -> Callable[[], Awaitable[bytes | None]]:
+        def witnessed(notary: ServedNotary, size: int) -> Callable[[], Awaitable[bytes | None]]:
             async def probe() -> bytes | None:
                 status, body, headers = await notary.get("/checkpoint")
                 ok = headers["Notary-Witnessed"] == "true" and checkpoint_size(body) >= size
@@ -369,7 +235,7 @@ async def test_two_processes_on_one_log_submit_from_one_and_serve_from_both(
         await eventually(witnessed(a, 3), "a witnessed checkpoint on the first notary")
         await eventually(witnessed(b, 3), "the same served by the second")
 
-        async def submitted(notary: Notary) -> float:
+        async def submitted(notary: ServedNotary) -> float:
             _, body, _ = await notary.get("/metrics")
             return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
                        if line.startswith("notary_witness_requests_total{"))
@@ -385,17 +251,10 @@ async def test_two_processes_on_one_log_submit_from_one_and_serve_from_both(
                         [s.verifier() for s in signers], 2)
         assert await submitted(other) > 0
     finally:
-        for n in notaries:
-            await n.runner.cleanup()
+        for started in notaries:
+            await started.runner.cleanup()
         for x in w:
             await x.stop()
-def run_cli_capture(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = notary_cli(list(args))
-    return code, out.getvalue(), err.getvalue()
-
-
 async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
         tmp_path: Path, http: aiohttp.ClientSession) -> None:
     """``notary serve --witness-policy``: a C2SP tlog-policy decides what is published; counts
@@ -421,8 +280,7 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
     with capture_logs() as logs:
         notary = await start_notary(settings, http, first.vkey, sock)
         try:
-            key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                      ).strip().splitlines()[-1]
+            key = create_api_key(settings.data, "a")
             receipt = await notary.issue(key, 1)
 
             async def all_three() -> Any:
@@ -445,14 +303,14 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
                 "/.well-known/jwks.json"))[1])))
             receipt_file, record_file = tmp_path / "receipt.json", tmp_path / "record.json"
             receipt_file.write_text(json.dumps(receipt))
-            record_file.write_text(json.dumps(RECORDS[receipt["id"]]))
+            record_file.write_text(json.dumps(CALL_RECORDS[receipt["id"]]))
             inputs = ["--receipt", str(receipt_file), "--record", str(record_file),
                       "--jwks", str(jwks), "--json"]
             state = tmp_path / "verifier-state.json"
 
             # Embedded at call time: the checkpoint predates every cosignature.
             code, out, _ = await asyncio.to_thread(
-                run_cli_capture, "verify", *inputs, "--witness-policy", str(policy),
+                capture_cli_sync, "verify", *inputs, "--witness-policy", str(policy),
                 "--offline", "--state", str(state))
             report = json.loads(out)
             assert code == 1 and report["levels"]["witnesses"]["status"] == "failed"
@@ -472,7 +330,7 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
             # offline. The log key comes from the policy's log line.
             upgraded = tmp_path / "upgraded.json"
             code, out, _ = await asyncio.to_thread(
-                run_cli_capture, "verify", *inputs, "--witness-policy", str(policy),
+                capture_cli_sync, "verify", *inputs, "--witness-policy", str(policy),
                 "--upgrade", "--save-receipt", str(upgraded), "--state", str(state))
             report = json.loads(out)
             assert code == 0, out
@@ -481,7 +339,7 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
             assert any(n.startswith("upgraded:") for n in report["notes"]), report["notes"]
             assert state.exists()  # online, the newest checkpoint is remembered
             code, out, _ = await asyncio.to_thread(
-                run_cli_capture, "verify", "--receipt", str(upgraded), "--record",
+                capture_cli_sync, "verify", "--receipt", str(upgraded), "--record",
                 str(record_file), "--jwks", str(jwks), "--witness-policy", str(policy),
                 "--offline", "--no-state", "--json")
             assert code == 0, out
@@ -489,7 +347,7 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
             # The simple form reports the truth as well: --quorum 2 with three valid says 3.
             wkeys = [a for x in w for a in ("--witness", x.signer.verifier_key_text())]
             code, out, _ = await asyncio.to_thread(
-                run_cli_capture, "verify", "--receipt", str(upgraded), "--record",
+                capture_cli_sync, "verify", "--receipt", str(upgraded), "--record",
                 str(record_file), "--jwks", str(jwks), "--log-key", first.vkey, *wkeys,
                 "--quorum", "2", "--offline", "--no-state", "--json")
             reason = json.loads(out)["levels"]["witnesses"]["reason"]
@@ -509,10 +367,12 @@ def test_witness_policy_settings_are_checked(tmp_path: Path) -> None:
     good.write_text(f"witness w {vkey} http://127.0.0.1:1\nquorum w\n")
     # Settings check what one value can say alone (a missing file) when they are made; the
     # rest (a policy without URLs, a policy and --witness together) when the app is built.
-    for make in (lambda: Settings(data=tmp_path / "n", witness_policy=str(no_url)),
-                 lambda: Settings(data=tmp_path / "n", witness_policy=str(tmp_path / "missing")),
-                 lambda: Settings(data=tmp_path / "n", witness_policy=str(good),
-                                  witnesses=(f"http://127.0.0.1:1={vkey}",))):
+    makers: list[Callable[[], Settings]] = [
+        lambda: Settings(data=tmp_path / "n", witness_policy=str(no_url)),
+        lambda: Settings(data=tmp_path / "n", witness_policy=str(tmp_path / "missing")),
+        lambda: Settings(data=tmp_path / "n", witness_policy=str(good),
+                         witnesses=(f"http://127.0.0.1:1={vkey}",))]
+    for make in makers:
         with pytest.raises(ConfigError):
             create_app(make())
 
@@ -563,8 +423,7 @@ async def test_an_ml_dsa_witness_cosigns_the_published_checkpoint(
     log_verifier = Ed25519Verifier.from_vkey(first.vkey)
     verifiers = [s.verifier() for s in signers]
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         receipt = await notary.issue(key, 1)
 
         async def witnessed() -> bytes | None:
@@ -577,7 +436,7 @@ async def test_an_ml_dsa_witness_cosigns_the_published_checkpoint(
         open_checkpoint(note, log_verifier, verifiers[:1], 1)  # the ML-DSA-44 line alone
         _, body, _ = await notary.get(f"/v1/tool-calls/{receipt['id']}")
         _, jwks, _ = await notary.get("/.well-known/jwks.json")
-        verdict = verify_receipt(json.loads(body), record=RECORDS[receipt["id"]],
+        verdict = verify_receipt(json.loads(body), record=CALL_RECORDS[receipt["id"]],
                                  jwks=Jwks(json.loads(jwks)), log_verifier=log_verifier,
                                  witnesses=verifiers[:1], quorum=1)
         assert verdict.valid, verdict.to_json()
@@ -595,7 +454,7 @@ def test_serve_refuses_a_policy_nested_too_deep_cleanly(tmp_path: Path) -> None:
     policy = tmp_path / "deep.policy"
     policy.write_text("\n".join([f"witness A {witness} http://127.0.0.1:9", *groups,
                                  "quorum G400", ""]))
-    code, out, err = run_cli_capture("serve", "--data", str(tmp_path / "notary"),
+    code, out, err = capture_cli_sync("serve", "--data", str(tmp_path / "notary"),
                                      "--listen", "127.0.0.1:0", "--witness-policy", str(policy))
     assert code == 2, (out, err)
     assert "nests 33 deep" in err and "Traceback" not in err, err
@@ -622,8 +481,7 @@ async def test_a_witness_that_knows_only_the_logs_ml_dsa_key_cosigns(
                         witness_interval=0.05, witness_timeout=2.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = cli("apikey", "create", "--data", str(settings.data), "--account", "a"
-                  ).strip().splitlines()[-1]
+        key = create_api_key(settings.data, "a")
         await notary.issue(key, 1)
 
         async def witnessed() -> bytes | None:
