@@ -213,6 +213,8 @@ def _about(group: str, help: str, rule: Check | None = None, *, flag: str | None
 
 @dataclass(frozen=True)
 class Settings:
+    """What one ``notary serve`` runs with; each field is a row of the table (its metadata)."""
+
     data: Path = field(default=Path("notary-data"), metadata=_about(
         STORE, "data directory: the SQLite store and the key files",
         _path, metavar="DIR", shown_default="./notary-data"))
@@ -355,6 +357,8 @@ class Settings:
 def _rows() -> tuple[Setting, ...]:
     rows = []
     for f in fields(Settings):
+        if _ROW not in f.metadata:
+            raise TypeError(f"Settings.{f.name} has no row: declare it with _about(...)")
         declared: Setting = f.metadata[_ROW]
         flag = "--" + f.name.replace("_", "-") if declared.flag == "" else declared.flag
         rows.append(replace(declared, name=f.name, kind=str(f.type), default=f.default,
