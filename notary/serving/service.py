@@ -359,6 +359,7 @@ class Notary:
                 return pending.receipt, account.name, appended
         finally:
             self._reserved[key] -= 1
+        # Over the allowance even by this process's count: refused, unless logged already.
         return await self._logged_or(call_sha256, self._quota_exceeded(account, now))
 
     async def _logged_or(self, call_sha256: str, refusal: ServiceRefusal) -> _Found:
