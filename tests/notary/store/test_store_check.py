@@ -28,7 +28,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from ledger.cli.main import main as ledger_cli
 from ledger.core.note import Ed25519Signer
@@ -38,12 +37,12 @@ from ledger.log.sequencer import WriterState
 from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
 from notary.cli.main import main as notary_cli
-from notary.http.app import create_app
 from notary.http.appkeys import NOTARY
 from notary.operator.damage_marker import DAMAGE_FILE
 from notary.serving.config import Settings
 from notary.serving.keys import DB_NAME, Paths
-from tests.notary_server import HOST, app_notary, free_port
+from tests.notary_server import HOST, app_notary, free_port, start_app
+from tests.servers import bound_socket
 
 ENTRIES = 600  # bundles 0 and 1 and level-0 tiles 0 and 1 are full; tile 0/002 is partial
 
@@ -136,15 +135,13 @@ async def test_ledger_commands_that_write_want_a_ledger_directory(tmp_path: Path
 @contextlib.asynccontextmanager
 async def serving(data: Path, **settings: Any) -> AsyncIterator[str]:
     """``notary serve`` on an existing data directory, in this process."""
-    port = free_port()
-    runner = web.AppRunner(create_app(Settings(data=data, listen=f"{HOST}:{port}",
-                                               **settings)))
-    await runner.setup()
+    sock = bound_socket()
+    served = await start_app(
+        Settings(data=data, listen=f"{HOST}:{sock.getsockname()[1]}", **settings), sock)
     try:
-        await web.TCPSite(runner, HOST, port).start()
-        yield f"http://{HOST}:{port}"
+        yield served.url
     finally:
-        await runner.cleanup()
+        await served.stop()
 
 
 async def health(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
