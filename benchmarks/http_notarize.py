@@ -336,7 +336,7 @@ def _is_wait(file: str, line: int) -> bool:
 # the named ones leave of their frame, so the items add up to the measured CPU.
 _READ = "asyncio/selector_events.py:_SelectorSocketTransport._read_ready"
 _WRITE = "asyncio/selector_events.py:_SelectorSocketTransport.write"
-_SERVE = "ledger/http/server.py:GuardedHandler._plain_serve"
+_SERVE = "ledger/http/server.py:Connection._serve"
 _HANDLE = "notary/http/routes/tool_calls.py:plain_issue.<locals>.handle"
 _ISSUE = "notary/http/routes/tool_calls.py:_issue"
 _AUTH = "notary/serving/service.py:Notary.authenticate"

@@ -3,18 +3,20 @@ connection moves from it to aiohttp.
 
 A tiny application serves ``POST /hot`` both ways: its plain handler answers ``plain:<body>``,
 its aiohttp route ``aiohttp:<body>``, so each answer says which path served it. The server is the
-real Listener on 127.0.0.1, in process.
+real Listener on 127.0.0.1, in process, on asyncio's loop and on uvloop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+import uvloop
 from aiohttp import web
 
 from ledger.client.framing import Response, ResponseParser
@@ -25,6 +27,7 @@ from ledger.http.server import (
     ServerLimits,
     plain_response,
 )
+from ledger.process.event_loop import ASYNCIO, UVLOOP
 
 HOST = "127.0.0.1"
 
@@ -55,17 +58,22 @@ async def _other(request: web.Request) -> web.Response:
 
 
 @asynccontextmanager
-async def serving(hot: Hot, limits: ServerLimits | None = None) -> AsyncIterator[Listener]:
+async def serving(hot: Hot, limits: ServerLimits | None = None, *, max_connections: int = 64,
+                  extra: Callable[[web.Application], None] | None = None
+                  ) -> AsyncIterator[Listener]:
+    """The test server; ``extra`` adds routes or middlewares to its application."""
     app = web.Application(client_max_size=1024)
     app.router.add_post("/hot", _aiohttp_hot)
     app.router.add_get("/other", _other)
+    if extra is not None:
+        extra(app)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
     await runner.setup()
     assert runner.server is not None
     routes = PlainRoutes({("POST", "/hot"): hot.handle}, max_body=1024,
                          unfinished=lambda head, status, seconds: hot.unfinished.append(status))
-    listener = Listener(runner.server, limits or ServerLimits(), max_connections=64,
-                        plain=routes)
+    listener = Listener(runner.server, limits or ServerLimits(),
+                        max_connections=max_connections, plain=routes)
     await listener.start(HOST, 0)
     try:
         yield listener
@@ -106,8 +114,21 @@ async def connect(listener: Listener) -> tuple[asyncio.StreamReader, asyncio.Str
     return await asyncio.open_connection(HOST, port_of(listener))
 
 
-def run(test: Callable[[], object]) -> None:
-    asyncio.run(test())  # type: ignore[arg-type]
+_loop_factory: list[Callable[[], asyncio.AbstractEventLoop] | None] = [None]
+
+
+@pytest.fixture(autouse=True, params=[ASYNCIO, UVLOOP])
+def event_loop_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test runs on asyncio's loop and on uvloop (the servers' own choice where it is
+    installed), through :func:`run`."""
+    _loop_factory[0] = uvloop.new_event_loop if request.param == UVLOOP else None
+    yield request.param
+    _loop_factory[0] = None
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    with asyncio.Runner(loop_factory=_loop_factory[0]) as runner:
+        runner.run(test())
 
 
 def test_plain_requests_take_the_plain_path_and_the_rest_go_to_aiohttp() -> None:
@@ -130,6 +151,7 @@ def test_plain_requests_take_the_plain_path_and_the_rest_go_to_aiohttp() -> None
             # Each of these goes to aiohttp from its first byte, and is answered as before.
             for data, want in ((post(b"e", "Content-Encoding: identity"), 200),
                                (post(b"x" * 2000), 413),
+                               (post(b"h", "X-Big: " + "a" * 8100), 200),  # a long head
                                (post(b"f", "Connection: close"), 200),
                                (b"POST /hot HTTP/1.0\r\nContent-Length: 1\r\n\r\ng", 200)):
                 reader, writer = await connect(listener)
@@ -139,6 +161,22 @@ def test_plain_requests_take_the_plain_path_and_the_rest_go_to_aiohttp() -> None
                 assert want != 200 or answer.body.startswith(b"aiohttp:")
                 writer.close()
             assert hot.started == [b"a", b"b"]
+
+    run(main)
+
+
+def test_expect_100_continue_is_answered_by_aiohttp() -> None:
+    async def main() -> None:
+        hot = Hot()
+        hot.gate.set()
+        async with serving(hot) as listener:
+            reader, writer = await connect(listener)
+            writer.write(post(b"") + post(b"xyz", "Expect: 100-continue")[:-3])
+            raw = await asyncio.wait_for(reader.readuntil(b"HTTP/1.1 100 Continue\r\n\r\n"), 10)
+            assert raw.startswith(b"HTTP/1.1 200 OK\r\n") and b"\r\n\r\nplain:HTTP/1.1 100 " in raw
+            writer.write(b"xyz")
+            assert [r.body for r in await read_answers(reader, 1)] == [b"aiohttp:xyz"]
+            writer.close()
 
     run(main)
 
