@@ -228,8 +228,8 @@ class PlainConnection:
             raise _NotPlain
         method, target, line = route
         buf, start, fields = self._buf, self._start, self._fields
-        end = buf.find(b"\r\n\r\n", start) + 4
-        if (not buf.startswith(line, start) or end - start > self._max_head
+        end = buf.find(b"\r\n\r\n", start) + 4  # 3: none (a head llhttp ended otherwise)
+        if (end < 4 or not buf.startswith(line, start) or end - start > self._max_head
                 or "host" not in fields or not _FORBIDDEN.isdisjoint(fields)):
             raise _NotPlain  # HTTP/1.0 or a malformed line; too long; no Host; framing
         connection = fields.get("connection")
