@@ -20,7 +20,7 @@ import fcntl
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -78,7 +78,7 @@ class JobRunner:
     runner is stopped; ``on_change`` is told True/False as this process gains or loses it.
     """
 
-    def __init__(self, name: str, lease: Lease, job: Callable[[], Coroutine[Any, Any, None]], *,
+    def __init__(self, name: str, lease: Lease, job: Callable[[], Coroutine[object, None, None]], *,
                  retry: float = 2.0, on_change: Callable[[bool], None] | None = None) -> None:
         self.name = name
         self.lease = lease

@@ -23,7 +23,6 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -57,7 +56,7 @@ class ScrubStatus:
     last_pass_at: float | None = None  # UNIX time the last complete pass ended
     damage: str | None = None  # what the scrub found wrong, once it did
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"rate": self.rate, "passes": self.passes,
                 "pass": {"size": self.pass_size, "position": self.position,
                          "checked": self.checked},

@@ -21,7 +21,6 @@ import base64
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ledger.client.tiles import LogSource, tile_at
 from ledger.core.checkpoint import Checkpoint
@@ -52,7 +51,8 @@ class AuditAlarm(LedgerError):
     tile path and both versions (base64) when a tile is at fault.
     """
 
-    def __init__(self, kind: str, message: str, evidence: dict[str, Any] | None = None) -> None:
+    def __init__(self, kind: str, message: str, evidence: dict[str, object] | None = None
+                 ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message

@@ -25,10 +25,10 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -48,7 +48,7 @@ from ledger.core.hashing import EMPTY_ROOT
 from ledger.core.note import InvalidSignatureError, NoteError, NoteVerifier, parse_note
 from ledger.core.proofs import ProofError, verify_consistency
 from ledger.core.tlog_policy import TlogPolicy
-from ledger.monitor.audit import AuditAlarm, audit_range
+from ledger.monitor.audit import AuditAlarm, ProgressHook, audit_range
 from ledger.monitor.state import MonitorState, MonitorStateError, load_state, save_state
 from ledger.process.atomic import write_atomic
 
@@ -63,14 +63,15 @@ PROGRESS_MIN_ENTRIES = 50_000
 class Alarm(LedgerError):
     """The log contradicted what the monitor verified before (or its own signed statements)."""
 
-    def __init__(self, kind: str, message: str, evidence: dict[str, Any] | None = None) -> None:
+    def __init__(self, kind: str, message: str, evidence: dict[str, object] | None = None
+                 ) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
         self.evidence = evidence or {}
 
 
-EntryFilter = Callable[[int, bytes], "tuple[str, dict[str, Any]] | None"]
+EntryFilter = Callable[[int, bytes], "tuple[str, dict[str, object]] | None"]
 """EntryFilter picks the entries an audit reports as it downloads them: for an entry of interest
 it returns a label (counted in the ``watched`` metric) and the fields of the JSON line printed.
 The log is generic; what an entry means is the filter's business (the notary passes one that
@@ -124,7 +125,7 @@ class PollReport:
     previous: int | None
     audited: int = 0
     audit_seconds: float = 0.0
-    watched: list[dict[str, Any]] = field(default_factory=list)
+    watched: list[dict[str, object]] = field(default_factory=list)
 
 
 def _b64(data: bytes) -> str:
@@ -145,7 +146,7 @@ class Monitor:
         self.metrics = metrics or MonitorMetrics()
         self.out = out if out is not None else sys.stdout
         self.state = self._load()
-        self._watched: list[dict[str, Any]] = []
+        self._watched: list[dict[str, object]] = []
 
     # State ------------------------------------------------------------------------------------
 
@@ -204,7 +205,7 @@ class Monitor:
                         {"old_checkpoint": _text(old_note), "new_checkpoint": _text(data)})
         elif cp.size > old.size and old.size > 0:
             await self._check_consistency(old, old_note, cp, data)
-        self.state = self.state.with_(checkpoint=data)
+        self.state = replace(self.state, checkpoint=data)
         self._save()
         self.metrics.verified_size.set(cp.size)
         report = PollReport(cp.size, None if old is None else old.size)
@@ -288,7 +289,7 @@ class Monitor:
         self._watched = []
 
         async def save(progress: TreeState) -> None:
-            self.state = self.state.with_(progress=progress)
+            self.state = replace(self.state, progress=progress)
             self._save()
 
         try:
@@ -297,13 +298,13 @@ class Monitor:
         except AuditAlarm as a:
             # Progress towards this checkpoint is not trustworthy: restart from the last root
             # that matched.
-            self.state = self.state.with_(progress=None)
+            self.state = replace(self.state, progress=None)
             self._save()
             raise Alarm(a.kind, a.message, {"new_checkpoint": _text(note), **a.evidence,
                                             "audited_from": start.size}) from None
         finally:
             close()
-        self.state = self.state.with_(audit=result.state, progress=None)
+        self.state = replace(self.state, audit=result.state, progress=None)
         self._save()
         self.metrics.entries_audited.inc(result.entries)
         self.metrics.audited_size.set(result.state.size)
@@ -339,7 +340,7 @@ class Monitor:
 
 def write_evidence(directory: Path, alarm: Alarm, log: dict[str, str]) -> Path:
     """Save ``alarm`` as JSON; the name is derived from the content, so repeats do not pile up."""
-    doc: dict[str, Any] = {"kind": alarm.kind, "message": alarm.message, "log": log,
+    doc: dict[str, object] = {"kind": alarm.kind, "message": alarm.message, "log": log,
                            **alarm.evidence}
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
     path = directory / f"{alarm.kind}-{digest}.json"
@@ -350,7 +351,7 @@ def write_evidence(directory: Path, alarm: Alarm, log: dict[str, str]) -> Path:
     return path
 
 
-def _progress_bar(total: int) -> tuple[Any, Any]:
+def _progress_bar(total: int) -> tuple[ProgressHook | None, Callable[[], None]]:
     """(update, close) for a tqdm bar on stderr, or no-ops for short audits."""
     if total < PROGRESS_MIN_ENTRIES:
         return None, lambda: None

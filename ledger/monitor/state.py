@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ledger.core.compact import TreeState
 from ledger.core.errors import LedgerError
@@ -42,7 +41,7 @@ def _unb64(text: object) -> bytes:
     return base64.b64decode(text, validate=True)
 
 
-def tree_to_json(state: TreeState) -> dict[str, Any]:
+def tree_to_json(state: TreeState) -> dict[str, object]:
     return {
         "size": state.size,
         "stack": [_b64(h) for h in state.stack],
@@ -77,12 +76,9 @@ class MonitorState:
     checkpoint: bytes | None = None  # the last verified checkpoint note, verbatim
     audit: TreeState | None = None
     progress: TreeState | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
-    def with_(self, **changes: Any) -> MonitorState:
-        return replace(self, **changes)
-
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "version": VERSION,
             "origin": self.origin,

@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar, TypeVarTuple
 
 import aiosqlite
 
@@ -86,8 +86,9 @@ CREATE TABLE IF NOT EXISTS witness_published (
 """
 
 _T = TypeVar("_T")
+_Args = TypeVarTuple("_Args")
 
-Statements = list[tuple[str, list[Sequence[Any]]]]
+Statements = list[tuple[str, list[Sequence[object]]]]
 
 
 class _Busy:
@@ -218,7 +219,7 @@ class SqliteWriteTx:
         self._adds = 0  # entries this transaction's checkpoint adds to the stored one
         self._bundle_end = store._bundle_end  # the store's, then what this commit leaves
 
-    def _queue(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def _queue(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         if rows:
             self._statements.append((sql, list(rows)))
 
@@ -539,21 +540,41 @@ def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:
     return conn
 
 
-class _Job:
+class _Work(Protocol):
+    """What the writer thread does with a job: :meth:`call` it, then have its loop
+    :meth:`settle` it (a :class:`_Job` of any result type)."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def call(self) -> None: ...
+
+    def settle(self) -> None: ...
+
+
+class _Job(Generic[_T]):
     """One call for the writer thread, and how its waiter hears of the outcome."""
 
     __slots__ = ("after", "args", "error", "finished", "fn", "fut", "loop", "result")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any],
-                 args: tuple[Any, ...]) -> None:
+    result: _T
+    """What ``fn`` returned, once it returned (unset before, and when it raised)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., _T],
+                 args: tuple[object, ...]) -> None:
         self.loop = loop
         self.fn = fn
         self.args = args
-        self.fut: asyncio.Future[Any] = loop.create_future()
+        self.fut: asyncio.Future[_T] = loop.create_future()
         self.after: asyncio.Future[None] | None = None  # set by a cancelled waiter
         self.finished = False
-        self.result: Any = None
         self.error: BaseException | None = None
+
+    def call(self) -> None:
+        """On the writer thread: run the call, keep what it returned or raised."""
+        try:
+            self.result = self.fn(*self.args)
+        except BaseException as e:  # handed to the waiter, whatever it is
+            self.error = e
 
     def settle(self) -> None:
         """On the loop's thread, once the call returned or raised."""
@@ -581,7 +602,7 @@ class _WriterThread:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
     def _serve(self) -> None:
@@ -589,15 +610,12 @@ class _WriterThread:
             job = self._jobs.get()
             if job is None:
                 return
-            try:
-                job.result = job.fn(*job.args)
-            except BaseException as e:  # handed to the waiter, whatever it is
-                job.error = e
+            job.call()
             with contextlib.suppress(RuntimeError):  # the loop closed without waiting
                 job.loop.call_soon_threadsafe(job.settle)
             del job
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[[*_Args], _T], *args: *_Args) -> _T:
         """``fn(*args)`` on the thread, waited for even if the caller is cancelled.
 
         A commit that has started must finish (or fail) before anything else touches the

@@ -8,7 +8,6 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ledger.client.http import HttpClient
 from ledger.core.boundedjson import JsonError
@@ -30,11 +29,12 @@ from notary.core.aer1 import (
 )
 from notary.core.verification import failed, skipped
 from notary.verifier.inputs import ToolCall, VerifierInputError
+from notary.verifier.report import Report
 from notary.verifier.state import VerifierStateError
 from notary.verifier.verify import verify_tool_call
 
 
-def _render(receipt: Mapping[str, Any], verdict: Aer1Verdict, anchor_lines: list[str]) -> str:
+def _render(receipt: Mapping[str, object], verdict: Aer1Verdict, anchor_lines: list[str]) -> str:
     lines = [f"AER-1 receipt {receipt.get('id')}: tool {receipt.get('tool')!r}, "
              f"{receipt.get('provenance_class')}, {receipt.get('timestamp')}"]
     for i, name in enumerate(AER1_LEVELS, 1):
@@ -82,7 +82,7 @@ def verify_command(args: argparse.Namespace) -> int | None:
     if receipt is None or (args.tool is not None and not is_aer1_receipt(doc)):
         return None
 
-    async def run() -> tuple[Aer1Verdict, Any]:
+    async def run() -> tuple[Aer1Verdict, Report | None]:
         check_network_args(args)
         if not (args.jwks or args.notary):
             raise VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL "

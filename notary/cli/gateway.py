@@ -23,9 +23,9 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.tlog_policy import TlogPolicy
@@ -36,7 +36,13 @@ from ledger.process.structured_logs import configure
 from notary.cli.asgi import serve_asgi
 from notary.cli.trust_args import witness_policy_from_args
 from notary.core.receipts import Receipt, ReceiptFormatError
-from notary.gateway.audit import audit_decision, check_policy, parse_jsonl
+from notary.gateway.audit import (
+    AUDIT_LEVELS,
+    AuditReport,
+    audit_decision,
+    check_policy,
+    parse_jsonl,
+)
 from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
 from notary.gateway.salt import (
     SaltError,
@@ -45,7 +51,7 @@ from notary.gateway.salt import (
     legacy_salt_path,
     read_salt,
 )
-from notary.gateway.store import read_decisions, read_policy_receipts
+from notary.gateway.store import DecisionEvidence, read_decisions, read_policy_receipts
 from notary.verifier.inputs import VerifierInputError, log_base_url
 from notary.verifier.trust import (
     build_trust,
@@ -180,8 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def _input_schemas(upstream: str | StdioServerParameters, mode: str
-                         ) -> dict[str, dict[str, Any] | None]:
-    out: dict[str, dict[str, Any] | None] = {}
+                         ) -> dict[str, dict[str, object] | None]:
+    out: dict[str, dict[str, object] | None] = {}
     from mcp import Client  # deferred: the mcp SDK is heavy
 
     async with Client(upstream, mode=mode) as client:
@@ -237,7 +243,8 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
+async def _read_evidence(path: Path) -> tuple[list[DecisionEvidence],
+                                              dict[str, dict[str, object] | None]]:
     if _is_sqlite(path):
         decisions = [e async for e in read_decisions(path)]
         return decisions, await read_policy_receipts(path)
@@ -247,7 +254,7 @@ async def _read_evidence(path: Path) -> tuple[list[Any], dict[str, Any]]:
         raise _error(f"cannot read the decisions {path}: {e}") from e
 
 
-async def _audit(args: argparse.Namespace) -> dict[str, Any]:
+async def _audit(args: argparse.Namespace) -> AuditReport:
     salt_file = args.salt_file
     if salt_file is None:
         if not _is_sqlite(args.decisions):
@@ -294,13 +301,7 @@ async def _audit(args: argparse.Namespace) -> dict[str, Any]:
                                   jwks=jwks, log_keys=log_keys, witness_policy=witness_policy,
                                   proofs=proofs)
                      for c, (src, _) in revealed.items()]
-    return {
-        "valid": bool(checks) and all(c.valid for c in checks)
-        and all(p.ledger.status != "failed" for p in policy_checks),
-        "decisions": [c.to_json() for c in checks],
-        "policies": [p.to_json() for p in policy_checks],
-        "summary": {"decisions": len(checks), "valid": sum(c.valid for c in checks)},
-    }
+    return AuditReport(checks, policy_checks)
 
 
 def _audit_witness_policy(args: argparse.Namespace) -> TlogPolicy | None:
@@ -312,7 +313,7 @@ def _audit_witness_policy(args: argparse.Namespace) -> TlogPolicy | None:
     return build_trust(None, (), parse_witness_keys(args.witness), args.quorum).witness_policy
 
 
-async def _upgraded_proofs(receipts: list[dict[str, Any]], args: argparse.Namespace
+async def _upgraded_proofs(receipts: list[Mapping[str, object]], args: argparse.Namespace
                            ) -> dict[str, str]:
     """Receipt id → the notary's current proof for it (into its newest witnessed checkpoint).
 
@@ -340,34 +341,33 @@ async def _upgraded_proofs(receipts: list[dict[str, Any]], args: argparse.Namesp
     return out
 
 
-def _render_audit(report: dict[str, Any]) -> str:
+def _render_audit(report: AuditReport) -> str:
     lines = []
-    for p in report["policies"]:
-        ledger = p["ledger"]
-        lines.append(f"policy {p['source']}: commitment {p['commitment']}")
-        lines.append(f"  in the ledger: {ledger['status'].upper()}"
-                     + (f" ({ledger['reason']})" if ledger.get("reason") else ""))
-    for d in report["decisions"]:
-        rec = d["record"]
-        mark = "ok " if d["valid"] else "BAD"
-        lines.append(f"{mark} #{d['number']:<4} {rec.get('time')}  {rec.get('decision'):<5}  "
+    for p in report.policies:
+        lines.append(f"policy {p.source}: commitment {p.commitment}")
+        lines.append(f"  in the ledger: {p.ledger.status.upper()}"
+                     + (f" ({p.ledger.reason})" if p.ledger.reason else ""))
+    for d in report.decisions:
+        rec = d.record
+        mark = "ok " if d.valid else "BAD"
+        lines.append(f"{mark} #{d.number:<4} {rec.get('time')}  {rec.get('decision'):<5}  "
                      f"{rec.get('tool')}")
-        for name, level in d["levels"].items():
-            if level["status"] != "passed":
-                lines.append(f"       {name}: {level['status'].upper()} {level.get('reason', '')}")
-    s = report["summary"]
-    lines.append(f"{s['valid']} of {s['decisions']} decisions re-checked: "
-                 + ("ALL VALID" if report["valid"] else "NOT ALL VALID"))
+        for name in AUDIT_LEVELS:
+            level = d.level(name)
+            if level.status != "passed":
+                lines.append(f"       {name}: {level.status.upper()} {level.reason}")
+    lines.append(f"{report.valid_decisions} of {len(report.decisions)} decisions re-checked: "
+                 + ("ALL VALID" if report.valid else "NOT ALL VALID"))
     return "\n".join(lines)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     report = event_loop.run(_audit(args))
     if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:
         print(_render_audit(report))
-    return 0 if report["valid"] else 1
+    return 0 if report.valid else 1
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
@@ -391,18 +391,24 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 # Parser --------------------------------------------------------------------------------------
 
 
+class _Default(TypedDict, total=False):
+    """The ``default`` keyword of ``add_argument``, or none."""
+
+    default: object
+
+
 def _upstream_flags(p: argparse.ArgumentParser, *, shared: bool) -> None:
     """Flags that name the upstream; on subcommands they must not reset the parent's values."""
-    extra: dict[str, Any] = {"default": argparse.SUPPRESS} if shared else {}
+    extra = _Default(default=argparse.SUPPRESS) if shared else _Default()
     p.add_argument("--upstream", metavar="CMD|URL", **extra,
                    help="the upstream MCP server: a command line (stdio) or an http(s) URL")
     p.add_argument("--upstream-env", action="append", metavar="KEY=VALUE",
-                   **(extra if shared else {"default": []}),
+                   **(extra if shared else _Default(default=[])),
                    help="environment for a command upstream (repeatable)")
     p.add_argument("--upstream-cwd", metavar="DIR", **extra,
                    help="working directory for a command upstream")
     p.add_argument("--upstream-mode", choices=["auto", "legacy"],
-                   **(extra if shared else {"default": "auto"}),
+                   **(extra if shared else _Default(default="auto")),
                    help="protocol towards the upstream (default auto)")
 
 

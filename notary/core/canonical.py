@@ -14,10 +14,11 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import cast
 
 import rfc8785
 
+from ledger.core.boundedjson import JsonValue
 from notary.core.errors import NotaryBaseError
 
 __all__ = [
@@ -239,6 +240,6 @@ def canonical_json(value: object) -> bytes:
     if _walk(value, "$"):
         value = _big_ints_as_floats(value)
     try:
-        return rfc8785.dumps(cast(Any, value))
+        return rfc8785.dumps(cast(JsonValue, value))  # _walk checked it is JSON
     except rfc8785.CanonicalizationError as exc:  # pragma: no cover - _walk is stricter
         raise CanonicalizationError("$", str(exc)) from exc

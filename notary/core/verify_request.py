@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar, TypeVarTuple
 
-from ledger.core.boundedjson import JsonError, parse_json
+from ledger.core.boundedjson import JsonError, JsonObject, JsonValue, parse_json
 from ledger.core.note import Ed25519Verifier
 from notary.core.canonical import MAX_DEPTH
 from notary.core.ids import is_receipt_id
@@ -32,6 +32,7 @@ BODY_MAX_DEPTH = MAX_DEPTH + 1
 """Nesting allowed in a request body: a record as deep as a receipt can commit to, inside the
 request's object."""
 T = TypeVar("T")
+Args = TypeVarTuple("Args")
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,14 @@ class Refusal:
     message: str
 
 
-def parse_body(raw: bytes) -> Any:
+def parse_body(raw: bytes) -> JsonValue:
     """A request body as strict JSON (:func:`ledger.core.boundedjson.parse_json`: UTF-8 without
     a BOM, unique member names, no NaN, nested at most :data:`BODY_MAX_DEPTH` deep); its size
     is bounded by the server before it is read."""
     return parse_json(raw, max_bytes=len(raw), max_depth=BODY_MAX_DEPTH)
 
 
-def body_object(raw: bytes, fields: tuple[str, ...]) -> dict[str, Any] | Refusal:
+def body_object(raw: bytes, fields: tuple[str, ...]) -> JsonObject | Refusal:
     """A request body that must be a JSON object with exactly ``fields``: the object, or the
     precise 400 (every JSON route of the notary reads its body through this one check)."""
     try:
@@ -69,7 +70,7 @@ def body_object(raw: bytes, fields: tuple[str, ...]) -> dict[str, Any] | Refusal
     return body
 
 
-def _parse(raw: bytes) -> tuple[str, dict[str, Any]] | Refusal:
+def _parse(raw: bytes) -> tuple[str, JsonObject] | Refusal:
     body = body_object(raw, VERIFY_FIELDS)
     if isinstance(body, Refusal):
         return body
@@ -100,7 +101,7 @@ def verify_request(raw: bytes, receipt: Mapping[str, object], jwks: Mapping[str,
     return verdict.to_json()
 
 
-def timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+def timed(fn: Callable[[*Args], T], *args: *Args) -> tuple[T, float]:
     """``fn(*args)`` and the CPU seconds it took in this process (what a client is charged)."""
     started = time.process_time()
     result = fn(*args)

@@ -32,8 +32,8 @@ from notary.gateway import codes
 from notary.gateway.policy import Kind, Policy, sha256_jcs
 from notary.gateway.store import DecisionEvidence
 
-__all__ = ["AUDIT_LEVELS", "DecisionCheck", "PolicyCheck", "audit_decision", "check_policy",
-           "parse_jsonl"]
+__all__ = ["AUDIT_LEVELS", "AuditReport", "DecisionCheck", "PolicyCheck", "audit_decision",
+           "check_policy", "parse_jsonl"]
 
 AUDIT_LEVELS = ("policy", "facts", "decision", "ledger")
 
@@ -50,10 +50,12 @@ class DecisionCheck:
     def valid(self) -> bool:
         return all(self.levels.get(n, skipped("")).status == "passed" for n in AUDIT_LEVELS)
 
+    def level(self, name: str) -> LevelResult:
+        return self.levels.get(name, skipped("not checked"))
+
     def to_json(self) -> dict[str, object]:
         return {"number": self.number, "valid": self.valid, "record": self.record,
-                "levels": {n: self.levels.get(n, skipped("not checked")).to_json()
-                           for n in AUDIT_LEVELS}}
+                "levels": {n: self.level(n).to_json() for n in AUDIT_LEVELS}}
 
 
 @dataclass
@@ -67,6 +69,32 @@ class PolicyCheck:
     def to_json(self) -> dict[str, object]:
         return {"source": self.source, "commitment": self.commitment,
                 "ledger": self.ledger.to_json()}
+
+
+@dataclass
+class AuditReport:
+    """The audit of a decision log: each decision, and each revealed policy's commitment."""
+
+    decisions: list[DecisionCheck]
+    policies: list[PolicyCheck]
+
+    @property
+    def valid(self) -> bool:
+        """Some decision was checked, every one passed, and no policy's entry failed."""
+        return (bool(self.decisions) and all(c.valid for c in self.decisions)
+                and all(p.ledger.status != "failed" for p in self.policies))
+
+    @property
+    def valid_decisions(self) -> int:
+        return sum(c.valid for c in self.decisions)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "valid": self.valid,
+            "decisions": [c.to_json() for c in self.decisions],
+            "policies": [p.to_json() for p in self.policies],
+            "summary": {"decisions": len(self.decisions), "valid": self.valid_decisions},
+        }
 
 
 def _origin(receipt: Mapping[str, object]) -> object:

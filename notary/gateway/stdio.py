@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, BinaryIO, Final
+from typing import BinaryIO, Final, Literal, TypedDict
 
 import anyio
 import mcp_types as types
@@ -48,7 +48,20 @@ INVALID_REQUEST: Final = -32600
 INVALID_PARAMS: Final = -32602
 
 
-def _error(request_id: object, code: int, message: str) -> dict[str, Any]:
+class _ErrorObject(TypedDict):
+    code: int
+    message: str
+
+
+class _ErrorResponse(TypedDict):
+    """A JSON-RPC error response, as this module answers a line it does not pass on."""
+
+    jsonrpc: Literal["2.0"]
+    id: str | int | None
+    error: _ErrorObject
+
+
+def _error(request_id: str | int | None, code: int, message: str) -> _ErrorResponse:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
@@ -68,7 +81,7 @@ def _too_deep(value: object, limit: int) -> bool:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children: Any = item.values()
+            children: Iterable[object] = item.values()
         elif isinstance(item, list):
             children = item
         else:

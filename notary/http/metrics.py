@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from structlog.typing import FilteringBoundLogger
 
 _access = structlog.get_logger("notary.access")
 
@@ -46,8 +46,8 @@ class Metrics:
             "issued_at is ahead of this process's clock, or this clock is ahead of the "
             "database server's, by more than a few seconds (a frontend's clock is wrong)",
             registry=r)
-        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-        self._access: Any = None
+        self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        self._access: FilteringBoundLogger | None = None
 
     def watch_writer(self, refusing: Callable[[], bool]) -> None:
         """Report ``refusing()`` (read at each scrape) as ``ledger_writer_refusing``."""
@@ -57,7 +57,7 @@ class Metrics:
         self.batch_size.observe(size)
         self.commit_seconds.observe(seconds)
 
-    def _series(self, route: str, method: str, status: int) -> tuple[Any, Any]:
+    def _series(self, route: str, method: str, status: int) -> tuple[Counter, Histogram]:
         """The request counter and latency histogram of one (route, method, status).
 
         ``labels()`` takes a lock and builds the label tuple on every call, about as much as

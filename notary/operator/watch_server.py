@@ -9,7 +9,6 @@ only then decodes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import cbor2
 import structlog
@@ -26,7 +25,7 @@ def server_filter(servers: Sequence[str]) -> EntryFilter:
     """server_filter reports the entries whose ``server`` is one of ``servers``."""
     needles = [(b"\x66server" + cbor2.dumps(s), s) for s in dict.fromkeys(servers)]
 
-    def pick(index: int, entry: bytes) -> tuple[str, dict[str, Any]] | None:
+    def pick(index: int, entry: bytes) -> tuple[str, dict[str, object]] | None:
         for needle, server in needles:
             if needle not in entry:
                 continue

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Self, TypeVar, cast
+from typing import Self, TypeVar, cast
 
 import aiosqlite
 
@@ -193,7 +193,8 @@ def _bundles(conn: sqlite3.Connection, numbers: Collection[int]) -> dict[int, by
     return out
 
 
-def _receipts(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> list[Receipt]:
+def _receipts(conn: sqlite3.Connection, rows: Sequence[tuple[int, bytes, str, str, str]]
+              ) -> list[Receipt]:
     """The receipts of rows of ``SELECT {RECEIPT_COLUMNS} …``, with their entries read from
     their bundles. Later than the rows' statement, but a logged entry never changes."""
     bundles = _bundles(conn, {row[0] >> 8 for row in rows})

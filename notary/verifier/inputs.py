@@ -111,7 +111,7 @@ class ToolCall:
         return url if isinstance(url, str) else None
 
 
-def _object(value: object, what: str) -> dict[str, Any]:
+def _object(value: object, what: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise VerifierInputError(f"{what} must be a JSON object, not {type(value).__name__}")
     return value

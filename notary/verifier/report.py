@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ledger.core.checkpoint import Checkpoint
 from notary.core.receipts import Receipt
@@ -55,7 +54,7 @@ class Report:
     def exit_code(self) -> int:
         return 0 if self.valid else 1
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         levels: dict[str, dict[str, object]] = {}
         for name in LEVELS:
             result = self.verdict.levels.get(name, skipped("not checked"))
@@ -64,7 +63,7 @@ class Report:
             if name == "consistency" and self.conflicts:
                 entry["evidence"] = [c.to_json() for c in self.conflicts]
             levels[name] = entry
-        out: dict[str, Any] = {"valid": self.valid, "levels": levels,
+        out: dict[str, object] = {"valid": self.valid, "levels": levels,
                                "required": list(self.verdict.required)}
         out["receipt"] = _receipt_summary(self.receipt)
         cp = self.checkpoint
