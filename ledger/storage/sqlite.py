@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import queue
+import re
 import sqlite3
 import threading
 import time
@@ -204,6 +206,45 @@ def _latest_sync(conn: sqlite3.Connection) -> CheckpointRecord | None:
     return None if row is None else CheckpointRecord(row[0], row[1], bytes(row[2]))
 
 
+MAX_ROWS_PER_INSERT = 64
+"""The most rows one multi-row ``INSERT`` of a commit carries (:func:`multi_row`)."""
+
+_VALUES = re.compile(r"\bVALUES\s*(\(\s*\?(?:\s*,\s*\?)*\s*\))", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=512)
+def _rows_sql(sql: str, rows: int) -> str | None:
+    """``sql`` (an ``INSERT`` with one ``VALUES`` tuple of marks) made to insert ``rows``
+    rows at once, or None if it is not such a statement."""
+    found = _VALUES.search(sql)
+    if found is None or not sql.lstrip().upper().startswith("INSERT"):
+        return None
+    return sql[:found.start(1)] + ",".join([found.group(1)] * rows) + sql[found.end(1):]
+
+
+def multi_row(sql: str, rows: Sequence[Sequence[object]]) -> Statements:
+    """``sql`` run once per row, as statements that each take many rows.
+
+    ``executemany`` steps its statement once per row, and a step is where the sqlite3 module
+    lets go of the GIL: on the writer thread, every row was a hand-over of the GIL to the event
+    loop and back, which the loop, busy with requests during the commit, paid for. One
+    ``INSERT`` of up to :data:`MAX_ROWS_PER_INSERT` rows binds them all and steps once. The
+    row counts are powers of two, so that a table's inserts take a handful of statement texts,
+    which stay in the connection's statement cache whatever the batch size. Anything that is
+    not an ``INSERT … VALUES (?, …)`` is left to ``executemany``.
+    """
+    if len(rows) == 1 or _rows_sql(sql, 1) is None:
+        return [(sql, list(rows))]
+    out: Statements = []
+    at = 0
+    while at < len(rows):
+        n = min(MAX_ROWS_PER_INSERT, 1 << ((len(rows) - at).bit_length() - 1))
+        flat = [value for row in rows[at:at + n] for value in row]
+        out.append((_rows_sql(sql, n) or sql, [flat]))
+        at += n
+    return out
+
+
 class SqliteWriteTx:
     """One write transaction: the lock is held, writes are buffered until the commit.
 
@@ -220,8 +261,10 @@ class SqliteWriteTx:
         self._bundle_end = store._bundle_end  # the store's, then what this commit leaves
 
     def _queue(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run ``sql`` for each of ``rows`` in the commit; an ``INSERT … VALUES (?, …)`` of
+        several rows becomes a few statements of many rows each (:func:`multi_row`)."""
         if rows:
-            self._statements.append((sql, list(rows)))
+            self._statements.extend(multi_row(sql, rows))
 
     async def _read_locked(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """``fn(writer connection)`` in a worker thread, inside this transaction (one trip)."""
