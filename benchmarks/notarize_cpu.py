@@ -6,6 +6,7 @@ Figures and method: benchmarks/docs/notarize_cpu.md.
     .venv/bin/python -m benchmarks.notarize_cpu --in-flight 64 --receipts 20000
     .venv/bin/python -m benchmarks.notarize_cpu --authenticate --profile   # + top functions
     .venv/bin/python -m benchmarks.notarize_cpu --processes 2 --in-flight 2,8,32
+    .venv/bin/python -m benchmarks.notarize_cpu --in-flight 64 --prefill 1000000
 
 What ``POST /v1/tool-calls`` runs after authentication and parsing, through the real write path:
 ``notary.serving.startup.open_notary`` on a fresh SQLite data directory (WAL, ``synchronous=FULL``),
@@ -23,7 +24,11 @@ profiled) and writes the top functions by self and inclusive CPU, in µs per rec
 JSON: cProfile inflates small calls, so take the shares from it and the totals from the
 unprofiled pass. ``--processes N`` runs each level in N processes on one store at once (as
 ``notary serve --workers N`` does, without HTTP), ``--in-flight`` calls in each: the cost of
-several writers taking turns at one log.
+several writers taking turns at one log. ``--prefill N`` first fills each level's log to N
+receipts through the same ``Notary.notarize``, :data:`PREFILL_IN_FLIGHT` calls at once (batches
+of about that many), then measures as usual on that log: what a receipt costs once the log is
+large, beside the same command without it. The table then also gives the database's bytes per
+receipt and the process's resident memory after the measured pass.
 Output: a table, and a JSON file (``benchmarks/results/local/`` unless ``--save``).
 """
 
@@ -36,6 +41,7 @@ import hashlib
 import multiprocessing
 import os
 import pstats
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -51,8 +57,13 @@ from benchmarks._common import (
 )
 from notary.http.app import init_data_dir
 from notary.serving.config import Settings
+from notary.serving.keys import Paths
 from notary.serving.service import Account
 from notary.serving.startup import open_notary
+
+PREFILL_IN_FLIGHT = 2048
+"""Calls at once while ``--prefill`` fills the log: batches that large cost a fraction of the
+measured ones per receipt, so a million receipts take a few minutes."""
 
 SECRET = "s" * 43
 BEARER = f"Bearer nk_0000000000be_{SECRET}"
@@ -92,11 +103,50 @@ async def _create_store(data: Path) -> None:
         await notary.log.close()
 
 
+def _rss_bytes() -> int:
+    """This process's resident memory now (``/proc/self/statm``), 0 where there is none."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _disk_bytes(data: Path) -> int:
+    """The store's bytes on disk: the database, its WAL and shared memory."""
+    db = Paths(data).db
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
+
+
+async def prefill(notary: Any, count: int) -> None:
+    """Notarize ``count`` receipts, :data:`PREFILL_IN_FLIGHT` at once, reporting progress."""
+    fixed = Account("bench", None, "0000000000be")
+    left, done = count, 0
+    started = time.perf_counter()
+
+    async def loop() -> None:
+        nonlocal left, done
+        while left > 0:
+            left -= 1
+            await notary.notarize(fixed, "bench", "t", os.urandom(32).hex())
+            done += 1
+            if done % 100_000 == 0:
+                print(f"prefill: {done:,} receipts in {time.perf_counter() - started:.0f} s",
+                      file=sys.stderr, flush=True)
+
+    await asyncio.gather(*(loop() for _ in range(min(PREFILL_IN_FLIGHT, count))))
+
+
 async def measure(data: Path, receipts: int, in_flight: int, *, authenticate: bool,
-                  profile: bool, start: Any = None) -> dict[str, Any]:
-    """CPU per receipt with ``in_flight`` calls at once, on the store at ``data``; ``start``
-    (a barrier) holds the measured receipts until every process of the level is warm."""
-    notary = await open_notary(_settings(data))
+                  profile: bool, start: Any = None, prefilled: int = 0) -> dict[str, Any]:
+    """CPU per receipt with ``in_flight`` calls at once, on the store at ``data`` (first filled
+    to ``prefilled`` receipts); ``start`` (a barrier) holds the measured receipts until every
+    process of the level is warm."""
+    batches = [0]
+
+    def observe(size: int, seconds: float) -> None:
+        batches[0] += 1
+
+    notary = await open_notary(_settings(data), observer=observe)
     fixed = Account("bench", None, "0000000000be")
 
     async def loop(count: int) -> None:
@@ -106,18 +156,29 @@ async def measure(data: Path, receipts: int, in_flight: int, *, authenticate: bo
 
     out: dict[str, Any] = {"in_flight": in_flight, "authenticate": authenticate}
     try:
+        if prefilled:
+            await prefill(notary, prefilled)
+            out["prefilled"] = prefilled
         await asyncio.gather(*(loop(max(1, 200 // in_flight)) for _ in range(in_flight)))
         per_loop = max(1, receipts // in_flight)
         if start is not None:
             start.wait()
+        batches[0] = 0
         cpu0, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
         await asyncio.gather(*(loop(per_loop) for _ in range(in_flight)))
         cpu1, main1, wall1 = time.process_time(), time.thread_time(), time.perf_counter()
+        commits = batches[0]
         n = per_loop * in_flight
+        assert notary.log is not None
+        head = await notary.log.head()
+        size = head.size if head is not None else 0
         out.update({"receipts": n, "cpu_us_per_receipt": (cpu1 - cpu0) / n * 1e6,
                     "event_loop_cpu_us_per_receipt": (main1 - main0) / n * 1e6,
                     "receipts_per_s": n / (wall1 - wall0),
-                    "load_average": os.getloadavg()[0]})
+                    "load_average": os.getloadavg()[0], "mean_batch": n / max(1, commits),
+                    "log_size": size,
+                    "rss_bytes": _rss_bytes(),
+                    "disk_bytes_per_receipt": _disk_bytes(data) / max(1, size)})
         if profile:
             prof = cProfile.Profile(time.thread_time)  # CPU, not wall: a busy machine
             prof.enable()
@@ -176,6 +237,8 @@ def main() -> None:
                    help="one more pass under cProfile: top functions into the JSON")
     p.add_argument("--processes", type=int, default=1,
                    help="processes on one store, each with --in-flight calls (as --workers)")
+    p.add_argument("--prefill", type=int, default=0, metavar="N",
+                   help="fill each level's log to N receipts first (big batches), then measure")
     p.add_argument("--save", action="store_true",
                    help="write the tracked benchmarks/results/notarize_cpu.json")
     p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
@@ -184,6 +247,8 @@ def main() -> None:
         p.error("--processes must be 1 or more")
     if a.processes > 1 and a.profile:
         p.error("--profile profiles one process: leave out --processes")
+    if a.prefill < 0 or (a.prefill and a.processes > 1):
+        p.error("--prefill takes a count of 0 or more, with one process")
     runs = []
     with tempfile.TemporaryDirectory(prefix="notarize-cpu-") as tmp:
         for level in (int(x) for x in a.in_flight.split(",") if x):
@@ -195,14 +260,20 @@ def main() -> None:
                                               authenticate=a.authenticate))
             else:
                 runs.append(asyncio.run(measure(data, receipts, level,
-                                                authenticate=a.authenticate, profile=a.profile)))
+                                                authenticate=a.authenticate, profile=a.profile,
+                                                prefilled=a.prefill)))
         machine = machine_info(Path(tmp))
     print(table(["in flight", "processes", "receipts", "CPU/receipt", "event loop CPU/receipt",
-                 "receipts/s", "load avg"],
+                 "other threads", "receipts/s", "mean batch", "load avg", "log size",
+                 "bytes/receipt", "RSS"],
                 [[r["in_flight"], r.get("processes", 1), f"{r['receipts']:,}",
                   f"{r['cpu_us_per_receipt']:.0f} µs",
                   f"{r['event_loop_cpu_us_per_receipt']:.0f} µs",
-                  f"{r['receipts_per_s']:,.0f}", f"{r['load_average']:.1f}"] for r in runs]))
+                  f"{r['cpu_us_per_receipt'] - r['event_loop_cpu_us_per_receipt']:.0f} µs",
+                  f"{r['receipts_per_s']:,.0f}", f"{r.get('mean_batch', 0):.1f}",
+                  f"{r['load_average']:.1f}", f"{r.get('log_size', 0):,}",
+                  f"{r.get('disk_bytes_per_receipt', 0):.0f}",
+                  f"{r.get('rss_bytes', 0) / 2**20:.0f} MB"] for r in runs]))
     path = write_json(result_path("notarize_cpu", save=a.save, out=a.out),
                       {"benchmark": "notarize_cpu", "when": now_utc(),
                        "command": command_line(), "runs": runs, "machine": machine})
