@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +67,8 @@ __all__ = ["ALICE_KEY", "CALL_RECORDS", "NOTARY_BACKENDS", "SHARED_BACKENDS", "U
            "NotaryProcess", "NotaryStartError", "ServedNotary", "ThreadedNotary", "app_notary",
            "capture_cli", "capture_cli_sync", "checkpoint_size", "closed_url", "create_api_key",
            "digest", "free_port", "headless_notary", "headless_settings", "issue",
-           "live_notary", "notarize_under_load", "run_cli", "start_app", "start_notary"]
+           "jwks_listing", "live_notary", "notarize_under_load", "run_cli", "start_app",
+           "start_notary"]
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -269,6 +270,18 @@ async def notarize_under_load(url: str, key: str, received: list[dict[str, Any]]
 
         await asyncio.gather(*(client() for _ in range(clients)))
     return failures
+
+
+def jwks_listing(http: aiohttp.ClientSession, url: str, kids: set[str]
+                 ) -> Callable[[], Awaitable[Jwks | None]]:
+    """A probe (for :func:`tests.waiting.eventually`) of the JWKS of the notary at ``url``:
+    the JWKS once it lists every key of ``kids``. A frontend lists a key another frontend made
+    only once it reads the keys again, ``KEY_REFRESH_SECONDS`` after it last did."""
+    async def probe() -> Jwks | None:
+        async with http.get(f"{url}/.well-known/jwks.json") as r:
+            doc = await r.json()
+        return Jwks(doc) if kids <= {key["kid"] for key in doc["keys"]} else None
+    return probe
 
 
 def checkpoint_size(note: bytes) -> int:

@@ -2,9 +2,9 @@
 
 A test that sleeps a second "to let the server get there" is slow when the server is quick and
 flaky when the machine is loaded. Poll the condition instead, often (every 50 ms) and within a
-generous bound that is a failure, not a timing assertion: :func:`eventually` in a coroutine
-(for the first answer that is not None), :func:`wait_until` in plain code (until a condition
-holds).
+generous bound that is a failure, not a timing assertion: in a coroutine :func:`eventually`
+(the first answer that is not None) or :func:`until` (until a condition holds), and
+:func:`wait_until` in plain code.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["POLL", "eventually", "wait_until"]
+__all__ = ["POLL", "eventually", "until", "wait_until"]
 
 T = TypeVar("T")
 
@@ -34,6 +34,14 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], what: str,
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(POLL)
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    """Return once ``condition()`` holds; AssertionError naming ``what`` when it did not
+    within ``timeout`` seconds."""
+    async def holds() -> bool | None:
+        return True if condition() else None
+    await eventually(holds, what, timeout)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:

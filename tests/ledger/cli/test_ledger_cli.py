@@ -26,6 +26,7 @@ from ledger.core.tiles import tiles_for_size
 from ledger.log.reader import LogReader
 from ledger.storage.sqlite import SqliteStore
 from tests.ledger.cli.command import ORIGIN, fails, ledger, lines, ok
+from tests.waiting import wait_until
 
 
 def indexes(out: str) -> list[int]:
@@ -42,6 +43,20 @@ async def read_log(directory: Path) -> tuple[int, list[bytes]]:
         return rec.size, entries
     finally:
         await store.close()
+
+
+def holds_flock(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` holds a ``flock`` on ``path`` (Linux's /proc/locks: a writer
+    holds the writer queue's lock file while it waits for SQLite's write lock)."""
+    if not path.exists():
+        return False
+    st = path.stat()
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()  # "1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF"
+        if fields[1:2] == ["FLOCK"] and fields[4:6] == [str(pid), where]:
+            return True
+    return False
 
 
 @pytest.fixture
@@ -213,7 +228,9 @@ def test_a_second_writer_waits_then_fails_clearly(logdir: Path) -> None:
         assert proc.stdin is not None
         proc.stdin.write(b"waited\n")
         proc.stdin.close()
-        time.sleep(1.0)
+        wait_until(lambda: holds_flock(proc.pid, logdir / "log.db-writer.lock"),
+                   "the second writer to queue for the write lock", 30)
+        time.sleep(0.5)  # longer than the 0.3 s after which the first writer gave up
         assert proc.poll() is None  # still waiting for the lock
     finally:
         lock.execute("ROLLBACK")

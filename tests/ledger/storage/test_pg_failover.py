@@ -20,6 +20,7 @@ from ledger.log.sequencer import WriterState
 from ledger.storage.base import StoreError
 from ledger.storage.postgres import PostgresStore
 from tests.pgcluster import primary_with_standby
+from tests.waiting import until
 
 WRITERS = 3
 
@@ -59,7 +60,9 @@ async def test_writers_survive_a_primary_killed_and_a_standby_promoted() -> None
                     after_failover.set()
 
         tasks = [asyncio.create_task(writer(log)) for log in logs for _ in range(8)]
-        await asyncio.sleep(1.0 + rng.random())
+        # The kill lands under load: once writes are acknowledged, at a random moment after.
+        await until(lambda: len(acked) >= len(tasks), "writes acknowledged before the kill", 60)
+        await asyncio.sleep(rng.random())
         before = len(acked)
         assert before > 0
         primary.kill()

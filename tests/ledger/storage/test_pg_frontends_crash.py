@@ -19,6 +19,7 @@ from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_consistency
 from ledger.log.facade import Log
 from ledger.storage.postgres import PostgresStore
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 KILLS = 6
@@ -33,6 +34,7 @@ class Writer:
         self.acked, self.notes, self.lock = acked, notes, lock
         self.proc: subprocess.Popen[bytes] | None = None
         self.thread: threading.Thread | None = None
+        self.acks = 0  # entries this writer's processes acknowledged
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -51,6 +53,7 @@ class Writer:
                     index, entry = int(rest[0]), bytes.fromhex(rest[1])
                     assert self.acked.setdefault(index, entry) == entry, \
                         f"index {index} acknowledged to two different entries"
+                    self.acks += 1
                 elif kind == "C" and len(rest) == 1:
                     self.notes.add(base64.b64decode(rest[0]))
 
@@ -83,7 +86,10 @@ async def test_three_writers_two_killed_at_random_share_one_log(pg_url: str) -> 
         victim = writers[rng.randrange(2)]  # writers 0 and 1 die; writer 2 never does
         victim.kill()
         victim.start()
-    time.sleep(1.0)
+    # Load goes on after the last restart until every writer has acknowledged again.
+    restarted = [w.acks for w in writers]
+    wait_until(lambda: all(w.acks > n for w, n in zip(writers, restarted, strict=True)),
+               "every writer to acknowledge again after the last restart", 60)
     for w in writers:
         w.stop()
     log = await Log.open(await PostgresStore.open(pg_url), signer=signer)

@@ -25,11 +25,11 @@ from ledger.core.proofs import verify_consistency
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.log.facade import Log
 from notary.core.entry import decode_entry
-from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.store import open_store
-from tests.notary_server import NotaryProcess
+from tests.notary_server import NotaryProcess, jwks_listing
 from tests.pgcluster import primary_with_standby
+from tests.waiting import eventually, until
 
 CLIENTS = 16
 
@@ -86,7 +86,9 @@ async def test_frontends_survive_a_primary_killed_and_a_standby_promoted(tmp_pat
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=90)) as http:
                 tasks = [asyncio.create_task(client(n, http)) for n in range(CLIENTS)]
-                await asyncio.sleep(1.0 + rng.random())
+                # The kill lands under load: once receipts are issued, at a random moment after.
+                await until(lambda: len(acked) >= CLIENTS, "receipts issued before the kill", 60)
+                await asyncio.sleep(rng.random())
                 before = len(acked)
                 assert before > 0
                 await asyncio.to_thread(primary.kill)
@@ -97,10 +99,12 @@ async def test_frontends_survive_a_primary_killed_and_a_standby_promoted(tmp_pat
                 await asyncio.sleep(0.5)  # some more load on the new primary
                 stop.set()
                 await asyncio.gather(*tasks)
-                jwks_of = []
-                for front in fronts:
-                    async with http.get(f"{front.url}/.well-known/jwks.json") as r:
-                        jwks_of.append(Jwks(await r.json()))
+                # A frontend lists the other's receipt key once it has read the keys again
+                # (KEY_REFRESH_SECONDS after its last read): wait for every key that signed.
+                kids = {receipt["signature"]["kid"] for receipt in acked}
+                jwks_of = [await eventually(jwks_listing(http, front.url, kids),
+                                            f"{front.url} to list every receipt key", 30)
+                           for front in fronts]
         finally:
             for f in fronts:
                 f.stop()

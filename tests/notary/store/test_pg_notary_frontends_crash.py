@@ -31,10 +31,10 @@ from ledger.core.proofs import verify_consistency
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.log.facade import Log
 from notary.core.entry import decode_entry
-from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.store import open_store
-from tests.notary_server import NotaryProcess
+from tests.notary_server import NotaryProcess, jwks_listing
+from tests.waiting import eventually, until
 
 KILLS = 4
 ALLOWANCE = 40
@@ -73,6 +73,7 @@ async def test_three_frontends_two_killed_at_random(tmp_path: Path, pg_url: str)
     unl = _api_key(fronts[0], pg_url, "unl")
     cap = _api_key(fronts[0], pg_url, "cap", "--monthly-allowance", str(ALLOWANCE))
     acked: list[tuple[str, dict[str, Any]]] = []  # (account, receipt with proof)
+    acked_by: Counter[str] = Counter()  # receipts acknowledged, by frontend URL
     notes: set[bytes] = set()
     statuses: Counter[int] = Counter()
     sent: dict[str, set[str]] = {"unl": set(), "cap": set()}
@@ -100,6 +101,7 @@ async def test_three_frontends_two_killed_at_random(tmp_path: Path, pg_url: str)
                 continue
             if r.status in (200, 201):
                 acked.append((account, body))
+                acked_by[front.url] += 1
                 notes.add(decode_proof_bundle(body["proof"].encode()).checkpoint)
 
     async def poll_checkpoints(http: aiohttp.ClientSession) -> None:
@@ -121,14 +123,19 @@ async def test_three_frontends_two_killed_at_random(tmp_path: Path, pg_url: str)
             await asyncio.sleep(0.5 + 1.5 * rng.random())
             victim = fronts[rng.randrange(2)]  # frontends 0 and 1 die; frontend 2 never does
             await asyncio.to_thread(victim.restart, crash=True)
-        await asyncio.sleep(1.0)
+        # Load goes on after the last restart until every frontend has answered again.
+        restarted = dict(acked_by)
+        await until(lambda: all(acked_by[f.url] > restarted.get(f.url, 0) for f in fronts),
+                    "every frontend to acknowledge again after the last restart", 60)
         stop.set()
         await asyncio.gather(*tasks)
 
-        jwks_of = []
-        for front in fronts:
-            async with http.get(f"{front.url}/.well-known/jwks.json") as r:
-                jwks_of.append(Jwks(await r.json()))
+        # A frontend lists another's receipt key once it has read the keys again
+        # (KEY_REFRESH_SECONDS after its last read): wait for every key that signed.
+        kids = {receipt["signature"]["kid"] for _, receipt in acked}
+        jwks_of = [await eventually(jwks_listing(http, front.url, kids),
+                                    f"{front.url} to list every receipt key", 30)
+                   for front in fronts]
         # Served by every frontend exactly as signed (a sample: every one would be slow).
         for _, receipt in rng.sample(acked, min(60, len(acked))):
             for front in fronts:
