@@ -27,6 +27,7 @@ from aiohttp import web
 
 from ledger.http.server import Listener, ServerLimits
 from tests.notary_server import HOST, NotaryProcess
+from tests.waiting import wait_until
 
 BODY_MARKER = "BODYSECRET"
 
@@ -363,7 +364,10 @@ def test_accept_failures_back_off_and_recover(tmp_path: Path) -> None:
             resource.prlimit(pid, resource.RLIMIT_NOFILE, (48, limits[1]))
             for _ in range(120):
                 held.append(socket.create_connection((HOST, server.port), timeout=10))
-            time.sleep(2)  # let the accept loop hit EMFILE over and over
+            # The accept loop fails with EMFILE and backs off; its first (throttled) line says so.
+            wait_until(lambda: bool(events(server.stderr_bytes().rpartition(b"\n")[0],
+                                           "accept_failed")),  # whole lines only
+                       "the accept loop to run out of descriptors", 30)
             during = server.stderr_bytes()
         finally:
             resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
