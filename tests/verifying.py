@@ -35,7 +35,7 @@ def saved(call: Call, receipt: dict[str, Any] | None = None) -> ToolCall:
 
 
 def statuses(report: Report | dict[str, Any]) -> dict[str, str]:
-    doc = report.to_json() if isinstance(report, Report) else report
+    doc: dict[str, Any] = report.to_json() if isinstance(report, Report) else report
     return {name: level["status"] for name, level in doc["levels"].items()}
 
 
