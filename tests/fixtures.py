@@ -30,7 +30,9 @@ import pytest
 import structlog
 from aiohttp import web
 
+from ledger.process.event_loop import ASYNCIO, UVLOOP
 from tests.gateway_rig import Rig, gateway_rig
+from tests.ledger.http.plain_server import on_loop
 from tests.notary_server import (
     NOTARY_BACKENDS,
     SHARED_BACKENDS,
@@ -137,6 +139,14 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     """A notary, a policy and the state of the gateway under test (tests/gateway_rig.py)."""
     async with gateway_rig(tmp_path) as r:
         yield r
+
+
+@pytest.fixture(params=[ASYNCIO, UVLOOP])
+def event_loop_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The test runs on asyncio's loop and on uvloop, through the plain-path server's ``run``
+    (tests/ledger/http/plain_server.py); a module takes it with ``pytestmark``."""
+    with on_loop(request.param):
+        yield request.param
 
 
 class _CurrentStderr:

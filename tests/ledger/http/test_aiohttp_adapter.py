@@ -3,7 +3,7 @@ reads from aiohttp's internals to keep its limits on it.
 
 pyproject.toml pins aiohttp to the minor versions these tests have passed on: the adapter reads
 ``RequestHandler`` attributes aiohttp does not promise to keep. Each test runs on asyncio's
-loop and on uvloop, against the real Listener on 127.0.0.1 (tests/ledger/http/test_http_plain.py
+loop and on uvloop, against the real Listener on 127.0.0.1 (tests/ledger/http/plain_server.py
 has the application: ``POST /hot`` answered ``plain:<body>`` on the plain path and
 ``aiohttp:<body>`` by aiohttp).
 """
@@ -14,21 +14,15 @@ import asyncio
 import json
 import time
 
+import pytest
 from aiohttp import web
 
 from ledger.http.aiohttp_adapter import AiohttpConnection, close_unread
 from ledger.http.errors import RequestBodyTimeout, error_middleware
 from ledger.http.server import ServerLimits
-from tests.ledger.http.test_http_plain import (
-    Hot,
-    chunked,
-    connect,
-    event_loop_kind,  # noqa: F401  (the fixture: every test on both loops)
-    post,
-    read_answers,
-    run,
-    serving,
-)
+from tests.ledger.http.plain_server import Hot, chunked, connect, post, read_answers, run, serving
+
+pytestmark = pytest.mark.usefixtures("event_loop_kind")  # every test on both loops
 
 GET_OTHER = b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n"
 
