@@ -1,4 +1,5 @@
-"""Every fixture shared across test packages, in one place (registered by conftest.py).
+"""Every fixture more than one test module uses, in one place (registered by conftest.py):
+one name per fixture, and one type per name.
 
 A notary, by how much of it a test needs:
 
@@ -15,7 +16,8 @@ And around them: ``serve`` serves an aiohttp application in the test's loop (eve
 started is stopped at teardown); ``http``, an aiohttp client session; ``pg_url``, a database of
 its own in this test process's PostgreSQL cluster; ``stores``, the log store backends;
 ``watched``, an honest log and a fork of it behind a proxy the test steers, for the monitor;
-``rig``, the gateway's notary, policy and state.
+``rig``, the gateway's notary, policy and state; ``event_loop_kind``, asyncio's loop and uvloop
+in turn for the plain-path server's tests. ``seeded_rng`` is seeding.py's.
 """
 
 from __future__ import annotations
