@@ -1,15 +1,14 @@
 """Every server on both event loops: each started as a real process on loopback with
 ``LEDGER_EVENT_LOOP`` forced to uvloop, then to asyncio. Each must say in its start-up line which
-loop it runs on, answer a real request (a notarization, a checkpoint read, a cosignature, a
-mirror push, MCP calls through the gateway and ``notary mcp``) and stop cleanly on SIGTERM. The
-commands used to prepare them (``ledger init``/``add``, ``notary apikey create``) run on the same
-loop."""
+loop it runs on, answer a real request (a notarization and its verification in the worker
+processes, a checkpoint read, a cosignature, a mirror push, MCP calls through the gateway and
+``notary mcp``) and stop cleanly on SIGTERM. The commands that prepare them (``ledger init``,
+``ledger add``, ``notary apikey create``) run on the same loop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from ledger.process.event_loop import ASYNCIO, ENV_VAR, UVLOOP
 from ledger.storage.memory import MemoryStore
 from ledger.witness.server import origin_hash
 from notary.core.meta import TOOL_CALL_META_KEY
+from notary.core.records import CallRecord, new_salt
 from tests.notary_server import NotaryProcess, app_notary, free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -138,11 +138,16 @@ def test_notary_serve_and_its_workers(tmp_path: Path, loop: str) -> None:
     try:
         server.start()
         key = server.create_api_key("loops")
-        digest = hashlib.sha256(loop.encode()).hexdigest()
-        answer = server.post("/v1/tool-calls", api_key=key,
-                             json_body={"server": "srv", "tool": "t", "call_sha256": digest})
+        record = CallRecord(server="srv", tool="t", arguments={"loop": loop},
+                            result={"content": [{"type": "text", "text": "ok"}]},
+                            salt=new_salt())
+        answer = server.post("/v1/tool-calls", api_key=key, json_body={
+            "server": "srv", "tool": "t", "call_sha256": record.call_sha256()})
         assert answer.status == 201, answer.text
-        assert answer.json()["call_sha256"] == digest
+        # Verifying runs in the pool's worker processes, started from the server's loop.
+        verdict = server.post("/v1/tool-calls/verify",
+                              json_body={"id": answer.json()["id"], "record": record.to_json()})
+        assert verdict.status == 200 and verdict.json()["valid"] is True, verdict.text
     finally:
         status = server.stop()
     stderr = server.stderr_bytes().decode()
