@@ -28,19 +28,14 @@ __all__ = ["Hanging", "MirrorProc", "WitnessProc"]
 
 
 @dataclass
-class WitnessProc:
-    """A witness app on a fixed loopback port, which can be stopped and started again.
-
-    Its port is bound when it is made, so a witness not started yet refuses connections (it
-    is down) and no other process can take its port meanwhile.
-    """
+class _Cosigner:
+    """A witness or mirror app on a fixed loopback port, which can be stopped and started
+    again (``sock`` may be bound anew to ``port`` before a restart)."""
 
     signer: WitnessSigner
     data: Path
-    log_vkey: str
-    sock: socket.socket | None = field(default_factory=bound_socket)
-    runner: web.AppRunner | None = None
-    store: WitnessStore | None = None
+    sock: socket.socket | None = field(default_factory=bound_socket, kw_only=True)
+    runner: web.AppRunner | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         assert self.sock is not None
@@ -52,25 +47,61 @@ class WitnessProc:
 
     @property
     def spec(self) -> str:
+        """``URL=VKEY``, as ``--witness`` and ``--mirror`` take it."""
         return f"{self.url}={self.signer.verifier_key_text()}"
 
-    async def start(self) -> None:
-        self.store = await WitnessStore.open(self.data, self.signer.verifier_key_text())
-        origin, verifier = parse_log_spec(self.log_vkey)  # Ed25519 or ML-DSA-44
-        app = create_witness_app(Witness(self.signer, {origin: [verifier]}, self.store))
+    async def _serve(self, app: web.Application) -> None:
         sock, self.sock = self.sock, None  # first start: the bound socket; then the port
         self.runner = (await start_server(app, sock=sock, port=self.port)).runner
 
-    async def stop(self) -> None:
+    async def _stop_serving(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
-        if self.store is not None:
-            await self.store.close()
-            self.store = None
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+
+
+@dataclass
+class WitnessProc(_Cosigner):
+    """A witness of the log ``log_vkey`` (Ed25519 or ML-DSA-44) with its state in ``data``."""
+
+    log_vkey: str
+    store: WitnessStore | None = field(default=None, kw_only=True)
+
+    async def start(self) -> None:
+        self.store = await WitnessStore.open(self.data, self.signer.verifier_key_text())
+        origin, verifier = parse_log_spec(self.log_vkey)
+        await self._serve(create_witness_app(Witness(self.signer, {origin: [verifier]},
+                                                     self.store)))
+
+    async def stop(self) -> None:
+        await self._stop_serving()
+        if self.store is not None:
+            await self.store.close()
+            self.store = None
+
+
+@dataclass
+class MirrorProc(_Cosigner):
+    """A tlog-mirror of the log ``origin`` (key ``log_vkey``) with its copy in ``data``."""
+
+    origin: str
+    log_vkey: str
+    mirror: Mirror | None = field(default=None, kw_only=True)
+
+    async def start(self) -> None:
+        self.mirror = await open_mirror([self.signer],
+                                        {self.origin: [Ed25519Verifier.from_vkey(self.log_vkey)]},
+                                        self.data)
+        await self._serve(create_mirror_app(self.mirror))
+
+    async def stop(self) -> None:
+        await self._stop_serving()
+        if self.mirror is not None:
+            await close_mirror(self.mirror)
+            self.mirror = None
 
 
 class Hanging:
@@ -91,48 +122,3 @@ class Hanging:
     async def stop(self) -> None:
         if self.server is not None:
             self.server.close()
-
-
-@dataclass
-class MirrorProc:
-    """A tlog-mirror app on a fixed loopback port over ``data``; stopped and started again
-    it reopens the same state (a restart)."""
-
-    signer: WitnessSigner
-    data: Path
-    origin: str
-    log_vkey: str
-    sock: socket.socket | None = field(default_factory=bound_socket)
-    runner: web.AppRunner | None = None
-    mirror: Mirror | None = None
-
-    def __post_init__(self) -> None:
-        assert self.sock is not None
-        self.port: int = self.sock.getsockname()[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def spec(self) -> str:
-        return f"{self.url}={self.signer.verifier_key_text()}"
-
-    async def start(self) -> None:
-        self.mirror = await open_mirror([self.signer],
-                                        {self.origin: [Ed25519Verifier.from_vkey(self.log_vkey)]},
-                                        self.data)
-        sock, self.sock = self.sock, None
-        self.runner = (await start_server(create_mirror_app(self.mirror), sock=sock,
-                                          port=self.port)).runner
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
-            self.runner = None
-        if self.mirror is not None:
-            await close_mirror(self.mirror)
-            self.mirror = None
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
