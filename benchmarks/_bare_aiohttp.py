@@ -1,11 +1,17 @@
 """The framework's ceiling: an aiohttp app whose POST handler parses the JSON body and answers
-with a receipt-sized JSON document, doing no other work. ``python _bare_aiohttp.py PORT``."""
+with a receipt-sized JSON document, doing no other work. ``python _bare_aiohttp.py PORT``.
+
+It runs on the event loop the notary runs on (:mod:`ledger.process.event_loop`: uvloop where
+installed, ``LEDGER_EVENT_LOOP`` to force one), so a ratio compares the work, not two loops."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 from aiohttp import web
+
+from ledger.process import event_loop
 
 FILLER = "x" * 900  # about the size of a receipt with its proof
 
@@ -23,5 +29,14 @@ app = web.Application()
 app.router.add_post("/v1/tool-calls", handle)
 app.router.add_get("/healthz", health)
 
+
+
+async def serve(port: int) -> None:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await asyncio.Event().wait()  # until the benchmark terminates the process
+
+
 if __name__ == "__main__":
-    web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+    event_loop.run(serve(int(sys.argv[1])))
