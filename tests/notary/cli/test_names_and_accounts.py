@@ -10,18 +10,10 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 from ledger.process.exitcodes import ExitCode
 from tests.notary_server import NotaryProcess
 
 CYRILLIC_WEATHER = "w\u0435ather"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> NotaryProcess:
-    with NotaryProcess(tmp_path / "data") as proc:
-        yield proc  # type: ignore[misc]
 
 
 def _issue(server: NotaryProcess, key: str, name: str, n: int) -> tuple[int, dict[str, object]]:
@@ -35,7 +27,8 @@ def _names(server: NotaryProcess) -> list[tuple[str, str]]:
     return [(r["name"], r["account"]) for r in json.loads(out)]
 
 
-def test_names_belong_to_accounts_over_http(server: NotaryProcess) -> None:
+def test_names_belong_to_accounts_over_http(notary_server: NotaryProcess) -> None:
+    server = notary_server
     alice = server.create_api_key("alice")
     alice2 = server.create_api_key("alice")
     bob = server.create_api_key("bob")
@@ -77,7 +70,8 @@ def _allowances(server: NotaryProcess) -> dict[str, object]:
     return {k["key_id"]: k["monthly_allowance"] for k in json.loads(out)}
 
 
-def test_a_new_key_never_changes_the_accounts_allowance(server: NotaryProcess) -> None:
+def test_a_new_key_never_changes_the_accounts_allowance(notary_server: NotaryProcess) -> None:
+    server = notary_server
     data = str(server.data_dir)
     first = server.create_api_key("alice", monthly_allowance=1)
     assert _issue(server, first, "srv", 1)[0] == 201
