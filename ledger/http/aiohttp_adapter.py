@@ -17,7 +17,7 @@ that is here, so that it is one small thing to check when aiohttp changes:
   log lines (which may quote requests) kept out (``handle_error``, ``log_exception`` and
   ``log_debug``, methods aiohttp calls).
 
-pyproject.toml pins aiohttp to the minor versions tests/ledger/test_aiohttp_adapter.py covers.
+pyproject.toml pins aiohttp to the minor versions tests/ledger/http/test_aiohttp_adapter.py covers.
 """
 
 from __future__ import annotations

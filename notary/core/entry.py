@@ -100,8 +100,8 @@ class LogEntry:
         With these keys that order is id, spec, tool, server, issued_at, call_sha256
         (shorter encoded keys first, then bytewise), whatever the values. The map's shape is
         fixed, so it is written directly (``cbor2.dumps(..., canonical=True)`` cost as much
-        as the receipt's signature); ``tests/test_entry.py`` checks, with property tests,
-        that the bytes are cbor2's for any valid values.
+        as the receipt's signature); ``tests/notary/core/test_entry.py`` checks, with property
+        tests, that the bytes are cbor2's for any valid values.
         """
         data = b"".join((
             b"\xa6", _KEY_ID, _cbor_text(self.id), _KEY_SPEC, _SPEC_TEXT,

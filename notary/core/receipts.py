@@ -323,7 +323,7 @@ class Receipt:
         """``json.dumps(self.to_json(), separators=(",", ":"))`` as bytes, written directly
         when every string is printable ASCII without ``"`` or ``\\`` (which JSON writes as
         it is): the answer of every issue and lookup, where the general encoder cost more than
-        the rest of the response. ``tests/test_receipts.py`` checks the two agree."""
+        the rest of the response. ``tests/notary/core/test_receipts.py`` checks the two agree."""
         sig = self.signature
         texts = (self.id, self.server, self.tool, self.call_sha256, self.issued_at,
                  self.origin, self.entry_url, *(() if sig is None else (sig.alg, sig.kid,
