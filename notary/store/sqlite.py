@@ -4,7 +4,9 @@ transaction. The layout and its migrations are in :mod:`notary.store.sqlite_sche
 
 Point reads (a receipt, usage) are indexed lookups in a WAL database, where readers never wait
 for the writer: they take microseconds, less than a hop to a worker thread, so they run on the
-caller's thread on their own connection. API keys are answered from memory while no change is
+caller's thread on their own connection. A receipt's id and digest lead to it through the lookup
+tables and the keys appended since (:mod:`notary.store.sqlite_lookup`), which each commit
+appends to and merges a slice of. API keys are answered from memory while no change is
 signalled across processes (:class:`_KeySignal`, :meth:`SqliteNotaryStore.api_key`).
 Batch writes are buffered into the log's transaction and run in its commit trip; the screen of
 a batch (duplicates, usage) reads on the writer connection under the lock, on the caller's
@@ -32,6 +34,7 @@ from ledger.storage.sqlite import SqliteStore, SqliteWriteTx, read_tiles_sync
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
 from notary.core.server_names import NameHold, name_skeleton
+from notary.store import sqlite_lookup
 from notary.store.base import (
     AllowanceConflict,
     ApiKeyListing,
@@ -44,6 +47,14 @@ from notary.store.base import (
     ServerNameTaken,
     UsageKey,
 )
+from notary.store.sqlite_lookup import (
+    APPEND,
+    LookupView,
+    MergeState,
+    build_runs,
+    merge_statements,
+    read_since,
+)
 from notary.store.sqlite_schema import (
     RECEIPT_COLUMNS,
     RECEIPT_JOINS,
@@ -52,6 +63,7 @@ from notary.store.sqlite_schema import (
     digest_key,
     entry_at,
     id_key,
+    key_rows,
     lookup_salt,
     prepare,
     receipt_from_row,
@@ -73,6 +85,7 @@ _BY_ID = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_ids i JOIN receipts r ON r.idx
           f"{RECEIPT_JOINS} WHERE i.k = ?")
 _BY_DIGEST = (f"SELECT {RECEIPT_COLUMNS} FROM receipt_digests i JOIN receipts r ON r.idx = i.idx "
               f"{RECEIPT_JOINS} WHERE i.k IN ({{marks}})")
+_AT = f"SELECT {RECEIPT_COLUMNS} FROM receipts r {RECEIPT_JOINS} WHERE r.idx IN ({{marks}})"
 
 
 _T = TypeVar("_T")
@@ -118,19 +131,36 @@ class _KeySignal:
         self._map.close()
 
 
+def _rows_in(conn: sqlite3.Connection, query: str, values: Sequence[int]
+             ) -> list[tuple[int, bytes, str, str, str]]:
+    """``query`` (with ``{marks}`` for an ``IN`` list) for every value, in chunks."""
+    rows: list[tuple[int, bytes, str, str, str]] = []
+    for i in range(0, len(values), _CHUNK):
+        chunk = values[i : i + _CHUNK]
+        rows.extend(conn.execute(query.format(marks=",".join("?" * len(chunk))), chunk))
+    return rows
+
+
+def _candidates(conn: sqlite3.Connection, query: str, keys: Sequence[int],
+                recent: Sequence[int]) -> list[tuple[int, bytes, str, str, str]]:
+    """The receipt rows that lookup ``keys`` lead to through a lookup table (``query``) and
+    those at the ``recent`` indexes that the same keys lead to (:class:`LookupView`)."""
+    rows = _rows_in(conn, query, keys)
+    more = sorted(set(recent) - {row[0] for row in rows})
+    return rows + _rows_in(conn, _AT, more) if more else rows
+
+
 def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt: bytes,
-                        withheld: bool) -> dict[str, Receipt | None]:
+                        withheld: bool, view: LookupView) -> dict[str, Receipt | None]:
     """The stored receipts of these digests (None for a withheld one, looked for only when
     ``withheld``); absent ones left out."""
     wanted = set(digests)
     out: dict[str, Receipt | None] = {}
     keys = sorted({digest_key(d, salt) for d in wanted})
-    for i in range(0, len(keys), _CHUNK):
-        chunk = keys[i : i + _CHUNK]
-        sql = _BY_DIGEST.format(marks=",".join("?" * len(chunk)))
-        for receipt in _receipts(conn, conn.execute(sql, chunk).fetchall()):
-            if receipt.call_sha256 in wanted:
-                out[receipt.call_sha256] = receipt
+    recent = [idx for k in keys for idx in view.digests(k)]
+    for receipt in _receipts(conn, _candidates(conn, _BY_DIGEST, keys, recent)):
+        if receipt.call_sha256 in wanted:
+            out[receipt.call_sha256] = receipt
     rest = sorted(wanted - out.keys()) if withheld else []
     for i in range(0, len(rest), _CHUNK):
         names = rest[i : i + _CHUNK]
@@ -245,13 +275,28 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         super().__init__(store, latest)
         self._notary = store
         self._new_refs = Refs()
+        # The merge's state after this commit and the keys it appends (for the view).
+        self._lookup_after: tuple[MergeState, list[tuple[int, int, int]]] | None = None
+        self._caught_up = False
+
+    def _catch_up(self) -> None:
+        """Bring this process's view of the recent lookup keys to the store's, under the lock:
+        what other processes logged and merged since (nothing, when none did). Once per
+        transaction: no other writer commits while it holds the lock."""
+        if self._caught_up:
+            return
+        view = self._notary._lookup
+        view.apply(*self._read_locked_now(lambda conn: read_since(conn, view.seen)))
+        self._caught_up = True
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
                      servers: Collection[str] = ()) -> Screening:
+        self._catch_up()  # every digest logged by any process is found below
+
         def read(conn: sqlite3.Connection) -> Screening:
             store = self._notary
-            found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold)
-                     if digests else {})
+            found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold,
+                                         store._lookup) if digests else {})
             tail, version = conn.execute(_SCREEN_STATE).fetchone()
             # Under the lock: a key revoked (committed) by any process, signalled or not, is
             # seen here, and the batch's keys are then re-checked (Notary.screen).
@@ -280,16 +325,40 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
 
             self._new_refs.merge(await self._read_locked(resolve))
             refs.merge(self._new_refs)
-        for sql, rows in receipt_statements(pairs, refs, self._notary._salt):
+        for sql, rows in receipt_statements(pairs, refs):
             self._queue(sql, rows)
+        await self._lookup_keys([r.receipt for r in receipts])
         if usage:
             self._queue("INSERT INTO usage (account, month, count) VALUES (?, ?, ?) "
                         "ON CONFLICT (account, month) DO UPDATE SET count = count + excluded.count",
                         [(refs.accounts[a], m, n) for (a, m), n in usage.items()])
 
+    async def _lookup_keys(self, receipts: Sequence[Receipt]) -> None:
+        """Append the receipts' lookup keys, and merge a slice of the generation being merged
+        (closing one first when it is time): a quarter more keys of each table than are
+        appended, so a generation is merged before the next one is due, and every commit does
+        about the same share of the work."""
+        view = self._notary._lookup
+        keys = key_rows(receipts, self._notary._salt)
+        self._queue(APPEND, keys)
+        self._catch_up()  # the merge's state as committed, whoever committed it
+        state = view.closes() or view.state
+        if state.merging:
+            runs = view.runs
+            if runs is None or not runs.covers(state):
+                closing = state  # built once per generation and process, off the loop
+                runs = await self._read_locked(lambda conn: build_runs(conn, closing))
+                view.use_runs(runs)
+            statements, state = merge_statements(state, runs, len(keys) * 5 // 4 + 1)
+            for sql, rows in statements:
+                self._queue(sql, rows)
+        self._lookup_after = (state, keys)
+
     def _committed(self) -> None:
         super()._committed()
         self._notary._refs.merge(self._new_refs)
+        if self._lookup_after is not None:
+            self._notary._lookup.apply(*self._lookup_after)
 
 
 class SqliteNotaryStore(SqliteStore):
@@ -304,6 +373,7 @@ class SqliteNotaryStore(SqliteStore):
         super().__init__(path, writer, reader)
         self._refs = Refs()
         self._salt = b""  # the store's lookup salt, read at open
+        self._lookup = LookupView(sqlite_lookup.GENERATION)  # read at open
         # Only a migration withholds receipts, and only when it opens a version-1 store (before
         # any current server runs on it); so "none withheld at open" stays true.
         self._may_withhold = True
@@ -337,6 +407,7 @@ class SqliteNotaryStore(SqliteStore):
                 store._signal = None
             store.migration = await store._write_keys(lambda c: prepare(c, entry_url_bases))
             store._salt = lookup_salt(store._point)
+            store._lookup.refresh(store._point)
             store._may_withhold = store._point.execute(
                 "SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None
         except BaseException:
@@ -359,14 +430,28 @@ class SqliteNotaryStore(SqliteStore):
             key = id_key(receipt_id)
         except ValueError:
             return None
-        for receipt in _receipts(self._point, self._point.execute(_BY_ID, (key,)).fetchall()):
-            if receipt.id == receipt_id:
-                return receipt
+        conn = self._point
+        for _ in range(2):  # again after reading what other processes logged since
+            rows = _candidates(conn, _BY_ID, [key], self._lookup.ids(key))
+            for receipt in _receipts(conn, rows):
+                if receipt.id == receipt_id:
+                    return receipt
+            if not self._lookup.refresh(conn):
+                break
         self._withheld("id", receipt_id)
         return None
 
+    def _by_digest(self, call_sha256: str) -> dict[str, Receipt | None]:
+        """:func:`_receipts_by_digest` of one digest, outside the lock (so read again after
+        what other processes logged since when it finds nothing)."""
+        while True:
+            found = _receipts_by_digest(self._point, [call_sha256], self._salt,
+                                        self._may_withhold, self._lookup)
+            if found or not self._lookup.refresh(self._point):
+                return found
+
     async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
-        found = _receipts_by_digest(self._point, [call_sha256], self._salt, self._may_withhold)
+        found = self._by_digest(call_sha256)
         if call_sha256 in found and found[call_sha256] is None:
             self._withheld("call_sha256", call_sha256)
         return found.get(call_sha256)
@@ -494,8 +579,7 @@ class SqliteNotaryStore(SqliteStore):
         return await self._write_keys(write)
 
     async def digest_account(self, call_sha256: str) -> str | None:
-        found = _receipts_by_digest(self._point, [call_sha256], self._salt, self._may_withhold)
-        return _logged_by(self._point, found).get(call_sha256)
+        return _logged_by(self._point, self._by_digest(call_sha256)).get(call_sha256)
 
     # Server names ---------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
-"""The notary's tables in the log's SQLite file: the layout (schema version 3), its row codecs,
-and the migrations from versions 1 and 2. Synchronous functions on a connection that the caller has
-inside a write transaction (``BEGIN IMMEDIATE``); ``notary.store.sqlite`` runs them.
+"""The notary's tables in the log's SQLite file: the layout (schema version 4), its row codecs,
+and the migrations from versions 1, 2 and 3. Synchronous functions on a connection that the
+caller has inside a write transaction (``BEGIN IMMEDIATE``); ``notary.store.sqlite`` runs them.
 
 Layout (version 2, ``PRAGMA user_version = 2``). A receipt is its log entry plus what cannot be
 rebuilt from it, so the receipt row holds no copy of the id, digest, names or time:
@@ -17,6 +17,10 @@ rebuilt from it, so the receipt row holds no copy of the id, digest, names or ti
   Short keys keep these indexes small; they are not unique, so every hit is confirmed against
   the entry itself (a chance collision only costs a read, rarely: 6 bytes leave one false hit
   per few hundred thousand lookups at a billion receipts).
+- ``receipt_keys_recent`` and ``lookup_merge`` (version 4): a commit appends its receipts' keys
+  there, and they reach ``receipt_ids`` / ``receipt_digests`` later, merged in key order a
+  generation at a time (:mod:`notary.store.sqlite_lookup`); a lookup reads both. Version 3
+  stores are migrated by creating the two tables: their keys are all in the lookup tables.
 - Search (``search_receipts``): ``issued_at`` never decreases along the log (the notary issues
   under the log's lock, no earlier than ``notary_state.last_issued_at``), so newest first by
   ``(issued_at, idx)`` is newest first by ``idx``, and a time range is an index range (found by
@@ -69,6 +73,7 @@ from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id
 from notary.core.jwks import Jwks, JwksError
 from notary.core.receipts import Receipt, ReceiptSignature, ReceiptSignatureError
 from notary.core.server_names import name_skeleton
+from notary.store.sqlite_lookup import LOOKUP_SCHEMA
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -83,7 +88,7 @@ __all__ = [
     "receipt_from_row",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA_V2 = """
 CREATE TABLE accounts (
@@ -144,6 +149,11 @@ def id_key(receipt_id: str) -> int:
     """The lookup key of a receipt id (``tc_`` + base64url of 16 random bytes): 4 bytes."""
     if not is_receipt_id(receipt_id):  # the shape, canonical trailing bits included
         raise ValueError("not a receipt id")
+    return _id_key(receipt_id)
+
+
+def _id_key(receipt_id: str) -> int:
+    """:func:`id_key` of an id known to be well formed (one the notary signed)."""
     # Its first 8 characters are the first 6 bytes: all the key needs, without decoding 22.
     return int.from_bytes(base64.urlsafe_b64decode(receipt_id[3:11])[:4], "big", signed=True)
 
@@ -178,7 +188,8 @@ _KEY_TRIGGERS = [
 
 
 def _create_v2(conn: sqlite3.Connection) -> None:
-    for statement in _statements(SCHEMA_V2 + ";" + SERVER_NAMES + ";" + KEY_VERSION):
+    for statement in _statements(SCHEMA_V2 + ";" + SERVER_NAMES + ";" + KEY_VERSION + ";"
+                                 + LOOKUP_SCHEMA):
         conn.execute(statement)
     for table in ("api_keys", "accounts"):  # a version-1 store's triggers, on renamed tables
         for op in ("insert", "update", "delete"):
@@ -319,13 +330,12 @@ def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: b
     return new
 
 
-def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs, salt: bytes
-                       ) -> list[tuple[str, list[Sequence[object]]]]:
+def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs
+                       ) -> list[tuple[str, Sequence[Sequence[object]]]]:
     """The INSERTs that store signed receipts (each with its account), ``refs`` complete, and
-    claim their server names that nobody holds yet."""
+    claim their server names that nobody holds yet; their lookup keys are written apart
+    (:func:`key_rows`)."""
     rows: list[Sequence[object]] = []
-    ids: list[Sequence[object]] = []
-    digests: list[Sequence[object]] = []
     claims: dict[str, Sequence[object]] = {}
     now = time.time()
     latest = ""
@@ -336,17 +346,28 @@ def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs, salt
         rows.append((r.index, r.signature.raw, refs.kids[r.signature.kid],
                      refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
                      refs.names[r.server], refs.names[r.tool]))
-        ids.append((id_key(r.id), r.index))
-        digests.append((digest_key(r.call_sha256, salt), r.index))
         latest = max(latest, r.issued_at)
     return [
         ("INSERT INTO receipts (idx, sig, kid, ledger, account, server, tool) "
          "VALUES (?, ?, ?, ?, ?, ?, ?)", rows),
-        ("INSERT INTO receipt_ids (k, idx) VALUES (?, ?)", ids),
-        ("INSERT INTO receipt_digests (k, idx) VALUES (?, ?)", digests),
         (TAIL_UPDATE, [(latest, latest)] if receipts else []),
         (CLAIM_NAME, list(claims.values())),
     ]
+
+
+def key_rows(receipts: Iterable[Receipt], salt: bytes) -> list[tuple[int, int, int]]:
+    """Each receipt's (index, id key, digest key): a row of ``receipt_keys_recent``."""
+    return [(r.index, _id_key(r.id), digest_key(r.call_sha256, salt)) for r in receipts]
+
+
+def lookup_statements(keys: Sequence[tuple[int, int, int]]
+                      ) -> list[tuple[str, Sequence[Sequence[object]]]]:
+    """The keys straight into the lookup tables, as a migration writes them (sorted: the pages
+    of each table are written once)."""
+    return [("INSERT INTO receipt_ids (k, idx) VALUES (?, ?)",
+             sorted((i, idx) for idx, i, _ in keys)),
+            ("INSERT INTO receipt_digests (k, idx) VALUES (?, ?)",
+             sorted((d, idx) for idx, _, d in keys))]
 
 
 # Creating and migrating ---------------------------------------------------------------------
@@ -386,10 +407,13 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
         report.created = True
         _create_v2(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    elif version == 2:
-        for statement in _statements(SERVER_NAMES):
+    elif version in (2, 3):
+        if version == 2:
+            for statement in _statements(SERVER_NAMES):
+                conn.execute(statement)
+            fill_server_names(conn)
+        for statement in _statements(LOOKUP_SCHEMA):
             conn.execute(statement)
-        fill_server_names(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         if conn.execute("SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None:
             recover_withheld(conn, entry_url_bases, report)
@@ -535,7 +559,8 @@ def _recover(conn: sqlite3.Connection, rows: Iterator[_V1Row], entry_url_bases: 
         if batch:
             refs.merge(resolve_refs(conn, Needed.of(batch).missing_from(refs),
                                     create_accounts=True))
-            for sql, params in receipt_statements(batch, refs, salt):
+            keys = key_rows((r for r, _ in batch), salt)
+            for sql, params in [*receipt_statements(batch, refs), *lookup_statements(keys)]:
                 conn.executemany(sql, params)
             batch.clear()
 

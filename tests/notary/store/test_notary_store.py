@@ -39,7 +39,7 @@ from notary.store import open_store
 from notary.store.base import NotaryStore, notary_tx
 from notary.store.memory import MemoryNotaryStore
 from notary.store.sqlite import SqliteNotaryStore
-from notary.store.sqlite_schema import id_key
+from notary.store.sqlite_schema import SCHEMA_VERSION, id_key
 from tests.notary_server import (
     BASE_URL,
     UNLIMITED,
@@ -462,7 +462,7 @@ async def test_sqlite_receipt_rows_hold_only_what_the_entry_does_not(tmp_path: P
     async with headless_notary(tmp_path / "d", "sqlite") as notary:
         receipt, _ = await issue(notary, 1, server="weather", tool="forecast")
     with sqlite3.connect(tmp_path / "d" / "notary.store.sqlite") as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         row = db.execute("SELECT * FROM receipts").fetchone()
         columns = [d[0] for d in db.execute("SELECT * FROM receipts").description]
     assert columns == ["idx", "sig", "kid", "ledger", "account", "server", "tool"]
@@ -494,7 +494,8 @@ async def test_digests_aimed_at_one_prefix_do_not_share_a_lookup_key(tmp_path: P
             stored = await notary.store.receipt_by_digest(d)
             assert stored is not None and stored.call_sha256 == d
     with sqlite3.connect(tmp_path / "d" / "notary.store.sqlite") as db:
-        keys = {k for (k,) in db.execute("SELECT k FROM receipt_digests")}
+        keys = {k for (k,) in db.execute("SELECT k FROM receipt_digests UNION ALL "
+                                         "SELECT digest_k FROM receipt_keys_recent")}
     assert len(keys) == len(digests)
 
 

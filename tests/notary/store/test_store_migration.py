@@ -35,6 +35,7 @@ from notary.serving.config import Settings
 from notary.serving.keys import Paths, load_log_key, load_receipt_key
 from notary.store.base import ReceiptWithheldError, notary_tx
 from notary.store.sqlite import SqliteNotaryStore
+from notary.store.sqlite_schema import SCHEMA_VERSION
 from tests.notary_server import NotaryFactory, NotaryProcess, free_port, run_cli
 
 # The notary's tables as every release before schema version 2 created them (verbatim).
@@ -181,13 +182,13 @@ async def test_migration_recovers_what_was_signed_and_withholds_the_rest(tmp_pat
     with sqlite3.connect(db) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert not any(t.startswith("v1_") for t in tables)
-        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
     # Naming the missing base URL later recovers those; the damaged ones stay withheld.
     store = await SqliteNotaryStore.open(db, entry_url_bases=[ELSEWHERE])
     try:
         report = store.migration
-        assert report is not None and report.from_version == 3
+        assert report is not None and report.from_version == SCHEMA_VERSION
         assert report.migrated == len(v1.ids_under(ELSEWHERE)) - len(
             set(v1.ids_under(ELSEWHERE)) & v1.broken)
         assert {i for i, _ in report.withheld} == v1.broken

@@ -1,0 +1,204 @@
+"""The SQLite store's lookup keys (``notary.store.sqlite_lookup``): appended by each commit,
+merged into ``receipt_ids`` / ``receipt_digests`` a generation at a time.
+
+Generations of a few receipts here (the default is 65,536), so that every test closes, merges
+and deletes several: whatever the batches, restarts and second processes, every receipt is
+found by its id and its digest, a logged digest is never logged again, and the store keeps the
+module's invariant (each receipt's keys in a lookup table or among the recent rows, the merged
+prefix of a generation exactly the first keys in key order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from notary.core.receipts import Receipt
+from notary.serving.service import Notary
+from notary.store import sqlite_lookup
+from notary.store.sqlite import SqliteNotaryStore
+from notary.store.sqlite_lookup import MergeState
+from tests.notary_server import UNLIMITED, headless_notary
+
+GENERATION = 16
+
+
+@pytest.fixture(autouse=True)
+def small_generations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_lookup, "GENERATION", GENERATION)
+
+
+def check_store(db: Path) -> MergeState:
+    """The store's invariant (``notary.store.sqlite_lookup``); its merge state."""
+    with sqlite3.connect(db) as conn:
+        state = MergeState(*conn.execute(
+            "SELECT merged_below, merging_below, ids_merged, digests_merged FROM lookup_merge"
+        ).fetchone())
+        logged = {idx for (idx,) in conn.execute("SELECT idx FROM receipts")}
+        recent = {idx: (i, d) for idx, i, d in conn.execute(
+            "SELECT idx, id_k, digest_k FROM receipt_keys_recent")}
+        tables = [set(conn.execute(f"SELECT k, idx FROM {t}"))
+                  for t in ("receipt_ids", "receipt_digests")]
+    assert all(idx >= state.merged_below for idx in recent)
+    for column, (table, merged) in enumerate(zip(tables, (state.ids_merged,
+                                                          state.digests_merged), strict=True)):
+        assert {idx for _, idx in table} | recent.keys() == logged
+        generation = sorted((keys[column], idx) for idx, keys in recent.items()
+                            if idx < state.merging_below)
+        assert set(generation[:merged]) <= table
+        assert not set(generation[merged:]) & table
+        assert all(k == recent[idx][column] for k, idx in table if idx in recent)
+    return state
+
+
+async def found_everywhere(notary: Notary, issued: list[Receipt]) -> None:
+    """Each receipt by id and by digest, and its digest not logged again."""
+    for receipt in issued:
+        assert await notary.store.receipt_by_id(receipt.id) == receipt.without_proof()
+        assert await notary.store.receipt_by_digest(receipt.call_sha256) == \
+            receipt.without_proof()
+    again = await asyncio.gather(*(notary.notarize(UNLIMITED, r.server, r.tool, r.call_sha256)
+                                   for r in issued))
+    assert [(r.id, created) for r, created in again] == [(r.id, False) for r in issued]
+
+
+async def issue_round(notary: Notary, in_flight: int, each: int) -> list[Receipt]:
+    async def one() -> list[Receipt]:
+        out = []
+        for _ in range(each):
+            receipt, created = await notary.notarize(UNLIMITED, "srv", "t", os.urandom(32).hex())
+            assert created
+            out.append(receipt)
+        return out
+
+    return [r for rs in await asyncio.gather(*(one() for _ in range(in_flight))) for r in rs]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 4), st.booleans()),
+                       min_size=3, max_size=8))
+def test_every_receipt_is_found_through_the_generations(
+        rounds: list[tuple[int, int, bool]]) -> None:
+    """Batches of any size (one entry to a few generations), restarts between them."""
+    async def run(data: Path) -> None:
+        issued: list[Receipt] = []
+        notary_cm = headless_notary(data, "sqlite")
+        notary = await notary_cm.__aenter__()
+        try:
+            for in_flight, each, restart in rounds:
+                issued += await issue_round(notary, in_flight, each)
+                if restart:
+                    await notary_cm.__aexit__(None, None, None)
+                    notary_cm = headless_notary(data, "sqlite")
+                    notary = await notary_cm.__aenter__()
+                check_store(data / "notary.store.sqlite")
+                await found_everywhere(notary, random.sample(issued, min(len(issued), 60)))
+            # Then lone receipts until a generation has been merged and deleted, if none was.
+            for _ in range(400):
+                if check_store(data / "notary.store.sqlite").merged_below > 0:
+                    break
+                issued += await issue_round(notary, 1, 1)
+            await found_everywhere(notary, issued)
+        finally:
+            await notary_cm.__aexit__(None, None, None)
+        assert check_store(data / "notary.store.sqlite").merged_below > 0
+
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sqlite_lookup, "GENERATION", GENERATION)
+        asyncio.run(run(Path(tmp) / "d"))
+
+
+async def test_two_processes_merge_each_others_generations(tmp_path: Path) -> None:
+    """Two notaries on one file take turns: each one's lookups find the other's receipts
+    (appended, merged, or half merged by either), and neither logs the other's digests."""
+    data = tmp_path / "d"
+    issued: list[Receipt] = []
+    async with headless_notary(data, "sqlite") as a, headless_notary(data, "sqlite") as b:
+        for turn in range(12):
+            writer, other = (a, b) if turn % 3 else (b, a)
+            issued += await issue_round(writer, 1 + turn * 3 % 17, 1 + turn % 3)
+            check_store(data / "notary.store.sqlite")
+            await found_everywhere(other, issued[-20:])  # the other's view is a batch old
+            await found_everywhere(writer, random.sample(issued, min(len(issued), 20)))
+        both = await asyncio.gather(issue_round(a, 20, 3), issue_round(b, 20, 3))
+        issued += both[0] + both[1]
+        await found_everywhere(a, issued)
+        await found_everywhere(b, issued)
+    state = check_store(data / "notary.store.sqlite")
+    assert state.merged_below > 0
+
+
+async def test_a_version_3_store_is_migrated(tmp_path: Path) -> None:
+    """Before version 4 every key went into the lookup tables at once: such a store gets the
+    two new tables, its receipts are found, and its digests are not logged again."""
+    data = tmp_path / "d"
+    db = data / "notary.store.sqlite"
+    async with headless_notary(data, "sqlite") as notary:
+        old = await issue_round(notary, 10, 3)
+    with sqlite3.connect(db) as conn:  # back to the version-3 layout
+        for table, column in (("receipt_ids", "id_k"), ("receipt_digests", "digest_k")):
+            conn.execute(f"INSERT OR IGNORE INTO {table} SELECT {column}, idx "
+                         "FROM receipt_keys_recent")
+        conn.execute("DROP TABLE receipt_keys_recent")
+        conn.execute("DROP TABLE lookup_merge")
+        conn.execute("PRAGMA user_version = 3")
+    store = await SqliteNotaryStore.open(db)
+    try:
+        assert store.migration is not None and store.migration.from_version == 3
+        assert store.migration.changed
+    finally:
+        await store.close()
+    async with headless_notary(data, "sqlite") as notary:
+        await found_everywhere(notary, old)
+        new = await issue_round(notary, 10, 4)  # past two generations
+        await found_everywhere(notary, old + new)
+    assert check_store(db).merged_below > 0
+
+
+# --- kill -9 ----------------------------------------------------------------------------------
+
+
+def _acknowledged(out: str) -> Iterator[tuple[str, str, int]]:
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "R":
+            yield parts[1], parts[2], int(parts[3])
+
+
+async def test_sigkill_at_any_point_loses_no_lookup(tmp_path: Path,
+                                                    seeded_rng: random.Random) -> None:
+    """A notary killed while it appends and merges keys (generations of 16): after every
+    restart, each receipt it acknowledged is found by id and digest, and the store keeps its
+    invariant."""
+    data = tmp_path / "d"
+    async with headless_notary(data, "sqlite"):
+        pass  # initialised, with its API key
+    acknowledged: list[tuple[str, str, int]] = []
+    for _ in range(5):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.notary_crash_child", str(data), str(GENERATION)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        await asyncio.sleep(seeded_rng.uniform(0.8, 2.0))
+        child.kill()
+        out, _ = child.communicate()
+        acknowledged += _acknowledged(out)
+        check_store(data / "notary.store.sqlite")
+    assert len(acknowledged) > 4 * GENERATION, "too few receipts to mean anything"
+    async with headless_notary(data, "sqlite") as notary:
+        for receipt_id, call_sha256, index in acknowledged:
+            by_id = await notary.store.receipt_by_id(receipt_id)
+            by_digest = await notary.store.receipt_by_digest(call_sha256)
+            assert by_id is not None and by_id.index == index
+            assert by_digest is not None and by_digest.id == receipt_id
+    assert check_store(data / "notary.store.sqlite").merged_below > 0
