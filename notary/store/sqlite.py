@@ -142,11 +142,11 @@ def _rows_in(conn: sqlite3.Connection, query: str, values: Sequence[int]
 
 
 def _candidates(conn: sqlite3.Connection, query: str, keys: Sequence[int],
-                recent: Sequence[int]) -> list[tuple[int, bytes, str, str, str]]:
+                recent: set[int]) -> list[tuple[int, bytes, str, str, str]]:
     """The receipt rows that lookup ``keys`` lead to through a lookup table (``query``) and
     those at the ``recent`` indexes that the same keys lead to (:class:`LookupView`)."""
     rows = _rows_in(conn, query, keys)
-    more = sorted(set(recent) - {row[0] for row in rows})
+    more = sorted(recent - {row[0] for row in rows}) if recent else []
     return rows + _rows_in(conn, _AT, more) if more else rows
 
 
@@ -157,8 +157,7 @@ def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt
     wanted = set(digests)
     out: dict[str, Receipt | None] = {}
     keys = sorted({digest_key(d, salt) for d in wanted})
-    recent = [idx for k in keys for idx in view.digests(k)]
-    for receipt in _receipts(conn, _candidates(conn, _BY_DIGEST, keys, recent)):
+    for receipt in _receipts(conn, _candidates(conn, _BY_DIGEST, keys, view.digests(keys))):
         if receipt.call_sha256 in wanted:
             out[receipt.call_sha256] = receipt
     rest = sorted(wanted - out.keys()) if withheld else []
@@ -432,7 +431,7 @@ class SqliteNotaryStore(SqliteStore):
             return None
         conn = self._point
         for _ in range(2):  # again after reading what other processes logged since
-            rows = _candidates(conn, _BY_ID, [key], self._lookup.ids(key))
+            rows = _candidates(conn, _BY_ID, [key], self._lookup.ids([key]))
             for receipt in _receipts(conn, rows):
                 if receipt.id == receipt_id:
                     return receipt

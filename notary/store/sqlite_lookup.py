@@ -108,9 +108,10 @@ class _Run:
         return len(self.keys)
 
     def find(self, key: int) -> list[int]:
-        at = bisect_left(self.keys, key)
+        keys = self.keys
+        at = bisect_left(keys, key)
         out = []
-        while at < len(self.keys) and self.keys[at] == key:
+        while at < len(keys) and keys[at] == key:
             out.append(self.idxs[at])
             at += 1
         return out
@@ -159,10 +160,15 @@ def _add(keys: _Keys, key: int, idx: int) -> None:
         keys[key] = (*have, idx)
 
 
-def _found(keys: _Keys, key: int, also: list[int]) -> tuple[int, ...]:
-    have = keys.get(key)
-    found = () if have is None else (have,) if isinstance(have, int) else have
-    return tuple(dict.fromkeys((*found, *also))) if also else found
+def _found(held: _Keys, keys: Iterable[int], run: _Run | None) -> set[int]:
+    out: set[int] = set()
+    for key in keys:
+        have = held.get(key)
+        if have is not None:
+            out.update((have,) if isinstance(have, int) else have)
+        if run is not None:
+            out.update(run.find(key))
+    return out
 
 
 def _from(keys: _Keys, lowest: int) -> _Keys:
@@ -197,15 +203,15 @@ class LookupView:
 
     # Reading --------------------------------------------------------------------------------
 
-    def ids(self, key: int) -> tuple[int, ...]:
-        """The recent indexes whose receipt id has this lookup key."""
+    def ids(self, keys: Iterable[int]) -> set[int]:
+        """The recent indexes whose receipt id has one of these lookup keys."""
         runs = self.runs
-        return _found(self._ids, key, runs.ids.find(key) if runs is not None else [])
+        return _found(self._ids, keys, runs.ids if runs is not None else None)
 
-    def digests(self, key: int) -> tuple[int, ...]:
-        """The recent indexes whose ``call_sha256`` has this lookup key."""
+    def digests(self, keys: Iterable[int]) -> set[int]:
+        """The recent indexes whose ``call_sha256`` has one of these lookup keys."""
         runs = self.runs
-        return _found(self._digests, key, runs.digests.find(key) if runs is not None else [])
+        return _found(self._digests, keys, runs.digests if runs is not None else None)
 
     # Changing -------------------------------------------------------------------------------
 
