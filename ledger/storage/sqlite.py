@@ -273,6 +273,7 @@ class SqliteWriteTx:
         self._pending_history: float | None = None
         self._adds = 0  # entries this transaction's checkpoint adds to the stored one
         self._bundle_end = store._bundle_end  # the store's, then what this commit leaves
+        self._written: CheckpointRecord | None = None
 
     def _queue(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         """Run ``sql`` for each of ``rows`` in the commit; an ``INSERT … VALUES (?, …)`` of
@@ -296,6 +297,14 @@ class SqliteWriteTx:
         if self._pending_history is not None:
             self._store._last_history = self._pending_history
         self._store._bundle_end = self._bundle_end
+        if self._written is not None:
+            self._store._last_written = self._written
+
+    def _alone_since_last_commit(self) -> bool:
+        """Whether the stored checkpoint is the one this store committed last: no other
+        connection has appended to the log since, so what this store knows of its own
+        commits is all there is."""
+        return self._latest is not None and self._latest == self._store._last_written
 
     async def latest(self) -> CheckpointRecord | None:
         return self._latest
@@ -317,7 +326,7 @@ class SqliteWriteTx:
         return got
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
-        cp = checkpoint
+        cp = self._written = checkpoint
         before = self._latest.size if self._latest is not None else 0
         self._adds = cp.size - before
         plan = plan_writes(tiles, before, cp.size, self._bundle_end)
@@ -363,6 +372,7 @@ class SqliteStore:
         self._last_history: float | None = None
         self._last_adds = 0  # entries the last commit added (see LONE_ENTRIES)
         self._bundle_end: BundleEnd | None = None  # as this store last committed it
+        self._last_written: CheckpointRecord | None = None  # the checkpoint it last committed
         # Point reads of a few tiles for proofs: in WAL mode a reader never waits for the writer,
         # and an indexed read of a few 8 KiB rows takes microseconds, several times less than a
         # hop to aiosqlite's thread, so these run on the caller's thread.

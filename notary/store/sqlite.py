@@ -280,9 +280,10 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
 
     def _catch_up(self) -> None:
         """Bring this process's view of the recent lookup keys to the store's, under the lock:
-        what other processes logged and merged since (nothing, when none did). Once per
-        transaction: no other writer commits while it holds the lock."""
-        if self._caught_up:
+        what other processes logged and merged since. Once per transaction (no other writer
+        commits while it holds the lock), and not at all when the log is as this store left it
+        (nobody else logged anything)."""
+        if self._caught_up or self._alone_since_last_commit():
             return
         view = self._notary._lookup
         view.apply(*self._read_locked_now(lambda conn: read_since(conn, view.seen)))

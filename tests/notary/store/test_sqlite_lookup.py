@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from notary.core.receipts import Receipt
 from notary.serving.service import Notary
+from notary.store import sqlite as notary_sqlite
 from notary.store import sqlite_lookup
 from notary.store.sqlite import SqliteNotaryStore
 from notary.store.sqlite_lookup import MergeState
@@ -137,6 +138,30 @@ async def test_two_processes_merge_each_others_generations(tmp_path: Path) -> No
         await found_everywhere(b, issued)
     state = check_store(data / "notary.store.sqlite")
     assert state.merged_below > 0
+
+
+async def test_a_lone_writer_reads_no_recent_keys_back(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its view holds what it committed: under the lock it reads the recent keys only when the
+    stored checkpoint is not the one it wrote last (another process logged since)."""
+    reads: list[int] = []
+    real = sqlite_lookup.read_since
+
+    def counted(conn: sqlite3.Connection, start: int
+                ) -> tuple[MergeState, list[tuple[int, int, int]]]:
+        reads.append(start)
+        return real(conn, start)
+
+    monkeypatch.setattr(notary_sqlite, "read_since", counted)
+    data = tmp_path / "d"
+    async with headless_notary(data, "sqlite") as a:
+        await issue_round(a, 1, 3)
+        assert reads == []  # the log is as it left it (its start wrote the empty tree)
+        async with headless_notary(data, "sqlite") as b:
+            await issue_round(b, 1, 1)
+            reads.clear()
+            await issue_round(a, 1, 2)
+            assert len(reads) == 1  # b logged since a's last commit
 
 
 async def test_a_version_3_store_is_migrated(tmp_path: Path) -> None:
