@@ -220,11 +220,15 @@ def measure_processes(data: Path, receipts: int, in_flight: int, processes: int,
         total: float = sum(r[key] * r["receipts"] for r in runs)
         return total / n
 
+    last = max(runs, key=lambda r: r["log_size"])  # the one that looked at the log last
     return {"in_flight": in_flight, "processes": processes, "authenticate": authenticate,
             "receipts": n, "receipts_per_s": n / wall,
             "cpu_us_per_receipt": per_receipt("cpu_us_per_receipt"),
             "event_loop_cpu_us_per_receipt": per_receipt("event_loop_cpu_us_per_receipt"),
-            "load_average": os.getloadavg()[0], "each": runs}
+            "load_average": os.getloadavg()[0],
+            "mean_batch": n / sum(r["receipts"] / r["mean_batch"] for r in runs),
+            "log_size": last["log_size"], "rss_bytes": max(r["rss_bytes"] for r in runs),
+            "disk_bytes_per_receipt": last["disk_bytes_per_receipt"], "each": runs}
 
 
 def main() -> None:
