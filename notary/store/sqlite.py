@@ -342,14 +342,18 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         keys = key_rows(receipts, self._notary._salt)
         self._queue(APPEND, keys)
         self._catch_up()  # the merge's state as committed, whoever committed it
-        state = view.closes() or view.state
+        if self._lookup_after is not None:  # receipts added twice in one transaction
+            state, earlier = self._lookup_after
+            keys = earlier + keys
+        else:
+            state = view.closes() or view.state
         if state.merging:
             runs = view.runs
             if runs is None or not runs.covers(state):
                 closing = state  # built once per generation and process, off the loop
                 runs = await self._read_locked(lambda conn: build_runs(conn, closing))
                 view.use_runs(runs)
-            statements, state = merge_statements(state, runs, len(keys) * 5 // 4 + 1)
+            statements, state = merge_statements(state, runs, len(receipts) * 5 // 4 + 1)
             for sql, rows in statements:
                 self._queue(sql, rows)
         self._lookup_after = (state, keys)
@@ -444,11 +448,13 @@ class SqliteNotaryStore(SqliteStore):
     def _by_digest(self, call_sha256: str) -> dict[str, Receipt | None]:
         """:func:`_receipts_by_digest` of one digest, outside the lock (so read again after
         what other processes logged since when it finds nothing)."""
-        while True:
+        found: dict[str, Receipt | None] = {}
+        for _ in range(2):
             found = _receipts_by_digest(self._point, [call_sha256], self._salt,
                                         self._may_withhold, self._lookup)
             if found or not self._lookup.refresh(self._point):
-                return found
+                break
+        return found
 
     async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
         found = self._by_digest(call_sha256)

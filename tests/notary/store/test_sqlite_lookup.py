@@ -17,13 +17,15 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledger.storage.base import WriteTx
 from notary.core.receipts import Receipt
 from notary.serving.service import Notary
 from notary.store import sqlite as notary_sqlite
@@ -138,6 +140,27 @@ async def test_two_processes_merge_each_others_generations(tmp_path: Path) -> No
         await found_everywhere(b, issued)
     state = check_store(data / "notary.store.sqlite")
     assert state.merged_below > 0
+
+
+async def test_receipts_added_in_two_steps_of_one_transaction(tmp_path: Path) -> None:
+    """A hook that adds a batch's receipts in two calls: both halves' keys are appended, the
+    merge goes on from where the first call left it, and every receipt is found."""
+    data = tmp_path / "d"
+    async with headless_notary(data, "sqlite") as notary:
+        assert notary.log is not None and notary.log.sequencer is not None
+        one_call = notary.hook
+
+        async def two_calls(tx: WriteTx, items: Sequence[tuple[int, Any]]) -> None:
+            await one_call(tx, items[: len(items) // 2])
+            await one_call(tx, items[len(items) // 2 :])
+
+        notary.log.sequencer.hook = two_calls
+        issued: list[Receipt] = []
+        for in_flight in (5, 20, 1, 33, 12, 40):
+            issued += await issue_round(notary, in_flight, 2)
+            check_store(data / "notary.store.sqlite")
+        await found_everywhere(notary, issued)
+    assert check_store(data / "notary.store.sqlite").merged_below > 0
 
 
 async def test_a_lone_writer_reads_no_recent_keys_back(tmp_path: Path,
