@@ -54,7 +54,8 @@ GENERATION = 65536
 """Recent keys closed as one generation. Larger merges a million-receipt log's tables with
 fewer page writes per receipt (each generation writes each leaf page about once) and costs
 memory: a process holds up to one open generation in dictionaries (~6.5 MB per table at 65,536
-keys) and the one being merged in arrays (1 MB per table)."""
+keys) and the one being merged in arrays (1 MB per table); one that only reads, both in
+dictionaries."""
 
 LOOKUP_SCHEMA = """
 CREATE TABLE IF NOT EXISTS receipt_keys_recent (
