@@ -334,8 +334,11 @@ def _is_wait(file: str, line: int) -> bool:
 # Where a receipt's CPU goes, item by item: (item, functions whose inclusive time it adds,
 # functions whose inclusive time it takes out). Event-loop items; "the rest" items take what
 # the named ones leave of their frame, so the items add up to the measured CPU.
-_READ = "asyncio/selector_events.py:_SelectorSocketTransport._read_ready"
-_WRITE = "asyncio/selector_events.py:_SelectorSocketTransport.write"
+# On uvloop (the default) the socket's reads and writes are libuv's C, which py-spy does not see:
+# reading counts in the loop's own time, writing in the request's task (its ``_serve`` frame);
+# what stays named is recognizing the request (httptools, called from ``data_received``).
+_READ = "ledger/http/server.py:Connection.data_received"
+_WRITE = "asyncio/selector_events.py:_SelectorSocketTransport.write"  # asyncio's loop only
 _SERVE = "ledger/http/server.py:Connection._serve"
 _HANDLE = "notary/http/routes/tool_calls.py:plain_issue.<locals>.handle"
 _ISSUE = "notary/http/routes/tool_calls.py:_issue"
@@ -351,13 +354,13 @@ _INTEGRATE = "ledger/core/compact.py:integrate"
 _LONE_COMMIT = "ledger/storage/sqlite.py:SqliteStore._finish"
 _COMMIT_PARTS = (_PROOFS, _SCREEN, _CHECKPOINT, _INTEGRATE, _LONE_COMMIT)
 COST_ITEMS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("reading the socket, recognizing the request", (_READ,), ()),
+    ("recognizing the request (httptools)", (_READ,), ()),
     ("the API key, from memory", (_AUTH,), ()),
     ("the body: strict JSON and field checks", (_ISSUE,), (_NOTARIZE,)),
     ("Notary.notarize on the loop: id, time, entry, queueing, proof text, receipt",
      (_NOTARIZE,), ()),
     ("the answer's bytes, metrics, the handler's frame", (_HANDLE,), (_ISSUE, _AUTH)),
-    ("writing the answer (send)", (_WRITE,), ()),
+    ("writing the answer (asyncio's loop; uvloop's is in the task)", (_WRITE,), ()),
     ("the request's task", (_SERVE,), (_HANDLE, _WRITE)),
     ("commit: signing the receipts (Ed25519)", (_SIGN,), ()),
     ("commit: the receipts' rows and usage", (_HOOK,), (_SIGN,)),

@@ -99,7 +99,7 @@ def test_the_profiles_items_add_up_to_the_measured_cpu() -> None:
         == 60
     assert items["the body: strict JSON and field checks"] == 20
     assert items["the API key, from memory"] == 10
-    assert items["writing the answer (send)"] == 30
+    assert items["writing the answer (asyncio's loop; uvloop's is in the task)"] == 30
     assert items["commit: signing the receipts (Ed25519)"] == 40
     assert items["commit: the checkpoint's signature"] == 20
     assert items["commit: the rest (transaction, tiles, store calls)"] == 10
