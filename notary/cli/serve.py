@@ -32,8 +32,6 @@ __all__ = ["command_name", "register"]
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = store_args.settings(args)
     configure(settings.log_format, settings.log_level)
-    if settings.workers < 1:
-        raise UsageError("--workers must be 1 or more")
     if settings.workers > 1 and is_memory(settings.database):
         raise UsageError(f"--workers needs a store the workers share; {MEMORY} is one per "
                          "process")

@@ -2,8 +2,9 @@
 and the migrations from versions 1, 2 and 3. Synchronous functions on a connection that the
 caller has inside a write transaction (``BEGIN IMMEDIATE``); ``notary.store.sqlite`` runs them.
 
-Layout (version 2, ``PRAGMA user_version = 2``). A receipt is its log entry plus what cannot be
-rebuilt from it, so the receipt row holds no copy of the id, digest, names or time:
+Layout (version 4, ``PRAGMA user_version = 4``; what each version added is marked). A receipt
+is its log entry plus what cannot be rebuilt from it, so the receipt row holds no copy of the
+id, digest, names or time:
 
 - ``receipts``: ``idx`` (INTEGER PRIMARY KEY, the entry's log index, so the row *is* the table
   b-tree's key), ``sig`` (the 64 signature bytes), and small references: ``kid`` →
