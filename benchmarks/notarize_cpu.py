@@ -55,11 +55,10 @@ from benchmarks._common import (
     table,
     write_json,
 )
-from notary.http.app import init_data_dir
 from notary.serving.config import Settings
 from notary.serving.keys import Paths
 from notary.serving.service import Account
-from notary.serving.startup import open_notary
+from notary.serving.startup import init_data_dir, open_notary
 
 PREFILL_IN_FLIGHT = 2048
 """Calls at once while ``--prefill`` fills the log: batches that large cost a fraction of the

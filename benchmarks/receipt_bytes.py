@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import RESULTS, command_line, machine_info, now_utc, table, write_json
-from notary.http.app import init_data_dir
 from notary.serving.config import Settings
 from notary.serving.keys import Paths
 from notary.serving.service import Account
-from notary.serving.startup import open_notary
+from notary.serving.startup import init_data_dir, open_notary
 
 TARGET = 350.0
 # Schema version 1 (benchmarks/docs/receipt_bytes.md): 103,282 receipts in 64.3 MB.

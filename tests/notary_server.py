@@ -49,14 +49,14 @@ from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Receipt
 from notary.core.records import CallRecord, new_salt
-from notary.http.app import create_app, init_data_dir
+from notary.http.app import create_app
 from notary.http.appkeys import NOTARY, STORE
 from notary.operator import admin
 from notary.sdk import Notarizer, NotaryClient
 from notary.serving.config import Settings
 from notary.serving.keys import Paths, load_log_key
 from notary.serving.service import Account, Notary
-from notary.serving.startup import open_notary
+from notary.serving.startup import init_data_dir, open_notary
 from notary.store import MEMORY
 from notary.store.base import NotaryStore
 from notary.verifier.trust import Trust, parse_log_keys

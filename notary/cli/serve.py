@@ -20,9 +20,9 @@ from ledger.process.dirlock import DirectoryInUseError, ServingLock
 from ledger.process.exitcodes import UsageError
 from ledger.process.structured_logs import configure
 from notary.cli import store_args
-from notary.http.app import create_app, init_data_dir
+from notary.http.app import create_app
 from notary.serving.config import SETTINGS
-from notary.serving.startup import check_before_creating
+from notary.serving.startup import check_before_creating, init_data_dir
 from notary.serving.workers import bind, supervise
 from notary.store import MEMORY, is_memory
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -30,49 +28,12 @@ from notary.http.store_damage import damage_middleware, integrity_context
 from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
 from notary.serving.config import ConfigError, Settings
-from notary.serving.keys import Paths, create_log_key, load_log_key, write_receipt_key
 from notary.serving.startup import open_notary
-from notary.store import is_memory, is_postgres, store_kind
+from notary.store import store_kind
 
 _log = structlog.get_logger("notary")
 
 SEEN_FILE = "seen-checkpoint.json"  # the newest checkpoint this notary saw committed
-
-
-@dataclass(frozen=True)
-class FirstRun:
-    vkey: str
-    kid: str
-    new_log: bool = True  # False: a frontend joining a log whose key was copied into --data
-
-
-def init_data_dir(settings: Settings) -> FirstRun | None:
-    """Create the data directory and keys (0600) on first run (and the SQLite file, 0600, for
-    the accounts it will hold); None if present. The store's tables are created when the store
-    is first opened, and the receipt key is registered in it then. ``notary serve`` first runs
-    :func:`notary.serving.startup.check_before_creating`, which refuses a data directory this would
-    get wrong (a log's store or verifier key without its private key)."""
-    paths = Paths(settings.data)
-    if paths.log_key.exists():
-        signer = load_log_key(paths)
-        if settings.origin and settings.origin != signer.name:
-            raise ConfigError(
-                f"this data directory's log has origin {signer.name!r}; "
-                f"--origin {settings.origin!r} cannot change it"
-            )
-        if paths.receipt_keys.is_dir() and any(paths.receipt_keys.glob("*.key")):
-            return None
-        # Another frontend of a shared store (PostgreSQL): the log key was copied here, the
-        # receipt key is this frontend's own (registered in the store when it opens, and
-        # published by every frontend's JWKS).
-        key = write_receipt_key(paths)
-        return FirstRun(signer.verifier_key_text(), key.kid, new_log=False)
-    paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    signer = create_log_key(paths, settings.default_origin)
-    if not is_memory(settings.database) and not is_postgres(settings.database):
-        os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
-    key = write_receipt_key(paths)
-    return FirstRun(signer.verifier_key_text(), key.kid)
 
 
 def create_app(settings: Settings) -> web.Application:

@@ -1,10 +1,13 @@
-"""Opening a notary: its store (created, or migrated from an older layout), its receipt keys
-registered, its log and sequencer started. ``notary serve`` does this once per process; tests
-and embedding applications call :func:`open_notary` for the same notary without HTTP."""
+"""Opening a notary: its data directory and keys on a first run, its store (created, or migrated
+from an older layout), its receipt keys registered, its log and sequencer started. ``notary
+serve`` does this once per process; tests and embedding applications call :func:`open_notary`
+for the same notary without HTTP."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import structlog
 
@@ -13,14 +16,20 @@ from ledger.core.note import NoteError
 from ledger.log.sequencer import BatchObserver
 from ledger.storage.base import CheckpointRecord
 from notary.serving.config import ConfigError, Settings
-from notary.serving.keys import Paths, load_log_key, register_key_files
+from notary.serving.keys import (
+    Paths,
+    create_log_key,
+    load_log_key,
+    register_key_files,
+    write_receipt_key,
+)
 from notary.serving.service import Notary
 from notary.store import is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 from notary.store.sqlite import SqliteNotaryStore
 
-__all__ = ["WITHHELD_LOGGED", "check_before_creating", "entry_url_bases", "open_notary",
-           "open_notary_store"]
+__all__ = ["WITHHELD_LOGGED", "FirstRun", "check_before_creating", "entry_url_bases",
+           "init_data_dir", "open_notary", "open_notary_store"]
 
 _log = structlog.get_logger("notary")
 
@@ -32,6 +41,45 @@ def entry_url_bases(settings: Settings, origin: str) -> list[str]:
     """Base URLs receipts of an older store layout may have been signed with: the current one,
     then the default of a first run (``http(s)://`` + the origin, which was derived from it)."""
     return list(dict.fromkeys([settings.base_url, f"http://{origin}", f"https://{origin}"]))
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """What a first run created: the log's verifier key (new, or copied in) and this frontend's
+    receipt key id."""
+
+    vkey: str
+    kid: str
+    new_log: bool = True  # False: a frontend joining a log whose key was copied into --data
+
+
+def init_data_dir(settings: Settings) -> FirstRun | None:
+    """Create the data directory and keys (0600) on first run (and the SQLite file, 0600, for
+    the accounts it will hold); None if present. The store's tables are created when the store
+    is first opened, and the receipt key is registered in it then. ``notary serve`` first runs
+    :func:`check_before_creating`, which refuses a data directory this would
+    get wrong (a log's store or verifier key without its private key)."""
+    paths = Paths(settings.data)
+    if paths.log_key.exists():
+        signer = load_log_key(paths)
+        if settings.origin and settings.origin != signer.name:
+            raise ConfigError(
+                f"this data directory's log has origin {signer.name!r}; "
+                f"--origin {settings.origin!r} cannot change it"
+            )
+        if paths.receipt_keys.is_dir() and any(paths.receipt_keys.glob("*.key")):
+            return None
+        # Another frontend of a shared store (PostgreSQL): the log key was copied here, the
+        # receipt key is this frontend's own (registered in the store when it opens, and
+        # published by every frontend's JWKS).
+        key = write_receipt_key(paths)
+        return FirstRun(signer.verifier_key_text(), key.kid, new_log=False)
+    paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    signer = create_log_key(paths, settings.default_origin)
+    if not is_memory(settings.database) and not is_postgres(settings.database):
+        os.close(os.open(paths.db, os.O_WRONLY | os.O_CREAT, 0o600))  # accounts live here: 0600
+    key = write_receipt_key(paths)
+    return FirstRun(signer.verifier_key_text(), key.kid)
 
 
 async def check_before_creating(settings: Settings) -> None:
@@ -96,7 +144,7 @@ async def open_notary_store(settings: Settings, origin: str, *, extra_bases: Seq
 
 async def open_notary(settings: Settings, *, observer: BatchObserver | None = None,
                       trusted: CheckpointRecord | None = None) -> Notary:
-    """A running notary for an initialised data directory (``notary.http.app.init_data_dir``).
+    """A running notary for an initialised data directory (:func:`init_data_dir`).
 
     ``trusted`` is the newest checkpoint this notary saw committed in an earlier run
     (``seen-checkpoint.json``): its writer refuses a store that does not extend it.

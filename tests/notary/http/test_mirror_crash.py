@@ -23,8 +23,8 @@ from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tiles_for_size
 from ledger.process.keyfile import write_secret
 from ledger.witness.server import origin_hash
 from notary.core.receipts import Receipt
-from notary.http.app import init_data_dir
 from notary.serving.config import Settings
+from notary.serving.startup import init_data_dir
 from tests.notary_server import NotaryProcess, free_port, notarize_under_load
 
 REPO = Path(__file__).resolve().parents[3]

@@ -26,8 +26,9 @@ from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec
 from ledger.witness.server import WitnessSigner, origin_hash
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
-from notary.http.app import create_app, init_data_dir
+from notary.http.app import create_app
 from notary.serving.config import ConfigError, Settings
+from notary.serving.startup import init_data_dir
 from tests.node_tools import REPO_ROOT, node_binary
 from tests.notary_server import (
     CALL_RECORDS,

@@ -30,9 +30,10 @@ from ledger.storage.memory import MemoryStore
 from ledger.witness.server import WitnessSigner
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
-from notary.http.app import create_app, init_data_dir
+from notary.http.app import create_app
 from notary.serving.config import ConfigError, Settings
 from notary.serving.keys import Paths, load_log_key
+from notary.serving.startup import init_data_dir
 from tests.notary_server import (
     CALL_RECORDS,
     ServedNotary,

@@ -30,9 +30,9 @@ from notary.core.ids import format_issued_at, new_receipt_id
 from notary.core.jwks import Jwks
 from notary.core.receipts import build_receipt
 from notary.core.records import CallRecord, new_salt
-from notary.http.app import init_data_dir
 from notary.serving.config import Settings
 from notary.serving.keys import Paths, load_log_key, load_receipt_key
+from notary.serving.startup import init_data_dir
 from notary.store.base import ReceiptWithheldError, notary_tx
 from notary.store.sqlite import SqliteNotaryStore
 from notary.store.sqlite_schema import SCHEMA_VERSION
