@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from ledger.storage.base import CheckpointRecord, LogStore, TileKey
+from tests.tamper import flip_tile_bit
 
 BACKENDS = ("memory", "sqlite", "postgres")
 
@@ -45,13 +46,7 @@ class StoreFactory:
     async def flip_tile_byte(self, key: TileKey) -> None:
         """XOR the first byte of a stored tile, as disk damage or an intruder would."""
         if self.backend == "sqlite":
-            db = sqlite3.connect(self.path)
-            rowid = ((key[0] + 1) << 48) | key[1]
-            (data,) = db.execute("SELECT data FROM tiles WHERE id = ?", (rowid,)).fetchone()
-            db.execute("UPDATE tiles SET data = ? WHERE id = ?",
-                       (bytes([data[0] ^ 1]) + data[1:], rowid))
-            db.commit()
-            db.close()
+            flip_tile_bit(self.path, key[0], key[1])
         elif self.backend == "postgres":
             import asyncpg
 

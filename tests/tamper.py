@@ -4,20 +4,23 @@ The verifier's tests, the SDK's and the cross-language corpus (``tests/corpus/ge
 with the same fields, and a verifier in another language must be shown the same damage as ours:
 so there is one way to damage each. The proof functions take and return a receipt's ``proof``
 text (a C2SP tlog-proof); :func:`in_proof` and :func:`set_field` make in-place changes of a
-receipt dictionary out of them, for the tables of cases.
+receipt dictionary out of them, for the tables of cases. :func:`flip_tile_bit` damages a tile
+or bundle stored in a SQLite log, as disk damage would, for the scrub, check and verify tests.
 """
 
 from __future__ import annotations
 
 import base64
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 Receipt = dict[str, Any]
 ReceiptTamper = Callable[[Receipt], None]
 
-__all__ = ["checkpoint_root", "checkpoint_signature", "flip_b64", "in_proof", "last_signature",
-           "proof_hash", "set_field"]
+__all__ = ["checkpoint_root", "checkpoint_signature", "flip_b64", "flip_tile_bit", "in_proof",
+           "last_signature", "proof_hash", "set_field"]
 
 
 def flip_b64(text: str) -> str:
@@ -80,3 +83,17 @@ def set_field(path: str, value: Any) -> ReceiptTamper:
         obj[last] = value(obj[last]) if callable(value) else value
     return apply
 
+
+def flip_tile_bit(db: Path, level: int, index: int, offset: int = 0) -> None:
+    """XOR the lowest bit of byte ``offset`` of tile ``(level, index)`` (level -1: an entry
+    bundle) in the SQLite log ``db``; a second flip restores it."""
+    conn = sqlite3.connect(db, timeout=10)
+    try:
+        row_id = ((level + 1) << 48) | index
+        (data,) = conn.execute("SELECT data FROM tiles WHERE id = ?", (row_id,)).fetchone()
+        data = bytearray(data)
+        data[offset] ^= 0x01
+        conn.execute("UPDATE tiles SET data = ? WHERE id = ?", (bytes(data), row_id))
+        conn.commit()
+    finally:
+        conn.close()

@@ -26,6 +26,7 @@ from ledger.core.tiles import tiles_for_size
 from ledger.log.reader import LogReader
 from ledger.storage.sqlite import SqliteStore
 from tests.ledger.cli.command import ORIGIN, fails, ledger, lines, ok
+from tests.tamper import flip_tile_bit as corrupt
 from tests.waiting import wait_until
 
 
@@ -341,19 +342,6 @@ def test_verify_passes_on_a_good_log(logdir: Path) -> None:
     ok(ledger("add", logdir, stdin=lines("v", 600)))
     out = ok(ledger("verify", logdir))
     assert out.startswith("ok:") and "600" in out
-
-
-def corrupt(db: Path, level: int, index: int, offset: int) -> None:
-    conn = sqlite3.connect(db)
-    try:
-        row_id = ((level + 1) << 48) | index
-        (data,) = conn.execute("SELECT data FROM tiles WHERE id = ?", (row_id,)).fetchone()
-        data = bytearray(data)
-        data[offset] ^= 0x01
-        conn.execute("UPDATE tiles SET data = ? WHERE id = ?", (bytes(data), row_id))
-        conn.commit()
-    finally:
-        conn.close()
 
 
 @pytest.mark.parametrize(("level", "index", "offset", "message"), [

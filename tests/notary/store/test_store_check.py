@@ -43,6 +43,7 @@ from notary.serving.config import Settings
 from notary.serving.keys import DB_NAME, Paths
 from tests.notary_server import HOST, app_notary, free_port, start_app
 from tests.servers import bound_socket
+from tests.tamper import flip_tile_bit as flip
 
 ENTRIES = 600  # bundles 0 and 1 and level-0 tiles 0 and 1 are full; tile 0/002 is partial
 
@@ -77,20 +78,6 @@ async def notarize_many(http: aiohttp.ClientSession, url: str, key: str, n: int)
 async def filled_store(data: Path, n: int = ENTRIES) -> None:
     async with app_notary(data, scrub_rate=0) as app, aiohttp.ClientSession() as http:
         await notarize_many(http, app.url, app.create_api_key(), n)
-
-
-def flip(db: Path, level: int, index: int, offset: int) -> None:
-    """XOR one bit of a stored tile or bundle (a second flip restores it)."""
-    conn = sqlite3.connect(db, timeout=10)
-    try:
-        row_id = ((level + 1) << 48) | index
-        (data,) = conn.execute("SELECT data FROM tiles WHERE id = ?", (row_id,)).fetchone()
-        data = bytearray(data)
-        data[offset] ^= 0x01
-        conn.execute("UPDATE tiles SET data = ? WHERE id = ?", (bytes(data), row_id))
-        conn.commit()
-    finally:
-        conn.close()
 
 
 # Where to flip (level, index, byte) and the tile the check must name. A bundle's byte 5 is in
