@@ -236,10 +236,14 @@ async def test_sigkill_at_any_point_loses_no_lookup(tmp_path: Path,
         child = subprocess.Popen(
             [sys.executable, "-m", "tests.notary_crash_child", str(data), str(GENERATION)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        await asyncio.sleep(seeded_rng.uniform(0.8, 2.0))
+        # The kill falls at a random moment after the first acknowledgement, not after a fixed
+        # time from the start: a loaded machine may take seconds to import and open the store.
+        assert child.stdout is not None
+        first = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 120)
+        await asyncio.sleep(seeded_rng.uniform(0.3, 1.5))
         child.kill()
         out, _ = child.communicate()
-        acknowledged += _acknowledged(out)
+        acknowledged += _acknowledged(first + out)
         check_store(data / "notary.store.sqlite")
     assert len(acknowledged) > 4 * GENERATION, "too few receipts to mean anything"
     async with headless_notary(data, "sqlite") as notary:
