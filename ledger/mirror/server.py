@@ -23,7 +23,8 @@ A ``kill -9`` at any point therefore loses no cosigned entry (the copy is commit
 leaves nothing cosigned that is not stored. Bodies may be ``Content-Encoding: gzip`` (aiohttp
 inflates them chunk by chunk as they are read); at most ``max_body`` inflated bytes are read
 per request, more being treated as the body's end (the spec's prefix rule), so a gzip bomb
-costs that much reading at most and stores nothing that is not proven.
+costs that much reading at most and stores nothing that is not proven. Bytes that do not
+inflate end the body too: a 400 before any package was saved, a 202 after.
 
 Other answers are ``text/plain`` with a one-line reason, as the witness's.
 """
@@ -70,7 +71,13 @@ from ledger.core.witness_protocol import (
 )
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.state import MirrorState, Pending
-from ledger.witness.server import Answer, WitnessSigner, origin_hash, sign_subtree_answer
+from ledger.witness.server import (
+    Answer,
+    WitnessSigner,
+    origin_hash,
+    read_body,
+    sign_subtree_answer,
+)
 
 __all__ = ["DEFAULT_MAX_BODY", "MIRROR", "BodyEnded", "Mirror", "create_mirror_app"]
 
@@ -300,29 +307,30 @@ def _reader(request: web.Request, limit: int) -> Read:
         try:
             async with asyncio.timeout(READ_TIMEOUT):
                 return await request.content.readexactly(n)
-        except (asyncio.IncompleteReadError, HttpProcessingError, ConnectionError,
-                TimeoutError) as e:
+        except (asyncio.IncompleteReadError, HttpProcessingError, web.RequestPayloadError,
+                ConnectionError, TimeoutError) as e:
+            # RequestPayloadError: bytes that do not inflate under the Content-Encoding
+            # declared (a body labelled gzip that is not) end the body there, as a break would.
             raise BodyEnded from e
 
     return read
 
 
+async def _posted(request: web.Request,
+                  handle: Callable[[Mirror, bytes], Awaitable[Answer]]) -> web.Response:
+    """A witness-style POST: the readable body (see :func:`read_body`) handed to ``handle``."""
+    body = await read_body(request)
+    if isinstance(body, Answer):
+        return _response(body)
+    return _response(await handle(request.app[MIRROR], body))
+
+
 async def _add_checkpoint(request: web.Request) -> web.Response:
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _response(Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} "
-                                          "bytes"))
-    return _response(await request.app[MIRROR].add_checkpoint(body))
+    return await _posted(request, Mirror.add_checkpoint)
 
 
 async def _sign_subtree(request: web.Request) -> web.Response:
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _response(Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} "
-                                          "bytes"))
-    return _response(await request.app[MIRROR].sign_subtree(body))
+    return await _posted(request, Mirror.sign_subtree)
 
 
 async def _add_entries(request: web.Request) -> web.Response:

@@ -226,9 +226,9 @@ async def test_a_hostile_client_gets_the_specs_status_and_changes_nothing(setup:
     header = format_add_entries_header(AddEntriesHeader(ORIGIN, 300, 900))
     good = await packages(s, 300, 900)
 
-    async def refused(body: bytes, status: int, headers: dict[str, str] | None = None
-                      ) -> bytes:
-        got, ctype, answer = await s.post("/add-entries", body, headers)
+    async def refused(body: bytes, status: int, headers: dict[str, str] | None = None, *,
+                      path: str = "/add-entries") -> bytes:
+        got, ctype, answer = await s.post(path, body, headers)
         assert got == status, answer
         assert await s.snapshot() == before
         if status == 409:
@@ -279,8 +279,14 @@ async def test_a_hostile_client_gets_the_specs_status_and_changes_nothing(setup:
     await refused(bomb, 400, {"Content-Encoding": "gzip"})
     zeros = gzip.compress(header + bytes(64 << 20), compresslevel=1)
     await refused(zeros, 422, {"Content-Encoding": "gzip"})
-    # Not even gzip: 400.
+    # Not even gzip: 400 (a gzip header then garbage; a body that is not gzip at all, even the
+    # good packages uncompressed; the same for deflate), as the spec's malformed body.
     await refused(b"\x1f\x8b\x08\x00garbage", 400, {"Content-Encoding": "gzip"})
+    await refused(header + good[0], 400, {"Content-Encoding": "gzip"})
+    await refused(b"hello, not gzip", 400, {"Content-Encoding": "gzip"})
+    await refused(header + good[0], 400, {"Content-Encoding": "deflate"})
+    for path in ("/add-checkpoint", "/sign-subtree"):  # the other POSTs too
+        await refused(b"hello, not gzip", 400, {"Content-Encoding": "gzip"}, path=path)
 
     # A prefix: one good package then garbage is a 202 with the advanced next entry.
     status, ctype, answer = await s.post("/add-entries", header + good[0] + b"\x00\x05ab")
