@@ -239,8 +239,9 @@ async def read_body(request: web.Request) -> bytes | Answer:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
         return Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} bytes")
-    except web.RequestPayloadError as e:
-        return Answer.text(400, f"the request body cannot be read: {e.__cause__ or e}")
+    except web.RequestPayloadError:
+        return Answer.text(400, "the request body cannot be read as its Content-Encoding "
+                                "says")
 
 
 async def _posted(request: web.Request,
