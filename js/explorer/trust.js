@@ -69,11 +69,11 @@ export function forgetCheckpoints() {
   storage()?.removeItem(STATE_KEY);
 }
 
-/** Key ID and a SHA-256 fingerprint of the public key, for people comparing keys by eye. */
+/** Name, key ID and a SHA-256 fingerprint of the public key, for people comparing keys by eye. */
 export async function fingerprint(vkey) {
   const key = parseLogKey(vkey);
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", key.publicKey));
-  return { keyId: key.keyId.toString(16).padStart(8, "0"), sha256: toHex(digest).match(/.{4}/g).join(" ") };
+  return { name: key.name, keyId: key.keyId.toString(16).padStart(8, "0"), sha256: toHex(digest).match(/.{4}/g).join(" ") };
 }
 
 let served = null;

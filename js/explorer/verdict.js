@@ -3,6 +3,7 @@
 
 import { LEVELS, parseJson, verifyReceipt, verifyToolCall } from "../src/verify.js";
 import { h, link, mono } from "./dom.js";
+import { keySummary } from "./keyview.js";
 import { checkpointStore, sameOriginFetch, trustFor } from "./trust.js";
 
 export const LEVEL_TITLES = {
@@ -14,10 +15,10 @@ export const LEVEL_TITLES = {
 };
 
 /** The trust box: which keys are used, and where each came from. */
-export function trustSummary(t) {
+export async function trustSummary(t) {
   const log = t.logKey === null
     ? h("dd", {}, h("strong", {}, "none"), ` — no log key is known for ${JSON.stringify(t.origin)}; `, link("/explorer/trust", "pin one"))
-    : h("dd", {}, mono(t.logKey.vkey), h("br"), h("span", { class: t.logKey.source === "pinned" ? "source pinned" : "source" }, t.logKey.detail));
+    : h("dd", {}, await keySummary(t.logKey.vkey), h("br"), h("span", { class: t.logKey.source === "pinned" ? "source pinned" : "source" }, t.logKey.detail));
   return h("section", { class: "trust", "aria-labelledby": "trust-h" },
     h("h3", { id: "trust-h" }, "Trusted keys"),
     t.mismatch ? h("p", { class: "alert alert-error", role: "alert" }, "The log key you pinned differs from the one this notary serves: receipts are checked against your pinned key.") : null,
@@ -33,6 +34,15 @@ export function trustSummary(t) {
 /** A placeholder while the verifier runs (no data-testid: tests wait for the real one). */
 export function pending(text = "Verifying in this browser…") {
   return h("section", { class: "verdict running", "aria-busy": "true" }, h("p", { class: "overall" }, text));
+}
+
+/**
+ * Bring a verdict asked for by a button into view: the button may sit below a long record, with
+ * the verdict scrolled out of sight above it. Only the top of a verdict taller than the window.
+ */
+export function reveal(el) {
+  const r = el.getBoundingClientRect();
+  if (r.top < 0 || r.bottom > innerHeight) el.scrollIntoView({ block: r.height > innerHeight ? "start" : "nearest" });
 }
 
 /** The report as the page shows it, with the stable data-* hooks. */

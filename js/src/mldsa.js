@@ -7,7 +7,7 @@
 
 import { ml_dsa44 } from "@noble/post-quantum/ml-dsa.js";
 import { NoteError } from "./errors.js";
-import { bytesEqual, concatBytes, toBase64, utf8 } from "./bytes.js";
+import { bytesEqual, concatBytes, fromUtf8, toBase64, utf8 } from "./bytes.js";
 import { parseCheckpointText } from "./checkpoint.js";
 import { isValidKeyName, keyId, parseVkeyText } from "./note.js";
 
@@ -110,7 +110,9 @@ export class SubtreeCosignatureVerifier {
   async verify(message, signature) {
     let cp;
     try {
-      cp = parseCheckpointText(new TextDecoder("utf-8", { fatal: true }).decode(message));
+      // fromUtf8 keeps a leading U+FEFF: inside a note it is part of the origin, which the
+      // signature covers (a default TextDecoder would drop it, and the verdict with it).
+      cp = parseCheckpointText(fromUtf8(message));
     } catch {
       return false;
     }

@@ -5,7 +5,7 @@
 // checkpoint per log kept in a store the caller passes.
 
 import { FetchError, JsonError, NoteError, ProofBundleError, ReceiptFormatError, StateError, VerifierInputError } from "./errors.js";
-import { fromBase64, toBase64 } from "./bytes.js";
+import { fromBase64, fromUtf8, toBase64 } from "./bytes.js";
 import { parseJson } from "./json.js";
 import { Jwks, validateReceiptShape } from "./receipt.js";
 import { parseNote } from "./note.js";
@@ -328,7 +328,7 @@ export class Report {
       lines.push(`  EVIDENCE of a ${c.kind.toUpperCase()}: ${c.message}`);
       for (const seen of [c.first, c.second]) {
         lines.push(`    ${seen.describe()}:`);
-        for (const ln of new TextDecoder().decode(seen.note).replace(/\n+$/, "").split("\n")) lines.push("      " + ln);
+        for (const ln of fromUtf8(seen.note).replace(/\n+$/, "").split("\n")) lines.push("      " + ln);
       }
     }
     for (const n of this.notes) lines.push(`  note: ${n}`);
@@ -497,11 +497,12 @@ async function loadStored(store, vkey) {
   return { entry: null, otherKey: legacy.vkey };
 }
 
+// The note is kept as fromUtf8 decodes it: a leading U+FEFF is part of the origin, not a BOM.
 async function remember(store, seen, vkey) {
   const { entry: current } = await loadStored(store, vkey);
   if (current !== null && current.vkey !== "" && BigInt(current.size) > seen.size) return false;
   const entry = {
-    size: jsonSize(seen.size), root: toBase64(seen.checkpoint.rootHash), checkpoint: new TextDecoder().decode(seen.note),
+    size: jsonSize(seen.size), root: toBase64(seen.checkpoint.rootHash), checkpoint: fromUtf8(seen.note),
     vkey, updated: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
   };
   try {

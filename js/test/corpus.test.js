@@ -8,7 +8,7 @@ import { loadCases, loadIndex } from "./support/corpus.js";
 import { MAX_JSON_BYTES, MAX_JSON_DEPTH } from "../src/json.js";
 import { MAX_ANSWER_DEPTH, MAX_RESPONSE_BYTES } from "../src/fetcher.js";
 import { runCase } from "../src/corpus.js";
-import { setEd25519Backend } from "../src/verify.js";
+import { MemoryStore, makeTrust, setEd25519Backend, verifyToolCall } from "../src/verify.js";
 import { nodeEd25519 } from "../src/node/ed25519-node.js";
 
 const cases = loadCases();
@@ -45,3 +45,19 @@ for (const backend of ["auto", "noble", nodeEd25519]) {
     }
   });
 }
+
+test("a checkpoint whose origin starts with U+FEFF is remembered as Python remembers it", async () => {
+  const byName = new Map(cases.map(({ name, case: c }) => [name, c]));
+  const remembered = byName.get("pq-bom-origin-remembered");
+  for (const name of ["pq-bom-origin-ml-dsa-key", "pq-bom-origin-ed25519-key"]) {
+    const c = byName.get(name);
+    const trust = makeTrust({ jwks: c.trust.jwks, logKeys: c.trust.log_keys });
+    const store = new MemoryStore();
+    for (const run of [1, 2]) {
+      const report = await verifyToolCall(c.input.call, { trust, store, receipt: c.input.receipt });
+      assert.equal(report.valid, true, `${name}, run ${run}: ${JSON.stringify(report.levels)}`);
+    }
+    const [vkey] = c.trust.log_keys;
+    assert.equal(store.get(vkey).checkpoint, Object.values(remembered.state)[0].checkpoint, name);
+  }
+});

@@ -285,3 +285,90 @@ test("a server name with braces has a deep link; a pasted receipt whose origin i
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 32, item 15: one test per defect of the explorer's pages.
+
+test("the Trust page shows no stray `null` when it has no message to show", async () => {
+  const { page, context, errors } = await openPage();
+  await page.goto(stack.url + "/explorer/trust");
+  await page.getByRole("heading", { name: "Trust", exact: true }).waitFor();
+  assert.doesNotMatch(await page.locator("main").innerText(), /\bnull\b/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("the overview shows the ML-DSA-44 log key as a fingerprint, and its button copies the whole key", async () => {
+  const { page, context, errors } = await openPage();
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: stack.url });
+  const ledger = await (await fetch(stack.url + "/v1/ledger")).json();
+  const pq = ledger.vkeys.find((k) => k !== ledger.vkey);
+  assert.ok(pq.length > 1500, "an ML-DSA-44 verifier key is long");
+  await page.goto(stack.url + "/explorer/");
+  await page.getByRole("heading", { name: "The log" }).waitFor();
+  const field = page.locator("dt", { hasText: "Post-quantum log key (ML-DSA-44)" }).locator("xpath=following-sibling::dd[1]");
+  const height = (await field.boundingBox()).height;
+  assert.ok(height < 200, `the key's field is ${height}px tall`);
+  const [name, keyId] = pq.split("+");
+  assert.ok((await field.innerText()).includes(`${name}+${keyId}`), "the key's name and key ID are shown");
+  assert.equal(await field.getByText(pq).isVisible(), false, "the whole key is folded away");
+  await field.getByRole("button", { name: "Copy the full key" }).click();
+  await field.getByText("Copied").waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), pq);
+  await field.getByText("Show the full key").click();
+  assert.equal(await field.getByText(pq).isVisible(), true, "unfolded, the whole key is shown");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("at 1280 px the checkpoint's signatures table fits its column", async () => {
+  const { page, context, errors } = await openPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(stack.url + "/explorer/");
+  const region = page.getByRole("region", { name: "checkpoint signatures" });
+  await region.waitFor();
+  const [table, room] = await region.evaluate((w) => [w.querySelector("table").scrollWidth, w.clientWidth]);
+  assert.ok(table <= room, `the table is ${table}px wide in a ${room}px column`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("after \"Verify with this record\" the verdict is scrolled into view", async () => {
+  const { page, context, errors } = await openPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(`${stack.url}/explorer/tool-calls/${calls[5].receipt.id}`);
+  await page.locator('[data-testid="verdict"]').waitFor();
+  await page.getByLabel("Call record or saved tool call (for level 1)").fill(JSON.stringify(calls[5].record));
+  await page.getByRole("button", { name: "Verify with this record" }).click();
+  await page.locator('[data-level="record"][data-verdict="passed"]').waitFor();
+  const box = await page.locator('[data-testid="verdict"]').evaluate((v) => {
+    const r = v.getBoundingClientRect();
+    return { top: r.top, bottom: r.bottom, height: innerHeight };
+  });
+  assert.ok(box.top >= 0 && box.bottom <= box.height, `the verdict spans ${box.top}..${box.bottom}px of a ${box.height}px window`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("/explorer/verify shows no empty box before the first verification", async () => {
+  const { page, context, errors } = await openPage();
+  await page.goto(stack.url + "/explorer/verify");
+  await page.getByRole("heading", { name: "Verify a tool call" }).waitFor();
+  for (const card of await page.locator("main .card").all()) {
+    if (await card.isVisible()) assert.notEqual((await card.innerText()).trim(), "", "a visible card with nothing in it");
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a receipt id typed in the search page's server box, or sent as ?q=, opens the receipt", async () => {
+  const { page, context, errors } = await openPage();
+  const { id } = calls[6].receipt;
+  await page.goto(stack.url + "/explorer/search");
+  await page.getByLabel("Server").fill(id);
+  await page.getByLabel("Server").press("Enter");
+  await page.waitForURL(`**/explorer/tool-calls/${id}`);
+  assert.equal(await page.getByTestId("receipt-id").textContent(), id);
+  await page.goto(`${stack.url}/explorer/search?q=${id}`);
+  await page.waitForURL(`**/explorer/tool-calls/${id}`);
+  assert.equal(await page.getByTestId("receipt-id").textContent(), id);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

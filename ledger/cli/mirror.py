@@ -7,8 +7,10 @@ logs and readers configure. ``serve`` runs the mirror's endpoints (``POST /add-c
 ``POST /add-entries``, ``POST /sign-subtree`` with an ML-DSA-44 key) and serves each mirrored
 log as tlog-tiles at ``/<origin hash>/checkpoint`` and ``/<origin hash>/tile/…``, for the logs
 given with ``--log ORIGIN=VKEY`` (split at the first ``=``; the log key is Ed25519 or
-ML-DSA-44). State: ``--data DIR/mirror.db`` (checkpoints) and ``DIR/logs/<origin hash>.db``
-(each log's copy), or with ``--database postgresql://…`` a schema per log in that database.
+ML-DSA-44; once per key the log signs with, since the mirror serves the log signature lines
+it verified and no others). State: ``--data DIR/mirror.db`` (checkpoints) and
+``DIR/logs/<origin hash>.db`` (each log's copy), or with ``--database postgresql://…`` a schema
+per log in that database.
 """
 
 from __future__ import annotations
@@ -151,7 +153,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--key", required=True, action="append", metavar="FILE",
                    help="mirror private key file (repeatable: it cosigns with each key)")
     p.add_argument("--log", required=True, action="append", metavar="ORIGIN=VKEY",
-                   help="a log to mirror (repeatable; several keys per origin allowed)")
+                   help="a log to mirror and one of its keys (repeatable: give every key the "
+                        "log signs with, e.g. its Ed25519 and ML-DSA-44 keys; the mirror "
+                        "serves only the log lines it can verify)")
     p.add_argument("--min-index", action="append", default=[], metavar="ORIGIN=N",
                    help="the log's minimum index (only 0: the mirror keeps whole logs)")
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",

@@ -23,7 +23,13 @@ A ``kill -9`` at any point therefore loses no cosigned entry (the copy is commit
 leaves nothing cosigned that is not stored. Bodies may be ``Content-Encoding: gzip`` (aiohttp
 inflates them chunk by chunk as they are read); at most ``max_body`` inflated bytes are read
 per request, more being treated as the body's end (the spec's prefix rule), so a gzip bomb
-costs that much reading at most and stores nothing that is not proven.
+costs that much reading at most and stores nothing that is not proven. Bytes that do not
+inflate end the body too: a 400 before any package was saved, a 202 after.
+
+The checkpoints served carry the log signature lines the mirror verified, by the keys it was
+given (``--log`` once per key): a log that signs with Ed25519 and ML-DSA-44 is mirrored with
+both keys, so that monitors trusting either alone can use the mirror. A checkpoint carrying a
+line in the log's name by another key is mirrored without it, and the mirror warns once.
 
 Other answers are ``text/plain`` with a one-line reason, as the witness's.
 """
@@ -70,7 +76,13 @@ from ledger.core.witness_protocol import (
 )
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.state import MirrorState, Pending
-from ledger.witness.server import Answer, WitnessSigner, origin_hash, sign_subtree_answer
+from ledger.witness.server import (
+    Answer,
+    WitnessSigner,
+    origin_hash,
+    read_body,
+    sign_subtree_answer,
+)
 
 __all__ = ["DEFAULT_MAX_BODY", "MIRROR", "BodyEnded", "Mirror", "create_mirror_app"]
 
@@ -116,6 +128,7 @@ class Mirror:
         self.clock = clock
         self.max_body = max_body
         self._locks: dict[str, asyncio.Lock] = {}
+        self._warned_origins: set[str] = set()
 
     def _cosign(self, text: str) -> list[NoteSignature]:
         timestamp = int(self.clock())
@@ -139,6 +152,7 @@ class Mirror:
             _, log_sigs = open_note(req.checkpoint, verifiers)
         except NoteError as e:
             return Answer.text(403, f"checkpoint is not signed by a trusted key of the log: {e}")
+        self._warn_of_other_log_keys(cp.origin, note.signatures, verifiers)
         async with self._locks.setdefault(cp.origin, asyncio.Lock()):
             decision = await self.state.add_checkpoint(cp.origin, req.old, req.proof, cp,
                                                        note.text, log_sigs)
@@ -150,6 +164,24 @@ class Mirror:
         if decision.outcome is Outcome.CONFLICT:
             return Answer(409, format_size(decision.known), SIZE_CONTENT_TYPE)
         return Answer.text(decision.outcome.value, decision.reason)
+
+    def _warn_of_other_log_keys(self, origin: str, signatures: Sequence[NoteSignature],
+                                verifiers: Sequence[NoteVerifier]) -> None:
+        """Say once per log when a checkpoint it signed carries a line in its name by a key
+        this mirror was not given. The mirror serves only the log lines it verified (an
+        unverified one, which anyone may add, could break every monitor trusting that key), so
+        a log that signs with two algorithms must be given with both keys, or monitors trusting
+        the other key alone find nothing they trust here; only the log's checkpoints can show
+        that the mirror lacks one."""
+        known = {v.key_id for v in verifiers if v.name == origin}
+        other = next((s for s in signatures if s.name == origin and s.key_id not in known),
+                     None)
+        if other is not None and origin not in self._warned_origins:
+            self._warned_origins.add(origin)
+            _log.warning("log_key_not_given", origin=origin, key_id=f"{other.key_id:08x}",
+                         hint="its checkpoints carry a line by this key, which the mirror "
+                              "cannot verify and so does not serve; if the log signs with "
+                              "it, give that key too (--log ORIGIN=VKEY)")
 
     # -- sign-subtree --------------------------------------------------------------------------
 
@@ -300,29 +332,30 @@ def _reader(request: web.Request, limit: int) -> Read:
         try:
             async with asyncio.timeout(READ_TIMEOUT):
                 return await request.content.readexactly(n)
-        except (asyncio.IncompleteReadError, HttpProcessingError, ConnectionError,
-                TimeoutError) as e:
+        except (asyncio.IncompleteReadError, HttpProcessingError, web.RequestPayloadError,
+                ConnectionError, TimeoutError) as e:
+            # RequestPayloadError: bytes that do not inflate under the Content-Encoding
+            # declared (a body labelled gzip that is not) end the body there, as a break would.
             raise BodyEnded from e
 
     return read
 
 
+async def _posted(request: web.Request,
+                  handle: Callable[[Mirror, bytes], Awaitable[Answer]]) -> web.Response:
+    """A witness-style POST: the readable body (see :func:`read_body`) handed to ``handle``."""
+    body = await read_body(request)
+    if isinstance(body, Answer):
+        return _response(body)
+    return _response(await handle(request.app[MIRROR], body))
+
+
 async def _add_checkpoint(request: web.Request) -> web.Response:
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _response(Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} "
-                                          "bytes"))
-    return _response(await request.app[MIRROR].add_checkpoint(body))
+    return await _posted(request, Mirror.add_checkpoint)
 
 
 async def _sign_subtree(request: web.Request) -> web.Response:
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _response(Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} "
-                                          "bytes"))
-    return _response(await request.app[MIRROR].sign_subtree(body))
+    return await _posted(request, Mirror.sign_subtree)
 
 
 async def _add_entries(request: web.Request) -> web.Response:

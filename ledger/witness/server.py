@@ -56,7 +56,7 @@ from ledger.core.witness_protocol import (
 from ledger.witness.store import WitnessStore
 
 __all__ = ["WITNESS", "Answer", "Witness", "WitnessSigner", "create_witness_app",
-           "origin_hash", "sign_subtree_answer"]
+           "origin_hash", "read_body", "sign_subtree_answer"]
 
 _log = structlog.get_logger("ledger.witness")
 
@@ -230,14 +230,26 @@ def sign_subtree_answer(body: bytes, origins: Container[str], own_keys: Sequence
 WITNESS = web.AppKey("ledger.witness", Witness)
 
 
+async def read_body(request: web.Request) -> bytes | Answer:
+    """The body of a protocol POST, or the refusal to send instead: 413 beyond
+    :data:`MAX_REQUEST_SIZE`, 400 for one that cannot be read as sent (a ``Content-Encoding``
+    its bytes are not in, which aiohttp reports only while inflating them). Shared with the
+    mirror."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} bytes")
+    except web.RequestPayloadError:
+        return Answer.text(400, "the request body cannot be read as its Content-Encoding "
+                                "says")
+
+
 async def _posted(request: web.Request,
                   handle: Callable[[Witness, bytes], Awaitable[Answer]]) -> web.Response:
-    """A protocol POST: the bounded body (413 beyond it) handed to ``handle``."""
-    try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _response(Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} "
-                                          "bytes"))
+    """A protocol POST: the readable body handed to ``handle``."""
+    body = await read_body(request)
+    if isinstance(body, Answer):
+        return _response(body)
     return _response(await handle(request.app[WITNESS], body))
 
 

@@ -3,7 +3,8 @@
 Beside the checkpoint as submitted, each row keeps it as the witness serves it to monitors
 (``GET /<origin hash>/checkpoint``): the log signatures it verified and its own cosignatures,
 written in the same transaction that accepts the checkpoint, so the monitoring view can never
-lag behind, or run ahead of, what the witness has durably cosigned.
+lag behind, or run ahead of, what the witness has durably cosigned. It is written once per
+size: a resubmission at the witnessed size never rewrites it.
 
 A witness must never cosign two inconsistent checkpoints of one log, including across crashes
 and restarts, so the compare step and the write are one transaction (``BEGIN IMMEDIATE`` holds
@@ -122,8 +123,12 @@ class WitnessStore:
 
         When the checkpoint is to be cosigned, ``cosign(text)`` makes the witness's lines inside
         the transaction, and the monitoring view (``text`` with ``log_signatures`` and those
-        lines) is written with it. Returns the decision and the lines once the transaction is
-        durable: only then may the caller send them.
+        lines) is written with it when the size is new. A resubmission at the stored size is
+        cosigned but leaves the view alone: its text may differ in what the log's signatures do
+        not cover (extension lines, under an ML-DSA-44 log key) and it may carry fewer of
+        them, and monitors must get what the witness verified when it first cosigned the size.
+        Returns the decision and the lines once the transaction is durable: only then may the
+        caller send them.
         """
         return await self._run(self._add, origin, old, tuple(proof), checkpoint, note, request,
                                text, tuple(log_signatures), cosign)
@@ -134,8 +139,8 @@ class WitnessStore:
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            row = c.execute("SELECT size, root FROM checkpoints WHERE origin = ?",
-                            (origin,)).fetchone()
+            row = c.execute("SELECT size, root, cosigned IS NULL FROM checkpoints "
+                            "WHERE origin = ?", (origin,)).fetchone()
             stored = None if row is None else StoredCheckpoint(int(row[0]), bytes(row[1]))
             decision = decide(stored, old, proof, checkpoint)
             now = time.time()
@@ -151,7 +156,9 @@ class WitnessStore:
                     "size = excluded.size, root = excluded.root, note = excluded.note, "
                     "updated = excluded.updated, cosigned = excluded.cosigned",
                     (origin, str(checkpoint.size), checkpoint.root_hash, note, now, served))
-            elif served is not None and stored is not None and stored.size == checkpoint.size:
+            elif served is not None and row is not None and row[2]:
+                # A size cosigned before the store kept the monitoring view: this is its first
+                # view. Once there, a resubmission at that size never replaces it.
                 c.execute("UPDATE checkpoints SET cosigned = ?, updated = ? WHERE origin = ?",
                           (served, now, origin))
             if decision.evidence:

@@ -1132,22 +1132,26 @@ def _flip_line(receipt: Json, name: str, *, long: bool) -> Json:
     return out
 
 
+async def _dual_signed(corpus: Corpus, receipt_id: str) -> tuple[str, Json]:
+    """The log's ML-DSA-44 vkey (from /v1/ledger vkeys) and the receipt fetched again until its
+    checkpoint carries both log lines (the log dual-signs what it serves at most once a
+    second)."""
+    async with corpus.http.get(corpus.url + "/v1/ledger") as r:
+        pq_vkey: str = (await r.json())["vkeys"][1]
+    for _ in range(100):
+        fetched = await corpus.fetch_receipt(receipt_id)
+        if len(parse_note(decode_proof_bundle(fetched["proof"].encode()).checkpoint)
+               .signatures) == 2:
+            return pq_vkey, fetched
+        await asyncio.sleep(0.05)
+    raise AssertionError("the notary never served the receipt dual-signed")
+
+
 async def _post_quantum(corpus: Corpus, base: Issued, req4: list[str]) -> None:
     """Trust in ML-DSA-44 keys alone: the log's derived key (from /v1/ledger vkeys) and an
     ML-DSA-44 witness; a receipt as issued (Ed25519-only checkpoint) and fetched again
     (dual-signed), and corrupted ML-DSA-44 lines."""
-    async with corpus.http.get(corpus.url + "/v1/ledger") as r:
-        pq_vkey = (await r.json())["vkeys"][1]
-    upgraded = None
-    for _ in range(100):  # the log dual-signs what it serves at most once a second
-        async with corpus.http.get(f"{corpus.url}/v1/tool-calls/{base.receipt['id']}") as r:
-            fetched = await r.json()
-        if len(parse_note(decode_proof_bundle(fetched["proof"].encode()).checkpoint)
-               .signatures) == 2:
-            upgraded = fetched
-            break
-        await asyncio.sleep(0.05)
-    assert upgraded is not None, "the notary never served the receipt dual-signed"
+    pq_vkey, upgraded = await _dual_signed(corpus, base.receipt["id"])
     origin = corpus.signer.name
     trust = {**corpus.trust, "log_keys": [pq_vkey]}
     call = {"format": "saved_call", "call": base.saved}
@@ -1183,6 +1187,34 @@ async def _post_quantum(corpus: Corpus, base: Issued, req4: list[str]) -> None:
     corpus.add("pq-witness-key", "an ML-DSA-44 witness key with a quorum of 1",
                {**call, "receipt": cosigned}, expect(passed={"witnesses"}, required=req4),
                trust={**corpus.trust, "witnesses": [w.verifier_key_text()], "quorum": 1})
+
+
+async def _bom_origin(corpus: Corpus) -> None:
+    """A log whose origin starts with U+FEFF (a character like any other inside a note: only a
+    JSON text may not start with a BOM), its dual-signed receipt verified under the log's
+    ML-DSA-44 key alone and under its Ed25519 key alone: both verifiers must keep the
+    character in the checkpoint text the signatures cover, and in the one they remember."""
+    with tempfile.TemporaryDirectory(prefix="notary-corpus-bom-") as tmp:
+        async with app_notary(Path(tmp) / "data", origin="\ufeffcorpus.example/bom") as app:
+            async with corpus.http.get(app.url + "/.well-known/jwks.json") as r:
+                jwks = await r.json()
+            log = Corpus(corpus.out, app.url, app.create_api_key("corpus"), jwks, app.vkey,
+                         load_log_key(Paths(app.data)), corpus.http, corpus.cases)
+            issued = await log.notarize("echo", x=1)
+            pq_vkey, upgraded = await _dual_signed(log, issued.receipt["id"])
+    assert parse_note(decode_proof_bundle(upgraded["proof"].encode()).checkpoint).text[0] \
+        == "\ufeff"
+    call = {"format": "saved_call", "call": issued.saved, "receipt": upgraded}
+    log.add("pq-bom-origin-ml-dsa-key", "a log whose origin starts with U+FEFF, its "
+            "dual-signed checkpoint under the log's ML-DSA-44 key alone", call, expect(),
+            trust={**log.trust, "log_keys": [pq_vkey]})
+    log.add("pq-bom-origin-ed25519-key", "a log whose origin starts with U+FEFF, its "
+            "dual-signed checkpoint under the log's Ed25519 key alone", call, expect())
+    log.add("pq-bom-origin-remembered", "a log whose origin starts with U+FEFF, its checkpoint "
+            "remembered by the verifier (the state keeps the character)", call,
+            expect(passed={"consistency"}, required=[*BASE_REQUIRED, "consistency"]),
+            trust={**log.trust, "log_keys": [pq_vkey]},
+            state={pq_vkey: stored_entry(upgraded, pq_vkey)})
 
 
 async def python_sdk_results(corpus: Corpus) -> None:
@@ -1671,6 +1703,7 @@ async def _build(corpus: Corpus) -> None:
     )
 
     await _post_quantum(corpus, base, req4)
+    await _bom_origin(corpus)
 
     # Level 5, offline, with the verifier's memory --------------------------------------------
     origin = corpus.signer.name

@@ -7,6 +7,7 @@ import {
 import { getJson, getText } from "../api.js";
 import { growthChart } from "../chart.js";
 import { alert, fields, h, link, mono, utc } from "../dom.js";
+import { keySummary } from "../keyview.js";
 import { fingerprint, pinFor, pinLogKey, servedKeys, servedLogKeys } from "../trust.js";
 import { findForm, resultsTable } from "./search.js";
 
@@ -55,6 +56,8 @@ export async function overview(main) {
   const logVkeys = servedLogKeys(ledger);
   const sigs = await checkSignatures(cp.text, logVkeys, witnesses.witnesses);
   const fp = await fingerprint(ledger.vkey);
+  const pqKeys = logVkeys.filter((k) => k !== ledger.vkey);
+  const pqSummaries = await Promise.all(pqKeys.map(keySummary));
   const pinned = pinFor(ledger.origin);
   const witnessed = cp.headers.get("Notary-Witnessed");
 
@@ -89,20 +92,22 @@ export async function overview(main) {
           ["Size", h("span", { class: "big", "data-testid": "log-size" }, Number(ledger.size).toLocaleString("en-US"), " entries")],
           ["Root hash", mono(ledger.root)],
           ["Log key", mono(ledger.vkey)],
-          ...logVkeys.filter((k) => k !== ledger.vkey).map((k) => ["Post-quantum log key (ML-DSA-44)", mono(k)]),
           ["Key ID", mono(fp.keyId)],
           ["Fingerprint", h("span", {}, mono(fp.sha256), h("br"), h("span", { class: "source" }, "SHA-256 of the Ed25519 public key"))],
+          ...pqKeys.map((k, i) => ["Post-quantum log key (ML-DSA-44)", pqSummaries[i]]),
           ["Trust", pinState],
         ])),
       h("section", { class: "card", "aria-labelledby": "cp-h" },
         h("h2", { id: "cp-h" }, "Newest checkpoint"),
         h("p", {}, `Size ${checkpoint.size}, as served at `, link("/checkpoint", "/checkpoint", { "data-external": "" }),
           witnessed === null ? "." : witnessed === "true" ? ": witnessed (meets the witness quorum)." : ": not yet witnessed."),
-        h("pre", { class: "note", "data-testid": "checkpoint-text", tabindex: "0" }, cp.text),
-        h("h3", {}, "Signatures"),
-        h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "checkpoint signatures" },
-          h("table", {}, h("thead", {}, h("tr", {}, ["Role", "Key name", "Key ID", "Algorithm", "Signed at", "Check"].map((t) => h("th", { scope: "col" }, t)))),
-            h("tbody", {}, sigs.map((x) => h("tr", {}, signatureRow(x).map((c) => h("td", {}, c))))))))),
+        h("pre", { class: "note", "data-testid": "checkpoint-text", tabindex: "0" }, cp.text))),
+    // Full width: six columns do not fit the half-width checkpoint card on a laptop screen.
+    h("section", { class: "card", "aria-labelledby": "sig-h" },
+      h("h2", { id: "sig-h" }, "Signatures of the newest checkpoint"),
+      h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "checkpoint signatures" },
+        h("table", {}, h("thead", {}, h("tr", {}, ["Role", "Key name", "Key ID", "Algorithm", "Signed at", "Check"].map((t) => h("th", { scope: "col" }, t)))),
+          h("tbody", {}, sigs.map((x) => h("tr", {}, signatureRow(x).map((c) => h("td", {}, c)))))))),
     h("section", { class: "card", "aria-labelledby": "w-h" },
       h("h2", { id: "w-h" }, "Witnesses"),
       witnesses.witnesses.length

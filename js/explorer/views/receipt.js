@@ -4,7 +4,7 @@
 import { decodeEntry, fromBase64, toHex } from "../../src/verify.js";
 import { getJson } from "../api.js";
 import { alert, fields, h, link, mono, utc } from "../dom.js";
-import { pending, renderReport, trustSummary, verifyHere } from "../verdict.js";
+import { pending, renderReport, reveal, trustSummary, verifyHere } from "../verdict.js";
 
 /** A textarea plus a file picker that fills it (read locally with FileReader, never uploaded). */
 export function pasteOrFile(id, label, help, rows = 8) {
@@ -23,15 +23,17 @@ export function pasteOrFile(id, label, help, rows = 8) {
   };
 }
 
-async function runInto(slot, trustSlot, args) {
+/** Verify into `slot`; `show`: scroll the verdict into view (it was asked for by a button). */
+async function runInto(slot, trustSlot, args, { show = false } = {}) {
   slot.replaceChildren(pending());
   try {
     const { report, trust } = await verifyHere(args);
-    trustSlot.replaceChildren(trustSummary(trust));
+    trustSlot.replaceChildren(await trustSummary(trust));
     slot.replaceChildren(renderReport(report));
   } catch (e) {
     slot.replaceChildren(alert(`Cannot verify: ${e.message}`));
   }
+  if (show) reveal(slot);
 }
 
 /** The receipt section (also used by the entry page). */
@@ -45,7 +47,7 @@ export function receiptSection(receipt, { heading = "h1" } = {}) {
     h("button", { type: "submit" }, "Verify with this record"));
   form.addEventListener("submit", (e) => {
     e.preventDefault();
-    runInto(verdictSlot, trustSlot, { receipt, input: area.value });
+    runInto(verdictSlot, trustSlot, { receipt, input: area.value }, { show: true });
   });
   const sig = receipt.signature ?? {};
   const section = h("article", { class: "receipt" },

@@ -77,13 +77,22 @@ function searchForm(params, fixedServer) {
     e.preventDefault();
     const q = { tool: tool.value.trim(), since: toApiTime(since.value), until: toApiTime(until.value) };
     const name = server.value.trim();
-    navigate(name ? `/explorer/servers/${encodeURIComponent(name)}${query(q)}` : `/explorer/search${query(q)}`);
+    // A receipt id in the Server box is a receipt sought, as in the find box (a server name of
+    // that very shape stays reachable at its /explorer/servers/ link).
+    if (ID.test(name)) navigate(destination(name));
+    else navigate(name ? `/explorer/servers/${encodeURIComponent(name)}${query(q)}` : `/explorer/search${query(q)}`);
   });
   return form;
 }
 
 /** /explorer/search and /explorer/servers/<name>: one page of results, newest first. */
 export async function searchPage(main, { server = null, params }) {
+  // ?q= is what the find box submits without this script's handler (a browser's site search).
+  const q = server === null ? params.get("q")?.trim() : null;
+  if (q) {
+    navigate(destination(q), { replace: true });
+    return null;
+  }
   const digest = params.get("call_sha256");
   if (digest !== null) {
     const receipt = await getJson(`/v1/tool-calls${query({ call_sha256: digest })}`);

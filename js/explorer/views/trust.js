@@ -2,6 +2,7 @@
 
 import { alert, fields, h, mono } from "../dom.js";
 import { fingerprint, forgetCheckpoints, pinLogKey, pins, servedKeys, servedLogKeys, unpin } from "../trust.js";
+import { keySummary } from "../keyview.js";
 import { navigate } from "../router.js";
 
 export async function trustPage(main) {
@@ -9,7 +10,7 @@ export async function trustPage(main) {
   const all = pins();
   const mine = all[ledger.origin];
   const fp = await fingerprint(ledger.vkey);
-  const status = h("div", { role: "status", class: "status-slot" });
+  const status = h("div", { role: "status", class: "status-slot" }, history.state?.message ? alert(history.state.message, "info") : null);
   const reload = (message) => navigate("/explorer/trust", { replace: true, state: { message } });
 
   const pinServed = h("button", { type: "button" }, "Pin the key this notary serves");
@@ -36,15 +37,14 @@ export async function trustPage(main) {
   const forget = h("button", { type: "button", class: "secondary" }, "Forget the checkpoints this browser remembered");
   forget.addEventListener("click", () => { forgetCheckpoints(); status.replaceChildren(alert("Forgotten: level 5 starts over from the next receipt.", "info")); });
 
-  const pinRows = Object.entries(all).map(([origin, p]) => {
+  const pinRows = await Promise.all(Object.entries(all).map(async ([origin, p]) => {
     const b = h("button", { type: "button", class: "secondary", "data-unpin": origin }, "Unpin");
     b.addEventListener("click", () => { unpin(origin); reload(`Unpinned the key for ${origin}.`); });
-    return h("tr", {}, h("td", {}, mono(origin)), h("td", {}, mono(p.vkey)), h("td", {}, p.pinned_at), h("td", {}, b));
-  });
+    return h("tr", {}, h("td", {}, mono(origin)), h("td", {}, await keySummary(String(p.vkey))), h("td", {}, p.pinned_at), h("td", {}, b));
+  }));
 
   main.append(
-    h("h1", { tabindex: "-1" }, "Trust"),
-    history.state?.message ? alert(history.state.message, "info") : null, status,
+    h("h1", { tabindex: "-1" }, "Trust"), status,
     h("section", { class: "card" },
       h("h2", {}, "How this page decides what to trust"),
       h("ul", {},
@@ -56,7 +56,7 @@ export async function trustPage(main) {
       h("h2", {}, "This notary's log"),
       fields([
         ["Origin", mono(ledger.origin)], ["Served log key", mono(ledger.vkey)], ["Key ID", mono(fp.keyId)], ["Fingerprint", mono(fp.sha256)],
-        ...(pqKey === undefined ? [] : [["Post-quantum log key (ML-DSA-44)", mono(pqKey)]]),
+        ...(pqKey === undefined ? [] : [["Post-quantum log key (ML-DSA-44)", await keySummary(pqKey)]]),
         ["Status", mine === undefined ? "not pinned" : matches ? `pinned on ${mine.pinned_at} (matches)` : alert(`pinned on ${mine.pinned_at}, and DIFFERENT from the served key`)],
         ["Receipt keys", (jwks.keys ?? []).map((k) => [mono(k.kid), " "])],
         ["Witnesses", witnesses.witnesses.length ? witnesses.witnesses.map((w) => [mono(w.vkey), h("br")]) : "none"],

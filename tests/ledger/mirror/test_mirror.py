@@ -5,8 +5,10 @@ hostile client, which changes nothing."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gzip
+import io
 import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -15,7 +17,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 from dilithium_py.ml_dsa import ML_DSA_44
+from structlog.testing import capture_logs
 
+from ledger.cli.monitor import register as register_monitor
+from ledger.cli.monitor import run as run_monitor
 from ledger.client.http import HttpClient
 from ledger.client.mirror import LogSource, MirrorClient, MirrorRefused
 from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
@@ -42,9 +47,11 @@ from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, subtree_me
 from ledger.core.tiles import tiles_for_size
 from ledger.core.witness_protocol import format_add_checkpoint, format_sign_subtree
 from ledger.log.facade import Log
+from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.server import BodyEnded, Mirror, create_mirror_app
 from ledger.mirror.state import MirrorState
+from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
 from ledger.storage.sqlite import SqliteStore
 from ledger.witness.server import origin_hash
@@ -226,9 +233,9 @@ async def test_a_hostile_client_gets_the_specs_status_and_changes_nothing(setup:
     header = format_add_entries_header(AddEntriesHeader(ORIGIN, 300, 900))
     good = await packages(s, 300, 900)
 
-    async def refused(body: bytes, status: int, headers: dict[str, str] | None = None
-                      ) -> bytes:
-        got, ctype, answer = await s.post("/add-entries", body, headers)
+    async def refused(body: bytes, status: int, headers: dict[str, str] | None = None, *,
+                      path: str = "/add-entries") -> bytes:
+        got, ctype, answer = await s.post(path, body, headers)
         assert got == status, answer
         assert await s.snapshot() == before
         if status == 409:
@@ -279,8 +286,14 @@ async def test_a_hostile_client_gets_the_specs_status_and_changes_nothing(setup:
     await refused(bomb, 400, {"Content-Encoding": "gzip"})
     zeros = gzip.compress(header + bytes(64 << 20), compresslevel=1)
     await refused(zeros, 422, {"Content-Encoding": "gzip"})
-    # Not even gzip: 400.
+    # Not even gzip: 400 (a gzip header then garbage; a body that is not gzip at all, even the
+    # good packages uncompressed; the same for deflate), as the spec's malformed body.
     await refused(b"\x1f\x8b\x08\x00garbage", 400, {"Content-Encoding": "gzip"})
+    await refused(header + good[0], 400, {"Content-Encoding": "gzip"})
+    await refused(b"hello, not gzip", 400, {"Content-Encoding": "gzip"})
+    await refused(header + good[0], 400, {"Content-Encoding": "deflate"})
+    for path in ("/add-checkpoint", "/sign-subtree"):  # the other POSTs too
+        await refused(b"hello, not gzip", 400, {"Content-Encoding": "gzip"}, path=path)
 
     # A prefix: one good package then garbage is a 202 with the advanced next entry.
     status, ctype, answer = await s.post("/add-entries", header + good[0] + b"\x00\x05ab")
@@ -395,5 +408,58 @@ async def test_a_log_signed_with_ml_dsa_44_only_is_mirrored(tmp_path: Path) -> N
     served = (await mirror.checkpoint(origin_hash(ORIGIN))).body
     open_note(served, [log_pq.verifier()])
     open_note(served, [mirror_key.verifier()])
+    await state.close()
+    await log.close()
+
+
+async def monitor(*argv: str) -> tuple[int, str]:
+    """``ledger monitor ARGV`` in process: its exit code and what it wrote."""
+    parser = argparse.ArgumentParser()
+    register_monitor(parser.add_subparsers(dest="command"))
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_monitor(parser.parse_args(["monitor", *argv]), out=out, err=err)
+    return code, out.getvalue() + err.getvalue()
+
+
+@pytest.mark.parametrize("given", ["both", "ed25519"])
+async def test_a_mirror_keeps_each_log_line_it_can_verify(tmp_path: Path, given: str) -> None:
+    """A log that signs with Ed25519 and ML-DSA-44: a mirror given both keys serves both lines,
+    so a monitor trusting either key alone audits the log through it. Given one key, it can
+    verify (and so serve) that line only; it cannot know the log has another key until a
+    checkpoint carries it, and then says so once: the operator's fix is the missing --log."""
+    ed = Ed25519Signer.generate(ORIGIN)
+    pq = PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(ed), ORIGIN,
+                                min_interval=0)
+    log = await Log.open(MemoryStore(), signer=ed)
+    await log.append_many([b"entry %d" % i for i in range(300)])
+    keys = [ed.verifier(), pq.signer.verifier()] if given == "both" else [ed.verifier()]
+    mirror_key = SubtreeCosignatureSigner.generate(PQ_NAME)
+    state = await MirrorState.open(tmp_path / "m.db", [mirror_key.verifier_key_text()])
+    copy = await LogCopy.open(ORIGIN, MemoryStore())
+    mirror = Mirror([mirror_key], {ORIGIN: keys}, state, {ORIGIN: copy})
+    async with serving(create_mirror_app(mirror)) as served, aiohttp.ClientSession() as http:
+        client = MirrorClient(served.url, [mirror_key.verifier()], HttpClient(http))
+        head = await log.head(0)
+        assert head is not None
+        with capture_logs() as logs:
+            for _ in range(2):
+                await client.push(pq.sign(head), LogSource(log.reader))
+        warned = [e for e in logs if e["event"] == "log_key_not_given"]
+        prefix = f"{served.url}/{origin_hash(ORIGIN)}"
+        results = {}
+        for name, vkey in (("ed25519", ed.verifier().vkey), ("ml-dsa-44", pq.vkey)):
+            results[name] = await monitor("--log", prefix, "--vkey", vkey, "--witness",
+                                          mirror_key.verifier_key_text(), "--audit",
+                                          "--state", str(tmp_path / f"{name}.json"))
+    if given == "both":
+        assert warned == []
+        for name, (code, out) in results.items():
+            assert code == ExitCode.OK, (name, out)
+            assert "audited 300 entries" in out, out
+    else:
+        assert len(warned) == 1 and warned[0]["key_id"] == f"{pq.signer.key_id:08x}", warned
+        assert results["ed25519"][0] == ExitCode.OK, results["ed25519"][1]
+        assert results["ml-dsa-44"][0] != ExitCode.OK
+    await copy.close()
     await state.close()
     await log.close()

@@ -192,10 +192,15 @@ async def test_cosigns_grows_and_answers_every_refusal(running: Running,
     forged = note17.replace(note17.split(b"\n")[-2][-8:], b"AAAAAAA=")
     status, _, _ = await running.submit(17, [], forged)
     assert status in (400, 403)
-    # 400: malformed bodies never reach the store.
+    # 400: malformed bodies never reach the store; so is one labelled gzip that is not.
     for body in (b"", b"old 17\n", b"old x\n\n" + note17, b"old 17\n\nnot a note\n"):
         status, _, _ = await running.post(body)
         assert status == 400
+    async with running.http.post(running.url + "/add-checkpoint",
+                                 data=format_add_checkpoint(17, [], note17),
+                                 headers={"Content-Encoding": "gzip"}) as r:
+        assert (r.status, await r.text()) == (
+            400, "the request body cannot be read as its Content-Encoding says\n")
     stored = await running.witness.store.latest(ORIGIN)
     assert stored is not None and stored[0].size == 17
     evidence = await running.witness.store.evidence()

@@ -19,7 +19,7 @@ from dilithium_py.ml_dsa import ML_DSA_44
 
 from ledger.cli.main import main as ledger_main
 from ledger.cli.witness import parse_log_spec
-from ledger.core.checkpoint import Checkpoint
+from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import (
@@ -296,3 +296,53 @@ async def test_two_witness_processes_share_a_key_file_and_data(tmp_path: Path) -
         for p in procs:
             p.terminate()
             p.wait(10)
+
+
+async def test_a_resubmission_at_the_same_size_never_changes_the_monitoring_view(
+        tmp_path: Path) -> None:
+    """What ``GET /<origin hash>/checkpoint`` serves is fixed when a size is first cosigned: a
+    resubmission at that size that drops a log signature line, or adds an extension line the
+    ML-DSA-44 signature (origin, size and root only) does not cover, is cosigned for its
+    sender but never becomes what monitors get."""
+    ed = CosignatureSigner.generate("witness.test/ed")
+    log_ed, log_pq = Ed25519Signer.generate(ORIGIN), SubtreeCosignatureSigner.generate(ORIGIN)
+    store = await WitnessStore.open(tmp_path / "w.db", ed.verifier_key_text())
+    witness = Witness(ed, {ORIGIN: [log_ed.verifier(), log_pq.verifier()]}, store)
+
+    def note(size: int, *, ed_line: bool = True, extension: str | None = None) -> bytes:
+        cp = Checkpoint(ORIGIN, size, merkle_root(LEAVES[:size]),
+                        (extension,) if extension else ())
+        sigs = [log_pq.cosign(cp.text(), 1_700_000_000)]
+        if ed_line:
+            sigs.insert(0, parse_note(sign_note(cp.text(), log_ed)).signatures[0])
+        return format_note(Note(cp.text(), tuple(sigs)))
+
+    url = f"/{origin_hash(ORIGIN)}/checkpoint"
+    async with (serving(create_witness_app(witness)) as server,
+                aiohttp.ClientSession(base_url=server.url) as http):
+        async def add(old: int, body: bytes) -> int:
+            size = parse_checkpoint_text(parse_note(body).text).size
+            proof = proof_of(consistency_plan(old, size)) if 0 < old < size else []
+            async with http.post("/add-checkpoint",
+                                 data=format_add_checkpoint(old, proof, body)) as r:
+                return r.status
+
+        async def served() -> bytes:
+            async with http.get(url) as r:
+                assert r.status == 200
+                return await r.read()
+
+        assert await add(0, note(9)) == 200
+        first = await served()
+        assert {s.key_id for s in parse_note(first).signatures} >= {log_ed.key_id,
+                                                                   log_pq.key_id}
+        assert await add(9, note(9, ed_line=False)) == 200
+        assert await add(9, note(9, ed_line=False, extension="attacker: not the log's")) == 200
+        assert await served() == first
+        # The next size is a new view: the log lines the witness verified in that request.
+        assert await add(9, note(12, ed_line=False)) == 200
+        assert parse_note(await served()).text == parse_note(note(12)).text
+        assert await add(12, note(12)) == 200
+        assert [s.key_id for s in parse_note(await served()).signatures
+                if s.name == ORIGIN] == [log_pq.key_id]
+    await store.close()

@@ -24,6 +24,7 @@ from ledger.process.keyfile import write_secret
 from ledger.witness.server import origin_hash
 from notary.core.receipts import Receipt
 from notary.serving.config import Settings
+from notary.serving.keys import Paths, load_log_key
 from notary.serving.startup import init_data_dir
 from tests.notary_server import NotaryProcess, free_port, notarize_under_load
 
@@ -34,11 +35,12 @@ ROUNDS = 4
 class MirrorProcess:
     """``ledger mirror serve`` on a fixed loopback port (the notary is configured with it)."""
 
-    def __init__(self, key: Path, origin: str, log_vkey: str, data: Path) -> None:
+    def __init__(self, key: Path, origin: str, log_vkeys: list[str], data: Path) -> None:
         self.port = free_port()
+        logs = [a for vkey in log_vkeys for a in ("--log", f"{origin}={vkey}")]
         self.args = [sys.executable, "-m", "ledger.cli.main", "mirror", "serve", "--key",
-                     str(key), "--log", f"{origin}={log_vkey}", "--listen",
-                     f"127.0.0.1:{self.port}", "--data", str(data), "--log-format", "json"]
+                     str(key), *logs, "--listen", f"127.0.0.1:{self.port}", "--data", str(data),
+                     "--log-format", "json"]
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -96,7 +98,10 @@ async def test_a_mirror_fed_by_a_notary_under_load_survives_sigkills_of_both(
     mirror_verifier = signer.verifier()
     key = tmp_path / "mirror.key"
     write_secret(key, signer.private_key_text())
-    mirror = MirrorProcess(key, origin, first.vkey, tmp_path / "mirror-data")
+    # Both log keys, as docs/witnesses.md says: the mirror serves both log lines.
+    pq_vkey = SubtreeCosignatureSigner.derived_from(
+        load_log_key(Paths(server.data_dir))).verifier_key_text()
+    mirror = MirrorProcess(key, origin, [first.vkey, pq_vkey], tmp_path / "mirror-data")
     prefix = f"{mirror.url}/{origin_hash(origin)}"
     server.args = ["--mirror", f"{mirror.url}={signer.verifier_key_text()}",
                    "--witness-interval", "0.1", "--witness-timeout", "5"]
@@ -158,15 +163,17 @@ async def test_a_mirror_fed_by_a_notary_under_load_survives_sigkills_of_both(
                 open_note(note, [log_verifier])
                 assert cp_size <= size
 
-            # The operator is gone: the monitor audits through the mirror alone.
+            # The operator is gone: the monitor audits through the mirror alone, trusting
+            # either log key.
             server.stop()
-            audit = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, "-m", "notary.cli.main", "monitor", "--log", prefix,
-                 "--vkey", first.vkey, "--witness", signer.verifier_key_text(), "--audit",
-                 "--no-state", "--once", "--evidence-dir", str(tmp_path / "evidence")],
-                capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
-            assert audit.returncode == 0, audit.stdout + audit.stderr
+            for vkey in (first.vkey, pq_vkey):
+                audit = await asyncio.to_thread(
+                    subprocess.run,
+                    [sys.executable, "-m", "notary.cli.main", "monitor", "--log", prefix,
+                     "--vkey", vkey, "--witness", signer.verifier_key_text(), "--audit",
+                     "--no-state", "--once", "--evidence-dir", str(tmp_path / "evidence")],
+                    capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+                assert audit.returncode == 0, audit.stdout + audit.stderr
             # And every receipt's entry is there, byte for byte.
             bundles: dict[int, list[bytes]] = {}
             for receipt in received:
