@@ -117,16 +117,16 @@ async def test_completion_offers_only_what_the_policy_could_allow(rig: Rig, url:
 async def test_log_messages_never_reach_another_client(rig: Rig, url: str) -> None:
     """Issue 32 item 3: two 2026-era clients share the gateway's upstream link; a log message
     the gateway cannot attribute to a client's own request reaches no client at all."""
-    heard: dict[str, list[str]] = {"ALICE": [], "BOB": []}
+    heard: dict[str, list[str]] = {"ALICE": [], "BOB": [], "CAROL": []}
 
     def listener(who: str) -> Any:
         async def on_log(params: types.LoggingMessageNotificationParams) -> None:
             heard[who].append(str(params.data))
         return on_log
 
-    async def call(who: str, delay: float) -> None:
+    async def call(who: str, delay: float, mode: str = "auto") -> None:
         await anyio.sleep(delay)
-        async with Client(url, mode="auto", log_level="debug",
+        async with Client(url, mode=mode, log_level="debug",
                           logging_callback=listener(who)) as client:
             result = await client.call_tool("whisper", {"who": who, "n": 4})
             assert not result.is_error
@@ -134,5 +134,8 @@ async def test_log_messages_never_reach_another_client(rig: Rig, url: str) -> No
     async with anyio.create_task_group() as tg:
         tg.start_soon(call, "ALICE", 0.0)
         tg.start_soon(call, "BOB", 0.4)  # while ALICE's call is still whispering
-    assert not any("ALICE" in m for m in heard["BOB"]), heard
-    assert not any("BOB" in m for m in heard["ALICE"]), heard
+        tg.start_soon(call, "CAROL", 0.2, "legacy")  # on an upstream session of her own
+    assert not any("ALICE" in m for m in heard["BOB"] + heard["CAROL"]), heard
+    assert not any("BOB" in m for m in heard["ALICE"] + heard["CAROL"]), heard
+    # A 2025-era client's upstream session is its own: its call's messages reach it.
+    assert heard["CAROL"] == [f"secret of CAROL #{i}" for i in range(4)]
