@@ -552,7 +552,9 @@ class GatewayRuntime:
 
     async def complete(self, inbound: Inbound) -> dict[str, object]:
         """``completion/complete``: allowed when the prompt or resource it completes could
-        be; judged without a ledger entry (a completion reads no resource and runs nothing)."""
+        be, and answered with only the values the policy could allow
+        (:meth:`Policy.completion_values`); judged without a ledger entry (a completion reads
+        no resource and runs nothing)."""
         policy = (await self._current_policy()).policy
         agent = self.agent_for(inbound.meta, policy)
         ref = (inbound.params or {}).get("ref")
@@ -566,6 +568,20 @@ class GatewayRuntime:
             await _log.ainfo("denied", method="completion/complete")
             raise denial_error()
         result, _ = await self.send_upstream(inbound, "completion/complete", inbound.params)
+        # Only values the policy could allow are offered (none under a denied prefix).
+        completion = result.get("completion")
+        if isinstance(completion, dict) and isinstance(ref, Mapping):
+            params = inbound.params or {}
+            argument, context = params.get("argument"), params.get("context")
+            arguments = context.get("arguments") if isinstance(context, Mapping) else None
+            offered = _items(completion.get("values"))
+            values = policy.completion_values(
+                ref, argument if isinstance(argument, Mapping) else {},
+                arguments if isinstance(arguments, Mapping) else {}, offered, agent)
+            if len(values) != len(offered):
+                # total counted what was filtered out; it is optional, so it goes
+                completion = {k: v for k, v in completion.items() if k != "total"}
+                result["completion"] = {**completion, "values": values}
         return result
 
     @property
