@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypedDict
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.tlog_policy import TlogPolicy
 from ledger.process import event_loop
-from ledger.process.exitcodes import UsageError
+from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.netaddr import parse_host_port
 from ledger.process.structured_logs import configure
 from notary.cli.asgi import serve_asgi
@@ -63,6 +63,8 @@ from notary.verifier.trust import (
 
 if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
     from mcp.client.stdio import StdioServerParameters
+
+    from notary.gateway.server import GatewayStartError
 
 __all__ = ["parse_upstream", "register"]
 
@@ -165,21 +167,48 @@ def cmd_run(args: argparse.Namespace) -> int:
         resolve_paths=args.resolve_paths)
     address = parse_host_port(args.http, what="--http") if args.http else None
     server = build_gateway(config)
-    if address is not None:
-        host, port = address
-        serve_asgi(server.streamable_http_app(host=host), host, int(port),
-                   f"notary gateway: serving MCP at http://{args.http}/mcp")
-        return 0
+    try:
+        # The notary, the upstream and the policy commitment, before any transport serves.
+        if address is not None:
+            host, port = address
+            serve_asgi(server.streamable_http_app(host=host), host, int(port),
+                       f"notary gateway: serving MCP at http://{args.http}/mcp",
+                       startup=server.started)
+            return 0
 
-    from notary.gateway.stdio import guarded_stdio  # deferred: the mcp SDK is heavy
+        from notary.gateway.stdio import guarded_stdio  # deferred: the mcp SDK is heavy
 
-    async def serve() -> None:
-        # Not the SDK's stdio_server: it answers nothing to a batch or a deeply nested line.
-        async with guarded_stdio() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        async def serve() -> None:
+            # Not the SDK's stdio_server: it answers nothing to a batch or a deeply nested
+            # line.
+            async with server.started(), guarded_stdio() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream,
+                                 server.create_initialization_options())
 
-    event_loop.run(serve())
+        event_loop.run(serve())
+    except Exception as e:
+        failure = _start_failure(e)
+        if failure is None:
+            raise
+        if failure.usage:
+            raise _error(str(failure)) from None
+        print(f"notary gateway: error: {failure}", file=sys.stderr)
+        return ExitCode.UNREACHABLE
     return 0
+
+
+def _start_failure(error: BaseException) -> GatewayStartError | None:
+    """The :class:`GatewayStartError` in ``error`` (itself, or inside exception groups)."""
+    from notary.gateway.server import GatewayStartError  # deferred: imports mcp
+
+    if isinstance(error, GatewayStartError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _start_failure(inner)
+            if found is not None:
+                return found
+    return None
 
 
 # explain / commit-policy -----------------------------------------------------------------------

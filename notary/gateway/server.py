@@ -111,6 +111,8 @@ __all__ = [
     "Authorized",
     "GatewayConfig",
     "GatewayRuntime",
+    "GatewayServer",
+    "GatewayStartError",
     "Inbound",
     "UpstreamTarget",
     "build_gateway",
@@ -211,6 +213,32 @@ class Inbound:
     def progress_token(self) -> str | int | None:
         token = self.meta.get("progressToken") if self.meta else None
         return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+class GatewayStartError(NotaryBaseError):
+    """The gateway could not start: one line saying what failed and what to do.
+
+    ``usage`` is True for a problem with what the operator gave (the policy), False for a
+    party that did not answer (the notary, the upstream).
+    """
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+def _one_line(error: BaseException) -> str:
+    """The innermost cause of ``error`` (through exception groups), on one short line."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _upstream_name(upstream: UpstreamTarget) -> str:
+    if isinstance(upstream, StdioServerParameters):
+        return f"command {upstream.command!r}"
+    return f"at {upstream}" if isinstance(upstream, str) else "(in process)"
 
 
 class UpstreamRpcError(NotaryBaseError):
@@ -552,7 +580,9 @@ class GatewayRuntime:
 
     async def complete(self, inbound: Inbound) -> dict[str, object]:
         """``completion/complete``: allowed when the prompt or resource it completes could
-        be; judged without a ledger entry (a completion reads no resource and runs nothing)."""
+        be, and answered with only the values the policy could allow
+        (:meth:`Policy.completion_values`); judged without a ledger entry (a completion reads
+        no resource and runs nothing)."""
         policy = (await self._current_policy()).policy
         agent = self.agent_for(inbound.meta, policy)
         ref = (inbound.params or {}).get("ref")
@@ -566,6 +596,20 @@ class GatewayRuntime:
             await _log.ainfo("denied", method="completion/complete")
             raise denial_error()
         result, _ = await self.send_upstream(inbound, "completion/complete", inbound.params)
+        # Only values the policy could allow are offered (none under a denied prefix).
+        completion = result.get("completion")
+        if isinstance(completion, dict) and isinstance(ref, Mapping):
+            params = inbound.params or {}
+            argument, context = params.get("argument"), params.get("context")
+            arguments = context.get("arguments") if isinstance(context, Mapping) else None
+            offered = _items(completion.get("values"))
+            values = policy.completion_values(
+                ref, argument if isinstance(argument, Mapping) else {},
+                arguments if isinstance(arguments, Mapping) else {}, offered, agent)
+            if len(values) != len(offered):
+                # total counted what was filtered out; it is optional, so it goes
+                completion = {k: v for k, v in completion.items() if k != "total"}
+                result["completion"] = {**completion, "values": values}
         return result
 
     @property
@@ -1099,7 +1143,7 @@ async def _on_set_level(ctx: ServerRequestContext[GatewayRuntime],
     return result
 
 
-class _GatewayServer(Server[GatewayRuntime]):
+class GatewayServer(Server[GatewayRuntime]):
     """The low-level server, advertising what the upstream offers (and no more)."""
 
     live: list[GatewayRuntime]
@@ -1117,6 +1161,24 @@ class _GatewayServer(Server[GatewayRuntime]):
             await serve_dual_era_loop(self, read_stream, write_stream,
                                       lifespan_state=lifespan_context, init_options=options,
                                       raise_exceptions=raise_exceptions)
+
+    @asynccontextmanager
+    async def started(self) -> AsyncIterator[GatewayRuntime]:
+        """Run the lifespan now, before any transport serves (a failure is then one
+        :class:`GatewayStartError`, not a transport's traceback), and have the transports
+        that enter the lifespan later (``run``, the streamable HTTP manager) share it."""
+        original = self.lifespan
+        async with original(self) as runtime:
+
+            @asynccontextmanager
+            async def shared(_: Server[GatewayRuntime]) -> AsyncIterator[GatewayRuntime]:
+                yield runtime
+
+            self.lifespan = shared
+            try:
+                yield runtime
+            finally:
+                self.lifespan = original
 
     def get_capabilities(self, notification_options: NotificationOptions | None = None,
                          experimental_capabilities: dict[str, dict[str, Any]] | None = None,
@@ -1181,12 +1243,14 @@ def resolve_name(config: GatewayConfig) -> str:
     return policy.name or DEFAULT_NAME
 
 
-def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
+def build_gateway(config: GatewayConfig) -> GatewayServer:
     """The gateway as a low-level MCP server; its lifespan connects everything.
 
     The policy is parsed here once, so a malformed file fails before anything starts. On
-    lifespan entry: the state file opens, the policy commitment is notarized, *then* the
-    upstream is connected and its tools listed; on exit all of it is closed again.
+    lifespan entry: the state file opens, the notary must answer, the upstream is connected
+    and its tools listed, and only *then* is the policy commitment notarized (nothing goes to
+    the ledger for a gateway that cannot serve); on exit all of it is closed again. A step
+    that fails raises :class:`GatewayStartError`, one line for the operator.
     """
     name = resolve_name(config)
     if not structlog.is_configured():
@@ -1204,9 +1268,13 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
                                   timeout=config.notary_timeout)
             stack.push_async_callback(notary.close)
             runtime = GatewayRuntime(config, name, store, notary)
-            await runtime.load_policy()
+            try:
+                ledger = await notary.ledger()
+            except NotaryError as e:
+                raise GatewayStartError(f"the notary did not answer ({_one_line(e)}): start "
+                                        "it, or fix --notary (or NOTARY_URL)") from None
             # Results carry receipts: say so, and where to check them (discovery only).
-            vkey = (await notary.ledger()).get("vkey")
+            vkey = ledger.get("vkey")
             me.extensions[RECEIPT_EXTENSION] = receipt_extension(
                 config.notary_public_url or config.notary_url,
                 [vkey] if isinstance(vkey, str) else [])
@@ -1217,8 +1285,22 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
             runtime.upstreams = Upstreams(factory, tasks)
             client = factory(mode=config.upstream_mode,
                              **Upstreams.client_kwargs(runtime.upstreams.shared, None))
-            runtime.attach_upstream(await stack.enter_async_context(client))
-            await runtime.refresh_tools()
+            try:
+                runtime.attach_upstream(await stack.enter_async_context(client))
+                await runtime.refresh_tools()
+            except Exception as e:
+                raise GatewayStartError(
+                    f"the upstream {_upstream_name(config.upstream)} did not start or answer "
+                    f"({_one_line(e)}): fix --upstream") from None
+            try:
+                await runtime.load_policy()
+            except PolicyError as e:
+                raise GatewayStartError(f"the policy {config.policy_path} cannot be used: "
+                                        f"{_one_line(e)}", usage=True) from None
+            except NotaryError as e:
+                raise GatewayStartError(
+                    f"the notary did not take the policy commitment ({_one_line(e)}): check "
+                    "the API key (--api-key-file or NOTARY_API_KEY) and the notary") from None
             live.append(runtime)
             try:
                 yield runtime
@@ -1230,7 +1312,7 @@ def build_gateway(config: GatewayConfig) -> Server[GatewayRuntime]:
         # schemas already seen instead of forwarding a tools/list upstream per call.
         return live[-1].schemas.input_schemas.get(tool) if live else None
 
-    server = _GatewayServer(
+    server = GatewayServer(
         name,
         version="1",
         instructions="An authorization gateway: every tools/call is checked against a "

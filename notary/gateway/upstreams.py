@@ -11,6 +11,9 @@ upstream sends back on it reaches that client and no other:
 - ``notifications/message`` go to the call in progress, else to the connection;
 - list changes and ``notifications/resources/updated`` go to the connection.
 
+Progress is relayed on any link by the request's own progress token (the SDK gives each
+forwarded request a token of its own), so it always reaches the client that asked.
+
 A 2026-07-28 client is stateless (every request carries its own capabilities): its
 requests share the gateway's one upstream connection, and the client's capabilities are
 stamped on each forwarded request in place of the gateway's (:func:`forwarding_capabilities`).
@@ -18,7 +21,10 @@ An upstream that needs input from such a client answers ``input_required``, whic
 through. A server-to-client request arriving on the shared connection cannot be told apart
 by call, so it is never relayed (that could hand one client's sampling request to another):
 it is refused, and every call in progress on the connection is marked **degraded**, so its
-result is not passed off (or notarized) as a success.
+result is not passed off (or notarized) as a success. A log message on the shared connection
+names no request (the SDK exposes no related request id for it), so it cannot be attributed
+to the client whose call caused it: it is dropped (counted, never logged), never delivered to
+whichever client's call happens to be in progress.
 """
 
 from __future__ import annotations
@@ -129,6 +135,8 @@ class Link:
 
     relay: bool
     calls: list[Call] = field(default_factory=list)
+    dropped: int = 0
+    """Log messages dropped because no client's request could be named for them."""
     client: Client | None = None
     last_session: ServerSession | None = None
     closed: anyio.Event = field(default_factory=anyio.Event)
@@ -187,9 +195,13 @@ class Link:
         return await self._relay(types.ListRootsRequest(), types.ListRootsResult, "roots/list")
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if not self.relay:
+            # Several clients' calls share this link and the message names none of them.
+            self.dropped += 1
+            _log.debug("log_message_not_attributed", dropped=self.dropped)
+            return
         call = self._current()
-        session = call.session if call is not None else (self.last_session if self.relay
-                                                         else None)
+        session = call.session if call is not None else self.last_session
         if session is None:
             return
         try:

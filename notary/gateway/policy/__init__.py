@@ -6,6 +6,7 @@ and which **rules** those facts must satisfy. One module per concern:
 - :mod:`.format`: the file format and its strict parser (:func:`load_policy_text`);
 - :mod:`.facts`: reading and coercing facts, the ``path`` normal form;
 - :mod:`.uris`: the ``uri`` normal form (resources are judged by URI);
+- :mod:`.templates`: what a URI template gives for some of its variables (completions);
 - :mod:`.rules` and :mod:`.patterns`: the operators, with linear-time ``glob``/``regex``;
 - :mod:`.evaluation`: :class:`Policy`, the decision of a call, the tools worth offering;
 - :mod:`.commitment`: the salted policy commitment and the decision record;

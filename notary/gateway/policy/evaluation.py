@@ -16,6 +16,8 @@ from typing import Literal
 from notary.gateway.policy.commitment import DecisionValue, facts_sha256, policy_commitment
 from notary.gateway.policy.facts import MISSING, CoercionError, FactSpec, coerce
 from notary.gateway.policy.rules import Rule
+from notary.gateway.policy.templates import expand_known
+from notary.gateway.policy.uris import UriError, normalize_uri, uri_has_prefix
 
 __all__ = ["KINDS", "Decision", "Kind", "Policy", "ToolPolicy"]
 
@@ -172,6 +174,80 @@ class Policy:
             return False
         return agent is None or all(r.failure({"agent": agent}) is None
                                     for r in self.resources.rules if r.fact == "agent")
+
+    def could_allow_uri(self, text: str, complete: bool, agent: str | None) -> bool:
+        """Whether ``resources/read`` of ``text`` (``complete``), or else of some URI that
+        starts with ``text``, could be allowed.
+
+        For a start only, the ``prefix`` rules are judged on what it already fixes (it must
+        lie under an allowed prefix, or lead to one; it must not lie under a denied one),
+        the rules on other facts as for a read; other rules on the URI judge text not known
+        yet, so they could hold. A start with no normal form could lead nowhere allowed.
+        """
+        if complete:
+            return self.allows_resource(text, agent)
+        if self.resources is None:
+            return False
+        try:
+            uri = normalize_uri(text)
+        except UriError:
+            return False
+        facts: dict[str, object] = {"method": "resources/read", "uri": uri}
+        if agent is not None:
+            facts["agent"] = agent
+        for rule in self.resources.rules:
+            if rule.fact != "uri":
+                ok = rule.failure(facts) is None
+            elif rule.op == "prefix":
+                ok = any(uri_has_prefix(uri, p) or p.startswith(uri) for p in rule.prefixes)
+            elif rule.op == "not prefix":
+                ok = not any(uri_has_prefix(uri, p) for p in rule.prefixes)
+            else:
+                continue
+            if not ok:
+                return False
+        return True
+
+    def could_allow_prompt_value(self, prompt: str, argument: str, value: object,
+                                 agent: str | None) -> bool:
+        """Whether ``value`` of ``argument`` could be in an allowed ``prompts/get``: the
+        rules on facts read from that argument alone hold for it (the others judge
+        arguments not known yet)."""
+        spec = self.prompts.get(prompt)
+        if spec is None or not self.could_allow_prompt(prompt, agent):
+            return False
+        facts: dict[str, object] = {}
+        for fact in spec.facts:
+            if fact.path == (argument,):
+                got, problem = fact.extract({argument: value})
+                if problem is not None:
+                    return False
+                facts[fact.name] = got
+        return all(r.failure(facts) is None for r in spec.rules if r.fact in facts)
+
+    def completion_values(self, ref: Mapping[str, object], argument: Mapping[str, object],
+                          context: Mapping[str, object], values: Sequence[object],
+                          agent: str | None) -> list[str]:
+        """The completion ``values`` for ``argument`` of ``ref`` (a prompt, or a resource
+        template) that the policy could allow (``completion/complete`` offers no others).
+
+        For a template, each value is expanded into it with the other arguments the client
+        sent as context (:func:`~.templates.expand_known`) and the URI, or the start every
+        URI from it has, judged by :meth:`could_allow_uri`.
+        """
+        name = argument.get("name")
+        if not isinstance(name, str):
+            return []
+        strings = [v for v in values if isinstance(v, str)]
+        if ref.get("type") == "ref/prompt":
+            prompt = str(ref.get("name"))
+            return [v for v in strings if self.could_allow_prompt_value(prompt, name, v, agent)]
+        template = ref.get("uri")
+        if ref.get("type") != "ref/resource" or not isinstance(template, str):
+            return []
+        known = {k: v for k, v in context.items() if isinstance(v, str)}
+        return [v for v in strings
+                if self.could_allow_uri(*expand_known(template, {**known, name: v}), agent)]
 
     def could_allow(self, tool: str, agent: str | None) -> bool:
         """Whether some call of ``tool`` by ``agent`` could be allowed (for ``tools/list``).

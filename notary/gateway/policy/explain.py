@@ -18,8 +18,9 @@ __all__ = ["PATH_NOTE", "URI_NOTE", "FieldReport", "ToolExplanation", "explain",
            "render_explanation", "schema_fields"]
 
 URI_NOTE = ("uri facts are judged in their normal form (scheme and authority lower-cased, "
-            "dot segments removed, unreserved escapes decoded; an escaped / or \\ is refused); "
-            "prefix compares whole segments")
+            "dot segments removed, unreserved and UTF-8 escapes decoded, every escape of a "
+            "file: path decoded, file://localhost/ and file:/ read as file:///; an escaped /, "
+            "\\ or control character is refused); prefix compares whole segments")
 PATH_NOTE = ("path facts are judged in lexical normal form and NFC (a path not in NFC fails "
              "every rule on it; rule values are compared in NFC), resolved through symlinks "
              "on the gateway's host when the upstream is a local command; a remote upstream "

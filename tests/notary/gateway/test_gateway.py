@@ -37,6 +37,7 @@ from notary.core.verification import verify_receipt
 from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
 from notary.gateway.policy import PolicyError, facts_sha256, sha256_jcs
+from notary.gateway.server import GatewayStartError
 from notary.gateway.server import _request_digest as request_digest
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
 from notary.sdk import NotaryClient, NotaryHTTPError, received_wire, verify_tool_result
@@ -303,7 +304,9 @@ rules = [{{ fact = "path", op = "not prefix", value = "{rig.tmp.resolve()}/alias
 def _has_policy_error(error: BaseException) -> bool:
     if isinstance(error, BaseExceptionGroup):
         return any(_has_policy_error(e) for e in error.exceptions)
-    return isinstance(error, PolicyError) and "a symlink on the way" in str(error)
+    # The start-up failure (one line for the operator) says what the policy error said.
+    return isinstance(error, PolicyError | GatewayStartError) \
+        and "a symlink on the way" in str(error)
 
 
 # Idempotency ---------------------------------------------------------------------------------

@@ -158,3 +158,110 @@ def test_explain_lists_prompts_and_the_resources_table() -> None:
     bare = explain(load_policy_text("version = 1\n"))
     assert [i.to_json()["kind"] for i in bare] == ["resource"]
     assert not bare[0].in_policy
+
+
+FILES_POLICY = """
+version = 1
+
+[tools.fetch]
+facts.target = { from = "uri", type = "uri" }
+rules = [
+  { fact = "target", op = "prefix", value = "file:///srv/data/" },
+  { fact = "target", op = "not prefix", value = ["file:///srv/data/données/private/",
+                                                  "file:///srv/data/team@corp/secret/"] },
+]
+
+[resources]
+rules = [
+  { fact = "uri", op = "prefix", value = "file:///srv/data/" },
+  { fact = "uri", op = "not prefix", value = ["file:///srv/data/données/private/",
+                                               "file:///srv/data/team@corp/secret/"] },
+]
+"""
+
+
+@pytest.mark.parametrize("uri", [
+    "file:///srv/data/données/private/plan.txt",
+    "file:///srv/data/donn%C3%A9es/private/plan.txt",   # escaped UTF-8
+    "file:///srv/data/donn%c3%a9es/private/plan.txt",
+    "file:///srv/data/team%40corp/secret/k.txt",        # an escaped reserved character
+    "file:///srv/data/team@corp/%73ecret/k.txt",
+    "file://localhost/srv/data/team@corp/secret/k.txt",
+    "FILE://LOCALHOST/srv/data/team@corp/secret/k.txt",
+    "file:/srv/data/team@corp/secret/k.txt",
+    "file:///srv/data//team@corp//secret/k.txt",        # repeated slashes are one
+    "file:///srv/data/x/..//team@corp/secret/k.txt",
+    "file:////srv/data/team@corp/secret/k.txt",         # refused: an empty first segment
+    "file://server/srv/data/team@corp/secret/k.txt",    # refused: another host
+    "file:///srv/data/team%40corp%2Fsecret/k.txt",      # refused: an escaped /
+    "file:///srv/data/team%40corp/secret%00/k.txt",     # refused: an escaped control
+    "file:///srv/data/donne%CC%81es/private/plan.txt",  # refused: not NFC once decoded
+    "file:///srv/data/%FF/plan.txt",                    # refused: not UTF-8
+])
+def test_every_spelling_of_a_denied_file_is_denied(uri: str) -> None:
+    """Item 2 of issue 32: escapes, file://localhost/, file:/ and file://// name the same
+    file to a server that decodes them; each is judged as that file, or refused."""
+    policy = load_policy_text(FILES_POLICY)
+    assert not policy.allows_resource(uri, None)
+    assert not policy.decide("fetch", {"uri": uri}, None).allowed  # tool uri facts alike
+
+
+@pytest.mark.parametrize(("uri", "normal"), [
+    ("file:///srv/data/caf%C3%A9/a%20b.txt", "file:///srv/data/café/a%20b.txt"),
+    ("file://localhost/srv/data/%41%3F%23%25", "file:///srv/data/A%3F%23%25"),
+    ("file:/srv/data/a", "file:///srv/data/a"),
+    ("file:///srv/data/a?x=%C3%A9%26", "file:///srv/data/a?x=é%26"),
+])
+def test_allowed_file_spellings_keep_their_meaning(uri: str, normal: str) -> None:
+    policy = load_policy_text(FILES_POLICY)
+    assert normalize_uri(uri) == normal
+    assert policy.allows_resource(uri, None)
+    assert policy.decide("fetch", {"uri": uri}, None).allowed
+
+
+def test_rule_values_written_with_escapes_or_localhost_mean_the_same() -> None:
+    escaped = FILES_POLICY.replace("file:///srv/data/données/private/",
+                                   "file://localhost/srv/data/donn%C3%A9es/private/")
+    escaped = escaped.replace("team@corp", "team%40corp")
+    policy = load_policy_text(escaped)
+    for uri in ("file:///srv/data/données/private/plan.txt",
+                "file:///srv/data/team@corp/secret/k.txt"):
+        assert not policy.allows_resource(uri, None)
+    assert policy.allows_resource("file:///srv/data/données/public/a.txt", None)
+
+
+def test_completion_values_are_only_those_the_policy_could_allow() -> None:
+    """Issue 32 item 4 (pure): each value is put into the template and judged as a read."""
+    policy = load_policy_text(FILES_POLICY)
+    ref = {"type": "ref/resource", "uri": "file:///srv/data/{+path}"}
+    offered = ["données/", "données/private/", "données/private/plan.txt", "team@corp/",
+               "team%40corp/secret/k.txt", "../etc/passwd", "readme.txt", 7]
+    assert policy.completion_values(ref, {"name": "path"}, {}, offered, None) == [
+        "données/", "team@corp/", "readme.txt"]
+    # A variable after the completed one: judged on the start every URI from it has.
+    ref = {"type": "ref/resource", "uri": "file:///srv/data/{dir}/{name}/{file}"}
+    assert policy.completion_values(ref, {"name": "dir"}, {}, ["team@corp", "other"],
+                                    None) == ["team@corp", "other"]
+    assert policy.completion_values(ref, {"name": "name"}, {"dir": "team@corp"},
+                                    ["secret", "open"], None) == ["open"]
+    ref = {"type": "ref/resource", "uri": "file:///srv/{area}/{name}"}
+    assert policy.completion_values(ref, {"name": "area"}, {}, ["data", "etc"], None) == [
+        "data"]
+    ref = {"type": "ref/resource", "uri": "file:///srv/data/{+path}{?q}"}
+    assert policy.completion_values(ref, {"name": "path"}, {}, ["données/private/x", "a"],
+                                    None) == ["a"]
+    assert policy.completion_values(ref, {"name": 3}, {}, ["a"], None) == []
+    assert load_policy_text("version = 1\n").completion_values(
+        ref, {"name": "path"}, {}, ["a"], None) == []
+
+
+def test_prompt_completion_values_follow_the_rules_on_that_argument() -> None:
+    policy = load_policy_text(POLICY)
+    ref = {"type": "ref/prompt", "name": "greet"}
+    assert policy.completion_values(ref, {"name": "style"}, {}, ["short", "rude", "long"],
+                                    None) == ["short", "long"]
+    assert policy.completion_values(ref, {"name": "other"}, {}, ["x"], None) == ["x"]
+    ops = {"type": "ref/prompt", "name": "ops_only"}
+    assert policy.completion_values(ops, {"name": "x"}, {}, ["x"], "LegalAgent") == []
+    unlisted = {"type": "ref/prompt", "name": "unlisted"}
+    assert policy.completion_values(unlisted, {"name": "x"}, {}, ["x"], None) == []

@@ -124,10 +124,16 @@ async def test_resources_and_prompts_are_authorized_and_denials_leak_nothing(
         assert [m for m, _ in seen].count("resources/read") == reads_before
         assert not any(m == "prompts/get" and p.get("name") != "test_prompt_with_arguments"
                        for m, p in seen)
-        completion = await client.complete(
-            types.PromptReference(type="ref/prompt", name="test_prompt_with_arguments"),
-            {"name": "arg1", "value": "a"})
-        assert completion.completion.values == ["alpha"]
+        # Only values the policy could allow are offered: arg1 must be "ok", arg2 is free.
+        prompt = types.PromptReference(type="ref/prompt", name="test_prompt_with_arguments")
+        completion = await client.complete(prompt, {"name": "arg1", "value": "a"})
+        assert completion.completion.values == []  # the upstream offered "alpha"
+        completion = await client.complete(prompt, {"name": "arg2", "value": "g"})
+        assert completion.completion.values == ["gamma"]
+        template = types.ResourceTemplateReference(type="ref/resource",
+                                                   uri="test://template/{id}/data")
+        completion = await client.complete(template, {"name": "id", "value": "1"})
+        assert completion.completion.values == ["123"]
 
 
 async def test_a_policy_without_resources_denies_every_resource(rig: Rig) -> None:
