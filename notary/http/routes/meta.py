@@ -17,8 +17,10 @@ from notary.http.witnessing import witness_policy
 
 
 async def jwks(request: web.Request) -> web.Response:
+    """Every receipt key the store holds, as of after the request arrived: a receipt another
+    frontend just signed with a key new to this one verifies against this JWKS at once."""
     notary = request.app[NOTARY]
-    await notary.refresh_keys()
+    await notary.reread_keys()
     resp = web.json_response(notary.jwks.to_json())
     resp.headers["Cache-Control"] = "public, max-age=60"
     return resp
