@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,16 +272,15 @@ async def notarize_under_load(url: str, key: str, received: list[dict[str, Any]]
     return failures
 
 
-def jwks_listing(http: aiohttp.ClientSession, url: str, kids: set[str]
-                 ) -> Callable[[], Awaitable[Jwks | None]]:
-    """A probe (for :func:`tests.waiting.eventually`) of the JWKS of the notary at ``url``:
-    the JWKS once it lists every key of ``kids``. A frontend lists a key another frontend made
-    only once it reads the keys again, ``KEY_REFRESH_SECONDS`` after it last did."""
-    async def probe() -> Jwks | None:
-        async with http.get(f"{url}/.well-known/jwks.json") as r:
-            doc = await r.json()
-        return Jwks(doc) if kids <= {key["kid"] for key in doc["keys"]} else None
-    return probe
+async def jwks_listing(http: aiohttp.ClientSession, url: str, kids: set[str]) -> Jwks:
+    """The JWKS of the notary at ``url``, which must list every key of ``kids`` at once: a
+    frontend reads the keys on each JWKS request, so it lists a key another frontend made as
+    soon as that key signed anything."""
+    async with http.get(f"{url}/.well-known/jwks.json") as r:
+        doc = await r.json()
+    missing = kids - {key["kid"] for key in doc["keys"]}
+    assert not missing, f"{url} does not list the receipt keys {sorted(missing)}"
+    return Jwks(doc)
 
 
 def checkpoint_size(note: bytes) -> int:

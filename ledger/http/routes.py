@@ -46,6 +46,8 @@ MAX_HISTORY = 1000
 DEFAULT_HISTORY = 100
 
 _IMMUTABLE = "public, max-age=31536000, immutable"
+"""Every tile path, full or partial (tlog-tiles: the endpoint is immutable): a partial tile is a
+prefix of its tile, served only once the tree covers it, so its bytes never change."""
 _SHORT = "public, max-age=2"  # mutable resources: a client sees a new checkpoint within seconds
 
 
@@ -124,7 +126,7 @@ async def get_tile(request: web.Request) -> web.Response:
 
     A partial tile of width W is served whenever the tree has at least W hashes in that tile,
     even once the tile is full: clients that verified an older checkpoint ask for exactly that
-    prefix, and a prefix of a stored tile never changes.
+    prefix, and a prefix of a stored tile never changes, so it is cached as long as a full one.
     """
     path = "tile/" + request.match_info["path"]
     try:
@@ -138,7 +140,7 @@ async def get_tile(request: web.Request) -> web.Response:
     if data is None:
         raise RuntimeError(f"{path} is within tree size {head.size} but not in the store")
     resp = web.Response(body=data, content_type="application/octet-stream")
-    resp.headers["Cache-Control"] = _IMMUTABLE if tile.is_full else _SHORT
+    resp.headers["Cache-Control"] = _IMMUTABLE
     if tile.is_entries:
         resp.enable_compression()  # tlog-tiles: entry bundles SHOULD be compressed
     return resp

@@ -9,6 +9,11 @@ background task of the notary daemon:
   ``old`` = that witness's last known size and a consistency proof from it (computed from the
   log's tiles). The first request uses the persisted size, or 0; a 409 ``text/x.tlog.size``
   answer teaches the witness's size and the request is retried with it;
+- while the tree does not grow, submits the same checkpoint again to each witness every
+  ``refresh`` seconds (``old`` = its size, no proof), and serves the fresh cosignature in place
+  of the old one: a client that bounds a cosignature's age (its timestamp) keeps accepting an
+  idle log's checkpoint. Each cosignature served is then at most ``refresh`` plus one round
+  (``interval`` and the witness's answer time) old, while its witness answers;
 - collects the cosignatures concurrently, each request with its own timeout; a witness that
   fails is retried later with exponential backoff, and one still busy never holds the others
   back. A new target is taken once the current one met the quorum or every witness has had
@@ -101,6 +106,8 @@ _log = structlog.get_logger("ledger.jobs.witnessing")
 
 STATE_FILE = "witnessing.json"
 MAX_BACKOFF = 60.0
+REFRESH = 60.0
+"""Seconds after which an unchanged checkpoint is submitted again for fresh cosignatures."""
 _KEPT_TARGETS = 8
 
 
@@ -205,6 +212,7 @@ class _Target:
     size: int
     cosigs: dict[str, NoteSignature] = field(default_factory=dict)
     attempted: set[str] = field(default_factory=set)
+    cosigned_at: dict[str, float] = field(default_factory=dict)  # monotonic, by witness vkey
 
 
 @dataclass
@@ -224,7 +232,8 @@ class Witnessing:
 
     def __init__(self, log: Log, endpoints: Sequence[WitnessEndpoint], *,
                  quorum: int | None = None, policy: TlogPolicy | None = None,
-                 interval: float = 2.0, timeout: float = 5.0, state_path: Path | None = None,
+                 interval: float = 2.0, timeout: float = 5.0, refresh: float = REFRESH,
+                 state_path: Path | None = None,
                  registry: CollectorRegistry | None = None,
                  pq: PostQuantumCheckpoints | None = None) -> None:
         if not endpoints:
@@ -247,8 +256,8 @@ class Witnessing:
                    if e.verifier.public_key not in by_key and not e.mirror]
         if missing:
             raise WitnessConfigError(f"witness {missing[0]} is not in the witness policy")
-        if interval <= 0 or timeout <= 0:
-            raise WitnessConfigError("witness interval and timeout must be positive")
+        if interval <= 0 or timeout <= 0 or refresh <= 0:
+            raise WitnessConfigError("witness interval, timeout and refresh must be positive")
         self.log = log
         self.endpoints = list(endpoints)
         self.policy = policy
@@ -258,6 +267,7 @@ class Witnessing:
                        if e.verifier.public_key in by_key}
         self.interval = interval
         self.timeout = timeout
+        self.refresh = refresh
         self.state_path = state_path
         #: The log's ML-DSA-44 line, added to every checkpoint submitted and served.
         self.pq = pq
@@ -389,8 +399,9 @@ class Witnessing:
             cur = self._set_target(head)
             self._republish()
         for vkey, w in self._witnesses.items():
-            if w.task is not None or vkey in cur.cosigs or w.retry_at > now:
-                continue
+            if w.task is not None or w.retry_at > now or (
+                    vkey in cur.cosigs and now - cur.cosigned_at[vkey] < self.refresh):
+                continue  # busy, backing off, or its cosignature is fresh enough
             w.busy_with = cur.size
             w.task = asyncio.create_task(self._submit(w, cur), name=f"witness {w.endpoint.url}")
 
@@ -434,7 +445,8 @@ class Witnessing:
         self._cosigned(w, target, sigs[0])
 
     def _cosigned(self, w: _Witness, target: _Target, sig: NoteSignature) -> None:
-        target.cosigs[w.endpoint.vkey] = sig
+        target.cosigs[w.endpoint.vkey] = sig  # a newer one replaces the witness's older one
+        target.cosigned_at[w.endpoint.vkey] = time.monotonic()
         w.known = target.size
         w.failures = 0
         w.retry_at = 0.0
@@ -508,11 +520,13 @@ class Witnessing:
         pub = self._published
         best = max((t for t in self._targets.values() if self._meets(t)),
                    key=lambda t: t.size, default=None)
-        if best is not None and (pub is None or best.size > pub.size or (
-                best.size == pub.size and (not pub.witnessed
-                                           or len(best.cosigs) > pub.cosignatures))):
-            pub = Published(merge_signatures(best.note, best.cosigs.values()), best.size, True,
-                            len(best.cosigs))
+        merged = None if best is None else merge_signatures(best.note, best.cosigs.values())
+        if best is not None and merged is not None and (
+                pub is None or best.size > pub.size or (best.size == pub.size and (
+                    not pub.witnessed or len(best.cosigs) > pub.cosignatures or (
+                        # as many, some fresher (a refresh round): served at once
+                        len(best.cosigs) == pub.cosignatures and merged != pub.note)))):
+            pub = Published(merged, best.size, True, len(best.cosigs))
         elif (pub is None or not pub.witnessed) and self._current is not None and (
                 pub is None or self._current.size >= pub.size):
             cur = self._current
@@ -563,8 +577,8 @@ class Witnessing:
         if note is not None and (pub is None or note != pub.note):
             got = await self._check_published(note)
             if got is not None and (pub is None or not pub.witnessed or got.size > pub.size
-                                    or (got.size == pub.size
-                                        and got.cosignatures > pub.cosignatures)):
+                                    or (got.size == pub.size  # as many: fresher (refreshed)
+                                        and got.cosignatures >= pub.cosignatures)):
                 self._published = got
                 self.m_published.set(got.size)
                 self.m_cosigs.set(got.cosignatures)

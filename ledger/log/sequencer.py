@@ -292,6 +292,9 @@ class Sequencer(Generic[Ctx]):
         #: Whether it signs, and why not (:class:`WriterState`); changed only by the methods
         #: below, and never away from HALTED.
         self.status = _WRITING
+        #: When (``clock`` seconds) this process last committed a write transaction, or None
+        #: before its first: until then nobody knows whether its writes will get through.
+        self.committed_at: float | None = None
         self._pending: list[_Group[Ctx]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -563,6 +566,7 @@ class Sequencer(Generic[Ctx]):
                 raise
             self._set(dataclasses.replace(self.status, error=e))
             return
+        self.committed_at = self.clock()
         if self.status is not _WRITING:
             self._set(_WRITING)
         for group, refusal in refused:

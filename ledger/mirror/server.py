@@ -271,24 +271,24 @@ class Mirror:
             return Answer.text(404, "this mirror holds no checkpoint of that log")
         return Answer(200, mirrored.note, "text/plain; charset=utf-8")
 
-    async def tile(self, hashed_origin: str, path: str) -> tuple[Answer, bool]:
+    async def tile(self, hashed_origin: str, path: str) -> Answer:
         """A tile or entry bundle of the copy within the mirror checkpoint, byte for byte the
-        log's; with whether it is a full (immutable) one."""
+        log's: full or partial, it never changes (a partial one is a prefix of its tile)."""
         try:
             tile = parse_tile_path(path)
         except TilePathError as e:
-            return Answer.text(400, str(e)), False
+            return Answer.text(400, str(e))
         origin = self.origins.get(hashed_origin)
         mirrored = None if origin is None else await self.state.mirrored(origin)
         if origin is None or mirrored is None:
-            return Answer.text(404, "this mirror holds no checkpoint of that log"), False
+            return Answer.text(404, "this mirror holds no checkpoint of that log")
         if tile.index * TILE_WIDTH + tile.width > tile_count(mirrored.size, tile.level):
             return Answer.text(404, f"{path} is beyond the mirror checkpoint's size "
-                                    f"{mirrored.size}"), False
+                                    f"{mirrored.size}")
         data = await self.copies[origin].tile(tile.level, tile.index, tile.width)
         if data is None:
             raise RuntimeError(f"{path} is within the mirror checkpoint but not in the copy")
-        return Answer(200, data, "application/octet-stream"), tile.is_full
+        return Answer(200, data, "application/octet-stream")
 
 
 async def _read_header(read: Read) -> AddEntriesHeader:
@@ -379,11 +379,10 @@ async def _checkpoint(request: web.Request) -> web.Response:
 
 async def _tile(request: web.Request) -> web.Response:
     path = "tile/" + request.match_info["path"]
-    answer, full = await request.app[MIRROR].tile(request.match_info["origin_hash"], path)
+    answer = await request.app[MIRROR].tile(request.match_info["origin_hash"], path)
     resp = _response(answer)
-    if answer.status == 200:
-        resp.headers["Cache-Control"] = ("public, max-age=31536000, immutable" if full
-                                         else "public, max-age=2")
+    if answer.status == 200:  # tlog-tiles: every tile path is immutable, partial ones too
+        resp.headers["Cache-Control"] = "public, max-age=31536000, immutable"
         if path.startswith("tile/entries/"):
             resp.enable_compression()  # tlog-tiles: entry bundles SHOULD be compressed
     return resp

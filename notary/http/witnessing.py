@@ -114,10 +114,12 @@ def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | No
             return Witnessing(log, endpoints, policy=policy,
                               interval=settings.witness_interval,
                               timeout=settings.witness_timeout,
+                              refresh=settings.witness_refresh,
                               state_path=settings.data / STATE_FILE, registry=registry, pq=pq)
         return Witnessing(log, endpoints, quorum=_quorum(settings, endpoints),
                           interval=settings.witness_interval,
-                          timeout=settings.witness_timeout, state_path=settings.data / STATE_FILE,
+                          timeout=settings.witness_timeout, refresh=settings.witness_refresh,
+                          state_path=settings.data / STATE_FILE,
                           registry=registry, pq=pq)
     except WitnessConfigError as e:
         raise ConfigError(str(e)) from None

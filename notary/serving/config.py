@@ -264,6 +264,14 @@ class Settings:
         _between(0.01, 86400, "seconds"), metavar="S"))
     witness_timeout: float = field(default=5.0, metadata=_about(
         WITNESSES, "seconds to wait for a witness's answer", _SECONDS, metavar="S"))
+    witness_refresh: float = field(default=60.0, metadata=_about(
+        WITNESSES, "seconds after which an unchanged checkpoint is submitted again, so its "
+        "cosignatures stay fresh while nothing is appended", _between(0.01, 86400, "seconds"),
+        metavar="S",
+        detail="A cosignature served is then never older than this plus one round "
+               "(`witness_interval` and the witness's answer time) while its witness answers: "
+               "a client that bounds a cosignature's age keeps accepting an idle log's "
+               "checkpoint (docs/witnesses.md)."))
     mirrors: tuple[str, ...] = field(default=(), metadata=_about(
         WITNESSES, "a C2SP tlog-mirror (submission URL and key) to push every grown "
         "checkpoint and its entries to; its cosignature counts as a witness's (repeatable)",

@@ -52,6 +52,10 @@ from notary.store.base import (
 )
 
 KEY_REFRESH_SECONDS = 5.0
+"""How often the write path reads the receipt keys again, for a key another process made the
+current one (``notary keys rotate``). What is published or checked against does not wait for it:
+``/.well-known/jwks.json`` reads the keys on every request, and a receipt whose kid is not known
+yet reads them at once (:meth:`Notary.jwks_with`)."""
 MAX_AHEAD = timedelta(seconds=5)
 """How far past this process's clock an ``issued_at`` may be: the log's latest one may be
 ahead by this much (another frontend's clock a little ahead, a batch's commit wait) and a new
@@ -216,6 +220,11 @@ class Notary:
         self._current: ReceiptKey | None = None
         self._kids: list[str] = []
         self._keys_read = 0.0
+        # Key reads are serial: started and finished ones are counted, so that a caller can
+        # tell whether a read that started after it arrived has finished (and share it).
+        self._keys_lock = asyncio.Lock()
+        self._key_reads_started = 0
+        self._key_reads_done = 0
         #: Digests on their way to the log, shared by concurrent requests for one digest.
         self._inflight: dict[str, asyncio.Future[_Found]] = {}
         #: Writes queued and not yet committed, per account and month: counted against the
@@ -238,19 +247,43 @@ class Notary:
     # Keys -----------------------------------------------------------------------------------
 
     async def refresh_keys(self, force: bool = False) -> None:
-        """Pick up keys added by ``notary keys rotate`` in another process."""
-        now = time.monotonic()
-        if not force and now - self._keys_read < KEY_REFRESH_SECONDS:
-            return
-        self._keys_read = now
-        records = await self.store.receipt_keys()
-        if not records:
-            raise RuntimeError("no receipt key; the data directory was not initialised")
-        kids = [r.kid for r in records]
-        if kids != self._kids:
-            self.jwks = jwks_from_records(records)
-            self._current = current_receipt_key(self.paths, records)
-            self._kids = kids
+        """Pick up keys added by another process (``notary keys rotate``, another frontend's
+        first start): read them again if ``force``, or :data:`KEY_REFRESH_SECONDS` after the
+        last read."""
+        if force or time.monotonic() - self._keys_read >= KEY_REFRESH_SECONDS:
+            await self.reread_keys()
+
+    async def reread_keys(self) -> None:
+        """Read the keys from the store, in a read that starts after this call.
+
+        Single-flight: reads run one at a time, and every caller that arrived while one was
+        running shares the next, so a flood of requests costs one small read at a time, never
+        one each at once.
+        """
+        wanted = self._key_reads_started + 1  # the first read that starts after now
+        async with self._keys_lock:
+            if self._key_reads_done >= wanted:
+                return
+            self._key_reads_started += 1
+            number = self._key_reads_started
+            self._keys_read = time.monotonic()
+            records = await self.store.receipt_keys()
+            if not records:
+                raise RuntimeError("no receipt key; the data directory was not initialised")
+            kids = [r.kid for r in records]
+            if kids != self._kids:
+                self.jwks = jwks_from_records(records)
+                self._current = current_receipt_key(self.paths, records)
+                self._kids = kids
+            self._key_reads_done = number
+
+    async def jwks_with(self, kid: str) -> Jwks:
+        """The receipt keys, read again first if ``kid`` is not among them: a receipt signed
+        by a key another frontend registered since this one last read the keys. ``kid`` comes
+        from a stored receipt (whose key the store holds), so once read it is known."""
+        if kid not in self.jwks:
+            await self.reread_keys()
+        return self.jwks
 
     @property
     def current_key(self) -> ReceiptKey:

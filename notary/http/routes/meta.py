@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from importlib import resources
 
 from aiohttp import web
@@ -17,8 +18,10 @@ from notary.http.witnessing import witness_policy
 
 
 async def jwks(request: web.Request) -> web.Response:
+    """Every receipt key the store holds, as of after the request arrived: a receipt another
+    frontend just signed with a key new to this one verifies against this JWKS at once."""
     notary = request.app[NOTARY]
-    await notary.refresh_keys()
+    await notary.reread_keys()
     resp = web.json_response(notary.jwks.to_json())
     resp.headers["Cache-Control"] = "public, max-age=60"
     return resp
@@ -50,9 +53,15 @@ def _write_problem(error: Exception) -> str:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """Up, the tree size, whether writes are accepted, and the scrub's progress.
+    """Up, the tree size, what is known of writes, and the scrub's progress.
 
-    ``writes: refused`` (``status: failing``) while this process refuses writes because the
+    ``writes`` says only what this process knows: ``untried`` (``status: ok``) until it has
+    committed a write, ``accepted`` with ``last_commit`` (UTC) once it has and the last one
+    succeeded.
+
+    ``writes: refused`` (``status: failing``, still 200) while this process refuses writes:
+    the store holds a tree older than, or not extending, the newest checkpoint it saw
+    committed (a database restored or failed over), found as it started or at a write; or the
     log's latest ``issued_at`` is ahead of its clock (a frontend's clock is wrong).
 
     ``writes: failing`` (still 200, ``status: failing`` and the ``problem``) while the last
@@ -71,14 +80,14 @@ async def healthz(request: web.Request) -> web.Response:
     head = await log.head()
     notary = request.app[NOTARY]
     seq = notary.sequencer
-    halted = seq.status.state is WriterState.HALTED
-    body: dict[str, object] = {"status": "failing" if halted else "ok",
-                               "size": head.size if head else 0,
-                               "writes": "stopped" if halted else "accepted"}
+    state = seq.status.state
+    body: dict[str, object] = {"status": "ok", "size": head.size if head else 0}
     status, headers = 200, {}
     clock = notary.clock_problem()
-    if halted:
-        body["problem"] = seq.status.reason
+    if state is WriterState.HALTED:
+        body.update(status="failing", writes="stopped", problem=seq.status.reason)
+    elif state is WriterState.REFUSING:  # known at start, before any write was asked for
+        body.update(status="failing", writes="refused", problem=seq.status.reason)
     elif clock is not None:  # writes refused, not a storage problem: still 200
         body.update(status="failing", writes="refused", problem=clock)
     elif not await seq.probe_storage() and isinstance(seq.status.error, StorageFullError):
@@ -91,6 +100,11 @@ async def healthz(request: web.Request) -> web.Response:
         # long, the database away): say so until one succeeds. Still 200: reads are served,
         # and the next write that gets through clears it.
         body.update(status="failing", writes="failing", problem=_write_problem(seq.status.error))
+    elif seq.committed_at is None:
+        body["writes"] = "untried"
+    else:
+        body.update(writes="accepted", last_commit=datetime.fromtimestamp(
+            seq.committed_at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z"))
     scrub = request.app.get(SCRUB)
     if scrub is not None:
         body["scrub"] = scrub.status.to_json()

@@ -211,10 +211,12 @@ async def verify(request: web.Request) -> web.Response:
                 receipt_id = await pool.run(client, read_verify_request, raw)
                 _refused(receipt_id)
                 assert isinstance(receipt_id, str)
-                receipt = (await notary.get(receipt_id)).to_json()
-                await notary.refresh_keys()
+                stored = await notary.get(receipt_id)
+                receipt = stored.to_json()
+                jwks = notary.jwks if stored.signature is None else \
+                    await notary.jwks_with(stored.signature.kid)
                 verdict = await pool.run(client, verify_request, raw, receipt,
-                                         notary.jwks.to_json(), notary.log.verifier.vkey)
+                                         jwks.to_json(), notary.log.verifier.vkey)
                 _refused(verdict)
     except Refused as e:
         if e.ignored_retry_after:

@@ -128,7 +128,7 @@ async def test_every_tile_of_the_tree_is_served_with_the_right_bytes(served: Ser
         r, body = await served.get("/" + t.path())
         assert r.status == 200, t.path()
         assert r.headers["Content-Type"] == "application/octet-stream"
-        assert r.headers["Cache-Control"] == (IMMUTABLE if t.is_full else SHORT)
+        assert r.headers["Cache-Control"] == IMMUTABLE  # partial ones too (tlog-tiles)
         first = t.index * TILE_WIDTH
         if t.is_entries:
             assert body == bundle_of(served.entries[first : first + t.width])
@@ -157,7 +157,7 @@ async def test_partial_tiles_stay_available_as_prefixes(served: Served) -> None:
     for path, want in [("/tile/0/000.p/100", old_tile), ("/tile/entries/000.p/100", old_bundle)]:
         r, body = await served.get(path)
         assert r.status == 200 and body == want
-        assert r.headers["Cache-Control"] == SHORT
+        assert r.headers["Cache-Control"] == IMMUTABLE
     r, body = await served.get("/tile/0/000.p/50")
     assert r.status == 200 and body == old_tile[: 50 * 32]
     r, body = await served.get("/tile/0/000")
@@ -171,6 +171,7 @@ async def test_partial_tiles_stay_available_as_prefixes(served: Served) -> None:
         r, body = await served.get(beyond)
         assert r.status == 404, beyond
         assert error_code(body) == "not_found"
+        assert r.headers["Cache-Control"] == "no-store"  # served once the tree covers it
     r, _ = await served.get("/tile/1/000.p/1")
     assert r.status == 200
 

@@ -135,12 +135,13 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
 
 async def assert_same_tiles(s: Setup, size: int) -> None:
     """Every tile and bundle of a tree of ``size`` (full and partial), from the mirror, is the
-    log's byte for byte."""
+    log's byte for byte, cached as immutable (tlog-tiles: every tile path is)."""
     for tile in tiles_for_size(size, entries=True):
         want = await s.log.reader.tile(tile.level, tile.index, tile.width)
         async with s.http.get(f"{s.prefix}/{tile.path()}") as r:
             assert r.status == 200, tile.path()
             assert await r.read() == want, tile.path()
+            assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
 
 
 def check_cosigned(s: Setup, note: bytes) -> int:

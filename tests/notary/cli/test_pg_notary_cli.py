@@ -80,7 +80,6 @@ async def test_every_frontend_publishes_every_receipt_key(tmp_path: Path, pg_url
         async with app_notary(b_data, database=pg_url) as b:
             ka, kb = a.notary.current_key.kid, b.notary.current_key.kid
             assert ka != kb
-            await a.notary.refresh_keys(force=True)
             async with aiohttp.ClientSession() as http:
                 for served in (a, b):
                     async with http.get(f"{served.url}/.well-known/jwks.json") as r:

@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier
+from ledger.core.cosignature import CosignatureSigner, CosignatureVerifier, cosignature_timestamp
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCosignatureVerifier
 from ledger.core.tlog_policy import parse_tlog_policy
@@ -37,6 +37,7 @@ from notary.serving.startup import init_data_dir
 from tests.notary_server import (
     CALL_RECORDS,
     ServedNotary,
+    capture_cli,
     capture_cli_sync,
     checkpoint_size,
     create_api_key,
@@ -497,3 +498,70 @@ async def test_a_witness_that_knows_only_the_logs_ml_dsa_key_cosigns(
     finally:
         await notary.runner.cleanup()
         await w.stop()
+
+
+async def test_an_idle_logs_checkpoint_is_cosigned_again_every_refresh(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    """Nothing is appended, yet the checkpoint served (by /checkpoint, in a receipt's proof and
+    in the --publish directory) carries ever newer cosignatures: the unchanged checkpoint goes
+    to the witness again every witness_refresh seconds (``old`` = its size, no proof)."""
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signer = CosignatureSigner.generate("witness.test/fresh")
+    witness = WitnessProc(signer, tmp_path / "w.db", first.vkey)
+    await witness.start()
+    published = tmp_path / "published"
+    settings = Settings(data=base.data, listen=base.listen, witnesses=(witness.spec,),
+                        witness_quorum=1, witness_interval=0.05, witness_timeout=2,
+                        witness_refresh=1.0, publish=str(published))
+    notary = await start_notary(settings, http, first.vkey, sock)
+    verifier = signer.verifier()
+
+    def cosigned_at(note: bytes) -> int | None:
+        """The witness's cosignature time on ``note``, None if it carries none."""
+        for sig in parse_note(note).signatures:
+            if sig.name == verifier.name and sig.key_id == verifier.key_id:
+                return cosignature_timestamp(sig)
+        return None
+
+    try:
+        # In a thread, not blocking this loop: the notary's jobs write to the store meanwhile.
+        code, out, _ = await capture_cli("apikey", "create", "--data", str(settings.data),
+                                         "--account", "a")
+        assert code == 0, out
+        receipt = await notary.issue(out.strip().splitlines()[-1], 0)
+
+        async def witnessed() -> bytes | None:
+            _, body, headers = await notary.get("/checkpoint")
+            witnessed = headers["Notary-Witnessed"] == "true" and checkpoint_size(body) == 1
+            return bytes(body) if witnessed else None
+
+        note = await eventually(witnessed, "a witnessed checkpoint of the receipt")
+        first_time = cosigned_at(note)
+        assert first_time is not None and checkpoint_size(note) == 1
+
+        async def refreshed() -> bytes | None:
+            _, body, _ = await notary.get("/checkpoint")
+            seen = cosigned_at(bytes(body))
+            return bytes(body) if seen is not None and seen > first_time else None
+
+        fresh = await eventually(refreshed, "a fresher cosignature on the same checkpoint", 15)
+        open_checkpoint(fresh, Ed25519Verifier.from_vkey(first.vkey), [verifier], 1)
+        assert parse_note(fresh).text == parse_note(note).text  # the same checkpoint
+        status, ledger, _ = await notary.get("/v1/ledger")
+        assert status == 200 and json.loads(ledger)["size"] == 1  # nothing was appended
+        # A receipt's proof and the published directory carry the fresh cosignature too.
+        _, body, _ = await notary.get(f"/v1/tool-calls/{receipt['id']}")
+        proof = decode_proof_bundle(json.loads(body)["proof"].encode())
+        assert (cosigned_at(proof.checkpoint) or 0) > first_time
+
+        async def published_fresh() -> bool | None:
+            data = (published / "checkpoint").read_bytes()
+            return True if (cosigned_at(data) or 0) > first_time else None
+
+        await eventually(published_fresh, "the published checkpoint to be cosigned again", 15)
+    finally:
+        await notary.runner.cleanup()
+        await witness.stop()

@@ -34,6 +34,7 @@ BAD: dict[str, list[str]] = {
     "witness_quorum": ["-3", "2"],  # 2 with no witnesses
     "witness_interval": ["0", "-1", "nan", "inf"],
     "witness_timeout": ["0", "abc"],
+    "witness_refresh": ["0", "-1", "nan", "86401"],
     "max_connections": ["-1", "2000000"],
     "keepalive_timeout": ["0", "-1", "nan"],
     "header_timeout": ["0", "inf"],

@@ -1,11 +1,13 @@
 """A notary restarted on a database restored from an older backup: it remembers the newest
 checkpoint it saw committed (``seen-checkpoint.json``), serves reads, refuses writes with a
-clear 503 and a metric instead of forking the log, and writes again once the database is back."""
+clear 503 and a metric instead of forking the log (and ``/healthz`` says so before any write is
+asked for), and writes again once the database is back."""
 
 from __future__ import annotations
 
 import shutil
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 from notary.core.records import CallRecord, new_salt
@@ -56,6 +58,12 @@ def test_restored_database_stops_writes_until_it_is_back(tmp_path: Path) -> None
         snapshot(db, tmp_path / "new.db")
         restore(db, tmp_path / "old.db")  # the operator restores the older backup
         server.start()
+        # Known as it started, before any write was asked for: /healthz says so at once.
+        health = server.get("/healthz")
+        assert health.status == 200, health.body
+        doc = health.json()
+        assert (doc["status"], doc["writes"]) == ("failing", "refused"), doc
+        assert "size 8" in doc["problem"]
         status, body = post(server, key, 100)
         assert status == 503, body
         error = body["error"]
@@ -66,7 +74,14 @@ def test_restored_database_stops_writes_until_it_is_back(tmp_path: Path) -> None
         server.stop()
         restore(db, tmp_path / "new.db")  # the right database is back
         server.start()
+        # Nothing refuses, but no write was tried yet: not claimed to be accepted.
+        doc = server.get("/healthz").json()
+        assert (doc["status"], doc["writes"]) == ("ok", "untried") and "last_commit" not in doc
         assert post(server, key, 101)[0] == 201
+        doc = server.get("/healthz").json()
+        assert (doc["status"], doc["writes"]) == ("ok", "accepted"), doc
+        committed = datetime.fromisoformat(doc["last_commit"])
+        assert abs((datetime.now(UTC) - committed).total_seconds()) < 60
         assert metric(server, "ledger_writer_refusing") == 0
     finally:
         server.stop()
