@@ -23,7 +23,7 @@ from notary.cli import store_args
 from notary.http.app import create_app
 from notary.serving.config import SETTINGS
 from notary.serving.startup import check_before_creating, init_data_dir
-from notary.serving.workers import bind, supervise
+from notary.serving.workers import bind, metrics_dir, supervise
 from notary.store import MEMORY, is_memory
 
 __all__ = ["command_name", "register"]
@@ -45,7 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # settings, the database (and whether it already holds a log this frontend lacks the
         # key of), the port.
         event_loop.run(check_before_creating(settings))
-    app = create_app(settings)  # settings are checked here, before any worker starts
+    # settings are checked here, before any worker starts
+    app = create_app(settings, shared_metrics=metrics_dir() if worker else None)
     if not worker:
         try:
             sock = bind(host, port)
