@@ -176,14 +176,17 @@ def test_version_is_the_package_version(tmp_path: Path) -> None:
 
 def test_the_banner_names_the_command_as_it_can_be_called(tmp_path: Path) -> None:
     """`notary` on PATH is named bare; from a clone (`.venv/bin/notary`, not on PATH) the lines
-    the first run prints name the path, so they can be pasted as they are."""
+    the first run prints name the path, so they can be pasted as they are; so for `python -m`."""
     venv_bin = tmp_path / ".venv" / "bin"
     assert command_name("/usr/bin/notary", ".venv/bin/notary", tmp_path) == "notary"
     assert command_name(None, ".venv/bin/notary", Path.cwd()) == ".venv/bin/notary"
     assert command_name(None, str(venv_bin / "notary"), tmp_path) == ".venv/bin/notary"
     assert command_name(None, str(venv_bin / "notary"), tmp_path / "elsewhere") == \
         str(venv_bin / "notary")
-    assert command_name(None, "/x/notary/cli/main.py", tmp_path) == "notary"  # python -m
+    # python -m: the same again, unless `notary` is on PATH
+    assert command_name("/usr/bin/notary", "/x/notary/cli/main.py", tmp_path) == "notary"
+    assert command_name(None, "/x/notary/cli/main.py", tmp_path, "/opt/py 3/python") == \
+        "'/opt/py 3/python' -m notary.cli.main"
 
 
 def test_keys_list_shows_the_log_keys_and_which_receipt_key_signs(tmp_path: Path) -> None:
