@@ -16,6 +16,7 @@ from typing import TypeVar
 from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from ledger.storage.base import StoreError
+from notary.serving.commands import store_command
 from notary.serving.config import SETTINGS, Setting, Settings, resolve
 from notary.serving.keys import Paths
 from notary.serving.startup import entry_url_bases
@@ -82,7 +83,12 @@ def with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable[
     paths = Paths(chosen.data)
     pg = is_postgres(chosen.database)
     if not pg and not paths.db.exists():
-        raise UsageError(f"no notary database at {paths.db}; run `notary serve` once first")
+        if paths.log_key.exists():  # a frontend's keys: its store is elsewhere
+            raise UsageError(f"no notary database at {paths.db}, but {chosen.data} holds a log "
+                             "key: a frontend of a PostgreSQL store needs --database URL "
+                             "(or NOTARY_DATABASE)")
+        raise UsageError(f"no notary database at {paths.db}; run "
+                         f"`{store_command(chosen, 'serve')}` once first")
     where = "the PostgreSQL store" if pg else f"the store at {paths.db}"  # never the URL
     origin = _log_origin(paths)
     candidates = [*bases, *(entry_url_bases(chosen, origin) if origin else [chosen.base_url])]

@@ -123,6 +123,15 @@ async def test_check_uses_the_key_of_the_log_it_checks(tmp_path: Path, pg_url: s
         assert code == 0 and out.startswith("ok:") and "at size 1" in out, (code, out, err)
 
 
+async def test_a_frontend_directory_without_database_is_told_to_add_it(tmp_path: Path,
+                                                                       pg_url: str) -> None:
+    """A store command given a PostgreSQL frontend's --data but no --database is told to add
+    it, not to run ``notary serve`` (which would make a new SQLite log there)."""
+    async with app_notary(tmp_path / "a", database=pg_url) as served:
+        code, out, err = await capture_cli("apikey", "list", "--data", str(served.data))
+        assert code == 2 and "--database" in err and "notary serve" not in err, (out, err)
+
+
 def test_backup_and_restore_point_at_pg_dump(tmp_path: Path) -> None:
     url = "postgresql://notary:s3cret-pw@127.0.0.1:1/notary"
     for argv in (("backup", "--data", str(tmp_path), "--database", url, str(tmp_path / "b")),
