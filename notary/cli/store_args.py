@@ -16,6 +16,7 @@ from typing import TypeVar
 from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from ledger.storage.base import StoreError
+from notary.operator.admin import AdminError
 from notary.serving.commands import store_command
 from notary.serving.config import SETTINGS, Setting, Settings, resolve
 from notary.serving.keys import Paths
@@ -23,7 +24,7 @@ from notary.serving.startup import entry_url_bases
 from notary.store import MEMORY, is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 
-__all__ = ["add_setting_flag", "add_store_flags", "settings", "with_store"]
+__all__ = ["add_setting_flag", "add_store_flags", "refused", "settings", "with_store"]
 
 _T = TypeVar("_T")
 _BY_NAME = {row.name: row for row in SETTINGS}
@@ -59,6 +60,15 @@ def settings(args: argparse.Namespace) -> Settings:
     """The settings from the flags a command was given, the environment and the TOML file."""
     flags = {k: v for k, v in vars(args).items() if k in _BY_NAME}
     return resolve(flags, config_file=getattr(args, "config", None))
+
+
+def refused(args: argparse.Namespace, e: AdminError) -> UsageError:
+    """The usage error for an administrative refusal, ending with the command it suggests,
+    completed with this command's store so that it runs as printed."""
+    if not e.then:
+        return UsageError(str(e))
+    command, *rest = e.then
+    return UsageError(f"{e}: `{store_command(settings(args), command, *rest)}`")
 
 
 def _log_origin(paths: Paths) -> str | None:
