@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ledger.core.note import Ed25519Verifier, NoteError, parse_note
 from ledger.jobs.check import AuditError, audit_log
@@ -98,6 +99,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return ExitCode.CHECK_FAILED
         print(f"ok: {summary}")
+        _clear_recorded_damage(settings.data)
         return ExitCode.OK
     if not paths.db.is_file():
         raise UsageError(f"no notary database at {paths.db}")
@@ -122,11 +124,17 @@ def cmd_check(args: argparse.Namespace) -> int:
               "backup and check it again.", file=sys.stderr)
         return ExitCode.CHECK_FAILED
     print(f"ok: database pages sound; {summary}")
-    recorded = read_damage(settings.data)
-    if recorded is not None and clear_damage(settings.data):
+    _clear_recorded_damage(settings.data)
+    return ExitCode.OK
+
+
+def _clear_recorded_damage(data: Path) -> None:
+    """After a passing check: the damage a server of this store recorded in ``data`` (with
+    PostgreSQL, the frontend's own directory) no longer stops its writes."""
+    recorded = read_damage(data)
+    if recorded is not None and clear_damage(data):
         print(f"cleared the damage the server had recorded ({recorded}); `notary serve` "
               "accepts writes again", file=sys.stderr)
-    return ExitCode.OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

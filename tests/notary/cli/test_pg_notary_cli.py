@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
+import shlex
 import subprocess
 import sys
 import time
@@ -20,6 +22,9 @@ import pytest
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.process.keyfile import write_secret
 from notary.cli.main import main as notary_cli
+from notary.operator.damage_marker import DAMAGE_FILE, record_damage
+from notary.serving.commands import store_command
+from notary.serving.config import Settings
 from notary.serving.service import Unauthorized
 from notary.store import check_database
 from tests.notary_server import app_notary, capture_cli, run_cli
@@ -130,6 +135,22 @@ async def test_a_frontend_directory_without_database_is_told_to_add_it(tmp_path:
     async with app_notary(tmp_path / "a", database=pg_url) as served:
         code, out, err = await capture_cli("apikey", "list", "--data", str(served.data))
         assert code == 2 and "--database" in err and "notary serve" not in err, (out, err)
+
+
+async def test_a_passing_check_clears_the_damage_a_frontend_recorded(tmp_path: Path,
+                                                                    pg_url: str) -> None:
+    """What a frontend that found damage tells the operator to run after restoring the
+    database (the check, with its --data and --database) lets it write again."""
+    async with app_notary(tmp_path / "a", database=pg_url) as served:
+        data = served.data
+    check = store_command(Settings(data=data, database=pg_url), "check", env={})
+    record_damage(data, "a tile does not match", check=check)
+    told = json.loads((data / DAMAGE_FILE).read_text())["clear"]
+    program, *words = shlex.split(told.split("`")[1])
+    assert program == "notary" and "--database" in words, told
+    code, out, err = await capture_cli(*words)
+    assert code == 0 and "cleared the damage" in err, (out, err)
+    assert not (data / DAMAGE_FILE).exists()
 
 
 def test_backup_and_restore_point_at_pg_dump(tmp_path: Path) -> None:
