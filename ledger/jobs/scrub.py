@@ -87,14 +87,18 @@ class Scrubber:
         self.m_checked = Counter("ledger_scrub_checked_total",
                                  "Stored tiles and bundles re-verified by the scrub", registry=r)
         self.m_position = Gauge("ledger_scrub_position_entries",
-                                "Entries checked so far in the current scrub pass", registry=r)
+                                "Entries checked so far in the current scrub pass",
+                                multiprocess_mode="livemax", registry=r)
         self.m_size = Gauge("ledger_scrub_pass_size_entries",
-                            "Tree size the current scrub pass checks", registry=r)
+                            "Tree size the current scrub pass checks",
+                            multiprocess_mode="livemax", registry=r)
         self.m_last = Gauge("ledger_scrub_last_pass_timestamp_seconds",
-                            "UNIX time the last complete scrub pass ended", registry=r)
+                            "UNIX time the last complete scrub pass ended",
+                            multiprocess_mode="max", registry=r)
         self.m_damage = Gauge("ledger_scrub_damage",
                               "1 once the scrub found a stored tile or bundle that does not "
-                              "match the entries (writes are stopped)", registry=r)
+                              "match the entries (writes are stopped)",
+                              multiprocess_mode="max", registry=r)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="scrub")

@@ -285,9 +285,10 @@ class Witnessing:
                                   ["witness", "result"], registry=r)
         self.m_published = Gauge("notary_witnessed_checkpoint_size",
                                  "Size of the newest checkpoint meeting the witness policy",
-                                 registry=r)
+                                 multiprocess_mode="livemostrecent", registry=r)
         self.m_cosigs = Gauge("notary_witnessed_checkpoint_cosignatures",
-                              "Cosignatures on the published checkpoint", registry=r)
+                              "Cosignatures on the published checkpoint",
+                              multiprocess_mode="livemostrecent", registry=r)
 
     # Lifetime ---------------------------------------------------------------------------------
 

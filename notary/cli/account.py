@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-from ledger.process.exitcodes import UsageError
 from notary.cli import store_args
 from notary.operator import admin
 
@@ -43,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             store_args.with_store(args, lambda store: admin.set_monthly_allowance(
                 store, args.account, args.allowance))
         except admin.AdminError as e:
-            raise UsageError(str(e)) from e
+            raise store_args.refused(args, e) from e
         shown = "unlimited" if args.allowance is None else args.allowance
         print(f"Account {args.account!r}: monthly allowance {shown}, for all its keys "
               "(in effect at once).")

@@ -11,7 +11,6 @@ import json
 from datetime import UTC, datetime
 
 from ledger.core.timestamps import rfc3339
-from ledger.process.exitcodes import UsageError
 from notary.cli import store_args
 from notary.core.accounts import month_of
 from notary.operator import admin
@@ -24,7 +23,7 @@ def cmd_apikey_create(args: argparse.Namespace) -> int:
         key = store_args.with_store(args, lambda store: admin.create_api_key(
             store, args.account, args.monthly_allowance))
     except admin.AdminError as e:
-        raise UsageError(str(e)) from e
+        raise store_args.refused(args, e) from e
     allowance = "unlimited" if args.monthly_allowance is None else args.monthly_allowance
     # Everything on stdout, the key alone on the last line: `| tail -1` gives just the key,
     # and the note never ends in a colon with nothing after it when the key is captured.
@@ -59,7 +58,7 @@ def cmd_apikey_revoke(args: argparse.Namespace) -> int:
         key_id = store_args.with_store(args, lambda store: admin.revoke_api_key(
             store, args.key_id))
     except admin.AdminError as e:
-        raise UsageError(str(e)) from e
+        raise store_args.refused(args, e) from e
     print(f"Revoked API key {key_id}")
     return 0
 

@@ -8,6 +8,7 @@ backed up with PostgreSQL's own tools, which these commands say instead of copyi
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from ledger.client.http import FetchError, HttpClient
@@ -67,7 +68,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     _refuse_postgres(settings, "restore")
     extra = [_checkpoint_arg(v) for v in args.checkpoint]
     try:
-        info, moved = restore(Path(args.backup), settings.data, extra)
+        info, moved = restore(Path(args.backup), settings.data, extra,
+                              command=f"notary {shlex.join(args.argv)}")
     except BackupError as e:
         raise UsageError(str(e)) from e
     if moved is not None:

@@ -8,7 +8,8 @@ re-hashed and every tile recomputed from the entries and compared with the store
 byte; then the root against the signed checkpoint (:func:`ledger.jobs.check.audit_log`). It only
 reads, so it can run beside ``notary serve``. Exit status: 0 the store is sound (a damage
 finding recorded by the server is then cleared), 1 it is damaged (what and where is printed),
-2 it cannot be checked (no data directory, no log key).
+2 it cannot be checked (no data directory, no log key; with ``--database URL``, a ``--data``
+whose key is not the log's: the key is a frontend's file, never read from the database).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ledger.core.note import Ed25519Verifier, NoteError
+from ledger.core.note import Ed25519Verifier, NoteError, parse_note
 from ledger.jobs.check import AuditError, audit_log
 from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode, UsageError
@@ -33,16 +34,35 @@ from notary.store import is_postgres
 __all__ = ["register"]
 
 
-def _verifier(paths: Paths) -> Ed25519Verifier:
+_GIVE_DATA = ("add --data DIR, the data directory of a frontend of the log in this database "
+              "(its log.vkey is the log's key)")
+"""With ``--database URL`` the log's key is not in the database but in a frontend's ``--data``,
+which defaults to ./notary-data: what to do when that is not the log's."""
+
+
+def _verifier(paths: Paths, database: str) -> Ed25519Verifier:
+    where = f"; with --database, {_GIVE_DATA}" if is_postgres(database) else ""
     try:
         return Ed25519Verifier.from_vkey(paths.log_vkey.read_text().strip())
     except FileNotFoundError:
-        raise UsageError(f"{paths.log_vkey} is missing; it holds the log's public key") from None
+        raise UsageError(f"{paths.log_vkey} is missing; it holds the log's public key"
+                         f"{where}") from None
     except NoteError as e:
-        raise UsageError(f"{paths.log_vkey}: {e}") from None
+        raise UsageError(f"{paths.log_vkey}: {e}{where}") from None
 
 
-async def _audit(db: Path, verifier: Ed25519Verifier, database: str = "") -> str:
+def _signs(verifier: Ed25519Verifier, note: bytes) -> bool:
+    """Whether ``note`` carries a signature line of ``verifier``'s key (name and key ID), valid
+    or not: one that does not is another log's checkpoint, not damage. An unparsable note is
+    left to the audit, which reports it."""
+    try:
+        lines = parse_note(note).signatures
+    except NoteError:
+        return True
+    return any(s.name == verifier.name and s.key_id == verifier.key_id for s in lines)
+
+
+async def _audit(paths: Paths, verifier: Ed25519Verifier, database: str = "") -> str:
     store: LogStore
     if is_postgres(database):
         # deferred: asyncpg is the optional `postgres` extra; the SQLite default never needs it
@@ -50,9 +70,14 @@ async def _audit(db: Path, verifier: Ed25519Verifier, database: str = "") -> str
 
         store = await PostgresStore.open(database, retry_for=5.0)
     else:
-        store = await SqliteStore.open(db)
+        store = await SqliteStore.open(paths.db)
     update, close = progress_reporter("check", "entry")
     try:
+        latest = await store.latest() if is_postgres(database) else None  # key beside it
+        if latest is not None and not _signs(verifier, latest.note):
+            origin = latest.note.split(b"\n", 1)[0].decode("utf-8", "replace")
+            raise UsageError(f"{paths.log_vkey} is another log's key: the log {origin!r} in "
+                             f"this database is not signed by it; {_GIVE_DATA}")
         report = await audit_log(store, verifier, progress=update)
     finally:
         close()
@@ -65,19 +90,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     settings = store_args.settings(args)
     paths = Paths(settings.data)
     if is_postgres(settings.database):
-        verifier = _verifier(paths)
+        verifier = _verifier(paths, settings.database)
         print("checking the PostgreSQL store: every tile and bundle", file=sys.stderr)
         try:
-            summary = event_loop.run(_audit(paths.db, verifier, settings.database))
+            summary = event_loop.run(_audit(paths, verifier, settings.database))
         except AuditError as e:
             print(f"notary check: FAILED: {e}. Restore the newest backup and check it again.",
                   file=sys.stderr)
             return ExitCode.CHECK_FAILED
         print(f"ok: {summary}")
+        _clear_recorded_damage(settings.data)
         return ExitCode.OK
     if not paths.db.is_file():
         raise UsageError(f"no notary database at {paths.db}")
-    verifier = _verifier(paths)
+    verifier = _verifier(paths, settings.database)
     print(f"checking {paths.db}: database pages, then every tile and bundle", file=sys.stderr)
     problems = integrity_errors(paths.db)
     if problems:
@@ -85,7 +111,7 @@ def cmd_check(args: argparse.Namespace) -> int:
               "Restore the newest backup and check it again.", file=sys.stderr)
         return ExitCode.CHECK_FAILED
     try:
-        summary = event_loop.run(_audit(paths.db, verifier))
+        summary = event_loop.run(_audit(paths, verifier))
     except AuditError as e:
         print(f"notary check: FAILED: {e}. Restore the newest backup and check it again.",
               file=sys.stderr)
@@ -98,11 +124,17 @@ def cmd_check(args: argparse.Namespace) -> int:
               "backup and check it again.", file=sys.stderr)
         return ExitCode.CHECK_FAILED
     print(f"ok: database pages sound; {summary}")
-    recorded = read_damage(settings.data)
-    if recorded is not None and clear_damage(settings.data):
+    _clear_recorded_damage(settings.data)
+    return ExitCode.OK
+
+
+def _clear_recorded_damage(data: Path) -> None:
+    """After a passing check: the damage a server of this store recorded in ``data`` (with
+    PostgreSQL, the frontend's own directory) no longer stops its writes."""
+    recorded = read_damage(data)
+    if recorded is not None and clear_damage(data):
         print(f"cleared the damage the server had recorded ({recorded}); `notary serve` "
               "accepts writes again", file=sys.stderr)
-    return ExitCode.OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

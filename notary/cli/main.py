@@ -30,6 +30,7 @@ from notary.cli import (
     verify,
 )
 from notary.operator.watch_server import server_filter
+from notary.serving.commands import store_command
 from notary.serving.config import ConfigError
 from notary.serving.keys import Paths
 from notary.store import is_postgres
@@ -51,10 +52,10 @@ def _database(args: argparse.Namespace) -> tuple[Path | None, str | None]:
     if not hasattr(args, "data"):
         return None, None
     try:
-        data = store_args.settings(args).data
+        chosen = store_args.settings(args)
     except (ConfigError, UsageError):
         return None, None
-    return Paths(data).db, f"notary check --data {data}"
+    return Paths(chosen.data).db, store_command(chosen, "check")
 
 
 def _uses_postgres(args: argparse.Namespace) -> bool:

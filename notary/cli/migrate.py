@@ -9,6 +9,7 @@ only that and reports it. A receipt signed under a base URL the store cannot tel
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from ledger.core.paths import ENTRIES_PATH
 from ledger.process.dirlock import DirectoryInUseError, exclusive
@@ -53,7 +54,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if is_postgres(settings.database) or not settings.data.is_dir():
         return _report_migration(store_args.with_store(args, report, bases=bases))
     try:  # it rewrites receipts a running server reads and serves: not beside one
-        with exclusive(settings.data, "notary migrate"):
+        with exclusive(settings.data, f"notary {shlex.join(args.argv)}"):  # as typed
             return _report_migration(store_args.with_store(args, report, bases=bases))
     except DirectoryInUseError as e:
         raise UsageError(str(e)) from None

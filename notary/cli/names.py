@@ -12,7 +12,6 @@ import argparse
 import json
 
 from ledger.core.timestamps import rfc3339
-from ledger.process.exitcodes import UsageError
 from ledger.storage.base import StoreError
 from notary.cli import store_args
 from notary.operator import admin
@@ -36,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             new = store_args.with_store(args, lambda store: admin.grant_server_name(
                 store, args.name, args.account))
         except admin.AdminError as e:
-            raise UsageError(str(e)) from e
+            raise store_args.refused(args, e) from e
         print(f"Server name {args.name!r} is held by account {args.account!r}"
               + ("." if new else " (it was already)."))
         return 0
@@ -77,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         try:
             before = store_args.with_store(args, run)
         except admin.AdminError as e:
-            raise UsageError(str(e)) from e
+            raise store_args.refused(args, e) from e
         print(f"Server name {args.name!r} moved from account {before!r} to {args.account!r}.")
         return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import socket
 import sys
@@ -21,9 +22,10 @@ from ledger.process.exitcodes import UsageError
 from ledger.process.structured_logs import configure
 from notary.cli import store_args
 from notary.http.app import create_app
+from notary.serving.commands import store_command
 from notary.serving.config import SETTINGS
 from notary.serving.startup import check_before_creating, init_data_dir
-from notary.serving.workers import bind, supervise
+from notary.serving.workers import bind, metrics_dir, supervise
 from notary.store import MEMORY, is_memory
 
 __all__ = ["command_name", "register"]
@@ -45,7 +47,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # settings, the database (and whether it already holds a log this frontend lacks the
         # key of), the port.
         event_loop.run(check_before_creating(settings))
-    app = create_app(settings)  # settings are checked here, before any worker starts
+    # settings are checked here, before any worker starts
+    app = create_app(settings, shared_metrics=metrics_dir() if worker else None)
     if not worker:
         try:
             sock = bind(host, port)
@@ -67,9 +70,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"Log verifier key:  {first.vkey}")
         print(f"Receipt keys:      {base}/.well-known/jwks.json (kid {first.kid})")
         if not is_memory(settings.database):
-            command = command_name(shutil.which("notary"), sys.argv[0], Path.cwd())
-            print(f"Create an API key: {command} apikey create --data {settings.data} "
-                  "--account NAME")
+            program = command_name(shutil.which("notary"), sys.argv[0], Path.cwd())
+            create = store_command(settings, "apikey create", "--account", "NAME",
+                                   program=program)
+            print(f"Create an API key: {create}")
     if is_memory(settings.database):
         print(f"The store is in memory ({MEMORY}): nothing outlives this process, and API keys "
               "can only be added in process (notary.operator.admin).")
@@ -92,19 +96,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_name(on_path: str | None, argv0: str, cwd: Path) -> str:
-    """How to call this command again from ``cwd``, for the lines it prints: ``notary`` when that
-    is on PATH, else the path it was started by (``.venv/bin/notary`` from a clone: neither
-    ./scripts/serve nor a venv not activated puts it on PATH)."""
+def command_name(on_path: str | None, argv0: str, cwd: Path, python: str = sys.executable
+                 ) -> str:
+    """How to call this command again from ``cwd``, for the lines it prints (quoted for a
+    shell): ``notary`` when that is on PATH, else the path it was started by
+    (``.venv/bin/notary`` from a clone: neither ./scripts/serve nor a venv not activated puts
+    it on PATH), or ``PYTHON -m notary.cli.main`` when it was started so."""
     started = Path(argv0)
-    if on_path is not None or started.name != "notary":  # on PATH, or `python -m …`
+    if on_path is not None:
         return "notary"
+    if started.name != "notary":  # `python -m notary.cli.main`
+        return shlex.join([python, "-m", "notary.cli.main"])
     full = os.path.abspath(started)  # not resolved: a .venv may be a link, and is named so
     try:
         relative = os.path.relpath(full, cwd)
     except ValueError:  # another drive (Windows)
-        return full
-    return full if relative.startswith("..") else relative
+        return shlex.quote(full)
+    return shlex.quote(full if relative.startswith("..") else relative)
 
 
 def _hold(serving: ServingLock) -> None:

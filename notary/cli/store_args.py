@@ -16,13 +16,15 @@ from typing import TypeVar
 from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from ledger.storage.base import StoreError
+from notary.operator.admin import AdminError
+from notary.serving.commands import store_command
 from notary.serving.config import SETTINGS, Setting, Settings, resolve
 from notary.serving.keys import Paths
 from notary.serving.startup import entry_url_bases
 from notary.store import MEMORY, is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
 
-__all__ = ["add_setting_flag", "add_store_flags", "settings", "with_store"]
+__all__ = ["add_setting_flag", "add_store_flags", "refused", "settings", "with_store"]
 
 _T = TypeVar("_T")
 _BY_NAME = {row.name: row for row in SETTINGS}
@@ -60,6 +62,15 @@ def settings(args: argparse.Namespace) -> Settings:
     return resolve(flags, config_file=getattr(args, "config", None))
 
 
+def refused(args: argparse.Namespace, e: AdminError) -> UsageError:
+    """The usage error for an administrative refusal, ending with the command it suggests,
+    completed with this command's store so that it runs as printed."""
+    if not e.then:
+        return UsageError(str(e))
+    command, *rest = e.then
+    return UsageError(f"{e}: `{store_command(settings(args), command, *rest)}`")
+
+
 def _log_origin(paths: Paths) -> str | None:
     """The log's origin, from its verifier key file (``<origin>+<key id>+<key>``)."""
     try:
@@ -82,7 +93,12 @@ def with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable[
     paths = Paths(chosen.data)
     pg = is_postgres(chosen.database)
     if not pg and not paths.db.exists():
-        raise UsageError(f"no notary database at {paths.db}; run `notary serve` once first")
+        if paths.log_key.exists():  # a frontend's keys: its store is elsewhere
+            raise UsageError(f"no notary database at {paths.db}, but {chosen.data} holds a log "
+                             "key: a frontend of a PostgreSQL store needs --database URL "
+                             "(or NOTARY_DATABASE)")
+        raise UsageError(f"no notary database at {paths.db}; run "
+                         f"`{store_command(chosen, 'serve')}` once first")
     where = "the PostgreSQL store" if pg else f"the store at {paths.db}"  # never the URL
     origin = _log_origin(paths)
     candidates = [*bases, *(entry_url_bases(chosen, origin) if origin else [chosen.base_url])]

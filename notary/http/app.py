@@ -36,8 +36,9 @@ _log = structlog.get_logger("notary")
 SEEN_FILE = "seen-checkpoint.json"  # the newest checkpoint this notary saw committed
 
 
-def create_app(settings: Settings) -> web.Application:
-    metrics = Metrics()
+def create_app(settings: Settings, *, shared_metrics: Path | None = None) -> web.Application:
+    """The application; ``shared_metrics``: a worker's metrics directory (``--workers``)."""
+    metrics = Metrics(shared_metrics)
     app = web.Application(
         client_max_size=settings.max_body,
         middlewares=[metrics.middleware(), error_middleware, damage_middleware],
@@ -45,6 +46,7 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app.cleanup_ctx.append(_notary_ctx)
+    app.cleanup_ctx.append(metrics.refreshing)
     app.cleanup_ctx.append(_verify_pool_ctx)
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
     if settings.publish:

@@ -1,34 +1,54 @@
-"""Prometheus metrics, one registry per application (so tests can run several apps at once)."""
+"""Prometheus metrics, one registry per application (so tests can run several apps at once).
+
+Under ``notary serve --workers N`` every scrape must describe the whole service, whichever
+worker answers it: the workers run in prometheus-client's multiprocess mode (the parent gives
+them a private directory in ``PROMETHEUS_MULTIPROC_DIR``, :mod:`notary.serving.workers`), each
+value is kept in a memory-mapped file there, and ``/metrics`` merges every worker's files.
+Counters and histograms add up, a dead worker's counts included (so they never go back when a
+worker is replaced); each gauge says how its workers' values combine (``multiprocess_mode``,
+ignored by a single process).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from structlog.typing import FilteringBoundLogger
 
 _access = structlog.get_logger("notary.access")
 
 _MAX_SERIES = 4096  # (route, method, status) children kept resolved
 
+REFRESH_SECONDS = 1.0
+"""How often a worker re-reads the gauges sampled from its state (another worker may answer
+the scrape)."""
+
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """The notary's metrics; ``shared``: the workers' directory (multiprocess mode)."""
+
+    def __init__(self, shared: Path | None = None) -> None:
         self.registry = CollectorRegistry()
+        self.shared = shared
         r = self.registry
         self.requests = Counter("notary_http_requests_total", "HTTP requests",
                                 ["route", "method", "status"], registry=r)
         self.latency = Histogram("notary_http_request_duration_seconds",
                                  "HTTP request latency", ["route", "method"],
                                  buckets=_LATENCY_BUCKETS, registry=r)
+        # Set by the process answering the scrape, just before it collects: the newest.
         self.log_size = Gauge("ledger_tree_size", "Entries in the log (latest checkpoint)",
-                              registry=r)
+                              multiprocess_mode="livemostrecent", registry=r)
         self.batch_size = Histogram("ledger_batch_size", "Entries per committed batch",
                                     buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000),
                                     registry=r)
@@ -37,9 +57,10 @@ class Metrics:
                                         buckets=_LATENCY_BUCKETS, registry=r)
         self.receipts = Counter("notary_receipts_issued_total", "Receipts issued", registry=r)
         self.refusing = Gauge("ledger_writer_refusing",
-                              "1 while this process refuses to sign: the store does not extend "
-                              "the newest checkpoint it saw committed (restored or lagging "
-                              "database); writes get 503 until it does", registry=r)
+                              "1 while this process (with --workers, any worker) refuses to "
+                              "sign: the store does not extend the newest checkpoint it saw "
+                              "committed (restored or lagging database); writes get 503 until "
+                              "it does", multiprocess_mode="livemax", registry=r)
         self.clock_refusals = Counter(
             "notary_clock_refusals_total",
             "Writes refused rather than signed with a future issued_at: the log's latest "
@@ -48,10 +69,43 @@ class Metrics:
             registry=r)
         self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._access: FilteringBoundLogger | None = None
+        self._sampled: list[tuple[Gauge, Callable[[], float]]] = []
+        self._collect = r
+        if shared is not None:
+            self._collect = CollectorRegistry()
+            MultiProcessCollector(self._collect, path=str(shared))  # type: ignore[no-untyped-call]
 
     def watch_writer(self, refusing: Callable[[], bool]) -> None:
-        """Report ``refusing()`` (read at each scrape) as ``ledger_writer_refusing``."""
-        self.refusing.set_function(lambda: 1.0 if refusing() else 0.0)
+        """Report ``refusing()`` as ``ledger_writer_refusing``, read at each scrape (and, in
+        a worker, every :data:`REFRESH_SECONDS`)."""
+        self._sampled.append((self.refusing, lambda: 1.0 if refusing() else 0.0))
+
+    def refresh(self) -> None:
+        """Set the gauges sampled from this process's state."""
+        for gauge, sample in self._sampled:
+            gauge.set(sample())
+
+    def exposition(self) -> bytes:
+        """The text a scrape gets: this registry, or every worker's files merged."""
+        self.refresh()
+        return generate_latest(self._collect)
+
+    async def refreshing(self, app: web.Application) -> AsyncIterator[None]:
+        """The aiohttp cleanup_ctx that keeps a worker's sampled gauges current in its files,
+        for the scrapes another worker answers (nothing to do in a single process)."""
+        if self.shared is None:
+            yield
+            return
+
+        async def loop() -> None:
+            while True:
+                self.refresh()
+                await asyncio.sleep(REFRESH_SECONDS)
+
+        task = asyncio.create_task(loop(), name="metrics refresh")
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     def observe_batch(self, size: int, seconds: float) -> None:
         self.batch_size.observe(size)

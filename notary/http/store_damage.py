@@ -22,6 +22,7 @@ from ledger.log.sequencer import WriterState
 from ledger.storage.damage import corruption_in
 from notary.http.appkeys import METRICS, SCRUB, SETTINGS
 from notary.operator.damage_marker import read_damage, record_damage
+from notary.serving.commands import store_command
 from notary.serving.config import Settings
 
 __all__ = ["damage_middleware", "damage_refusal", "integrity_context", "stop_writes"]
@@ -37,7 +38,8 @@ def stop_writes(app: web.Application, reason: str) -> None:
     if seq is not None and seq.status.state is not WriterState.HALTED:
         seq.halt(reason)
         _log.error("writes_stopped", reason=reason)
-    record_damage(app[SETTINGS].data, reason)
+    settings = app[SETTINGS]
+    record_damage(settings.data, reason, check=store_command(settings, "check"))
 
 
 def integrity_context(settings: Settings) -> Callable[[web.Application], AsyncIterator[None]]:
@@ -49,7 +51,8 @@ def integrity_context(settings: Settings) -> Callable[[web.Application], AsyncIt
         if recorded is not None and log.sequencer is not None:
             log.sequencer.halt(recorded)
             _log.error("writes_stopped", reason=recorded,
-                       why="damage recorded by an earlier run; run `notary check`")
+                       why="damage recorded by an earlier run; restore the newest backup, "
+                           f"then run `{store_command(settings, 'check')}`")
         scrubber: Scrubber | None = None
         if settings.scrub_rate > 0 and recorded is None:
             scrubber = Scrubber(log, rate=settings.scrub_rate,

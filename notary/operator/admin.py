@@ -21,7 +21,14 @@ __all__ = ["AdminError", "create_api_key", "grant_server_name", "move_server_nam
 
 
 class AdminError(NotaryBaseError, ValueError):
-    """An administrative request that cannot be done as asked (the message says why)."""
+    """An administrative request that cannot be done as asked (the message says why).
+
+    ``then``: the ``notary`` command that does what was meant (its words and arguments, without
+    the store's flags, which only the command line knows), or empty."""
+
+    def __init__(self, message: str, *, then: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.then = then
 
 
 async def create_api_key(store: NotaryStore, account: str, monthly_allowance: int | None = None
@@ -39,9 +46,10 @@ async def create_api_key(store: NotaryStore, account: str, monthly_allowance: in
     try:
         await store.create_api_key(account, monthly_allowance, key.key_id, key.secret_sha256)
     except AllowanceConflict as e:
-        raise AdminError(f"{e}, shared by all its keys; a new key does not change it (leave "
-                         "out --monthly-allowance, or change it for every key with `notary "
-                         f"account set-allowance {account} N`)") from None
+        raise AdminError(f"{e}, shared by all its keys; a new key does not change it: leave "
+                         "out --monthly-allowance, or change it for every key",
+                         then=("account set-allowance", account,
+                               str(monthly_allowance))) from None
     return key
 
 
@@ -62,8 +70,8 @@ async def set_monthly_allowance(store: NotaryStore, account: str, monthly_allowa
     it takes effect at once in every process."""
     _check_allowance(monthly_allowance)
     if not await store.set_monthly_allowance(account, monthly_allowance):
-        raise AdminError(f"no account {account!r} (an account is created with its first key: "
-                         "`notary apikey create --account NAME`)")
+        raise AdminError(f"no account {account!r}; an account is created with its first API key",
+                         then=("apikey create", "--account", account))
 
 
 def _check_server_name(name: str) -> None:
@@ -78,8 +86,8 @@ async def grant_server_name(store: NotaryStore, name: str, account: str) -> bool
     try:
         return await store.grant_server_name(name, account)
     except ServerNameTaken as e:
-        raise AdminError(f"{e}; to give it to {account!r}, move it: `notary names move`") \
-            from None
+        raise AdminError(f"{e}; to give it to {account!r}, move it",
+                         then=("names move", name, "--to", account)) from None
 
 
 async def move_server_name(store: NotaryStore, name: str, account: str) -> str:

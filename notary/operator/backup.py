@@ -219,12 +219,13 @@ def _newer_evidence(data: Path, verifier: Ed25519Verifier, extra: list[tuple[str
     return checkpoints, sizes
 
 
-def restore(backup_dir: Path, data: Path, checkpoints: list[tuple[str, bytes]] | None = None
-            ) -> tuple[BackupInfo, Path | None]:
+def restore(backup_dir: Path, data: Path, checkpoints: list[tuple[str, bytes]] | None = None,
+            *, command: str = "notary restore") -> tuple[BackupInfo, Path | None]:
     """Restore ``backup_dir`` into ``data``, refusing one older than the log has become.
 
     ``checkpoints`` are (where, signed note) seen elsewhere. Returns the backup's description
-    and where the replaced data directory was moved (None when there was none).
+    and where the replaced data directory was moved (None when there was none). ``command``:
+    this restore as the operator typed it, to run again once the server has stopped.
     """
     bak = Paths(backup_dir)
     if not bak.db.exists() or not bak.log_key.exists():
@@ -238,7 +239,7 @@ def restore(backup_dir: Path, data: Path, checkpoints: list[tuple[str, bytes]] |
     if not data.exists():
         return info, _replace(backup_dir, data, info, verifier, checkpoints)
     try:
-        with exclusive(data, "notary restore"):
+        with exclusive(data, command):
             return info, _replace(backup_dir, data, info, verifier, checkpoints)
     except DirectoryInUseError as e:
         raise BackupError(str(e)) from None

@@ -24,13 +24,14 @@ def _path(data: Path) -> Path:
     return data / DAMAGE_FILE
 
 
-def record_damage(data: Path, reason: str) -> None:
-    """Remember ``reason`` (kept if one is recorded already: the first finding matters)."""
+def record_damage(data: Path, reason: str, *, check: str) -> None:
+    """Remember ``reason`` (kept if one is recorded already: the first finding matters), and
+    the way out: ``check`` is the command that checks this store (with its --data)."""
     if _path(data).exists():
         return
     doc = {"reason": reason,
            "found": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-           "clear": "restore the newest backup of the database, then run `notary check`"}
+           "clear": f"restore the newest backup of the database, then run `{check}`"}
     write_atomic(_path(data), (json.dumps(doc, indent=2) + "\n").encode())
 
 

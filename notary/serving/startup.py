@@ -15,6 +15,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import NoteError
 from ledger.log.sequencer import BatchObserver
 from ledger.storage.base import CheckpointRecord
+from notary.serving.commands import store_command
 from notary.serving.config import ConfigError, Settings
 from notary.serving.keys import (
     Paths,
@@ -138,7 +139,8 @@ async def open_notary_store(settings: Settings, origin: str, *, extra_bases: Seq
     if report is not None and report.withheld:
         _log.warning("receipts_withheld", count=len(report.withheld),
                      receipts=[i for i, _ in report.withheld[:WITHHELD_LOGGED]],
-                     reason=report.withheld[0][1], fix="notary migrate --base-url URL")
+                     reason=report.withheld[0][1],
+                     fix=store_command(settings, "migrate", "--base-url", "URL"))
     return store
 
 

@@ -12,31 +12,48 @@ back-off, and SIGTERM or SIGINT is passed to every worker, which drains and exit
 exits when all have. Workers die with the parent: each asks the kernel for SIGTERM when the
 process that started it ends (``PR_SET_PDEATHSIG``), so a parent killed with SIGKILL leaves no
 orphans serving on, and holding, the port.
+
+The workers keep their metrics in a directory of this run's own (:mod:`notary.http.metrics`):
+made by the parent at start (0700), never shared with another service, removed at exit. A
+replaced worker's counts stay in it (the service's counters never go back); its gauges go.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import FrameType
 
 import structlog
+from prometheus_client.multiprocess import mark_process_dead
 
 from ledger.process.exitcodes import ExitCode
 
-__all__ = ["bind", "supervise"]
+__all__ = ["bind", "metrics_dir", "supervise"]
 
 _log = structlog.get_logger("notary.serving.workers")
 
 RESTART_BACKOFF = (0.5, 1.0, 2.0, 5.0)
 USAGE_EXIT = int(ExitCode.USAGE)
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""Where prometheus-client keeps a process's values (multiprocess mode). It reads this when it
+is first imported, so it is set in each worker's environment, not by the worker."""
+
+
+def metrics_dir() -> Path | None:
+    """In a worker: the directory of the service's metrics (else None)."""
+    value = os.environ.get(METRICS_DIR_ENV)
+    return Path(value) if value else None
 
 
 def _die_with(parent: int) -> Callable[[], None] | None:
@@ -65,7 +82,16 @@ def bind(host: str, port: int) -> socket.socket:
 def supervise(sock: socket.socket, workers: int, argv: Sequence[str]) -> int:
     """Run ``workers`` copies of ``notary ARGV --listen-fd FD`` until signalled; exit status 0
     after a clean stop."""
+    shared = tempfile.mkdtemp(prefix="notary-metrics-")  # 0700, this run's alone
+    try:
+        return _supervise(sock, workers, argv, shared)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _supervise(sock: socket.socket, workers: int, argv: Sequence[str], shared: str) -> int:
     fd = sock.fileno()
+    env = {**os.environ, METRICS_DIR_ENV: shared}
     cmd = [sys.executable, "-m", "notary.cli.main", *argv, "--workers", "1",
            "--listen-fd", str(fd)]
     procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -75,7 +101,7 @@ def supervise(sock: socket.socket, workers: int, argv: Sequence[str]) -> int:
     failed = False
 
     def start(slot: int) -> None:
-        procs[slot] = subprocess.Popen(cmd, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+        procs[slot] = subprocess.Popen(cmd, pass_fds=(fd,), stdin=subprocess.DEVNULL, env=env,
                                        preexec_fn=die_with_parent)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -103,6 +129,7 @@ def supervise(sock: socket.socket, workers: int, argv: Sequence[str]) -> int:
                 on_signal(signal.SIGTERM, None)
                 failed = True
                 break
+            mark_process_dead(p.pid, shared)  # type: ignore[no-untyped-call]  # counts stay
             n = restarts.get(slot, 0)
             _log.warning("worker_exited", worker=slot, pid=p.pid, code=code, restarts=n)
             time.sleep(RESTART_BACKOFF[min(n, len(RESTART_BACKOFF) - 1)])

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from importlib import resources
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from ledger.http.errors import STORAGE_RETRY_AFTER
 from ledger.http.routes import LOG
@@ -118,7 +118,7 @@ async def metrics(request: web.Request) -> web.Response:
     head = await request.app[LOG].head()
     if head is not None:
         m.log_size.set(head.size)
-    resp = web.Response(body=generate_latest(m.registry))
+    resp = web.Response(body=m.exposition())
     resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
     return resp
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +21,13 @@ def _issue(server: NotaryProcess, key: str, name: str, n: int) -> tuple[int, dic
     body = {"server": name, "tool": "t", "call_sha256": hashlib.sha256(b"%d" % n).hexdigest()}
     r = server.post("/v1/tool-calls", json_body=body, api_key=key)
     return r.status, r.json()
+
+
+def run_suggested(server: NotaryProcess, refused: str) -> None:
+    """Run the command a refusal suggests (its last `...`), as printed."""
+    program, *words = shlex.split(refused.rsplit("`", 2)[-2])
+    assert program == "notary" and "--data" in words, refused
+    server.cli(*words)
 
 
 def _names(server: NotaryProcess) -> list[tuple[str, str]]:
@@ -56,6 +64,11 @@ def test_names_belong_to_accounts_over_http(notary_server: NotaryProcess) -> Non
     taken = server.cli("names", "grant", "n\u0435ws", "--account", "alice", "--data",
                        str(server.data_dir), check=False)
     assert taken.returncode == ExitCode.USAGE and "move" in taken.stderr
+    held = server.cli("names", "grant", "news", "--account", "alice", "--data",
+                      str(server.data_dir), check=False)
+    run_suggested(server, held.stderr)
+    assert ("news", "alice") in _names(server)
+    server.cli("names", "move", "news", "--to", "bob", "--data", str(server.data_dir))
     server.cli("names", "move", "weather", "--to", "bob", "--data", str(server.data_dir))
     assert _issue(server, bob, "weather", 6)[0] == 201
     assert _issue(server, alice, "weather", 7)[0] == 403
@@ -82,6 +95,9 @@ def test_a_new_key_never_changes_the_accounts_allowance(notary_server: NotaryPro
     assert "set-allowance" in refused.stderr and "nk_" not in refused.stdout
     assert set(_allowances(server).values()) == {1} and len(_allowances(server)) == 1
     assert _issue(server, first, "srv", 2)[0] == 429  # nothing changed
+    run_suggested(server, refused.stderr)  # what was meant: the account's allowance
+    assert set(_allowances(server).values()) == {1000}
+    server.cli("account", "set-allowance", "alice", "1", "--data", data)
     server.create_api_key("alice", monthly_allowance=1)  # the account's own: fine
     server.create_api_key("alice")  # none given: the account's
     assert set(_allowances(server).values()) == {1}
@@ -94,6 +110,9 @@ def test_a_new_key_never_changes_the_accounts_allowance(notary_server: NotaryPro
     for argv in (["nobody", "3"], ["alice", "-1"], ["alice", "many"]):
         bad = server.cli("account", "set-allowance", *argv, "--data", data, check=False)
         assert bad.returncode == ExitCode.USAGE, bad
+        if argv[0] == "nobody":  # an account is made with its first key, as suggested
+            run_suggested(server, bad.stderr)
+            assert "nobody" in server.cli("apikey", "list", "--data", data).stdout
 
 
 def test_two_accounts_racing_through_workers_for_a_free_name(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def test_first_run_prints_keys_and_refuses_readable_key(tmp_path: Path) -> None:
     server.stop()
     out = server.log_text()
     assert "Log verifier key:" in out and "/.well-known/jwks.json" in out
-    assert "notary apikey create" in out
+    assert f"apikey create --data {tmp_path / 'data'}" in out
     key = tmp_path / "data" / "log.key"
     assert key.stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "data" / "notary.store.sqlite").stat().st_mode & 0o077 == 0
@@ -119,8 +119,9 @@ def test_database_setting(tmp_path: Path) -> None:
     res = run("serve", "--data", str(tmp_path / "x"), "--database", "postgres:nope", cwd=tmp_path)
     assert res.returncode == 2 and "database 'postgres:nope' is not supported" in res.stderr
     assert "database database" not in res.stderr  # the setting's name, then its problem, once
-    res = run("apikey", "list", "--data", str(tmp_path / "none"), cwd=tmp_path)
-    assert res.returncode == 2 and "run `notary serve` once first" in res.stderr
+    res = run("apikey", "list", "--data", "none", cwd=tmp_path)
+    suggested = f"run `notary serve --data {tmp_path / 'none'}` once first"  # from anywhere
+    assert res.returncode == 2 and suggested in res.stderr, res.stderr
 
 
 async def test_sigterm_drains_pending_appends(tmp_path: Path) -> None:
@@ -176,14 +177,17 @@ def test_version_is_the_package_version(tmp_path: Path) -> None:
 
 def test_the_banner_names_the_command_as_it_can_be_called(tmp_path: Path) -> None:
     """`notary` on PATH is named bare; from a clone (`.venv/bin/notary`, not on PATH) the lines
-    the first run prints name the path, so they can be pasted as they are."""
+    the first run prints name the path, so they can be pasted as they are; so for `python -m`."""
     venv_bin = tmp_path / ".venv" / "bin"
     assert command_name("/usr/bin/notary", ".venv/bin/notary", tmp_path) == "notary"
     assert command_name(None, ".venv/bin/notary", Path.cwd()) == ".venv/bin/notary"
     assert command_name(None, str(venv_bin / "notary"), tmp_path) == ".venv/bin/notary"
     assert command_name(None, str(venv_bin / "notary"), tmp_path / "elsewhere") == \
         str(venv_bin / "notary")
-    assert command_name(None, "/x/notary/cli/main.py", tmp_path) == "notary"  # python -m
+    # python -m: the same again, unless `notary` is on PATH
+    assert command_name("/usr/bin/notary", "/x/notary/cli/main.py", tmp_path) == "notary"
+    assert command_name(None, "/x/notary/cli/main.py", tmp_path, "/opt/py 3/python") == \
+        "'/opt/py 3/python' -m notary.cli.main"
 
 
 def test_keys_list_shows_the_log_keys_and_which_receipt_key_signs(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
+import shlex
 import subprocess
 import sys
 import time
@@ -15,11 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
+from ledger.core.note import Ed25519Signer, Ed25519Verifier
+from ledger.process.keyfile import write_secret
 from notary.cli.main import main as notary_cli
+from notary.operator.damage_marker import DAMAGE_FILE, record_damage
+from notary.serving.commands import store_command
+from notary.serving.config import Settings
 from notary.serving.service import Unauthorized
 from notary.store import check_database
-from tests.notary_server import app_notary, run_cli
+from tests.notary_server import app_notary, capture_cli, run_cli
 
 
 def cli_err(*argv: str) -> tuple[int, str]:
@@ -85,6 +93,63 @@ async def test_every_frontend_publishes_every_receipt_key(tmp_path: Path, pg_url
                     async with http.get(f"{served.url}/.well-known/jwks.json") as r:
                         kids = {k["kid"] for k in (await r.json())["keys"]}
                     assert {ka, kb} <= kids
+
+
+async def test_check_uses_the_key_of_the_log_it_checks(tmp_path: Path, pg_url: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``notary check --database URL`` without ``--data`` reads ``./notary-data``: when that
+    holds another log's key (even one of the same origin), or none, the database is not called
+    damaged; the check refuses and names the flag to add. With the log's own key it checks."""
+    async with app_notary(tmp_path / "a", database=pg_url) as served:
+        key = await served.new_api_key("alice")
+        account = await served.notary.authenticate(f"Bearer {key}")
+        await served.notary.notarize(account, "s", "t", "7" * 64)
+        origin = Ed25519Verifier.from_vkey(served.vkey).name
+        cwd = tmp_path / "elsewhere"
+        cwd.mkdir()
+        monkeypatch.chdir(cwd)
+        check = ("check", "--database", pg_url)
+        code, out, err = await capture_cli(*check)
+        assert code == 2 and "--data" in err and "FAILED" not in err, (code, out, err)
+        decoy = cwd / "notary-data"
+        decoy.mkdir(mode=0o700)
+        for name in (origin, "another.example"):
+            other = Ed25519Signer.generate(name)
+            (decoy / "log.key").unlink(missing_ok=True)
+            write_secret(decoy / "log.key", other.private_key_text())
+            (decoy / "log.vkey").write_text(other.verifier_key_text() + "\n")
+            code, out, err = await capture_cli(*check)
+            assert code == 2, (code, out, err)
+            assert "--data" in err and "FAILED" not in err and "Restore" not in err, err
+            assert "another log" in err, err
+        (decoy / "log.vkey").write_text(served.vkey + "\n")
+        code, out, err = await capture_cli(*check)
+        assert code == 0 and out.startswith("ok:") and "at size 1" in out, (code, out, err)
+
+
+async def test_a_frontend_directory_without_database_is_told_to_add_it(tmp_path: Path,
+                                                                       pg_url: str) -> None:
+    """A store command given a PostgreSQL frontend's --data but no --database is told to add
+    it, not to run ``notary serve`` (which would make a new SQLite log there)."""
+    async with app_notary(tmp_path / "a", database=pg_url) as served:
+        code, out, err = await capture_cli("apikey", "list", "--data", str(served.data))
+        assert code == 2 and "--database" in err and "notary serve" not in err, (out, err)
+
+
+async def test_a_passing_check_clears_the_damage_a_frontend_recorded(tmp_path: Path,
+                                                                    pg_url: str) -> None:
+    """What a frontend that found damage tells the operator to run after restoring the
+    database (the check, with its --data and --database) lets it write again."""
+    async with app_notary(tmp_path / "a", database=pg_url) as served:
+        data = served.data
+    check = store_command(Settings(data=data, database=pg_url), "check", env={})
+    record_damage(data, "a tile does not match", check=check)
+    told = json.loads((data / DAMAGE_FILE).read_text())["clear"]
+    program, *words = shlex.split(told.split("`")[1])
+    assert program == "notary" and "--database" in words, told
+    code, out, err = await capture_cli(*words)
+    assert code == 0 and "cleared the damage" in err, (out, err)
+    assert not (data / DAMAGE_FILE).exists()
 
 
 def test_backup_and_restore_point_at_pg_dump(tmp_path: Path) -> None:

@@ -5,10 +5,14 @@ leaves the data directory exactly as it was, with no "Created a new notary" and 
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
 
 from ledger.core.note import Ed25519Signer
 from ledger.process.keyfile import write_secret
@@ -106,3 +110,61 @@ def test_a_sqlite_store_without_its_log_key_is_not_given_a_new_one(tmp_path: Pat
     before = tree(data)
     assert_refused(serve(data), "log.key is missing", "nothing was changed")
     assert tree(data) == before
+
+
+def banner_commands(server: NotaryProcess) -> list[list[str]]:
+    """Every command the first-run banner suggests: a ``Label: COMMAND`` line of its stdout whose
+    COMMAND is this program (``notary``, a path to it, or ``python -m notary.cli.main``)."""
+    found = []
+    for line in server.log_path.read_text().splitlines():
+        _, sep, rest = line.partition(": ")
+        if not sep or line.startswith("---") or not rest:
+            continue
+        words = shlex.split(rest)
+        program = words[0]
+        if Path(program).name == "notary" or words[1:3] == ["-m", "notary.cli.main"]:
+            found.append(words)
+    return found
+
+
+def run_as_printed(server: NotaryProcess, words: list[str], env: dict[str, str] | None
+                   ) -> subprocess.CompletedProcess[str]:
+    """A suggested command, run as printed: in the server's directory and environment (where
+    ``notary`` is on PATH only if it was for the server)."""
+    return subprocess.run(words, capture_output=True, text=True, timeout=120,
+                          cwd=server.data_dir.parent, env=_child_env(env),
+                          stdin=subprocess.DEVNULL, check=False)
+
+
+@pytest.mark.parametrize("given", ["sqlite", "flag", "environment"])
+def test_every_command_the_first_run_banner_suggests_runs_as_printed(
+        tmp_path: Path, given: str, request: pytest.FixtureRequest) -> None:
+    """SQLite, PostgreSQL by --database, and by NOTARY_DATABASE: the banner's commands succeed
+    as printed (``apikey create`` without --database made a key in a store nobody serves)."""
+    url = "" if given == "sqlite" else str(request.getfixturevalue("pg_url"))
+    args = ("--database", url) if given == "flag" else ()
+    env = {"NOTARY_DATABASE": url} if given == "environment" else None
+    with NotaryProcess(tmp_path / "data", args=args, env=env, split_stderr=True) as server:
+        commands = banner_commands(server)
+        assert commands, server.log_text()
+        for words in commands:
+            got = run_as_printed(server, words, env)
+            assert got.returncode == 0, (words, got.stdout, got.stderr)
+        key = got.stdout.strip().splitlines()[-1]
+        resp = server.post("/v1/tool-calls", api_key=key, json_body={
+            "server": "srv", "tool": "t", "call_sha256": "5" * 64})
+        assert resp.status == 201, resp.body  # the key is one this service knows
+
+
+def test_a_database_password_is_never_printed(tmp_path: Path, pg_url: str) -> None:
+    """The banner names the database without its password (the test cluster trusts loopback,
+    so any password connects)."""
+    parts = urlsplit(pg_url)
+    user, _, host = parts.netloc.rpartition("@")
+    url = urlunsplit(parts._replace(netloc=f"{user or 'postgres'}:s3cret-pw@{host}"))
+    with NotaryProcess(tmp_path / "data", args=("--database", url), split_stderr=True) as server:
+        printed = [line for line in server.log_path.read_text().splitlines()
+                   if not line.startswith("---")]  # the test's own line, with the command
+        text = "\n".join(printed) + server.stderr_bytes().decode()
+        assert "Create an API key" in text and "--database" in text, text
+        assert "s3cret-pw" not in text, text

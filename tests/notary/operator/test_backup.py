@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -218,3 +219,16 @@ def test_backup_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
             os.close(write_end)
         assert (res.returncode, res.stderr) == (141, ""), res.stderr
         assert (tmp_path / f"b{n}" / "backup.json").exists()
+
+
+def test_a_restore_refused_while_serving_names_itself_to_run_again(tmp_path: Path) -> None:
+    """Refused beside a running server, a restore says to stop it and run the restore again:
+    the whole command as typed, which then runs as printed."""
+    with NotaryProcess(tmp_path / "notary-data") as server:
+        data, dest = server.data_dir, tmp_path / "backup"
+        server.cli("backup", "--data", str(data), str(dest))
+        refused = server.cli("restore", "--data", str(data), str(dest), check=False)
+        assert refused.returncode == 2 and "stop it first" in refused.stderr, refused.stderr
+    program, *words = shlex.split(refused.stderr.split("`")[-2])
+    assert program == "notary", refused.stderr
+    assert "at size 0" in server.cli(*words).stdout

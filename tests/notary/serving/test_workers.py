@@ -157,3 +157,65 @@ def test_healthz_says_writes_fail_while_another_writer_holds_the_lock(tmp_path: 
             os.close(fd)
         notarize(server, key, 2)
         assert server.get("/healthz").json()["writes"] == "accepted"
+
+
+def scraped(server: NotaryProcess) -> dict[str, float]:
+    """One scrape of /metrics (a new connection, so any worker may answer): sample -> value."""
+    resp = server.get("/metrics")
+    assert resp.status == 200, resp.body
+    assert 'pid="' not in resp.text, "a per-process series"
+    samples: dict[str, float] = {}
+    for line in resp.text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            assert name not in samples, f"{name} twice in one scrape"
+            samples[name] = float(value)
+    return samples
+
+
+def _metrics_dir(worker: int) -> Path:
+    env = Path(f"/proc/{worker}/environ").read_bytes().split(b"\0")
+    found = [e.split(b"=", 1)[1] for e in env if e.startswith(b"PROMETHEUS_MULTIPROC_DIR=")]
+    assert len(found) == 1, "the worker has no metrics directory"
+    return Path(found[0].decode())
+
+
+def test_every_scrape_describes_the_whole_service(tmp_path: Path) -> None:
+    """With two workers each scrape reaches one of them, and still counts every worker's
+    receipts; a killed worker's counts outlive it (counters never go back), its gauges do not
+    linger; the metrics directory is the service's own (0700) and goes when it stops."""
+    with NotaryProcess(tmp_path / "data", args=("--workers", "2")) as server:
+        assert server.proc is not None
+        deadline = time.monotonic() + 30
+        while len(children(server.proc.pid)) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        workers = children(server.proc.pid)
+        key = server.create_api_key("m")
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: notarize(server, key, n), range(60)))
+
+        def every_scrape_shows(issued: int) -> None:
+            for _ in range(12):
+                got = scraped(server)
+                assert got["notary_receipts_issued_total"] == issued, got
+                assert got["ledger_tree_size"] == issued, got
+                assert got['notary_http_requests_total{method="POST",route="/v1/tool-calls",'
+                           'status="201"}'] == issued, got
+                assert got["ledger_writer_refusing"] == 0, got
+
+        every_scrape_shows(60)
+        metrics_dir = _metrics_dir(workers[0])
+        assert metrics_dir == _metrics_dir(workers[1])
+        assert metrics_dir.stat().st_mode & 0o777 == 0o700
+        os.kill(workers[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30  # the supervisor starts a new worker
+        while len(now := children(server.proc.pid)) < 2 or workers[0] in now:
+            assert time.monotonic() < deadline, now
+            time.sleep(0.05)
+        every_scrape_shows(60)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: notarize(server, key, n), range(60, 90)))
+        every_scrape_shows(90)
+        assert server.stop() == 0
+    assert not metrics_dir.exists()

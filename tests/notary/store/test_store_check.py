@@ -19,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -196,7 +197,10 @@ async def test_scrub_finds_damage_in_a_running_server_and_writes_stop(tmp_path: 
         assert (await issue_status(http, url, key))[0] == 503
 
     flip(db, level, index, offset)  # the operator restores the store...
-    code, _, err = await notary_cmd("check", "--data", data)  # ... and checks it
+    clear = json.loads((data / DAMAGE_FILE).read_text())["clear"]
+    program, *command = shlex.split(clear.split("`")[1])  # ... and checks it, as told
+    assert program == "notary" and command == ["check", "--data", str(data.resolve())], clear
+    code, _, err = await notary_cmd(*command)
     assert code == ExitCode.OK and "cleared the damage" in err
     assert not (data / DAMAGE_FILE).exists()
     async with serving(data, scrub_rate=500) as url, aiohttp.ClientSession() as http:
