@@ -244,3 +244,23 @@ async def test_a_postgres_store_from_before_names_were_held_is_migrated(
         with pytest.raises(ServerNotAllowed):
             await issue(notary, 3, BOB, server=CYRILLIC_WEATHER)  # the skeleton was filled
         assert (await issue(notary, 4, ALICE, server="weather"))[1]
+
+
+async def test_a_refusal_is_never_handed_to_another_accounts_request(
+        tmp_path: Path, backend: str) -> None:
+    """Bob (refused ``weather``, which Alice holds) and Alice post one fresh digest together,
+    round after round, in either order: Bob's refusal is his own, Alice's receipt is issued."""
+    async with headless_notary(tmp_path / "d", backend) as notary:
+        await _accounts(notary, "bob")
+        await issue(notary, 0, ALICE, server="weather")
+        for n in range(1, 21):
+            first, second = (BOB, ALICE) if n % 2 else (ALICE, BOB)
+            answers = dict(zip((first.name, second.name), await asyncio.gather(
+                issue(notary, n, first, server="weather"),
+                issue(notary, n, second, server="weather"), return_exceptions=True),
+                strict=True))
+            assert isinstance(answers["alice"], tuple), (n, answers)
+            receipt, created = answers["alice"]
+            assert created and receipt.call_sha256 == digest(n)
+            assert isinstance(answers["bob"], ServerNotAllowed | DigestTaken), (n, answers)
+        assert await _size(notary) == 21
