@@ -38,7 +38,7 @@ ever rebuilt from current settings.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
@@ -61,6 +61,7 @@ __all__ = [
     "ServerNameRecord",
     "ServerNameTaken",
     "UsageKey",
+    "new_claims",
     "notary_tx",
 ]
 
@@ -148,6 +149,26 @@ class IssuedReceipt:
 
     receipt: Receipt
     account: str
+
+
+def new_claims(receipts: Iterable[tuple[Receipt, str]], held: dict[str, str]
+               ) -> list[tuple[str, str]]:
+    """The (server name, account) claims that a batch's receipts make: the first receipt
+    under a name nobody holds. ``held`` maps names to their holders as the batch's screen found
+    them, and takes the claims. A receipt under a name another account holds is a
+    :class:`~ledger.storage.base.StoreError` (the screen refuses it; storing it would lose the
+    holder's claim without a trace); a backend inserts each claim so that one held after all
+    fails the transaction."""
+    out = []
+    for receipt, account in receipts:
+        holder = held.get(receipt.server)
+        if holder is None:
+            held[receipt.server] = account
+            out.append((receipt.server, account))
+        elif holder != account:
+            raise StoreError(f"a receipt of account {account!r} is under a server name another "
+                             "account holds (the batch's screen was bypassed)")
+    return out
 
 
 @dataclass(frozen=True)
