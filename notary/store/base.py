@@ -43,10 +43,10 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
 
-from ledger.storage.base import LogStore, StoreError, WriteTx
+from ledger.storage.base import LogStore, StoreError, StoreUnavailableError, WriteTx
 from notary.core.errors import NotaryBaseError
 from notary.core.receipts import Receipt
-from notary.core.server_names import NameHold
+from notary.core.server_names import SKELETON_VERSION, NameHold
 
 __all__ = [
     "AllowanceConflict",
@@ -60,7 +60,9 @@ __all__ = [
     "Screening",
     "ServerNameRecord",
     "ServerNameTaken",
+    "SkeletonsOutdated",
     "UsageKey",
+    "check_skeletons",
     "new_claims",
     "notary_tx",
 ]
@@ -149,6 +151,22 @@ class IssuedReceipt:
 
     receipt: Receipt
     account: str
+
+
+class SkeletonsOutdated(StoreUnavailableError):
+    """The store's server-name skeletons were recomputed, since this process opened it, by a
+    process with other ICU or Unicode data: this one refuses to judge look-alikes by a table it
+    did not compute (HTTP: 503, nothing written) until it is restarted, which recomputes them."""
+
+
+def check_skeletons(stored: str | None) -> None:
+    """:class:`SkeletonsOutdated` unless the stored skeletons' version is this process's."""
+    if stored != SKELETON_VERSION:
+        raise SkeletonsOutdated(
+            f"the store's server-name skeletons were computed with {stored!r}, this process "
+            f"computes {SKELETON_VERSION!r} (a process with other ICU or Unicode data opened "
+            "the store since): restart this process, which recomputes them, and run every "
+            "process of this store with the same ICU")
 
 
 def new_claims(receipts: Iterable[tuple[Receipt, str]], held: dict[str, str]

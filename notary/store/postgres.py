@@ -55,6 +55,7 @@ from notary.store.base import (
     ServerNameRecord,
     ServerNameTaken,
     UsageKey,
+    check_skeletons,
     new_claims,
 )
 from notary.store.sqlite_schema import (
@@ -283,6 +284,9 @@ async def _refresh_skeletons(conn: PgConnection) -> None:
     they were computed with other data than this process's (:data:`SKELETON_VERSION`), under
     the log's lock so that no batch screens names meanwhile. Holds are unaffected (a holder is
     found by the exact name)."""
+    if await conn.fetchval("SELECT version FROM notary_skeleton_version WHERE one = 1"
+                           ) == SKELETON_VERSION:
+        return  # the usual open: no lock taken
     async with conn.transaction():
         await conn.execute(_LOG_LOCK)
         stored = await conn.fetchval(
@@ -297,17 +301,6 @@ async def _refresh_skeletons(conn: PgConnection) -> None:
                            SKELETON_VERSION)
 
 
-def _check_skeletons(stored: str | None) -> None:
-    """Refuse to judge look-alikes when the stored skeletons were computed with other data
-    than this process's (another frontend recomputed them since this one opened the store)."""
-    if stored != SKELETON_VERSION:
-        raise StoreError(
-            f"the store's server-name skeletons were computed with {stored!r}, this process "
-            f"computes {SKELETON_VERSION!r} (a frontend with other ICU or Unicode data opened "
-            "the store since): restart this process, which recomputes them, and run every "
-            "frontend of this store with the same ICU")
-
-
 async def _account_id(conn: PgConnection, account: str) -> int:
     found = await conn.fetchval("SELECT id FROM notary_accounts WHERE name = $1", account)
     if found is None:
@@ -318,7 +311,7 @@ async def _account_id(conn: PgConnection, account: str) -> int:
 async def _holds(conn: PgConnection, name: str) -> NameHold:
     """Who holds ``name`` (by the exact name) and the names confusable with it, under the log's
     lock."""
-    _check_skeletons(await conn.fetchval(
+    check_skeletons(await conn.fetchval(
         "SELECT version FROM notary_skeleton_version WHERE one = 1"))
     asked = skeletons([name])
     rows = await conn.fetch("SELECT s.name, s.skeleton, a.name FROM notary_server_names s "
@@ -371,7 +364,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
         if changed:  # a notification may still be on its way: do not trust the cache now
             store._keys_fresh = False
         if asked:
-            _check_skeletons(skeleton_version)
+            check_skeletons(skeleton_version)
         holds = holds_from_rows(asked, held)
         self._held.update((n, h.holder) for n, h in holds.items() if h.holder is not None)
         return Screening(found, spent, last, changed, logged_by=logged_by, servers=holds,

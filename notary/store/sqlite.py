@@ -33,7 +33,7 @@ from ledger.storage.base import CheckpointRecord, StoreError
 from ledger.storage.sqlite import SqliteStore, SqliteWriteTx, read_tiles_sync
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
-from notary.core.server_names import SKELETON_VERSION, NameHold, holds_from_rows, skeletons
+from notary.core.server_names import NameHold, holds_from_rows, skeletons
 from notary.store import sqlite_lookup
 from notary.store.base import (
     AllowanceConflict,
@@ -46,6 +46,7 @@ from notary.store.base import (
     ServerNameRecord,
     ServerNameTaken,
     UsageKey,
+    check_skeletons,
     new_claims,
 )
 from notary.store.sqlite_lookup import (
@@ -204,17 +205,6 @@ def _holds(conn: sqlite3.Connection, names: Collection[str]) -> dict[str, NameHo
     return holds_from_rows(wanted, rows)
 
 
-def _check_skeletons(stored: str | None) -> None:
-    """Refuse to judge look-alikes when the stored skeletons were computed with other data
-    than this process's (another process recomputed them since this one opened the store)."""
-    if stored != SKELETON_VERSION:
-        raise StoreError(
-            f"the store's server-name skeletons were computed with {stored!r}, this process "
-            f"computes {SKELETON_VERSION!r} (another process with other ICU or Unicode data "
-            "opened the store since): restart this process, which recomputes them, and run "
-            "every process of this store with the same ICU")
-
-
 def _log_size(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT size FROM log_state WHERE one = 1").fetchone()
     return 0 if row is None else int(row[0])
@@ -308,7 +298,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
                                          store._lookup) if digests else {})
             tail, version, skeleton_version = conn.execute(_SCREEN_STATE).fetchone()
             if servers:
-                _check_skeletons(skeleton_version)
+                check_skeletons(skeleton_version)
             # Under the lock: a key revoked (committed) by any process, signalled or not, is
             # seen here, and the batch's keys are then re-checked (Notary.screen).
             changed = version != store._keys_version
@@ -612,7 +602,7 @@ class SqliteNotaryStore(SqliteStore):
     async def grant_server_name(self, name: str, account: str) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
             account_id = _account_id(conn, account)
-            _check_skeletons(conn.execute(
+            check_skeletons(conn.execute(
                 "SELECT version FROM skeleton_version WHERE one = 1").fetchone()[0])
             hold = _holds(conn, [name])[name]
             if hold.holder == account:

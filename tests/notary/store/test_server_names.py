@@ -22,7 +22,7 @@ from notary.core.receipts import Receipt
 from notary.core.server_names import name_skeleton
 from notary.operator import admin
 from notary.serving.service import Account, DigestTaken, Notary, ServerNotAllowed
-from notary.store.base import new_claims
+from notary.store.base import SkeletonsOutdated, new_claims
 from notary.store.sqlite import SqliteNotaryStore
 from tests.notary_server import digest, headless_notary, issue
 
@@ -335,7 +335,7 @@ async def test_skeletons_are_recomputed_when_the_librarys_data_change(
             await issue(notary, 2, BOB, server="WEATHER")  # a look-alike, found again
         # Another process recomputes them with other data while this one runs.
         await _execute(data, shared, "UPDATE skeleton_version SET version = 'icu-0'")
-        with pytest.raises(StoreError, match="skeletons were computed with 'icu-0'"):
+        with pytest.raises(SkeletonsOutdated, match="skeletons were computed with 'icu-0'"):
             await issue(notary, 3, ALICE, server="weather")
         assert await _size(notary) == 1
 
