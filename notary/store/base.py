@@ -153,7 +153,7 @@ class IssuedReceipt:
     account: str
 
 
-class SkeletonsOutdated(StoreUnavailableError):
+class SkeletonsOutdated(StoreUnavailableError, NotaryBaseError):
     """The store's server-name skeletons were recomputed, since this process opened it, by a
     process with other ICU or Unicode data: this one refuses to judge look-alikes by a table it
     did not compute (HTTP: 503, nothing written) until it is restarted, which recomputes them."""
@@ -234,7 +234,8 @@ class NotaryWriteTx(WriteTx, Protocol):
         with the transaction's tiles and checkpoint, or not at all. Every account named must
         exist (:class:`~ledger.storage.base.StoreError` otherwise). The latest ``issued_at``
         stored becomes the receipts' latest. A receipt's server name that nobody holds yet
-        becomes its account's (the screen decided, under this lock, that it may)."""
+        becomes its account's (the screen decided, under this lock, that it may); one under a
+        name another account holds fails (:func:`new_claims`), never a claim silently lost."""
         ...
 
 

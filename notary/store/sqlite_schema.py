@@ -408,7 +408,6 @@ class MigrationReport:
     migrated: int = 0
     prefixes: list[str] = field(default_factory=list)
     withheld: list[tuple[str, str]] = field(default_factory=list)
-    skeletons: int = 0  # stored skeletons recomputed (the library's data changed)
 
     @property
     def changed(self) -> bool:
@@ -452,24 +451,23 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
                          "release?)")
     elif conn.execute("SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None:
         recover_withheld(conn, entry_url_bases, report)
-    report.skeletons = refresh_skeletons(conn)
+    refresh_skeletons(conn)
     return report
 
 
-def refresh_skeletons(conn: sqlite3.Connection) -> int:
+def refresh_skeletons(conn: sqlite3.Connection) -> None:
     """Recompute the stored skeletons if they were computed with other data than this
-    process's (:data:`SKELETON_VERSION`), in the caller's write transaction; how many
-    changed. Holds are unaffected (a holder is found by the exact name); look-alikes are
-    judged by this process's data from now on."""
+    process's (:data:`SKELETON_VERSION`), in the caller's write transaction. Holds are
+    unaffected (a holder is found by the exact name); look-alikes are judged by this
+    process's data from now on."""
     (stored,) = conn.execute("SELECT version FROM skeleton_version WHERE one = 1").fetchone()
     if stored == SKELETON_VERSION:
-        return 0
+        return
     changed = [(new, name) for name, old in conn.execute(
         "SELECT name, skeleton FROM server_names").fetchall()
         if (new := name_skeleton(name)) != old]
     conn.executemany("UPDATE server_names SET skeleton = ? WHERE name = ?", changed)
     conn.execute("UPDATE skeleton_version SET version = ? WHERE one = 1", (SKELETON_VERSION,))
-    return len(changed)
 
 
 def _statements(script: str) -> Iterator[str]:
