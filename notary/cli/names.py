@@ -3,7 +3,9 @@
 The first account to notarize under a server name holds it; another account's keys are refused
 that name and every name confusable with it (``notary.core.server_names``). The operator gives
 a free name to an account ahead of its first receipt (``grant``), sees who holds what
-(``list``), and hands a name over, e.g. when a server changes hands (``move``).
+(``list``), and hands a name over, e.g. when a server changes hands (``move``). Names are
+shown so that two different ones never print the same (``display_name``: as they are when plain
+ASCII, else as an ASCII JSON string; ``--json`` escapes every non-ASCII character too).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 from ledger.core.timestamps import rfc3339
 from ledger.storage.base import StoreError
 from notary.cli import store_args
+from notary.core.server_names import display_name
 from notary.operator import admin
 from notary.store.base import NotaryStore
 
@@ -36,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 store, args.name, args.account))
         except admin.AdminError as e:
             raise store_args.refused(args, e) from e
-        print(f"Server name {args.name!r} is held by account {args.account!r}"
+        print(f"Server name {display_name(args.name)} is held by account {args.account!r}"
               + ("." if new else " (it was already)."))
         return 0
 
@@ -52,11 +55,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         if args.json:
             print(json.dumps([{"name": r.name, "account": r.account,
                                "since": rfc3339(r.since) if r.since else None}
-                              for r in rows], indent=2, ensure_ascii=False))
+                              for r in rows], indent=2))
             return 0
         print(f"{'SERVER NAME':<40}ACCOUNT")
         for r in rows:
-            print(f"{r.name:<40}{r.account}")
+            print(f"{display_name(r.name):<40}{r.account}")
         return 0
 
     p.set_defaults(func=show)
@@ -77,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             before = store_args.with_store(args, run)
         except admin.AdminError as e:
             raise store_args.refused(args, e) from e
-        print(f"Server name {args.name!r} moved from account {before!r} to {args.account!r}.")
+        print(f"Server name {display_name(args.name)} moved from account {before!r} to "
+              f"{args.account!r}.")
         return 0
 
     p.set_defaults(func=move)

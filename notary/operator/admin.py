@@ -12,7 +12,7 @@ from notary.core.accounts import ACCOUNT_RE, NewApiKey, new_api_key
 from notary.core.errors import NotaryBaseError
 from notary.core.receipts import ReceiptKey
 from notary.core.records import MAX_NAME_CHARS
-from notary.core.server_names import is_valid_name
+from notary.core.server_names import display_name, is_valid_name, server_name_problem
 from notary.serving.keys import Paths, create_receipt_key
 from notary.store.base import AllowanceConflict, NotaryStore, ServerNameTaken
 
@@ -81,8 +81,11 @@ def _check_server_name(name: str) -> None:
 
 async def grant_server_name(store: NotaryStore, name: str, account: str) -> bool:
     """Give ``account`` a server name nobody holds (False: it holds it already). Refused when
-    the name, or one confusable with it, is another account's: :func:`move_server_name`."""
-    _check_server_name(name)
+    the name, or one confusable with it, is another account's: :func:`move_server_name`; and,
+    as for a request's claim, when it does not read as what it is (blanks, mixed scripts)."""
+    problem = server_name_problem(name)
+    if problem is not None:
+        raise AdminError(f"server name {display_name(name)} {problem}")
     try:
         return await store.grant_server_name(name, account)
     except ServerNameTaken as e:

@@ -225,8 +225,10 @@ class Notary:
         self._keys_lock = asyncio.Lock()
         self._key_reads_started = 0
         self._key_reads_done = 0
-        #: Digests on their way to the log, shared by concurrent requests for one digest.
-        self._inflight: dict[str, asyncio.Future[_Found]] = {}
+        #: Digests on their way to the log, shared by concurrent requests of one account for
+        #: one digest. Keyed by account too: another account's request must never get this
+        #: one's answer (its refusal, say), so it goes to the batch, whose screen decides.
+        self._inflight: dict[tuple[str, str], asyncio.Future[_Found]] = {}
         #: Writes queued and not yet committed, per account and month: counted against the
         #: allowance before the store has them.
         self._reserved: dict[UsageKey, int] = {}
@@ -326,16 +328,19 @@ class Notary:
                        ) -> tuple[Receipt, bool]:
         """(receipt with proof, newly issued?). A known digest returns its receipt, uncounted.
 
-        The in-flight future is registered before the first await, so concurrent requests for
-        one digest share one entry however the store's reads are scheduled; it is resolved
-        here and nowhere else, as soon as the digest's receipt is known.
+        The in-flight future is registered before the first await, so concurrent requests of
+        one account for one digest share one entry however the store's reads are scheduled;
+        it is resolved here and nowhere else, as soon as the digest's receipt is known.
+        Requests of different accounts never share it: the batch's screen decides between
+        them (the first admitted logs the digest; the other is :class:`DigestTaken`).
         """
-        waiting = self._inflight.get(call_sha256)
+        flight = (account.name, call_sha256)
+        waiting = self._inflight.get(flight)
         if waiting is not None:
             receipt, owner, _ = await asyncio.shield(waiting)
             return await self._logged_before(receipt, owner, account, server, tool), False
         fut: asyncio.Future[_Found] = asyncio.get_running_loop().create_future()
-        self._inflight[call_sha256] = fut
+        self._inflight[flight] = fut
         try:
             try:
                 found = await self._find_or_log(account, server, tool, call_sha256)
@@ -353,7 +358,7 @@ class Notary:
                                                                     appended.size))
             return self._complete(receipt, proof, appended.checkpoint), True
         finally:
-            del self._inflight[call_sha256]
+            del self._inflight[flight]
 
     async def _find_or_log(self, account: Account, server: str, tool: str, call_sha256: str
                            ) -> _Found:
@@ -484,6 +489,7 @@ class Notary:
         tail = found.last_issued_at
         ahead = self._clock_refusal(tail, found.store_clock)
         admitted: dict[UsageKey, int] = {}
+        batch_digests: set[str] = set()  # admitted in this batch (one account's, see notarize)
         verdicts: list[Exception | bytes | None] = []
         for c in pendings:
             if c.account.key_id in revoked:
@@ -493,6 +499,9 @@ class Notary:
             digest = c.entry.call_sha256_hex
             if digest in found.logged:
                 verdicts.append(AlreadyLogged(found.logged[digest], found.logged_by.get(digest)))
+                continue
+            if digest in batch_digests:  # another account's request admitted it just before
+                verdicts.append(DigestTaken())
                 continue
             server = c.entry.server
             refused = refusal_reason(c.account.name, holds.get(server, NameHold()))
@@ -513,6 +522,7 @@ class Notary:
                     self.on_clock_refusal()
                 continue
             admitted[c.usage_key] = taken + 1
+            batch_digests.add(digest)
             self._claim(holds, skeleton_of, server, c.account.name)
             if tail is not None and c.entry.issued_at < tail:
                 c.entry = dataclasses.replace(c.entry, issued_at=tail)

@@ -38,15 +38,15 @@ ever rebuilt from current settings.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
 
-from ledger.storage.base import LogStore, StoreError, WriteTx
+from ledger.storage.base import LogStore, StoreError, StoreUnavailableError, WriteTx
 from notary.core.errors import NotaryBaseError
 from notary.core.receipts import Receipt
-from notary.core.server_names import NameHold
+from notary.core.server_names import SKELETON_VERSION, NameHold
 
 __all__ = [
     "AllowanceConflict",
@@ -60,7 +60,10 @@ __all__ = [
     "Screening",
     "ServerNameRecord",
     "ServerNameTaken",
+    "SkeletonsOutdated",
     "UsageKey",
+    "check_skeletons",
+    "new_claims",
     "notary_tx",
 ]
 
@@ -150,6 +153,42 @@ class IssuedReceipt:
     account: str
 
 
+class SkeletonsOutdated(StoreUnavailableError, NotaryBaseError):
+    """The store's server-name skeletons were recomputed, since this process opened it, by a
+    process with other ICU or Unicode data: this one refuses to judge look-alikes by a table it
+    did not compute (HTTP: 503, nothing written) until it is restarted, which recomputes them."""
+
+
+def check_skeletons(stored: str | None) -> None:
+    """:class:`SkeletonsOutdated` unless the stored skeletons' version is this process's."""
+    if stored != SKELETON_VERSION:
+        raise SkeletonsOutdated(
+            f"the store's server-name skeletons were computed with {stored!r}, this process "
+            f"computes {SKELETON_VERSION!r} (a process with other ICU or Unicode data opened "
+            "the store since): restart this process, which recomputes them, and run every "
+            "process of this store with the same ICU")
+
+
+def new_claims(receipts: Iterable[tuple[Receipt, str]], held: dict[str, str]
+               ) -> list[tuple[str, str]]:
+    """The (server name, account) claims that a batch's receipts make: the first receipt
+    under a name nobody holds. ``held`` maps names to their holders as the batch's screen found
+    them, and takes the claims. A receipt under a name another account holds is a
+    :class:`~ledger.storage.base.StoreError` (the screen refuses it; storing it would lose the
+    holder's claim without a trace); a backend inserts each claim so that one held after all
+    fails the transaction."""
+    out = []
+    for receipt, account in receipts:
+        holder = held.get(receipt.server)
+        if holder is None:
+            held[receipt.server] = account
+            out.append((receipt.server, account))
+        elif holder != account:
+            raise StoreError(f"a receipt of account {account!r} is under a server name another "
+                             "account holds (the batch's screen was bypassed)")
+    return out
+
+
 @dataclass(frozen=True)
 class Screening:
     """What :meth:`NotaryWriteTx.screen` found under the lock.
@@ -195,7 +234,8 @@ class NotaryWriteTx(WriteTx, Protocol):
         with the transaction's tiles and checkpoint, or not at all. Every account named must
         exist (:class:`~ledger.storage.base.StoreError` otherwise). The latest ``issued_at``
         stored becomes the receipts' latest. A receipt's server name that nobody holds yet
-        becomes its account's (the screen decided, under this lock, that it may)."""
+        becomes its account's (the screen decided, under this lock, that it may); one under a
+        name another account holds fails (:func:`new_claims`), never a claim silently lost."""
         ...
 
 

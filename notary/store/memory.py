@@ -28,6 +28,7 @@ from notary.store.base import (
     ServerNameRecord,
     ServerNameTaken,
     UsageKey,
+    new_claims,
 )
 
 __all__ = ["MemoryNotaryStore"]
@@ -99,6 +100,9 @@ class MemoryNotaryStore(MemoryStore):
             r = issued.receipt
             if r.call_sha256 in self._by_digest or r.id in self._by_id or r.index in self._receipts:
                 raise RuntimeError(f"receipt {r.id} collides with a stored one")  # a bug upstream
+        pairs = [(i.receipt, i.account) for i in tx.receipts]
+        claims = new_claims(pairs, {r.receipt.server: self._names[r.receipt.server].account
+                                    for r in tx.receipts if r.receipt.server in self._names})
         super()._apply(tx)
         for issued in tx.receipts:
             r = issued.receipt
@@ -106,8 +110,8 @@ class MemoryNotaryStore(MemoryStore):
             self._by_id[r.id] = r.index
             self._by_digest[r.call_sha256] = r.index
             self._accounts_of[r.index] = issued.account
-            if r.server not in self._names:
-                self._names[r.server] = ServerNameRecord(r.server, issued.account, time.time())
+        for name, account in claims:
+            self._names[name] = ServerNameRecord(name, account, time.time())
         for key, n in tx.usage.items():
             self._usage[key] = self._usage.get(key, 0) + n
         for issued in tx.receipts:

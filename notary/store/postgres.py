@@ -38,7 +38,13 @@ from ledger.storage.base import CheckpointRecord, StoreError
 from ledger.storage.postgres import PgConnection, PostgresStore, PostgresWriteTx, shift_params
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
-from notary.core.server_names import NameHold, name_skeleton
+from notary.core.server_names import (
+    SKELETON_VERSION,
+    NameHold,
+    holds_from_rows,
+    name_skeleton,
+    skeletons,
+)
 from notary.store.base import (
     AllowanceConflict,
     ApiKeyListing,
@@ -49,6 +55,8 @@ from notary.store.base import (
     ServerNameRecord,
     ServerNameTaken,
     UsageKey,
+    check_skeletons,
+    new_claims,
 )
 from notary.store.sqlite_schema import (
     Needed,
@@ -130,6 +138,13 @@ NOTARY_MIGRATIONS: tuple[str, ...] = (
         FROM notary_receipts r JOIN notary_names n ON n.id = r.server
         ORDER BY r.server, r.idx;
     """,
+    # Version 4: the data the stored skeletons were computed with ('': unknown); the first
+    # frontend that opens the store with other data recomputes them (_refresh_skeletons).
+    """
+    CREATE TABLE notary_skeleton_version (
+        one smallint PRIMARY KEY CHECK (one = 1), version text NOT NULL);
+    INSERT INTO notary_skeleton_version (one, version) VALUES (1, '');
+    """,
 )
 """Versioned like the log's (``schema_versions``, component ``notary``); append, never edit."""
 
@@ -160,15 +175,16 @@ _ADD_CTES = (
     UPDATE notary_state SET last_issued_at = $13
     WHERE one = 1 AND $13::text IS NOT NULL
         AND (last_issued_at IS NULL OR last_issued_at < $13))""",
+    # A claim the screen found free; a name held after all fails the commit (never hidden).
     """sn AS (
     INSERT INTO notary_server_names (name, skeleton, account, since)
-    SELECT * FROM unnest($14::text[], $15::text[], $16::integer[], $17::float8[])
-    ON CONFLICT (name) DO NOTHING)""",
+    SELECT * FROM unnest($14::text[], $15::text[], $16::integer[], $17::float8[]))""",
 )
 # The screen's reads in one round trip: the batch's known digests and their accounts (kind 0),
-# the holders of the batch's server names and their look-alikes (kind 3), the asked usage
-# (kind 1), and the latest issued_at with the database server's clock (kind 2, always
-# exactly one row: frontends on other machines compare their clocks with it).
+# the holders of the batch's server names (by exact name) and their look-alikes (by skeleton;
+# kind 3), the asked usage (kind 1), and the latest issued_at with the database server's clock
+# and the stored skeletons' version (kind 2, always exactly one row: frontends on other
+# machines compare their clocks with it).
 _SCREEN = """
 SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, a.name, NULL, NULL
 FROM notary_receipts r
@@ -183,13 +199,14 @@ FROM notary_usage u
 JOIN notary_accounts a ON a.id = u.account
 JOIN unnest($2::text[], $3::text[]) AS q(name, month) ON a.name = q.name AND u.month = q.month
 UNION ALL
-SELECT 2, NULL, NULL, NULL, NULL, NULL, NULL, s.last_issued_at,
+SELECT 2, NULL, NULL, sv.version, NULL, NULL, NULL, s.last_issued_at,
     to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), v.n
-FROM notary_state s, notary_key_version v WHERE s.one = 1 AND v.one = 1
+FROM notary_state s, notary_key_version v, notary_skeleton_version sv
+WHERE s.one = 1 AND v.one = 1 AND sv.one = 1
 UNION ALL
 SELECT 3, NULL, NULL, s.name, s.skeleton, NULL, NULL, a.name, NULL, NULL
 FROM notary_server_names s JOIN notary_accounts a ON a.id = s.account
-WHERE s.skeleton = ANY($4::text[])
+WHERE s.skeleton = ANY($4::text[]) OR s.name = ANY($5::text[])
 """
 _LOG_LOCK = "SELECT 1 FROM ledger_state WHERE one = 1 FOR UPDATE"
 """The log's write lock (the state row every batch locks first), for administrative writes
@@ -262,14 +279,26 @@ async def _existing_ids(conn: PgConnection, sql: str, wanted: set[str],
     return found
 
 
-async def _fill_skeletons(conn: PgConnection) -> None:
-    """The UTS #39 skeletons of names the version-3 migration assigned (idempotent: any
-    frontend that opens the store may do it, the first one does)."""
-    rows = await conn.fetch("SELECT name FROM notary_server_names WHERE skeleton IS NULL")
-    if rows:
+async def _refresh_skeletons(conn: PgConnection) -> None:
+    """Recompute the stored UTS #39 skeletons (those the version-3 migration left out too) if
+    they were computed with other data than this process's (:data:`SKELETON_VERSION`), under
+    the log's lock so that no batch screens names meanwhile. Holds are unaffected (a holder is
+    found by the exact name)."""
+    if await conn.fetchval("SELECT version FROM notary_skeleton_version WHERE one = 1"
+                           ) == SKELETON_VERSION:
+        return  # the usual open: no lock taken
+    async with conn.transaction():
+        await conn.execute(_LOG_LOCK)
+        stored = await conn.fetchval(
+            "SELECT version FROM notary_skeleton_version WHERE one = 1 FOR UPDATE")
+        if stored == SKELETON_VERSION:
+            return
+        rows = await conn.fetch("SELECT name, skeleton FROM notary_server_names")
+        changed = [(r[0], new) for r in rows if (new := name_skeleton(r[0])) != r[1]]
         await conn.executemany(
-            "UPDATE notary_server_names SET skeleton = $2 WHERE name = $1",
-            [(r[0], name_skeleton(r[0])) for r in rows])
+            "UPDATE notary_server_names SET skeleton = $2 WHERE name = $1", changed)
+        await conn.execute("UPDATE notary_skeleton_version SET version = $1 WHERE one = 1",
+                           SKELETON_VERSION)
 
 
 async def _account_id(conn: PgConnection, account: str) -> int:
@@ -280,11 +309,15 @@ async def _account_id(conn: PgConnection, account: str) -> int:
 
 
 async def _holds(conn: PgConnection, name: str) -> NameHold:
-    rows = await conn.fetch("SELECT s.name, a.name FROM notary_server_names s "
+    """Who holds ``name`` (by the exact name) and the names confusable with it, under the log's
+    lock."""
+    check_skeletons(await conn.fetchval(
+        "SELECT version FROM notary_skeleton_version WHERE one = 1"))
+    asked = skeletons([name])
+    rows = await conn.fetch("SELECT s.name, s.skeleton, a.name FROM notary_server_names s "
                             "JOIN notary_accounts a ON a.id = s.account "
-                            "WHERE s.skeleton = $1", name_skeleton(name))
-    return NameHold(next((r[1] for r in rows if r[0] == name), None),
-                    frozenset(r[1] for r in rows))
+                            "WHERE s.skeleton = $1 OR s.name = $2", asked[name], name)
+    return holds_from_rows(asked, [(r[0], r[1], r[2]) for r in rows])[name]
 
 
 class PgNotaryWriteTx(PostgresWriteTx):
@@ -296,41 +329,44 @@ class PgNotaryWriteTx(PostgresWriteTx):
         self._notary = store
         self._new_refs = Refs()
         self._rows: list[object] | None = None
+        self._held: dict[str, str] = {}  # server names' holders, as screened, and claims
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
                      servers: Collection[str] = ()) -> Screening:
         wanted = set(digests)
         salt = self._notary._salt
         names, months = (list(c) for c in zip(*usage, strict=True)) if usage else ([], [])
-        skeletons = {n: name_skeleton(n) for n in set(servers)}
+        asked = skeletons(servers)
         found: dict[str, Receipt | None] = {}
         logged_by: dict[str, str] = {}
-        held: dict[str, list[tuple[str, str]]] = {}
+        held: list[tuple[str, str, str]] = []
         spent = dict.fromkeys(usage, 0)
+        skeleton_version: str | None = None
         last: str | None = None
         version: int | None = None
         clock: str | None = None
         for row in await self._conn.fetch(
                 _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
-                sorted(set(skeletons.values()))):
+                sorted(set(asked.values())), sorted(asked)):
             if row[0] == 0:
                 receipt = _receipt(row, 1)
                 if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
                     found[receipt.call_sha256] = receipt
                     logged_by[receipt.call_sha256] = row[7]
             elif row[0] == 3:
-                held.setdefault(row[4], []).append((row[3], row[7]))
+                held.append((row[3], row[4], row[7]))
             elif row[0] == 1:
                 spent[(row[7], row[8])] = int(row[9])
             else:
-                last, clock, version = row[7], row[8], row[9]
+                last, clock, version, skeleton_version = row[7], row[8], row[9], row[3]
         store = self._notary
         changed = version != store._keys_version
         if changed:  # a notification may still be on its way: do not trust the cache now
             store._keys_fresh = False
-        holds = {n: NameHold(next((a for h, a in held.get(k, []) if h == n), None),
-                             frozenset(a for _, a in held.get(k, [])))
-                 for n, k in skeletons.items()}
+        if asked:
+            check_skeletons(skeleton_version)
+        holds = holds_from_rows(asked, held)
+        self._held.update((n, h.holder) for n, h in holds.items() if h.holder is not None)
         return Screening(found, spent, last, changed, logged_by=logged_by, servers=holds,
                          store_clock=clock)
 
@@ -344,14 +380,12 @@ class PgNotaryWriteTx(PostgresWriteTx):
             refs.merge(self._new_refs)
         salt = self._notary._salt
         cols: list[list[object]] = [[] for _ in range(9)]
-        claims: dict[str, tuple[str, str, int, float]] = {}
         now = time.time()
+        claims = [(name, name_skeleton(name), refs.accounts[account], now)
+                  for name, account in new_claims(pairs, self._held)]
         latest: str | None = None
         for r, account in pairs:
             assert r.signature is not None
-            if r.server not in claims:  # the batch's first receipt under a name claims it
-                claims[r.server] = (r.server, name_skeleton(r.server), refs.accounts[account],
-                                    now)
             row = (r.index, r.signature.raw, refs.kids[r.signature.kid],
                    refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
                    refs.names[r.server], refs.names[r.tool], id_key(r.id),
@@ -367,7 +401,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
         if self._rows is not None:  # a second call in one transaction: store the first now
             ctes, args = self._more_writes(1)
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
-        ccols: list[list[object]] = [list(c) for c in zip(*claims.values(), strict=True)] \
+        ccols: list[list[object]] = [list(c) for c in zip(*claims, strict=True)] \
             if claims else [[], [], [], []]
         self._rows = [*cols, *ucols, latest, *ccols]
 
@@ -414,7 +448,7 @@ class PgNotaryStore(PostgresStore):
             if salt is None:
                 raise StoreError("the store has no lookup salt (a damaged notary schema)")
             store._salt = bytes(salt)
-            await store._retrying(_fill_skeletons)
+            await store._retrying(_refresh_skeletons)
             await store._listen()
         except BaseException:
             await store.close()

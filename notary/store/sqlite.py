@@ -33,7 +33,7 @@ from ledger.storage.base import CheckpointRecord, StoreError
 from ledger.storage.sqlite import SqliteStore, SqliteWriteTx, read_tiles_sync
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
-from notary.core.server_names import NameHold, name_skeleton
+from notary.core.server_names import NameHold, holds_from_rows, skeletons
 from notary.store import sqlite_lookup
 from notary.store.base import (
     AllowanceConflict,
@@ -46,6 +46,8 @@ from notary.store.base import (
     ServerNameRecord,
     ServerNameTaken,
     UsageKey,
+    check_skeletons,
+    new_claims,
 )
 from notary.store.sqlite_lookup import (
     APPEND,
@@ -96,7 +98,8 @@ its commit and its signal, or one that does not signal, such as the ``sqlite3`` 
 re-read at least this often. Issuing never depends on it: the screen re-checks under the lock."""
 
 _SCREEN_STATE = ("SELECT (SELECT last_issued_at FROM notary_state WHERE one = 1), "
-                 "(SELECT n FROM key_version WHERE one = 1)")
+                 "(SELECT n FROM key_version WHERE one = 1), "
+                 "(SELECT version FROM skeleton_version WHERE one = 1)")
 
 
 class _KeySignal:
@@ -188,23 +191,18 @@ def _logged_by(conn: sqlite3.Connection, logged: Mapping[str, Receipt | None]
 
 
 def _holds(conn: sqlite3.Connection, names: Collection[str]) -> dict[str, NameHold]:
-    """Who holds each of ``names`` and the names confusable with it."""
-    wanted = {n: name_skeleton(n) for n in set(names)}
-    by_skeleton: dict[str, list[tuple[str, str]]] = {}
-    keys = sorted(set(wanted.values()))
-    for i in range(0, len(keys), _CHUNK):
-        chunk = keys[i : i + _CHUNK]
-        for name, skeleton, account in conn.execute(
+    """Who holds each of ``names`` (found by the exact name) and the names confusable with
+    it (by skeleton)."""
+    wanted = skeletons(names)
+    rows: list[tuple[str, str, str]] = []
+    for column, keys in (("name", sorted(wanted)), ("skeleton", sorted(set(wanted.values())))):
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i : i + _CHUNK]
+            rows.extend(conn.execute(
                 "SELECT s.name, s.skeleton, a.name FROM server_names s JOIN accounts a "
-                f"ON a.id = s.account WHERE s.skeleton IN ({','.join('?' * len(chunk))})",
-                chunk):
-            by_skeleton.setdefault(skeleton, []).append((name, account))
-    out = {}
-    for name, skeleton in wanted.items():
-        rows = by_skeleton.get(skeleton, [])
-        out[name] = NameHold(next((a for n, a in rows if n == name), None),
-                             frozenset(a for _, a in rows))
-    return out
+                f"ON a.id = s.account WHERE s.{column} IN ({','.join('?' * len(chunk))})",
+                chunk))
+    return holds_from_rows(wanted, rows)
 
 
 def _log_size(conn: sqlite3.Connection) -> int:
@@ -277,6 +275,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         # The merge's state after this commit and the keys it appends (for the view).
         self._lookup_after: tuple[MergeState, list[tuple[int, int, int]]] | None = None
         self._caught_up = False
+        self._held: dict[str, str] = {}  # server names' holders, as screened, and claims
 
     def _catch_up(self) -> None:
         """Bring this process's view of the recent lookup keys to the store's, under the lock:
@@ -297,14 +296,18 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
             store = self._notary
             found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold,
                                          store._lookup) if digests else {})
-            tail, version = conn.execute(_SCREEN_STATE).fetchone()
+            tail, version, skeleton_version = conn.execute(_SCREEN_STATE).fetchone()
+            if servers:
+                check_skeletons(skeleton_version)
             # Under the lock: a key revoked (committed) by any process, signalled or not, is
             # seen here, and the batch's keys are then re-checked (Notary.screen).
             changed = version != store._keys_version
             if changed:
                 store._load_keys(conn, version)
+            holds = _holds(conn, servers)
+            self._held.update((n, h.holder) for n, h in holds.items() if h.holder is not None)
             return Screening(found, _usage(conn, usage), tail, keys_changed=changed,
-                             logged_by=_logged_by(conn, found), servers=_holds(conn, servers))
+                             logged_by=_logged_by(conn, found), servers=holds)
 
         if len(digests) + len(usage) + len(servers) <= _SCREEN_NOW:
             # Index lookups of a few microseconds each: less than the trip to the worker
@@ -325,7 +328,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
 
             self._new_refs.merge(await self._read_locked(resolve))
             refs.merge(self._new_refs)
-        for sql, rows in receipt_statements(pairs, refs):
+        for sql, rows in receipt_statements(pairs, refs, new_claims(pairs, self._held)):
             self._queue(sql, rows)
         await self._lookup_keys([r.receipt for r in receipts])
         if usage:
@@ -599,6 +602,8 @@ class SqliteNotaryStore(SqliteStore):
     async def grant_server_name(self, name: str, account: str) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
             account_id = _account_id(conn, account)
+            check_skeletons(conn.execute(
+                "SELECT version FROM skeleton_version WHERE one = 1").fetchone()[0])
             hold = _holds(conn, [name])[name]
             if hold.holder == account:
                 return False
@@ -606,7 +611,7 @@ class SqliteNotaryStore(SqliteStore):
                 raise ServerNameTaken(f"server name {name!r}, or one confusable with it, is "
                                       "held by another account")
             conn.execute("INSERT INTO server_names (name, skeleton, account, since) "
-                         "VALUES (?, ?, ?, ?)", (name, name_skeleton(name), account_id,
+                         "VALUES (?, ?, ?, ?)", (name, skeletons([name])[name], account_id,
                                                  time.time()))
             return True
 

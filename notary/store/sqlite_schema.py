@@ -1,8 +1,8 @@
-"""The notary's tables in the log's SQLite file: the layout (schema version 4), its row codecs,
-and the migrations from versions 1, 2 and 3. Synchronous functions on a connection that the
+"""The notary's tables in the log's SQLite file: the layout (schema version 5), its row codecs,
+and the migrations from versions 1 to 4. Synchronous functions on a connection that the
 caller has inside a write transaction (``BEGIN IMMEDIATE``); ``notary.store.sqlite`` runs them.
 
-Layout (version 4, ``PRAGMA user_version = 4``; what each version added is marked). A receipt
+Layout (version 5, ``PRAGMA user_version = 5``; what each version added is marked). A receipt
 is its log entry plus what cannot be rebuilt from it, so the receipt row holds no copy of the
 id, digest, names or time:
 
@@ -40,7 +40,13 @@ id, digest, names or time:
 - ``server_names`` (version 3): each held server name, its UTS #39 skeleton (indexed: the
   screen finds look-alikes by it) and the account that holds it. The first receipt logged
   under a free name claims it, in the batch's transaction; version 2 stores are migrated by
-  giving each name to the account of its first receipt (:func:`fill_server_names`).
+  giving each name to the account of its first receipt (:func:`fill_server_names`). A
+  name's holder is found by the exact name; the skeleton only finds its look-alikes.
+- ``skeleton_version`` (version 5): the :data:`~notary.core.server_names.SKELETON_VERSION`
+  (rules, ICU and Unicode data) the stored skeletons were computed with. Opening the store
+  recomputes them when this process's differs (:func:`refresh_skeletons`), and a batch's
+  screen refuses to decide on names when another process has since recomputed them with
+  other data (a clear error rather than look-alikes judged by two different tables).
 - ``withheld_receipts``: rows of a migrated store whose signed form could not be recovered
   (version 1 kept no ``entry_url``; see :func:`migrate_v1`). They are never served, and their
   digests are never logged again.
@@ -73,7 +79,7 @@ from notary.core.entry import EntryError, LogEntry, decode_entry
 from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id
 from notary.core.jwks import Jwks, JwksError
 from notary.core.receipts import Receipt, ReceiptSignature, ReceiptSignatureError
-from notary.core.server_names import name_skeleton
+from notary.core.server_names import SKELETON_VERSION, name_skeleton
 from notary.store.sqlite_lookup import LOOKUP_SCHEMA
 
 __all__ = [
@@ -89,7 +95,7 @@ __all__ = [
     "receipt_from_row",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA_V2 = """
 CREATE TABLE accounts (
@@ -135,7 +141,20 @@ CREATE INDEX server_names_by_skeleton ON server_names (skeleton)
 
 CLAIM_NAME = ("INSERT OR IGNORE INTO server_names (name, skeleton, account, since) "
               "VALUES (?, ?, ?, ?)")
-"""A receipt's server name becomes its account's unless someone holds it already."""
+"""A migrated receipt's server name becomes its account's unless an earlier one's holds it."""
+
+CLAIM_FREE_NAME = ("INSERT INTO server_names (name, skeleton, account, since) "
+                   "VALUES (?, ?, ?, ?)")
+"""A new receipt's server name that the batch's screen found free becomes its account's: a
+name held after all fails the transaction (a lost claim is never hidden)."""
+
+SKELETON_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS skeleton_version (
+    one INTEGER PRIMARY KEY CHECK (one = 1), version TEXT NOT NULL);
+INSERT OR IGNORE INTO skeleton_version (one, version) VALUES (1, '')
+"""
+"""Version 5: the data the stored skeletons were computed with ('': unknown, recomputed at
+open by :func:`refresh_skeletons`)."""
 
 _V1_TABLES = ("accounts", "api_keys", "usage", "receipts", "receipt_keys")
 
@@ -190,7 +209,7 @@ _KEY_TRIGGERS = [
 
 def _create_v2(conn: sqlite3.Connection) -> None:
     for statement in _statements(SCHEMA_V2 + ";" + SERVER_NAMES + ";" + KEY_VERSION + ";"
-                                 + LOOKUP_SCHEMA):
+                                 + LOOKUP_SCHEMA + ";" + SKELETON_VERSION_TABLE):
         conn.execute(statement)
     for table in ("api_keys", "accounts"):  # a version-1 store's triggers, on renamed tables
         for op in ("insert", "update", "delete"):
@@ -331,28 +350,33 @@ def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: b
     return new
 
 
-def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs
+def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs,
+                       claims: Sequence[tuple[str, str]] | None = None
                        ) -> list[tuple[str, Sequence[Sequence[object]]]]:
     """The INSERTs that store signed receipts (each with its account), ``refs`` complete, and
-    claim their server names that nobody holds yet; their lookup keys are written apart
+    claim server names: ``claims`` ((name, account) that the batch's screen found free, see
+    :func:`notary.store.base.new_claims`), or, for a migration (None), the name of each
+    receipt unless an earlier receipt's account holds it. Their lookup keys are written apart
     (:func:`key_rows`)."""
     rows: list[Sequence[object]] = []
-    claims: dict[str, Sequence[object]] = {}
     now = time.time()
     latest = ""
+    first: dict[str, str] = {}
     for r, account in receipts:
-        if r.server not in claims:  # the first receipt of the batch under a name claims it
-            claims[r.server] = (r.server, name_skeleton(r.server), refs.accounts[account], now)
+        first.setdefault(r.server, account)
         assert r.signature is not None
         rows.append((r.index, r.signature.raw, refs.kids[r.signature.kid],
                      refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
                      refs.names[r.server], refs.names[r.tool]))
         latest = max(latest, r.issued_at)
+    claiming = first.items() if claims is None else claims
     return [
         ("INSERT INTO receipts (idx, sig, kid, ledger, account, server, tool) "
          "VALUES (?, ?, ?, ?, ?, ?, ?)", rows),
         (TAIL_UPDATE, [(latest, latest)] if receipts else []),
-        (CLAIM_NAME, list(claims.values())),
+        (CLAIM_NAME if claims is None else CLAIM_FREE_NAME,
+         [(name, name_skeleton(name), refs.accounts[account], now)
+          for name, account in claiming]),
     ]
 
 
@@ -408,12 +432,15 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
         report.created = True
         _create_v2(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    elif version in (2, 3):
+    elif version in (2, 3, 4):
         if version == 2:
             for statement in _statements(SERVER_NAMES):
                 conn.execute(statement)
             fill_server_names(conn)
-        for statement in _statements(LOOKUP_SCHEMA):
+        if version <= 3:
+            for statement in _statements(LOOKUP_SCHEMA):
+                conn.execute(statement)
+        for statement in _statements(SKELETON_VERSION_TABLE):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         if conn.execute("SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None:
@@ -424,7 +451,23 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
                          "release?)")
     elif conn.execute("SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None:
         recover_withheld(conn, entry_url_bases, report)
+    refresh_skeletons(conn)
     return report
+
+
+def refresh_skeletons(conn: sqlite3.Connection) -> None:
+    """Recompute the stored skeletons if they were computed with other data than this
+    process's (:data:`SKELETON_VERSION`), in the caller's write transaction. Holds are
+    unaffected (a holder is found by the exact name); look-alikes are judged by this
+    process's data from now on."""
+    (stored,) = conn.execute("SELECT version FROM skeleton_version WHERE one = 1").fetchone()
+    if stored == SKELETON_VERSION:
+        return
+    changed = [(new, name) for name, old in conn.execute(
+        "SELECT name, skeleton FROM server_names").fetchall()
+        if (new := name_skeleton(name)) != old]
+    conn.executemany("UPDATE server_names SET skeleton = ? WHERE name = ?", changed)
+    conn.execute("UPDATE skeleton_version SET version = ? WHERE one = 1", (SKELETON_VERSION,))
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -24,7 +24,7 @@ from notary.core.search import (
     parse_limit,
     parse_time_bound,
 )
-from notary.core.server_names import is_valid_name
+from notary.core.server_names import is_valid_name, server_name_problem
 from notary.core.verify_request import (
     Refusal,
     body_object,
@@ -69,6 +69,18 @@ def _name(body: dict[str, Any], field: str) -> str:
     return value
 
 
+def _server_name(body: dict[str, Any]) -> str:
+    """The server name a request would notarize under (and may claim): a name, and one that
+    reads as what it is (no blanks at the ends or in runs, no invisible characters, no word
+    mixing scripts; :func:`notary.core.server_names.server_name_problem`)."""
+    value = body["server"]
+    problem = server_name_problem(value)
+    if problem is not None:
+        raise ApiError(400, "invalid_name", f"server {problem}")
+    assert isinstance(value, str)
+    return value
+
+
 def _digest(value: object) -> str:
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise ApiError(400, "invalid_call_sha256",
@@ -93,7 +105,8 @@ async def issue(request: web.Request) -> web.Response:
 async def _issue(app: web.Application, account: Account, raw: bytes) -> tuple[Receipt, int]:
     """The receipt for an authenticated request's body, and its status (201: new)."""
     body = _object_from(raw, ISSUE_FIELDS)
-    server, tool, digest = _name(body, "server"), _name(body, "tool"), _digest(body["call_sha256"])
+    server, tool = _server_name(body), _name(body, "tool")
+    digest = _digest(body["call_sha256"])
     receipt, created = await app[NOTARY].notarize(account, server, tool, digest)
     if created:
         app[METRICS].receipts.inc()

@@ -12,9 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ledger.process.exitcodes import ExitCode
-from tests.notary_server import NotaryProcess
+from notary.operator import admin
+from notary.serving.service import Account
+from tests.notary_server import NotaryProcess, headless_notary, issue, run_cli
 
-CYRILLIC_WEATHER = "w\u0435ather"
+FULL_WIDTH_WEATHER = "\uff57eather"  # ｗ: FULLWIDTH LATIN SMALL LETTER W
 
 
 def _issue(server: NotaryProcess, key: str, name: str, n: int) -> tuple[int, dict[str, object]]:
@@ -42,7 +44,7 @@ def test_names_belong_to_accounts_over_http(notary_server: NotaryProcess) -> Non
     bob = server.create_api_key("bob")
     status, receipt = _issue(server, alice, "weather", 1)
     assert status == 201
-    for name in ("weather", CYRILLIC_WEATHER, "WEATHER"):
+    for name in ("weather", FULL_WIDTH_WEATHER, "WEATHER"):
         status, err = _issue(server, bob, name, 2)
         assert (status, err["error"]["code"]) == (403, "server_not_allowed")  # type: ignore[index]
     assert _issue(server, alice2, "weather", 3)[0] == 201  # every key of the account
@@ -61,7 +63,7 @@ def test_names_belong_to_accounts_over_http(notary_server: NotaryProcess) -> Non
     assert _names(server) == [("forecast", "bob"), ("weather", "alice")]
     server.cli("names", "grant", "news", "--account", "bob", "--data", str(server.data_dir))
     assert _issue(server, alice, "news", 5)[0] == 403
-    taken = server.cli("names", "grant", "n\u0435ws", "--account", "alice", "--data",
+    taken = server.cli("names", "grant", "NEWS", "--account", "alice", "--data",
                        str(server.data_dir), check=False)
     assert taken.returncode == ExitCode.USAGE and "move" in taken.stderr
     held = server.cli("names", "grant", "news", "--account", "alice", "--data",
@@ -124,7 +126,7 @@ def test_two_accounts_racing_through_workers_for_a_free_name(tmp_path: Path) -> 
 
         def ask(n: int) -> tuple[str, int]:
             account = "alice" if n % 2 else "bob"
-            name = "race" if n % 4 < 2 else "r\u0430ce"  # Cyrillic а
+            name = "race" if n % 4 < 2 else "RACE"
             return account, _issue(server, keys[account], name, 1000 + n)[0]
 
         with ThreadPoolExecutor(16) as pool:
@@ -135,3 +137,55 @@ def test_two_accounts_racing_through_workers_for_a_free_name(tmp_path: Path) -> 
                    for account, status in answers), answers
         assert server.get("/healthz").json()["size"] == 32
         assert {a for _, a in _names(server)} == won
+
+
+def test_names_with_blanks_or_mixed_scripts_are_refused_over_http(
+        notary_server: NotaryProcess) -> None:
+    """Alice holds ``weather`` and ``my server``; Bob's keys are refused every name that
+    would read the same, with a 400 that says why (or a 403 for a plain look-alike), and
+    nothing is logged for him."""
+    server = notary_server
+    alice, bob = server.create_api_key("alice"), server.create_api_key("bob")
+    assert _issue(server, alice, "weather", 1)[0] == 201
+    assert _issue(server, alice, "my server", 2)[0] == 201
+    refused = {
+        "weather ": "begin or end with a space", " weather": "begin or end with a space",
+        "my server ": "begin or end with a space", "my  server": "two spaces in a row",
+        "weather\u2800": "U+2800 BRAILLE PATTERN BLANK", "\u2800weather": "U+2800",
+        "wea\u3164ther": "U+3164 HANGUL FILLER", "\u115fweather": "U+115F",
+        "weather\u1160": "U+1160", "\uffa0weather": "U+FFA0", "we\u034father": "U+034F",
+        "w\u0435ather": "mixes scripts", "my s\u0435rver": "mixes scripts",
+    }
+    for n, (name, why) in enumerate(refused.items()):
+        status, err = _issue(server, bob, name, 10 + n)
+        assert status == 400, (name, err)
+        assert err["error"]["code"] == "invalid_name", err  # type: ignore[index]
+        assert why in err["error"]["message"], err  # type: ignore[index]
+    # Names legitimately in use keep working.
+    for n, name in enumerate(["mcp-\u043f\u043e\u0433\u043e\u0434\u0430",
+                              "\u5929\u6c17", "caf\u00e9", "srv.example/a_b:1"]):
+        assert _issue(server, bob, name, 100 + n)[0] == 201, name
+    assert server.get("/healthz").json()["size"] == 6
+
+
+async def test_names_list_never_prints_two_names_the_same(tmp_path: Path) -> None:
+    """A store from before the rules holds names that read alike (``weather`` and
+    ``weather ``, a Cyrillic look-alike, a braille blank): ``names list`` tells them apart."""
+    data = tmp_path / "d"
+    alike = ["weather", "weather ", "w\u0435ather", "weather\u2800", "my server",
+             "my  server", "\u043f\u043e\u0433\u043e\u0434\u0430"]
+    async with headless_notary(data, "sqlite") as notary:
+        await admin.create_api_key(notary.store, "bob")
+        for n, name in enumerate(alike):  # through the service: the HTTP route refuses them
+            await issue(notary, n, Account("alice", None), server=name)
+        await admin.move_server_name(notary.store, "weather ", "bob")
+    code, out = run_cli("names", "list", "--data", str(data))
+    assert code == 0, out
+    rows = out.splitlines()[1:]
+    shown = [row[:40].rstrip() for row in rows]
+    assert len(rows) == len(alike) and len(set(shown)) == len(alike), out
+    assert all(row.isascii() for row in rows), out
+    assert '"weather "' in shown and "weather" in shown and '"w\\u0435ather"' in shown
+    code, out = run_cli("names", "list", "--data", str(data), "--json")
+    assert code == 0 and out.isascii()
+    assert {r["name"] for r in json.loads(out)} == set(alike)

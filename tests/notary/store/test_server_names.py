@@ -17,10 +17,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from ledger.storage.base import StoreError
 from notary.core.receipts import Receipt
 from notary.core.server_names import name_skeleton
 from notary.operator import admin
 from notary.serving.service import Account, DigestTaken, Notary, ServerNotAllowed
+from notary.store.base import SkeletonsOutdated, new_claims
 from notary.store.sqlite import SqliteNotaryStore
 from tests.notary_server import digest, headless_notary, issue
 
@@ -132,7 +134,9 @@ async def test_the_operator_grants_lists_and_moves_names(tmp_path: Path, backend
         with pytest.raises(ServerNotAllowed):
             await issue(notary, 1, ALICE, server="news")  # granted before any receipt
         with pytest.raises(admin.AdminError, match="move"):
-            await admin.grant_server_name(store, "n\u0435ws", "alice")  # a look-alike
+            await admin.grant_server_name(store, "NEWS", "alice")  # a look-alike
+        with pytest.raises(admin.AdminError, match="mixes scripts"):
+            await admin.grant_server_name(store, "n\u0435ws", "alice")  # Cyrillic е
         with pytest.raises(admin.AdminError):
             await admin.grant_server_name(store, "bad\nname", "alice")
         with pytest.raises(Exception, match="does not exist"):
@@ -234,7 +238,7 @@ async def test_a_postgres_store_from_before_names_were_held_is_migrated(
         await issue(notary, 2, BOB, server="weather")
     conn = await asyncpg.connect(pg_url)
     try:  # back to notary schema version 2
-        await conn.execute("DROP TABLE notary_server_names")
+        await conn.execute("DROP TABLE notary_server_names, notary_skeleton_version")
         await conn.execute("UPDATE schema_versions SET version = 2 WHERE component = 'notary'")
     finally:
         await conn.close()
@@ -244,3 +248,108 @@ async def test_a_postgres_store_from_before_names_were_held_is_migrated(
         with pytest.raises(ServerNotAllowed):
             await issue(notary, 3, BOB, server=CYRILLIC_WEATHER)  # the skeleton was filled
         assert (await issue(notary, 4, ALICE, server="weather"))[1]
+
+
+async def test_a_refusal_is_never_handed_to_another_accounts_request(
+        tmp_path: Path, backend: str) -> None:
+    """Bob (refused ``weather``, which Alice holds) and Alice post one fresh digest together,
+    round after round, in either order: Bob's refusal is his own, Alice's receipt is issued."""
+    async with headless_notary(tmp_path / "d", backend) as notary:
+        await _accounts(notary, "bob")
+        await issue(notary, 0, ALICE, server="weather")
+        for n in range(1, 21):
+            first, second = (BOB, ALICE) if n % 2 else (ALICE, BOB)
+            answers = dict(zip((first.name, second.name), await asyncio.gather(
+                issue(notary, n, first, server="weather"),
+                issue(notary, n, second, server="weather"), return_exceptions=True),
+                strict=True))
+            assert isinstance(answers["alice"], tuple), (n, answers)
+            receipt, created = answers["alice"]
+            assert created and receipt.call_sha256 == digest(n)
+            assert isinstance(answers["bob"], ServerNotAllowed | DigestTaken), (n, answers)
+        assert await _size(notary) == 21
+
+
+# --- holds do not depend on the stored skeletons ------------------------------------------
+
+
+async def _execute(data: Path, shared: str, *statements: str) -> None:
+    """Run SQL on the store of a closed notary (a SQLite file or a PostgreSQL database)."""
+    if shared == "sqlite":
+        with sqlite3.connect(data / "notary.store.sqlite") as conn:
+            for statement in statements:
+                conn.execute(statement)
+        return
+    conn = await asyncpg.connect(shared)
+    try:
+        for statement in statements:
+            await conn.execute(statement.replace("server_names", "notary_server_names")
+                               .replace("skeleton_version", "notary_skeleton_version"))
+    finally:
+        await conn.close()
+
+
+async def _stored_skeleton(notary: Notary, name: str) -> str:
+    store = notary.store
+    if isinstance(store, SqliteNotaryStore):
+        return str(store._point.execute("SELECT skeleton FROM server_names WHERE name = ?",
+                                        (name,)).fetchone()[0])
+    return str(await store._retrying(lambda conn: conn.fetchval(  # type: ignore[attr-defined]
+        "SELECT skeleton FROM notary_server_names WHERE name = $1", name)))
+
+
+async def test_a_held_name_stays_its_holders_whatever_skeleton_is_stored(
+        tmp_path: Path, shared: str) -> None:
+    """The stored skeleton of Alice's ``weather`` is not what this process computes (the
+    confusables data changed under it): Bob is still refused the exact name, and Alice keeps
+    getting receipts under it."""
+    data = tmp_path / "d"
+    async with headless_notary(data, shared) as notary:
+        await _accounts(notary, "bob")
+        await issue(notary, 1, ALICE, server="weather")
+    await _execute(data, shared, "UPDATE server_names SET skeleton = 'w-e-a-t-h-e-r'")
+    async with headless_notary(data, shared) as notary:
+        with pytest.raises(ServerNotAllowed):
+            await issue(notary, 2, BOB, server="weather")
+        assert (await issue(notary, 3, ALICE, server="weather"))[1]
+        assert [(r.name, r.account) for r in await notary.store.server_names()] == [
+            ("weather", "alice")]
+        assert await _size(notary) == 2
+
+
+async def test_skeletons_are_recomputed_when_the_librarys_data_change(
+        tmp_path: Path, shared: str) -> None:
+    """A store whose skeletons were computed with other data (another ICU) gets them
+    recomputed at open, so look-alikes are judged by this process's data; a process that
+    opened it before, with other data, refuses names with a clear error rather than judge
+    look-alikes by a table it did not compute."""
+    data = tmp_path / "d"
+    async with headless_notary(data, shared) as notary:
+        await _accounts(notary, "bob")
+        await issue(notary, 1, ALICE, server="weather")
+    await _execute(data, shared, "UPDATE server_names SET skeleton = 'w-e-a-t-h-e-r'",
+                   "UPDATE skeleton_version SET version = 'icu-0'")
+    async with headless_notary(data, shared) as notary:
+        assert await _stored_skeleton(notary, "weather") == name_skeleton("weather")
+        with pytest.raises(ServerNotAllowed):
+            await issue(notary, 2, BOB, server="WEATHER")  # a look-alike, found again
+        # Another process recomputes them with other data while this one runs.
+        await _execute(data, shared, "UPDATE skeleton_version SET version = 'icu-0'")
+        with pytest.raises(SkeletonsOutdated, match="skeletons were computed with 'icu-0'"):
+            await issue(notary, 3, ALICE, server="weather")
+        assert await _size(notary) == 1
+
+
+def test_a_receipt_under_another_accounts_name_is_never_stored_silently() -> None:
+    """The claims a batch makes: the first receipt under a free name; one under a name another
+    account holds is an error, not an ignored claim."""
+    def receipt(server: str) -> Receipt:
+        return Receipt(id="tc_x", server=server, tool="t", call_sha256="0" * 64,
+                       issued_at="2026-01-01T00:00:00.000Z", origin="o", index=0, entry_url="u")
+
+    held = {"weather": "alice"}
+    assert new_claims([(receipt("weather"), "alice"), (receipt("news"), "bob"),
+                       (receipt("news"), "bob")], held) == [("news", "bob")]
+    assert held == {"weather": "alice", "news": "bob"}
+    with pytest.raises(StoreError, match="another account holds"):
+        new_claims([(receipt("weather"), "bob")], held)
