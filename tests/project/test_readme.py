@@ -37,7 +37,8 @@ BLOCK = re.compile(r"<!-- walkthrough(?::python (?P<path>\S+))? -->\n```(?P<lang
 def walkthrough(readme: str, port: int) -> str:
     """The walkthrough as one bash script (with the two substitutions: port 8080 becomes
     ``port``, every other loopback port a free one)."""
-    parts = ["set -euo pipefail"]
+    # On a failure, stop what the script started, so the test ends now, not at its timeout.
+    parts = ["set -euo pipefail", "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"]
     for m in BLOCK.finditer(readme):
         body = m.group("body")
         if m.group("path"):
