@@ -9,10 +9,11 @@ real deployment pin these instead of fetching them (trust on first use is only a
 that first fetch). Then it starts the server as a subprocess (``mcp.Client`` with
 ``StdioServerParameters``; the API key goes to the *server's* environment only), calls each
 tool, and for each result rebuilds the call record from the arguments it sent and the
-result it received and checks it with ``notary.core.verification.verify_receipt``: (1) the record
+result it received and checks it with ``notary.sdk.verify_tool_result``: (1) the record
 rebuilds ``call_sha256``, (2) the receipt signature verifies under the JWKS, (3) the entry
-is included in a checkpoint signed by the log key. No request reaches the notary after the
-trust anchors are fetched. Exit status 0 when every result verified, 1 otherwise.
+is included in a checkpoint signed by the log key (it imports only ``notary.sdk``). No
+request reaches the notary after the trust anchors are fetched. Exit status 0 when every
+result verified, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -28,10 +29,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
-from ledger.core.note import Ed25519Verifier, NoteVerifier
-from notary.core.jwks import Jwks
-from notary.core.verification import verify_receipt
-from notary.sdk import NotaryClient, notarization_of, record_for
+from notary.sdk import NotaryClient, notarization_of, verify_tool_result
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("notarized_server.py")
 
@@ -46,12 +44,12 @@ SAMPLE_CALLS: list[tuple[str, dict[str, Any] | None]] = [
 ]
 
 
-async def fetch_trust_anchors(notary_url: str) -> tuple[Jwks, NoteVerifier]:
-    """The receipt keys and the log key, fetched once from the notary."""
+async def fetch_trust_anchors(notary_url: str) -> tuple[dict[str, Any], str]:
+    """The receipt keys (a JWKS document) and the log key (its vkey), fetched once."""
     async with NotaryClient(notary_url) as notary:
-        jwks = Jwks(await notary.jwks())
+        jwks = await notary.jwks()
         ledger = await notary.ledger()
-    return jwks, Ed25519Verifier.from_vkey(ledger["vkey"])
+    return jwks, str(ledger["vkey"])
 
 
 def server_params(notary_url: str, api_key: str, extra_env: dict[str, str] | None = None
@@ -100,9 +98,8 @@ async def run(notary_url: str, api_key: str, mode: str, save: Path | None = None
                 print(f"{describe(tool, result)} NOT NOTARIZED: {reason}")
                 all_valid = False
                 continue
-            record = record_for(tool, arguments, result)
-            verdict = verify_receipt(block["receipt"], record=record, jwks=jwks,
-                                     log_verifier=log_key)
+            verdict = verify_tool_result(tool, arguments, result, jwks=jwks,
+                                         log_verifier=log_key)
             levels = " ".join(f"{name}={verdict.levels[name].status}"
                               for name in ("record", "signature", "inclusion"))
             print(f"{describe(tool, result)} {block['id']}  {levels}  "

@@ -2,11 +2,13 @@
 
 ``NotaryClient`` talks to the notary (retries, typed errors); ``Notarizer`` and
 ``notarize_server`` attach rs-tool-call/1 receipts to MCP tool results; ``record_for`` and
-``verify_tool_result`` check them on the client side. See ``examples/README.md``.
+``verify_tool_result`` check them on the client side (its :class:`Verdict` reports each
+level). See ``examples/README.md`` and docs/sdks.md.
 """
 
 from __future__ import annotations
 
+from notary.core.verification import Verdict
 from notary.sdk.client import (
     NotaryClient,
     NotaryError,
@@ -38,6 +40,7 @@ __all__ = [
     "NotaryResponseError",
     "NotaryUnavailableError",
     "OnUnavailable",
+    "Verdict",
     "notarization_of",
     "notarize_server",
     "received_wire",

@@ -317,7 +317,7 @@ class NotaryClient:
                                    {"id": receipt_id, "record": dict(record)})
 
     async def jwks(self) -> JsonObject:
-        """The receipt keys (``/.well-known/jwks.json``), for :class:`notary.core.receipts.Jwks`."""
+        """The receipt keys (``/.well-known/jwks.json``): the ``jwks`` of ``verify_tool_result``."""
         return await self._request("GET", "/.well-known/jwks.json")
 
     async def ledger(self) -> JsonObject:

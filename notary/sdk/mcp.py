@@ -57,7 +57,8 @@ from mcp_types import INTERNAL_ERROR, CallToolResult, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from ledger.core.note import NoteVerifier
+from ledger.core.cosignature import parse_log_key
+from ledger.core.note import NoteError, NoteVerifier
 from notary.core.canonical import CanonicalizationError
 from notary.core.discovery import RECEIPT_EXTENSION, declare, receipt_extension
 from notary.core.errors import NotaryBaseError
@@ -432,18 +433,24 @@ def verify_tool_result(
     arguments: Mapping[str, object] | None,
     result: CallToolResult | Mapping[str, object],
     *,
-    jwks: Jwks | None,
-    log_verifier: NoteVerifier | None,
+    jwks: Jwks | Mapping[str, object] | None,
+    log_verifier: NoteVerifier | str | None,
     receipt: Receipt | Mapping[str, object] | None = None,
     server: str | None = None,
 ) -> Verdict:
     """Verify a received tool result offline: record, receipt signature, inclusion.
 
-    ``receipt`` defaults to the one embedded in the result (pass the one fetched from
-    ``receipt_url`` for results notarized with ``embed_receipt=False``). ``jwks`` and
-    ``log_verifier`` are the trust anchors: fetch them once from the notary (or, better, pin
-    them) rather than per result. Raises ``ValueError`` if the result carries no
-    notarization or no receipt; every check itself is reported in the :class:`Verdict`.
+    ``tool`` and ``arguments`` are what the client sent (``None`` → ``{}``), ``result`` what
+    it received (the ``CallToolResult`` or its wire JSON). ``jwks`` (the receipt keys: a JWKS
+    document as served at ``/.well-known/jwks.json``, or a :class:`Jwks`) and
+    ``log_verifier`` (the log's key: a vkey ``<origin>+<id>+<key>``, Ed25519 or ML-DSA-44, or a
+    parsed verifier) are the trust anchors: fetch them once from the notary (or, better, pin
+    them) rather than per result; ``None`` skips the level that needs it. ``receipt`` defaults
+    to the one embedded in the result (pass the one fetched from ``receipt_url`` for results
+    notarized with ``embed_receipt=False``); ``server`` pins the server name the receipt must
+    carry. Raises ``ValueError`` if the result carries no notarization or no receipt, or a
+    trust anchor is malformed; every check itself is reported in the :class:`Verdict`
+    (``valid``, and ``levels[name].status`` and ``.reason`` per level).
     """
     record = record_for(tool, arguments, result, server=server)
     if receipt is None:
@@ -452,4 +459,12 @@ def verify_tool_result(
         if not isinstance(embedded, Mapping):
             raise ValueError("the result embeds no receipt; fetch it from receipt_url")
         receipt = embedded
+    if jwks is not None and not isinstance(jwks, Jwks):
+        jwks = Jwks(jwks)
+    if isinstance(log_verifier, str):
+        vkey = log_verifier
+        try:
+            log_verifier = parse_log_key(vkey)
+        except NoteError as e:
+            raise ValueError(f"bad log key {vkey[:60]!r}: {e}") from e
     return verify_receipt(receipt, record=record, jwks=jwks, log_verifier=log_verifier)

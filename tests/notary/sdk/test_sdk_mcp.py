@@ -607,3 +607,28 @@ async def test_notarization_failed_error_is_an_mcp_error() -> None:
         await notarizer.notarize_result("t", {}, CallToolResult(content=[]))
     assert isinstance(info.value, MCPError) and info.value.tool == "t"
     await notarizer.client.close()
+
+
+async def test_trust_anchors_as_the_notary_serves_them(notary: LiveNotary) -> None:
+    """``verify_tool_result`` takes the JWKS document and the vkey text as fetched (or pinned),
+    so a client needs nothing but ``notary.sdk``; malformed anchors are a ValueError."""
+    server = example_server.build_server(notary.notarizer())
+    async with Client(server, mode="auto") as client:
+        result = await client.call_tool("add", {"a": 1, "b": 2})
+    verdict = verify_tool_result("add", {"a": 1, "b": 2}, result, jwks=notary.jwks_json,
+                                 log_verifier=notary.vkey)
+    assert statuses(verdict) == ALL_PASSED and verdict.valid, verdict.to_json()
+    # The log's ML-DSA-44 key parses too; the checkpoint of a 201 answer carries only the
+    # Ed25519 line, so under that key alone inclusion fails (a verdict, not an error).
+    async with notary.http.get(f"{notary.url}/v1/ledger") as resp:
+        pq_vkey = (await resp.json())["vkeys"][1]
+    verdict = verify_tool_result("add", {"a": 1, "b": 2}, result, jwks=notary.jwks_json,
+                                 log_verifier=pq_vkey)
+    assert verdict.levels["inclusion"].status == "failed" and not verdict.valid
+    with pytest.raises(ValueError, match="bad log key"):
+        verify_tool_result("add", {"a": 1, "b": 2}, result, jwks=notary.jwks_json,
+                           log_verifier="not a vkey")
+    private = {"keys": [{**notary.jwks_json["keys"][0], "d": "AAAA"}]}
+    with pytest.raises(ValueError, match="private key"):
+        verify_tool_result("add", {"a": 1, "b": 2}, result, jwks=private,
+                           log_verifier=notary.vkey)
