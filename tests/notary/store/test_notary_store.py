@@ -303,8 +303,9 @@ async def test_api_keys_and_usage(tmp_path: Path, backend: str) -> None:
         assert await store.api_key("ffffffffffff") is None
         await admin.create_api_key(store, "alice", 10)  # the account's own allowance: fine
         # A new key never changes the allowance all the account's keys share.
-        with pytest.raises(admin.AdminError, match="set-allowance alice"):
+        with pytest.raises(admin.AdminError, match="change it for every key") as refused:
             await admin.create_api_key(store, "alice", 3)
+        assert refused.value.then == ("account set-allowance", "alice", "3")
         assert (await store.api_key(first.key_id)).monthly_allowance == 10  # type: ignore[union-attr]
         assert len([k for k in await store.list_api_keys("2026-01") if k.account == "alice"]) == 3
         await admin.set_monthly_allowance(store, "alice", 3)  # the explicit way, for all keys
