@@ -227,12 +227,14 @@ class GatewayStartError(NotaryBaseError):
         self.usage = usage
 
 
-def _one_line(error: BaseException) -> str:
-    """The innermost cause of ``error`` (through exception groups), on one short line."""
+def _one_line(error: BaseException, limit: int | None = 300) -> str:
+    """The innermost cause of ``error`` (through exception groups), on one line, cut at
+    ``limit`` characters (what another party says may be long; the operator's own policy
+    errors are given whole, None: their point may come after a long path)."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _upstream_name(upstream: UpstreamTarget) -> str:
@@ -1296,7 +1298,7 @@ def build_gateway(config: GatewayConfig) -> GatewayServer:
                 await runtime.load_policy()
             except PolicyError as e:
                 raise GatewayStartError(f"the policy {config.policy_path} cannot be used: "
-                                        f"{_one_line(e)}", usage=True) from None
+                                        f"{_one_line(e, None)}", usage=True) from None
             except NotaryError as e:
                 raise GatewayStartError(
                     f"the notary did not take the policy commitment ({_one_line(e)}): check "
