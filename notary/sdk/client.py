@@ -285,16 +285,18 @@ class NotaryClient:
                 "http.request.method": "POST", "url.full": self.base_url + "/v1/tool-calls",
                 "gen_ai.tool.name": tool}) as span:
             doc = await self._request("POST", "/v1/tool-calls", body, auth=True)
+            for key in _RECEIPT_FIELDS:
+                if doc.get(key) != body[key]:
+                    raise NotaryResponseError(
+                        f"the notary returned a receipt whose {key} is {doc.get(key)!r}, "
+                        f"not {body[key]!r}"
+                    )
+            receipt = _receipt(doc, "/v1/tool-calls")
             if span is not None:
-                span.set_attributes({"notary.receipt.id": str(doc.get("id")),
-                                     "notary.log.index": str(doc.get("index"))})
-        for key in _RECEIPT_FIELDS:
-            if doc.get(key) != body[key]:
-                raise NotaryResponseError(
-                    f"the notary returned a receipt whose {key} is {doc.get(key)!r}, "
-                    f"not {body[key]!r}"
-                )
-        return _receipt(doc, "/v1/tool-calls")
+                span.set_attributes({"notary.receipt.id": receipt.id,
+                                     "notary.log.origin": receipt.origin,
+                                     "notary.log.index": receipt.index})
+            return receipt
 
     async def get_receipt(self, receipt_id: str) -> Receipt:
         """The receipt ``receipt_id`` with a proof to the notary's latest checkpoint."""
