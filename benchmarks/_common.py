@@ -233,15 +233,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_notary(data: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_notary(data: Path, *extra: str, env: dict[str, str] | None = None
+                 ) -> tuple[subprocess.Popen[bytes], str, str]:
     """``notary serve`` on a fresh data directory and loopback port: (process, URL, API key).
 
     Run as its own process, as an operator would, so that its CPU is its own. ``extra`` are
     more ``serve`` flags (``--workers 2``, ``--database URL``); the API key is made with the
-    same ``--database``.
+    same ``--database``; ``env``, more environment variables (``OTEL_*``).
     """
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     database = list(extra[extra.index("--database"):][:2]) if "--database" in extra else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "notary.cli.main", "serve", "--data", str(data), "--listen",

@@ -28,8 +28,15 @@ as a ratio in one run.
 64 connections until its log holds N receipts, a row per 10 s run (rate, CPU per receipt, RSS,
 bytes on disk per receipt, and the p50 of looking a logged receipt up with its proof).
 
+``--tracing-compare`` runs two notaries side by side at each level, one untraced
+(``OTEL_SDK_DISABLED=true``: what every notary without ``OTEL_*`` runs) and one exporting a span
+per request, notarization and commit by OTLP to a sink on loopback (docs/tracing.md), and
+prints the ratio and each one's CPU per receipt. What the untraced one pays for tracing being
+possible at all is measured by the same command on the commit before tracing existed.
+
     .venv/bin/python -m benchmarks.http_notarize [--seconds 10] [--quick] [--profile]
     .venv/bin/python -m benchmarks.http_notarize --grow 1000000
+    .venv/bin/python -m benchmarks.http_notarize --tracing-compare [--connections 1,16,64]
     .venv/bin/python -m benchmarks.http_notarize --scorecard [--grow 3000000] [--save]
 
 ``--scorecard`` measures every target of the page's table in one run (the sweep at 1, 16 and 64
@@ -71,6 +78,7 @@ from benchmarks._common import (
     table,
     write_json,
 )
+from benchmarks._otlp_sink import otlp_sink
 
 HERE = Path(__file__).resolve().parent
 LEVELS = (1, 4, 16, 64, 256)
@@ -253,8 +261,9 @@ def start_bare() -> Target:
     return Target("bare aiohttp", proc, url + "/v1/tool-calls", None, url)
 
 
-def start_notary_target(workdir: Path, *extra: str) -> Target:
-    proc, url, key = start_notary(workdir / "notary-data", *extra)
+def start_notary_target(workdir: Path, *extra: str, env: dict[str, str] | None = None
+                        ) -> Target:
+    proc, url, key = start_notary(workdir / "notary-data", *extra, env=env)
     processes = int(extra[extra.index("--workers") + 1]) if "--workers" in extra else 1
     return Target("notary", proc, url + "/v1/tool-calls", key, url, processes)
 
@@ -541,6 +550,20 @@ def render_pq(sweep: dict[int, dict[str, Any]], *, markdown: bool = False) -> st
                   "CPU/req Ed25519"], rows, markdown=markdown)
 
 
+def render_tracing(sweep: dict[int, dict[str, Any]], *, markdown: bool = False) -> str:
+    """A notary exporting its spans against one without ``OTEL_*``, level by level."""
+    rows = []
+    for c, r in sorted(sweep.items()):
+        n, t = r["notary"], r["notary_traced"]
+        rows.append([c, f"{n['requests_per_s']:,.0f}", f"{t['requests_per_s']:,.0f}",
+                     f"{r['traced_vs_untraced']:.0%}", f"{n['p99_ms']:.1f} ms",
+                     f"{t['p99_ms']:.1f} ms", f"{n['server_cpu_us_per_request']:.0f} µs",
+                     f"{t['server_cpu_us_per_request']:.0f} µs"])
+    return table(["connections", "untraced receipts/s", "traced receipts/s", "ratio",
+                  "p99 untraced", "p99 traced", "CPU/req untraced", "CPU/req traced"], rows,
+                 markdown=markdown)
+
+
 @contextlib.contextmanager
 def polling(targets: list[Target], interval: float = 0.2) -> Iterator[None]:
     """A reader fetching each target's ``/checkpoint`` every ``interval`` seconds meanwhile."""
@@ -701,6 +724,9 @@ def main() -> None:
     p.add_argument("--pq-compare", action="store_true",
                    help="also run a notary with --pq-checkpoints off, side by side, with a "
                         "reader polling /checkpoint on both")
+    p.add_argument("--tracing-compare", action="store_true",
+                   help="a second notary beside the first, exporting its spans by OTLP to a "
+                        "sink on loopback: the cost of tracing, level by level")
     p.add_argument("--save", action="store_true",
                    help="write the tracked benchmarks/results/http_notarize[-…].json")
     p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
@@ -732,18 +758,23 @@ def main() -> None:
     profiles: list[dict[str, Any]] = []
     load_start = os.getloadavg()
     variant = ([f"workers{a.workers}"] if a.workers != 1 else []) + (
-        [a.database] if a.database != "sqlite" else []) + (["pq"] if a.pq_compare else [])
+        [a.database] if a.database != "sqlite" else []) + (["pq"] if a.pq_compare else []) + (
+        ["tracing"] if a.tracing_compare else [])
     name = "-".join(["http_notarize", *variant])
     print(f"notary serve: {a.workers} process(es) on {a.database}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp, \
-            store_flags(a.database) as flags:
+            store_flags(a.database) as flags, otlp_sink() as sink:
         bare = start_bare()
         try:
             workers = ["--workers", str(a.workers)] if a.workers != 1 else []
-            notary = start_notary_target(Path(tmp), *workers, *flags)
+            untraced = {"OTEL_SDK_DISABLED": "true"} if a.tracing_compare else None
+            notary = start_notary_target(Path(tmp), *workers, *flags, env=untraced)
             ed_only = (start_notary_target(Path(tmp) / "ed25519-only", *workers, *flags,
                                            "--pq-checkpoints", "off")
                        if a.pq_compare else None)
+            traced = (start_notary_target(Path(tmp) / "traced", *workers, *flags, env={
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.server_address[1]}",
+                "OTEL_SERVICE_NAME": "bench-notary"}) if a.tracing_compare else None)
             try:
                 with polling([notary, ed_only] if ed_only is not None else []):
                     for c in levels:
@@ -756,6 +787,11 @@ def main() -> None:
                             sweep[c]["notary_ed25519_only"] = e
                             sweep[c]["pq_vs_ed25519_only"] = (n["requests_per_s"]
                                                               / e["requests_per_s"])
+                        if traced is not None:
+                            t = drive(traced, loadgen, seconds, a.warmup, c)
+                            sweep[c]["notary_traced"] = t
+                            sweep[c]["traced_vs_untraced"] = (t["requests_per_s"]
+                                                              / n["requests_per_s"])
                         print(f"{c:>4} connections: notary {n['requests_per_s']:,.0f}/s "
                               f"(p99 {n['p99_ms']:.1f} ms, "
                               f"{n['server_cpu_us_per_request']:.0f} µs CPU), bare "
@@ -768,6 +804,8 @@ def main() -> None:
                 stop(notary)
                 if ed_only is not None:
                     stop(ed_only)
+                if traced is not None:
+                    stop(traced)
         finally:
             stop(bare)
     print()
@@ -775,6 +813,10 @@ def main() -> None:
     if a.pq_compare:
         print()
         print(render_pq(sweep))
+    if a.tracing_compare:
+        print()
+        print(render_tracing(sweep))
+        print(f"OTLP exports received: {sink.exports} ({sink.bytes:,} bytes)")
     met = targets_met(sweep)
     print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items()))
     for prof in profiles:
@@ -789,6 +831,9 @@ def main() -> None:
               "sweep": {str(c): r for c, r in sweep.items()},
               "table_markdown": render(sweep, markdown=True),
               "pq_table_markdown": render_pq(sweep, markdown=True) if a.pq_compare else None,
+              "tracing_table_markdown": (render_tracing(sweep, markdown=True)
+                                         if a.tracing_compare else None),
+              "otlp_exports": sink.exports if a.tracing_compare else None,
               "targets": TARGETS, "targets_met": met, "profiles": profiles}
     path = write_json(result_path(name, save=a.save, out=a.out), result)
     print(f"wrote {path}")

@@ -7,6 +7,7 @@
 
 import { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError, ReceiptFormatError } from "./errors.js";
 import { validateReceiptShape } from "./receipt.js";
+import { traceHeaders } from "./tracecontext.js";
 
 export { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError };
 
@@ -140,11 +141,13 @@ export class NotaryClient {
    * Notarize one call digest: the receipt with its top-level `proof`, checked to be for this
    * call (same server, tool and digest) before it is returned.
    */
-  async notarize(server, tool, callSha256) {
+  async notarize(server, tool, callSha256, { traceContext = null } = {}) {
     if (!this.#apiKey) throw new TypeError(MISSING_API_KEY);
     if (typeof callSha256 !== "string" || !HEX64.test(callSha256)) throw new TypeError("callSha256 must be 64 lower-case hex characters");
     const body = { server, tool, call_sha256: callSha256 };
-    const receipt = await this.request("POST", "/v1/tool-calls", { body, auth: true });
+    // The caller's W3C trace context (e.g. from the MCP request's _meta): the notary continues it.
+    const headers = traceHeaders(traceContext) ?? {};
+    const receipt = await this.request("POST", "/v1/tool-calls", { body, auth: true, headers });
     for (const key of ["server", "tool", "call_sha256"]) {
       if (receipt[key] !== body[key]) {
         throw new NotaryResponseError(`the notary returned a receipt whose ${key} is ${JSON.stringify(receipt[key])}, not ${JSON.stringify(body[key])}`);
@@ -186,9 +189,9 @@ export class NotaryClient {
   }
 
   /** One API request with the retry policy; resolves to the JSON object answered. */
-  async request(method, path, { body = undefined, auth = false } = {}) {
+  async request(method, path, { body = undefined, auth = false, headers: extra = {} } = {}) {
     const url = this.baseUrl + path;
-    const headers = { accept: "application/json" };
+    const headers = { ...extra, accept: "application/json" };
     if (auth && this.#apiKey) headers.authorization = `Bearer ${this.#apiKey}`;
     let data;
     if (body !== undefined) {

@@ -3,3 +3,4 @@
 export * from "./verify.js";
 export { NotaryClient, NotaryHTTPError, NotaryResponseError, NotaryUnavailableError } from "./client.js";
 export { NotarizationFailedError, Notarizer, notarizeServer, notarizationOf, receiptExtension, recordFor } from "./notarize.js";
+export { isTraceparent, traceHeaders } from "./tracecontext.js";

@@ -87,7 +87,7 @@ export class Notarizer {
    * call's arguments exactly as received (undefined/null: none, recorded as {}). Throws
    * NotarizationFailedError under "fail".
    */
-  async notarizeResult(tool, args, result) {
+  async notarizeResult(tool, args, result, { traceContext = null } = {}) {
     if (result === null || typeof result !== "object" || !isFinal(result)) return result;
     let wire;
     let record;
@@ -97,7 +97,7 @@ export class Notarizer {
       if (wire.isError === undefined || wire.isError === null) wire.isError = false;
       record = makeRecord({ server: this.serverName, tool, arguments: args === undefined || args === null ? {} : args, result: wire, salt: newSalt() });
       const digest = toHex(sha256(recordBytes(record)));
-      receipt = await this.client.notarize(this.serverName, tool, digest);
+      receipt = await this.client.notarize(this.serverName, tool, digest, { traceContext });
     } catch (e) {
       // Whatever went wrong, the tool has run: the client is told so in the documented shape,
       // never with a bare -32603; only an error nobody expected puts its stack in the log.
@@ -145,7 +145,8 @@ export class Notarizer {
       }
       const result = await handler(request, extra);
       if (typeof tool !== "string" || result === null || result === undefined) return result;
-      return notarizer.notarizeResult(tool, args, result);
+      // The caller's trace context rides in _meta (MCP 2026-07-28): the notary request carries it.
+      return notarizer.notarizeResult(tool, args, result, { traceContext: params._meta });
     };
     wrapped[INSTALLED] = true;
     return wrapped;

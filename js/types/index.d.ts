@@ -24,14 +24,31 @@ export class NotaryClient {
   readonly verifyUrl: string;
   receiptUrl(id: string): string;
   /** POST /v1/tool-calls: the receipt (with its proof) for this digest. */
-  notarize(server: string, tool: string, callSha256: string): Promise<Receipt & { proof: string }>;
+  notarize(server: string, tool: string, callSha256: string, options?: TraceOptions): Promise<Receipt & { proof: string }>;
   getReceipt(id: string): Promise<Receipt>;
   lookup(callSha256: string): Promise<Receipt>;
   verify(id: string, record: CallRecordJson | JsonObject): Promise<JsonObject>;
   jwks(): Promise<JsonObject>;
   ledger(): Promise<JsonObject & { origin: string; vkey: string; size: number }>;
-  request(method: string, path: string, options?: { body?: unknown; auth?: boolean }): Promise<JsonObject>;
+  request(method: string, path: string, options?: { body?: unknown; auth?: boolean; headers?: Record<string, string> }): Promise<JsonObject>;
 }
+
+/** W3C trace context headers, e.g. taken from an MCP request's `_meta`. */
+export interface TraceHeaders {
+  traceparent: string;
+  tracestate?: string;
+  baggage?: string;
+}
+
+export interface TraceOptions {
+  /** The caller's W3C trace context (an MCP `_meta`, or headers): sent to the notary, whose spans join that trace. */
+  traceContext?: { traceparent?: unknown; tracestate?: unknown; baggage?: unknown } | null;
+}
+
+/** Whether `value` is a W3C traceparent that can be continued. */
+export function isTraceparent(value: unknown): value is string;
+/** The valid trace context headers in `carrier` (e.g. `_meta`), or null without a valid traceparent. */
+export function traceHeaders(carrier: unknown): TraceHeaders | null;
 
 export interface NotarizerOptions {
   /** "fail" (default): withhold the result with a JSON-RPC error; "mark": return it marked. */
@@ -54,7 +71,7 @@ export class Notarizer {
   readonly embedReceipt: boolean;
   readonly publicUrl: string;
   /** A copy of `result` with the notarization block in _meta (non-final results unchanged). */
-  notarizeResult<T extends object>(tool: string, args: JsonObject | undefined | null, result: T): Promise<T & { _meta: Record<string, unknown> }>;
+  notarizeResult<T extends object>(tool: string, args: JsonObject | undefined | null, result: T, options?: TraceOptions): Promise<T & { _meta: Record<string, unknown> }>;
   wrapHandler<H extends (request: any, extra: any) => unknown>(handler: H): H;
 }
 

@@ -26,6 +26,7 @@ from ledger.core.proofs import newest_leaf_proof
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_WIDTH
 from ledger.log.reader import LogReader, edge_tiles_needed, stack_coords
+from ledger.process import tracing
 from ledger.storage.base import (
     CheckpointRecord,
     LogStore,
@@ -129,6 +130,7 @@ class _Group(Generic[Ctx]):
     contexts: list[Ctx]
     future: asyncio.Future[_Landed]
     proof: bool = False  # answer with each entry's inclusion proof too
+    trace: object = None  # the caller's trace context, while tracing (ledger.process.tracing)
 
 
 @dataclass(frozen=True)
@@ -463,7 +465,8 @@ class Sequencer(Generic[Ctx]):
         if self._closing or self._task is None:
             raise SequencerClosedError("the log is not accepting appends")
         fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Group(entries, contexts, fut, proof))
+        trace = None if tracing.TRACER is None else tracing.current()
+        self._pending.append(_Group(entries, contexts, fut, proof, trace))
         self._wake.set()
         # No asyncio.shield: if the caller is cancelled, ``fut`` is cancelled with it, but the
         # entries stay queued and are committed all the same (the commit skips futures that are
@@ -518,10 +521,27 @@ class Sequencer(Generic[Ctx]):
             entries = [v if isinstance(v, bytes) else e
                        for e, v in zip(group.entries, mine, strict=True)]
             admitted.append(group if entries == group.entries else
-                            _Group(entries, group.contexts, group.future, group.proof))
+                            _Group(entries, group.contexts, group.future, group.proof,
+                                   group.trace))
         return admitted
 
     async def _commit(self) -> None:
+        if tracing.TRACER is None:
+            await self._commit_batch()
+            return
+        # One span per commit, in the trace of the request that heads the queue (it is in
+        # this batch whatever else joins), linked to the traces of the others in the batch.
+        parent = self._pending[0].trace if self._pending else None
+        with tracing.TRACER.start_as_current_span(
+                "ledger.commit", context=tracing.as_context(parent)) as span:
+            batch = await self._commit_batch()
+            tracing.link(span, [g.trace for g in batch[1:]])
+            span.set_attributes({"ledger.log.origin": self.origin,
+                                 "ledger.commit.entries": sum(len(g.entries) for g in batch),
+                                 "ledger.tree.size": self.state.size})
+
+    async def _commit_batch(self) -> list[_Group[Ctx]]:
+        """Commit the next batch; the groups it committed (none if it failed)."""
         started = time.perf_counter()
         batch: list[_Group[Ctx]] = []
         refused: list[tuple[_Group[Ctx], Exception]] = []
@@ -565,7 +585,7 @@ class Sequencer(Generic[Ctx]):
             if not isinstance(e, Exception):
                 raise
             self._set(dataclasses.replace(self.status, error=e))
-            return
+            return []
         self.committed_at = self.clock()
         if self.status is not _WRITING:
             self._set(_WRITING)
@@ -575,7 +595,7 @@ class Sequencer(Generic[Ctx]):
         if done is None:
             if caught_up is not None:  # what it read is now known to be durable
                 self.checkpoint = caught_up
-            return
+            return []
         prior, self.state = self.state, done.state
         self.checkpoint = record
         if self.reader is not None:
@@ -590,6 +610,7 @@ class Sequencer(Generic[Ctx]):
                     proofs[i] for i in range(index, index + len(group.entries))]
                 group.future.set_result((index, record, mine))
             index += len(group.entries)
+        return batch
 
     async def _proofs(self, batch: list[_Group[Ctx]], first: int, size: int, prior: TreeState
                       ) -> dict[int, tuple[bytes, ...]] | None:

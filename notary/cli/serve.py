@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ledger.http.run import serve_until_signalled
 from ledger.http.server import ServerLimits
-from ledger.process import event_loop
+from ledger.process import event_loop, tracing
 from ledger.process.dirlock import DirectoryInUseError, ServingLock
 from ledger.process.exitcodes import UsageError
 from ledger.process.structured_logs import configure
@@ -34,6 +34,7 @@ __all__ = ["command_name", "register"]
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = store_args.settings(args)
     configure(settings.log_format, settings.log_level)
+    tracing.setup("notary")  # before the app is made: its middlewares and hot path depend on it
     if settings.workers > 1 and is_memory(settings.database):
         raise UsageError(f"--workers needs a store the workers share; {MEMORY} is one per "
                          "process")

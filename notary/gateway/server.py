@@ -68,6 +68,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ledger.process import tracing
 from ledger.process.structured_logs import configure
 from notary.core import aer1
 from notary.core.canonical import CanonicalizationError
@@ -860,6 +861,9 @@ class GatewayRuntime:
                 await _log.aerror("decision_not_notarized", tool=tool, error=problem,
                                   receipt=got.id)
         await self.store.save_decision(DecisionEvidence(record, decision.facts, receipt))
+        # On the span of the MCP request (the mcp SDK's, in the caller's trace).
+        tracing.annotate({"notary.policy.decision": decision.value,
+                          "notary.policy.receipt_id": str((receipt or {}).get("id", ""))})
         if not decision.allowed:
             # The reason is the operator's alone: the caller gets the generic code.
             await _log.ainfo("denied", kind=kind, tool=tool, agent=agent,
@@ -1255,6 +1259,7 @@ def build_gateway(config: GatewayConfig) -> GatewayServer:
     that fails raises :class:`GatewayStartError`, one line for the operator.
     """
     name = resolve_name(config)
+    tracing.setup("notary-gateway")
     if not structlog.is_configured():
         # structlog's default writes to stdout, which is the MCP channel of a stdio server:
         # the operator log goes to stderr instead (the CLI configures this itself).

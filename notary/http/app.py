@@ -13,6 +13,7 @@ from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
 from ledger.http.server import PLAIN_ROUTES, PlainRoutes
+from ledger.http.tracing import middlewares as tracing_middlewares
 from ledger.jobs.export import ExportError
 from ledger.jobs.lease import FileLease, JobRunner
 from ledger.jobs.publish import LOCK_FILE, Publisher
@@ -41,7 +42,8 @@ def create_app(settings: Settings, *, shared_metrics: Path | None = None) -> web
     metrics = Metrics(shared_metrics)
     app = web.Application(
         client_max_size=settings.max_body,
-        middlewares=[metrics.middleware(), error_middleware, damage_middleware],
+        middlewares=[*tracing_middlewares(), metrics.middleware(), error_middleware,
+                     damage_middleware],
     )
     app[SETTINGS] = settings
     app[METRICS] = metrics

@@ -30,6 +30,7 @@ import aiohttp
 
 from ledger.client.http import MAX_JSON_BYTES, MAX_JSON_DEPTH, read_bounded
 from ledger.core.boundedjson import JsonError, JsonObject, parse_json
+from ledger.process import tracing
 from notary.core.errors import NotaryBaseError
 from notary.core.receipts import Receipt, ReceiptFormatError
 
@@ -279,14 +280,23 @@ class NotaryClient:
         if not isinstance(call_sha256, str) or _HEX64.fullmatch(call_sha256) is None:
             raise ValueError("call_sha256 must be 64 lower-case hex characters")
         body = {"server": server, "tool": tool, "call_sha256": call_sha256}
-        doc = await self._request("POST", "/v1/tool-calls", body, auth=True)
-        for key in _RECEIPT_FIELDS:
-            if doc.get(key) != body[key]:
-                raise NotaryResponseError(
-                    f"the notary returned a receipt whose {key} is {doc.get(key)!r}, "
-                    f"not {body[key]!r}"
-                )
-        return _receipt(doc, "/v1/tool-calls")
+        # In the program's trace, if it has one: the notary continues it (traceparent).
+        with tracing.client_span("POST /v1/tool-calls", {
+                "http.request.method": "POST", "url.full": self.base_url + "/v1/tool-calls",
+                "gen_ai.tool.name": tool}) as span:
+            doc = await self._request("POST", "/v1/tool-calls", body, auth=True)
+            for key in _RECEIPT_FIELDS:
+                if doc.get(key) != body[key]:
+                    raise NotaryResponseError(
+                        f"the notary returned a receipt whose {key} is {doc.get(key)!r}, "
+                        f"not {body[key]!r}"
+                    )
+            receipt = _receipt(doc, "/v1/tool-calls")
+            if span is not None:
+                span.set_attributes({"notary.receipt.id": receipt.id,
+                                     "notary.log.origin": receipt.origin,
+                                     "notary.log.index": receipt.index})
+            return receipt
 
     async def get_receipt(self, receipt_id: str) -> Receipt:
         """The receipt ``receipt_id`` with a proof to the notary's latest checkpoint."""
@@ -336,6 +346,7 @@ class NotaryClient:
         if body is not None:
             data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
             headers["Content-Type"] = "application/json"
+        tracing.inject(headers)
         attempts = 0
         while True:
             attempts += 1

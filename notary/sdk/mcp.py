@@ -59,6 +59,7 @@ from pydantic import BaseModel, ValidationError
 
 from ledger.core.cosignature import parse_log_key
 from ledger.core.note import NoteError, NoteVerifier
+from ledger.process import tracing
 from notary.core.canonical import CanonicalizationError
 from notary.core.discovery import RECEIPT_EXTENSION, declare, receipt_extension
 from notary.core.errors import NotaryBaseError
@@ -388,8 +389,12 @@ def notarize_server(server: _ServerT, notarizer: Notarizer, *,
     (:mod:`notary.core.discovery`) with the notary's public URL, its JWKS URL and
     ``log_keys`` (the log's note verifier keys, when the caller gives them), so a client
     learns that results carry receipts and where to check them: ``extensions`` for
-    2026-07-28 clients, ``experimental`` for 2025-era ones.
+    2026-07-28 clients, ``experimental`` for 2025-era ones. With the ``OTEL_*`` variables
+    asking for traces (docs/tracing.md), the process exports them (:mod:`ledger.process.tracing`).
     """
+    # Spans exported as the OTEL_* variables say (none set: nothing); the SDK's OpenTelemetry
+    # middleware continues the caller's trace from _meta, and the notary's request joins it.
+    tracing.setup(notarizer.server_name)
     chain = server.middleware
     for mw in chain:
         if isinstance(getattr(mw, "__self__", None), Notarizer):

@@ -34,6 +34,7 @@ from ledger.log.sequencer import (
     Sequencer,
     WriterState,
 )
+from ledger.process import tracing
 from ledger.storage.base import CheckpointRecord, WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
@@ -179,6 +180,7 @@ class _Pending:
     month: str
     now: datetime
     receipt: Receipt | None = None  # set by the hook: signed, stored with the entry
+    batch: int = 0  # set by the hook: how many entries its commit logged (for a trace)
 
     @property
     def usage_key(self) -> UsageKey:
@@ -328,6 +330,21 @@ class Notary:
                        ) -> tuple[Receipt, bool]:
         """(receipt with proof, newly issued?). A known digest returns its receipt, uncounted.
 
+        While tracing, in a span ``notary.notarize`` (the commit's span is a child of the
+        first request of its batch: ledger.log.sequencer)."""
+        if tracing.TRACER is None:
+            return await self._notarize(account, server, tool, call_sha256)
+        with tracing.TRACER.start_as_current_span("notary.notarize") as span:
+            receipt, created = await self._notarize(account, server, tool, call_sha256)
+            span.set_attributes({"notary.receipt.id": receipt.id, "notary.receipt.new": created,
+                                 "notary.log.origin": receipt.origin,
+                                 "notary.log.index": receipt.index})
+            return receipt, created
+
+    async def _notarize(self, account: Account, server: str, tool: str, call_sha256: str
+                        ) -> tuple[Receipt, bool]:
+        """:meth:`notarize`.
+
         The in-flight future is registered before the first await, so concurrent requests of
         one account for one digest share one entry however the store's reads are scheduled;
         it is resolved here and nowhere else, as soon as the digest's receipt is known.
@@ -394,6 +411,8 @@ class Notary:
                 except LogHaltedError as e:
                     raise _store_corrupt(str(e)) from None
                 assert pending.receipt is not None  # the hook signed it in the commit
+                if tracing.TRACER is not None:
+                    tracing.annotate({"notary.batch.size": pending.batch})
                 return pending.receipt, account.name, appended
         finally:
             self._reserved[key] -= 1
@@ -628,7 +647,7 @@ class Notary:
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}
         for (_, pending), receipt in zip(items, signed, strict=True):
-            pending.receipt = receipt
+            pending.receipt, pending.batch = receipt, len(items)
             issued.append(IssuedReceipt(receipt, pending.account.name))
             usage[pending.usage_key] = usage.get(pending.usage_key, 0) + 1
         await notary_tx(tx).add_receipts(issued, usage)

@@ -12,6 +12,8 @@ from ledger.core.http1 import Head
 from ledger.http.aiohttp_adapter import close_unread
 from ledger.http.errors import ApiError, error_response
 from ledger.http.server import PlainHandler, plain_from_response, plain_response
+from ledger.http.tracing import server_span
+from ledger.process import tracing
 from notary.core.ids import is_receipt_id
 from notary.core.receipts import Receipt
 from notary.core.records import MAX_NAME_CHARS
@@ -132,7 +134,14 @@ def plain_issue(app: web.Application) -> PlainHandler:
         app[METRICS].observe_request(ISSUE_PATH, "POST", status, time.perf_counter() - started)
         return answer
 
-    return handle
+    async def traced(head: Head, raw: bytes) -> bytes:
+        with server_span("POST", ISSUE_PATH, head.headers) as span:
+            answer = await handle(head, raw)
+            span.set_attribute("http.response.status_code", int(answer[9:12]))  # HTTP/1.1 NNN
+            return answer
+
+    # Chosen once: untraced, the hot path pays not even a check.
+    return handle if tracing.TRACER is None else traced
 
 
 def receipt_response(receipt: Receipt, *, status: int = 200) -> web.Response:
