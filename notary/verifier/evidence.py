@@ -75,12 +75,12 @@ def parse_bundle(data: bytes, name: str) -> list[EvidenceEntry] | None:
     count = _bundle_header(data)
     if count is None:
         return None
-    lines = [ln for ln in data.split(b"\n")[1:] if ln.strip()]
+    lines = [(n, ln) for n, ln in enumerate(data.split(b"\n")[1:], 2) if ln.strip(b" \t\r")]
     if len(lines) != count:
         raise VerifierInputError(f"the evidence bundle {name} announces {count} call(s) but "
                                  f"holds {len(lines)}: it is truncated or was edited")
     out = []
-    for i, line in enumerate(lines, 2):
+    for i, line in lines:
         try:
             out.append(EvidenceEntry(f"{name}:{i}", parse_input_json(line)))
         except JsonError as e:
