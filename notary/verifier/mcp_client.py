@@ -181,11 +181,12 @@ class VerifyingClient:
         except VerifierInputError as e:
             return "invalid", str(e), None
         if not report.valid:
-            bad = [n for n in LEVELS if report.verdict.levels.get(n) is not None
-                   and report.verdict.levels[n].status == "failed"]
-            level = bad[0] if bad else next(n for n in report.verdict.required
-                                             if report.verdict.levels[n].status != "passed")
-            return "invalid", f"{level}: {report.verdict.levels[level].reason}", report
+            levels = report.verdict.levels
+            level = next((n for n in LEVELS if n in levels and levels[n].status == "failed"),
+                         next(n for n in report.verdict.required
+                              if n not in levels or levels[n].status != "passed"))
+            reason = levels[level].reason if level in levels else "not checked"
+            return "invalid", f"{level}: {reason}", report
         receipt = report.receipt
         assert isinstance(receipt, Receipt)  # a valid report has a parsed receipt
         if self.evidence is not None:
