@@ -174,18 +174,21 @@ function loadCall(args) {
 }
 
 async function run(args) {
-  const call = loadCall(args);
-  const { trust, fetcher, store } = await setUp(args);
+  const { trust, fetcher, store, call } = await setUp(args, () => loadCall(args));
   return verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null, upgrade: args.upgrade });
 }
 
-/** The trust, fetcher and state store the flags ask for (one set for every call verified). */
-async function setUp(args) {
+/**
+ * The trust, fetcher and state store the flags ask for (one set for every call verified), and
+ * `load()`'s call, loaded after the flags are checked and before any key is read, as in Python.
+ */
+async function setUp(args, load = () => null) {
   setEd25519Backend(nodeEd25519);
   checkNetworkArgs(args);
   if (!(args.jwks || args.notary)) throw new VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)");
   if (!(args["log-key"].length || args.notary || args["witness-policy"])) throw new VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or a --witness-policy with a log line)");
   if (args.offline && args.upgrade) throw new VerifierInputError("--upgrade fetches the receipt's proof, which --offline forbids");
+  const call = load();
   const file = args["no-state"] ? null : new StateFileStore(args.state ?? DEFAULT_STATE_PATH);
   // Offline the state file is read (a stored checkpoint still catches a rollback), never written.
   const store = file !== null && args.offline ? { get: (key) => file.get(key), set() {} } : file;
@@ -199,7 +202,7 @@ async function setUp(args) {
   }
   const policy = args["witness-policy"] ? readBytes(args["witness-policy"], "the witness policy") : null;
   const trust = await loadTrust({ jwks, logKeys: expandKeys(args["log-key"]), witnesses, quorum: args.quorum, policy, notary: args.notary ?? null }, { fetcher });
-  return { trust, fetcher, store };
+  return { trust, fetcher, store, call };
 }
 
 const SINGLE_CALL_FLAGS = ["tool", "arguments", "receipt", "record", "save-receipt"];
