@@ -1,18 +1,20 @@
 """Call every tool of ``notarized_server.py`` over stdio and verify each result offline.
 
     python examples/verifying_client.py --notary http://127.0.0.1:8080 --api-key nk_... \
-        [--mode auto|legacy|both]
+        [--mode auto|legacy|both] [--evidence DIR] [--save DIR]
 
 The client fetches the notary's trust anchors once, before any call: the receipt keys
 (``/.well-known/jwks.json``) and the log's verifier key (``/v1/ledger`` → ``vkey``). In a
 real deployment pin these instead of fetching them (trust on first use is only as good as
 that first fetch). Then it starts the server as a subprocess (``mcp.Client`` with
-``StdioServerParameters``; the API key goes to the *server's* environment only), calls each
-tool, and for each result rebuilds the call record from the arguments it sent and the
-result it received and checks it with ``notary.sdk.verify_tool_result``: (1) the record
-rebuilds ``call_sha256``, (2) the receipt signature verifies under the JWKS, (3) the entry
-is included in a checkpoint signed by the log key (it imports only ``notary.sdk``). No
-request reaches the notary after the trust anchors are fetched. Exit status 0 when every
+``StdioServerParameters``; the API key goes to the *server's* environment only), wrapped in
+``notary.verifier.mcp_client.VerifyingClient``: every result is verified before this code sees
+it, by rebuilding the call record from the arguments sent and the result received and checking
+(1) it rebuilds ``call_sha256``, (2) the receipt signature verifies under the JWKS, (3) the entry
+is included in a checkpoint signed by the log key. Failures are *marked* here (so the example
+can print them; ``on_invalid="raise"``, the default, withholds such a result). No request
+reaches the notary after the trust anchors are fetched. ``--evidence DIR`` keeps every verified
+call in an evidence store that ``notary verify DIR`` checks again. Exit status 0 when every
 result verified, 1 otherwise.
 """
 
@@ -29,7 +31,9 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
-from notary.sdk import NotaryClient, notarization_of, verify_tool_result
+from notary.sdk import NotaryClient
+from notary.verifier import Trust, load_jwks, parse_log_keys
+from notary.verifier.mcp_client import VERIFICATION_META_KEY, VerifyingClient
 
 SERVER_SCRIPT = Path(__file__).resolve().with_name("notarized_server.py")
 
@@ -44,12 +48,12 @@ SAMPLE_CALLS: list[tuple[str, dict[str, Any] | None]] = [
 ]
 
 
-async def fetch_trust_anchors(notary_url: str) -> tuple[dict[str, Any], str]:
-    """The receipt keys (a JWKS document) and the log key (its vkey), fetched once."""
+async def fetch_trust_anchors(notary_url: str) -> Trust:
+    """The receipt keys and the log key, fetched once from the notary."""
     async with NotaryClient(notary_url) as notary:
         jwks = await notary.jwks()
         ledger = await notary.ledger()
-    return jwks, str(ledger["vkey"])
+    return Trust(await load_jwks(jwks, None), parse_log_keys([ledger["vkey"]]))
 
 
 def server_params(notary_url: str, api_key: str, extra_env: dict[str, str] | None = None
@@ -75,14 +79,18 @@ def save_call(directory: Path, mode: str, tool: str, arguments: dict[str, Any] |
     path = directory / f"{mode}-{tool}.json"
     doc = {"tool": tool, "arguments": arguments or {},
            "result": result.model_dump(by_alias=True, exclude_none=True, mode="json")}
+    doc["result"].get("_meta", {}).pop(VERIFICATION_META_KEY, None)  # this client's, not sent
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
 
-async def run(notary_url: str, api_key: str, mode: str, save: Path | None = None) -> bool:
-    jwks, log_key = await fetch_trust_anchors(notary_url)
+async def run(notary_url: str, api_key: str, mode: str, save: Path | None = None,
+              evidence: Path | None = None) -> bool:
+    trust = await fetch_trust_anchors(notary_url)
     all_valid = True
-    async with Client(server_params(notary_url, api_key), mode=mode) as client:
+    async with VerifyingClient(Client(server_params(notary_url, api_key), mode=mode), trust,
+                               on_missing="mark", on_invalid="mark",
+                               evidence=evidence) as client:
         listed = {t.name for t in (await client.list_tools()).tools}
         for tool, arguments in SAMPLE_CALLS:
             if tool not in listed:
@@ -92,19 +100,17 @@ async def run(notary_url: str, api_key: str, mode: str, save: Path | None = None
             result = await client.call_tool(tool, arguments)
             if save is not None:
                 save_call(save, mode, tool, arguments, result)
-            block = notarization_of(result)
-            if block is None or block.get("notarized") is False:
-                reason = "no notarization" if block is None else block.get("reason")
-                print(f"{describe(tool, result)} NOT NOTARIZED: {reason}")
+            finding = (result.meta or {})[VERIFICATION_META_KEY]
+            if finding["status"] == "missing":
+                print(f"{describe(tool, result)} NOT NOTARIZED: {finding['reason']}")
                 all_valid = False
                 continue
-            verdict = verify_tool_result(tool, arguments, result, jwks=jwks,
-                                         log_verifier=log_key)
-            levels = " ".join(f"{name}={verdict.levels[name].status}"
+            levels = " ".join(f"{name}={finding.get('levels', {}).get(name, 'failed')}"
                               for name in ("record", "signature", "inclusion"))
-            print(f"{describe(tool, result)} {block['id']}  {levels}  "
-                  f"{'VALID' if verdict.valid else 'INVALID'}")
-            all_valid = all_valid and verdict.valid
+            valid = finding["status"] == "verified"
+            print(f"{describe(tool, result)} {finding.get('id', '-')}  {levels}  "
+                  f"{'VALID' if valid else 'INVALID: ' + finding['reason']}")
+            all_valid = all_valid and valid
     return all_valid
 
 
@@ -118,13 +124,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="MCP protocol: auto (2026-07-28), legacy (2025-11-25) or both")
     parser.add_argument("--save", metavar="DIR", type=Path,
                         help="also save each call as DIR/<mode>-<tool>.json for `notary verify`")
+    parser.add_argument("--evidence", metavar="DIR", type=Path,
+                        help="keep every verified call in this evidence store (`notary verify "
+                             "DIR` checks them all again)")
     args = parser.parse_args(argv)
     if not args.notary or not args.api_key:
         parser.error("--notary and --api-key (or NOTARY_URL and NOTARY_API_KEY) are required")
     ok = True
     for mode in (("auto", "legacy") if args.mode == "both" else (args.mode,)):
         print(f"== mode {mode}")
-        ok = asyncio.run(run(args.notary, args.api_key, mode, args.save)) and ok
+        ok = asyncio.run(run(args.notary, args.api_key, mode, args.save, args.evidence)) and ok
     print("all results verified" if ok else "SOME RESULTS DID NOT VERIFY")
     return 0 if ok else 1
 

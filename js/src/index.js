@@ -4,3 +4,5 @@ export * from "./verify.js";
 export { NotaryClient, NotaryHTTPError, NotaryResponseError, NotaryUnavailableError } from "./client.js";
 export { NotarizationFailedError, Notarizer, notarizeServer, notarizationOf, receiptExtension, recordFor } from "./notarize.js";
 export { isTraceparent, traceHeaders } from "./tracecontext.js";
+export { ReceiptCheckError, VERIFICATION_META_KEY, verifyingClient } from "./verifying-client.js";
+export { BUNDLE_FORMAT, bundleText, parseBundle } from "./evidence.js";

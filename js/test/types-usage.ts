@@ -2,7 +2,10 @@
 import { verifyToolCall, verifyReceipt, makeTrust, MemoryStore, callSha256, parseReceipt, openCheckpoint,
   decodeProofBundle, verifyInclusion, verifyConsistency, Ed25519Verifier, parsePolicy, type Report, type LevelName } from "mcp-notary";
 import { verifyToolCall as verifyOnly } from "mcp-notary/verify";
-import { StateFileStore, main } from "mcp-notary/node";
+import { EvidenceStore, StateFileStore, main, readEvidence } from "mcp-notary/node";
+import { ReceiptCheckError, VERIFICATION_META_KEY, verifyingClient, type VerificationFinding } from "mcp-notary";
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
+import { Client as ClientV2 } from "@modelcontextprotocol/client";
 import { NotaryClient, Notarizer, notarizeServer, recordFor } from "mcp-notary";
 
 async function usage(): Promise<number> {
@@ -25,7 +28,12 @@ async function usage(): Promise<number> {
   const server = notarizeServer({ server: {} }, notarizer);
   const notarized = await notarizer.notarizeResult("t", { a: 1 }, { content: [] });
   const rec = recordFor("t", { a: 1 }, notarized);
-  void [status, r2.valid, r3.exitCode, digest, index, server, rec.salt];
+  const v1 = verifyingClient(new ClientV1({ name: "c", version: "1" }), { trust, onMissing: "mark", evidence: new EvidenceStore("/tmp/e") });
+  const v2 = verifyingClient(new ClientV2({ name: "c", version: "1" }), { trust, onInvalid: "log", server: "srv" });
+  const res = await v2.callTool({ name: "t", arguments: { a: 1 } });
+  const finding = res._meta?.[VERIFICATION_META_KEY] as VerificationFinding | undefined;
+  const bad = new Error() instanceof ReceiptCheckError;
+  void [status, r2.valid, r3.exitCode, digest, index, server, rec.salt, v1, finding?.status, bad, readEvidence("/tmp/e")?.length];
   return main(["verify", "--help"]);
 }
 void usage;

@@ -1,6 +1,6 @@
 // Types of `mcp-notary`: the verifier (see verify.d.ts) plus notarization for MCP servers.
 export * from "./verify.js";
-import type { CallRecordJson, JsonObject, NotarizationBlock, Receipt } from "./verify.js";
+import type { CallRecordJson, CheckpointStore, JsonObject, LevelName, NotarizationBlock, Receipt, Report, SavedToolCall, Trust } from "./verify.js";
 
 export interface NotaryClientOptions {
   /** Per attempt (default 5000). */
@@ -96,3 +96,63 @@ export function notarizationOf(result: unknown): NotarizationBlock | { spec: str
 
 /** The call record a client rebuilds from what it sent and received (for verifyReceipt). */
 export function recordFor(tool: string, args: JsonObject | undefined | null, result: JsonObject | object, options?: { server?: string | null }): CallRecordJson;
+
+/** The _meta key of a verifying client's finding on a result (client side only). */
+export const VERIFICATION_META_KEY: "com.rightshold/verification";
+
+/** What a verifying client found for one result: in _meta[VERIFICATION_META_KEY]. */
+export interface VerificationFinding {
+  status: "verified" | "missing" | "invalid";
+  reason: string;
+  /** The receipt id, when a receipt was checked. */
+  id?: string;
+  levels?: Partial<Record<LevelName, "passed" | "failed" | "skipped">>;
+}
+
+/** Where a verifying client keeps verified calls (mcp-notary/node's EvidenceStore is one). */
+export interface EvidenceSink {
+  has(receiptId: string): boolean | Promise<boolean>;
+  save(receiptId: string, call: SavedToolCall): unknown;
+}
+
+export interface VerifyingClientOptions {
+  /** The keys to verify under (makeTrust or loadTrust): pin them. */
+  trust: Trust;
+  /** A result without a receipt: "raise" (default, ReceiptCheckError), "mark" or "log". */
+  onMissing?: "raise" | "mark" | "log";
+  /** A receipt that does not verify (or a replayed one): "raise" (default), "mark" or "log". */
+  onInvalid?: "raise" | "mark" | "log";
+  evidence?: EvidenceSink | null;
+  /** The server name the receipts must carry (default: the receipt's). */
+  server?: string | null;
+  /** A checkpoint store, read (never written) for level 5. */
+  state?: CheckpointStore | null;
+  logger?: { warn(message: string): void } | null;
+}
+
+/** A result whose receipt is missing or does not verify, under "raise" (the result is withheld). */
+export class ReceiptCheckError extends Error {
+  readonly tool: string;
+  readonly status: "missing" | "invalid";
+  readonly reason: string;
+  readonly report: Report | null;
+  readonly result: unknown;
+}
+
+/**
+ * `client` (an @modelcontextprotocol/sdk 1.x or @modelcontextprotocol/client 2.x Client) with
+ * every callTool result verified offline before it is returned, its finding in
+ * _meta["com.rightshold/verification"].
+ */
+export function verifyingClient<C extends { callTool(params: { name: string; arguments?: Record<string, unknown> }, ...rest: any[]): Promise<unknown> }>(client: C, options: VerifyingClientOptions): C;
+
+export const BUNDLE_FORMAT: "mcp-notary-evidence/1";
+/** Saved calls as an evidence bundle (JSON Lines behind a header line). */
+export function bundleText(calls: SavedToolCall[]): string;
+/** The entries of a bundle, or null when the bytes are not one. */
+export function parseBundle(bytes: string | Uint8Array, name: string): EvidenceEntry[] | null;
+export interface EvidenceEntry {
+  source: string;
+  doc?: unknown;
+  error?: string;
+}

@@ -19,6 +19,8 @@ from notary.cli.trust_args import (
     state_from_args,
     trust_from_args,
 )
+from notary.cli.verify_evidence import verify_entries
+from notary.verifier.evidence import read_evidence
 from notary.verifier.inputs import (
     ToolCall,
     VerifierInputError,
@@ -73,6 +75,15 @@ async def _run_verify(args: argparse.Namespace) -> Report:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.call not in (None, "-") and not args.call.lstrip().startswith("{"):
+        try:
+            entries = read_evidence(args.call)
+        except VerifierInputError as e:
+            raise UsageError(str(e)) from e
+        if entries is not None:  # an evidence store (a directory) or bundle
+            return verify_entries(args, entries)
+    if args.export is not None:
+        raise UsageError("--export goes with an evidence store or bundle")
     aer1_code = verify_aer1_command(args)  # AER-1 receipts (result._receipt); None otherwise
     if aer1_code is not None:
         return aer1_code
@@ -100,6 +111,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 _VERIFY_EPILOG = """\
 inputs (one of):
   CALL                      saved tool call {"tool", "arguments", "result", "server"?}
+  DIR | BUNDLE              every saved call of an evidence store (a directory of them, as a
+                            verifying client keeps) or of its bundle (JSON Lines); --export
+                            FILE writes the calls that verified as one bundle
   CALL --tool T [--arguments A]
                             bare CallToolResult (wire JSON with _meta), or a JSON-RPC response
   --receipt R --record C    receipt (with proof) and rs-tool-call/1 call record
@@ -121,7 +135,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "checkpoints seen before (see the notary.verifier package for the formats).",
         epilog=_VERIFY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("call", nargs="?", metavar="CALL",
-                   help="tool call JSON file ('-': stdin)")
+                   help="tool call JSON file ('-': stdin), or an evidence store or bundle")
     p.add_argument("--tool", help="tool name, for a bare tool result")
     p.add_argument("--arguments", metavar="FILE|JSON",
                    help="the call's arguments object, for a bare tool result (default {})")
@@ -135,5 +149,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--save-receipt", metavar="FILE",
                    help="write the receipt with the proof used (after --upgrade: the "
                         "witnessed one, verifiable offline with --witness later)")
+    p.add_argument("--export", metavar="FILE",
+                   help="with an evidence store or bundle: write the calls that verified to "
+                        "FILE as one bundle")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)

@@ -23,10 +23,15 @@ __all__ = [
     "UPSTREAM_AUTH_RECEIPT_META_KEY",
     "UPSTREAM_SERVER_INFO_META_KEY",
     "UPSTREAM_TOOL_CALL_META_KEY",
+    "VERIFICATION_META_KEY",
 ]
 
 TOOL_CALL_META_KEY: Final = "com.rightshold/tool-call"
 """Result: the rs-tool-call/1 block (spec, id, call_sha256, salt, URLs, receipt and proof)."""
+
+VERIFICATION_META_KEY: Final = "com.rightshold/verification"
+"""Result, client side only: what a verifying client (``notary.verifier.mcp_client``, the JS
+``verifyingClient``) found, ``{status, reason, id?, levels?}``; never sent by a server."""
 
 AER1_META_KEY: Final = "io.zkmcp/aer-1-receipt"
 """Result: the ``_meta`` mirror of AER-1's ``result._receipt`` (SDKs drop unknown top-level

@@ -8,15 +8,18 @@ import { parseArgs } from "node:util";
 import { JsonError, StateError, VerifierInputError } from "../errors.js";
 import { parseJson } from "../json.js";
 import { callFromDocument, callFromReceiptAndRecord, loadTrust, verifyCall } from "../verifier.js";
+import { bundleText } from "../evidence.js";
+import { readEvidence, writeAtomic } from "./evidence.js";
 import { checkUrl, createFetcher } from "../fetcher.js";
 import { DEFAULT_STATE_PATH, StateFileStore, expandUser } from "./state-file.js";
 import { setEd25519Backend } from "../ed25519.js";
 import { nodeEd25519 } from "./ed25519-node.js";
 
-const USAGE = `usage: mcp-notary verify [CALL] [--tool T] [--arguments FILE|JSON] [--receipt FILE] [--record FILE]
+const USAGE = `usage: mcp-notary verify [CALL|DIR|BUNDLE] [--tool T] [--arguments FILE|JSON] [--receipt FILE] [--record FILE]
                          [--jwks FILE|URL] [--log-key VKEY|@FILE]... [--witness VKEY|@FILE]... [--quorum K]
                          [--witness-policy FILE] [--notary URL] [--state FILE | --no-state] [--offline]
-                         [--log-url URL] [--timeout SECONDS] [--upgrade] [--save-receipt FILE] [--json]
+                         [--log-url URL] [--timeout SECONDS] [--upgrade] [--save-receipt FILE]
+                         [--export FILE] [--json]
        mcp-notary --version
 
 Verify a notarized MCP tool call: the call record, the receipt signature, inclusion in the log,
@@ -24,6 +27,9 @@ witness cosignatures, and consistency with the checkpoints seen before.
 
 inputs (one of):
   CALL                      saved tool call {"tool", "arguments", "result", "server"?}
+  DIR | BUNDLE              every saved call of an evidence store (a directory of them, as a
+                            verifying client keeps) or of its bundle (JSON Lines); --export
+                            FILE writes the calls that verified as one bundle
   CALL --tool T [--arguments A]
                             bare CallToolResult (wire JSON with _meta), or a JSON-RPC response
   --receipt R --record C    receipt (with proof) and rs-tool-call/1 call record
@@ -119,7 +125,7 @@ function parse(argv) {
         jwks: { type: "string" }, "log-key": { type: "string", multiple: true, default: [] },
         witness: { type: "string", multiple: true, default: [] }, quorum: { type: "string" },
         "witness-policy": { type: "string" }, policy: { type: "string" },
-        upgrade: { type: "boolean", default: false }, "save-receipt": { type: "string" },
+        upgrade: { type: "boolean", default: false }, "save-receipt": { type: "string" }, export: { type: "string" },
         notary: { type: "string" }, state: { type: "string" }, "no-state": { type: "boolean", default: false },
         offline: { type: "boolean", default: false }, "log-url": { type: "string" }, timeout: { type: "string", default: "10" },
         json: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false },
@@ -168,12 +174,21 @@ function loadCall(args) {
 }
 
 async function run(args) {
+  const { trust, fetcher, store, call } = await setUp(args, () => loadCall(args));
+  return verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null, upgrade: args.upgrade });
+}
+
+/**
+ * The trust, fetcher and state store the flags ask for (one set for every call verified), and
+ * `load()`'s call, loaded after the flags are checked and before any key is read, as in Python.
+ */
+async function setUp(args, load = () => null) {
   setEd25519Backend(nodeEd25519);
   checkNetworkArgs(args);
   if (!(args.jwks || args.notary)) throw new VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)");
   if (!(args["log-key"].length || args.notary || args["witness-policy"])) throw new VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or a --witness-policy with a log line)");
   if (args.offline && args.upgrade) throw new VerifierInputError("--upgrade fetches the receipt's proof, which --offline forbids");
-  const call = loadCall(args);
+  const call = load();
   const file = args["no-state"] ? null : new StateFileStore(args.state ?? DEFAULT_STATE_PATH);
   // Offline the state file is read (a stored checkpoint still catches a rollback), never written.
   const store = file !== null && args.offline ? { get: (key) => file.get(key), set() {} } : file;
@@ -187,7 +202,54 @@ async function run(args) {
   }
   const policy = args["witness-policy"] ? readBytes(args["witness-policy"], "the witness policy") : null;
   const trust = await loadTrust({ jwks, logKeys: expandKeys(args["log-key"]), witnesses, quorum: args.quorum, policy, notary: args.notary ?? null }, { fetcher });
-  return verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null, upgrade: args.upgrade });
+  return { trust, fetcher, store, call };
+}
+
+const SINGLE_CALL_FLAGS = ["tool", "arguments", "receipt", "record", "save-receipt"];
+
+/**
+ * `mcp-notary verify DIR|BUNDLE`: every saved call of an evidence store or bundle, as the Python
+ * `notary verify` does (notary/cli/verify_evidence.py): a report per call behind `== SOURCE`, then
+ * `N of M saved calls verified`; JSON {valid, calls: [{source, ...report}]}. An entry that
+ * cannot be read fails alone. `--export FILE` writes the calls that verified as one bundle.
+ */
+async function runEvidence(args, entries, stdout) {
+  for (const flag of SINGLE_CALL_FLAGS) {
+    if (args[flag] !== undefined) throw new UsageError(`--${flag} goes with one saved call, not with an evidence store or bundle`);
+  }
+  if (entries.length === 0) throw new UsageError(`${args.call} holds no saved calls`);
+  const { trust, fetcher, store } = await setUp(args);
+  const results = [];
+  for (const entry of entries) {
+    if (entry.error !== undefined) {
+      results.push([entry, entry.error]);
+      continue;
+    }
+    try {
+      const call = callFromDocument(entry.doc);
+      results.push([entry, await verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null, upgrade: args.upgrade })]);
+    } catch (e) {
+      if (!(e instanceof VerifierInputError)) throw e;
+      results.push([entry, e.message]);
+    }
+  }
+  const good = results.filter(([, r]) => typeof r !== "string" && r.valid).map(([e]) => e);
+  if (args.export !== undefined) {
+    try {
+      writeAtomic(expandUser(args.export), bundleText(good.map((e) => e.doc)));
+    } catch (e) {
+      throw new UsageError(`cannot write --export ${args.export}: ${e.message}`);
+    }
+  }
+  if (args.json) {
+    const calls = results.map(([e, r]) => ({ source: e.source, ...(typeof r === "string" ? { valid: false, error: r } : r.toJSON()) }));
+    stdout.write(JSON.stringify({ valid: good.length === results.length, calls }, null, 2) + "\n");
+  } else {
+    for (const [e, r] of results) stdout.write(`== ${e.source}\n${typeof r === "string" ? `NOT VALID: ${r}` : r.render()}\n`);
+    stdout.write(`${good.length} of ${results.length} saved calls verified\n`);
+    if (args.export !== undefined) stdout.write(`${good.length} verified call(s) written to ${args.export}\n`);
+  }
+  return good.length === results.length ? 0 : 1;
 }
 
 /** `--save-receipt FILE`: the receipt with the proof used, written atomically (mode 0644: a
@@ -241,6 +303,11 @@ export async function main(argv, { stdout = process.stdout, stderr = process.std
   }
   let report;
   try {
+    if (args.call !== undefined && args.call !== "-" && !args.call.trimStart().startsWith("{")) {
+      const entries = readEvidence(args.call);
+      if (entries !== null) return await runEvidence(args, entries, stdout);
+    }
+    if (args.export !== undefined) throw new UsageError("--export goes with an evidence store or bundle");
     report = await run(args);
     if (args["save-receipt"] !== undefined) saveReceipt(report, args["save-receipt"]);
   } catch (e) {
