@@ -265,6 +265,11 @@ class SubtreeCosignatureSigner(_NoteKey):
         field = timestamp.to_bytes(_TIMESTAMP_SIZE, "big") + self._key.sign(message)
         return NoteSignature(name=self._name, key_id=self._key_id, signature=field)
 
+    def sign_message(self, message: bytes) -> bytes:
+        """A bare pure ML-DSA-44 signature (empty context) of ``message``: what COSE's
+        ML-DSA-44 (-48, RFC 9964) signs a COSE receipt's ``Sig_structure`` with."""
+        return self._key.sign(message)
+
     def cosign(self, checkpoint_text: str, timestamp: int) -> NoteSignature:
         """Sign a checkpoint (the subtree ``[0, size)``) at ``timestamp`` (POSIX seconds)."""
         origin, size, root = _checkpoint_fields(checkpoint_text)

@@ -72,7 +72,7 @@ def _uint(name: str, raw: str, *, maximum: int = MAX_SIZE) -> int:
     return int(raw)
 
 
-def _query_uint(request: web.Request, name: str, *, maximum: int = MAX_SIZE) -> int | None:
+def query_uint(request: web.Request, name: str, *, maximum: int = MAX_SIZE) -> int | None:
     values = request.query.getall(name, [])
     if not values:
         return None
@@ -82,7 +82,7 @@ def _query_uint(request: web.Request, name: str, *, maximum: int = MAX_SIZE) -> 
 
 
 def _required(request: web.Request, name: str) -> int:
-    value = _query_uint(request, name)
+    value = query_uint(request, name)
     if value is None:
         raise ApiError(400, "bad_parameter", f"query parameter {name} is required")
     return value
@@ -181,7 +181,7 @@ async def get_entry(request: web.Request) -> web.Response:
 async def get_inclusion(request: web.Request) -> web.Response:
     """RFC 9162 inclusion proof for ``index`` in the tree of ``size`` (default: current)."""
     index = _required(request, "index")
-    size = _query_uint(request, "size")
+    size = query_uint(request, "size")
     log, head = await _head(request)
     if size is None:
         if index >= head.size:
@@ -201,7 +201,7 @@ async def get_inclusion(request: web.Request) -> web.Response:
 async def get_consistency(request: web.Request) -> web.Response:
     """RFC 9162 consistency proof from ``old`` to ``new`` (default: current), for monitors."""
     old = _required(request, "old")
-    new = _query_uint(request, "new")
+    new = query_uint(request, "new")
     if old == 0:
         raise ApiError(400, "bad_parameter", "old must be at least 1: size 0 has nothing to prove")
     log, head = await _head(request)
@@ -225,7 +225,7 @@ def _history(head: Head, stored: Sequence[CheckpointRecord], limit: int) -> list
 
 async def get_checkpoints(request: web.Request) -> web.Response:
     """Recent checkpoints (``time`` in RFC 3339), so an auditor can check old ones too."""
-    limit = _query_uint(request, "limit", maximum=MAX_HISTORY)
+    limit = query_uint(request, "limit", maximum=MAX_HISTORY)
     if limit is None:
         limit = DEFAULT_HISTORY
     if limit == 0:

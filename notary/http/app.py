@@ -9,6 +9,7 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
+from ledger.core.cose_receipt import CoseSigner
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
@@ -17,13 +18,15 @@ from ledger.http.tracing import middlewares as tracing_middlewares
 from ledger.jobs.export import ExportError
 from ledger.jobs.lease import FileLease, JobRunner
 from ledger.jobs.publish import LOCK_FILE, Publisher
+from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
 from ledger.log.sequencer import WriterState
-from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE, VERIFIER
+from notary.http.appkeys import COSE_ROOTS, METRICS, NOTARY, SETTINGS, STORE, VERIFIER
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
+from notary.http.routes.scitt import add_scitt_routes
 from notary.http.routes.tool_calls import ISSUE_PATH, add_tool_call_routes, plain_issue
 from notary.http.store_damage import damage_middleware, integrity_context
 from notary.http.verify_pool import VerifyPool
@@ -62,6 +65,7 @@ def create_app(settings: Settings, *, shared_metrics: Path | None = None) -> web
             unfinished=lambda head, status, seconds: metrics.observe_request(
                 ISSUE_PATH, head.method, status, seconds))
     add_meta_routes(app)
+    add_scitt_routes(app)
     add_explorer_routes(app)
     return app
 
@@ -118,6 +122,11 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
                                     log.origin)
         app[PQ_CHECKPOINTS] = pq
         notary.published_checkpoints.append(pq.latest)
+    if settings.cose_receipts == "on":  # signs roots when receipts ask, off the write path
+        app[COSE_ROOTS] = CoseRoots(
+            [CoseSigner.ed25519(sequencer.signer),
+             CoseSigner.ml_dsa_44(SubtreeCosignatureSigner.derived_from(sequencer.signer))],
+            log.origin)
     app[METRICS].watch_writer(lambda: sequencer.status.state is WriterState.REFUSING)
     notary.on_clock_refusal = app[METRICS].clock_refusals.inc
     remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")

@@ -332,6 +332,11 @@ class Settings:
     pq_checkpoints: str = field(default="on", metadata=_about(
         STORE, "sign published checkpoints with the log's ML-DSA-44 key too (derived "
         "from log.key) as well as Ed25519", choices=("on", "off")))
+    # ledger/log/cose_roots.py, docs/scitt.md.
+    cose_receipts: str = field(default="on", metadata=_about(
+        STORE, "serve RFC 9942 COSE receipts (GET /v1/tool-calls/{id}/receipt.cose) and the "
+        "SCITT keys; the log signs a tree root with its key when a receipt asks for it, off "
+        "the write path", choices=("on", "off")))
 
     def __post_init__(self) -> None:
         for row in SETTINGS:

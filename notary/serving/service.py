@@ -442,20 +442,24 @@ class Notary:
         return receipt.with_proof(
             ProofBundle(receipt.index, tuple(proof), checkpoint).encode().decode())
 
-    async def with_proof(self, receipt: Receipt) -> Receipt:
-        """The stored receipt plus a proof to the newest checkpoint."""
+    async def proof_target(self, receipt: Receipt) -> tuple[Head, int, bytes]:
+        """The head, and the checkpoint (size, note) a stored receipt's proof leads to: the
+        best published one that covers it (cosigned, or dual-signed), else the head."""
         head = await self.log.head()
         if head is None or head.size <= receipt.index:
             # Logged by another process after this one last read the head: read it now (the
             # receipt is committed, so is a checkpoint that covers it).
             head = await self.log.head(0)
         assert head is not None and head.size > receipt.index
-        size, note = head.size, head.note
         for published in self.published_checkpoints:
             found = published(head)
             if found is not None and receipt.index < found[0] <= head.size:
-                size, note = found  # upgraded: cosignatures, or the ML-DSA-44 line
-                break
+                return head, *found  # upgraded: cosignatures, or the ML-DSA-44 line
+        return head, head.size, head.note
+
+    async def with_proof(self, receipt: Receipt) -> Receipt:
+        """The stored receipt plus a proof to the newest checkpoint."""
+        _, size, note = await self.proof_target(receipt)
         proof = await self.log.reader.inclusion_proof(receipt.index, size)
         return self._complete(receipt, proof, note)
 
@@ -660,12 +664,18 @@ class Notary:
         return await self.with_proof(receipt)
 
     async def get(self, receipt_id: str) -> Receipt:
+        return await self.with_proof(await self.stored(receipt_id))
+
+    async def stored(self, receipt_id: str) -> Receipt:
+        """The stored receipt (without a proof), or :class:`NotFound`."""
         try:
             receipt = await self.store.receipt_by_id(receipt_id)
         except ReceiptWithheldError as e:
             raise NotFound(f"receipt {receipt_id!r} is withheld: its signed form could not be "
                            "recovered when the store was migrated") from e
-        return await self._stored(receipt, f"no receipt with id {receipt_id!r}")
+        if receipt is None:
+            raise NotFound(f"no receipt with id {receipt_id!r}")
+        return receipt
 
     async def lookup(self, call_sha256: str) -> Receipt:
         try:

@@ -90,7 +90,7 @@ def _digest(value: object) -> str:
     return value
 
 
-def _receipt_id(value: object) -> str:
+def receipt_id_of(value: object) -> str:
     if not is_receipt_id(value):
         raise ApiError(400, "invalid_id", "id must be a receipt id of the form tc_…")
     assert isinstance(value, str)
@@ -152,7 +152,7 @@ def receipt_response(receipt: Receipt, *, status: int = 200) -> web.Response:
 
 async def get_receipt(request: web.Request) -> web.Response:
     notary = request.app[NOTARY]
-    receipt = await notary.get(_receipt_id(request.match_info["id"]))
+    receipt = await notary.get(receipt_id_of(request.match_info["id"]))
     return receipt_response(receipt)
 
 

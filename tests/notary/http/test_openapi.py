@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import gzip
 import json
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import cbor2
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -394,6 +396,7 @@ def _expect_bytes(n: int) -> Callable[[HttpResponse, Live], None]:
 
 
 T, TV, TID = "/v1/tool-calls", "/v1/tool-calls/verify", "/v1/tool-calls/{id}"
+COSE = "/v1/tool-calls/{id}/receipt.cose"
 HASH0 = "0" * 64
 DEEP = ("[" * 20000 + "]" * 20000).encode()
 BIG = json.dumps({"server": "s" * 70000}).encode()
@@ -502,6 +505,25 @@ PROBES: list[Probe] = [
           "payload_too_large"),
     # Keys, health, metrics, this document
     Probe("jwks", "get", "/.well-known/jwks.json", 200, _get("/.well-known/jwks.json")),
+    # SCITT: COSE receipts and keys (docs/scitt.md)
+    Probe("cose", "get", COSE, 200, _get(lambda s: f"{T}/{s.receipt_id}/receipt.cose")),
+    Probe("cose-sized", "get", COSE, 200,
+          _get(lambda s: f"{T}/{s.receipt_id}/receipt.cose?size=200&alg=ML-DSA-44")),
+    Probe("cose-bad-id", "get", COSE, 400, _get(f"{T}/nope/receipt.cose"), "invalid_id"),
+    Probe("cose-bad-size", "get", COSE, 400,
+          _get(lambda s: f"{T}/{s.receipt_id}/receipt.cose?size=0"), "bad_parameter"),
+    Probe("cose-unknown-param", "get", COSE, 400,
+          _get(lambda s: f"{T}/{s.receipt_id}/receipt.cose?page=1"), "unknown_field"),
+    Probe("cose-beyond", "get", COSE, 404,
+          _get(lambda s: f"{T}/{s.receipt_id}/receipt.cose?size=999999999"), "not_found"),
+    Probe("scitt-keys", "get", "/.well-known/scitt-keys", 200,
+          _get("/.well-known/scitt-keys")),
+    Probe("scitt-key-unknown", "get", "/.well-known/scitt-keys/{kid}", 404,
+          _get("/.well-known/scitt-keys/AAAA"), "not_found"),
+    Probe("scitt-key", "get", "/.well-known/scitt-keys/{kid}", 200,
+          _get(lambda s: "/.well-known/scitt-keys/" + _first_kid(s))),
+    Probe("transparency-configuration", "get", "/.well-known/transparency-configuration", 200,
+          _get("/.well-known/transparency-configuration")),
     Probe("healthz", "get", "/healthz", 200, _get("/healthz")),
     Probe("metrics", "get", "/metrics", 200, _get("/metrics")),
     Probe("openapi", "get", "/openapi.json", 200, _get("/openapi.json")),
@@ -630,6 +652,11 @@ def _verify_while_busy(s: Live) -> HttpResponse:
             except OSError:
                 pass
             time.sleep(0.05)
+
+
+def _first_kid(s: Live) -> str:
+    key_set = cbor2.loads(s.server.get("/.well-known/scitt-keys").body)
+    return base64.urlsafe_b64encode(key_set[0][2]).rstrip(b"=").decode()
 
 
 def _expect_len(items: list[Any], n: int) -> None:

@@ -48,6 +48,7 @@ BAD: dict[str, list[str]] = {
     "publish": ["out\0dir"],
     "fast_path": ["yes", "true"],
     "pq_checkpoints": ["yes", "ML-DSA"],
+    "cose_receipts": ["yes", "COSE"],
 }
 
 

@@ -1,0 +1,61 @@
+"""A tool call's RFC 9942 COSE receipt: the proof of its log entry under a root the log signed.
+
+The default tree is the one the rs-tool-call/1 receipt's proof leads to
+(:meth:`Notary.proof_target`: the newest witnessed or dual-signed checkpoint covering the
+entry, else the head), so the JSON receipt and the COSE receipt fetched together prove the
+same root, and the witnesses' cosignatures on that checkpoint (in the tlog-proof) apply to it.
+``size`` asks for another tree: its root comes from the tiles and is checked against the
+head's root with a consistency proof before the log signs it, so the log never signs a root
+that is not its own. docs/scitt.md describes the format.
+"""
+
+from __future__ import annotations
+
+from ledger.core.checkpoint import parse_checkpoint_text
+from ledger.core.cose_receipt import encode_receipt
+from ledger.core.hashing import fold_right
+from ledger.core.note import parse_note
+from ledger.core.proofs import ProofError, range_coords, verify_consistency
+from ledger.http.errors import ApiError
+from ledger.log.cose_roots import CoseRoots
+from ledger.log.facade import Head
+from notary.serving.service import Notary
+
+__all__ = ["cose_receipt"]
+
+
+async def _root_at(notary: Notary, head: Head, size: int) -> bytes:
+    """The root of the tree of ``size`` (at most the head's), proven consistent with the head."""
+    if size == head.size:
+        return head.checkpoint.root_hash
+    reader = notary.log.reader
+    coords = range_coords(0, size)
+    hashes = await reader.hashes(coords, head.size)
+    root = fold_right([hashes[c] for c in coords])
+    proof = await reader.consistency_proof(size, head.size)
+    try:
+        verify_consistency(size, head.size, root, head.checkpoint.root_hash, proof)
+    except ProofError as e:  # the stored tiles disagree with the signed head: never sign them
+        raise RuntimeError(f"the tree of size {size} read from the store is not consistent "
+                           f"with the log's checkpoint: {e}") from e
+    return root
+
+
+async def cose_receipt(notary: Notary, roots: CoseRoots, receipt_id: str, *,
+                       size: int | None, alg: int) -> bytes:
+    """The COSE receipt of a stored tool call (``size``: the tree to prove it in)."""
+    receipt = await notary.stored(receipt_id)
+    head, target, note = await notary.proof_target(receipt)
+    if size is None:
+        size = target
+        root = parse_checkpoint_text(parse_note(note).text).root_hash
+    else:
+        if size > head.size:
+            raise ApiError(404, "not_found", f"size {size} is beyond the current tree size "
+                           f"{head.size}")
+        if size <= receipt.index:
+            raise ApiError(400, "bad_parameter", f"the entry of {receipt_id} is at index "
+                           f"{receipt.index}: a tree that holds it has a size above that")
+        root = await _root_at(notary, head, size)
+    path = await notary.log.reader.inclusion_proof(receipt.index, size)
+    return encode_receipt(roots.sign(alg, size, root), receipt.index, path)
