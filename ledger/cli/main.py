@@ -13,7 +13,6 @@ script, and ``ledger add`` should not pay for the HTTP stack that ``serve`` need
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -64,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.INTERRUPTED
     except Exception as e:
         # deferred: what only a failing command's message needs (the log's modules)
+        import sqlite3
+
         from ledger.cli.logdir import database_of
         from ledger.storage.damage import corruption_in, damage_message
 

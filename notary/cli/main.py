@@ -98,12 +98,17 @@ def main(argv: list[str] | None = None) -> int:
 def _failed(args: argparse.Namespace, e: Exception) -> int:
     """The exit code of a command that raised ``e``, after one ``notary: error:`` line; ``e``
     again when it is a bug, whose traceback is worth seeing."""
-    # (already loaded by the command that raised one; a command that succeeds does not pay)
-    # deferred: the modules of the errors a command may raise
+    # deferred: a command that succeeds does not pay for the damage checks
+    from ledger.storage.damage import corruption_in, damage_message
+
+    if isinstance(e, UsageError) and corruption_in(e) is None:  # the common mistake: quick
+        print(f"notary: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    # (already loaded by a command that raised one of their errors; the settings are not)
+    # deferred: the modules of the other errors a command may raise
     from ledger.log.sequencer import LogIntegrityError
     from ledger.process.keyfile import KeyFileError
     from ledger.storage.base import StoreError
-    from ledger.storage.damage import corruption_in, damage_message
     from notary.serving.config import ConfigError
 
     if isinstance(e, UsageError | ConfigError | KeyFileError | StoreError):
