@@ -17,6 +17,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ledger.process.version import package_version
+
 
 class Command(NamedTuple):
     """Where a command lives (a module with ``register(subparsers)``) and its one-line help."""
@@ -39,8 +41,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 class _Version(argparse.Action):
-    """``--version``, which looks the installed version up only when asked: reading the
-    distribution's metadata costs more than parsing the rest of a command line."""
+    """``--version``, which prints the version and exits before any command is imported."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
@@ -48,9 +49,6 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        # deferred: importlib.metadata, which only --version needs
-        from ledger.process.version import package_version
-
         print(f"{parser.prog} {package_version()}", file=sys.stdout)
         parser.exit()
 
