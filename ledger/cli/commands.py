@@ -28,16 +28,19 @@ class Command(NamedTuple):
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-                 commands: Mapping[str, Command], argv: Sequence[str]) -> None:
+                 commands: Mapping[str, Command], argv: Sequence[str] | None) -> None:
     """Add every command of ``commands`` to ``sub``, in order: the real sub-parser of the one
-    ``argv`` runs (its module imported now), a help-only stub for each of the others. A module
-    that registers several commands (``backup`` and ``restore``) registers them all, once."""
+    ``argv`` runs (its module imported now), a help-only stub for each of the others; with
+    ``argv`` None, every command's real sub-parser (for tests and generated documentation). A
+    module that registers several commands (``backup`` and ``restore``) registers them once."""
     chosen = commands[argv[0]].module if argv and argv[0] in commands else None
     for name, command in commands.items():
-        if command.module != chosen:
-            sub.add_parser(name, help=command.help)
-        elif name not in sub.choices:
+        if name in sub.choices:
+            continue
+        if argv is None or command.module == chosen:
             importlib.import_module(command.module).register(sub)
+        else:
+            sub.add_parser(name, help=command.help)
 
 
 class _Version(argparse.Action):

@@ -40,9 +40,9 @@ command being run is imported (:mod:`ledger.cli.commands`): ``notary verify`` of
 thousands of saved calls should not pay for the HTTP server that ``serve`` needs."""
 
 
-def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv``: the sub-parser of the command it runs, a help-only stub for
-    each of the others."""
+    each of the others; every command's real sub-parser when ``argv`` is None."""
     parser = argparse.ArgumentParser(prog="notary", description=__doc__)
     add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True)
