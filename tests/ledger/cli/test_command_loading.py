@@ -33,6 +33,7 @@ def test_add_loads_only_what_appending_needs(tmp_path: Path) -> None:
     run = _run("add", log, stdin=b"a\nb\n")
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["0", "1"]
+    # its own module, the log, and the structured logs every running command sets up; no HTTP
     assert run.stderr.splitlines()[-1] == "['ledger.cli.add', 'ledger.log.facade', 'structlog']"
     listing = subprocess.run([sys.executable, "-m", "ledger.cli.main", "--help"],
                              capture_output=True, text=True, timeout=60, check=True).stdout
