@@ -1,7 +1,8 @@
 """Both packages as a stranger gets them, proved without a registry.
 
-Python: the wheel and the sdist are built (``python -m build --no-isolation``, from a copy of
-the repository's files) and pass ``twine check --strict``; the wheel holds the explorer's assets,
+Python: the sdist is built from a copy of the repository's files, and the wheel from the sdist
+(``python -m build --no-isolation``, so a file the sdist lacks is missing from the wheel too);
+both pass ``twine check --strict``; the wheel holds the explorer's assets,
 the OpenAPI document and the AER-1 schema; installed into a fresh virtualenv, away from any
 clone, its ``notary`` answers ``--version``, verifies a saved call offline (and refuses a
 changed one), and serves ``/healthz``, ``/openapi.json`` and the explorer. No index is used:
