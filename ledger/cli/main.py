@@ -5,52 +5,55 @@ Every expected failure ends with one ``ledger: error: …`` line on stderr and a
 users of a command-line tool need to know what to fix, not where in the code it was noticed.
 
 Each command is a module with a ``register(subparsers)``. Only the module of the command being
-run is imported (all of them for ``--help`` or a mistyped command): a command is often one
-step of a script, and ``ledger add`` should not pay for the HTTP stack that ``serve`` needs.
+run is imported (none for ``--help``, ``--version`` or a mistyped command, which list the
+commands from :data:`COMMANDS`; :mod:`ledger.cli.commands`): a command is often one step of a
+script, and ``ledger add`` should not pay for the HTTP stack that ``serve`` needs.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import sqlite3
 import sys
 from collections.abc import Sequence
 
-from ledger.cli.logdir import database_of
+from ledger.cli.commands import Command, add_commands, add_version
 from ledger.cli.pipe import STDOUT_CLOSED, stdout_reader_gone
 from ledger.core.errors import LedgerError
 from ledger.process.exitcodes import ExitCode
-from ledger.process.structured_logs import configure
-from ledger.process.version import package_version
-from ledger.storage.damage import corruption_in, damage_message
 
 COMMANDS = {
-    "witness": "ledger.cli.witness",
-    "mirror": "ledger.cli.mirror",
-    "monitor": "ledger.cli.monitor",
-    "init": "ledger.cli.init",
-    "add": "ledger.cli.add",
-    "serve": "ledger.cli.serve",
-    "export": "ledger.cli.export",
-    "verify": "ledger.cli.verify",
+    "witness": Command("ledger.cli.witness",
+                       "run a C2SP tlog-witness that cosigns checkpoints of logs"),
+    "mirror": Command("ledger.cli.mirror",
+                      "run a C2SP tlog-mirror that stores and cosigns copies of logs"),
+    "monitor": Command("ledger.cli.monitor",
+                       "verify a log's checkpoints stay consistent; audit its tiles"),
+    "init": Command("ledger.cli.init", "create a log and its signing key"),
+    "add": Command("ledger.cli.add", "append files, or stdin lines, as entries"),
+    "serve": Command("ledger.cli.serve", "serve the tlog-tiles and JSON read API"),
+    "export": Command("ledger.cli.export",
+                      "write the static tlog-tiles tree to a directory"),
+    "verify": Command("ledger.cli.verify",
+                      "check the database pages, recompute every tile from the entries and "
+                      "compare (a notary's data directory too)"),
 }
-"""Each command's module, in the order ``--help`` lists them."""
+"""Each command's module and help, in the order ``--help`` lists them."""
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ledger", description="A tlog-tiles transparency log.")
-    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    add_version(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    chosen = [argv[0]] if argv and argv[0] in COMMANDS else list(COMMANDS)
-    for name in chosen:
-        importlib.import_module(COMMANDS[name]).register(sub)
+    add_commands(sub, COMMANDS, argv)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser(argv).parse_args(argv)
+    # deferred: structlog (and rich, when installed) only once a command runs, not for --help
+    from ledger.process.structured_logs import configure
+
     configure("json")  # structured logs on stderr; stdout carries only results
     try:
         code: int = args.func(args)
@@ -59,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     except Exception as e:
+        # deferred: what only a failing command's message needs (the log's modules)
+        import sqlite3
+
+        from ledger.cli.logdir import database_of
+        from ledger.storage.damage import corruption_in, damage_message
+
         if stdout_reader_gone(e):
             return STDOUT_CLOSED
         if corruption_in(e) is not None:  # a damaged file: no traceback, no retry

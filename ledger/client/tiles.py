@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-import structlog
-
 from ledger.client.http import FetchError, HttpClient
 from ledger.client.pipeline import PipelinedFetcher, PipelineError
 from ledger.core.hashing import HASH_SIZE
@@ -32,8 +30,6 @@ MAX_CHECKPOINT_BYTES = 1 << 20
 #: A consistency proof is at most 2·log2(size) hashes; this is ample for any tree.
 MAX_PROOF_JSON_BYTES = 1 << 16
 _CONCURRENCY = 16  # requests in flight when not pipelining
-
-_log = structlog.get_logger("ledger.monitor")
 
 
 def _limit(tile: Tile) -> int:
@@ -108,7 +104,11 @@ class LogSource:
                 bodies = await fetcher.fetch([t.path() for t in tiles],
                                              max(_limit(t) for t in tiles))
             except PipelineError as e:
-                _log.info("pipelining_off", url=self.url, reason=str(e))
+                # deferred: structlog (and rich) only to log this, not for every verifier
+                import structlog
+
+                structlog.get_logger("ledger.monitor").info("pipelining_off", url=self.url,
+                                                            reason=str(e))
                 self._pipeline = None
                 await fetcher.close()
             else:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ledger.core.boundedjson import JsonError
 from ledger.process.exitcodes import UsageError
-from notary.cli.trust_args import parse_input_json
 from notary.core.canonical import CanonicalizationError
+from notary.core.input_json import parse_input_json
 from notary.core.records import RecordError, record_from_json
 
 __all__ = ["register"]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ledger.client.http import HttpClient
 from ledger.process import event_loop
-from ledger.process.atomic import write_atomic
 from ledger.process.exitcodes import UsageError
 from notary.cli.aer1 import verify_command as verify_aer1_command
 from notary.cli.trust_args import (
@@ -94,6 +93,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.save_receipt is not None:
         upgraded = report.receipt_with_proof()
         if upgraded is not None:
+            # deferred: tempfile and its random source only to save a receipt
+            from ledger.process.atomic import write_atomic
+
             try:
                 write_atomic(Path(args.save_receipt),
                              (json.dumps(upgraded, indent=2, ensure_ascii=False) + "\n").encode(),

@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -158,6 +157,9 @@ def build_aer1(
         if not isinstance(value, str) or not value:
             raise ValueError(f"tool_context.{key} must be a non-empty string")
     when = timestamp if timestamp is not None else datetime.now(UTC)
+    # deferred: uuid (and the platform module it loads) only to make a receipt, not to verify
+    import uuid
+
     return {
         "id": receipt_id if receipt_id is not None else str(uuid.uuid4()),
         "tool": record.tool,

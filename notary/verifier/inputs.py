@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
-from ledger.core.boundedjson import parse_json
 from ledger.core.paths import ENTRIES_PATH
-from notary.core.canonical import MAX_DEPTH
 from notary.core.errors import NotaryBaseError
+from notary.core.input_json import MAX_INPUT_BYTES as MAX_INPUT_BYTES
+from notary.core.input_json import MAX_INPUT_DEPTH as MAX_INPUT_DEPTH
+from notary.core.input_json import parse_input_json as parse_input_json
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.core.toolcall import RebuildError, notarization_block, rebuild_record
@@ -21,24 +21,6 @@ from notary.core.toolcall import RebuildError, notarization_block, rebuild_recor
 
 class VerifierInputError(NotaryBaseError, ValueError):
     """The inputs or trust material are unusable: a usage error (exit 2), not a verdict."""
-
-
-MAX_INPUT_BYTES = 64 << 20
-"""Largest JSON document the verifier reads (tool call, record, receipt, JWKS, state file); far
-above any tool call (the notary takes 64 KiB bodies). The JavaScript verifier's is
-``MAX_JSON_BYTES`` in js/src/json.js; the cross-language corpus checks the two are equal."""
-MAX_INPUT_DEPTH = MAX_DEPTH + 8
-"""The one nesting bound of verifier input: a call record may nest
-:data:`~notary.core.canonical.MAX_DEPTH` deep, inside a few levels of saved call or receipt. The
-JavaScript verifier's is ``MAX_JSON_DEPTH`` in js/src/json.js; the corpus checks they agree."""
-
-
-def parse_input_json(text: str | bytes) -> Any:
-    """A document the verifier reads, parsed by the one strict rule both verifiers share
-    (:func:`ledger.core.boundedjson.parse_json`: UTF-8 without a BOM, unique member names, no
-    NaN or Infinity, at most :data:`MAX_INPUT_DEPTH` deep); raises ``JsonError``. A file someone
-    sent may be as hostile as a network answer."""
-    return parse_json(text, max_bytes=MAX_INPUT_BYTES, max_depth=MAX_INPUT_DEPTH)
 
 
 @dataclass(frozen=True)

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import subprocess
 import sys
 from pathlib import Path
 
+from ledger.cli.main import COMMANDS
+
 HEAVY = ("aiohttp", "ledger.cli.serve", "ledger.cli.witness", "ledger.cli.monitor",
-         "ledger.http.run")
+         "ledger.http.run", "structlog", "ledger.cli.add", "ledger.log.facade")
 
 
 def _run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
-    """``ledger ARGS`` in a fresh interpreter that prints, last on stderr, which of
-    :data:`HEAVY` it imported."""
-    probe = ("import sys; from ledger.cli.main import main; code = main(sys.argv[1:]); "
-             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr); "
-             "sys.exit(code)")
+    """``ledger ARGS`` in a fresh interpreter that prints, last on stderr (at exit, so after
+    ``--version`` too), which of :data:`HEAVY` it imported."""
+    probe = ("import sys, atexit; "
+             f"atexit.register(lambda: print(sorted(m for m in {HEAVY!r} if m in sys.modules), "
+             "file=sys.stderr)); "
+             "from ledger.cli.main import main; sys.exit(main(sys.argv[1:]))")
     return subprocess.run([sys.executable, "-c", probe, *args], input=stdin.decode(),
                           capture_output=True, text=True, timeout=60, check=False)
 
@@ -28,8 +33,26 @@ def test_add_loads_only_what_appending_needs(tmp_path: Path) -> None:
     run = _run("add", log, stdin=b"a\nb\n")
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["0", "1"]
-    assert run.stderr.splitlines()[-1] == "[]"
+    # its own module, the log, and the structured logs every running command sets up; no HTTP
+    assert run.stderr.splitlines()[-1] == "['ledger.cli.add', 'ledger.log.facade', 'structlog']"
     listing = subprocess.run([sys.executable, "-m", "ledger.cli.main", "--help"],
                              capture_output=True, text=True, timeout=60, check=True).stdout
     for command in ("witness", "mirror", "monitor", "init", "add", "serve", "export", "verify"):
         assert f"    {command} " in listing
+
+
+def test_version_and_help_import_no_command() -> None:
+    """``--version`` and ``--help`` list from :data:`COMMANDS`: no command module, no log code
+    and no logging stack are imported for them."""
+    for flag in ("--version", "--help"):
+        run = _run(flag)
+        assert run.returncode == 0, run.stderr
+        assert run.stderr.splitlines()[-1] == "[]"
+    assert _run("--version").stdout.startswith("ledger ")
+
+
+def test_the_static_table_says_what_each_module_registers() -> None:
+    for name, command in COMMANDS.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(command.module).register(sub)
+        assert {a.dest: a.help for a in sub._choices_actions}.get(name) == command.help, name

@@ -162,7 +162,7 @@ async def test_sigterm_drains_pending_appends(tmp_path: Path) -> None:
 
 
 def test_version_is_the_package_version(tmp_path: Path) -> None:
-    """``notary --version`` and ``ledger --version`` print the installed package's version (the
+    """``notary --version`` and ``ledger --version`` print the package's version (the
     one pyproject.toml declares); ``mcp-notary --version`` is tested in js/test/cli.test.js."""
     import tomllib  # deferred: only this test reads pyproject.toml
 
