@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ledger.jobs.scrub import Scrubber
+from ledger.jobs.witnessing import Witnessing
 from notary.http.metrics import Metrics
 from notary.http.verify_pool import VerifyPool
 from notary.serving.config import Settings
@@ -17,3 +18,4 @@ METRICS = web.AppKey("notary.http.metrics", Metrics)
 VERIFIER = web.AppKey("notary.http.verify_pool", VerifyPool)
 STORE = web.AppKey("notary.store", NotaryStore)
 SCRUB = web.AppKey("notary.scrub", Scrubber)  # absent when the scrub is off (scrub_rate 0)
+WITNESSING = web.AppKey("notary.witnessing", Witnessing)  # absent without witnesses
