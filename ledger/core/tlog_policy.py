@@ -219,7 +219,8 @@ class TlogPolicy:
             counted.add(name)
             if self.satisfied(counted):
                 return cp, at
-        raise TlogPolicyNotMet(f"the quorum {self.quorum!r} is not met")  # verify() checked
+        # verify() found the quorum met: only a quorum of ``none`` gets here, with no time.
+        raise TlogPolicyNotMet(f"the quorum {self.quorum!r} asks for no cosignature to date")
 
 
 def _public_key(v: NoteVerifier) -> bytes:
