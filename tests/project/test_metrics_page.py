@@ -118,6 +118,8 @@ async def test_the_page_lists_exactly_what_notary_witness_and_monitor_export(
     settings = Settings(data=base.data, listen=base.listen, witnesses=(witness.spec,),
                         witness_quorum=1, witness_interval=0.05, witness_timeout=0.5,
                         publish=str(tmp_path / "published"), scrub_rate=100)
+    # Before the notary runs: the command would block this loop, the notary's too.
+    key = create_api_key(settings.data, "a")
     notary = await start_notary(settings, http, first.vkey, sock)
     port = free_port()
     parser = argparse.ArgumentParser()
@@ -129,7 +131,6 @@ async def test_the_page_lists_exactly_what_notary_witness_and_monitor_export(
     monitor = asyncio.create_task(run_monitor(args, out=io.StringIO(), err=io.StringIO(),
                                               stop=stop))
     try:
-        key = create_api_key(settings.data, "a")
         for n in range(3):
             await notary.issue(key, n)
 

@@ -80,9 +80,10 @@ async def test_witnessed_idle_log_stays_green_while_witnesses_refresh_and_red_wi
     settings = Settings(data=base.data, listen=base.listen, witnesses=(witness.spec,),
                         witness_quorum=1, witness_interval=0.05, witness_timeout=0.5,
                         witness_refresh=0.5)
+    # Before the notary runs: the command would block this loop, the notary's too.
+    key = create_api_key(settings.data, "a")
     notary: ServedNotary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
         await notary.issue(key, 0)
         size = json.loads((await notary.get("/v1/ledger"))[1])["size"]
 
