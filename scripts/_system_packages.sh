@@ -1,7 +1,9 @@
 # Sourced by scripts/test: the Debian packages the tests need, installed in one apt-get step:
 # PostgreSQL server binaries for the throwaway clusters, Chromium for the browser tests
 # (unless NOTARY_SKIP_JS=1; CHROMIUM_PATH names another binary), and Go with Debian's
-# golang.org/x/mod for the test that opens our checkpoints with Go's note package. Installed when missing and
+# golang.org/x/mod for the test that opens our checkpoints with Go's note package, promtool
+# (Debian's prometheus package) for the example alert rules and systemd-analyze for the example
+# systemd unit. Installed when missing and
 # running as root (as CI does); otherwise the missing piece is named and the run stops: never a
 # silent skip.
 need=()
@@ -12,6 +14,8 @@ if [ "${NOTARY_SKIP_JS:-0}" != 1 ] && [ ! -x "${CHROMIUM_PATH:-/usr/bin/chromium
 fi
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/note ] || need+=(golang-golang-x-mod-dev)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "[setup] installing Debian packages: ${need[*]}" >&2

@@ -194,6 +194,34 @@ class TlogPolicy:
                                f"{sorted(cosigned) or 'no witness'})")
         return cp, cosigned
 
+    def quorum_time(self, note: bytes, log_verifiers: Sequence[NoteVerifier] = ()
+                    ) -> tuple[Checkpoint, int]:
+        """Check ``note`` against the policy (:meth:`verify`) and say since when it is fresh:
+        the newest time T such that the cosignatures timestamped T or later meet the quorum
+        on their own (UNIX seconds, as the witnesses signed it).
+
+        A checkpoint carries no time of the log's, but each cosignature does (cosignature/v1
+        and subtree/v1 both start with an 8-byte timestamp): T is when the quorum last vouched
+        for this checkpoint, which is what bounds its age for a client that bounds
+        cosignatures' age, and what a health check compares with its bound. Raises as
+        :meth:`verify` does.
+        """
+        cp, cosigned = self.verify(note, log_verifiers)
+        by_key = {(v.name, v.key_id): name for name, (v, _) in self.witnesses.items()
+                  if name in cosigned}
+        times: dict[str, int] = {}
+        for sig in parse_note(note).signatures:
+            name = by_key.get((sig.name, sig.key_id))
+            if name is not None and name not in times:  # the first line per key, as verified
+                times[name] = int.from_bytes(sig.signature[:8], "big")
+        counted: set[str] = set()
+        for name, at in sorted(times.items(), key=lambda item: -item[1]):
+            counted.add(name)
+            if self.satisfied(counted):
+                return cp, at
+        # verify() found the quorum met: only a quorum of ``none`` gets here, with no time.
+        raise TlogPolicyNotMet(f"the quorum {self.quorum!r} asks for no cosignature to date")
+
 
 def _public_key(v: NoteVerifier) -> bytes:
     key = getattr(v, "public_key", None)

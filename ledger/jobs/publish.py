@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import NoteError
@@ -63,7 +64,8 @@ class Publisher:
     """Publishes ``log`` into ``out``; call :meth:`publish` once, or :meth:`run` as a task."""
 
     def __init__(self, log: Log, out: Path, *, choose: Choose | None = None,
-                 interval: float = 1.0, partial_grace: float = PARTIAL_GRACE) -> None:
+                 interval: float = 1.0, partial_grace: float = PARTIAL_GRACE,
+                 registry: CollectorRegistry | None = None) -> None:
         self.log = log
         self.out = out
         self.choose = choose
@@ -72,6 +74,17 @@ class Publisher:
         self._swept = False  # temporary files of an earlier (crashed) round removed
         self.size: int | None = None  # of the checkpoint published in ``out``; None: not read
         self.note: bytes | None = None
+        r = registry if registry is not None else CollectorRegistry()
+        self.m_size = Gauge("ledger_published_size",
+                            "Tree size of the checkpoint published in the --publish directory",
+                            multiprocess_mode="livemax", registry=r)
+        self.m_last = Gauge("ledger_publish_last_success_timestamp_seconds",
+                            "UNIX time the last publishing round ended with the directory up "
+                            "to date (whether or not it had anything new to write)",
+                            multiprocess_mode="max", registry=r)
+        self.m_failures = Counter("ledger_publish_failures_total",
+                                  "Publishing rounds that failed (retried, slower), and a "
+                                  "directory refused (publishing stops)", registry=r)
 
     def check_directory(self) -> None:
         """Raise :class:`ExportError` if ``out`` holds another log's tree."""
@@ -185,13 +198,18 @@ class Publisher:
             try:
                 if await self.publish():
                     _log.debug("published", size=self.size)
+                assert self.size is not None
+                self.m_size.set(self.size)
+                self.m_last.set(time.time())
                 delay = self.interval
             except ExportError as e:
+                self.m_failures.inc()
                 _log.error("publish_stopped", dir=str(self.out), error=str(e))
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # a store outage, a full disk: try again, slower
+                self.m_failures.inc()
                 _log.warning("publish_failed", dir=str(self.out), error=f"{type(e).__name__}: {e}")
                 delay = min(delay * 2, 30.0)
             await asyncio.sleep(delay)

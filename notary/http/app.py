@@ -21,7 +21,6 @@ from ledger.jobs.publish import LOCK_FILE, Publisher
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
-from ledger.log.sequencer import WriterState
 from notary.http.appkeys import COSE_ROOTS, METRICS, NOTARY, SETTINGS, STORE, VERIFIER
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
@@ -84,7 +83,8 @@ async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
     """``--publish DIR``: the static tree of the checkpoint ``/checkpoint`` serves, written by
     one process at a time (a lock file in DIR) when several serve the log (``--workers``)."""
     out = Path(app[SETTINGS].publish)
-    publisher = Publisher(app[LOG], out, choose=lambda head: published_note(app, head)[0])
+    publisher = Publisher(app[LOG], out, choose=lambda head: published_note(app, head)[0],
+                          registry=app[METRICS].registry)
     try:
         out.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(publisher.check_directory)  # another log's mirror: refuse now
@@ -127,7 +127,7 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
             [CoseSigner.ed25519(sequencer.signer),
              CoseSigner.ml_dsa_44(SubtreeCosignatureSigner.derived_from(sequencer.signer))],
             log.origin)
-    app[METRICS].watch_writer(lambda: sequencer.status.state is WriterState.REFUSING)
+    app[METRICS].watch_writer(lambda: sequencer.status.state)
     notary.on_clock_refusal = app[METRICS].clock_refusals.inc
     remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")
     head = await log.head(0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ledger.jobs.scrub import Scrubber
+from ledger.jobs.witnessing import Witnessing
 from ledger.log.cose_roots import CoseRoots
 from notary.http.metrics import Metrics
 from notary.http.verify_pool import VerifyPool
@@ -19,3 +20,4 @@ VERIFIER = web.AppKey("notary.http.verify_pool", VerifyPool)
 STORE = web.AppKey("notary.store", NotaryStore)
 SCRUB = web.AppKey("notary.scrub", Scrubber)  # absent when the scrub is off (scrub_rate 0)
 COSE_ROOTS = web.AppKey("ledger.log.cose_roots", CoseRoots)  # absent when cose_receipts is off
+WITNESSING = web.AppKey("notary.witnessing", Witnessing)  # absent without witnesses

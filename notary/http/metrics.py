@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.multiprocess import MultiProcessCollector
 from structlog.typing import FilteringBoundLogger
 
+from ledger.log.sequencer import WriterState
+
 _access = structlog.get_logger("notary.access")
 
 _MAX_SERIES = 4096  # (route, method, status) children kept resolved
@@ -61,6 +63,18 @@ class Metrics:
                               "sign: the store does not extend the newest checkpoint it saw "
                               "committed (restored or lagging database); writes get 503 until "
                               "it does", multiprocess_mode="livemax", registry=r)
+        self.halted = Gauge("ledger_writer_halted",
+                            "1 while this process (with --workers, any worker) has stopped "
+                            "writes: damage was found in the stored log (by the scrub, a "
+                            "request or an earlier run); writes get 503 until an operator "
+                            "restores the store and restarts", multiprocess_mode="livemax",
+                            registry=r)
+        self.checkpoint_time = Gauge(
+            "notary_checkpoint_timestamp_seconds",
+            "UNIX time the checkpoint /checkpoint serves was last vouched for: when a quorum "
+            "of witnesses last cosigned it (with witnesses), else when it was committed; what "
+            "/healthz/checkpoint compares with its bound",
+            multiprocess_mode="livemostrecent", registry=r)
         self.clock_refusals = Counter(
             "notary_clock_refusals_total",
             "Writes refused rather than signed with a future issued_at: the log's latest "
@@ -75,10 +89,13 @@ class Metrics:
             self._collect = CollectorRegistry()
             MultiProcessCollector(self._collect, path=str(shared))  # type: ignore[no-untyped-call]
 
-    def watch_writer(self, refusing: Callable[[], bool]) -> None:
-        """Report ``refusing()`` as ``ledger_writer_refusing``, read at each scrape (and, in
-        a worker, every :data:`REFRESH_SECONDS`)."""
-        self._sampled.append((self.refusing, lambda: 1.0 if refusing() else 0.0))
+    def watch_writer(self, state: Callable[[], WriterState]) -> None:
+        """Report the writer's ``state()`` as ``ledger_writer_refusing`` and
+        ``ledger_writer_halted``, read at each scrape (and, in a worker, every
+        :data:`REFRESH_SECONDS`)."""
+        self._sampled.append((self.refusing,
+                              lambda: 1.0 if state() is WriterState.REFUSING else 0.0))
+        self._sampled.append((self.halted, lambda: 1.0 if state() is WriterState.HALTED else 0.0))
 
     def refresh(self) -> None:
         """Set the gauges sampled from this process's state."""

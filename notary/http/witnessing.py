@@ -30,7 +30,7 @@ from ledger.jobs.witnessing import (
 )
 from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
-from notary.http.appkeys import METRICS, NOTARY
+from notary.http.appkeys import METRICS, NOTARY, WITNESSING
 from notary.serving.config import ConfigError, Settings
 
 _log = structlog.get_logger("notary.witnessing")
@@ -144,6 +144,7 @@ def witnessing_context(settings: Settings
         witnessing = from_settings(app[LOG], settings, app[METRICS].registry,
                                    pq=app.get(PQ_CHECKPOINTS))
         await witnessing.start(lead=False)
+        app[WITNESSING] = witnessing
         app[PUBLISHED_CHECKPOINT] = witnessing.checkpoint_for
 
         def witnessed(head: Head) -> tuple[int, bytes] | None:

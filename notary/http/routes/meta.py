@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
+import time
 from datetime import UTC, datetime
 from importlib import resources
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ledger.http.errors import STORAGE_RETRY_AFTER
+from ledger.http.errors import STORAGE_RETRY_AFTER, ApiError
 from ledger.http.routes import LOG
 from ledger.log.sequencer import WriterState
 from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
 from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
+from notary.http.checkpoint_health import default_max_age, freshness
 from notary.http.witnessing import witness_policy
 
 
@@ -50,6 +53,10 @@ def _write_problem(error: Exception) -> str:
     if isinstance(error, StoreUnavailableError):
         return "the last write failed: the store cannot be reached"
     return f"the last write failed ({type(error).__name__})"
+
+
+def _utc(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -103,12 +110,57 @@ async def healthz(request: web.Request) -> web.Response:
     elif seq.committed_at is None:
         body["writes"] = "untried"
     else:
-        body.update(writes="accepted", last_commit=datetime.fromtimestamp(
-            seq.committed_at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z"))
+        body.update(writes="accepted", last_commit=_utc(seq.committed_at))
     scrub = request.app.get(SCRUB)
     if scrub is not None:
         body["scrub"] = scrub.status.to_json()
     resp = web.json_response(body, status=status, headers=headers)
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+def _max_age(request: web.Request) -> float:
+    unknown = sorted(set(request.query) - {"max_age"})
+    if unknown:
+        raise ApiError(400, "unknown_field", f"unknown query parameter(s) {unknown}; allowed: "
+                       "max_age")
+    values = request.query.getall("max_age", [])
+    if not values:
+        return default_max_age(request.app[SETTINGS])
+    try:
+        if len(values) > 1:
+            raise ValueError
+        max_age = float(values[0])
+    except ValueError:
+        max_age = math.nan
+    if not 0 <= max_age <= 10 ** 9:  # NaN and infinities fail too
+        raise ApiError(400, "invalid_max_age", "max_age must be given once, as seconds "
+                       "between 0 and 1000000000")
+    return max_age
+
+
+async def checkpoint_health(request: web.Request) -> web.Response:
+    """200 while the log has produced a validly signed checkpoint within ``max_age`` seconds,
+    else 503 ``checkpoint_stale`` (:mod:`notary.http.checkpoint_health` says what the time
+    of a checkpoint is, with and without witnesses)."""
+    max_age = _max_age(request)
+    fresh = await freshness(request.app)
+    body: dict[str, object] = {"status": "ok", "size": fresh.size,
+                               "witnessed": fresh.witnessed, "max_age": max_age}
+    problem = fresh.problem
+    if fresh.at is not None:
+        age = time.time() - fresh.at
+        body.update(signed_at=_utc(fresh.at), age=round(age, 3))
+        if problem is None and age > max_age:
+            what = "cosigned by a witness quorum" if fresh.witnessed else "committed"
+            problem = (f"the newest checkpoint was last {what} {age:.0f} s ago, more than "
+                       f"max_age {max_age:g} s")
+    status = 200
+    if problem is not None:
+        status = 503
+        body.update(status="stale", problem=problem,
+                    error={"code": "checkpoint_stale", "message": problem})
+    resp = web.json_response(body, status=status)
     resp.headers["Cache-Control"] = "no-store"
     return resp
 
@@ -118,6 +170,9 @@ async def metrics(request: web.Request) -> web.Response:
     head = await request.app[LOG].head()
     if head is not None:
         m.log_size.set(head.size)
+    fresh = await freshness(request.app)
+    if fresh.at is not None:
+        m.checkpoint_time.set(fresh.at)
     resp = web.Response(body=m.exposition())
     resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
     return resp
@@ -138,5 +193,6 @@ def add_meta_routes(app: web.Application) -> None:
     app.router.add_get("/.well-known/jwks.json", jwks)
     app.router.add_get("/v1/witnesses", witnesses)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/healthz/checkpoint", checkpoint_health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/openapi.json", openapi)

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from ledger.core.checkpoint import Checkpoint, sign_checkpoint
 from ledger.core.cosignature import CosignatureSigner
-from ledger.core.tlog_policy import MAX_GROUP_DEPTH, TlogPolicyError, parse_tlog_policy
+from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
+from ledger.core.tlog_policy import (
+    MAX_GROUP_DEPTH,
+    TlogPolicy,
+    TlogPolicyError,
+    TlogPolicyNotMet,
+    parse_tlog_policy,
+)
 
 WITNESS = CosignatureSigner.generate("witness.example/a").verifier_key_text()
 
@@ -45,3 +53,20 @@ def test_utf8_without_a_bom_only() -> None:
     # a name in UTF-8 is fine
     renamed = text.replace("witness A", "witness Zürich").replace("any A", "any Zürich")
     assert "Zürich" in parse_tlog_policy(renamed.encode()).witnesses
+
+
+def test_quorum_time_is_when_the_quorum_last_vouched_for_the_checkpoint() -> None:
+    """2 of 3: the second-newest cosignature's time, whichever witness made it; an older third
+    one does not hold it back, and one cosignature alone does not meet the quorum."""
+    log = Ed25519Signer.generate("log.test")
+    note = sign_checkpoint(Checkpoint("log.test", 5, bytes(32)), log)
+    text = parse_note(note).text
+    witnesses = [CosignatureSigner.generate(f"w{i}.test") for i in range(3)]
+    policy = TlogPolicy.from_quorum([w.verifier() for w in witnesses], 2)
+    cosigned = merge_signatures(note, [w.cosign(text, t) for w, t in
+                                       zip(witnesses, (1000, 3000, 2000), strict=True)])
+    cp, at = policy.quorum_time(cosigned, [log.verifier()])
+    assert (cp.size, at) == (5, 2000)
+    with pytest.raises(TlogPolicyNotMet):
+        policy.quorum_time(merge_signatures(note, [witnesses[0].cosign(text, 1000)]),
+                           [log.verifier()])
