@@ -69,6 +69,11 @@ async def verify_cli(tmp: Path, notary: LiveNotary, call: Call, cose: bytes, *ex
     return code, doc
 
 
+def leaf_of(call: Call) -> bytes:
+    """The leaf hash of the call's log entry, rebuilt from its receipt."""
+    return leaf_hash(Receipt.from_json(call.receipt).entry().encode())
+
+
 def levels(doc: dict[str, Any]) -> dict[str, str]:
     return {name: level["status"] for name, level in doc["levels"].items()
             if name != "consistency"}
@@ -141,7 +146,6 @@ async def test_another_entrys_or_another_logs_receipt_fails(
     assert code == 1 and levels(doc) == LEVELS_PASSED
     assert doc["cose"]["reason"] == ("the COSE receipt proves leaf 0; this receipt's entry is at "
                                      "index 1 (a COSE receipt of another entry)")
-    # c0's entry proven in the tree of size 2, by c0's index: fine; beside c1's call it is not.
     async with live_notary(tmp_path / "other") as other:
         o0 = await other.notarize(x=0)
         theirs = await cose_of(other, o0)
@@ -165,7 +169,7 @@ async def test_a_key_the_verifier_does_not_trust_fails(notary: LiveNotary,
     call = await notary.notarize(x=1)
     genuine = parse_receipt(await cose_of(notary, call))
     origin = call.receipt["ledger"]["origin"]
-    root = node_hash(genuine.path[0], leaf_hash(Receipt.from_json(call.receipt).entry().encode()))
+    root = node_hash(genuine.path[0], leaf_of(call))
     log = CoseSigner.ed25519(notary.signer)
 
     def signed_by(signer: CoseSigner, root: bytes, path: list[bytes]) -> bytes:
@@ -184,7 +188,7 @@ async def test_a_key_the_verifier_does_not_trust_fails(notary: LiveNotary,
     # The log's own key over the same size as the receipt's checkpoint, another root: a fork.
     sibling = secrets.token_bytes(32)
     code, doc = await verify_cli(tmp_path, notary, call, signed_by(
-        log, node_hash(sibling, root_leaf(call)), [sibling]))
+        log, node_hash(sibling, leaf_of(call)), [sibling]))
     assert code == 1 and levels(doc) == LEVELS_PASSED
     assert doc["cose"]["reason"] == (
         "the log signed two different roots for tree size 2: the COSE receipt's and the "
@@ -193,10 +197,6 @@ async def test_a_key_the_verifier_does_not_trust_fails(notary: LiveNotary,
     code, doc = await verify_cli(tmp_path, notary, call, signed_by(log, root,
                                                                    list(genuine.path)))
     assert code == 0, doc
-
-
-def root_leaf(call: Call) -> bytes:
-    return leaf_hash(Receipt.from_json(call.receipt).entry().encode())
 
 
 async def test_offline_needs_no_network(notary: LiveNotary, tmp_path: Path,
