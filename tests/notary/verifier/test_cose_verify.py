@@ -220,7 +220,8 @@ async def test_offline_needs_no_network(notary: LiveNotary, tmp_path: Path,
     try:
         code, doc = await verify_cli(tmp_path, notary, call, cose, "--offline")
         assert code == 0 and doc["cose"]["status"] == "passed", doc
-        code, doc = await verify_cli(tmp_path, notary, call, cose[:-1] + b"\x00", "--offline")
+        tampered = cose[:-1] + bytes([cose[-1] ^ 1])
+        code, doc = await verify_cli(tmp_path, notary, call, tampered, "--offline")
         assert code == 1 and doc["cose"]["status"] == "failed", doc
     finally:
         listener.close()
