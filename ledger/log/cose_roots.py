@@ -40,8 +40,10 @@ class CoseRoots:
         self._cache: OrderedDict[tuple[int, int], SignedRoot] = OrderedDict()
         self._limit = cache
         self._clock = clock
-        #: How many roots this process signed (a metric's source, and the benchmark's).
+        #: How many roots this process signed (the benchmark's count).
         self.signed = 0
+        #: Told the algorithm's name at each signature (the notary counts them in a metric).
+        self.on_signed: Callable[[str], None] = lambda alg_name: None
 
     @property
     def keys(self) -> list[CoseKey]:
@@ -60,6 +62,7 @@ class CoseRoots:
         signed = sign_root(self._signers[alg], issuer=self.issuer, tree_size=tree_size,
                            root=root, iat=int(self._clock()))
         self.signed += 1
+        self.on_signed(self._signers[alg].key.alg_name)
         self._cache[(alg, tree_size)] = signed
         while len(self._cache) > self._limit:
             self._cache.popitem(last=False)

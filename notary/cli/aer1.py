@@ -15,6 +15,7 @@ from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from notary.cli.trust_args import (
     check_network_args,
+    cose_from_args,
     parse_input_json,
     state_from_args,
     trust_from_args,
@@ -97,19 +98,21 @@ def verify_command(args: argparse.Namespace) -> int | None:
         if args.offline:
             trust = await trust_from_args(args, None)
             report = await verify_tool_call(call, trust, fetcher=None,
-                                            state=state_from_args(args), log_url=args.log_url)
+                                            state=state_from_args(args), log_url=args.log_url,
+                                            cose=cose_from_args(args))
         else:
             async with HttpClient(timeout=args.timeout) as fetcher:
                 trust = await trust_from_args(args, fetcher)
                 report = await verify_tool_call(call, trust, fetcher=fetcher,
                                                 state=state_from_args(args),
-                                                log_url=args.log_url)
+                                                log_url=args.log_url, cose=cose_from_args(args))
         verdict.anchor_verdict = report.verdict
         level = summarize_anchor(report.verdict)
         if level.status == "passed" and not report.valid:
+            lines = {**report.verdict.levels,
+                     **({"cose": report.cose} if report.cose is not None else {})}
             level = failed("the notary receipt does not verify: " + "; ".join(
-                f"{n}: {r.reason}" for n, r in report.verdict.levels.items()
-                if r.status == "failed"))
+                f"{n}: {r.reason}" for n, r in lines.items() if r.status == "failed"))
         verdict.levels["anchor"] = level
         return verdict, report
 

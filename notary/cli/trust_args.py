@@ -12,6 +12,7 @@ from typing import Any
 
 from ledger.client.http import HttpClient
 from ledger.core.boundedjson import JsonError
+from ledger.core.cose_receipt import MAX_RECEIPT_SIZE
 from ledger.core.tlog_policy import TlogPolicy
 from notary.verifier.inputs import (
     VerifierInputError,
@@ -32,8 +33,8 @@ from notary.verifier.trust import (
     parse_witness_keys,
 )
 
-__all__ = ["add_trust_arguments", "check_network_args", "parse_input_json", "state_from_args",
-           "trust_from_args", "witness_policy_from_args"]
+__all__ = ["add_trust_arguments", "check_network_args", "cose_from_args", "parse_input_json",
+           "state_from_args", "trust_from_args", "witness_policy_from_args"]
 
 
 def _read_json(value: str, what: str) -> Any:
@@ -83,6 +84,23 @@ def state_from_args(args: argparse.Namespace) -> StateFile | None:
     if args.no_state:
         return None
     return StateFile(args.state if args.state is not None else DEFAULT_STATE_PATH)
+
+
+def cose_from_args(args: argparse.Namespace) -> bytes | None:
+    """The COSE receipt of ``notary verify --cose FILE`` (``-``: stdin), as bytes.
+
+    Read up to one byte past the largest receipt, so an oversized file is a failed verdict
+    that says so (:func:`ledger.core.cose_receipt.parse_receipt`), not a read of any size.
+    """
+    if args.cose is None:
+        return None
+    try:
+        if args.cose == "-":
+            return sys.stdin.buffer.read(MAX_RECEIPT_SIZE + 1)
+        with Path(args.cose).expanduser().open("rb") as f:
+            return f.read(MAX_RECEIPT_SIZE + 1)
+    except OSError as e:
+        raise VerifierInputError(f"cannot read the COSE receipt {args.cose!r}: {e}") from e
 
 
 def check_network_args(args: argparse.Namespace) -> None:

@@ -15,6 +15,7 @@ from notary.cli.trust_args import (
     _read_json,
     add_trust_arguments,
     check_network_args,
+    cose_from_args,
     state_from_args,
     trust_from_args,
 )
@@ -59,6 +60,7 @@ async def _run_verify(args: argparse.Namespace) -> Report:
         raise VerifierInputError("no log key to trust: pass --log-key VKEY (or --notary URL, or "
                                  "a --witness-policy with a log line)")
     call = _load_call(args)
+    cose = cose_from_args(args)
     state = state_from_args(args)
     if args.offline:
         if args.upgrade:
@@ -66,11 +68,11 @@ async def _run_verify(args: argparse.Namespace) -> Report:
                                      "forbids")
         trust = await trust_from_args(args, None)
         return await verify_tool_call(call, trust, fetcher=None, state=state,
-                                      log_url=args.log_url)
+                                      log_url=args.log_url, cose=cose)
     async with HttpClient(timeout=args.timeout) as fetcher:
         trust = await trust_from_args(args, fetcher)
         return await verify_tool_call(call, trust, fetcher=fetcher, state=state,
-                                      log_url=args.log_url, upgrade=args.upgrade)
+                                      log_url=args.log_url, upgrade=args.upgrade, cose=cose)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -80,6 +82,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except VerifierInputError as e:
             raise UsageError(str(e)) from e
         if entries is not None:  # an evidence store (a directory) or bundle
+            if args.cose is not None:
+                raise UsageError("--cose goes with one tool call (a saved call, a tool result, "
+                                 "or --receipt and --record), not an evidence store or bundle")
             return verify_entries(args, entries)
     if args.export is not None:
         raise UsageError("--export goes with an evidence store or bundle")
@@ -120,8 +125,10 @@ inputs (one of):
                             bare CallToolResult (wire JSON with _meta), or a JSON-RPC response
   --receipt R --record C    receipt (with proof) and rs-tool-call/1 call record
   (CALL --receipt R: use R instead of, or for want of, the receipt embedded in _meta)
+  ... --cose F              also check F, the call's RFC 9942 COSE receipt (receipt.cose)
 
-levels: 1 record, 2 signature, 3 inclusion, 4 witnesses, 5 consistency.
+levels: 1 record, 2 signature, 3 inclusion, 4 witnesses, 5 consistency; with --cose a sixth
+line, cose, required (leaf index, issuer, log key signature, inclusion path; no network).
 exit status: 0 every required level passed (1-3 always; 4 with a quorum; 5 when a checkpoint
 of the log was stored before and the check could be made), 1 a level failed or a required
 level did not pass (a fork or rollback always fails), 2 usage or input error.
@@ -143,6 +150,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="the call's arguments object, for a bare tool result (default {})")
     p.add_argument("--receipt", metavar="FILE", help="receipt JSON (with its proof)")
     p.add_argument("--record", metavar="FILE", help="rs-tool-call/1 call record JSON")
+    p.add_argument("--cose", metavar="FILE",
+                   help="the call's RFC 9942 COSE receipt (GET /v1/tool-calls/{id}/receipt.cose;"
+                        " '-': stdin), checked as the report's cose line under the trusted log "
+                        "keys")
     add_trust_arguments(p)
     p.add_argument("--upgrade", action="store_true",
                    help="fetch the receipt's current proof from the notary first (into its "

@@ -123,10 +123,15 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
         app[PQ_CHECKPOINTS] = pq
         notary.published_checkpoints.append(pq.latest)
     if settings.cose_receipts == "on":  # signs roots when receipts ask, off the write path
-        app[COSE_ROOTS] = CoseRoots(
+        roots = CoseRoots(
             [CoseSigner.ed25519(sequencer.signer),
              CoseSigner.ml_dsa_44(SubtreeCosignatureSigner.derived_from(sequencer.signer))],
             log.origin)
+        signed = app[METRICS].cose_roots_signed
+        for key in roots.keys:  # each algorithm's series from 0, before its first signature
+            signed.labels(key.alg_name)
+        roots.on_signed = lambda alg_name: signed.labels(alg_name).inc()
+        app[COSE_ROOTS] = roots
     app[METRICS].watch_writer(lambda: sequencer.status.state)
     notary.on_clock_refusal = app[METRICS].clock_refusals.inc
     remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")

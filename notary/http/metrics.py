@@ -81,6 +81,11 @@ class Metrics:
             "issued_at is ahead of this process's clock, or this clock is ahead of the "
             "database server's, by more than a few seconds (a frontend's clock is wrong)",
             registry=r)
+        self.cose_roots_signed = Counter(
+            "notary_cose_roots_signed_total",
+            "Tree roots signed for RFC 9942 COSE receipts, by algorithm (one signature per "
+            "root serves every receipt under it; signed when a receipt first asks, off the "
+            "write path)", ["alg"], registry=r)
         self._children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._access: FilteringBoundLogger | None = None
         self._sampled: list[tuple[Gauge, Callable[[], float]]] = []

@@ -54,6 +54,9 @@ Levels
    Offline, level 5 decides only what needs no proof (equal sizes) and otherwise is skipped
    with the reason; it is never passed without a check, and the state file is not written.
 
+Beside the five levels, an RFC 9942 COSE receipt of the same call (``cose``) is checked as the
+report's own ``cose`` line (:mod:`notary.core.cose_verification`), required when given.
+
 Levels 1-4 need no network. Nothing is fetched at all when ``fetcher`` is None (``--offline``);
 online, ``fetcher`` is a :class:`ledger.client.http.HttpClient` (every answer size- and
 depth-bounded; a failure is a :class:`~ledger.client.http.FetchError` that tells a log that

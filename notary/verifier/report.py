@@ -11,6 +11,7 @@ from ledger.core.checkpoint import Checkpoint
 from notary.core.receipts import Receipt
 from notary.core.verification import (
     LEVELS,
+    LevelResult,
     Verdict,
     skipped,
 )
@@ -24,6 +25,8 @@ class Report:
     """Per-level results plus what a reader needs to act on them.
 
     ``conflicts`` holds the fork/rollback evidence of level 5 (both signed checkpoints).
+    ``cose`` is the verdict on a COSE receipt given beside the call (None when none was): a
+    line of its own, required when present, that leaves the five levels as they are.
     """
 
     verdict: Verdict
@@ -33,6 +36,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     proof: str | None = None
     """The tlog-proof the verdict was reached on (the receipt's own, or a fetched upgrade)."""
+    cose: LevelResult | None = None
 
     def receipt_with_proof(self) -> dict[str, object] | None:
         """The receipt carrying the proof used: an upgraded receipt, ready to save."""
@@ -46,9 +50,10 @@ class Report:
 
     @property
     def valid(self) -> bool:
-        """Every required level passed and none failed."""
+        """Every required level passed and none failed (and the COSE receipt, if given)."""
         return self.verdict.valid and not any(
-            r.status == "failed" for r in self.verdict.levels.values())
+            r.status == "failed" for r in self.verdict.levels.values()) and (
+            self.cose is None or self.cose.status == "passed")
 
     @property
     def exit_code(self) -> int:
@@ -65,6 +70,8 @@ class Report:
             levels[name] = entry
         out: dict[str, object] = {"valid": self.valid, "levels": levels,
                                "required": list(self.verdict.required)}
+        if self.cose is not None:
+            out["cose"] = {**self.cose.to_json(), "required": True}
         out["receipt"] = _receipt_summary(self.receipt)
         cp = self.checkpoint
         out["checkpoint"] = None if cp is None else {
@@ -86,6 +93,9 @@ class Report:
             tag = "required" if name in self.verdict.required else "optional"
             reason = f": {result.reason}" if result.reason else ""
             lines.append(f"  {i}. {name:<12} {result.status.upper():<8} ({tag}){reason}")
+        if self.cose is not None:
+            reason = f": {self.cose.reason}" if self.cose.reason else ""
+            lines.append(f"     {'cose':<12} {self.cose.status.upper():<8} (required){reason}")
         for c in self.conflicts:
             lines.append(f"  EVIDENCE of a {c.kind.upper()}: {c.message}")
             for s in (c.first, c.second):
@@ -93,11 +103,12 @@ class Report:
                 lines.extend("      " + ln for ln in s.note.decode("utf-8", "replace")
                              .rstrip("\n").split("\n"))
         lines.extend(f"  note: {n}" for n in self.notes)
+        not_passed = [n for n in LEVELS if n in self.verdict.required
+                      and self.verdict.levels.get(n, skipped("")).status != "passed"]
+        if self.cose is not None and self.cose.status != "passed":
+            not_passed.append("cose")
         lines.append("VALID: every required level passed." if self.valid
-                     else "NOT VALID: " + ", ".join(
-                         n for n in LEVELS if n in self.verdict.required
-                         and self.verdict.levels.get(n, skipped("")).status != "passed"
-                     ) + " did not pass.")
+                     else "NOT VALID: " + ", ".join(not_passed) + " did not pass.")
         return "\n".join(lines)
 
 

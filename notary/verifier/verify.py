@@ -9,6 +9,7 @@ from ledger.client.http import FetchError, HttpClient
 from ledger.core.cosignature import LogVerifier
 from ledger.core.note import NoteError, parse_note
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
+from notary.core.cose_verification import check_cose
 from notary.core.receipts import Receipt
 from notary.core.verification import (
     LevelResult,
@@ -120,6 +121,7 @@ async def verify_tool_call(
     state: StateFile | None = None,
     log_url: str | None = None,
     upgrade: bool = False,
+    cose: bytes | None = None,
 ) -> Report:
     """Check all five levels of one tool call.
 
@@ -130,7 +132,9 @@ async def verify_tool_call(
     proof from the notary first (``GET /v1/tool-calls/{id}``: into the newest witnessed
     checkpoint that covers it) and verifies with it when it verifies; ``report.proof`` is the
     proof used, so the upgraded receipt can be saved and later checked offline with its
-    cosignatures. Raises :class:`VerifierInputError` for unusable inputs and
+    cosignatures. ``cose`` is an RFC 9942 COSE receipt of the same call, checked against the
+    receipt and the trusted log keys as the report's ``cose`` line (needs no network). Raises
+    :class:`VerifierInputError` for unusable inputs and
     :class:`VerifierStateError` for a state file that cannot be read or written.
     """
     notes: list[str] = []
@@ -142,7 +146,9 @@ async def verify_tool_call(
         verdict = malformed_verdict(given.problem)
         verdict.levels["witnesses"] = skipped("the receipt is malformed")
         verdict.levels["consistency"] = skipped("the receipt is malformed")
-        return Report(verdict, given.raw, None, notes=notes)
+        return Report(verdict, given.raw, None, notes=notes,
+                      cose=None if cose is None else failed("the receipt it goes with is "
+                                                            "malformed"))
     receipt = given
     proof_text = receipt.proof
     if proof_text is None:
@@ -198,6 +204,8 @@ async def verify_tool_call(
                 notes.append(f"the receipt's own proof lacked the witness quorum: {note}")
     _check_meta(call, receipt, verdict)
     report = Report(verdict, receipt, verdict.checkpoint, notes=notes, proof=proof_text)
+    if cose is not None:
+        report.cose = check_cose(receipt, cose, trust.log_keys, verdict.checkpoint)
     if trust.requires_witnesses:
         require_level(verdict, "witnesses")
 

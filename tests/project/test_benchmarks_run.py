@@ -24,6 +24,8 @@ _RUNS = {
     "mldsa_bench": ["--seconds", "0.05"],
     "mirror_bench": ["--entries", "600", "--rate", "20", "--seconds", "0.5"],
     "gateway_bench": ["--calls", "5", "--warmup", "1", "--no-tmpfs"],
+    "cose_receipts": ["--seconds", "0.5", "--warmup", "0.2", "--rounds", "1", "--connections",
+                      "4", "--receipts", "20"],
 }
 
 
@@ -90,3 +92,22 @@ def test_gateway_bench_measures_tools_resources_and_prompts(tmp_path: Path) -> N
         timings = disk[kind]
         assert timings["direct_p50_ms"] > 0 and timings["gateway_p50_ms"] > 0
         assert timings["parts_p50_ms"]["notarize decision"] > 0
+
+
+def test_cose_receipts_compares_the_signer_on_and_off_and_serves_cose_receipts(
+        tmp_path: Path) -> None:
+    result = _run("cose_receipts", tmp_path / "cose.json")
+    notarize = result["notarize"]
+    assert isinstance(notarize, dict)
+    for mode in ("on", "off"):
+        assert notarize[mode]["receipts_per_s"] > 0
+    # The reader got COSE receipts from the one notary and 404 from the other.
+    assert set(notarize["on"]["runs"][0]["cose_reads"]) == {"200"}
+    assert set(notarize["off"]["runs"][0]["cose_reads"]) == {"404"}
+    serve = result["serve"]
+    assert isinstance(serve, dict) and serve["cose_receipts_per_s"] > 0 and serve["errors"] == 0
+    sizes = result["bytes"]
+    assert isinstance(sizes, dict)
+    assert 0 < sizes["cose_eddsa"]["mean"] < sizes["cose_ml_dsa_44"]["mean"]
+    signed = result["roots_signed_total"]
+    assert isinstance(signed, dict) and signed["EdDSA"] >= 1 and signed["ML-DSA-44"] >= 1

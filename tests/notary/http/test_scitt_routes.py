@@ -75,6 +75,10 @@ async def test_cose_receipts_of_every_call_verify_for_growing_trees(tmp_path: Pa
         # One signature per root: five sizes by EdDSA, one by ML-DSA-44 (size 5 twice).
         from notary.http.appkeys import COSE_ROOTS
         assert n.app.app[COSE_ROOTS].signed == 6
+        async with n.http.get(n.url + "/metrics") as r:
+            metrics = await r.text()
+        assert 'notary_cose_roots_signed_total{alg="EdDSA"} 5.0' in metrics
+        assert 'notary_cose_roots_signed_total{alg="ML-DSA-44"} 1.0' in metrics
 
 
 async def test_bad_requests_get_clear_4xx(tmp_path: Path) -> None:

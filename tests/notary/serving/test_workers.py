@@ -193,7 +193,10 @@ def test_every_scrape_describes_the_whole_service(tmp_path: Path) -> None:
         workers = children(server.proc.pid)
         key = server.create_api_key("m")
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda n: notarize(server, key, n), range(60)))
+            issued = list(pool.map(lambda n: notarize(server, key, n), range(60)))
+        # One COSE receipt: one root signed, by whichever worker answered, in every scrape.
+        resp = server.get(f"/v1/tool-calls/{issued[0][0]['id']}/receipt.cose")
+        assert resp.status == 200, resp.body
 
         def every_scrape_shows(issued: int) -> None:
             for _ in range(12):
@@ -203,6 +206,8 @@ def test_every_scrape_describes_the_whole_service(tmp_path: Path) -> None:
                 assert got['notary_http_requests_total{method="POST",route="/v1/tool-calls",'
                            'status="201"}'] == issued, got
                 assert got["ledger_writer_refusing"] == 0, got
+                assert got['notary_cose_roots_signed_total{alg="EdDSA"}'] == 1, got
+                assert got['notary_cose_roots_signed_total{alg="ML-DSA-44"}'] == 0, got
 
         every_scrape_shows(60)
         metrics_dir = _metrics_dir(workers[0])
