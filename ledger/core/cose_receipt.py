@@ -85,6 +85,8 @@ _ALG_NAME = {ALG_EDDSA: "EdDSA", ALG_ML_DSA_44: "ML-DSA-44"}
 #: Larger than any receipt of ours (an ML-DSA-44 signature and a 63-hash path are under 5 KiB).
 MAX_RECEIPT_SIZE = 16 * 1024
 _MAX_TREE_SIZE = (1 << 63) - 1
+#: Nesting levels a receipt's CBOR may have (ours have 5; the JavaScript verifier shares it).
+MAX_CBOR_DEPTH = 16
 
 
 class CoseReceiptError(LedgerError, ValueError):
@@ -231,9 +233,33 @@ class CoseReceipt:
         return _ALG_NAME[self.alg]
 
 
-def _strict(data: bytes, what: str) -> Any:
+def _plain(value: object, depth: int, what: str) -> None:
+    """Refuse what our receipts never hold, so that every verifier (the JavaScript one too,
+    js/src/cose.js) reads exactly the same inputs: floats, simple values, tags (but the
+    COSE_Sign1's own), map keys other than integers and text (COSE labels), deep nesting."""
+    if depth > MAX_CBOR_DEPTH:
+        raise CoseReceiptError(f"{what} nests deeper than {MAX_CBOR_DEPTH} levels")
+    if value is None or isinstance(value, bool | int | bytes | str):
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _plain(item, depth + 1, what)
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, bool) or not isinstance(k, int | str):
+                raise CoseReceiptError(f"{what} has a map key that is not an integer or text")
+            _plain(v, depth + 1, what)
+        return
+    raise CoseReceiptError(f"{what} holds a {type(value).__name__}: only integers, byte and "
+                           "text strings, arrays, maps, booleans and null are read")
+
+
+def _strict(data: bytes, what: str, *, tagged: bool = False) -> Any:
     """One CBOR item in a single encoding: definite lengths, minimal heads, no duplicate keys,
-    nothing after it (re-encoding in the order read gives back exactly ``data``)."""
+    nothing after it (re-encoding in the order read gives back exactly ``data``), of the plain
+    types :func:`_plain` allows; ``tagged``: the outermost item may be a tag (the caller checks
+    which)."""
     try:
         value = cbor2.loads(data)
         again = cbor2.dumps(value)
@@ -242,6 +268,10 @@ def _strict(data: bytes, what: str) -> Any:
     if again != data:
         raise CoseReceiptError(f"{what} is not in a single, minimal, definite-length encoding "
                                "(or has bytes after it)")
+    if tagged and isinstance(value, cbor2.CBORTag):
+        _plain(value.value, 2, what)
+    else:
+        _plain(value, 1, what)
     return value
 
 
@@ -270,8 +300,9 @@ def _protected(raw: object) -> tuple[int, bytes | None, str | None, int | None]:
         raise CoseReceiptError("vds (395) must be 1, RFC9162_SHA256")
     if _HDR_CRIT in header:
         crit = header[_HDR_CRIT]
-        if not _is_array(crit) or not crit or any(c not in header or c not in _UNDERSTOOD
-                                                  for c in crit):
+        if not _is_array(crit) or not crit or any(
+                isinstance(c, bool) or not isinstance(c, int | str) or c not in header
+                or c not in _UNDERSTOOD for c in crit):
             raise CoseReceiptError("crit (2) names a header this verifier does not understand")
     kid = header.get(_HDR_KID)
     if kid is not None and not isinstance(kid, bytes):
@@ -321,7 +352,7 @@ def parse_receipt(data: bytes) -> CoseReceipt:
         raise CoseReceiptError("a COSE receipt must be non-empty bytes")
     if len(data) > MAX_RECEIPT_SIZE:
         raise CoseReceiptError(f"a COSE receipt is at most {MAX_RECEIPT_SIZE} bytes")
-    outer = _strict(data, "the receipt")
+    outer = _strict(data, "the receipt", tagged=True)
     if not isinstance(outer, cbor2.CBORTag) or outer.tag != _TAG_SIGN1:
         raise CoseReceiptError("not a COSE_Sign1 (tag 18)")
     if not _is_array(outer.value) or len(outer.value) != 4:

@@ -222,3 +222,38 @@ def test_no_kid_needs_exactly_one_key_of_the_algorithm() -> None:
     other = CoseKey(ALG_EDDSA, Ed25519Signer.generate(ORIGIN).public_key)
     with pytest.raises(CoseReceiptError, match="names no kid"):
         verify_receipt(data, entry=ENTRIES[1], keys=[SIGNER.key, other])
+
+
+def _nested(levels: int) -> object:
+    """``levels`` arrays, one in another, around a 0."""
+    value: object = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _protected(extra: dict[object, object]) -> bytes:
+    return cbor2.dumps({1: -8, 395: 1, **extra})
+
+
+@pytest.mark.parametrize("protected, message", [
+    (_protected({99: 1.5}), "float"),
+    (_protected({99: cbor2.undefined}), "UndefinedType"),
+    (_protected({99: cbor2.CBORSimpleValue(16)}), "CBORSimpleValue"),
+    (_protected({99: cbor2.CBORTag(24, b"\x01")}), "CBORTag"),
+    (_protected({99: {True: 0}}), "map key"),
+    (_protected({99: {b"k": 0}}), "map key"),
+    (_protected({2: [{}], 99: 0}), "crit"),  # an unhashable crit entry once raised TypeError
+    (_protected({2: [True]}), "crit"),  # True is not the label 1
+    (_protected({99: _nested(15)}), "deeper"),
+])
+def test_what_no_receipt_of_ours_holds_is_refused(protected: bytes, message: str) -> None:
+    """One grammar for both verifiers (js/src/cose.js reads the same): plain types only."""
+    with pytest.raises(CoseReceiptError, match=message):
+        parse_receipt(_rebuild(_receipt(5, 7), protected=protected))
+
+
+def test_the_deepest_nesting_allowed_is_read() -> None:
+    # the header map is level 1, its value's 14 arrays levels 2 to 15, their 0 level 16
+    data = _rebuild(_receipt(5, 7), protected=_protected({99: _nested(14)}))
+    assert parse_receipt(data).tree_size == 7
