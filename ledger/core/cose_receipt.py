@@ -294,7 +294,7 @@ def _protected(raw: object) -> tuple[int, bytes | None, str | None, int | None]:
     if not _is_map(header):
         raise CoseReceiptError("the protected header is not a map")
     alg = header.get(_HDR_ALG)
-    if isinstance(alg, bool) or alg not in _SIGNATURE_SIZE:
+    if isinstance(alg, bool) or not isinstance(alg, int) or alg not in _SIGNATURE_SIZE:
         raise CoseReceiptError("alg (1) must be EdDSA (-8) or ML-DSA-44 (-48)")
     if header.get(_HDR_VDS) != _VDS_RFC9162_SHA256 or isinstance(header.get(_HDR_VDS), bool):
         raise CoseReceiptError("vds (395) must be 1, RFC9162_SHA256")

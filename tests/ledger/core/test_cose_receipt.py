@@ -245,6 +245,8 @@ def _protected(extra: dict[object, object]) -> bytes:
     (_protected({99: {b"k": 0}}), "map key"),
     (_protected({2: [{}], 99: 0}), "crit"),  # an unhashable crit entry once raised TypeError
     (_protected({2: [True]}), "crit"),  # True is not the label 1
+    (cbor2.dumps({1: {}, 395: 1}), "alg"),  # an unhashable alg raised TypeError
+    (cbor2.dumps({1: [-8], 395: 1}), "alg"),
     (_protected({99: _nested(15)}), "deeper"),
 ])
 def test_what_no_receipt_of_ours_holds_is_refused(protected: bytes, message: str) -> None:
