@@ -17,7 +17,7 @@ import { Tokenizer, Type, encode } from "cborg";
 import { sha256 } from "@noble/hashes/sha2.js";
 import { ml_dsa44 } from "@noble/post-quantum/ml-dsa.js";
 import { CoseReceiptError, EntryError, ProofError } from "./errors.js";
-import { bytesEqual, toHex } from "./bytes.js";
+import { bytesEqual, toBase64, toHex } from "./bytes.js";
 import { verifyEd25519 } from "./ed25519.js";
 import { encodeEntry, entryFromReceipt } from "./entry.js";
 import { HASH_SIZE, leafHash, rootFromInclusionProof } from "./merkle.js";
@@ -292,4 +292,24 @@ export async function verifyCoseReceipt(receipt, data, trust) {
     throw new CoseReceiptError(`the COSE receipt proves leaf ${cose.leafIndex}; the receipt's entry is ${ledger.index}`);
   }
   return Object.freeze({ alg: cose.algName, kid: cose.kid, issuer: cose.issuer, iat: cose.iat, treeSize: cose.treeSize, leafIndex: cose.leafIndex, root });
+}
+
+/**
+ * verifyCoseReceipt as a verdict for a report: {status: "passed" | "failed", reason}, and when
+ * it passed {alg, tree_size, leaf_index, root (base64)} (the JSON report's `cose`).
+ */
+export async function checkCoseReceipt(receipt, data, trust) {
+  let r;
+  try {
+    r = await verifyCoseReceipt(receipt, data, trust);
+  } catch (e) {
+    if (e instanceof CoseReceiptError) return { status: "failed", reason: e.message };
+    throw e;
+  }
+  const [size, index] = [r.treeSize, r.leafIndex].map((n) => (n <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(n) : String(n)));
+  return {
+    status: "passed",
+    reason: `${r.alg}, signed by the log '${r.issuer}': entry ${index} is in the tree of size ${size} (root ${toBase64(r.root)})`,
+    alg: r.alg, tree_size: size, leaf_index: index, root: toBase64(r.root),
+  };
 }
