@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import cbor2
+import nacl.exceptions
+import nacl.signing
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA44PublicKey
 
 from ledger.core.errors import LedgerError
@@ -135,14 +136,16 @@ class CoseKey:
         return {**self._thumbprint_params(), 2: self.kid, 3: self.alg}
 
     def verify(self, message: bytes, signature: bytes) -> bool:
+        """EdDSA by libsodium's rules, as every Ed25519 signature our verifiers check (the
+        JavaScript one follows them): OpenSSL's would accept, say, a small-order R."""
         if len(signature) != _SIGNATURE_SIZE[self.alg]:
             return False
         try:
             if self.alg == ALG_EDDSA:
-                Ed25519PublicKey.from_public_bytes(self.public_key).verify(signature, message)
+                nacl.signing.VerifyKey(self.public_key).verify(message, signature)
             else:
                 MLDSA44PublicKey.from_public_bytes(self.public_key).verify(signature, message)
-        except (InvalidSignature, ValueError):
+        except (InvalidSignature, nacl.exceptions.BadSignatureError, ValueError):
             return False
         return True
 

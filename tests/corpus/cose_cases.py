@@ -12,6 +12,7 @@ tables here, and the generator stops when Python's differs.
 from __future__ import annotations
 
 import base64
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 import cbor2
@@ -127,6 +128,17 @@ def _header_map(header: dict[Any, Any], extra: bytes, count: int) -> bytes:
     return bytes([body[0] + count]) + body[1:] + extra
 
 
+def _identity_r(signer: Ed25519Signer, message: bytes) -> bytes:
+    """An Ed25519 signature by ``signer`` whose R is the identity point: libsodium (and every
+    verifier of ours) refuses it, a cofactorless check without a small-order rule accepts it."""
+    order = 2**252 + 27742317777372353535851937790883648493
+    digest = hashlib.sha512(signer.seed).digest()
+    a = (int.from_bytes(digest[:32], "little") & ((1 << 254) - 8)) | (1 << 254)
+    r_point = (1).to_bytes(32, "little")
+    k = int.from_bytes(hashlib.sha512(r_point + signer.public_key + message).digest(), "little")
+    return r_point + (k * a % order).to_bytes(32, "little")
+
+
 def _variants(c: _Cose, size: int) -> list[tuple[str, bytes, bool]]:
     """(what, COSE receipt, valid by hand)."""
     h = c.header
@@ -195,6 +207,8 @@ def _variants(c: _Cose, size: int) -> list[tuple[str, bytes, bool]]:
         ("a proof with a fourth member", c.with_proof([*proof, 0]), False),
         ("a 63-byte signature", c.build(signature=c.signature[:63]), False),
         ("another signature", c.build(signature=bytes(64)), False),
+        ("the log's signature with the identity as R (OpenSSL's rules would accept it)",
+         c.build(signature=_identity_r(c.signer, sig_structure(c.protected, c.root))), False),
     ]
 
 
