@@ -239,9 +239,12 @@ class CoseReceipt:
 def _plain(value: object, depth: int, what: str) -> None:
     """Refuse what our receipts never hold, so that every verifier (the JavaScript one too,
     js/src/cose.js) reads exactly the same inputs: floats, simple values, tags (but the
-    COSE_Sign1's own), map keys other than integers and text (COSE labels), deep nesting."""
+    COSE_Sign1's own, and bignums, which cbor2 reads as integers), map keys other than integers
+    and text (COSE labels), deep nesting."""
     if depth > MAX_CBOR_DEPTH:
         raise CoseReceiptError(f"{what} nests deeper than {MAX_CBOR_DEPTH} levels")
+    if isinstance(value, int) and not -(1 << 64) <= value < 1 << 64:
+        raise CoseReceiptError(f"{what} holds a bignum (tag 2 or 3)")
     if value is None or isinstance(value, bool | int | bytes | str):
         return
     if isinstance(value, list | tuple):

@@ -171,6 +171,8 @@ def _variants(c: _Cose, size: int) -> list[tuple[str, bytes, bool]]:
         ("undefined", c.with_header(label_99=cbor2.undefined), False),
         ("a simple value", c.with_header(label_99=cbor2.CBORSimpleValue(16)), False),
         ("an inner tag", c.with_header(label_99=cbor2.CBORTag(24, b"\x01")), False),
+        ("a bignum (tag 2)", c.with_header(label_99=2**64), False),
+        ("a negative bignum (tag 3)", c.with_header(label_99=-(2**64) - 1), False),
         ("a map keyed by bytes", c.with_header(label_99={b"k": 0}), False),
         ("a map keyed by a boolean", c.with_header(label_99={True: 0}), False),
         ("15 levels deep, and a 0", c.with_header(label_99=_nested(14)), True),

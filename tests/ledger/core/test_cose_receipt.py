@@ -241,6 +241,8 @@ def _protected(extra: dict[object, object]) -> bytes:
     (_protected({99: cbor2.undefined}), "UndefinedType"),
     (_protected({99: cbor2.CBORSimpleValue(16)}), "CBORSimpleValue"),
     (_protected({99: cbor2.CBORTag(24, b"\x01")}), "CBORTag"),
+    (_protected({99: 2**64}), "bignum"),  # cbor2 reads tag 2 as an int
+    (_protected({99: -(2**64) - 1}), "bignum"),
     (_protected({99: {True: 0}}), "map key"),
     (_protected({99: {b"k": 0}}), "map key"),
     (_protected({2: [{}], 99: 0}), "crit"),  # an unhashable crit entry once raised TypeError
