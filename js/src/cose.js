@@ -8,8 +8,8 @@
 // The signature covers ["Signature1", protected, h'', root]; the root is rebuilt from the leaf
 // (our CBOR log entry, rebuilt from the JSON receipt) and the path. The grammar is Python's,
 // item for item, so that no input gets two verdicts: one CBOR item in its single encoding
-// (definite lengths, minimal heads, no duplicate keys, nothing after it), of integers, byte and
-// text strings (valid UTF-8), arrays, maps keyed by integers or text, booleans and null, at most
+// (definite lengths, minimal heads, no duplicate keys, nothing after it), of integers (no
+// bignums), byte and text strings (valid UTF-8), arrays, maps keyed by integers or text, booleans and null, at most
 // 16 levels deep, the one tag being the outermost. cborg's tokenizer reads the heads (strict:
 // minimal); the values are built here, where those rules are checked. Browser-safe.
 
