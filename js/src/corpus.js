@@ -10,7 +10,8 @@ import { canonicalText } from "./canonical.js";
 import { fromBase64, fromHex, toHex } from "./bytes.js";
 import { verifyEd25519 } from "./ed25519.js";
 import { sha256 } from "@noble/hashes/sha2.js";
-import { CanonicalizationError, JsonError, RecordError, StateError, VerifierInputError } from "./errors.js";
+import { verifyCoseReceipt } from "./cose.js";
+import { CanonicalizationError, CoseReceiptError, JsonError, RecordError, StateError, VerifierInputError } from "./errors.js";
 
 const LEVELS = ["record", "signature", "inclusion", "witnesses", "consistency"];
 
@@ -101,8 +102,31 @@ export async function runEd25519Case(c) {
   return { valid: await verifyEd25519(fromHex(c.public_key), fromHex(c.message), fromHex(c.signature)) };
 }
 
+/** The outcome of a `cose` case: per COSE receipt {valid, tree_size, leaf_index, root} or
+ * {valid: false} (tests/corpus/cose_cases.py). */
+export async function runCoseCase(c) {
+  const trust = makeTrust({ logKeys: c.trust.log_keys });
+  const out = [];
+  for (const b64 of c.cose_b64) {
+    try {
+      const r = await verifyCoseReceipt(c.receipt, fromBase64(b64), trust);
+      out.push({ valid: true, tree_size: Number(r.treeSize), leaf_index: Number(r.leafIndex), root: toHex(r.root) });
+    } catch (e) {
+      if (!(e instanceof CoseReceiptError)) throw e;
+      out.push({ valid: false, reason: e.message });
+    }
+  }
+  return out;
+}
+
 /** Run any case; {expected, got, ok}. */
 export async function runCase(c) {
+  if (c.kind === "cose") {
+    const got = await runCoseCase(c);
+    const bare = got.map((g) => (g.valid ? g : { valid: false }));
+    const wrong = c.expect.map((e, i) => (JSON.stringify(e) === JSON.stringify(bare[i]) ? null : `${c.variants?.[i] ?? i}: got ${JSON.stringify(got[i])}`)).filter((w) => w !== null);
+    return { expected: c.expect, got: wrong, ok: wrong.length === 0 && got.length === c.expect.length };
+  }
   if (c.kind === "ed25519") {
     const got = await runEd25519Case(c);
     return { expected: c.expect, got, ok: got.valid === c.expect.valid };

@@ -65,6 +65,9 @@ export class ProofBundleError extends NotaryError {}
 /** A Merkle proof does not verify, or asks for something that cannot exist. */
 export class ProofError extends NotaryError {}
 
+/** An RFC 9942 COSE receipt is malformed, or does not verify (src/cose.js). */
+export class CoseReceiptError extends NotaryError {}
+
 /** A tlog-policy text is malformed. */
 export class PolicyError extends NotaryError {}
 

@@ -17,6 +17,7 @@ import { LEVELS, failed, passed, skipped, verifyLevels } from "./levels.js";
 import { Reconciler, Seen, checkStoredEntry, describePairs, jsonSize } from "./state.js";
 import { checkUrl, createFetcher, getJson, splitUrl } from "./fetcher.js";
 import { consistencyFromTiles, proofFromTiles } from "./tiles.js";
+import { checkCoseReceipt } from "./cose.js";
 
 /** The _meta key of the rs-tool-call/1 notarization block in a tool result. */
 export const META_KEY = "com.rightshold/tool-call";
@@ -262,6 +263,7 @@ export class Report {
     this.conflicts = [];
     this.notes = notes;
     this.proof = proof; // the proof verified with (after an upgrade: the fetched one)
+    this.cose = null; // the COSE receipt's check, when one was given: required to pass
   }
 
   /** The receipt carrying the proof used: an upgraded receipt, ready to save; null without one. */
@@ -272,7 +274,8 @@ export class Report {
 
   /** Every required level passed and none failed (Python's Report.valid). */
   get valid() {
-    return this.verdict.valid && !Object.values(this.verdict.levels).some((r) => r.status === "failed");
+    return this.verdict.valid && !Object.values(this.verdict.levels).some((r) => r.status === "failed") &&
+      (this.cose === null || this.cose.status === "passed");
   }
 
   get exitCode() {
@@ -307,6 +310,7 @@ export class Report {
     return {
       valid: this.valid, levels, required: this.required, receipt: receiptSummary(this.receipt),
       checkpoint: cp ? { origin: cp.origin, size: jsonSize(cp.size), root: toBase64(cp.rootHash) } : null,
+      ...(this.cose === null ? {} : { cose: this.cose }),
       notes: [...this.notes],
     };
   }
@@ -331,8 +335,10 @@ export class Report {
         for (const ln of fromUtf8(seen.note).replace(/\n+$/, "").split("\n")) lines.push("      " + ln);
       }
     }
+    if (this.cose !== null) lines.push(`  COSE receipt   ${this.cose.status.toUpperCase().padEnd(8)} (required): ${this.cose.reason}`);
     for (const n of this.notes) lines.push(`  note: ${n}`);
     const missing = LEVELS.filter((n) => this.verdict.required.includes(n) && this.verdict.levels[n]?.status !== "passed");
+    if (this.cose !== null && this.cose.status !== "passed") missing.push("the COSE receipt");
     lines.push(this.valid ? "VALID: every required level passed." : `NOT VALID: ${missing.join(", ")} did not pass.`);
     return lines.join("\n");
   }
@@ -625,9 +631,11 @@ async function trustFrom(options, fetcher) {
  * offline), `store` (null: no memory), `logUrl` (the log's base URL instead of the receipt's),
  * `upgrade` (fetch the receipt's current proof from the notary first, into its newest witnessed
  * checkpoint, and verify with it when it verifies; `report.receiptWithProof()` is then the
- * upgraded receipt, as `notary verify --upgrade --save-receipt`).
+ * upgraded receipt, as `notary verify --upgrade --save-receipt`), `cose` (the bytes of the
+ * call's RFC 9942 COSE receipt: checked too, as `report.cose`, and required to pass).
  */
-export async function verifyCall(call, trust, { fetcher = null, store = null, logUrl = null, upgrade = false } = {}) {
+export async function verifyCall(call, trust, { fetcher = null, store = null, logUrl = null, upgrade = false, cose = null } = {}) {
+  if (cose !== null && !(cose instanceof Uint8Array)) throw new VerifierInputError("the COSE receipt must be bytes (a Uint8Array)");
   const notes = [];
   let receipt = call.receipt;
   if (receipt === null || receipt === undefined) {
@@ -688,6 +696,7 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
   }
   checkMeta(call, receipt, verdict);
   const report = new Report(verdict, receipt, notes, proofText);
+  if (cose !== null) report.cose = await checkCoseReceipt(receipt, cose, trust);
   if (!("witnesses" in verdict.levels)) {
     verdict.levels.witnesses = skipped("the receipt is malformed");
     verdict.levels.consistency = skipped("the receipt is malformed");
@@ -704,7 +713,8 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
  * CallToolResult (give `tool` and `arguments`) or a JSON-RPC response carrying one, as an object
  * or JSON text. Options: `trust` (see makeTrust/loadTrust), `receipt` (instead of the embedded
  * one), `online` (fetch the log's latest checkpoint and consistency proofs), `fetch`, `store`
- * ({get, set}: the newest checkpoint per log), `logUrl`, `timeoutMs`. Resolves to a Report;
+ * ({get, set}: the newest checkpoint per log), `logUrl`, `timeoutMs`, `cose` (the call's COSE
+ * receipt, bytes: checked too). Resolves to a Report;
  * throws VerifierInputError for unusable inputs and StateError for an unusable store.
  */
 export async function verifyToolCall(input, options = {}) {
@@ -712,7 +722,7 @@ export async function verifyToolCall(input, options = {}) {
   const trust = await trustFrom(options, fetcher);
   const receipt = options.receipt === undefined || options.receipt === null ? null : object(readDoc(options.receipt, "the receipt"), "the receipt");
   const call = callFromDocument(input, { tool: options.tool, arguments: options.arguments === undefined ? undefined : readDoc(options.arguments, "the arguments"), receipt });
-  return verifyCall(call, trust, { fetcher, store: options.store ?? null, logUrl: options.logUrl ?? null });
+  return verifyCall(call, trust, { fetcher, store: options.store ?? null, logUrl: options.logUrl ?? null, cose: options.cose ?? null });
 }
 
 /**
@@ -726,6 +736,6 @@ export async function verifyReceipt(receipt, record, options = {}) {
   const call = record === null || record === undefined
     ? { receipt: r, record: null, meta: null, source: "receipt" }
     : callFromReceiptAndRecord(r, readDoc(record, "the call record"));
-  return verifyCall(call, trust, { fetcher, store: options.store ?? null, logUrl: options.logUrl ?? null });
+  return verifyCall(call, trust, { fetcher, store: options.store ?? null, logUrl: options.logUrl ?? null, cose: options.cose ?? null });
 }
 

@@ -18,6 +18,10 @@ export { SubtreeCosignatureVerifier, isValidSubtree, subtreeMessage } from "./ml
 export { algorithmOf, parseLogKey, parseVerifierKey, parseWitnessKey } from "./keys.js";
 export { checkpointText, clearCheckpointCache, openCheckpoint, parseCheckpointText, sameTreeHead } from "./checkpoint.js";
 export { decodeProofBundle, encodeProofBundle } from "./proofbundle.js";
+export {
+  ALG_EDDSA, ALG_ML_DSA_44, COSE_RECEIPT_MEDIA_TYPE, MAX_CBOR_DEPTH, MAX_COSE_RECEIPT_BYTES, coseKey, coseKeysOf, coseSigStructure,
+  inclusionPathLength, parseCoseReceipt, verifyCoseInclusion, verifyCoseReceipt,
+} from "./cose.js";
 export { leafHash, nodeHash, rootFromInclusionProof, verifyConsistency, verifyInclusion } from "./merkle.js";
 export { Policy, parsePolicy } from "./policy.js";
 export { ed25519Backend, setEd25519Backend, verifyEd25519 } from "./ed25519.js";

@@ -278,3 +278,41 @@ test("key files and key texts: one reading in both CLIs (UTF-8 without a BOM, CR
     assert.equal(js.code, py.status, `${JSON.stringify(text)}: JS ${js.err}, Python ${py.stderr.slice(-300)}`);
   }
 });
+
+test("--cose FILE: the call's COSE receipt is checked too and must pass (exit 1 otherwise); not with a store", async () => {
+  const file = write("cose-call.json", base.input.call);
+  const coseFile = (name, b64) => {
+    const path = join(dir, name);
+    writeFileSync(path, Buffer.from(b64, "base64"));
+    return path;
+  };
+  const own = cases["cose-valid-size-1-leaf-0"];
+  assert.equal(own.receipt.id, base.input.call.result._meta[META_KEY].receipt.id, "the corpus's first entry is the saved call's");
+  let r = await run("verify", file, ...trustArgs, "--offline", "--no-state", "--cose", coseFile("own.cose", own.cose_b64[0]));
+  assert.equal(r.code, 0, r.out + r.err);
+  assert.match(r.out, /COSE receipt {3}PASSED {3}\(required\): EdDSA, signed by the log '.+': entry 0 is in the tree of size 1/);
+  r = await run("verify", file, ...trustArgs, "--offline", "--no-state", "--json", "--cose", coseFile("own.cose", own.cose_b64[0]));
+  const doc = JSON.parse(r.out);
+  assert.deepEqual([doc.valid, doc.cose.status, doc.cose.tree_size, doc.cose.leaf_index, doc.cose.alg], [true, "passed", 1, 0, "EdDSA"]);
+  assert.equal(Buffer.from(doc.cose.root, "base64").toString("hex"), own.expect[0].root);
+
+  const other = cases["cose-valid-size-7-leaf-4"].cose_b64[0]; // another entry's
+  const flipped = Buffer.from(own.cose_b64[0], "base64");
+  flipped[flipped.length - 1] ^= 1;
+  for (const [name, path] of [["another entry's", coseFile("other.cose", other)], ["a flipped byte", coseFile("flipped.cose", flipped.toString("base64"))], ["not CBOR", write("not.cose", "{}")]]) {
+    r = await run("verify", file, ...trustArgs, "--offline", "--no-state", "--json", "--cose", path);
+    assert.equal(r.code, 1, `${name}: ${r.out}${r.err}`);
+    const rep = JSON.parse(r.out);
+    assert.deepEqual([rep.valid, rep.cose.status, rep.levels.inclusion.status], [false, "failed", "passed"], name);
+  }
+  r = await run("verify", file, ...trustArgs, "--offline", "--no-state", "--cose", coseFile("other.cose", other));
+  assert.match(r.out, /NOT VALID: the COSE receipt did not pass\./);
+  r = await run("verify", file, ...trustArgs, "--offline", "--no-state", "--cose", join(dir, "missing.cose"));
+  assert.equal(r.code, 2);
+  assert.match(r.err, /cannot read the COSE receipt/);
+  const store = mkdtempSync(join(tmpdir(), "mcp-notary-cose-store-"));
+  writeFileSync(join(store, "call.json"), JSON.stringify(base.input.call));
+  r = await run("verify", store, ...trustArgs, "--offline", "--no-state", "--cose", coseFile("own.cose", own.cose_b64[0]));
+  assert.equal(r.code, 2, r.err);
+  assert.match(r.err, /--cose goes with one saved call/);
+});

@@ -15,7 +15,7 @@ const cases = loadCases();
 
 test("the corpus holds every kind of case", () => {
   const names = cases.map((c) => c.name);
-  for (const prefix of ["valid-", "python-sdk-auto-", "python-sdk-legacy-", "tamper-receipt-", "tamper-record-", "input-", "trust-", "witness-", "policy-", "state-", "jcs-refuse-", "jcs-", "hostile-", "ed25519-"]) {
+  for (const prefix of ["valid-", "python-sdk-auto-", "python-sdk-legacy-", "tamper-receipt-", "tamper-record-", "input-", "trust-", "witness-", "policy-", "state-", "jcs-refuse-", "jcs-", "hostile-", "ed25519-", "cose-"]) {
     assert.ok(names.some((n) => n.startsWith(prefix)), `no case named ${prefix}*`);
   }
   assert.ok(cases.length >= 150, `${cases.length} cases`);
@@ -35,7 +35,7 @@ for (const backend of ["auto", "noble", nodeEd25519]) {
     try {
       const mismatches = [];
       for (const { name, case: c } of cases) {
-        if (backend !== "auto" && !["witness-", "tamper-receipt-", "valid-", "ed25519-"].some((p) => name.startsWith(p))) continue;
+        if (backend !== "auto" && !["witness-", "tamper-receipt-", "valid-", "ed25519-", "cose-"].some((p) => name.startsWith(p))) continue;
         const { ok, expected, got } = await runCase(c);
         if (!ok) mismatches.push(`${name}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
       }

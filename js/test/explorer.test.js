@@ -7,12 +7,12 @@
 // the README's pictures): a test run never changes tracked files.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { ed25519 } from "@noble/curves/ed25519.js";
-import { Ed25519Verifier, META_KEY, callSha256, newSalt } from "../src/verify.js";
+import { Ed25519Verifier, META_KEY, callSha256, makeTrust, newSalt, verifyCoseReceipt } from "../src/verify.js";
 import { REPO } from "./support/notary.js";
 import { CHROMIUM, startStack, witnessed } from "./support/explorer.js";
 
@@ -369,6 +369,31 @@ test("a receipt id typed in the search page's server box, or sent as ?q=, opens 
   await page.goto(`${stack.url}/explorer/search?q=${id}`);
   await page.waitForURL(`**/explorer/tool-calls/${id}`);
   assert.equal(await page.getByTestId("receipt-id").textContent(), id);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test("a receipt's page offers its COSE receipt for download: the notary's bytes, as application/scitt-receipt+cose", async () => {
+  const { page, context, errors } = await openPage();
+  const { receipt } = calls[3];
+  await page.goto(`${stack.url}/explorer/tool-calls/${receipt.id}`);
+  const link = page.getByRole("link", { name: "Download (RFC 9942, for SCITT tools)" });
+  assert.equal(await link.getAttribute("href"), `/v1/tool-calls/${receipt.id}/receipt.cose`);
+  const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
+  assert.equal(download.suggestedFilename(), `${receipt.id}.cose`);
+  const path = await download.path();
+  const bytes = new Uint8Array(readFileSync(path));
+  // what the link serves, with its media type (fetched in the page: same origin, same cookies)
+  const served = await page.evaluate(async (href) => {
+    const r = await fetch(href);
+    return { type: r.headers.get("content-type"), bytes: [...new Uint8Array(await r.arrayBuffer())] };
+  }, await link.getAttribute("href"));
+  assert.equal(served.type, "application/scitt-receipt+cose");
+  assert.deepEqual([...bytes], served.bytes);
+  // and they are this call's COSE receipt, signed by the log
+  const trust = makeTrust({ logKeys: [stack.vkey] });
+  const verified = await verifyCoseReceipt(receipt, bytes, trust);
+  assert.equal(verified.leafIndex, BigInt(receipt.ledger.index));
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -7,6 +7,11 @@ import { ReceiptCheckError, VERIFICATION_META_KEY, verifyingClient, type Verific
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
 import { Client as ClientV2 } from "@modelcontextprotocol/client";
 import { NotaryClient, Notarizer, notarizeServer, recordFor } from "mcp-notary";
+import { COSE_RECEIPT_MEDIA_TYPE, CoseReceiptError, parseCoseReceipt, verifyCoseReceipt } from "mcp-notary/verify";
+
+function receipt0(): ReturnType<typeof parseReceipt> {
+  return parseReceipt("{}");
+}
 
 async function usage(): Promise<number> {
   const trust = makeTrust({ jwks: { keys: [] }, logKeys: ["log+00000000+AQ=="], witnesses: [], quorum: 0 });
@@ -15,6 +20,12 @@ async function usage(): Promise<number> {
   const status: "passed" | "failed" | "skipped" = report.levels[level].status;
   const r2 = await verifyReceipt("{}", null, { trust: { jwks: "{}", logKeys: "x" }, online: true, store: new StateFileStore("/tmp/x") });
   const r3 = await verifyOnly("{}", { tool: "t" });
+  const withCose = await verifyToolCall("{}", { trust, cose: new Uint8Array(1) });
+  const coseStatus: "passed" | "failed" | "skipped" | undefined = withCose.cose?.status;
+  const cose = await verifyCoseReceipt(receipt0(), new Uint8Array(1), trust);
+  const coseSize: bigint = cose.treeSize + parseCoseReceipt(new Uint8Array(1)).leafIndex;
+  const media: string = COSE_RECEIPT_MEDIA_TYPE;
+  new CoseReceiptError("x") satisfies Error;
   const digest: string = callSha256({ tool: "t", arguments: {}, result: { content: [] }, salt: "00" }, { server: "s" });
   const receipt = parseReceipt("{}");
   const index: number = receipt.ledger.index;

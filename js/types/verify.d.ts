@@ -201,6 +201,8 @@ export interface VerifyOptions {
   /** The log's base URL (default: from the receipt's ledger.entry_url). */
   logUrl?: string | null;
   timeoutMs?: number;
+  /** The call's RFC 9942 COSE receipt (receipt.cose): checked too (Report.cose), must pass. */
+  cose?: Uint8Array | null;
 }
 
 export interface ToolCallOptions extends VerifyOptions {
@@ -231,6 +233,8 @@ export class Report {
   readonly notes: string[];
   /** The proof verified with (after an upgrade: the one fetched), or null. */
   readonly proof: string | null;
+  /** The COSE receipt's check when one was given (required to pass), else null. */
+  readonly cose: CoseCheck | null;
   /** The receipt carrying the proof used (`--save-receipt`), or null without a receipt. */
   receiptWithProof(): JsonObject | null;
   /** The JSON report of `notary verify --json`. */
@@ -269,7 +273,7 @@ export function callFromDocument(doc: JsonObject | string | Uint8Array, options?
 export function callFromSavedCall(doc: JsonObject, options?: { receipt?: JsonObject }): ToolCallInput;
 export function callFromToolResult(result: JsonObject, options: { tool: string; arguments?: JsonObject; server?: string; receipt?: JsonObject }): ToolCallInput;
 export function callFromReceiptAndRecord(receipt: JsonObject, record: JsonObject): ToolCallInput;
-export function verifyCall(call: ToolCallInput, trust: Trust, options?: { fetcher?: Fetcher | null; store?: CheckpointStore | null; logUrl?: string | null; upgrade?: boolean }): Promise<Report>;
+export function verifyCall(call: ToolCallInput, trust: Trust, options?: { fetcher?: Fetcher | null; store?: CheckpointStore | null; logUrl?: string | null; upgrade?: boolean; cose?: Uint8Array | null }): Promise<Report>;
 
 /** Levels 1-4 of one receipt, pure (the Python verify_receipt). */
 export function verifyLevels(receipt: JsonObject | Receipt, options?: {
@@ -385,6 +389,61 @@ export function rootFromInclusionProof(index: bigint | number, size: bigint | nu
 export function verifyInclusion(index: bigint | number, size: bigint | number, leafHash: Uint8Array, proof: readonly Uint8Array[], root: Uint8Array): void;
 export function verifyConsistency(oldSize: bigint | number, newSize: bigint | number, oldRoot: Uint8Array, newRoot: Uint8Array, proof: readonly Uint8Array[]): void;
 
+// RFC 9942 COSE receipts (docs/scitt.md)
+export const COSE_RECEIPT_MEDIA_TYPE: "application/scitt-receipt+cose";
+export const ALG_EDDSA: -8;
+export const ALG_ML_DSA_44: -48;
+export const MAX_COSE_RECEIPT_BYTES: number;
+export const MAX_CBOR_DEPTH: number;
+/** A report's `cose`: the check of a COSE receipt; alg, tree_size, leaf_index, root once passed. */
+export interface CoseCheck extends LevelResult {
+  alg?: "EdDSA" | "ML-DSA-44";
+  /** A number, or a decimal string beyond 2^53. */
+  tree_size?: number | string;
+  leaf_index?: number | string;
+  /** base64 */
+  root?: string;
+}
+export interface CoseKey {
+  readonly alg: -8 | -48;
+  readonly algName: "EdDSA" | "ML-DSA-44";
+  readonly publicKey: Uint8Array;
+  /** RFC 9679 COSE Key Thumbprint (SHA-256). */
+  readonly kid: Uint8Array;
+}
+export interface CoseReceipt {
+  readonly protected: Uint8Array;
+  readonly alg: -8 | -48;
+  readonly algName: "EdDSA" | "ML-DSA-44";
+  readonly kid: Uint8Array | null;
+  readonly issuer: string | null;
+  readonly iat: number | bigint | null;
+  readonly treeSize: bigint;
+  readonly leafIndex: bigint;
+  readonly path: readonly Uint8Array[];
+  readonly signature: Uint8Array;
+}
+export interface CoseVerified {
+  readonly alg: "EdDSA" | "ML-DSA-44";
+  readonly kid: Uint8Array | null;
+  readonly issuer: string;
+  readonly iat: number | bigint | null;
+  readonly treeSize: bigint;
+  readonly leafIndex: bigint;
+  readonly root: Uint8Array;
+}
+/** A COSE receipt's fields, parsed strictly, not verified; throws CoseReceiptError. */
+export function parseCoseReceipt(data: Uint8Array): CoseReceipt;
+/** The COSE receipt of the call whose JSON receipt is `receipt`, under trusted log keys;
+ * rejects with CoseReceiptError. */
+export function verifyCoseReceipt(receipt: Receipt | JsonObject, data: Uint8Array, trust: Trust | readonly NoteVerifier[]): Promise<CoseVerified>;
+/** The COSE receipt against a leaf and COSE keys (no JSON receipt). */
+export function verifyCoseInclusion(data: Uint8Array, entry: Uint8Array, keys: readonly CoseKey[]): Promise<{ receipt: CoseReceipt; root: Uint8Array }>;
+export function coseKey(alg: -8 | -48, publicKey: Uint8Array): CoseKey;
+export function coseKeysOf(logKeys: readonly NoteVerifier[]): CoseKey[];
+export function coseSigStructure(protectedHeader: Uint8Array, payload: Uint8Array): Uint8Array;
+export function inclusionPathLength(index: bigint | number, size: bigint | number): number;
+
 // Ed25519, JSON, bytes
 export interface Ed25519Backend {
   readonly name: string;
@@ -429,6 +488,7 @@ export class InvalidSignatureError extends NoteError { readonly keyName: string;
 export class UnverifiedNoteError extends NoteError { readonly note: Note }
 export class ProofBundleError extends NotaryError {}
 export class ProofError extends NotaryError {}
+export class CoseReceiptError extends NotaryError {}
 export class PolicyError extends NotaryError {}
 export class PolicyNotMet extends NoteError {}
 export class StateError extends NotaryError {}

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import cbor2
+import nacl.exceptions
+import nacl.signing
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA44PublicKey
 
 from ledger.core.errors import LedgerError
@@ -85,6 +86,8 @@ _ALG_NAME = {ALG_EDDSA: "EdDSA", ALG_ML_DSA_44: "ML-DSA-44"}
 #: Larger than any receipt of ours (an ML-DSA-44 signature and a 63-hash path are under 5 KiB).
 MAX_RECEIPT_SIZE = 16 * 1024
 _MAX_TREE_SIZE = (1 << 63) - 1
+#: Nesting levels a receipt's CBOR may have (ours have 5; the JavaScript verifier shares it).
+MAX_CBOR_DEPTH = 16
 
 
 class CoseReceiptError(LedgerError, ValueError):
@@ -133,14 +136,16 @@ class CoseKey:
         return {**self._thumbprint_params(), 2: self.kid, 3: self.alg}
 
     def verify(self, message: bytes, signature: bytes) -> bool:
+        """EdDSA by libsodium's rules, as every Ed25519 signature our verifiers check (the
+        JavaScript one follows them): OpenSSL's would accept, say, a small-order R."""
         if len(signature) != _SIGNATURE_SIZE[self.alg]:
             return False
         try:
             if self.alg == ALG_EDDSA:
-                Ed25519PublicKey.from_public_bytes(self.public_key).verify(signature, message)
+                nacl.signing.VerifyKey(self.public_key).verify(message, signature)
             else:
                 MLDSA44PublicKey.from_public_bytes(self.public_key).verify(signature, message)
-        except (InvalidSignature, ValueError):
+        except (InvalidSignature, nacl.exceptions.BadSignatureError, ValueError):
             return False
         return True
 
@@ -231,9 +236,36 @@ class CoseReceipt:
         return _ALG_NAME[self.alg]
 
 
-def _strict(data: bytes, what: str) -> Any:
+def _plain(value: object, depth: int, what: str) -> None:
+    """Refuse what our receipts never hold, so that every verifier (the JavaScript one too,
+    js/src/cose.js) reads exactly the same inputs: floats, simple values, tags (but the
+    COSE_Sign1's own, and bignums, which cbor2 reads as integers), map keys other than integers
+    and text (COSE labels), deep nesting."""
+    if depth > MAX_CBOR_DEPTH:
+        raise CoseReceiptError(f"{what} nests deeper than {MAX_CBOR_DEPTH} levels")
+    if isinstance(value, int) and not -(1 << 64) <= value < 1 << 64:
+        raise CoseReceiptError(f"{what} holds a bignum (tag 2 or 3)")
+    if value is None or isinstance(value, bool | int | bytes | str):
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _plain(item, depth + 1, what)
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, bool) or not isinstance(k, int | str):
+                raise CoseReceiptError(f"{what} has a map key that is not an integer or text")
+            _plain(v, depth + 1, what)
+        return
+    raise CoseReceiptError(f"{what} holds a {type(value).__name__}: only integers, byte and "
+                           "text strings, arrays, maps, booleans and null are read")
+
+
+def _strict(data: bytes, what: str, *, tagged: bool = False) -> Any:
     """One CBOR item in a single encoding: definite lengths, minimal heads, no duplicate keys,
-    nothing after it (re-encoding in the order read gives back exactly ``data``)."""
+    nothing after it (re-encoding in the order read gives back exactly ``data``), of the plain
+    types :func:`_plain` allows; ``tagged``: the outermost item may be a tag (the caller checks
+    which)."""
     try:
         value = cbor2.loads(data)
         again = cbor2.dumps(value)
@@ -242,6 +274,10 @@ def _strict(data: bytes, what: str) -> Any:
     if again != data:
         raise CoseReceiptError(f"{what} is not in a single, minimal, definite-length encoding "
                                "(or has bytes after it)")
+    if tagged and isinstance(value, cbor2.CBORTag):
+        _plain(value.value, 2, what)
+    else:
+        _plain(value, 1, what)
     return value
 
 
@@ -264,14 +300,15 @@ def _protected(raw: object) -> tuple[int, bytes | None, str | None, int | None]:
     if not _is_map(header):
         raise CoseReceiptError("the protected header is not a map")
     alg = header.get(_HDR_ALG)
-    if isinstance(alg, bool) or alg not in _SIGNATURE_SIZE:
+    if isinstance(alg, bool) or not isinstance(alg, int) or alg not in _SIGNATURE_SIZE:
         raise CoseReceiptError("alg (1) must be EdDSA (-8) or ML-DSA-44 (-48)")
     if header.get(_HDR_VDS) != _VDS_RFC9162_SHA256 or isinstance(header.get(_HDR_VDS), bool):
         raise CoseReceiptError("vds (395) must be 1, RFC9162_SHA256")
     if _HDR_CRIT in header:
         crit = header[_HDR_CRIT]
-        if not _is_array(crit) or not crit or any(c not in header or c not in _UNDERSTOOD
-                                                  for c in crit):
+        if not _is_array(crit) or not crit or any(
+                isinstance(c, bool) or not isinstance(c, int | str) or c not in header
+                or c not in _UNDERSTOOD for c in crit):
             raise CoseReceiptError("crit (2) names a header this verifier does not understand")
     kid = header.get(_HDR_KID)
     if kid is not None and not isinstance(kid, bytes):
@@ -321,7 +358,7 @@ def parse_receipt(data: bytes) -> CoseReceipt:
         raise CoseReceiptError("a COSE receipt must be non-empty bytes")
     if len(data) > MAX_RECEIPT_SIZE:
         raise CoseReceiptError(f"a COSE receipt is at most {MAX_RECEIPT_SIZE} bytes")
-    outer = _strict(data, "the receipt")
+    outer = _strict(data, "the receipt", tagged=True)
     if not isinstance(outer, cbor2.CBORTag) or outer.tag != _TAG_SIGN1:
         raise CoseReceiptError("not a COSE_Sign1 (tag 18)")
     if not _is_array(outer.value) or len(outer.value) != 4:

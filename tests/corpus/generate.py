@@ -21,6 +21,9 @@ Two kinds of case:
 ``jcs``
     ``record_text`` (JSON text of a call record) and ``server``; ``expect`` holds the
     ``call_sha256`` and the canonical text Python computes, or ``refused: true``.
+``cose``
+    RFC 9942 COSE receipts of one tool call and Python's verdict on each
+    (tests/corpus/cose_cases.py says the format).
 
 A case with ``python_diverges`` is one where DESIGN.md's rule (the one the JavaScript verifier
 implements) differs from today's Python code; its expectation is DESIGN.md's, and the Python
@@ -90,6 +93,7 @@ from notary.verifier.trust import (
     parse_witness_keys,
 )
 from notary.verifier.verify import verify_tool_call
+from tests.corpus.cose_cases import add_cose_cases, python_cose
 from tests.notary_server import app_notary
 from tests.tamper import (
     checkpoint_root,
@@ -100,7 +104,7 @@ from tests.tamper import (
     set_field,
 )
 
-__all__ = ["LEVELS", "build", "python_ed25519", "python_jcs", "python_verdict"]
+__all__ = ["LEVELS", "build", "python_cose", "python_ed25519", "python_jcs", "python_verdict"]
 
 LEVELS = ("record", "signature", "inclusion", "witnesses", "consistency")
 BASE_REQUIRED = ["record", "signature", "inclusion"]
@@ -470,7 +474,8 @@ class Corpus:
             "version": 1,
             "cases": sorted(names),
             "counts": {
-                k: sum(c["kind"] == k for c in self.cases) for k in ("verify", "jcs", "ed25519")
+                k: sum(c["kind"] == k for c in self.cases)
+                for k in ("verify", "jcs", "ed25519", "cose")
             },
             # the parser's bounds, which the JavaScript one must share (js/test/corpus.test.js)
             "limits": {
@@ -1866,6 +1871,7 @@ async def _build(corpus: Corpus) -> None:
         state={origin: stored_entry(honest_size_2.receipt, corpus.vkey)},
     )
 
+    await add_cose_cases(corpus)
     _jcs_cases(corpus)
     corpus.cases.extend(ed25519_cases())
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.corpus.generate import build, python_ed25519, python_jcs, python_verdict
+from tests.corpus.generate import build, python_cose, python_ed25519, python_jcs, python_verdict
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[st
     return out, cases
 
 
-def outcome(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
+def outcome(case: dict[str, Any], workdir: Path) -> Any:
+    if case["kind"] == "cose":
+        return python_cose(case)
     if case["kind"] == "jcs":
         return python_jcs(case)
     if case["kind"] == "ed25519":
@@ -53,6 +55,7 @@ def test_corpus_covers_every_kind(corpus: tuple[Path, list[dict[str, Any]]]) -> 
         "jcs-refuse-",
         "hostile-",
         "ed25519-",
+        "cose-",
     ):
         assert any(n.startswith(prefix) for n in names), prefix
     assert len(cases) >= 150

@@ -65,6 +65,10 @@ export function receiptSection(receipt, { heading = "h1" } = {}) {
           ["Entry", link(`/explorer/entries/${receipt.ledger?.index}`, `#${receipt.ledger?.index}`)],
           ["Signature", h("span", {}, `${sig.alg ?? "?"}, key `, mono(sig.kid ?? "none"))],
           ["Spec", receipt.spec],
+          ["COSE receipt", h("a", {
+            href: `/v1/tool-calls/${encodeURIComponent(receipt.id)}/receipt.cose`, download: `${receipt.id}.cose`,
+            type: "application/scitt-receipt+cose", "data-testid": "cose-download",
+          }, "Download (RFC 9942, for SCITT tools)")],
         ]),
         h("details", {}, h("summary", {}, "tlog-proof (inclusion proof and signed checkpoint)"), h("pre", { class: "note", tabindex: "0" }, receipt.proof ?? "none")),
         h("details", {}, h("summary", {}, "The receipt as JSON"), h("pre", { class: "note", tabindex: "0" }, JSON.stringify(receipt, null, 2)))),

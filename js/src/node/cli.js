@@ -15,7 +15,7 @@ import { DEFAULT_STATE_PATH, StateFileStore, expandUser } from "./state-file.js"
 import { setEd25519Backend } from "../ed25519.js";
 import { nodeEd25519 } from "./ed25519-node.js";
 
-const USAGE = `usage: mcp-notary verify [CALL|DIR|BUNDLE] [--tool T] [--arguments FILE|JSON] [--receipt FILE] [--record FILE]
+const USAGE = `usage: mcp-notary verify [CALL|DIR|BUNDLE] [--tool T] [--arguments FILE|JSON] [--receipt FILE] [--record FILE] [--cose FILE]
                          [--jwks FILE|URL] [--log-key VKEY|@FILE]... [--witness VKEY|@FILE]... [--quorum K]
                          [--witness-policy FILE] [--notary URL] [--state FILE | --no-state] [--offline]
                          [--log-url URL] [--timeout SECONDS] [--upgrade] [--save-receipt FILE]
@@ -34,6 +34,8 @@ inputs (one of):
                             bare CallToolResult (wire JSON with _meta), or a JSON-RPC response
   --receipt R --record C    receipt (with proof) and rs-tool-call/1 call record
   (CALL --receipt R: use R instead of, or for want of, the receipt embedded in _meta)
+  --cose FILE               the call's RFC 9942 COSE receipt (receipt.cose): checked too, and
+                            required to pass (the log's key signed a root the call's entry is in)
 
 trust:
   --jwks FILE|URL           trusted receipt keys (a URL needs the network)
@@ -121,7 +123,7 @@ function parse(argv) {
       args: argv,
       allowPositionals: true,
       options: {
-        tool: { type: "string" }, arguments: { type: "string" }, receipt: { type: "string" }, record: { type: "string" },
+        tool: { type: "string" }, arguments: { type: "string" }, receipt: { type: "string" }, record: { type: "string" }, cose: { type: "string" },
         jwks: { type: "string" }, "log-key": { type: "string", multiple: true, default: [] },
         witness: { type: "string", multiple: true, default: [] }, quorum: { type: "string" },
         "witness-policy": { type: "string" }, policy: { type: "string" },
@@ -175,7 +177,8 @@ function loadCall(args) {
 
 async function run(args) {
   const { trust, fetcher, store, call } = await setUp(args, () => loadCall(args));
-  return verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null, upgrade: args.upgrade });
+  const cose = args.cose === undefined ? null : readBytes(args.cose, "the COSE receipt");
+  return verifyCall(call, trust, { fetcher, store, logUrl: args["log-url"] ?? null, upgrade: args.upgrade, cose });
 }
 
 /**
@@ -205,7 +208,7 @@ async function setUp(args, load = () => null) {
   return { trust, fetcher, store, call };
 }
 
-const SINGLE_CALL_FLAGS = ["tool", "arguments", "receipt", "record", "save-receipt"];
+const SINGLE_CALL_FLAGS = ["tool", "arguments", "receipt", "record", "cose", "save-receipt"];
 
 /**
  * `mcp-notary verify DIR|BUNDLE`: every saved call of an evidence store or bundle, as the Python

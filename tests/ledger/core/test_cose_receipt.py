@@ -22,6 +22,7 @@ from ledger.core.cose_receipt import (
     cose_key_set,
     encode_receipt,
     parse_receipt,
+    sig_structure,
     sign_root,
     verify_receipt,
 )
@@ -215,10 +216,66 @@ def test_a_non_minimal_encoding_is_refused() -> None:
 def test_no_kid_needs_exactly_one_key_of_the_algorithm() -> None:
     p = cbor2.dumps({1: -8, 395: 1}, canonical=True)
     signed = sign_root(SIGNER, issuer=ORIGIN, tree_size=3, root=_root(3), iat=None)
-    from ledger.core.cose_receipt import sig_structure
     data = _rebuild(encode_receipt(signed, 1, _path(1, 3)), protected=p,
                     signature=LOG.sign(sig_structure(p, _root(3))))
     assert ours_verifies(data, ENTRIES[1])
     other = CoseKey(ALG_EDDSA, Ed25519Signer.generate(ORIGIN).public_key)
     with pytest.raises(CoseReceiptError, match="names no kid"):
         verify_receipt(data, entry=ENTRIES[1], keys=[SIGNER.key, other])
+
+
+def _nested(levels: int) -> object:
+    """``levels`` arrays, one in another, around a 0."""
+    value: object = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _protected(extra: dict[object, object]) -> bytes:
+    return cbor2.dumps({1: -8, 395: 1, **extra})
+
+
+@pytest.mark.parametrize("protected, message", [
+    (_protected({99: 1.5}), "float"),
+    (_protected({99: cbor2.undefined}), "UndefinedType"),
+    (_protected({99: cbor2.CBORSimpleValue(16)}), "CBORSimpleValue"),
+    (_protected({99: cbor2.CBORTag(24, b"\x01")}), "CBORTag"),
+    (_protected({99: 2**64}), "bignum"),  # cbor2 reads tag 2 as an int
+    (_protected({99: -(2**64) - 1}), "bignum"),
+    (_protected({99: {True: 0}}), "map key"),
+    (_protected({99: {b"k": 0}}), "map key"),
+    (_protected({2: [{}], 99: 0}), "crit"),  # an unhashable crit entry once raised TypeError
+    (_protected({2: [True]}), "crit"),  # True is not the label 1
+    (cbor2.dumps({1: {}, 395: 1}), "alg"),  # an unhashable alg raised TypeError
+    (cbor2.dumps({1: [-8], 395: 1}), "alg"),
+    (_protected({99: _nested(15)}), "deeper"),
+])
+def test_what_no_receipt_of_ours_holds_is_refused(protected: bytes, message: str) -> None:
+    """One grammar for both verifiers (js/src/cose.js reads the same): plain types only."""
+    with pytest.raises(CoseReceiptError, match=message):
+        parse_receipt(_rebuild(_receipt(5, 7), protected=protected))
+
+
+def test_the_deepest_nesting_allowed_is_read() -> None:
+    # the header map is level 1, its value's 14 arrays levels 2 to 15, their 0 level 16
+    data = _rebuild(_receipt(5, 7), protected=_protected({99: _nested(14)}))
+    assert parse_receipt(data).tree_size == 7
+
+
+def test_eddsa_follows_libsodium_as_every_verifier_of_ours() -> None:
+    """A signature by the log's own key with the identity as R verifies under OpenSSL's rules,
+    not libsodium's (nor the JavaScript verifier's): refused, so no receipt has two verdicts."""
+    import hashlib
+    order = 2**252 + 27742317777372353535851937790883648493
+    digest = hashlib.sha512(SEED).digest()
+    a = (int.from_bytes(digest[:32], "little") & ((1 << 254) - 8)) | (1 << 254)
+    protected = cbor2.loads(_receipt(5, 7)).value[0]
+    message = sig_structure(protected, _root(7))
+    r_point = (1).to_bytes(32, "little")
+    k = int.from_bytes(hashlib.sha512(r_point + LOG.public_key + message).digest(), "little")
+    forged = r_point + (k * a % order).to_bytes(32, "little")
+    Ed25519PrivateKey.from_private_bytes(SEED).public_key().verify(forged, message)  # OpenSSL: ok
+    with pytest.raises(CoseReceiptError, match="signature does not verify"):
+        verify_receipt(_rebuild(_receipt(5, 7), signature=forged), entry=ENTRIES[5],
+                       keys=[SIGNER.key])
