@@ -26,7 +26,6 @@ function api() {
 
 /** The tracer of the application's registered provider, or null when it has none. */
 async function tracer() {
-  if (globalThis[GLOBAL]?.trace === undefined) return null;
   const otel = await api();
   if (otel === null) return null;
   const provider = otel.trace.getTracerProvider();
@@ -79,15 +78,29 @@ function headersFor(otel, ctx, span, carrier) {
  * headers carry; `span` is null (and the headers are the carrier's, checked) when the
  * application has registered no tracer provider. A failure is recorded on the span and rethrown.
  */
-export async function clientSpan(name, attributes, carrier, request) {
-  const found = await tracer();
+export function clientSpan(name, attributes, carrier, request) {
+  // Nothing registered by any copy of the API: the untraced request, nothing else run.
+  if (globalThis[GLOBAL]?.trace === undefined) return request(traceHeaders(carrier) ?? {}, null);
+  return traced(name, attributes, carrier, request);
+}
+
+async function traced(name, attributes, carrier, request) {
+  const found = await tracer().catch(() => null);
   if (found === null) return request(traceHeaders(carrier) ?? {}, null);
-  const { otel, tracer: t } = found;
-  const parent = parentContext(otel, carrier);
-  const span = t.startSpan(name, { kind: otel.SpanKind.CLIENT, attributes }, parent);
-  const ctx = otel.trace.setSpan(parent, span);
+  const { otel } = found;
+  let span, ctx, headers;
   try {
-    return await otel.context.with(ctx, () => request(headersFor(otel, ctx, span, carrier), span));
+    const parent = parentContext(otel, carrier);
+    span = found.tracer.startSpan(name, { kind: otel.SpanKind.CLIENT, attributes }, parent);
+    ctx = otel.trace.setSpan(parent, span);
+    headers = headersFor(otel, ctx, span, carrier);
+  } catch {
+    // Telemetry never fails a notarization: whatever broke, the request goes untraced.
+    span?.end();
+    return request(traceHeaders(carrier) ?? {}, null);
+  }
+  try {
+    return await otel.context.with(ctx, () => request(headers, span));
   } catch (e) {
     span.recordException(e);
     span.setStatus({ code: otel.SpanStatusCode.ERROR, message: e?.message });
