@@ -3,8 +3,6 @@
 
 import { traceHeaders } from "./tracecontext.js";
 
-export const NAME = "mcp-notary";
-
 /** `request(headers, null)` with the carrier's trace context headers. */
 export function clientSpan(name, attributes, carrier, request) {
   return request(traceHeaders(carrier) ?? {}, null);

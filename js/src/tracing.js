@@ -10,7 +10,7 @@
 import { isTraceparent, traceHeaders } from "./tracecontext.js";
 
 /** The instrumentation scope of our spans (the Python side's too). */
-export const NAME = "mcp-notary";
+const NAME = "mcp-notary";
 
 // Where every copy of @opentelemetry/api 1.x keeps what the application registered (provider,
 // propagator, context manager): nothing there means nothing to report to, so no import at all.
