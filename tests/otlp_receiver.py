@@ -1,9 +1,9 @@
 """A real OTLP/HTTP trace receiver on 127.0.0.1 for the tracing tests.
 
-It accepts what the standard OTLP exporter sends (``POST /v1/traces``, protobuf, optionally
-gzip-compressed), decodes it with the opentelemetry-proto package's classes and keeps each span
-as a :class:`ReceivedSpan`. It runs on a thread of its own, so that it keeps receiving while a
-test blocks or waits on its own loop.
+It accepts what the standard OTLP exporters send (``POST /v1/traces``, protobuf, optionally
+gzip-compressed, sized or chunked), decodes it with the opentelemetry-proto package's classes
+and keeps each span as a :class:`ReceivedSpan`. It runs on a thread of its own, so that it
+keeps receiving while a test blocks or waits on its own loop.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class OtlpReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                body = self._body()
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 if self.path != "/v1/traces" or not self.headers.get(
@@ -72,6 +72,18 @@ class OtlpReceiver:
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
+
+            def _body(self) -> bytes:
+                """The request body, sized or chunked (the JavaScript exporter streams it)."""
+                if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+                    return self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                parts: list[bytes] = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()
+                while self.rfile.readline().strip():  # trailers, up to the blank line
+                    pass
+                return b"".join(parts)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -7,7 +7,7 @@
 
 import { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError, ReceiptFormatError } from "./errors.js";
 import { validateReceiptShape } from "./receipt.js";
-import { traceHeaders } from "./tracecontext.js";
+import { clientSpan } from "#tracing";
 
 export { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError };
 
@@ -145,9 +145,17 @@ export class NotaryClient {
     if (!this.#apiKey) throw new TypeError(MISSING_API_KEY);
     if (typeof callSha256 !== "string" || !HEX64.test(callSha256)) throw new TypeError("callSha256 must be 64 lower-case hex characters");
     const body = { server, tool, call_sha256: callSha256 };
-    // The caller's W3C trace context (e.g. from the MCP request's _meta): the notary continues it.
-    const headers = traceHeaders(traceContext) ?? {};
-    const receipt = await this.request("POST", "/v1/tool-calls", { body, auth: true, headers });
+    // The caller's W3C trace context (e.g. from the MCP request's _meta): the notary continues
+    // it, under our client span when the application traces (tracing.js).
+    const attributes = { "http.request.method": "POST", "url.full": `${this.baseUrl}/v1/tool-calls`, "gen_ai.tool.name": tool };
+    return clientSpan("POST /v1/tool-calls", attributes, traceContext, async (headers, span) => {
+      const receipt = this.#checkedReceipt(body, await this.request("POST", "/v1/tool-calls", { body, auth: true, headers }));
+      span?.setAttributes({ "notary.receipt.id": receipt.id, "notary.log.origin": receipt.ledger.origin, "notary.log.index": receipt.ledger.index });
+      return receipt;
+    });
+  }
+
+  #checkedReceipt(body, receipt) {
     for (const key of ["server", "tool", "call_sha256"]) {
       if (receipt[key] !== body[key]) {
         throw new NotaryResponseError(`the notary returned a receipt whose ${key} is ${JSON.stringify(receipt[key])}, not ${JSON.stringify(body[key])}`);

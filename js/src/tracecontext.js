@@ -1,8 +1,8 @@
 // W3C trace context (traceparent, tracestate, baggage) carried from an MCP request's `_meta`
 // (MCP 2026-07-28) to the HTTP headers of the notary request it causes, so that the notary's
-// spans join the caller's trace. No OpenTelemetry dependency: the context is passed on as the
-// caller sent it (the notary's span becomes a child of the caller's span); a server that runs
-// @opentelemetry/api itself can pass its own current context to `notarize` instead.
+// spans join the caller's trace. Checked here, without OpenTelemetry: when the application
+// traces, tracing.js makes our span its child and sends the span's context instead; otherwise
+// the context is passed on as the caller sent it (the notary's span a child of the caller's).
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
 const ZEROS_32 = "0".repeat(32);

@@ -48,11 +48,13 @@ after(async () => {
   await new Promise((resolve) => (server ? server.close(resolve) : resolve()));
 });
 
-test("the browser entry point bundles without any Node module", async () => {
+test("the browser entry point bundles without any Node module or OpenTelemetry", async () => {
   for (const entry of ["../src/index.js", "../src/verify.js"]) {
     const r = await build({ entryPoints: [new URL(entry, import.meta.url).pathname], bundle: true, write: false, platform: "browser", format: "esm", logLevel: "silent", metafile: true });
     const inputs = Object.keys(r.metafile.inputs);
     assert.ok(inputs.every((p) => !p.startsWith("node:") && !p.includes("/src/node/")), inputs.join(", "));
+    // nothing of OpenTelemetry either (#tracing is tracing-off.js for browsers)
+    assert.ok(inputs.every((p) => !p.includes("@opentelemetry/") && !p.endsWith("src/tracing.js")), inputs.join(", "));
     assert.ok(!/\bfrom\s*["']node:/.test(r.outputFiles[0].text));
   }
 });

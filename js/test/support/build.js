@@ -1,4 +1,5 @@
-// Compile the TypeScript fixture server with esbuild (types are checked by tsc in types.test.js).
+// Compile the TypeScript fixtures with esbuild (types are checked by tsc in types.test.js): the
+// server, and the tracing set-up an application loads with `node --import` (instrumentation).
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
 
@@ -9,8 +10,8 @@ let built = null;
 /** Path of the compiled fixture server (test/fixtures/.build/server.mjs), built once per run. */
 export function fixtureServer() {
   built ??= build({
-    entryPoints: [FIXTURE_DIR + "server.ts"], outfile: FIXTURE_DIR + ".build/server.mjs",
-    format: "esm", platform: "node", target: "node20", bundle: false, logLevel: "warning",
+    entryPoints: ["server.ts", "instrumentation.ts"].map((name) => FIXTURE_DIR + name), outdir: FIXTURE_DIR + ".build",
+    outExtension: { ".js": ".mjs" }, format: "esm", platform: "node", target: "node20", bundle: false, logLevel: "warning",
   }).then(() => FIXTURE_DIR + ".build/server.mjs");
   return built;
 }
