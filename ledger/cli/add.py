@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.cli.logdir import KEY, db_path
-from ledger.core.note import Ed25519Signer
-from ledger.core.tiles import MAX_ENTRY_SIZE
-from ledger.log.facade import Log
-from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
-from ledger.process.keyfile import read_secret
-from ledger.storage.base import StoreError
-from ledger.storage.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from ledger.core.note import Ed25519Signer
 
 APPEND_BATCH = 4096
 """Entries committed per transaction: each commit prints its indexes, so a long ``add`` shows
@@ -36,6 +31,14 @@ def _read_entries(files: Sequence[str]) -> tuple[list[bytes], Callable[[int], st
 
 async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
                   wait: float) -> None:
+    # deferred: the log, SQLite and the event loop only to append, not for `--help`
+    import sqlite3
+
+    from ledger.cli.logdir import db_path
+    from ledger.log.facade import Log
+    from ledger.storage.base import StoreError
+    from ledger.storage.sqlite import SqliteStore
+
     store = await SqliteStore.open(db_path(directory), busy_timeout=wait)
     try:
         log = await Log.open(store, signer=signer)
@@ -67,6 +70,13 @@ async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    # deferred: the log, its key and the event loop only to append, not for `--help`
+    from ledger.cli.logdir import KEY, db_path
+    from ledger.core.note import Ed25519Signer
+    from ledger.core.tiles import MAX_ENTRY_SIZE
+    from ledger.process import event_loop
+    from ledger.process.keyfile import read_secret
+
     directory = Path(args.dir)
     db_path(directory)
     entries, name_of = _read_entries(args.files)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ledger.cli.logdir import open_readonly, post_quantum
-from ledger.jobs.export import export_log
-from ledger.process import event_loop
-from ledger.process.progress import progress_reporter
-
 
 async def _export(directory: Path, out: Path, pq_checkpoints: bool) -> str:
+    # deferred: the log, the export job and the progress bar, not for `--help`
+    from ledger.cli.logdir import open_readonly, post_quantum
+    from ledger.jobs.export import export_log
+    from ledger.process.progress import progress_reporter
+
     log = await open_readonly(directory)
     update, close = progress_reporter("export", "file")
     try:
@@ -25,6 +25,9 @@ async def _export(directory: Path, out: Path, pq_checkpoints: bool) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    # deferred: the event loop, not for `--help`
+    from ledger.process import event_loop
+
     print(event_loop.run(_export(Path(args.dir), Path(args.out), args.pq_checkpoints == "on")))
     return 0
 

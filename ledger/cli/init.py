@@ -6,17 +6,19 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.cli.logdir import DB, KEY, VKEY
-from ledger.core.note import Ed25519Signer
-from ledger.log.facade import Log
-from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
-from ledger.process.keyfile import write_secret
-from ledger.storage.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from ledger.core.note import Ed25519Signer
 
 
 async def _create_db(db: Path, signer: Ed25519Signer) -> None:
+    # deferred: the log and SQLite, not for `--help`
+    from ledger.log.facade import Log
+    from ledger.storage.sqlite import SqliteStore
+
     store = await SqliteStore.open(db, create=True)
     try:
         log = await Log.open(store, signer=signer)  # signs the empty tree
@@ -34,6 +36,12 @@ def _write_public(path: Path, text: str) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    # deferred: the key code and the event loop, not for `--help`
+    from ledger.cli.logdir import DB, KEY, VKEY
+    from ledger.core.note import Ed25519Signer
+    from ledger.process import event_loop
+    from ledger.process.keyfile import write_secret
+
     directory = Path(args.dir)
     origin: str = args.origin
     if args.key is None:

@@ -18,23 +18,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import structlog
-
-from ledger.cli.witness import ALGORITHMS, parse_log_spec, read_witness_key, reporting
-from ledger.core.note import NoteError, NoteVerifier
-from ledger.http.run import serve_until_signalled
-from ledger.mirror.copy import LogCopy
-from ledger.mirror.server import Mirror, create_mirror_app
-from ledger.mirror.state import MirrorState, MirrorStateError
-from ledger.mirror.stores import is_postgres_url, open_copy_store
-from ledger.process import event_loop
+from ledger.cli.witness import ALGORITHMS, new_signer, parse_log_spec, read_witness_key, reporting
 from ledger.process.exitcodes import UsageError
-from ledger.process.keyfile import KeyFileError, write_secret
 from ledger.process.netaddr import parse_host_port
-from ledger.process.structured_logs import configure
-from ledger.storage.base import StoreError
-from ledger.witness.server import WitnessSigner
+
+if TYPE_CHECKING:
+    from ledger.core.note import NoteVerifier
+    from ledger.mirror.server import Mirror
+    from ledger.witness.server import WitnessSigner
 
 __all__ = ["close_mirror", "open_mirror", "register"]
 
@@ -64,6 +57,12 @@ async def open_mirror(signers: Sequence[WitnessSigner],
                       database: str | None = None) -> Mirror:
     """The mirror over ``data``: its state and a copy per log (a SQLite file, or a schema in
     the PostgreSQL ``database``), created if missing."""
+    # deferred: the mirror's stores and server, not for `--help`
+    from ledger.mirror.copy import LogCopy
+    from ledger.mirror.server import Mirror
+    from ledger.mirror.state import MirrorState
+    from ledger.mirror.stores import open_copy_store
+
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
     state = await MirrorState.open(data / STATE_NAME, [s.verifier_key_text() for s in signers])
     copies: dict[str, LogCopy] = {}
@@ -86,8 +85,12 @@ async def close_mirror(mirror: Mirror) -> None:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
+    # deferred: the key code, not for `--help`
+    from ledger.core.note import NoteError
+    from ledger.process.keyfile import write_secret
+
     try:
-        signer = ALGORITHMS[args.algorithm].generate(args.name)
+        signer = new_signer(args.algorithm, args.name)
     except NoteError as e:
         raise UsageError(f"--name {args.name!r}: {e}") from None
     write_secret(Path(args.out), signer.private_key_text())
@@ -97,6 +100,12 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
                  data: Path, database: str | None, host: str, port: int) -> None:
+    # deferred: the HTTP server and structlog, not for `--help`
+    import structlog
+
+    from ledger.http.run import serve_until_signalled
+    from ledger.mirror.server import create_mirror_app
+
     mirror = await open_mirror(signers, logs, data, database)
     app = create_mirror_app(mirror)
 
@@ -113,6 +122,11 @@ async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # deferred: the logging stack, the stores and the event loop, not for `--help`
+    from ledger.mirror.stores import is_postgres_url
+    from ledger.process import event_loop
+    from ledger.process.structured_logs import configure
+
     configure(args.log_format, args.log_level)
     signers = [read_witness_key(Path(k)) for k in args.key]
     if len({(s.name, s.key_id) for s in signers}) != len(signers):
@@ -130,7 +144,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-_run = reporting("ledger", (UsageError, MirrorStateError, StoreError, KeyFileError), STATE_NAME)
+def _expected() -> tuple[type[Exception], ...]:
+    # deferred: imported only when a command fails
+    from ledger.mirror.state import MirrorStateError
+    from ledger.process.keyfile import KeyFileError
+    from ledger.storage.base import StoreError
+
+    return UsageError, MirrorStateError, StoreError, KeyFileError
+
+
+_run = reporting("ledger", _expected, STATE_NAME)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,10 +8,12 @@ Exit status of a one-shot run: 0 verified, 1 alarm (evidence written to ``--evid
 2 usage or state-file error, 3 the log could not be reached or answered nonsense.
 """
 
+# The monitor, aiohttp and the logging stack are imported by the functions that run it (each
+# `# deferred:`), not for `--help`: the docstring above is the help's description.
+
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -20,22 +22,19 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from aiohttp import web
-from prometheus_client import generate_latest
-
-from ledger.client.http import FetchError, HttpClient
-from ledger.client.tiles import LogSource
-from ledger.core.cosignature import LogVerifier, parse_log_key, parse_verifier_key
-from ledger.core.note import NoteError, NoteVerifier
-from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
-from ledger.monitor.core import Alarm, EntryFilter, Monitor, MonitorConfig, MonitorMetrics
-from ledger.monitor.state import MonitorStateError
-from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.netaddr import parse_host_port
-from ledger.process.structured_logs import configure
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from aiohttp import web
+
+    from ledger.core.cosignature import LogVerifier
+    from ledger.core.note import NoteVerifier
+    from ledger.monitor.core import EntryFilter
 
 __all__ = ["default_state_path", "register", "run", "state_dir"]
 
@@ -52,6 +51,10 @@ def _read_key(text: str) -> str:
 
 def _log_verifier(text: str) -> tuple[LogVerifier, str]:
     """The log's key, Ed25519 or ML-DSA-44 (a post-quantum monitor pins the latter)."""
+    # deferred: the key code (PyNaCl, ML-DSA), not for `--help`
+    from ledger.core.cosignature import parse_log_key
+    from ledger.core.note import NoteError
+
     vkey = _read_key(text)
     try:
         return parse_log_key(vkey), vkey
@@ -60,6 +63,10 @@ def _log_verifier(text: str) -> tuple[LogVerifier, str]:
 
 
 def _witness(text: str) -> NoteVerifier:
+    # deferred: the key code (PyNaCl, ML-DSA), not for `--help`
+    from ledger.core.cosignature import parse_verifier_key
+    from ledger.core.note import NoteError
+
     try:
         return parse_verifier_key(_read_key(text))
     except NoteError as e:
@@ -92,7 +99,17 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     Importable so that tests and other programs can run it inside their own event loop;
     ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
     """
+    # deferred: the monitor, aiohttp and Prometheus, not for `--help`
+    import asyncio
 
+    from aiohttp import web
+    from prometheus_client import generate_latest
+
+    from ledger.client.http import FetchError, HttpClient
+    from ledger.client.tiles import LogSource
+    from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
+    from ledger.monitor.core import Alarm, Monitor, MonitorConfig, MonitorMetrics
+    from ledger.monitor.state import MonitorStateError
 
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
@@ -190,6 +207,12 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
+    # deferred: the event loop and the logging stack, not for `--help`
+    import asyncio
+
+    from ledger.process import event_loop
+    from ledger.process.structured_logs import configure
+
     configure("auto", "info")
 
     async def main() -> int:

@@ -4,27 +4,22 @@ its static tree and pushing it to mirrors."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.cli.logdir import open_readonly, post_quantum
-from ledger.http.routes import PUBLISHED_CHECKPOINT, create_ledger_app
-from ledger.http.run import serve_until_signalled
-from ledger.jobs.publish import Publisher
-from ledger.jobs.witnessing import (
-    WitnessConfigError,
-    WitnessEndpoint,
-    Witnessing,
-    parse_mirror_spec,
-)
-from ledger.process import event_loop
 from ledger.process.dirlock import DirectoryInUseError, ServingLock
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
 
+if TYPE_CHECKING:
+    from ledger.jobs.witnessing import WitnessEndpoint, Witnessing
+
 
 def _mirrors(specs: Sequence[str]) -> list[WitnessEndpoint]:
+    # deferred: the witnessing job (HTTP clients, metrics), not for `--help`
+    from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec
+
     try:
         mirrors = [parse_mirror_spec(s) for s in specs]
     except WitnessConfigError as e:
@@ -37,6 +32,15 @@ def _mirrors(specs: Sequence[str]) -> list[WitnessEndpoint]:
 async def _serve(directory: Path, host: str, port: int, publish: Path | None,
                  pq_checkpoints: bool, mirrors: Sequence[WitnessEndpoint] = (),
                  mirror_interval: float = 2.0) -> None:
+    # deferred: the HTTP server, the log and its jobs, not for `--help`
+    import asyncio
+
+    from ledger.cli.logdir import open_readonly, post_quantum
+    from ledger.http.routes import PUBLISHED_CHECKPOINT, create_ledger_app
+    from ledger.http.run import serve_until_signalled
+    from ledger.jobs.publish import Publisher
+    from ledger.jobs.witnessing import Witnessing
+
     log = await open_readonly(directory)
     publisher = task = None
     witnessing: Witnessing | None = None
@@ -65,6 +69,9 @@ async def _serve(directory: Path, host: str, port: int, publish: Path | None,
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # deferred: the event loop, not for `--help`
+    from ledger.process import event_loop
+
     host, port = parse_host_port(args.listen, what="--listen")
     mirrors = _mirrors(args.mirror or ())
     if not 0.01 <= args.mirror_interval <= 86400:

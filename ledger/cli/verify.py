@@ -4,20 +4,22 @@ compare with what is stored."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
-from ledger.cli.logdir import find_db, verifier_of
-from ledger.jobs.check import AuditError, audit_log
-from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode
-from ledger.process.progress import progress_reporter
-from ledger.storage.damage import corruption_in, describe_findings, integrity_errors
-from ledger.storage.sqlite import SqliteStore
 
 
 async def _verify(directory: Path) -> str:
+    # deferred: the log, the audit, SQLite and the event loop, not for `--help`
+    import asyncio
+
+    from ledger.cli.logdir import find_db, verifier_of
+    from ledger.jobs.check import AuditError, audit_log
+    from ledger.process.progress import progress_reporter
+    from ledger.storage.damage import corruption_in, describe_findings, integrity_errors
+    from ledger.storage.sqlite import SqliteStore
+
     verifier = verifier_of(directory)
     db = find_db(directory)
     problems = await asyncio.to_thread(integrity_errors, db)
@@ -39,6 +41,10 @@ async def _verify(directory: Path) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    # deferred: the audit and the event loop, not for `--help`
+    from ledger.jobs.check import AuditError
+    from ledger.process import event_loop
+
     try:
         print(event_loop.run(_verify(Path(args.dir))))
     except AuditError as e:

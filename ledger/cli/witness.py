@@ -10,45 +10,47 @@ project), where the log key is Ed25519 or ML-DSA-44, keeping its state in
 ``--data DIR/witness.db``.
 """
 
+# The key code, the HTTP server and the logging stack are imported by the functions that run a
+# command (each `# deferred:`), not for `--help`: the docstring above is the help's description.
+
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import structlog
-
-from ledger.core.cosignature import CosignatureSigner, parse_log_key
-from ledger.core.note import (
-    KEY_TYPE_SUBTREE_V1,
-    NoteError,
-    NoteVerifier,
-    parse_private_key_text,
-)
-from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
-from ledger.http.run import serve_until_signalled
-from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode, UsageError
-from ledger.process.keyfile import KeyFileError, read_secret, write_secret
 from ledger.process.netaddr import parse_host_port
-from ledger.process.structured_logs import configure
-from ledger.storage.damage import corruption_in, damage_message
-from ledger.witness.server import Witness, WitnessSigner, create_witness_app
-from ledger.witness.store import WitnessStore, WitnessStoreError
 
-__all__ = ["ALGORITHMS", "parse_log_spec", "read_witness_key", "register", "reporting"]
+if TYPE_CHECKING:
+    from ledger.core.cosignature import CosignatureSigner
+    from ledger.core.note import NoteVerifier
+    from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+    from ledger.witness.server import WitnessSigner
+
+__all__ = ["ALGORITHMS", "new_signer", "parse_log_spec", "read_witness_key", "register",
+           "reporting"]
 
 DB_NAME = "witness.db"
 DEFAULT_LISTEN = "127.0.0.1:7380"
 
 Command = Callable[[argparse.Namespace], int]
 
-#: ``--algorithm`` values of ``keygen``, each with the class of key it makes.
-ALGORITHMS: dict[str, type[CosignatureSigner] | type[SubtreeCosignatureSigner]] = {
-    "ed25519": CosignatureSigner,
-    "ml-dsa-44": SubtreeCosignatureSigner,
-}
+ALGORITHMS = ("ed25519", "ml-dsa-44")
+"""``--algorithm`` values of ``keygen`` (:func:`new_signer` makes a key of each)."""
+
+
+def new_signer(algorithm: str, name: str) -> CosignatureSigner | SubtreeCosignatureSigner:
+    """A new witness (or mirror) key of one of :data:`ALGORITHMS`, named ``name``."""
+    # deferred: the key code (PyNaCl, ML-DSA), not for `--help`
+    from ledger.core.cosignature import CosignatureSigner
+    from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+
+    if algorithm == "ml-dsa-44":
+        return SubtreeCosignatureSigner.generate(name)
+    return CosignatureSigner.generate(name)
 
 
 def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
@@ -58,6 +60,10 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
     split at the first ``=`` (origins, being key names, hold none). The vkey may also be given
     as the path of a file holding it (``notary-data/log.vkey``).
     """
+    # deferred: the key code (PyNaCl, ML-DSA), not for `--help`
+    from ledger.core.cosignature import parse_log_key
+    from ledger.core.note import NoteError
+
     if "+" not in text and Path(text).is_file():
         text = Path(text).read_text().strip()
     try:
@@ -77,6 +83,12 @@ def parse_log_spec(text: str) -> tuple[str, NoteVerifier]:
 
 def read_witness_key(path: Path) -> WitnessSigner:
     """A witness private key file of either kind, the type byte in the key text deciding."""
+    # deferred: the key code (PyNaCl, ML-DSA), not for `--help`
+    from ledger.core.cosignature import CosignatureSigner
+    from ledger.core.note import KEY_TYPE_SUBTREE_V1, NoteError, parse_private_key_text
+    from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+    from ledger.process.keyfile import read_secret
+
     text = read_secret(path)
     try:
         _, _, key_type, _ = parse_private_key_text(text)
@@ -88,8 +100,12 @@ def read_witness_key(path: Path) -> WitnessSigner:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
+    # deferred: the key code, not for `--help`
+    from ledger.core.note import NoteError
+    from ledger.process.keyfile import write_secret
+
     try:
-        signer = ALGORITHMS[args.algorithm].generate(args.name)
+        signer = new_signer(args.algorithm, args.name)
     except NoteError as e:
         raise UsageError(f"--name {args.name!r}: {e}") from None
     write_secret(Path(args.out), signer.private_key_text())
@@ -99,6 +115,13 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
                  data: Path, host: str, port: int) -> None:
+    # deferred: the HTTP server, the witness's store and structlog, not for `--help`
+    import structlog
+
+    from ledger.http.run import serve_until_signalled
+    from ledger.witness.server import Witness, create_witness_app
+    from ledger.witness.store import WitnessStore
+
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
     vkeys = [s.verifier_key_text() for s in signers]
     store = await WitnessStore.open(data / DB_NAME, vkeys)
@@ -116,6 +139,10 @@ async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # deferred: the logging stack and the event loop, not for `--help`
+    from ledger.process import event_loop
+    from ledger.process.structured_logs import configure
+
     configure(args.log_format, args.log_level)
     signers = [read_witness_key(Path(k)) for k in args.key]
     if len({(s.name, s.key_id) for s in signers}) != len(signers):
@@ -129,20 +156,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def reporting(program: str, expected: tuple[type[Exception], ...], db_name: str
+def reporting(program: str, expected: Callable[[], tuple[type[Exception], ...]], db_name: str
               ) -> Callable[[Command], Command]:
-    """Wrap a cosigner's command (witness, mirror): an ``expected`` failure is one
+    """Wrap a cosigner's command (witness, mirror): an ``expected()`` failure is one
     ``<program>: error:`` line and exit status 2, a damaged database under ``--data`` says which
-    file and what to do, and Ctrl-C exits as interrupted."""
+    file and what to do, and Ctrl-C exits as interrupted. ``expected`` is called only when a
+    command fails, so that the modules of those errors are not imported for ``--help``."""
 
     def wrap(func: Command) -> Command:
         def wrapped(args: argparse.Namespace) -> int:
             try:
                 return func(args)
-            except expected as e:
-                print(f"{program}: error: {e}", file=sys.stderr)
-                return ExitCode.USAGE
             except Exception as e:
+                if isinstance(e, expected()):
+                    print(f"{program}: error: {e}", file=sys.stderr)
+                    return ExitCode.USAGE
+                # deferred: what only a damaged database's message needs (sqlite3)
+                from ledger.storage.damage import corruption_in, damage_message
+
                 if corruption_in(e) is None:
                     raise
                 data = getattr(args, "data", None)
@@ -157,7 +188,15 @@ def reporting(program: str, expected: tuple[type[Exception], ...], db_name: str
     return wrap
 
 
-_run = reporting("notary", (UsageError, WitnessStoreError, KeyFileError), DB_NAME)
+def _expected() -> tuple[type[Exception], ...]:
+    # deferred: imported only when a command fails
+    from ledger.process.keyfile import KeyFileError
+    from ledger.witness.store import WitnessStoreError
+
+    return UsageError, WitnessStoreError, KeyFileError
+
+
+_run = reporting("notary", _expected, DB_NAME)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 
 from notary.cli import store_args
-from notary.operator import admin
 
 __all__ = ["register"]
 
@@ -38,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("allowance", type=_allowance, metavar="N|unlimited")
 
     def run(args: argparse.Namespace) -> int:
+        # deferred: the store and key code, not for `--help`
+        from notary.operator import admin
+
         try:
             store_args.with_store(args, lambda store: admin.set_monthly_allowance(
                 store, args.account, args.allowance))

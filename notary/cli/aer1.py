@@ -16,7 +16,6 @@ from ledger.process.exitcodes import UsageError
 from notary.cli.trust_args import (
     check_network_args,
     cose_from_args,
-    parse_input_json,
     state_from_args,
     trust_from_args,
 )
@@ -29,7 +28,7 @@ from notary.core.aer1 import (
     verify_aer1,
 )
 from notary.core.verification import failed, skipped
-from notary.verifier.inputs import ToolCall, VerifierInputError
+from notary.verifier.inputs import ToolCall, VerifierInputError, parse_input_json
 from notary.verifier.report import Report
 from notary.verifier.state import VerifierStateError
 from notary.verifier.verify import verify_tool_call

@@ -13,12 +13,14 @@ from datetime import UTC, datetime
 from ledger.core.timestamps import rfc3339
 from notary.cli import store_args
 from notary.core.accounts import month_of
-from notary.operator import admin
 
 __all__ = ["register"]
 
 
 def cmd_apikey_create(args: argparse.Namespace) -> int:
+    # deferred: the store and key code, not for `--help`
+    from notary.operator import admin
+
     try:
         key = store_args.with_store(args, lambda store: admin.create_api_key(
             store, args.account, args.monthly_allowance))
@@ -54,6 +56,9 @@ def cmd_apikey_list(args: argparse.Namespace) -> int:
 
 
 def cmd_apikey_revoke(args: argparse.Namespace) -> int:
+    # deferred: the store and key code, not for `--help`
+    from notary.operator import admin
+
     try:
         key_id = store_args.with_store(args, lambda store: admin.revoke_api_key(
             store, args.key_id))

@@ -11,14 +11,10 @@ import argparse
 import shlex
 from pathlib import Path
 
-from ledger.client.http import FetchError, HttpClient
-from ledger.client.tiles import MAX_CHECKPOINT_BYTES
-from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from notary.cli import store_args
-from notary.operator.backup import BackupError, backup, restore
+from notary.core.databases import is_postgres
 from notary.serving.config import Settings
-from notary.store import is_postgres
 
 __all__ = ["register"]
 
@@ -35,6 +31,9 @@ def _refuse_postgres(settings: Settings, command: str) -> None:
 def cmd_backup(args: argparse.Namespace) -> int:
     settings = store_args.settings(args)
     _refuse_postgres(settings, "backup")
+    # deferred: the store and key code, not for `--help`
+    from notary.operator.backup import BackupError, backup
+
     try:
         info = backup(settings.data, Path(args.dest))
     except BackupError as e:
@@ -48,6 +47,10 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def _checkpoint_arg(value: str) -> tuple[str, bytes]:
     """A signed checkpoint from a file, or fetched from an http(s) URL (``.../checkpoint``)."""
     if value.startswith(("http://", "https://")):
+        # deferred: aiohttp and the event loop, only for a checkpoint to fetch
+        from ledger.client.http import FetchError, HttpClient
+        from ledger.client.tiles import MAX_CHECKPOINT_BYTES
+        from ledger.process import event_loop
 
         async def fetch() -> bytes:
             async with HttpClient(timeout=10.0) as http:
@@ -66,6 +69,9 @@ def _checkpoint_arg(value: str) -> tuple[str, bytes]:
 def cmd_restore(args: argparse.Namespace) -> int:
     settings = store_args.settings(args)
     _refuse_postgres(settings, "restore")
+    # deferred: the store and key code, not for `--help`
+    from notary.operator.backup import BackupError, restore
+
     extra = [_checkpoint_arg(v) for v in args.checkpoint]
     try:
         info, moved = restore(Path(args.backup), settings.data, extra,

@@ -17,19 +17,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.core.note import Ed25519Verifier, NoteError, parse_note
-from ledger.jobs.check import AuditError, audit_log
-from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode, UsageError
-from ledger.process.progress import progress_reporter
-from ledger.storage.base import LogStore
-from ledger.storage.damage import corruption_in, describe_findings, integrity_errors
-from ledger.storage.sqlite import SqliteStore
 from notary.cli import store_args
-from notary.operator.damage_marker import clear_damage, read_damage
-from notary.serving.keys import Paths
-from notary.store import is_postgres
+from notary.core.databases import is_postgres
+
+if TYPE_CHECKING:
+    from ledger.core.note import Ed25519Verifier
+    from ledger.storage.base import LogStore
+    from notary.serving.keys import Paths
 
 __all__ = ["register"]
 
@@ -41,6 +38,9 @@ which defaults to ./notary-data: what to do when that is not the log's."""
 
 
 def _verifier(paths: Paths, database: str) -> Ed25519Verifier:
+    # deferred: the note code (PyNaCl), not for `--help`
+    from ledger.core.note import Ed25519Verifier, NoteError
+
     where = f"; with --database, {_GIVE_DATA}" if is_postgres(database) else ""
     try:
         return Ed25519Verifier.from_vkey(paths.log_vkey.read_text().strip())
@@ -55,6 +55,9 @@ def _signs(verifier: Ed25519Verifier, note: bytes) -> bool:
     """Whether ``note`` carries a signature line of ``verifier``'s key (name and key ID), valid
     or not: one that does not is another log's checkpoint, not damage. An unparsable note is
     left to the audit, which reports it."""
+    # deferred: the note code (PyNaCl), not for `--help`
+    from ledger.core.note import NoteError, parse_note
+
     try:
         lines = parse_note(note).signatures
     except NoteError:
@@ -63,6 +66,11 @@ def _signs(verifier: Ed25519Verifier, note: bytes) -> bool:
 
 
 async def _audit(paths: Paths, verifier: Ed25519Verifier, database: str = "") -> str:
+    # deferred: the audit, the SQLite store and the progress bar, not for `--help`
+    from ledger.jobs.check import audit_log
+    from ledger.process.progress import progress_reporter
+    from ledger.storage.sqlite import SqliteStore
+
     store: LogStore
     if is_postgres(database):
         # deferred: asyncpg is the optional `postgres` extra; the SQLite default never needs it
@@ -87,6 +95,12 @@ async def _audit(paths: Paths, verifier: Ed25519Verifier, database: str = "") ->
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    # deferred: the audit, the event loop, SQLite and the key files, not for `--help`
+    from ledger.jobs.check import AuditError
+    from ledger.process import event_loop
+    from ledger.storage.damage import corruption_in, describe_findings, integrity_errors
+    from notary.serving.keys import Paths
+
     settings = store_args.settings(args)
     paths = Paths(settings.data)
     if is_postgres(settings.database):
@@ -131,6 +145,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _clear_recorded_damage(data: Path) -> None:
     """After a passing check: the damage a server of this store recorded in ``data`` (with
     PostgreSQL, the frontend's own directory) no longer stops its writes."""
+    # deferred: with the rest of the check, not for `--help`
+    from notary.operator.damage_marker import clear_damage, read_damage
+
     recorded = read_damage(data)
     if recorded is not None and clear_damage(data):
         print(f"cleared the damage the server had recorded ({recorded}); `notary serve` "

@@ -14,6 +14,9 @@ environment variable, never from a flag (flags show up in ``ps``). The salt file
 ``<state>.salt`` beside the state file (``gateway-state.salt``), never beside the policy (which
 often lives in a repository), and is created (mode 0600) when absent; a ``<policy>.salt`` left
 by an earlier version is still used when there is none beside the state.
+
+Building the parser imports none of the gateway, the verifier, the event loop or the mcp SDK:
+each function that runs a command imports what it uses, so ``notary gateway --help`` is quick.
 """
 
 from __future__ import annotations
@@ -27,44 +30,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from ledger.client.http import FetchError, HttpClient
-from ledger.core.tlog_policy import TlogPolicy
-from ledger.process import event_loop
 from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.netaddr import parse_host_port
-from ledger.process.structured_logs import configure
-from notary.cli.asgi import serve_asgi
 from notary.cli.trust_args import witness_policy_from_args
-from notary.core.receipts import Receipt, ReceiptFormatError
-from notary.gateway.audit import (
-    AUDIT_LEVELS,
-    AuditReport,
-    audit_decision,
-    check_policy,
-    parse_jsonl,
-)
-from notary.gateway.policy import Policy, PolicyError, explain, load_policy_text, render_explanation
-from notary.gateway.salt import (
-    SaltError,
-    default_salt_path,
-    ensure_salt,
-    legacy_salt_path,
-    read_salt,
-)
-from notary.gateway.store import DecisionEvidence, read_decisions, read_policy_receipts
-from notary.verifier.inputs import VerifierInputError, log_base_url
-from notary.verifier.trust import (
-    build_trust,
-    complete_from_notary,
-    load_jwks,
-    parse_log_keys,
-    parse_witness_keys,
-)
 
 if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
     from mcp.client.stdio import StdioServerParameters
 
+    from ledger.core.tlog_policy import TlogPolicy
+    from notary.gateway.audit import AuditReport
+    from notary.gateway.policy import Policy
     from notary.gateway.server import GatewayStartError
+    from notary.gateway.store import DecisionEvidence
 
 __all__ = ["parse_upstream", "register"]
 
@@ -102,6 +79,9 @@ def parse_upstream(text: str, env: Sequence[str] = (), cwd: str | None = None
 
 
 def _load_policy(path: Path) -> Policy:
+    # deferred: the policy code (RE2, JCS), not for `--help`
+    from notary.gateway.policy import PolicyError, load_policy_text
+
     try:
         return load_policy_text(path.read_text("utf-8"))
     except OSError as e:
@@ -112,6 +92,9 @@ def _load_policy(path: Path) -> Policy:
 
 def _salt_path(args: argparse.Namespace) -> Path:
     """``--salt-file``, else beside the state file (or an earlier version's beside the policy)."""
+    # deferred: the salt code, not for `--help`
+    from notary.gateway.salt import default_salt_path, legacy_salt_path
+
     if args.salt_file is not None:
         return Path(args.salt_file)
     path = default_salt_path(args.state)
@@ -140,7 +123,12 @@ def _api_key(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from notary.gateway.server import GatewayConfig, build_gateway  # deferred: imports mcp
+    # deferred: imports mcp; the event loop, uvicorn and the logging stack too
+    from ledger.process import event_loop
+    from ledger.process.structured_logs import configure
+    from notary.cli.asgi import serve_asgi
+    from notary.gateway.salt import SaltError, ensure_salt
+    from notary.gateway.server import GatewayConfig, build_gateway
 
     if not args.upstream or not args.policy:
         raise _error("usage: notary gateway --upstream CMD|URL --policy FILE --notary URL "
@@ -232,6 +220,10 @@ async def _input_schemas(upstream: str | StdioServerParameters, mode: str
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    # deferred: the policy code and the event loop, not for `--help`
+    from ledger.process import event_loop
+    from notary.gateway.policy import explain, render_explanation
+
     policy = _load_policy(args.policy)
     schemas = None
     if args.upstream:
@@ -249,6 +241,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_commit_policy(args: argparse.Namespace) -> int:
+    # deferred: the salt code, not for `--help`
+    from notary.gateway.salt import SaltError, ensure_salt
+
     policy = _load_policy(args.policy)
     salt_path = _salt_path(args)
     try:
@@ -274,6 +269,10 @@ def _is_sqlite(path: Path) -> bool:
 
 async def _read_evidence(path: Path) -> tuple[list[DecisionEvidence],
                                               dict[str, dict[str, object] | None]]:
+    # deferred: the gateway's store (aiosqlite) and the audit, not for `--help`
+    from notary.gateway.audit import parse_jsonl
+    from notary.gateway.store import read_decisions, read_policy_receipts
+
     if _is_sqlite(path):
         decisions = [e async for e in read_decisions(path)]
         return decisions, await read_policy_receipts(path)
@@ -284,6 +283,13 @@ async def _read_evidence(path: Path) -> tuple[list[DecisionEvidence],
 
 
 async def _audit(args: argparse.Namespace) -> AuditReport:
+    # deferred: the audit, the verifier and aiohttp, not for `--help`
+    from ledger.client.http import HttpClient
+    from notary.gateway.audit import AuditReport, audit_decision, check_policy
+    from notary.gateway.salt import SaltError, default_salt_path, read_salt
+    from notary.verifier.inputs import VerifierInputError
+    from notary.verifier.trust import complete_from_notary, load_jwks, parse_log_keys
+
     salt_file = args.salt_file
     if salt_file is None:
         if not _is_sqlite(args.decisions):
@@ -335,6 +341,9 @@ async def _audit(args: argparse.Namespace) -> AuditReport:
 
 def _audit_witness_policy(args: argparse.Namespace) -> TlogPolicy | None:
     """``--witness-policy`` (C2SP tlog-policy), or ``--witness`` with ``--quorum``, or None."""
+    # deferred: the verifier, not for `--help`
+    from notary.verifier.trust import build_trust, parse_witness_keys
+
     policy = witness_policy_from_args(args)
     if policy is not None:
         return policy
@@ -349,6 +358,11 @@ async def _upgraded_proofs(receipts: list[Mapping[str, object]], args: argparse.
     Receipts are fetched from ``--notary`` or, without it, from the log URL in each receipt.
     A receipt that cannot be fetched keeps its own proof (and is judged on it).
     """
+    # deferred: aiohttp, the receipts and the verifier, not for `--help`
+    from ledger.client.http import FetchError, HttpClient
+    from notary.core.receipts import Receipt, ReceiptFormatError
+    from notary.verifier.inputs import log_base_url
+
     out: dict[str, str] = {}
     async with HttpClient(timeout=args.timeout) as fetcher:
         for given in receipts:
@@ -371,6 +385,9 @@ async def _upgraded_proofs(receipts: list[Mapping[str, object]], args: argparse.
 
 
 def _render_audit(report: AuditReport) -> str:
+    # deferred: the audit, not for `--help`
+    from notary.gateway.audit import AUDIT_LEVELS
+
     lines = []
     for p in report.policies:
         lines.append(f"policy {p.source}: commitment {p.commitment}")
@@ -391,6 +408,9 @@ def _render_audit(report: AuditReport) -> str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    # deferred: the event loop, not for `--help`
+    from ledger.process import event_loop
+
     report = event_loop.run(_audit(args))
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
@@ -400,6 +420,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
+    # deferred: the gateway's store (aiosqlite) and the event loop, not for `--help`
+    from ledger.process import event_loop
+    from notary.gateway.store import read_decisions
+
     if not _is_sqlite(args.state):
         raise _error(f"{args.state} is not a gateway state file")
 

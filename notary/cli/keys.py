@@ -9,19 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 
-from ledger.core.note import NoteError
-from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.timestamps import rfc3339
 from ledger.process.exitcodes import UsageError
-from ledger.process.keyfile import KeyFileError
 from notary.cli import store_args
-from notary.operator import admin
-from notary.serving.keys import Paths, current_receipt_key, load_log_key
 
 __all__ = ["register"]
 
 
 def cmd_keys_rotate(args: argparse.Namespace) -> int:
+    # deferred: the store and key code, not for `--help`
+    from notary.operator import admin
+    from notary.serving.keys import Paths
+
     paths = Paths(store_args.settings(args).data)
     key = store_args.with_store(args, lambda store: admin.rotate_receipt_key(paths, store))
     print(f"New receipt key {key.kid}; old keys stay in the JWKS. A running notary switches "
@@ -32,6 +31,12 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
 def cmd_keys_list(args: argparse.Namespace) -> int:
     """The keys that verify this notary's output: the log's (Ed25519, and the ML-DSA-44 key
     derived from it), and every receipt key the store knows, the one that signs marked."""
+    # deferred: the key code (PyNaCl, ML-DSA), not for `--help`
+    from ledger.core.note import NoteError
+    from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+    from ledger.process.keyfile import KeyFileError
+    from notary.serving.keys import Paths, current_receipt_key, load_log_key
+
     paths = Paths(store_args.settings(args).data)
     records = store_args.with_store(args, lambda store: store.receipt_keys())
     try:

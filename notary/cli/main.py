@@ -70,8 +70,8 @@ def _database(args: argparse.Namespace) -> tuple[Path | None, str | None]:
 def _uses_postgres(args: argparse.Namespace) -> bool:
     # deferred: the settings and store modules, which only a failing command's message needs
     from notary.cli import store_args
+    from notary.core.databases import is_postgres
     from notary.serving.config import ConfigError
-    from notary.store import is_postgres
 
     try:
         return hasattr(args, "data") and is_postgres(store_args.settings(args).database)

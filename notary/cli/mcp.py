@@ -1,7 +1,8 @@
 """``notary mcp``: the verifier as an MCP server, on stdio or streamable HTTP.
 
-The server module (and the ``mcp`` SDK behind it, most of a second to import) is imported only
-when this command runs, so every other ``notary`` command starts fast.
+The server module (and the ``mcp`` SDK behind it, most of a second to import), the verifier and
+the ASGI server are imported only when this command runs, so every other ``notary`` command and
+``notary mcp --help`` start fast.
 """
 
 from __future__ import annotations
@@ -9,34 +10,32 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
-from notary.cli.asgi import serve_asgi
 from notary.cli.trust_args import (
     add_trust_arguments,
     check_network_args,
     state_from_args,
     witness_policy_from_args,
 )
-from notary.core.jwks import Jwks
-from notary.verifier.inputs import VerifierInputError
-from notary.verifier.state import VerifierStateError
-from notary.verifier.trust import (
-    Trust,
-    build_trust,
-    load_jwks,
-    parse_log_keys,
-    parse_witness_keys,
-)
 
 if TYPE_CHECKING:
+    from notary.core.jwks import Jwks
     from notary.mcp_server import ServerConfig
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     """Validate the flags now, so a bad key or file fails at start (exit 2), not per call."""
-    from notary.mcp_server import ServerConfig  # deferred: the mcp SDK is heavy to import
+    # deferred: the mcp SDK is heavy to import; the verifier and the event loop, not for --help
+    from ledger.process import event_loop
+    from notary.mcp_server import ServerConfig
+    from notary.verifier.trust import (
+        Trust,
+        build_trust,
+        load_jwks,
+        parse_log_keys,
+        parse_witness_keys,
+    )
 
     check_network_args(args)
     jwks: Jwks | str | None = None
@@ -60,7 +59,12 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from notary.mcp_server import build_server  # deferred: the mcp SDK is heavy to import
+    # deferred: the mcp SDK is heavy to import; the verifier, the event loop and uvicorn too
+    from ledger.process import event_loop
+    from notary.cli.asgi import serve_asgi
+    from notary.mcp_server import build_server
+    from notary.verifier.inputs import VerifierInputError
+    from notary.verifier.state import VerifierStateError
 
     try:
         config = config_from_args(args)

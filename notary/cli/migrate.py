@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from typing import TYPE_CHECKING
 
 from ledger.core.paths import ENTRIES_PATH
 from ledger.process.dirlock import DirectoryInUseError, exclusive
 from ledger.process.exitcodes import ExitCode, UsageError
 from notary.cli import store_args
-from notary.store import is_postgres
-from notary.store.base import NotaryStore
-from notary.store.sqlite import SqliteNotaryStore
-from notary.store.sqlite_schema import MigrationReport
+from notary.core.databases import is_postgres
+
+if TYPE_CHECKING:
+    from notary.store.base import NotaryStore
+    from notary.store.sqlite_schema import MigrationReport
 
 __all__ = ["register"]
 
@@ -46,6 +48,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     for url in bases:
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--base-url {url!r} is not an http(s) URL")
+    # deferred: the SQLite store, not for `--help` or a bad --base-url
+    from notary.store.sqlite import SqliteNotaryStore
 
     async def report(store: NotaryStore) -> MigrationReport | None:
         return store.migration if isinstance(store, SqliteNotaryStore) else None

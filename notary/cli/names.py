@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from ledger.core.timestamps import rfc3339
-from ledger.storage.base import StoreError
 from notary.cli import store_args
-from notary.core.server_names import display_name
-from notary.operator import admin
-from notary.store.base import NotaryStore
+
+if TYPE_CHECKING:
+    from notary.store.base import NotaryStore
 
 __all__ = ["register"]
 
@@ -34,6 +34,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--account", required=True)
 
     def grant(args: argparse.Namespace) -> int:
+        # deferred: the store code and ICU (display_name), not for `--help`
+        from notary.core.server_names import display_name
+        from notary.operator import admin
+
         try:
             new = store_args.with_store(args, lambda store: admin.grant_server_name(
                 store, args.name, args.account))
@@ -51,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--json", action="store_true")
 
     def show(args: argparse.Namespace) -> int:
+        # deferred: ICU (display_name), not for `--help`
+        from notary.core.server_names import display_name
+
         rows = store_args.with_store(args, lambda store: store.server_names(args.account))
         if args.json:
             print(json.dumps([{"name": r.name, "account": r.account,
@@ -70,6 +77,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--to", dest="account", required=True, metavar="ACCOUNT")
 
     def move(args: argparse.Namespace) -> int:
+        # deferred: the store code and ICU (display_name), not for `--help`
+        from ledger.storage.base import StoreError
+        from notary.core.server_names import display_name
+        from notary.operator import admin
+
         async def run(store: NotaryStore) -> str:
             try:
                 return await admin.move_server_name(store, args.name, args.account)

@@ -14,24 +14,26 @@ import socket
 import sys
 from pathlib import Path
 
-from ledger.http.run import serve_until_signalled
-from ledger.http.server import ServerLimits
-from ledger.process import event_loop, tracing
 from ledger.process.dirlock import DirectoryInUseError, ServingLock
 from ledger.process.exitcodes import UsageError
-from ledger.process.structured_logs import configure
 from notary.cli import store_args
-from notary.http.app import create_app
+from notary.core.databases import MEMORY, is_memory
 from notary.serving.commands import store_command
 from notary.serving.config import SETTINGS
-from notary.serving.startup import check_before_creating, init_data_dir
-from notary.serving.workers import bind, metrics_dir, supervise
-from notary.store import MEMORY, is_memory
 
 __all__ = ["command_name", "register"]
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # deferred: the HTTP server, the store, logging and tracing, not for `serve --help`
+    from ledger.http.run import serve_until_signalled
+    from ledger.http.server import ServerLimits
+    from ledger.process import event_loop, tracing
+    from ledger.process.structured_logs import configure
+    from notary.http.app import create_app
+    from notary.serving.startup import check_before_creating, init_data_dir
+    from notary.serving.workers import bind, metrics_dir, supervise
+
     settings = store_args.settings(args)
     configure(settings.log_format, settings.log_level)
     tracing.setup("notary")  # before the app is made: its middlewares and hot path depend on it

@@ -4,6 +4,9 @@
 here by :func:`add_setting_flag` just as ``notary serve`` adds all of its flags, so a command
 that only administers the store spells and explains them exactly as ``serve`` does; ``--config``
 names the TOML file they (and every other setting) may also come from.
+
+Every store command imports this module to build its flags, for ``--help`` too: what opens a
+store is imported only by the functions that open one.
 """
 
 from __future__ import annotations
@@ -11,18 +14,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
-from ledger.storage.base import StoreError
-from notary.operator.admin import AdminError
+from notary.core.databases import MEMORY, is_memory, is_postgres
 from notary.serving.commands import store_command
 from notary.serving.config import SETTINGS, Setting, Settings, resolve
-from notary.serving.keys import Paths
-from notary.serving.startup import entry_url_bases
-from notary.store import MEMORY, is_memory, is_postgres, open_store
-from notary.store.base import NotaryStore
+
+if TYPE_CHECKING:
+    from notary.operator.admin import AdminError
+    from notary.serving.keys import Paths
+    from notary.store.base import NotaryStore
 
 __all__ = ["add_setting_flag", "add_store_flags", "refused", "settings", "with_store"]
 
@@ -86,6 +88,13 @@ def with_store(args: argparse.Namespace, use: Callable[[NotaryStore], Awaitable[
     Opening migrates a store of an older layout, as ``notary serve`` would (``bases``: more
     base URLs older receipts may have been signed with, tried first).
     """
+    # deferred: the store backends, the event loop and the key files, only to open a store
+    from ledger.process import event_loop
+    from ledger.storage.base import StoreError
+    from notary.serving.keys import Paths
+    from notary.serving.startup import entry_url_bases
+    from notary.store import open_store
+
     chosen = settings(args)
     if is_memory(chosen.database):
         raise UsageError(f"database {MEMORY!r} lives inside one `notary serve` process; there "

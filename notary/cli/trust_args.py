@@ -1,5 +1,8 @@
 """The trust and network flags that ``notary verify``, ``notary mcp`` and ``notary gateway audit``
 share, and turning them into trust anchors and a state file.
+
+Adding the flags imports nothing of the verifier, so that ``--help`` of those commands does not
+pay for it: the functions that turn flags into trust import it when a command runs.
 """
 
 from __future__ import annotations
@@ -8,37 +11,28 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ledger.client.http import HttpClient
-from ledger.core.boundedjson import JsonError
-from ledger.core.cose_receipt import MAX_RECEIPT_SIZE
-from ledger.core.tlog_policy import TlogPolicy
-from notary.verifier.inputs import (
-    VerifierInputError,
-    check_http_url,
-    parse_input_json,
-)
-from notary.verifier.state import (
-    DEFAULT_STATE_PATH,
-    StateFile,
-)
-from notary.verifier.trust import (
-    Trust,
-    build_trust,
-    complete_from_notary,
-    load_jwks,
-    load_witness_policy,
-    parse_log_keys,
-    parse_witness_keys,
-)
+if TYPE_CHECKING:
+    from ledger.client.http import HttpClient
+    from ledger.core.tlog_policy import TlogPolicy
+    from notary.verifier.state import StateFile
+    from notary.verifier.trust import Trust
 
-__all__ = ["add_trust_arguments", "check_network_args", "cose_from_args", "parse_input_json",
-           "state_from_args", "trust_from_args", "witness_policy_from_args"]
+__all__ = ["DEFAULT_STATE_TEXT", "add_trust_arguments", "check_network_args",
+           "cose_from_args", "state_from_args", "trust_from_args", "witness_policy_from_args"]
+
+DEFAULT_STATE_TEXT = "~/.config/mcp-notary/verifier-state.json"
+"""``notary.verifier.state.DEFAULT_STATE_PATH`` as ``--help`` shows it, without importing the
+verifier (``tests/notary/cli/test_command_loading.py`` checks that they agree)."""
 
 
 def _read_json(value: str, what: str) -> Any:
     """JSON from a file path, ``-`` (stdin), or inline text starting with ``{``."""
+    # deferred: the verifier package, not for `--help`
+    from ledger.core.boundedjson import JsonError
+    from notary.verifier.inputs import VerifierInputError, parse_input_json
+
     try:
         if value.lstrip().startswith("{"):
             return parse_input_json(value)
@@ -69,7 +63,7 @@ def add_trust_arguments(p: argparse.ArgumentParser, notary_help: str = "") -> No
                         "--jwks or --log-key is not given (trusts that notary for its own keys)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--state", type=Path, metavar="FILE",
-                       help=f"checkpoints seen so far, per log (default {DEFAULT_STATE_PATH})")
+                       help=f"checkpoints seen so far, per log (default {DEFAULT_STATE_TEXT})")
     group.add_argument("--no-state", action="store_true",
                        help="neither read nor write a state file")
     p.add_argument("--offline", action="store_true",
@@ -83,6 +77,9 @@ def add_trust_arguments(p: argparse.ArgumentParser, notary_help: str = "") -> No
 def state_from_args(args: argparse.Namespace) -> StateFile | None:
     if args.no_state:
         return None
+    # deferred: the verifier package, not for `--help`
+    from notary.verifier.state import DEFAULT_STATE_PATH, StateFile
+
     return StateFile(args.state if args.state is not None else DEFAULT_STATE_PATH)
 
 
@@ -94,6 +91,10 @@ def cose_from_args(args: argparse.Namespace) -> bytes | None:
     """
     if args.cose is None:
         return None
+    # deferred: the COSE codec and the verifier package, not for `--help`
+    from ledger.core.cose_receipt import MAX_RECEIPT_SIZE
+    from notary.verifier.inputs import VerifierInputError
+
     try:
         if args.cose == "-":
             return sys.stdin.buffer.read(MAX_RECEIPT_SIZE + 1)
@@ -105,6 +106,9 @@ def cose_from_args(args: argparse.Namespace) -> bytes | None:
 
 def check_network_args(args: argparse.Namespace) -> None:
     """Flag combinations that would need the network while ``--offline`` forbids it."""
+    # deferred: the verifier package, not for `--help`
+    from notary.verifier.inputs import VerifierInputError, check_http_url
+
     if args.offline and args.notary:
         raise VerifierInputError("--notary fetches keys, which --offline forbids; pass --jwks "
                                  "FILE and --log-key")
@@ -119,6 +123,16 @@ def check_network_args(args: argparse.Namespace) -> None:
 
 async def trust_from_args(args: argparse.Namespace, fetcher: HttpClient | None) -> Trust:
     """The trust anchors the flags name; the notary's own keys fill in only what is missing."""
+    # deferred: the verifier package, not for `--help`
+    from notary.verifier.trust import (
+        Trust,
+        build_trust,
+        complete_from_notary,
+        load_jwks,
+        parse_log_keys,
+        parse_witness_keys,
+    )
+
     jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
     jwks, log_keys, _ = await complete_from_notary(jwks, parse_log_keys(args.log_key),
                                                    args.notary, fetcher)
@@ -134,6 +148,10 @@ def witness_policy_from_args(args: argparse.Namespace) -> TlogPolicy | None:
     """The ``--witness-policy`` file, which replaces ``--witness`` and ``--quorum``."""
     if getattr(args, "witness_policy", None) is None:
         return None
+    # deferred: the verifier package, not for `--help`
+    from notary.verifier.inputs import VerifierInputError
+    from notary.verifier.trust import load_witness_policy
+
     if args.witness or args.quorum is not None:
         raise VerifierInputError("--witness-policy replaces --witness and --quorum; give one "
                                  "or the other")

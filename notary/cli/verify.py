@@ -1,4 +1,6 @@
 """``notary verify``: the command line of the verifier (rs-tool-call/1 and AER-1).
+
+The verifier is imported by the functions that run it, not for ``notary verify --help``.
 """
 
 from __future__ import annotations
@@ -6,11 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.client.http import HttpClient
-from ledger.process import event_loop
 from ledger.process.exitcodes import UsageError
-from notary.cli.aer1 import verify_command as verify_aer1_command
 from notary.cli.trust_args import (
     _read_json,
     add_trust_arguments,
@@ -19,23 +19,21 @@ from notary.cli.trust_args import (
     state_from_args,
     trust_from_args,
 )
-from notary.cli.verify_evidence import verify_entries
-from notary.verifier.evidence import read_evidence
-from notary.verifier.inputs import (
-    ToolCall,
-    VerifierInputError,
-    _object,
-    call_from_document,
-    call_from_receipt_and_record,
-)
-from notary.verifier.report import Report
-from notary.verifier.state import (
-    VerifierStateError,
-)
-from notary.verifier.verify import verify_tool_call
+
+if TYPE_CHECKING:
+    from notary.verifier.inputs import ToolCall
+    from notary.verifier.report import Report
 
 
 def _load_call(args: argparse.Namespace) -> ToolCall:
+    # deferred: the verifier package, not for `--help`
+    from notary.verifier.inputs import (
+        VerifierInputError,
+        _object,
+        call_from_document,
+        call_from_receipt_and_record,
+    )
+
     receipt = _object(_read_json(args.receipt, "the receipt"), "the receipt") \
         if args.receipt else None
     if args.call is None:
@@ -53,6 +51,11 @@ def _load_call(args: argparse.Namespace) -> ToolCall:
 
 
 async def _run_verify(args: argparse.Namespace) -> Report:
+    # deferred: the verifier package, not for `--help` (aiohttp: only when an HttpClient is made)
+    from ledger.client.http import HttpClient
+    from notary.verifier.inputs import VerifierInputError
+    from notary.verifier.verify import verify_tool_call
+
     check_network_args(args)
     if not (args.jwks or args.notary):
         raise VerifierInputError("no receipt keys to trust: pass --jwks FILE|URL (or --notary URL)")
@@ -76,6 +79,14 @@ async def _run_verify(args: argparse.Namespace) -> Report:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    # deferred: the verifier package and the event loop, not for `--help`
+    from ledger.process import event_loop
+    from notary.cli.aer1 import verify_command as verify_aer1_command
+    from notary.cli.verify_evidence import verify_entries
+    from notary.verifier.evidence import read_evidence
+    from notary.verifier.inputs import VerifierInputError
+    from notary.verifier.state import VerifierStateError
+
     if args.call not in (None, "-") and not args.call.lstrip().startswith("{"):
         try:
             entries = read_evidence(args.call)

@@ -9,8 +9,8 @@ import shlex
 from collections.abc import Mapping
 from urllib.parse import parse_qs, urlsplit
 
+from notary.core.databases import is_postgres
 from notary.serving.config import SETTINGS, Settings
-from notary.store import is_postgres
 
 __all__ = ["shown_database", "store_command"]
 

@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledger.core.note import is_valid_key_name
-from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec, parse_witness_spec
 from ledger.process.netaddr import AddressError, parse_host_port
+from notary.core.databases import MEMORY, database_problem, is_postgres
 from notary.core.errors import NotaryBaseError
-from notary.store import MEMORY, database_problem, is_postgres
+
+# The table is imported to build the flags of every command that takes a store flag, for
+# ``--help`` too; so the rules that need the log's code import it only when they have a value
+# to check (each ``# deferred:`` below), and the store backends are not imported at all.
 
 
 class ConfigError(NotaryBaseError, ValueError):
@@ -94,7 +96,12 @@ def _public_url(value: Any) -> str | None:
 
 
 def _origin(value: Any) -> str | None:
-    if value and not is_valid_key_name(value):
+    if not value:
+        return None
+    # deferred: the note code (and PyNaCl) only for an origin to check
+    from ledger.core.note import is_valid_key_name
+
+    if not is_valid_key_name(value):
         return (f"{value!r} is not a valid log origin (non-empty, no spaces, no '+', no "
                 "control characters)")
     return None
@@ -111,6 +118,11 @@ def _witness_policy(value: Any) -> str | None:
 
 
 def _witnesses(value: Any) -> str | None:
+    if not value:
+        return None
+    # deferred: the witnessing job (HTTP clients, metrics) only for a witness to check
+    from ledger.jobs.witnessing import WitnessConfigError, parse_witness_spec
+
     for spec in value:
         try:
             parse_witness_spec(spec)
@@ -120,6 +132,11 @@ def _witnesses(value: Any) -> str | None:
 
 
 def _mirrors(value: Any) -> str | None:
+    if not value:
+        return None
+    # deferred: the witnessing job (HTTP clients, metrics) only for a mirror to check
+    from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec
+
     for spec in value:
         try:
             parse_mirror_spec(spec)
@@ -407,6 +424,11 @@ def _cross_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
                                   "witness(es) and mirror(s) configured (0 means a majority)")
     if not cosigners and quorum:
         return "witness_quorum", "witness_quorum is set but no witnesses are configured"
+    if not cosigners:
+        return None
+    # deferred: the witnessing job (HTTP clients, metrics) only for witnesses to compare
+    from ledger.jobs.witnessing import parse_mirror_spec, parse_witness_spec
+
     keys = [parse_witness_spec(w).verifier.public_key for w in witnesses]
     if len(set(keys)) != len(keys):
         return "witnesses", "the same witness key is configured twice"

@@ -8,17 +8,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ledger.cli.main import COMMANDS
 
 HEAVY = ("aiohttp", "ledger.cli.serve", "ledger.cli.witness", "ledger.cli.monitor",
          "ledger.http.run", "structlog", "ledger.cli.add", "ledger.log.facade")
+NOT_FOR_HELP = ("aiohttp", "asyncpg", "aiosqlite", "sqlite3", "asyncio", "structlog", "rich",
+                "tqdm", "prometheus_client", "cryptography", "nacl", "ledger.log",
+                "ledger.storage.sqlite", "ledger.jobs", "ledger.http", "ledger.client",
+                "ledger.witness", "ledger.mirror", "ledger.monitor")
+"""Modules a command's ``--help`` must not import: they are for running it."""
 
 
-def _run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+def _run(*args: str, stdin: bytes = b"", watch: tuple[str, ...] = HEAVY
+         ) -> subprocess.CompletedProcess[str]:
     """``ledger ARGS`` in a fresh interpreter that prints, last on stderr (at exit, so after
-    ``--version`` too), which of :data:`HEAVY` it imported."""
+    ``--version`` too), which of ``watch`` it imported."""
     probe = ("import sys, atexit; "
-             f"atexit.register(lambda: print(sorted(m for m in {HEAVY!r} if m in sys.modules), "
+             f"atexit.register(lambda: print(sorted(m for m in {watch!r} if m in sys.modules), "
              "file=sys.stderr)); "
              "from ledger.cli.main import main; sys.exit(main(sys.argv[1:]))")
     return subprocess.run([sys.executable, "-c", probe, *args], input=stdin.decode(),
@@ -56,3 +64,12 @@ def test_the_static_table_says_what_each_module_registers() -> None:
         sub = argparse.ArgumentParser().add_subparsers()
         importlib.import_module(command.module).register(sub)
         assert {a.dest: a.help for a in sub._choices_actions}.get(name) == command.help, name
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_commands_help_imports_nothing_that_runs_it(command: str) -> None:
+    """``ledger add --help`` is as quick as ``ledger --help``: no log, store or HTTP code."""
+    run = _run(command, "--help", watch=NOT_FOR_HELP)
+    assert run.returncode == 0, run.stderr
+    assert "usage: ledger " + command in run.stdout
+    assert run.stderr.splitlines()[-1] == "[]"

@@ -16,19 +16,36 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from notary.cli.main import COMMANDS
+from notary.cli.trust_args import DEFAULT_STATE_TEXT
+from notary.verifier.state import DEFAULT_STATE_PATH
 from tests.notary_server import LiveNotary
 
 COMMAND_MODULES = sorted({c.module for c in COMMANDS.values()})
 HEAVY = ("aiohttp", "structlog", "rich", "uvicorn", "mcp", "prometheus_client", "asyncio",
          "notary.verifier", "notary.serving.config", "notary.store", "notary.http.app",
          *COMMAND_MODULES)
+NOT_FOR_HELP = (
+    # what cost 0.1-1.8 s of `notary serve|apikey|verify|... --help` before it was deferred
+    "aiohttp", "asyncpg", "aiosqlite", "sqlite3", "asyncio", "structlog", "rich", "tqdm",
+    "prometheus_client", "mcp", "mcp_types", "pydantic", "opentelemetry", "uvicorn",
+    "starlette", "cryptography", "nacl", "cbor2", "icu", "re2",
+    "ledger.log", "ledger.storage.sqlite", "ledger.jobs", "ledger.http", "ledger.client.http",
+    "notary.store", "notary.http", "notary.verifier", "notary.gateway", "notary.operator",
+    "notary.serving.keys", "notary.mcp_server",
+)
+"""Modules a command's ``--help`` (or a usage error, which argparse reports as early) must not
+import: the store backends, the HTTP and logging stacks, the mcp SDK, the key code and the
+verifier are for running a command."""
 
 
-def _run(*args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """``notary ARGS`` in a fresh interpreter, and which of :data:`HEAVY` it imported."""
+def _run(*args: str, watch: tuple[str, ...] = HEAVY
+         ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``notary ARGS`` in a fresh interpreter, and which of ``watch`` it imported."""
     probe = ("import sys, atexit; "
-             f"atexit.register(lambda: print(sorted(m for m in {HEAVY!r} if m in sys.modules), "
+             f"atexit.register(lambda: print(sorted(m for m in {watch!r} if m in sys.modules), "
              "file=sys.stderr)); "
              "from notary.cli.main import main; sys.exit(main(sys.argv[1:]))")
     run = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
@@ -82,3 +99,27 @@ def test_the_static_table_says_what_each_module_registers() -> None:
         importlib.import_module(command.module).register(sub)
         helps = {a.dest: a.help for a in sub._choices_actions}
         assert helps.get(name) == command.help, name
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_commands_help_imports_nothing_that_runs_it(command: str) -> None:
+    """``notary COMMAND --help`` builds only that command's parser: a script or a person asking
+    for the flags does not wait for the store, the HTTP server or the verifier."""
+    run, loaded = _run(command, "--help", watch=NOT_FOR_HELP)
+    assert run.returncode == 0, run.stderr
+    assert "usage: notary " + command in run.stdout
+    assert loaded == []
+
+
+def test_a_usage_error_imports_nothing_that_runs_the_command() -> None:
+    run, loaded = _run("apikey", "create", watch=NOT_FOR_HELP)  # --account is required
+    assert run.returncode == 2 and "--account" in run.stderr
+    assert loaded == []
+    run, loaded = _run("serve", "--max-body", "many", watch=NOT_FOR_HELP)
+    assert run.returncode == 2 and "--max-body" in run.stderr
+    assert loaded == []
+
+
+def test_the_help_shows_the_verifiers_default_state_file() -> None:
+    """``--state``'s help names the default as text, so as not to import the verifier."""
+    assert str(DEFAULT_STATE_PATH) == DEFAULT_STATE_TEXT
