@@ -22,6 +22,7 @@ from notary.cli import (
     gateway,
     hash,
     keys,
+    log,
     mcp,
     migrate,
     names,
@@ -40,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="notary", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in (serve, hash, apikey, migrate, keys, backup, verify, check, mcp, witness,
-                   mirror, gateway, account, names):
+    for module in (serve, hash, apikey, migrate, keys, log, backup, verify, check, mcp,
+                   witness, mirror, gateway, account, names):
         module.register(sub)
     monitor.register(sub, watch=server_filter)
     return parser

@@ -1,0 +1,73 @@
+"""Rolling a notary's log (issue 33): the frozen log ends with a successor record naming the
+next log and its derived keys, in one transaction, on every store backend."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ledger.core.checkpoint import open_checkpoint
+from ledger.log.reader import LogReader
+from notary.core.logs import log_seed
+from notary.core.successor import decode_successor
+from notary.serving.keys import Paths, load_log_key
+from notary.serving.lifecycle import all_logs, log_signer, log_vkeys, roll
+from tests.notary_server import capture_cli, headless_notary, issue
+
+NOON = datetime(2027, 1, 1, 12, tzinfo=UTC).timestamp()
+
+
+async def test_a_roll_freezes_the_log_with_a_successor_record(backend: str,
+                                                              tmp_path: Path) -> None:
+    async with headless_notary(tmp_path, backend) as notary:
+        for i in range(3):
+            await issue(notary, i)
+        await notary.sequencer.close()  # the server is stopped; its store stays open here
+        store = notary.store
+        root = load_log_key(Paths(tmp_path))
+        assert all_logs(root, await store.logs())[0].origin == root.name
+        rolled = await roll(store, root, clock=NOON)
+        assert (rolled.frozen.n, rolled.frozen.state, rolled.frozen.final_size) == (0, "frozen", 4)
+        assert rolled.active.origin == f"{root.name}/2027-01-01"
+        signer1 = log_signer(root, rolled.active)
+        assert signer1.seed == log_seed(root.seed, rolled.active.origin) != root.seed
+        assert rolled.active.vkeys == log_vkeys(signer1)
+        assert await store.logs() == [rolled.frozen, rolled.active]
+        # Log 0's final checkpoint (log.key's) commits to the successor record, its last entry.
+        view0 = store.for_log(0)
+        final = await view0.latest()
+        assert final is not None
+        assert open_checkpoint(final.note, root.verifier())[0].size == 4
+        (last,) = await LogReader(view0).entries(3, 4)
+        successor = decode_successor(last)
+        assert (successor.origin, successor.vkeys, successor.previous, successor.reason) == (
+            rolled.active.origin, rolled.active.vkeys, root.name, "operator")
+        assert successor.frozen_at == "2027-01-01T12:00:00.000Z"
+        # Log 1 starts empty, signed with its own key.
+        first = await store.latest()
+        assert first is not None and first.size == 0
+        assert open_checkpoint(first.note, signer1.verifier())[0].origin == rolled.active.origin
+        # A second roll the same day: the next shard name, and log 1 frozen at its one entry.
+        again = await roll(store, root, reason="compromised", clock=NOON + 60)
+        assert again.active.origin == f"{root.name}/2027-01-01-2"
+        assert (again.frozen.n, again.frozen.final_size, again.frozen.reason) == (
+            1, 1, "compromised")
+        (last,) = await LogReader(store.for_log(1)).entries(0, 1)
+        assert decode_successor(last).previous == rolled.active.origin
+
+
+async def test_log_roll_and_list_commands_with_the_server_stopped(tmp_path: Path) -> None:
+    async with headless_notary(tmp_path, "sqlite") as notary:
+        await issue(notary, 1)
+    code, out, err = await capture_cli("log", "roll", "--data", str(tmp_path))
+    assert code == 0, err
+    assert "log 1" in out
+    code, out, err = await capture_cli("log", "list", "--data", str(tmp_path), "--json")
+    assert code == 0, err
+    logs = json.loads(out)["logs"]
+    assert [(g["n"], g["state"], g["final_size"]) for g in logs] == [
+        (0, "frozen", 2), (1, "active", None)]
+    root = load_log_key(Paths(tmp_path))
+    assert logs[1]["origin"].startswith(root.name + "/")
+    assert logs[0]["vkeys"] == list(log_vkeys(root))
