@@ -264,7 +264,7 @@ def _read_entries_sync(conn: sqlite3.Connection, start: int, end: int,
     return out, known
 
 
-def _latest_sync(conn: sqlite3.Connection, t: Tables = LOG0) -> CheckpointRecord | None:
+def latest_sync(conn: sqlite3.Connection, t: Tables = LOG0) -> CheckpointRecord | None:
     if t is not LOG0 and not _has_table(conn, t.state):
         return None
     row = conn.execute(f"SELECT size, time, note FROM {t.state} WHERE one = 1").fetchone()
@@ -399,7 +399,7 @@ class SqliteWriteTx:
             for sql in t.schema():
                 conn.execute(sql)
         self._t, self.log_number, self._switched = t, n, True
-        self._latest = self._base = _latest_sync(conn, t)
+        self._latest = self._base = latest_sync(conn, t)
         self._written = None
         self._bundle_end = None
         self._adds = 0
@@ -591,7 +591,7 @@ class SqliteStore:
 
     def _read_latest_locked(self) -> CheckpointRecord | None:
         try:
-            return _latest_sync(self._wconn, self._t)
+            return latest_sync(self._wconn, self._t)
         except BaseException:
             self._wconn.execute("ROLLBACK")
             raise

@@ -20,6 +20,7 @@ from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
 from ledger.log.sequencer import WriterState
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS, STORE, VERIFIER
+from notary.http.logs import serve_logs
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
@@ -116,6 +117,7 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
                                     log.origin)
         app[PQ_CHECKPOINTS] = pq
         notary.published_checkpoints.append(pq.latest)
+    serve_logs(app, notary, settings.base_url)
     app[METRICS].watch_writer(lambda: sequencer.status.state is WriterState.REFUSING)
     notary.on_clock_refusal = app[METRICS].clock_refusals.inc
     remember = asyncio.create_task(seen.keep(lambda: sequencer.checkpoint), name="seen")

@@ -12,6 +12,7 @@ A running writer learns of it under the same lock at its next commit (``active_l
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -19,15 +20,17 @@ from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import TreeState, integrate
 from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+from ledger.log.facade import Head, Log
+from ledger.log.reader import LogReader
 from ledger.log.sequencer import LogIntegrityError, load_state
 from ledger.storage.base import CheckpointRecord, LogRecord, RollingTx, StoreError
 from notary.core.entry import EntryError, decode_entry
 from notary.core.ids import format_issued_at, parse_issued_at
-from notary.core.logs import log_origin, log_seed, shard_name
+from notary.core.logs import log_origin, log_seed, position, shard_name
 from notary.core.successor import REASONS, SuccessorRecord
 from notary.store.base import NotaryStore
 
-__all__ = ["Rolled", "all_logs", "log_signer", "log_vkeys", "roll"]
+__all__ = ["LogBook", "Rolled", "all_logs", "log_path", "log_signer", "log_vkeys", "roll"]
 
 
 def log_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer:
@@ -35,6 +38,12 @@ def log_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer:
     if record.n == 0:
         return root
     return Ed25519Signer(record.origin, log_seed(root.seed, record.origin))
+
+
+def log_path(n: int) -> str:
+    """The path prefix a log is served under besides ``/logs/<n>``: '' for log 0, whose
+    receipts' ``entry_url`` predates the sequence of logs."""
+    return f"/logs/{n}" if n else ""
 
 
 def log_vkeys(signer: Ed25519Signer) -> tuple[str, str]:
@@ -116,3 +125,83 @@ async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operat
         empty = sign_checkpoint(Checkpoint(nxt.origin, 0, TreeState().root()), nxt_signer)
         await tx.write({}, CheckpointRecord(0, now, empty))
     return Rolled(frozen, nxt)
+
+
+REGISTRY_TTL = 2.0
+"""How long the running notary trusts its copy of the registry (a roll elsewhere shows within)."""
+
+
+class LogBook:
+    """The running notary's logs: its copy of the registry, each log's key, and a read-only
+    :class:`Log` of each frozen log (its head: the final checkpoint, which never changes)."""
+
+    def __init__(self, store: NotaryStore, root: Ed25519Signer) -> None:
+        self.store = store
+        self.root = root
+        self.records: list[LogRecord] = all_logs(root, [])
+        self._read = float("-inf")
+        self._frozen: dict[int, Log] = {}
+
+    async def refresh(self, *, force: bool = False) -> list[LogRecord]:
+        if force or time.monotonic() - self._read >= REGISTRY_TTL:
+            self.records = all_logs(self.root, await self.store.logs())
+            self._read = time.monotonic()
+        return self.records
+
+    def record(self, n: int) -> LogRecord | None:
+        return next((r for r in self.records if r.n == n), None)
+
+    def number_of(self, origin: str) -> int | None:
+        return next((r.n for r in self.records if r.origin == origin), None)
+
+    def position(self, origin: str, index: int) -> int:
+        """A receipt's position (its log by origin; log 0 when unknown: never rolled)."""
+        return position(self.number_of(origin) or 0, index)
+
+    async def signer(self, n: int) -> Ed25519Signer:
+        """The key of log ``n``, the registry read again when it does not know ``n`` yet (the
+        sequencer's :data:`~ledger.log.sequencer.RollHook`)."""
+        record = self.record(n)
+        if record is None:
+            await self.refresh(force=True)
+            record = self.record(n)
+        if record is None:
+            raise StoreError(f"log {n} is active but not in the registry")
+        return log_signer(self.root, record)
+
+    async def rolled(self) -> bool:
+        """Whether another log than the store's is now active (the sequencer's RollPoll)."""
+        records = await self.refresh(force=True)
+        return records[-1].n != self.store.log_number
+
+    async def frozen(self, origin: str) -> Log | None:
+        """A frozen log's read-only :class:`Log`, by its origin; None for an unknown origin or
+        one not frozen."""
+        n = self.number_of(origin)
+        if n is None:
+            await self.refresh(force=True)
+            n = self.number_of(origin)
+        record = None if n is None else self.record(n)
+        if record is None or record.state != "frozen":
+            return None
+        log = self._frozen.get(record.n)
+        if log is None:
+            view = self.store.for_log(record.n)
+            log = Log(view, log_signer(self.root, record).verifier(), LogReader(view), None)
+            self._frozen[record.n] = log
+        return log
+
+    async def frozen_proof(self, origin: str, index: int,
+                           note: Callable[[Log, Head], bytes] | None
+                           ) -> tuple[list[bytes], bytes] | None:
+        """The inclusion proof of entry ``index`` of the frozen log ``origin`` in its final
+        checkpoint, and that checkpoint (``note`` may dual-sign it); None when ``origin`` is
+        no frozen log of this store."""
+        log = await self.frozen(origin)
+        if log is None:
+            return None
+        head = await log.head()
+        if head is None or head.size <= index:
+            raise StoreError(f"the frozen log {origin} does not hold entry {index}")
+        proof = await log.reader.inclusion_proof(index, head.size)
+        return list(proof), head.note if note is None else note(log, head)
