@@ -297,6 +297,9 @@ def add_ledger_routes(app: web.Application) -> None:
     r.add_get("/logs/{log}/checkpoint", get_checkpoint)
     r.add_get("/logs/{log}/tile/{path:.+}", get_tile)
     r.add_get("/logs/{log}" + ENTRIES_PATH + "{index}", get_entry)
+    r.add_get("/logs/{log}/v1/ledger/proofs/inclusion", get_inclusion)
+    r.add_get("/logs/{log}/v1/ledger/proofs/consistency", get_consistency)
+    r.add_get("/logs/{log}/v1/ledger/checkpoints", get_checkpoints)
 
 
 def create_ledger_app(log: Log, pq: PostQuantumCheckpoints | None = None) -> web.Application:

@@ -5,6 +5,7 @@ server follows the roll within seconds, and a restart keeps it all."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,13 @@ from notary.serving.lifecycle import log_signer
 from tests.notary_server import HOST, app_notary, bound_socket, capture_cli, start_app
 from tests.waiting import eventually
 
+RECORDS: dict[str, CallRecord] = {}
+
 
 def call(n: int) -> dict[str, str]:
     rec = CallRecord(server="srv", tool="echo", arguments={"n": n},
                      result={"content": [{"type": "text", "text": str(n)}]}, salt=new_salt())
+    RECORDS[rec.call_sha256()] = rec
     return {"server": rec.server, "tool": rec.tool, "call_sha256": rec.call_sha256()}
 
 
@@ -136,3 +140,39 @@ async def test_an_idle_server_follows_a_roll_within_seconds(tmp_path: Path) -> N
 
         ledger = await eventually(switched, "the idle notary to follow the roll", timeout=6)
         assert ledger["size"] == 0, ledger
+
+
+async def test_notary_verify_checks_receipts_of_a_frozen_log_and_the_next(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        _, old = await post(http, notary.url, key, call(1))
+        code, _, err = await capture_cli("log", "roll", "--data", str(data))
+        assert code == 0, err
+        _, new = await post(http, notary.url, key, call(2))
+        ledger = await get_json(http, notary.url + "/v1/ledger")
+        vkey1 = ledger["logs"][1]["vkeys"][0]
+        for receipt, trust in [
+                (old, ["--notary", notary.url]),  # the log list names the frozen log's key
+                (new, ["--notary", notary.url]),
+                (new, ["--jwks", notary.url + "/.well-known/jwks.json", "--log-key", vkey1])]:
+            saved, record = tmp_path / f"{receipt['id']}.json", tmp_path / "record.json"
+            saved.write_text(json.dumps(receipt))
+            record.write_text(json.dumps(RECORDS[receipt["call_sha256"]].to_json()))
+            code, out, err = await capture_cli("verify", "--receipt", str(saved),
+                                               "--record", str(record), *trust,
+                                               "--no-state", "--upgrade", "--json")
+            doc = json.loads(out)
+            levels = {k: v["status"] for k, v in doc["levels"].items()}
+            assert levels["signature"] == levels["inclusion"] == "passed", (out, err)
+            assert levels["consistency"] == "passed", doc["levels"]["consistency"]
+        # A frozen log's receipt under the next log's key alone: no trusted key for its origin.
+        saved = tmp_path / "old.json"
+        saved.write_text(json.dumps(old))
+        record.write_text(json.dumps(RECORDS[old["call_sha256"]].to_json()))
+        code, out, _ = await capture_cli(
+            "verify", "--receipt", str(saved), "--record", str(record),
+            "--jwks", notary.url + "/.well-known/jwks.json",
+            "--log-key", vkey1, "--no-state", "--json")
+        assert code != 0 and json.loads(out)["levels"]["inclusion"]["status"] == "failed"
