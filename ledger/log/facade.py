@@ -122,6 +122,8 @@ class Log:
         self._tree += 1
 
     def _newer(self, rec: CheckpointRecord) -> bool:
+        if not rec.note.startswith(self.verifier.name.encode() + b"\n"):
+            return False  # another log's (the store moved on in a roll): followed on switch()
         head = self._head
         # Only growth: a store that went back (restored, failed over) or holds another tree
         # at the same size is not followed; the writer refuses it and says why.

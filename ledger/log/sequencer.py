@@ -292,6 +292,8 @@ class Sequencer(Generic[Ctx]):
         poll_rolls: RollPoll | None = None,
     ) -> None:
         self.store = store
+        #: Which of the store's logs this writer writes (0 for a store of one log).
+        self.log_number: int = getattr(store, "log_number", 0)
         self.poll_rolls = poll_rolls
         self.on_roll = on_roll
         self.on_switched = on_switched
@@ -559,7 +561,7 @@ class Sequencer(Generic[Ctx]):
                 # for it (another process committing) joins this batch, not the next one.
                 batch = self._next_batch()
                 if self.on_roll is not None and \
-                        getattr(tx, "active_log", None) not in (None, tx.log_number):  # type: ignore[attr-defined]
+                        getattr(tx, "active_log", None) not in (None, self.log_number):
                     switched = await self._switch(tx)  # a roll: nothing more goes to this log
                 latest = await tx.latest()
                 if latest is None or self.checkpoint is None or latest.size != self.state.size \
@@ -661,7 +663,7 @@ class Sequencer(Generic[Ctx]):
         n: int = tx.active_log  # type: ignore[attr-defined]
         signer = await self.on_roll(n)
         await tx.switch_log(n)  # type: ignore[attr-defined]
-        self.signer, self.origin = signer, signer.name
+        self.signer, self.origin, self.log_number = signer, signer.name, n
         # Another tree: nothing seen of the last one binds it (its first checkpoint, the empty
         # tree, was signed by the roll; _catch_up checks it under this key).
         self.state, self.checkpoint = TreeState(), None

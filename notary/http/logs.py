@@ -49,7 +49,7 @@ def serve_logs(app: web.Application, notary: Notary, base_url: str) -> None:
 
     async def lookup(n: int) -> ServedLog | None:
         records = await book.refresh()
-        if n == notary.store.log_number:
+        if n == notary.sequencer.log_number:
             return ServedLog(notary.log, pq, True)
         record = next((r for r in records if r.n == n), None)
         if record is None or record.state != "frozen":
@@ -63,7 +63,7 @@ def serve_logs(app: web.Application, notary: Notary, base_url: str) -> None:
         for i, r in enumerate(records):
             if r.final_size is not None:
                 size = r.final_size
-            elif r.n == notary.store.log_number:
+            elif r.n == notary.sequencer.log_number:
                 size = head.size
             else:  # active since a roll this process has not followed yet (within seconds)
                 latest = await notary.store.for_log(r.n).latest()

@@ -169,10 +169,10 @@ class LogBook:
             raise StoreError(f"log {n} is active but not in the registry")
         return log_signer(self.root, record)
 
-    async def rolled(self) -> bool:
-        """Whether another log than the store's is now active (the sequencer's RollPoll)."""
+    async def rolled(self, writing: int) -> bool:
+        """Whether another log than ``writing`` is now active (the sequencer's RollPoll)."""
         records = await self.refresh(force=True)
-        return records[-1].n != self.store.log_number
+        return records[-1].n != writing
 
     async def frozen(self, origin: str) -> Log | None:
         """A frozen log's read-only :class:`Log`, by its origin; None for an unknown origin or

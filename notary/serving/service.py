@@ -216,12 +216,12 @@ class Notary:
         self.sequencer: Sequencer[_Pending] = Sequencer(
             store, signer, reader=reader, max_batch=max_batch, hook=self.hook,
             screen=self.screen, observer=observer, trusted=trusted,
-            on_roll=self.logs.signer, on_switched=self._switched, poll_rolls=self.logs.rolled)
+            on_roll=self.logs.signer, on_switched=self._switched,
+            poll_rolls=lambda: self.logs.rolled(self.sequencer.log_number))
         self.log = Log(store, signer.verifier(), reader, self.sequencer)
         #: Told the new active log's key after a roll (the app re-keys its ML-DSA-44 line).
         self.on_log_switch: list[Callable[[Ed25519Signer], None]] = []
-        #: The dual-signed note of a frozen log's final checkpoint (set by the app when
-        #: checkpoints are dual-signed), for proofs of its receipts.
+        #: A frozen log's final checkpoint dual-signed (the app's, when checkpoints are).
         self.frozen_note: Callable[[Log, Head], bytes] | None = None
         #: Where a stored receipt's proof may lead instead of the head, best first: each gives
         #: (size, note) at the head it is passed, or None. Witnessing puts its newest witnessed

@@ -54,14 +54,20 @@ def checkpoint_of(receipt: dict[str, Any], vkey: str) -> tuple[str, int]:
     return cp.origin, cp.size
 
 
-async def test_a_roll_while_serving(tmp_path: Path) -> None:
+def database(shared: str) -> dict[str, str]:
+    return {} if shared == "sqlite" else {"database": shared}
+
+
+async def test_a_roll_while_serving(shared: str, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+    where = ["--data", str(data), *(["--database", shared] if shared != "sqlite" else [])]
+    async with app_notary(data, **database(shared)) as notary, \
+            aiohttp.ClientSession() as http:
+        key = await notary.new_api_key("a")
         bodies = [call(i) for i in range(4)]
         before = [(await post(http, notary.url, key, b))[1] for b in bodies[:3]]
         origin0 = before[0]["ledger"]["origin"]
-        code, _, err = await capture_cli("log", "roll", "--data", str(data))
+        code, _, err = await capture_cli("log", "roll", *where)
         assert code == 0, err
         # The next commit lands in log 1, under its own key, at index 0.
         status, after = await post(http, notary.url, key, bodies[3])
@@ -95,6 +101,16 @@ async def test_a_roll_while_serving(tmp_path: Path) -> None:
         # A digest logged in log 0 is still a duplicate: its receipt comes back.
         status, again = await post(http, notary.url, key, bodies[0])
         assert status == 200 and again["id"] == before[0]["id"], again
+        # Search spans both logs, newest first, its cursor across the roll; so do time bounds.
+        page = await get_json(http, notary.url + "/v1/tool-calls?limit=2")
+        assert [t["id"] for t in page["tool_calls"]] == [after["id"], before[2]["id"]]
+        page = await get_json(http, f"{notary.url}/v1/tool-calls?limit=2&cursor="
+                                    f"{page['next_cursor']}")
+        assert [t["id"] for t in page["tool_calls"]] == [before[1]["id"], before[0]["id"]]
+        since = before[1]["issued_at"].replace(":", "%3A")
+        page = await get_json(http, f"{notary.url}/v1/tool-calls?since={since}")
+        assert [t["id"] for t in page["tool_calls"]] == [
+            after["id"], before[2]["id"], before[1]["id"]]
         # Each log under /logs/<n>; the active one at today's paths too.
         async with http.get(notary.url + "/logs/0/checkpoint") as r:
             final0 = await r.read()
@@ -107,8 +123,8 @@ async def test_a_roll_while_serving(tmp_path: Path) -> None:
             assert r.status == 404
     # A restart keeps the active log and finds receipts of both.
     sock = bound_socket()
-    served = await start_app(Settings(data=data, listen=f"{HOST}:{sock.getsockname()[1]}"),
-                             sock)
+    served = await start_app(Settings(data=data, listen=f"{HOST}:{sock.getsockname()[1]}",
+                                      **database(shared)), sock)
     try:
         async with aiohttp.ClientSession() as http:
             ledger = await get_json(http, served.url + "/v1/ledger")

@@ -3,6 +3,7 @@ next log and its derived keys, in one transaction, on every store backend."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,3 +72,24 @@ async def test_log_roll_and_list_commands_with_the_server_stopped(tmp_path: Path
     root = load_log_key(Paths(tmp_path))
     assert logs[1]["origin"].startswith(root.name + "/")
     assert logs[0]["vkeys"] == list(log_vkeys(root))
+
+
+async def test_two_writers_of_one_store_both_follow_a_roll(shared: str, tmp_path: Path) -> None:
+    """Two notaries on one store (two processes, as far as the store can tell), a roll by a
+    third handle: each moves to the new log at its next commit; every receipt is in the new
+    log at its own index, none lost, and both find all of them."""
+    async with headless_notary(tmp_path, shared) as a, headless_notary(tmp_path, shared) as b:
+        await asyncio.gather(*(issue(x, i) for i, x in enumerate([a, b, a, b])))
+        root = load_log_key(Paths(tmp_path))
+        rolled = await roll(a.store, root)
+        issued = await asyncio.gather(*(issue(x, 100 + i) for i, x in enumerate([a, b] * 10)))
+        receipts = [r for r, new in issued if new]
+        assert len(receipts) == 20
+        assert {r.origin for r in receipts} == {rolled.active.origin}
+        assert sorted(r.index for r in receipts) == list(range(20))
+        for x in (a, b):
+            assert x.log.origin == rolled.active.origin
+            for r in receipts:
+                assert (await x.get(r.id)).signature == r.signature
+        final = await a.store.for_log(0).latest()
+        assert final is not None and final.size == 5
