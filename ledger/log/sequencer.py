@@ -560,9 +560,12 @@ class Sequencer(Generic[Ctx]):
                 # Taken once the log's lock is held: what arrived while this process waited
                 # for it (another process committing) joins this batch, not the next one.
                 batch = self._next_batch()
-                if self.on_roll is not None and \
-                        getattr(tx, "active_log", None) not in (None, self.log_number):
-                    switched = await self._switch(tx)  # a roll: nothing more goes to this log
+                active = getattr(tx, "active_log", None)
+                if self.on_roll is not None and active is not None and (
+                        active != self.log_number or tx.log_number != active):  # type: ignore[attr-defined]
+                    # A roll: nothing more goes to this log. (Also after a switch whose
+                    # transaction rolled back: the store handle is still on the old log.)
+                    switched = await self._switch(tx)
                 latest = await tx.latest()
                 if latest is None or self.checkpoint is None or latest.size != self.state.size \
                         or latest.note != self.checkpoint.note:
@@ -608,7 +611,7 @@ class Sequencer(Generic[Ctx]):
         if done is None:
             if caught_up is not None:  # what it read is now known to be durable
                 self.checkpoint = caught_up
-            for group in batch:  # empty groups (refresh): answered with the checkpoint
+            for group in batch:  # empty groups (_follow_roll): answered with the checkpoint
                 if group.future.done():
                     continue
                 if self.checkpoint is None:
@@ -682,11 +685,6 @@ class Sequencer(Generic[Ctx]):
             fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # nobody waits
             self._pending.append(_Group([], [], fut, False))
-
-    async def refresh(self) -> None:
-        """Take the lock once with nothing to write: moves the writer to the active log if a
-        roll happened (how an idle process switches within seconds)."""
-        await self._enqueue([], [])
 
     async def probe_storage(self) -> bool:
         """After a commit failed for lack of space: can the store take a write again? Clears

@@ -7,6 +7,9 @@ import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.log.reader import LogReader
@@ -14,6 +17,7 @@ from notary.core.logs import log_seed
 from notary.core.successor import decode_successor
 from notary.serving.keys import Paths, load_log_key
 from notary.serving.lifecycle import all_logs, log_signer, log_vkeys, roll
+from notary.store.sqlite import SqliteNotaryStore
 from tests.notary_server import capture_cli, headless_notary, issue
 
 NOON = datetime(2027, 1, 1, 12, tzinfo=UTC).timestamp()
@@ -93,3 +97,25 @@ async def test_two_writers_of_one_store_both_follow_a_roll(shared: str, tmp_path
                 assert (await x.get(r.id)).signature == r.signature
         final = await a.store.for_log(0).latest()
         assert final is not None and final.size == 5
+
+
+async def test_a_switch_whose_commit_fails_is_made_again(tmp_path: Path) -> None:
+    """The commit that moves a writer to the new log fails (rolled back): the next one moves
+    it again, from the store as it is, and lands in the new log."""
+    async with headless_notary(tmp_path, "sqlite") as notary:
+        await issue(notary, 1)
+        other = await SqliteNotaryStore.open(Paths(tmp_path).db)  # as `notary log roll` does
+        rolled = await roll(other, load_log_key(Paths(tmp_path)))
+        await other.close()
+        hook = notary.sequencer.hook
+
+        async def failing(tx: Any, items: Any) -> None:
+            raise RuntimeError("the disk said no")
+
+        notary.sequencer.hook = failing
+        with pytest.raises(RuntimeError, match="disk"):
+            await issue(notary, 2)
+        notary.sequencer.hook = hook
+        receipt, new = await issue(notary, 3)
+        assert new and (receipt.origin, receipt.index) == (rolled.active.origin, 0)
+        assert (await notary.get(receipt.id)).signature == receipt.signature
