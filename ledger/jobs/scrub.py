@@ -130,12 +130,19 @@ class Scrubber:
         """One pass over the current checkpoint's tree; False when it found damage."""
         st = self.status
         st.position = st.checked = 0
-        head = await self.log.store.latest()
+        # One log for the whole pass, even if the writer moves to the next (a roll) meanwhile.
+        store, verifier = self.log.store, self.log.verifier
+        for_log = getattr(store, "for_log", None)
+        if for_log is not None:
+            store = for_log(store.log_number)  # type: ignore[attr-defined]
+        head = await store.latest()
+        if head is not None and not head.note.startswith(verifier.name.encode() + b"\n"):
+            return True  # the store moved to the next log; the writer follows, then the scrub
         st.pass_size = head.size if head is not None else 0
         self.m_size.set(st.pass_size)
         self.m_position.set(0)
         try:
-            report = await audit_log(self.log.store, self.log.verifier,
+            report = await audit_log(store, verifier,
                                      progress=self._progress, pace=self._pace,
                                      chunk_bundles=self._chunk)
         except AuditError as e:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ledger.core.checkpoint import open_checkpoint
+from ledger.jobs.scrub import Scrubber
 from ledger.log.reader import LogReader
 from notary.core.logs import log_seed
 from notary.core.successor import decode_successor
@@ -119,3 +120,26 @@ async def test_a_switch_whose_commit_fails_is_made_again(tmp_path: Path) -> None
         receipt, new = await issue(notary, 3)
         assert new and (receipt.origin, receipt.index) == (rolled.active.origin, 0)
         assert (await notary.get(receipt.id)).signature == receipt.signature
+
+
+async def test_the_scrub_checks_one_log_a_pass_across_a_roll(tmp_path: Path) -> None:
+    async with headless_notary(tmp_path, "sqlite") as notary:
+        for i in range(3):
+            await issue(notary, i)
+        scrub = Scrubber(notary.log, rate=10_000)
+        assert await scrub.scrub_once() and scrub.status.last_pass_size == 3
+        other = await SqliteNotaryStore.open(Paths(tmp_path).db)
+        await roll(other, load_log_key(Paths(tmp_path)))
+        await other.close()
+        pace, moved = scrub._pace, []
+
+        async def move_midway(read: int) -> None:  # the writer moves to log 1 mid-pass
+            if not moved:
+                moved.append(await issue(notary, 10))
+            await pace(read)
+
+        scrub._pace = move_midway  # type: ignore[method-assign]
+        assert await scrub.scrub_once()  # the pass stays on log 0, frozen at 4: no damage
+        assert moved and scrub.status.last_pass_size == 4
+        assert notary.sequencer.status.state.value == "writing"
+        assert await scrub.scrub_once() and scrub.status.last_pass_size == 1
