@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,30 @@ async def test_the_scrub_checks_one_log_a_pass_across_a_roll(tmp_path: Path) -> 
         assert moved and scrub.status.last_pass_size == 4
         assert notary.sequencer.status.state.value == "writing"
         assert await scrub.scrub_once() and scrub.status.last_pass_size == 1
+
+
+@pytest.mark.parametrize("step", ["write", "put_log", "switch_log"])
+async def test_a_roll_killed_midway_leaves_nothing(shared: str, step: str, tmp_path: Path
+                                                   ) -> None:
+    """SIGKILL inside the roll's transaction, after any of its steps: the store is as before
+    (one active log 0, its checkpoint unchanged), a notary starts on it, and a roll works."""
+    async with headless_notary(tmp_path, shared) as notary:
+        await issue(notary, 1)
+        before = await notary.store.latest()
+    database = "" if shared == "sqlite" else shared
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.roll_child", str(tmp_path), database, step,
+        stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).parents[3])
+    assert child.stdout is not None
+    line = await asyncio.wait_for(child.stdout.readline(), 60)
+    assert line == b"paused\n", line
+    child.kill()
+    await child.wait()
+    async with headless_notary(tmp_path, shared) as notary:
+        assert await notary.store.logs() == []
+        assert await notary.store.latest() == before
+        assert await notary.store.for_log(1).latest() is None
+        receipt, _ = await issue(notary, 2)
+        assert receipt.index == 1 and receipt.origin == notary.log.origin
+        rolled = await roll(notary.store, load_log_key(Paths(tmp_path)))
+        assert (rolled.frozen.final_size, rolled.active.n) == (3, 1)
