@@ -145,7 +145,10 @@ def published_note(app: web.Application, head: Head) -> tuple[bytes, Mapping[str
     head as stored."""
     provider = app.get(PUBLISHED_CHECKPOINT)
     if provider is not None:
-        return provider(head)
+        note, extra = provider(head)
+        if note.split(b"\n", 1)[0] == head.note.split(b"\n", 1)[0]:
+            return note, extra
+        # Another log's (a job that has not followed a roll yet): never served as this one's.
     pq = app.get(PQ_CHECKPOINTS)
     return (pq.latest(head)[1] if pq is not None else head.note), {}
 
