@@ -611,7 +611,7 @@ class Sequencer(Generic[Ctx]):
         if done is None:
             if caught_up is not None:  # what it read is now known to be durable
                 self.checkpoint = caught_up
-            for group in batch:  # empty groups (_follow_roll): answered with the checkpoint
+            for group in batch:  # empty groups (follow): answered with the checkpoint
                 if group.future.done():
                     continue
                 if self.checkpoint is None:
@@ -685,6 +685,11 @@ class Sequencer(Generic[Ctx]):
             fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # nobody waits
             self._pending.append(_Group([], [], fut, False))
+
+    async def follow(self) -> None:
+        """Take the lock once with nothing to write: moves the writer to the active log if a
+        roll happened (for a reader that met a receipt of the new log first)."""
+        await self._enqueue([], [])
 
     async def probe_storage(self) -> bool:
         """After a commit failed for lack of space: can the store take a write again? Clears

@@ -212,7 +212,6 @@ class Notary:
         reader = LogReader(store)
         #: The log's one writer: its contexts are the requests' pending receipts, which the
         #: screen admits and the hook signs, inside the transaction that commits their entries.
-        #: It follows a roll to the next log (docs/lifecycle.md) at its next commit.
         self.sequencer: Sequencer[_Pending] = Sequencer(
             store, signer, reader=reader, max_batch=max_batch, hook=self.hook,
             screen=self.screen, observer=observer, trusted=trusted,
@@ -338,8 +337,7 @@ class Notary:
     # Issue ----------------------------------------------------------------------------------
 
     def entry_url(self, index: int, log: int = 0) -> str:
-        """Where a receipt issued now points for its entry (old receipts keep theirs): log
-        n >= 1's entries are under ``/logs/<n>``."""
+        """Where a receipt issued now points for its entry (old receipts keep theirs)."""
         return f"{self.base_url}{log_path(log)}{ENTRIES_PATH}{index}"
 
     def receipt_url(self, receipt_id: str) -> str:
@@ -445,13 +443,15 @@ class Notary:
             ProofBundle(receipt.index, tuple(proof), checkpoint).encode().decode())
 
     async def with_proof(self, receipt: Receipt) -> Receipt:
-        """The stored receipt plus a proof to the newest checkpoint (of a frozen log: to its
-        final checkpoint)."""
+        """The stored receipt plus a proof to the newest checkpoint (a frozen log's final one)."""
         if receipt.origin != self.log.origin:
             frozen = await self.logs.frozen_proof(receipt.origin, receipt.index,
                                                   self.frozen_note)
             if frozen is not None:
                 return self._complete(receipt, *frozen)
+            await self.sequencer.follow()  # of a log another process rolled to: follow it
+            if receipt.origin != self.log.origin:
+                raise StoreCorrupt(f"receipt {receipt.id} is in no log of this store")
         head = await self.log.head()
         if head is None or head.size <= receipt.index:
             # Logged by another process after this one last read the head: read it now (the

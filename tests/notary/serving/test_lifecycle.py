@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ledger.core.checkpoint import open_checkpoint
+from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.jobs.scrub import Scrubber
 from ledger.log.reader import LogReader
 from notary.core.logs import log_seed
@@ -171,3 +172,22 @@ async def test_a_roll_killed_midway_leaves_nothing(shared: str, step: str, tmp_p
         assert receipt.index == 1 and receipt.origin == notary.log.origin
         rolled = await roll(notary.store, load_log_key(Paths(tmp_path)))
         assert (rolled.frozen.final_size, rolled.active.n) == (3, 1)
+
+
+async def test_a_receipt_of_the_new_log_asked_of_a_writer_not_moved_yet(
+        tmp_path: Path) -> None:
+    """Another process issued in the new log; this one, idle since the roll, is asked for that
+    receipt before it noticed: it follows at once and proves it in the new log."""
+    async with headless_notary(tmp_path, "sqlite") as a, \
+            headless_notary(tmp_path, "sqlite") as b:
+        await issue(a, 1)
+        other = await SqliteNotaryStore.open(Paths(tmp_path).db)
+        rolled = await roll(other, load_log_key(Paths(tmp_path)))
+        await other.close()
+        receipt, _ = await issue(a, 2)
+        assert b.log.origin != rolled.active.origin  # b has not moved yet
+        got = await b.get(receipt.id)
+        assert b.log.origin == rolled.active.origin and got.signature == receipt.signature
+        verifier = log_signer(load_log_key(Paths(tmp_path)), rolled.active).verifier()
+        note = decode_proof_bundle(got.proof.encode()).checkpoint  # type: ignore[union-attr]
+        assert open_checkpoint(note, verifier)[0].size == 1
