@@ -1,8 +1,8 @@
-"""The notary's tables in the log's SQLite file: the layout (schema version 5), its row codecs,
-and the migrations from versions 1 to 4. Synchronous functions on a connection that the
+"""The notary's tables in the log's SQLite file: the layout (schema version 6), its row codecs,
+and the migrations from versions 1 to 5. Synchronous functions on a connection that the
 caller has inside a write transaction (``BEGIN IMMEDIATE``); ``notary.store.sqlite`` runs them.
 
-Layout (version 5, ``PRAGMA user_version = 5``; what each version added is marked). A receipt
+Layout (version 6, ``PRAGMA user_version = 6``; what each version added is marked). A receipt
 is its log entry plus what cannot be rebuilt from it, so the receipt row holds no copy of the
 id, digest, names or time:
 
@@ -96,7 +96,11 @@ __all__ = [
     "receipt_from_row",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+"""Version 6 (issue 33): the file may hold a sequence of logs (the ledger's ``logs`` table and
+log n's ``tiles_n`` …), and a receipt of log n >= 1 is keyed by its position ``n << 40 |
+index``. No table changes; the number makes an older release, which would write to a frozen
+log and misread those rows, refuse the file."""
 
 SCHEMA_V2 = """
 CREATE TABLE accounts (
@@ -437,7 +441,7 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
         report.created = True
         _create_v2(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    elif version in (2, 3, 4):
+    elif version in (2, 3, 4, 5):
         if version == 2:
             for statement in _statements(SERVER_NAMES):
                 conn.execute(statement)
@@ -445,8 +449,9 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
         if version <= 3:
             for statement in _statements(LOOKUP_SCHEMA):
                 conn.execute(statement)
-        for statement in _statements(SKELETON_VERSION_TABLE):
-            conn.execute(statement)
+        if version <= 4:
+            for statement in _statements(SKELETON_VERSION_TABLE):
+                conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         if conn.execute("SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None:
             recover_withheld(conn, entry_url_bases, report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.jobs.scrub import Scrubber
 from ledger.log.reader import LogReader
+from ledger.storage.base import StoreError
 from notary.core.logs import log_seed
 from notary.core.successor import decode_successor
 from notary.serving.keys import Paths, load_log_key
@@ -191,3 +193,25 @@ async def test_a_receipt_of_the_new_log_asked_of_a_writer_not_moved_yet(
         verifier = log_signer(load_log_key(Paths(tmp_path)), rolled.active).verifier()
         note = decode_proof_bundle(got.proof.encode()).checkpoint  # type: ignore[union-attr]
         assert open_checkpoint(note, verifier)[0].size == 1
+
+
+async def test_a_version_5_store_is_marked_version_6_and_a_newer_one_refused(
+        tmp_path: Path) -> None:
+    """Version 6 marks a file that may hold several logs: an older release refuses it (it
+    would write to a frozen log), and a version 5 file opens as version 6, unchanged."""
+    async with headless_notary(tmp_path, "sqlite") as notary:
+        receipt, _ = await issue(notary, 1)
+    db = Paths(tmp_path).db
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 5")
+    store = await SqliteNotaryStore.open(db)
+    try:
+        assert store.migration is not None and store.migration.from_version == 5
+        assert (await store.receipt_by_id(receipt.id)) is not None
+    finally:
+        await store.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+        conn.execute("PRAGMA user_version = 7")
+    with pytest.raises(StoreError, match="version 7"):
+        await SqliteNotaryStore.open(db)
