@@ -340,11 +340,11 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
             if not keys:
                 # The same trust verify_tool_call falls back on: the key the notary publishes.
                 try:
-                    _, notary_key = await trust_from_notary(base, fetcher)
+                    _, notary_keys = await trust_from_notary(base, fetcher)
                 except VerifierInputError as e:
                     raise ToolError(f"cannot fetch the notary's log key: {e}") from e
-                keys, how = (notary_key,), (f"log key fetched from {base} (trusting that "
-                                            "notary for its own key); ")
+                keys, how = notary_keys[:1], (f"log key fetched from {base} (trusting that "
+                                              "notary for its own key); ")
         out = _checkpoint_out(cfg, url, note, keys, how)
         return CallToolResult(content=_text(out), structured_content=dict(out))
 

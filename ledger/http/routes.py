@@ -16,7 +16,8 @@ keys in ``vkeys``.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -29,8 +30,8 @@ from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.storage.base import CheckpointRecord
 
-__all__ = ["LOG", "PQ_CHECKPOINTS", "PUBLISHED_CHECKPOINT", "add_ledger_routes",
-           "create_ledger_app", "published_note"]
+__all__ = ["LOG", "LOGS", "LOG_LIST", "PQ_CHECKPOINTS", "PUBLISHED_CHECKPOINT", "ServedLog",
+           "add_ledger_routes", "create_ledger_app", "published_note"]
 
 LOG = web.AppKey("ledger.log.facade", Log)
 #: Optional: the log's ML-DSA-44 line; set, every checkpoint served is dual-signed.
@@ -40,6 +41,25 @@ CheckpointProvider = Callable[[Head], tuple[bytes, Mapping[str, str]]]
 #: Optional: chooses what /checkpoint serves given the log's head, as (note, extra headers), so
 #: an application can publish e.g. the newest witness-cosigned checkpoint instead of the head.
 PUBLISHED_CHECKPOINT: web.AppKey[CheckpointProvider] = web.AppKey("ledger.published_checkpoint")
+
+
+
+@dataclass(frozen=True)
+class ServedLog:
+    """One log of a sequence of logs, as ``/logs/<n>/…`` serves it."""
+
+    log: Log
+    pq: PostQuantumCheckpoints | None
+    active: bool  # the log ``LOG`` is (published as ``/checkpoint`` is); else frozen
+
+
+LogLookup = Callable[[int], Awaitable[ServedLog | None]]
+#: Optional: log ``n`` of the application's sequence of logs (issue 33), or None; without it
+#: ``/logs/0/…`` is the one log.
+LOGS: web.AppKey[LogLookup] = web.AppKey("ledger.logs")
+#: Optional: ``/v1/ledger``'s ``logs``, every log of the sequence, oldest first.
+LOG_LIST: web.AppKey[Callable[[Head], Awaitable[list[dict[str, object]]]]] = web.AppKey(
+    "ledger.log_list")
 
 MAX_SIZE = MAX_TREE_SIZE
 MAX_HISTORY = 1000
@@ -88,8 +108,27 @@ def _required(request: web.Request, name: str) -> int:
     return value
 
 
-async def _head(request: web.Request) -> tuple[Log, Head]:
+async def _served(request: web.Request) -> ServedLog:
+    """The log a request is for: ``/logs/<n>/…``'s, else the active one."""
+    raw = request.match_info.get("log")
     log = request.config_dict[LOG]
+    if raw is None:
+        return ServedLog(log, request.config_dict.get(PQ_CHECKPOINTS), True)
+    n = _uint("log", raw, maximum=1 << 24)
+    lookup = request.config_dict.get(LOGS)
+    if lookup is None:
+        if n == 0:
+            return ServedLog(log, request.config_dict.get(PQ_CHECKPOINTS), True)
+        served = None
+    else:
+        served = await lookup(n)
+    if served is None:
+        raise ApiError(404, "not_found", f"this server has no log {n}")
+    return served
+
+
+async def _head(request: web.Request) -> tuple[Log, Head]:
+    log = (await _served(request)).log
     head = await log.head()
     if head is None:
         raise ApiError(503, "unavailable", "the log has no signed checkpoint yet")
@@ -106,15 +145,22 @@ def published_note(app: web.Application, head: Head) -> tuple[bytes, Mapping[str
     head as stored."""
     provider = app.get(PUBLISHED_CHECKPOINT)
     if provider is not None:
-        return provider(head)
+        note, extra = provider(head)
+        if note.split(b"\n", 1)[0] == head.note.split(b"\n", 1)[0]:
+            return note, extra
+        # Another log's (a job that has not followed a roll yet): never served as this one's.
     pq = app.get(PQ_CHECKPOINTS)
     return (pq.latest(head)[1] if pq is not None else head.note), {}
 
 
 async def get_checkpoint(request: web.Request) -> web.Response:
     """The published checkpoint, bytes as signed, so cosignatures and clients see the same."""
+    served = await _served(request)
     _, head = await _head(request)
-    note, extra = published_note(request.app, head)
+    if served.active:
+        note, extra = published_note(request.app, head)
+    else:  # a frozen log: its final checkpoint, dual-signed when checkpoints are
+        note, extra = (served.pq.latest(head)[1] if served.pq else head.note), {}
     resp = web.Response(body=note, content_type="text/plain", charset="utf-8")
     resp.headers["Cache-Control"] = _SHORT
     resp.headers.update(extra)
@@ -157,6 +203,8 @@ async def get_ledger(request: web.Request) -> web.Response:
         "size": head.size,
         "root": _b64(head.checkpoint.root_hash),
         "checkpoint": head.note.decode("utf-8"),
+        **({"logs": await listing(head)}
+           if (listing := request.config_dict.get(LOG_LIST)) is not None else {}),
     })
 
 
@@ -248,6 +296,13 @@ def add_ledger_routes(app: web.Application) -> None:
     r.add_get("/v1/ledger/proofs/inclusion", get_inclusion)
     r.add_get("/v1/ledger/proofs/consistency", get_consistency)
     r.add_get("/v1/ledger/checkpoints", get_checkpoints)
+    # Every log of a sequence of logs (docs/lifecycle.md), the active one included.
+    r.add_get("/logs/{log}/checkpoint", get_checkpoint)
+    r.add_get("/logs/{log}/tile/{path:.+}", get_tile)
+    r.add_get("/logs/{log}" + ENTRIES_PATH + "{index}", get_entry)
+    r.add_get("/logs/{log}/v1/ledger/proofs/inclusion", get_inclusion)
+    r.add_get("/logs/{log}/v1/ledger/proofs/consistency", get_consistency)
+    r.add_get("/logs/{log}/v1/ledger/checkpoints", get_checkpoints)
 
 
 def create_ledger_app(log: Log, pq: PostQuantumCheckpoints | None = None) -> web.Application:

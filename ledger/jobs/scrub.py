@@ -130,15 +130,21 @@ class Scrubber:
         """One pass over the current checkpoint's tree; False when it found damage."""
         st = self.status
         st.position = st.checked = 0
-        head = await self.log.store.latest()
+        store, verifier = self.log.store, self.log.verifier
+        on = getattr(store, "log_number", 0)  # which log of a sequence of logs (issue 33)
+        head = await store.latest()
+        if head is not None and not head.note.startswith(verifier.name.encode() + b"\n"):
+            return True  # the store moved to the next log; the writer follows, then the scrub
         st.pass_size = head.size if head is not None else 0
         self.m_size.set(st.pass_size)
         self.m_position.set(0)
         try:
-            report = await audit_log(self.log.store, self.log.verifier,
+            report = await audit_log(store, verifier,
                                      progress=self._progress, pace=self._pace,
                                      chunk_bundles=self._chunk)
         except AuditError as e:
+            if getattr(store, "log_number", 0) != on:
+                return True  # a roll was followed mid-pass: it read two logs, found nothing
             self._damaged(str(e))
             return False
         st.passes += 1

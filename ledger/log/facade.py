@@ -51,6 +51,7 @@ class Log:
         self.sequencer = sequencer
         self._head: Head | None = None
         self._head_read = 0.0
+        self._tree = 0  # which tree (log) the head is of: bumped by switch()
 
     @property
     def origin(self) -> str:
@@ -104,13 +105,25 @@ class Log:
             self._set_head(seq.checkpoint)
         now = time.monotonic()
         if self._head is None or now - self._head_read > max_age:
+            tree = self._tree
             rec = await self.store.latest()
+            if tree != self._tree:  # read before a switch: of the other log; read again
+                return await self.head(max_age)
             self._head_read = now
             if rec is not None and self._newer(rec):
                 self._set_head(rec)
         return self._head
 
+    def switch(self, verifier: Ed25519Verifier, reader: LogReader) -> None:
+        """Follow the writer to another log of the store (a roll): its key, a reader with
+        nothing cached of the last tree, and its head read afresh."""
+        self.verifier, self.reader = verifier, reader
+        self._head, self._head_read = None, 0.0
+        self._tree += 1
+
     def _newer(self, rec: CheckpointRecord) -> bool:
+        if not rec.note.startswith(self.verifier.name.encode() + b"\n"):
+            return False  # another log's (the store moved on in a roll): followed on switch()
         head = self._head
         # Only growth: a store that went back (restored, failed over) or holds another tree
         # at the same size is not followed; the writer refuses it and says why.

@@ -55,6 +55,13 @@ class PostQuantumCheckpoints:
         #: How many checkpoints this process signed (a metric's source).
         self.signed = 0
 
+    def switch(self, signer: SubtreeCosignatureSigner) -> None:
+        """Sign for another log from now on (a roll: the next log's key); nothing signed for
+        the last one is served again."""
+        self.signer = signer
+        self._latest = None
+        self._signed_at = float("-inf")
+
     @property
     def vkey(self) -> str:
         return self.signer.verifier_key_text()

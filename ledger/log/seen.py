@@ -32,6 +32,7 @@ class SeenCheckpoint:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._saved_size = -1
+        self._saved_origin = b""
 
     def load(self) -> CheckpointRecord | None:
         """The remembered checkpoint, or None (no file yet). A damaged file is an error: it is
@@ -49,22 +50,24 @@ class SeenCheckpoint:
                                       str(doc["note"]).encode("utf-8"))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{self.path} is malformed ({e})") from None
-        self._saved_size = record.size
+        self._saved_size, self._saved_origin = record.size, _origin(record.note)
         return record
 
     def save(self, record: CheckpointRecord) -> None:
-        """Remember ``record`` unless the file already holds one at least as large."""
-        if record.size <= self._saved_size:
+        """Remember ``record`` unless the file already holds one of its log at least as large."""
+        origin = _origin(record.note)
+        if record.size <= self._saved_size and origin == self._saved_origin:
             return
         try:
             current = self.load()
         except ValueError:
             current = None
-        if current is not None and current.size >= record.size:
-            return
+        if current is not None and current.size >= record.size and \
+                _origin(current.note) == _origin(record.note):
+            return  # (a checkpoint of the next log, after a roll, replaces the last log's)
         doc = {"size": record.size, "time": record.time, "note": record.note.decode("utf-8")}
         write_atomic(self.path, json.dumps(doc).encode("utf-8"))
-        self._saved_size = record.size
+        self._saved_size, self._saved_origin = record.size, origin
 
     async def keep(self, get: Callable[[], CheckpointRecord | None], *,
                    interval: float = 1.0) -> None:
@@ -78,9 +81,15 @@ class SeenCheckpoint:
 
     async def _save_now(self, get: Callable[[], CheckpointRecord | None]) -> None:
         record = get()
-        if record is None or record.size <= self._saved_size:
+        if record is None or (record.size <= self._saved_size
+                              and _origin(record.note) == self._saved_origin):
             return
         try:
             await asyncio.to_thread(self.save, record)
         except OSError as e:
             _log.warning("seen_checkpoint_not_saved", path=str(self.path), error=str(e))
+
+
+def _origin(note: bytes) -> bytes:
+    """A checkpoint's origin line (the log it is of)."""
+    return note.split(b"\n", 1)[0]

@@ -58,6 +58,19 @@ with the first refusal."""
 BatchObserver = Callable[[int, float], None]
 """Told (batch size, commit seconds) after each durable batch, e.g. for metrics."""
 
+RollHook = Callable[[int], Awaitable[Ed25519Signer]]
+"""The key of log ``n``, asked when the store says, under the lock, that log ``n`` is now the
+active one (``notary log roll`` ran): the writer moves there before it writes anything."""
+
+RollPoll = Callable[[], Awaitable[bool]]
+"""Whether another log than the writer's is now active (asked while the writer is idle)."""
+
+ROLL_POLL_SECONDS = 2.0
+"""How often an idle writer asks :data:`RollPoll`: it moves to a new log within about this."""
+
+SwitchObserver = Callable[[Ed25519Signer], None]
+"""Told, once the transaction that moved the writer to another log committed, that log's key."""
+
 
 CATCH_UP_ENTRIES = 4 * TILE_WIDTH
 """At most this many entries appended by another process are caught up by integrating them
@@ -276,8 +289,16 @@ class Sequencer(Generic[Ctx]):
         observer: BatchObserver | None = None,
         clock: Callable[[], float] = time.time,
         trusted: CheckpointRecord | None = None,
+        on_roll: RollHook | None = None,
+        on_switched: SwitchObserver | None = None,
+        poll_rolls: RollPoll | None = None,
     ) -> None:
         self.store = store
+        #: Which of the store's logs this writer writes (0 for a store of one log).
+        self.log_number: int = getattr(store, "log_number", 0)
+        self.poll_rolls = poll_rolls
+        self.on_roll = on_roll
+        self.on_switched = on_switched
         self.signer = signer
         self.origin = signer.name
         self.reader = reader
@@ -475,7 +496,13 @@ class Sequencer(Generic[Ctx]):
 
     async def _run(self) -> None:
         while True:
-            await self._wake.wait()
+            if self.poll_rolls is None:
+                await self._wake.wait()
+            else:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), ROLL_POLL_SECONDS)
+                except TimeoutError:
+                    await self._follow_roll()
             self._wake.clear()
             while self._pending:
                 if self.status.state is WriterState.HALTED:
@@ -547,11 +574,18 @@ class Sequencer(Generic[Ctx]):
         refused: list[tuple[_Group[Ctx], Exception]] = []
         done: Integrated | None = None
         caught_up: CheckpointRecord | None = None
+        switched: Ed25519Signer | None = None
         try:
             async with self.store.transaction() as tx:
                 # Taken once the log's lock is held: what arrived while this process waited
                 # for it (another process committing) joins this batch, not the next one.
                 batch = self._next_batch()
+                active = getattr(tx, "active_log", None)
+                if self.on_roll is not None and active is not None and (
+                        active != self.log_number or tx.log_number != active):  # type: ignore[attr-defined]
+                    # A roll: nothing more goes to this log. (Also after a switch whose
+                    # transaction rolled back: the store handle is still on the old log.)
+                    switched = await self._switch(tx)
                 latest = await tx.latest()
                 if latest is None or self.checkpoint is None or latest.size != self.state.size \
                         or latest.note != self.checkpoint.note:
@@ -587,6 +621,8 @@ class Sequencer(Generic[Ctx]):
             self._set(dataclasses.replace(self.status, error=e))
             return []
         self.committed_at = self.clock()
+        if switched is not None and self.on_switched is not None:
+            self.on_switched(switched)
         if self.status is not _WRITING:
             self._set(_WRITING)
         for group, refusal in refused:
@@ -595,6 +631,13 @@ class Sequencer(Generic[Ctx]):
         if done is None:
             if caught_up is not None:  # what it read is now known to be durable
                 self.checkpoint = caught_up
+            for group in batch:  # empty groups (follow): answered with the checkpoint
+                if group.future.done():
+                    continue
+                if self.checkpoint is None:
+                    group.future.set_exception(LogRollbackError(self.status.reason))
+                else:
+                    group.future.set_result((self.state.size, self.checkpoint, None))
             return []
         prior, self.state = self.state, done.state
         self.checkpoint = record
@@ -636,6 +679,38 @@ class Sequencer(Generic[Ctx]):
         except Exception:  # e.g. a tile evicted and its read failing: callers fall back
             return None
         return {i: tuple(p) for i, p in zip(wanted, got, strict=True)}
+
+    async def _switch(self, tx: WriteTx) -> Ed25519Signer:
+        """Move this transaction and the writer to the active log (see :data:`RollHook`):
+        its key, its tables and, below, its stored state, checked as at start."""
+        assert self.on_roll is not None
+        n: int = tx.active_log  # type: ignore[attr-defined]
+        signer = await self.on_roll(n)
+        await tx.switch_log(n)  # type: ignore[attr-defined]
+        self.signer, self.origin, self.log_number = signer, signer.name, n
+        # Another tree: nothing seen of the last one binds it (its first checkpoint, the empty
+        # tree, was signed by the roll; _catch_up checks it under this key).
+        self.state, self.checkpoint = TreeState(), None
+        if self.reader is not None:
+            self.reader = LogReader(self.reader.store)  # another tree: no cached tile holds
+        return signer
+
+    async def _follow_roll(self) -> None:
+        """While idle: when another log is now active, commit nothing, to move there."""
+        assert self.poll_rolls is not None
+        try:
+            rolled = await self.poll_rolls()
+        except Exception:  # the store is unreachable now: the next commit will tell
+            return
+        if rolled and not self._closing:
+            fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # nobody waits
+            self._pending.append(_Group([], [], fut, False))
+
+    async def follow(self) -> None:
+        """Take the lock once with nothing to write: moves the writer to the active log if a
+        roll happened (for a reader that met a receipt of the new log first)."""
+        await self._enqueue([], [])
 
     async def probe_storage(self) -> bool:
         """After a commit failed for lack of space: can the store take a write again? Clears

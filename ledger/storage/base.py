@@ -31,6 +31,7 @@ one log resumes from the same state.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -88,6 +89,55 @@ class WitnessState:
     published: bytes | None = None
 
 
+LOG_STATES = ("active", "frozen")
+
+
+def log_suffix(n: int) -> str:
+    """What log ``n``'s table names end with: nothing for log 0 (today's tables), ``_n``."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"a log number is an integer >= 0, not {n!r}")
+    return "" if n == 0 else f"_{n}"
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One log of the store's sequence of logs (the ``logs`` registry, DESIGN-33).
+
+    A store that never rolled has no rows: it is one active log 0. Exactly one row is
+    ``active`` once there are rows; the others are ``frozen`` at ``final_size``.
+    """
+
+    n: int
+    origin: str
+    shard: str
+    state: str
+    started: float
+    vkeys: tuple[str, ...]
+    frozen_at: float | None = None
+    final_size: int | None = None
+    min_index: int = 0
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        log_suffix(self.n)
+        if self.state not in LOG_STATES:
+            raise ValueError(f"a log's state is one of {LOG_STATES}, not {self.state!r}")
+
+    def row(self) -> tuple[object, ...]:
+        """The registry row, in the column order of :meth:`from_row`."""
+        return (self.n, self.origin, self.shard, self.state, self.started, self.frozen_at,
+                self.final_size, self.min_index, json.dumps(list(self.vkeys)), self.reason)
+
+    @classmethod
+    def from_row(cls, row: Sequence[object]) -> LogRecord:
+        n, origin, shard, state, started, frozen_at, final_size, min_index, vkeys, reason = row
+        return cls(int(str(n)), str(origin), str(shard), str(state), float(str(started)),
+                   tuple(str(k) for k in json.loads(str(vkeys))),
+                   None if frozen_at is None else float(str(frozen_at)),
+                   None if final_size is None else int(str(final_size)),
+                   int(str(min_index)), None if reason is None else str(reason))
+
+
 class WriteTx(Protocol):
     """One open write transaction; it holds the log's single-writer lock until it ends."""
 
@@ -107,6 +157,30 @@ class WriteTx(Protocol):
     async def write(
         self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord
     ) -> None: ...
+
+
+class RollingTx(WriteTx, Protocol):
+    """A write transaction of a store that holds a sequence of logs (every backend here).
+
+    It starts on the store's current log (:attr:`log_number`); :attr:`active_log` is the
+    registry's active log as of the lock, so a writer learns of a roll by another process at
+    no extra cost. :meth:`switch_log` re-targets the rest of the transaction (reads, writes,
+    :meth:`latest`) to another log, creating its tables when ``create``; once it commits,
+    the store itself follows (:meth:`RollingStore.use_log`).
+    """
+
+    log_number: int
+    active_log: int
+
+    async def logs(self) -> list[LogRecord]:
+        """The registry as of the lock (or as written earlier in this transaction)."""
+        ...
+
+    async def put_log(self, record: LogRecord) -> None:
+        """Insert or replace registry row ``record.n`` (committed with the transaction)."""
+        ...
+
+    async def switch_log(self, n: int, *, create: bool = False) -> None: ...
 
 
 class LogStore(Protocol):
@@ -135,3 +209,20 @@ class LogStore(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[WriteTx]: ...
 
     async def close(self) -> None: ...
+
+
+class RollingStore(LogStore, Protocol):
+    """A store of a sequence of logs: reads and transactions are on :attr:`log_number`."""
+
+    log_number: int
+
+    async def logs(self) -> list[LogRecord]: ...
+
+    def use_log(self, n: int) -> None:
+        """Read from and write to log ``n`` from now on (its tables must exist)."""
+        ...
+
+    def for_log(self, n: int) -> LogStore:
+        """A read-only view of log ``n`` sharing this store's connections: its tiles,
+        checkpoint and history (``transaction`` and the witness state are not for views)."""
+        ...

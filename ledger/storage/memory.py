@@ -11,22 +11,56 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 
 from ledger.core.compact import bundle_keys, entries_between
-from ledger.storage.base import CheckpointRecord, TileKey, WitnessState
+from ledger.storage.base import (
+    CheckpointRecord,
+    LogRecord,
+    StoreError,
+    TileKey,
+    WitnessState,
+    log_suffix,
+)
+
+
+@dataclass
+class _MemLog:
+    """One log's tiles and checkpoints."""
+
+    tiles: dict[TileKey, bytes] = field(default_factory=dict)
+    latest: CheckpointRecord | None = None
+    history: list[CheckpointRecord] = field(default_factory=list)
 
 
 class MemoryWriteTx:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
-        self.tiles: dict[TileKey, bytes] = {}
-        self.checkpoint: CheckpointRecord | None = None
+        self.log_number = store.log_number
+        self.active_log = store._active()
+        # Per log touched: the tiles and the checkpoint written (applied at the end).
+        self._writes: dict[int, tuple[dict[TileKey, bytes], list[CheckpointRecord]]] = {}
+        self._registry: dict[int, LogRecord] = {}
+
+    @property
+    def tiles(self) -> dict[TileKey, bytes]:
+        return self._mine()[0]
+
+    @property
+    def checkpoint(self) -> CheckpointRecord | None:
+        written = self._mine()[1]
+        return written[-1] if written else None
+
+    def _mine(self) -> tuple[dict[TileKey, bytes], list[CheckpointRecord]]:
+        return self._writes.setdefault(self.log_number, ({}, []))
 
     async def latest(self) -> CheckpointRecord | None:
-        return self.checkpoint or self._store._latest
+        log = self._store._logs.get(self.log_number)
+        return self.checkpoint or (log.latest if log is not None else None)
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        out = await self._store.read_tiles(keys)
+        log = self._store._logs.get(self.log_number, _MemLog())
+        out = {k: log.tiles[k] for k in keys if k in log.tiles}
         out.update({k: self.tiles[k] for k in keys if k in self.tiles})
         return out
 
@@ -34,17 +68,84 @@ class MemoryWriteTx:
         return entries_between(await self.read_tiles(bundle_keys(start, end)), start, end)
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
-        self.tiles.update(tiles)
-        self.checkpoint = checkpoint
+        mine = self._mine()
+        mine[0].update(tiles)
+        mine[1].append(checkpoint)
+
+    async def logs(self) -> list[LogRecord]:
+        merged = {**self._store._registry, **self._registry}
+        return [merged[n] for n in sorted(merged)]
+
+    async def put_log(self, record: LogRecord) -> None:
+        self._registry[record.n] = record
+
+    async def switch_log(self, n: int, *, create: bool = False) -> None:
+        log_suffix(n)
+        if n not in self._store._logs and n not in self._writes and not create:
+            raise StoreError(f"log {n} does not exist")
+        self.log_number = n
+        self._mine()
+
+
+class MemoryLogView:
+    """A read-only view of one log of a :class:`MemoryStore` (``for_log``)."""
+
+    def __init__(self, store: MemoryStore, n: int) -> None:
+        self._store = store
+        self._n = n
+
+    def _log(self) -> _MemLog:
+        return self._store._logs.get(self._n, _MemLog())
+
+    async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+        tiles = self._log().tiles
+        return {k: tiles[k] for k in keys if k in tiles}
+
+    async def latest(self) -> CheckpointRecord | None:
+        return self._log().latest
+
+    async def history(self, limit: int = 100) -> list[CheckpointRecord]:
+        return self._log().history[::-1][:limit]
+
+    async def witness_state(self) -> WitnessState | None:
+        return None
+
+    async def save_witness_state(self, state: WitnessState) -> None:
+        raise StoreError("a log view is read-only")
+
+    async def probe_space(self, nbytes: int) -> None:
+        return None
+
+    def transaction(self) -> AbstractAsyncContextManager[MemoryWriteTx]:
+        raise StoreError("a log view is read-only: write through the store")
+
+    async def close(self) -> None:
+        return None
 
 
 class MemoryStore:
     def __init__(self) -> None:
-        self.tiles: dict[TileKey, bytes] = {}
-        self._latest: CheckpointRecord | None = None
-        self._history: list[CheckpointRecord] = []
+        self._logs: dict[int, _MemLog] = {0: _MemLog()}
+        self._registry: dict[int, LogRecord] = {}
+        self.log_number = 0
         self._witness_state: WitnessState | None = None
         self._lock = asyncio.Lock()
+
+    @property
+    def tiles(self) -> dict[TileKey, bytes]:
+        return self._logs[self.log_number].tiles
+
+    @property
+    def _latest(self) -> CheckpointRecord | None:
+        return self._logs[self.log_number].latest
+
+    @_latest.setter
+    def _latest(self, record: CheckpointRecord | None) -> None:  # tests: a restored backup
+        self._logs[self.log_number].latest = record
+
+    def _active(self) -> int:
+        active = [n for n, r in self._registry.items() if r.state == "active"]
+        return max(active, default=0)
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         return {k: self.tiles[k] for k in keys if k in self.tiles}
@@ -53,7 +154,19 @@ class MemoryStore:
         return self._latest
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        return self._history[::-1][:limit]
+        return self._logs[self.log_number].history[::-1][:limit]
+
+    async def logs(self) -> list[LogRecord]:
+        return [self._registry[n] for n in sorted(self._registry)]
+
+    def use_log(self, n: int) -> None:
+        if n not in self._logs:
+            raise StoreError(f"log {n} does not exist")
+        self.log_number = n
+
+    def for_log(self, n: int) -> MemoryLogView:
+        log_suffix(n)
+        return MemoryLogView(self, n)
 
     async def witness_state(self) -> WitnessState | None:
         return self._witness_state
@@ -66,10 +179,14 @@ class MemoryStore:
 
     def _apply(self, tx: MemoryWriteTx) -> None:
         """Make a finished transaction's writes visible (runs only if it ended cleanly)."""
-        self.tiles.update(tx.tiles)
-        if tx.checkpoint is not None:
-            self._latest = tx.checkpoint
-            self._history.append(tx.checkpoint)
+        for n, (tiles, checkpoints) in tx._writes.items():
+            log = self._logs.setdefault(n, _MemLog())
+            log.tiles.update(tiles)
+            if checkpoints:
+                log.latest = checkpoints[-1]
+                log.history.append(checkpoints[-1])
+        self._registry.update(tx._registry)
+        self.log_number = tx.log_number
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[MemoryWriteTx]:

@@ -34,6 +34,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Self, TypeAlias, TypeVar
 
 from ledger.core.compact import bundle_keys, entries_between
@@ -42,12 +43,14 @@ from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
     POSTGRES_EXTRA_MISSING,
     CheckpointRecord,
+    LogRecord,
     StorageFullError,
     StoreError,
     StoreUnavailableError,
     TileKey,
     WitnessState,
     WriterBusyError,
+    log_suffix,
 )
 
 try:
@@ -111,39 +114,105 @@ LEDGER_MIGRATIONS: tuple[str, ...] = (
          WHERE p.level = t.level AND p.idx = t.idx), ''::bytea) AS data
     FROM ledger_tiles t;
     """,
+    # Version 3: a sequence of logs (DESIGN-33). The registry; log 0's state row, the one
+    # write lock of every log, says which log is active, so that a writer that waited for the
+    # lock reads the active log from the row it locked (fresh under READ COMMITTED, where a
+    # joined or sub-selected table would be read as of before the wait).
+    """
+    CREATE TABLE ledger_logs (
+        n integer PRIMARY KEY, origin text NOT NULL UNIQUE, shard text NOT NULL,
+        state text NOT NULL CHECK (state IN ('active', 'frozen')),
+        started double precision NOT NULL, frozen_at double precision, final_size bigint,
+        min_index bigint NOT NULL DEFAULT 0, vkeys text NOT NULL, reason text);
+    ALTER TABLE ledger_state ADD COLUMN active_log integer NOT NULL DEFAULT 0;
+    """,
 )
 
-_READ_TILES = (
-    "SELECT t.level, t.idx, t.data FROM ledger_tile_data t "
-    "JOIN unnest($1::smallint[], $2::bigint[]) AS k(level, idx) "
-    "ON t.level = k.level AND t.idx = k.idx"
-)
-_READ_PARTS = ("SELECT start, data FROM ledger_tile_parts WHERE level = $1 AND idx = $2 "
-               "AND start >= $3 ORDER BY start")
-_LOCK_STATE = "SELECT size, time, note, history_time FROM ledger_state WHERE one = 1 FOR UPDATE"
-# Tiles, bundles and their parts, the checkpoint and (every HISTORY_INTERVAL) a history row:
-# data-modifying CTEs of one statement, to which a subclass adds its own rows (see
-# PostgresWriteTx._flush).
-_WRITE_CTES = (
-    """t AS (
-    INSERT INTO ledger_tiles (level, idx, data)
+@dataclass(frozen=True)
+class _Sql:
+    """One log's statements: log 0's tables are the original ones, log n's end in ``_n``."""
+
+    read_tiles: str
+    read_parts: str
+    latest: str
+    head: str
+    history: str
+    write_ctes: tuple[str, ...]
+    schema: str
+
+    @classmethod
+    def of(cls, n: int) -> _Sql:
+        x = log_suffix(n)
+        return cls(
+            read_tiles=(
+                f"SELECT t.level, t.idx, t.data FROM ledger_tile_data{x} t "
+                "JOIN unnest($1::smallint[], $2::bigint[]) AS k(level, idx) "
+                "ON t.level = k.level AND t.idx = k.idx"),
+            read_parts=(f"SELECT start, data FROM ledger_tile_parts{x} WHERE level = $1 "
+                        "AND idx = $2 AND start >= $3 ORDER BY start"),
+            latest=f"SELECT size, time, note, history_time FROM ledger_state{x} WHERE one = 1",
+            head=f"SELECT size, time, note FROM ledger_state{x} WHERE one = 1",
+            history=(f"SELECT size, time, note FROM ledger_checkpoints{x} "
+                     "ORDER BY size DESC LIMIT $1"),
+            # Tiles, bundles and their parts, the checkpoint and (every HISTORY_INTERVAL) a
+            # history row: data-modifying CTEs of one statement, to which a subclass adds
+            # its own rows (see PostgresWriteTx._flush).
+            write_ctes=(
+                f"""t AS (
+    INSERT INTO ledger_tiles{x} (level, idx, data)
     SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])
     ON CONFLICT (level, idx) DO UPDATE SET data = excluded.data)""",
-    """p AS (
-    INSERT INTO ledger_tile_parts (level, idx, start, data)
+                f"""p AS (
+    INSERT INTO ledger_tile_parts{x} (level, idx, start, data)
     SELECT * FROM unnest($8::smallint[], $9::bigint[], $10::smallint[], $11::bytea[])
     ON CONFLICT (level, idx, start) DO UPDATE SET data = excluded.data)""",
-    """c AS (
-    DELETE FROM ledger_tile_parts d USING unnest($12::smallint[], $13::bigint[]) AS k(level, idx)
+                f"""c AS (
+    DELETE FROM ledger_tile_parts{x} d USING unnest($12::smallint[], $13::bigint[]) AS k(level, idx)
     WHERE d.level = k.level AND d.idx = k.idx)""",
-    """h AS (
-    INSERT INTO ledger_checkpoints (size, time, note) SELECT $4, $5, $6 WHERE $7
+                f"""h AS (
+    INSERT INTO ledger_checkpoints{x} (size, time, note) SELECT $4, $5, $6 WHERE $7
     ON CONFLICT (size) DO NOTHING)""",
-    """s AS (
-    UPDATE ledger_state SET size = $4, time = $5, note = $6,
+                f"""s AS (
+    UPDATE ledger_state{x} SET size = $4, time = $5, note = $6,
         history_time = CASE WHEN $7 THEN $5 ELSE history_time END
     WHERE one = 1)""",
-)
+            ),
+            schema=f"""
+    CREATE TABLE ledger_tiles{x} (
+        level smallint NOT NULL, idx bigint NOT NULL, data bytea NOT NULL,
+        PRIMARY KEY (level, idx));
+    CREATE TABLE ledger_tile_parts{x} (
+        level smallint NOT NULL, idx bigint NOT NULL, start smallint NOT NULL,
+        data bytea NOT NULL, PRIMARY KEY (level, idx, start));
+    CREATE TABLE ledger_state{x} (
+        one smallint PRIMARY KEY CHECK (one = 1),
+        size bigint, time double precision, note bytea,
+        history_time double precision NOT NULL DEFAULT '-infinity');
+    INSERT INTO ledger_state{x} (one) VALUES (1);
+    CREATE TABLE ledger_checkpoints{x} (
+        size bigint PRIMARY KEY, time double precision NOT NULL, note bytea NOT NULL);
+    CREATE VIEW ledger_tile_data{x} AS
+    SELECT t.level, t.idx, t.data || COALESCE(
+        (SELECT string_agg(p.data, ''::bytea ORDER BY p.start) FROM ledger_tile_parts{x} p
+         WHERE p.level = t.level AND p.idx = t.idx), ''::bytea) AS data
+    FROM ledger_tiles{x} t;
+    """)
+
+
+_LOG0 = _Sql.of(0)
+_LOCK_STATE = ("SELECT size, time, note, history_time, active_log FROM ledger_state "
+               "WHERE one = 1 FOR UPDATE")
+"""The write lock of every log: log 0's state row, always (a roll and a commit serialize)."""
+_LOG_COLUMNS = ("n, origin, shard, state, started, frozen_at, final_size, min_index, vkeys, "
+                "reason")
+_READ_LOGS = f"SELECT {_LOG_COLUMNS} FROM ledger_logs ORDER BY n"
+_PUT_LOG = (f"INSERT INTO ledger_logs ({_LOG_COLUMNS}) VALUES "
+            "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (n) DO UPDATE SET "
+            "origin = excluded.origin, shard = excluded.shard, state = excluded.state, "
+            "started = excluded.started, frozen_at = excluded.frozen_at, "
+            "final_size = excluded.final_size, min_index = excluded.min_index, "
+            "vkeys = excluded.vkeys, reason = excluded.reason")
+
 _PARAM = re.compile(r"\$(\d+)")
 
 
@@ -220,6 +289,13 @@ class PostgresWriteTx:
         self._history_time = history_time
         self._pending: tuple[Mapping[TileKey, bytes], CheckpointRecord] | None = None
         self.bundle_end: BundleEnd | None = None  # the store's, then what this commit leaves
+        self._sql = _LOG0
+        self.log_number = 0  # set by the store (the log it is on)
+        self.active_log = 0  # set by the store, from the locked row
+        self.switched = False
+        # The base of the pending write: the stored checkpoint, or (after a switch with
+        # writes before it) what the last write left.
+        self._base: CheckpointRecord | None = latest
 
     @property
     def handle(self) -> PgConnection:
@@ -230,14 +306,43 @@ class PostgresWriteTx:
         return self._latest
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        return await _read_tiles(self._conn, keys)
+        return await _read_tiles(self._conn, keys, self._sql)
+
+    async def logs(self) -> list[LogRecord]:
+        return [LogRecord.from_row(tuple(r)) for r in await self._conn.fetch(_READ_LOGS)]
+
+    async def put_log(self, record: LogRecord) -> None:
+        await self._conn.execute(_PUT_LOG, *record.row())
+        if record.state == "active":
+            await self._conn.execute("UPDATE ledger_state SET active_log = $1 WHERE one = 1",
+                                     record.n)
+
+    async def switch_log(self, n: int, *, create: bool = False) -> None:
+        """See :class:`~ledger.storage.base.RollingTx`: what was written to the log so far is
+        sent now (rows of a subclass stay for the commit), then the rest is on log ``n``."""
+        if self._pending is not None:
+            statement, args = self._log_writes()
+            await self._conn.execute(statement, *args)
+            self._pending = None
+        sql = _Sql.of(n)
+        exists = await self._conn.fetchval("SELECT to_regclass($1) IS NOT NULL",
+                                           f"ledger_state{log_suffix(n)}")
+        if not exists:
+            if not create:
+                raise StoreError(f"log {n} has no tables in the database")
+            await self._conn.execute(sql.schema)
+        row = await self._conn.fetchrow(sql.latest)
+        self._sql, self.log_number, self.switched = sql, n, True
+        self._latest = self._base = _record(row)
+        self._history_time = float(row["history_time"])
+        self.bundle_end = None
 
     async def read_entries(self, start: int, end: int) -> list[bytes]:
         """As SQLite's: from inside the edge bundle, only its parts from ``start`` on (one
         round trip, as the whole bundle would be), and where they end is remembered."""
         out: list[bytes] = []
         if start & (TILE_WIDTH - 1) and start < end:
-            rows = await self._conn.fetch(_READ_PARTS, ENTRIES_LEVEL, start >> TILE_HEIGHT,
+            rows = await self._conn.fetch(self._sql.read_parts, ENTRIES_LEVEL, start >> TILE_HEIGHT,
                                           start & (TILE_WIDTH - 1))
             out, start, self.bundle_end = entries_from_parts(
                 [(r[0], bytes(r[1])) for r in rows], start, end, self.bundle_end)
@@ -259,21 +364,29 @@ class PostgresWriteTx:
         rows here, so the whole commit is one round trip before ``COMMIT``."""
         return [], []
 
+    def _log_ctes(self) -> tuple[list[str], list[object]]:
+        """The pending write of the log's tiles and checkpoint, as CTEs and arguments."""
+        if self._pending is None:
+            return [], []
+        tiles, cp = self._pending
+        history = cp.time - self._history_time >= HISTORY_INTERVAL
+        base = self._base
+        before = base.size if base is not None else 0
+        plan = plan_writes(tiles, before, cp.size, self.bundle_end)
+        self.bundle_end = plan.bundle_end or self.bundle_end
+        return list(self._sql.write_ctes), [
+            [k[0] for k, _ in plan.whole], [k[1] for k, _ in plan.whole],
+            [d for _, d in plan.whole], cp.size, cp.time, cp.note, history,
+            [k[0] for k, _, _ in plan.parts], [k[1] for k, _, _ in plan.parts],
+            [start for _, start, _ in plan.parts], [d for _, _, d in plan.parts],
+            [k[0] for k in plan.cleared], [k[1] for k in plan.cleared]]
+
+    def _log_writes(self) -> tuple[str, list[object]]:
+        ctes, args = self._log_ctes()
+        return "WITH " + ",\n".join(ctes) + "\nSELECT 1", args
+
     async def _flush(self) -> None:
-        ctes: list[str] = []
-        args: list[object] = []
-        if self._pending is not None:
-            tiles, cp = self._pending
-            history = cp.time - self._history_time >= HISTORY_INTERVAL
-            before = self._latest.size if self._latest is not None else 0
-            plan = plan_writes(tiles, before, cp.size, self.bundle_end)
-            self.bundle_end = plan.bundle_end or self.bundle_end
-            ctes.extend(_WRITE_CTES)
-            args.extend([[k[0] for k, _ in plan.whole], [k[1] for k, _ in plan.whole],
-                         [d for _, d in plan.whole], cp.size, cp.time, cp.note, history,
-                         [k[0] for k, _, _ in plan.parts], [k[1] for k, _, _ in plan.parts],
-                         [start for _, start, _ in plan.parts], [d for _, _, d in plan.parts],
-                         [k[0] for k in plan.cleared], [k[1] for k in plan.cleared]])
+        ctes, args = self._log_ctes()
         more, more_args = self._more_writes(len(args) + 1)
         ctes.extend(more)
         args.extend(more_args)
@@ -282,11 +395,12 @@ class PostgresWriteTx:
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
 
 
-async def _read_tiles(conn: PgConnection, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+async def _read_tiles(conn: PgConnection, keys: Sequence[TileKey], sql: _Sql = _LOG0
+                      ) -> dict[TileKey, bytes]:
     keys = list(dict.fromkeys(keys))
     if not keys:
         return {}
-    rows = await conn.fetch(_READ_TILES, [k[0] for k in keys], [k[1] for k in keys])
+    rows = await conn.fetch(sql.read_tiles, [k[0] for k in keys], [k[1] for k in keys])
     return {(r[0], r[1]): bytes(r[2]) for r in rows}
 
 
@@ -313,6 +427,8 @@ class PostgresStore:
         self.lock_timeout = lock_timeout
         self._wlock = asyncio.Lock()  # one write transaction per process at a time
         self._bundle_end: BundleEnd | None = None  # as this store last committed it
+        self._sql = _LOG0
+        self.log_number = 0
 
     @classmethod
     async def open(cls, url: str, *, retry_for: float = 30.0, lock_timeout: float = 10.0,
@@ -377,18 +493,40 @@ class PostgresStore:
             await self._pool.release(conn, timeout=5.0)
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        return await self._retrying(lambda conn: _read_tiles(conn, keys))
+        return await self._retrying(lambda conn: _read_tiles(conn, keys, self._sql))
 
     async def latest(self) -> CheckpointRecord | None:
-        row = await self._retrying(lambda conn: conn.fetchrow(
-            "SELECT size, time, note FROM ledger_state WHERE one = 1"))
+        return await self._latest_of(self._sql)
+
+    async def _latest_of(self, sql: _Sql) -> CheckpointRecord | None:
+        try:
+            row = await self._retrying(lambda conn: conn.fetchrow(sql.head))
+        except asyncpg.exceptions.UndefinedTableError:  # a roll not committed yet
+            return None
         return _record(row)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        rows = await self._retrying(lambda conn: conn.fetch(
-            "SELECT size, time, note FROM ledger_checkpoints ORDER BY size DESC LIMIT $1",
-            limit))
+        return await self._history_of(self._sql, limit)
+
+    async def _history_of(self, sql: _Sql, limit: int) -> list[CheckpointRecord]:
+        try:
+            rows = await self._retrying(lambda conn: conn.fetch(sql.history, limit))
+        except asyncpg.exceptions.UndefinedTableError:
+            return []
         return [CheckpointRecord(int(r[0]), float(r[1]), bytes(r[2])) for r in rows]
+
+    async def logs(self) -> list[LogRecord]:
+        rows = await self._retrying(lambda conn: conn.fetch(_READ_LOGS))
+        return [LogRecord.from_row(tuple(r)) for r in rows]
+
+    def use_log(self, n: int) -> None:
+        """Read from and write to log ``n`` from now on."""
+        if n != self.log_number:
+            self._sql, self.log_number = _Sql.of(n), n
+            self._bundle_end = None
+
+    def for_log(self, n: int) -> PostgresLogView:
+        return PostgresLogView(self, _Sql.of(n))
 
     async def witness_state(self) -> WitnessState | None:
         async def read(conn: PgConnection) -> WitnessState | None:
@@ -477,10 +615,16 @@ class PostgresStore:
     async def _transaction(self) -> AsyncIterator[PostgresWriteTx]:
         async with self._wlock:
             conn, tr, row = await self._begin()
-            tx = self._new_tx(conn, _record(row), float(row["history_time"]))
-            tx.bundle_end = self._bundle_end
             committing = False
             try:
+                active = int(row["active_log"])
+                if self.log_number != 0:  # its state row, read now that the lock is held
+                    row = await conn.fetchrow(self._sql.latest)
+                    if row is None:
+                        raise StoreError(f"log {self.log_number}'s state row is missing")
+                tx = self._new_tx(conn, _record(row), float(row["history_time"]))
+                tx._sql, tx.log_number, tx.active_log = self._sql, self.log_number, active
+                tx.bundle_end = self._bundle_end
                 yield tx
                 await tx._flush()
                 committing = True
@@ -500,6 +644,7 @@ class PostgresStore:
                         f"{what}") from None
                 raise
             await self._release(conn)  # committed: a connection that dies now changes nothing
+            self.use_log(tx.log_number)
             self._bundle_end = tx.bundle_end
             tx._committed()
 
@@ -512,6 +657,41 @@ class PostgresStore:
             await asyncio.wait_for(self._pool.close(), 10.0)
         except (TimeoutError, Exception):
             self._pool.terminate()
+
+
+class PostgresLogView:
+    """A read-only view of one log of a :class:`PostgresStore` (``for_log``), on its pool."""
+
+    def __init__(self, store: PostgresStore, sql: _Sql) -> None:
+        self._store = store
+        self._sql = sql
+
+    async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+        try:
+            return await self._store._retrying(lambda conn: _read_tiles(conn, keys, self._sql))
+        except asyncpg.exceptions.UndefinedTableError:
+            return {}
+
+    async def latest(self) -> CheckpointRecord | None:
+        return await self._store._latest_of(self._sql)
+
+    async def history(self, limit: int = 100) -> list[CheckpointRecord]:
+        return await self._store._history_of(self._sql, limit)
+
+    async def witness_state(self) -> WitnessState | None:
+        return None
+
+    async def save_witness_state(self, state: WitnessState) -> None:
+        raise StoreError("a log view is read-only")
+
+    async def probe_space(self, nbytes: int) -> None:
+        await self._store.probe_space(nbytes)
+
+    def transaction(self) -> AbstractAsyncContextManager[PostgresWriteTx]:
+        raise StoreError("a log view is read-only: write through the store")
+
+    async def close(self) -> None:
+        return None
 
 
 class PostgresLease:

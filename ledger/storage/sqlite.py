@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, Self, TypeVar, TypeVarTuple
 
@@ -39,11 +40,13 @@ from ledger.core.tileparts import BundleEnd, entries_from_parts, plan_writes
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
     CheckpointRecord,
+    LogRecord,
     StorageFullError,
     StoreError,
     TileKey,
     WitnessState,
     WriterBusyError,
+    log_suffix,
 )
 from ledger.storage.writer_queue import WriterQueue
 
@@ -99,7 +102,43 @@ CREATE TABLE IF NOT EXISTS write_probe (one INTEGER PRIMARY KEY CHECK (one = 1),
 CREATE TABLE IF NOT EXISTS witness_sizes (vkey TEXT PRIMARY KEY, size INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS witness_published (
     one INTEGER PRIMARY KEY CHECK (one = 1), note BLOB);
+CREATE TABLE IF NOT EXISTS logs (
+    n INTEGER PRIMARY KEY, origin TEXT NOT NULL UNIQUE, shard TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('active', 'frozen')), started REAL NOT NULL,
+    frozen_at REAL, final_size INTEGER, min_index INTEGER NOT NULL DEFAULT 0,
+    vkeys TEXT NOT NULL, reason TEXT);
 """
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The names of one log's tables: log 0's are the original ones, log n's carry ``_n``
+    (DESIGN-33: no migration of an existing log, ever)."""
+
+    tiles: str
+    parts: str
+    state: str
+    checkpoints: str
+
+    @classmethod
+    def of(cls, n: int) -> Tables:
+        suffix = log_suffix(n)
+        return cls(f"tiles{suffix}", f"tile_parts{suffix}", f"log_state{suffix}",
+                   f"checkpoints{suffix}")
+
+    def schema(self) -> list[str]:
+        """The statements that create these tables (log 0's exist from the start)."""
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.tiles} (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {self.parts} (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {self.state} (one INTEGER PRIMARY KEY CHECK (one = 1), "
+            "size INTEGER NOT NULL, time REAL NOT NULL, note BLOB NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {self.checkpoints} (size INTEGER PRIMARY KEY, "
+            "time REAL NOT NULL, note BLOB NOT NULL)",
+        ]
+
+
+LOG0 = Tables.of(0)
 
 _T = TypeVar("_T")
 _Args = TypeVarTuple("_Args")
@@ -128,7 +167,7 @@ def _part_id(tile_id: int, start: int) -> int:
     return tile_id << TILE_HEIGHT | start
 
 
-def _tiles_query(keys: Sequence[TileKey]) -> tuple[str, list[int]]:
+def _tiles_query(keys: Sequence[TileKey], t: Tables = LOG0) -> tuple[str, list[int]]:
     """One statement for these tiles' rows and every part between the first and the last.
 
     Parts exist only for right-edge tiles (one per level at most), so the range holds few
@@ -136,8 +175,8 @@ def _tiles_query(keys: Sequence[TileKey]) -> tuple[str, list[int]]:
     """
     ids = [_tile_id(k) for k in keys]
     marks = ",".join("?" * len(ids))
-    sql = (f"SELECT id, NULL, data FROM tiles WHERE id IN ({marks}) UNION ALL "
-           "SELECT id >> 8, id, data FROM tile_parts WHERE id BETWEEN ? AND ?")
+    sql = (f"SELECT id, NULL, data FROM {t.tiles} WHERE id IN ({marks}) UNION ALL "
+           f"SELECT id >> 8, id, data FROM {t.parts} WHERE id BETWEEN ? AND ?")
     return sql, [*ids, _part_id(min(ids), 0), _part_id(max(ids), TILE_WIDTH - 1)]
 
 
@@ -161,39 +200,48 @@ def _assemble(rows: Iterable[Any], keys: Sequence[TileKey]) -> dict[TileKey, byt
     return {_tile_key(tile_id): data for tile_id, data in whole.items()}
 
 
-async def _read_tiles(conn: aiosqlite.Connection, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+async def _read_tiles(conn: aiosqlite.Connection, keys: Sequence[TileKey], t: Tables
+                      ) -> dict[TileKey, bytes]:
     out: dict[TileKey, bytes] = {}
     keys = list(dict.fromkeys(keys))
     for i in range(0, len(keys), 500):
         chunk = keys[i : i + 500]
         # One round trip to aiosqlite's thread (iterating a cursor costs one per chunk and close).
-        sql, params = _tiles_query(chunk)
+        sql, params = _tiles_query(chunk, t)
         out.update(_assemble(await conn.execute_fetchall(sql, params), chunk))
     return out
 
 
-async def _latest(conn: aiosqlite.Connection) -> CheckpointRecord | None:
-    rows = list(await conn.execute_fetchall("SELECT size, time, note FROM log_state WHERE one = 1"))
+async def _latest(conn: aiosqlite.Connection, t: Tables) -> CheckpointRecord | None:
+    try:
+        rows = list(await conn.execute_fetchall(
+            f"SELECT size, time, note FROM {t.state} WHERE one = 1"))
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):  # a log whose roll has not committed yet
+            return None
+        raise
     if not rows:
         return None
     row = rows[0]
     return CheckpointRecord(row[0], row[1], bytes(row[2]))
 
 
-def read_tiles_sync(conn: sqlite3.Connection, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+def read_tiles_sync(conn: sqlite3.Connection, keys: Sequence[TileKey], t: Tables = LOG0
+                    ) -> dict[TileKey, bytes]:
     """Stored tiles and bundles by key, on any connection to a log's file (the notary reads
-    its receipts' entries with it); keys not stored are left out."""
+    its receipts' entries with it); keys not stored are left out. ``t``: which log's."""
     out: dict[TileKey, bytes] = {}
     keys = list(dict.fromkeys(keys))
     for i in range(0, len(keys), 500):
         chunk = keys[i : i + 500]
-        sql, params = _tiles_query(chunk)
+        sql, params = _tiles_query(chunk, t)
         out.update(_assemble(conn.execute(sql, params), chunk))
     return out
 
 
 def _read_entries_sync(conn: sqlite3.Connection, start: int, end: int,
-                       known: BundleEnd | None) -> tuple[list[bytes], BundleEnd | None]:
+                       known: BundleEnd | None, t: Tables = LOG0
+                       ) -> tuple[list[bytes], BundleEnd | None]:
     """The entries at [start, end) and what is now known of the edge bundle's stored length.
 
     When ``start`` falls inside a bundle that grows by parts, only its parts from ``start`` on
@@ -206,18 +254,41 @@ def _read_entries_sync(conn: sqlite3.Connection, start: int, end: int,
     out: list[bytes] = []
     if start & (TILE_WIDTH - 1) and start < end:
         tile_id = _tile_id((ENTRIES_LEVEL, start >> TILE_HEIGHT))
-        rows = conn.execute("SELECT id & 255, data FROM tile_parts WHERE id BETWEEN ? AND ? "
+        rows = conn.execute(f"SELECT id & 255, data FROM {t.parts} WHERE id BETWEEN ? AND ? "
                             "ORDER BY id", (_part_id(tile_id, start & (TILE_WIDTH - 1)),
                                             _part_id(tile_id, TILE_WIDTH - 1))).fetchall()
         out, start, known = entries_from_parts(rows, start, end, known)
     if start < end:
-        out.extend(entries_between(read_tiles_sync(conn, bundle_keys(start, end)), start, end))
+        out.extend(entries_between(read_tiles_sync(conn, bundle_keys(start, end), t),
+                                   start, end))
     return out, known
 
 
-def _latest_sync(conn: sqlite3.Connection) -> CheckpointRecord | None:
-    row = conn.execute("SELECT size, time, note FROM log_state WHERE one = 1").fetchone()
+def latest_sync(conn: sqlite3.Connection, t: Tables = LOG0) -> CheckpointRecord | None:
+    if t is not LOG0 and not _has_table(conn, t.state):
+        return None
+    row = conn.execute(f"SELECT size, time, note FROM {t.state} WHERE one = 1").fetchone()
     return None if row is None else CheckpointRecord(row[0], row[1], bytes(row[2]))
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (name,)).fetchone() is not None
+
+
+_LOG_COLUMNS = ("n, origin, shard, state, started, frozen_at, final_size, min_index, vkeys, "
+                "reason")
+
+
+def logs_sync(conn: sqlite3.Connection) -> list[LogRecord]:
+    """The registry of logs, oldest first (empty: a store that never rolled, one log 0)."""
+    return [LogRecord.from_row(r) for r in conn.execute(
+        f"SELECT {_LOG_COLUMNS} FROM logs ORDER BY n")]
+
+
+def _active_sync(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT max(n) FROM logs WHERE state = 'active'").fetchone()
+    return 0 if row is None or row[0] is None else int(row[0])
 
 
 MAX_ROWS_PER_INSERT = 64
@@ -269,6 +340,12 @@ class SqliteWriteTx:
     def __init__(self, store: SqliteStore, latest: CheckpointRecord | None) -> None:
         self._store = store
         self._latest = latest
+        self._t = store._t
+        self.log_number = store.log_number
+        self.active_log = store.log_number  # set under the lock by _locked_transaction
+        self._last_history = store._last_history
+        self._switched = False
+        self._base: CheckpointRecord | None = None  # the last write's, once switched
         self._statements: Statements = []
         self._pending_history: float | None = None
         self._adds = 0  # entries this transaction's checkpoint adds to the stored one
@@ -294,11 +371,40 @@ class SqliteWriteTx:
 
     def _committed(self) -> None:
         """Called once the transaction committed (caches may now trust what it wrote)."""
-        if self._pending_history is not None:
+        if self._switched:
+            self._store.use_log(self.log_number)
+            self._store._last_history = self._last_history
+        elif self._pending_history is not None:
             self._store._last_history = self._pending_history
         self._store._bundle_end = self._bundle_end
         if self._written is not None:
             self._store._last_written = self._written
+
+    async def logs(self) -> list[LogRecord]:
+        return self._read_locked_now(logs_sync)
+
+    async def put_log(self, record: LogRecord) -> None:
+        self._statements.append((
+            f"INSERT OR REPLACE INTO logs ({_LOG_COLUMNS}) VALUES ({', '.join('?' * 10)})",
+            [record.row()]))
+
+    async def switch_log(self, n: int, *, create: bool = False) -> None:
+        """See :class:`~ledger.storage.base.RollingTx`. The new log's tables are created
+        at once (DDL inside the transaction: rolled back with it)."""
+        t = Tables.of(n)
+        conn = self._store._wconn
+        if not _has_table(conn, t.state):
+            if not create:
+                raise StoreError(f"log {n} has no tables in {self._store.path}")
+            for sql in t.schema():
+                conn.execute(sql)
+        self._t, self.log_number, self._switched = t, n, True
+        self._latest = self._base = latest_sync(conn, t)
+        self._written = None
+        self._bundle_end = None
+        self._adds = 0
+        row = conn.execute(f"SELECT max(time) FROM {t.checkpoints}").fetchone()
+        self._last_history = float(row[0]) if row and row[0] is not None else float("-inf")
 
     def _alone_since_last_commit(self) -> bool:
         """Whether the stored checkpoint is the one this store committed last: no other
@@ -311,7 +417,7 @@ class SqliteWriteTx:
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         got: dict[TileKey, bytes] = await self._store._writer.run(
-            read_tiles_sync, self._store._wconn, keys)
+            read_tiles_sync, self._store._wconn, keys, self._t)
         return got
 
     async def read_entries(self, start: int, end: int) -> list[bytes]:
@@ -319,34 +425,38 @@ class SqliteWriteTx:
         got: list[bytes]
         if end - start > TILE_WIDTH:  # a long catch-up: on the worker thread, as bulk reads
             got, known = await self._store._writer.run(
-                _read_entries_sync, conn, start, end, self._bundle_end)
+                _read_entries_sync, conn, start, end, self._bundle_end, self._t)
         else:  # a part or two (see _read_locked_now)
-            got, known = _read_entries_sync(conn, start, end, self._bundle_end)
+            got, known = _read_entries_sync(conn, start, end, self._bundle_end, self._t)
         self._bundle_end = known
         return got
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
-        cp = self._written = checkpoint
-        before = self._latest.size if self._latest is not None else 0
+        t = self._t
+        # What an earlier write of this transaction left is the base of this one (a roll
+        # writes a log's last entry, then switches, then writes the next log's first state).
+        base = self._base if self._switched else self._latest
+        cp = self._written = self._base = checkpoint
+        before = base.size if base is not None else 0
         self._adds = cp.size - before
         plan = plan_writes(tiles, before, cp.size, self._bundle_end)
-        self._queue("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
+        self._queue(f"INSERT OR REPLACE INTO {t.tiles} (id, data) VALUES (?, ?)",
                     [(_tile_id(k), data) for k, data in plan.whole])
-        self._queue("INSERT OR REPLACE INTO tile_parts (id, data) VALUES (?, ?)",
+        self._queue(f"INSERT OR REPLACE INTO {t.parts} (id, data) VALUES (?, ?)",
                     [(_part_id(_tile_id(k), start), data) for k, start, data in plan.parts])
-        self._queue("DELETE FROM tile_parts WHERE id BETWEEN ? AND ?",
+        self._queue(f"DELETE FROM {t.parts} WHERE id BETWEEN ? AND ?",
                     [(_part_id(_tile_id(k), 0), _part_id(_tile_id(k), TILE_WIDTH - 1))
                      for k in plan.cleared])
         self._bundle_end = plan.bundle_end or self._bundle_end
-        self._queue("INSERT OR REPLACE INTO log_state (one, size, time, note) VALUES (1, ?, ?, ?)",
+        self._queue(f"INSERT OR REPLACE INTO {t.state} (one, size, time, note) VALUES (1, ?, ?, ?)",
                     [(cp.size, cp.time, cp.note)])
-        last = self._store._last_history
+        last = self._last_history
         if last is None:
             last = await self._store._writer.run(self._store._last_history_time)
         if cp.time - last >= HISTORY_INTERVAL:
-            self._queue("INSERT OR REPLACE INTO checkpoints (size, time, note) VALUES (?, ?, ?)",
-                        [(cp.size, cp.time, cp.note)])
-            self._pending_history = cp.time
+            self._queue(f"INSERT OR REPLACE INTO {t.checkpoints} (size, time, note) "
+                        "VALUES (?, ?, ?)", [(cp.size, cp.time, cp.note)])
+            self._pending_history = self._last_history = cp.time
 
 
 class SqliteStore:
@@ -369,6 +479,8 @@ class SqliteStore:
         # theory of operation).
         self._queue = WriterQueue(path)
         self._reader = reader
+        self._t = LOG0
+        self.log_number = 0
         self._last_history: float | None = None
         self._last_adds = 0  # entries the last commit added (see LONE_ENTRIES)
         self._bundle_end: BundleEnd | None = None  # as this store last committed it
@@ -396,17 +508,31 @@ class SqliteStore:
     def _new_tx(self, latest: CheckpointRecord | None) -> SqliteWriteTx:
         return SqliteWriteTx(self, latest)
 
+    def use_log(self, n: int) -> None:
+        """Read from and write to log ``n`` from now on (what this store knows of the log it
+        wrote before is forgotten: it is another tree)."""
+        if n == self.log_number:
+            return
+        self._t, self.log_number = Tables.of(n), n
+        self._last_history = None
+        self._bundle_end = None
+        self._last_written = None
+        self._last_adds = 0
+
+    async def logs(self) -> list[LogRecord]:
+        return logs_sync(self._point)
+
+    def for_log(self, n: int) -> SqliteLogView:
+        return SqliteLogView(self, Tables.of(n))
+
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        return await _read_tiles(self._reader, keys)
+        return await _read_tiles(self._reader, keys, self._t)
 
     async def latest(self) -> CheckpointRecord | None:
-        return await _latest(self._reader)
+        return await _latest(self._reader, self._t)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        rows = await self._reader.execute_fetchall(
-            "SELECT size, time, note FROM checkpoints ORDER BY size DESC LIMIT ?", (limit,)
-        )
-        return [CheckpointRecord(r[0], r[1], bytes(r[2])) for r in rows]
+        return await _history(self._reader, self._t, limit)
 
     async def witness_state(self) -> WitnessState | None:
         row = self._point.execute("SELECT note FROM witness_published WHERE one = 1").fetchone()
@@ -432,7 +558,7 @@ class SqliteStore:
         await self._write_locked(lambda conn: conn.execute("DELETE FROM write_probe"))
 
     def _last_history_time(self) -> float:
-        row = self._wconn.execute("SELECT max(time) FROM checkpoints").fetchone()
+        row = self._wconn.execute(f"SELECT max(time) FROM {self._t.checkpoints}").fetchone()
         return float(row[0]) if row and row[0] is not None else float("-inf")
 
     def _lock(self) -> None:
@@ -465,7 +591,7 @@ class SqliteStore:
 
     def _read_latest_locked(self) -> CheckpointRecord | None:
         try:
-            return _latest_sync(self._wconn)
+            return latest_sync(self._wconn, self._t)
         except BaseException:
             self._wconn.execute("ROLLBACK")
             raise
@@ -569,6 +695,7 @@ class SqliteStore:
             raise full from e
         tx = self._new_tx(latest)
         try:
+            tx.active_log = _active_sync(self._wconn)
             yield tx
             lone = tx._adds <= LONE_ENTRIES and self._last_adds <= LONE_ENTRIES
             self._last_adds = tx._adds
@@ -589,7 +716,7 @@ class SqliteStore:
 
     def read_tiles_now(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         """Synchronous :meth:`read_tiles` for a handful of keys (see ``_point``)."""
-        return read_tiles_sync(self._point, keys)
+        return read_tiles_sync(self._point, keys, self._t)
 
     async def close(self) -> None:
         self._point.close()
@@ -598,6 +725,57 @@ class SqliteStore:
             await self._writer.run(self._wconn.close)
             self._writer.stop()
             self._queue.close()
+
+
+async def _history(conn: aiosqlite.Connection, t: Tables, limit: int) -> list[CheckpointRecord]:
+    try:
+        rows = await conn.execute_fetchall(
+            f"SELECT size, time, note FROM {t.checkpoints} ORDER BY size DESC LIMIT ?", (limit,))
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return []
+        raise
+    return [CheckpointRecord(r[0], r[1], bytes(r[2])) for r in rows]
+
+
+class SqliteLogView:
+    """A read-only view of one log of a store (``SqliteStore.for_log``), on its connections."""
+
+    def __init__(self, store: SqliteStore, tables: Tables) -> None:
+        self._store = store
+        self._t = tables
+
+    async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+        return await _read_tiles(self._store._reader, keys, self._t)
+
+    def read_tiles_now(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
+        try:
+            return read_tiles_sync(self._store._point, keys, self._t)
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return {}
+            raise
+
+    async def latest(self) -> CheckpointRecord | None:
+        return await _latest(self._store._reader, self._t)
+
+    async def history(self, limit: int = 100) -> list[CheckpointRecord]:
+        return await _history(self._store._reader, self._t, limit)
+
+    async def witness_state(self) -> WitnessState | None:
+        return None
+
+    async def save_witness_state(self, state: WitnessState) -> None:
+        raise StoreError("a log view is read-only")
+
+    async def probe_space(self, nbytes: int) -> None:
+        await self._store.probe_space(nbytes)
+
+    def transaction(self) -> AbstractAsyncContextManager[SqliteWriteTx]:
+        raise StoreError("a log view is read-only: write through the store")
+
+    async def close(self) -> None:
+        return None  # the store's connections are the store's to close
 
 
 def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:

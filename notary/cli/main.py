@@ -19,6 +19,7 @@ COMMANDS = {
     "migrate": Command("notary.cli.migrate", "bring the store to the current layout; recover "
                        "receipts issued under other base URLs"),
     "keys": Command("notary.cli.keys", "manage receipt signing keys"),
+    "log": Command("notary.cli.log", "the notary's sequence of logs"),
     "backup": Command("notary.cli.backup", "copy the data directory while the notary runs "
                       "(SQLite online backup, keys included, modes kept)"),
     "restore": Command("notary.cli.backup", "restore a backup into the data directory, refusing "

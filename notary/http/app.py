@@ -22,6 +22,7 @@ from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
 from notary.http.appkeys import COSE_ROOTS, METRICS, NOTARY, SETTINGS, STORE, VERIFIER
+from notary.http.logs import serve_logs
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
@@ -122,6 +123,7 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
                                     log.origin)
         app[PQ_CHECKPOINTS] = pq
         notary.published_checkpoints.append(pq.latest)
+    serve_logs(app, notary, settings.base_url)
     if settings.cose_receipts == "on":  # signs roots when receipts ask, off the write path
         roots = CoseRoots(
             [CoseSigner.ed25519(sequencer.signer),

@@ -44,6 +44,7 @@ from notary.core.jwks import Jwks
 from notary.core.receipts import Receipt, ReceiptKey
 from notary.core.server_names import NameHold, refusal_reason, skeletons
 from notary.serving.keys import Paths, current_receipt_key, jwks_from_records
+from notary.serving.lifecycle import LogBook, log_path
 from notary.store.base import (
     IssuedReceipt,
     NotaryStore,
@@ -203,17 +204,26 @@ class Notary:
 
     def __init__(self, store: NotaryStore, paths: Paths, base_url: str, signer: Ed25519Signer,
                  *, max_batch: int = 4096, observer: BatchObserver | None = None,
-                 trusted: CheckpointRecord | None = None) -> None:
+                 trusted: CheckpointRecord | None = None, root: Ed25519Signer | None = None
+                 ) -> None:
         self.store = store
         self.paths = paths
         self.base_url = base_url.rstrip("/")
+        #: Every log of the store (``signer`` is the active one's key, ``root`` log 0's).
+        self.logs = LogBook(store, root or signer)
         reader = LogReader(store)
         #: The log's one writer: its contexts are the requests' pending receipts, which the
         #: screen admits and the hook signs, inside the transaction that commits their entries.
         self.sequencer: Sequencer[_Pending] = Sequencer(
             store, signer, reader=reader, max_batch=max_batch, hook=self.hook,
-            screen=self.screen, observer=observer, trusted=trusted)
+            screen=self.screen, observer=observer, trusted=trusted,
+            on_roll=self.logs.signer, on_switched=self._switched,
+            poll_rolls=lambda: self.logs.rolled(self.sequencer.log_number))
         self.log = Log(store, signer.verifier(), reader, self.sequencer)
+        #: Told the new active log's key after a roll (the app re-keys its ML-DSA-44 line).
+        self.on_log_switch: list[Callable[[Ed25519Signer], None]] = []
+        #: A frozen log's final checkpoint dual-signed (the app's, when checkpoints are).
+        self.frozen_note: Callable[[Log, Head], bytes] | None = None
         #: Where a stored receipt's proof may lead instead of the head, best first: each gives
         #: (size, note) at the head it is passed, or None. Witnessing puts its newest witnessed
         #: checkpoint first; the log's dual-signed (ML-DSA-44) checkpoints come next.
@@ -246,7 +256,16 @@ class Notary:
     async def start(self) -> None:
         """Read the receipt keys, then start the log's writer (which checks the stored tree)."""
         await self.refresh_keys(force=True)
+        await self.logs.refresh(force=True)
         await self.sequencer.start()
+
+    def _switched(self, signer: Ed25519Signer) -> None:
+        """The writer moved to the next log (a roll): readers follow it."""
+        assert self.sequencer.reader is not None
+        self.log.switch(signer.verifier(), self.sequencer.reader)
+        for told in self.on_log_switch:
+            told(signer)
+        _log.info("log_switched", origin=signer.name)
 
     # Keys -----------------------------------------------------------------------------------
 
@@ -319,9 +338,9 @@ class Notary:
 
     # Issue ----------------------------------------------------------------------------------
 
-    def entry_url(self, index: int) -> str:
+    def entry_url(self, index: int, log: int = 0) -> str:
         """Where a receipt issued now points for its entry (old receipts keep theirs)."""
-        return f"{self.base_url}{ENTRIES_PATH}{index}"
+        return f"{self.base_url}{log_path(log)}{ENTRIES_PATH}{index}"
 
     def receipt_url(self, receipt_id: str) -> str:
         return f"{self.base_url}/v1/tool-calls/{receipt_id}"
@@ -444,7 +463,9 @@ class Notary:
 
     async def proof_target(self, receipt: Receipt) -> tuple[Head, int, bytes]:
         """The head, and the checkpoint (size, note) a stored receipt's proof leads to: the
-        best published one that covers it (cosigned, or dual-signed), else the head."""
+        best published one of the receipt's log that covers it (cosigned, or dual-signed),
+        else the head. Only for a receipt of the active log (:meth:`with_proof` handles a
+        frozen log's)."""
         head = await self.log.head()
         if head is None or head.size <= receipt.index:
             # Logged by another process after this one last read the head: read it now (the
@@ -453,12 +474,21 @@ class Notary:
         assert head is not None and head.size > receipt.index
         for published in self.published_checkpoints:
             found = published(head)
-            if found is not None and receipt.index < found[0] <= head.size:
+            if found is not None and receipt.index < found[0] <= head.size \
+                    and found[1].startswith(head.note.split(b"\n", 1)[0] + b"\n"):
                 return head, *found  # upgraded: cosignatures, or the ML-DSA-44 line
         return head, head.size, head.note
 
     async def with_proof(self, receipt: Receipt) -> Receipt:
-        """The stored receipt plus a proof to the newest checkpoint."""
+        """The stored receipt plus a proof to the newest checkpoint (a frozen log's final one)."""
+        if receipt.origin != self.log.origin:
+            frozen = await self.logs.frozen_proof(receipt.origin, receipt.index,
+                                                  self.frozen_note)
+            if frozen is not None:
+                return self._complete(receipt, *frozen)
+            await self.sequencer.follow()  # of a log another process rolled to: follow it
+            if receipt.origin != self.log.origin:
+                raise StoreCorrupt(f"receipt {receipt.id} is in no log of this store")
         _, size, note = await self.proof_target(receipt)
         proof = await self.log.reader.inclusion_proof(receipt.index, size)
         return self._complete(receipt, proof, note)
@@ -641,9 +671,10 @@ class Notary:
     async def hook(self, tx: WriteTx, items: Sequence[tuple[int, _Pending]]) -> None:
         """Inside the log's batch transaction: sign and store each receipt, count usage."""
         key = self.current_key
-        origin = self.log.origin
+        origin = self.sequencer.origin  # the log written now (a roll moved it in this batch)
+        log = notary_tx(tx).log_number
         unsigned = [Receipt.for_entry(pending.entry, origin=origin, index=index,
-                                      entry_url=self.entry_url(index))
+                                      entry_url=self.entry_url(index, log))
                     for index, pending in items]
         # On the loop: signing a batch on a worker thread (Ed25519 runs without the GIL) was
         # measured no faster here and cost more CPU per receipt in hand-offs.
@@ -694,6 +725,7 @@ class Notary:
         found = await self.store.search_receipts(server=server, tool=tool, since=since,
                                                  until=until, before=before, limit=limit + 1)
         page = found[:limit]
-        last = (page[-1].issued_at, page[-1].index) if len(found) > limit else None
+        last = (page[-1].issued_at, self.logs.position(page[-1].origin, page[-1].index)) \
+            if len(found) > limit else None
         return page, last
 

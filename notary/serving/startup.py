@@ -24,6 +24,7 @@ from notary.serving.keys import (
     register_key_files,
     write_receipt_key,
 )
+from notary.serving.lifecycle import log_signer
 from notary.serving.service import Notary
 from notary.store import is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
@@ -154,12 +155,18 @@ async def open_notary(settings: Settings, *, observer: BatchObserver | None = No
     Close it with ``await notary.log.close()``: the sequencer drains, then the store closes.
     """
     paths = Paths(settings.data)
-    signer = load_log_key(paths)
-    store = await open_notary_store(settings, signer.name)
+    root = load_log_key(paths)
+    store = await open_notary_store(settings, root.name)
     try:
         await register_key_files(paths, store)
+        logs = await store.logs()  # rolled: the newest log is the active one
+        signer = root if not logs else log_signer(root, logs[-1])
+        if logs:
+            store.use_log(logs[-1].n)
+        if trusted is not None and not trusted.note.startswith(f"{signer.name}\n".encode()):
+            trusted = None  # a checkpoint of a log frozen since: not this writer's tree
         notary = Notary(store, paths, settings.base_url, signer, max_batch=settings.max_batch,
-                        observer=observer, trusted=trusted)
+                        observer=observer, trusted=trusted, root=root)
         await notary.start()
     except BaseException:
         await store.close()

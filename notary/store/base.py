@@ -43,7 +43,13 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
 
-from ledger.storage.base import LogStore, StoreError, StoreUnavailableError, WriteTx
+from ledger.storage.base import (
+    RollingStore,
+    RollingTx,
+    StoreError,
+    StoreUnavailableError,
+    WriteTx,
+)
 from notary.core.errors import NotaryBaseError
 from notary.core.receipts import Receipt
 from notary.core.server_names import SKELETON_VERSION, NameHold
@@ -217,7 +223,7 @@ class Screening:
 
 
 @runtime_checkable
-class NotaryWriteTx(WriteTx, Protocol):
+class NotaryWriteTx(RollingTx, Protocol):
     """The log's write transaction plus the notary's reads and rows inside it."""
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
@@ -239,7 +245,7 @@ class NotaryWriteTx(WriteTx, Protocol):
         ...
 
 
-class NotaryStore(LogStore, Protocol):
+class NotaryStore(RollingStore, Protocol):
     """A log store that also holds the notary's tables (see the module's theory of operation).
 
     Every method may raise :class:`~ledger.storage.base.StoreError` when the store cannot be

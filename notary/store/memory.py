@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ledger.storage.base import StoreError
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
+from notary.core.logs import position
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
 from notary.core.server_names import NameHold, name_skeleton
@@ -96,9 +97,11 @@ class MemoryNotaryStore(MemoryStore):
 
     def _apply(self, tx: MemoryWriteTx) -> None:
         assert isinstance(tx, MemoryNotaryWriteTx)
+        at = position(tx.log_number, 0)  # receipts are kept by position (notary.core.logs)
         for issued in tx.receipts:  # checked before anything is applied: all or nothing
             r = issued.receipt
-            if r.call_sha256 in self._by_digest or r.id in self._by_id or r.index in self._receipts:
+            if r.call_sha256 in self._by_digest or r.id in self._by_id \
+                    or at + r.index in self._receipts:
                 raise RuntimeError(f"receipt {r.id} collides with a stored one")  # a bug upstream
         pairs = [(i.receipt, i.account) for i in tx.receipts]
         claims = new_claims(pairs, {r.receipt.server: self._names[r.receipt.server].account
@@ -106,10 +109,10 @@ class MemoryNotaryStore(MemoryStore):
         super()._apply(tx)
         for issued in tx.receipts:
             r = issued.receipt
-            self._receipts[r.index] = r
-            self._by_id[r.id] = r.index
-            self._by_digest[r.call_sha256] = r.index
-            self._accounts_of[r.index] = issued.account
+            self._receipts[at + r.index] = r
+            self._by_id[r.id] = at + r.index
+            self._by_digest[r.call_sha256] = at + r.index
+            self._accounts_of[at + r.index] = issued.account
         for name, account in claims:
             self._names[name] = ServerNameRecord(name, account, time.time())
         for key, n in tx.usage.items():
@@ -142,13 +145,13 @@ class MemoryNotaryStore(MemoryStore):
                               since: str | None = None, until: str | None = None,
                               before: tuple[str, int] | None = None, limit: int = 20
                               ) -> list[Receipt]:
-        found = sorted((r for r in self._receipts.values()
+        found = sorted(((pos, r) for pos, r in self._receipts.items()
                         if (server is None or r.server == server)
                         and (tool is None or r.tool == tool)
-                        and in_window(r.issued_at, r.index, since=since, until=until,
+                        and in_window(r.issued_at, pos, since=since, until=until,
                                       before=before)),
-                       key=lambda r: (r.issued_at, r.index), reverse=True)
-        return found[:max(limit, 0)]
+                       key=lambda pr: (pr[1].issued_at, pr[0]), reverse=True)
+        return [r for _, r in found[:max(limit, 0)]]
 
     # Accounts, API keys and usage -----------------------------------------------------------
 

@@ -34,8 +34,9 @@ from typing import Self, cast
 
 import asyncpg
 
-from ledger.storage.base import CheckpointRecord, StoreError
+from ledger.storage.base import CheckpointRecord, StoreError, log_suffix
 from ledger.storage.postgres import PgConnection, PostgresStore, PostgresWriteTx, shift_params
+from notary.core.logs import position, split_position
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
 from notary.core.server_names import (
@@ -152,7 +153,9 @@ _RECEIPT = ("SELECT r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data "
             "FROM notary_receipts r "
             "JOIN notary_receipt_keys k ON k.id = r.kid "
             "JOIN notary_ledgers l ON l.id = r.ledger "
-            "JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8 ")
+            "LEFT JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8 ")
+# LEFT: a receipt of a later log (its position is n << 40 | index) has its bundle in that
+# log's tables, read apart (_receipts); log 0's, as always, in the same statement.
 _BY_DIGESTS = _RECEIPT + "WHERE r.digest_k = ANY($1::bigint[])"
 _BY_ID = _RECEIPT + "WHERE r.id_k = $1"
 _USAGE = ("SELECT a.name, u.month, u.count FROM notary_usage u "
@@ -190,7 +193,7 @@ SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, a.name, NUL
 FROM notary_receipts r
 JOIN notary_receipt_keys k ON k.id = r.kid
 JOIN notary_ledgers l ON l.id = r.ledger
-JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8
+LEFT JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8
 JOIN notary_accounts a ON a.id = r.account
 WHERE r.digest_k = ANY($1::bigint[])
 UNION ALL
@@ -214,10 +217,41 @@ that a batch's screen must not interleave with (who holds a server name)."""
 KEYS_CHANNEL = "notary_key_version"  # notified by notary_bump_key_version() on every change
 
 
-def _receipt(row: asyncpg.Record, at: int = 0) -> Receipt:
-    """The receipt in the six columns of ``row`` from ``at`` on (those of ``_RECEIPT``)."""
-    return receipt_from_row((int(row[at]), bytes(row[at + 1]), row[at + 2], row[at + 3],
-                             row[at + 4], bytes(row[at + 5])))
+async def _receipts(conn: PgConnection, rows: Sequence[asyncpg.Record], at: int = 0
+                    ) -> list[Receipt]:
+    return [r for _, r in await _placed_receipts(conn, rows, at)]
+
+
+async def _placed_receipts(conn: PgConnection, rows: Sequence[asyncpg.Record], at: int = 0
+                           ) -> list[tuple[int, Receipt]]:
+    """(position, receipt) of the six columns of ``rows`` from ``at`` on (``_RECEIPT``'s):
+    a later log's entries are read from its own tables (one statement a log); a log 0 row
+    without its bundle is left out, as the inner join before later logs left it out."""
+    wanted: dict[int, set[int]] = {}
+    for row in rows:
+        n, index = split_position(int(row[at]))
+        if row[at + 5] is None and n > 0:
+            wanted.setdefault(n, set()).add(index >> 8)
+    bundles: dict[tuple[int, int], bytes] = {}
+    for n, numbers in wanted.items():
+        for b in await conn.fetch(
+                f"SELECT idx, data FROM ledger_tile_data{log_suffix(n)} "
+                "WHERE level = -1 AND idx = ANY($1::bigint[])", sorted(numbers)):
+            bundles[(n, int(b[0]))] = bytes(b[1])
+    out = []
+    for row in rows:
+        pos = int(row[at])
+        data = row[at + 5]
+        if data is None:
+            n, index = split_position(pos)
+            data = bundles.get((n, index >> 8))
+            if data is None:
+                if n == 0:
+                    continue
+                raise StoreError(f"entry bundle {index >> 8} of log {n} is missing")
+        out.append((pos, receipt_from_row((pos, bytes(row[at + 1]), row[at + 2], row[at + 3],
+                                           row[at + 4], bytes(data)))))
+    return out
 
 
 async def _receipts_by_digest(conn: PgConnection, digests: Collection[str], salt: bytes
@@ -226,8 +260,8 @@ async def _receipts_by_digest(conn: PgConnection, digests: Collection[str], salt
     if not wanted:
         return {}
     out: dict[str, Receipt | None] = {}
-    for row in await conn.fetch(_BY_DIGESTS, sorted({digest_key(d, salt) for d in wanted})):
-        receipt = _receipt(row)
+    rows = await conn.fetch(_BY_DIGESTS, sorted({digest_key(d, salt) for d in wanted}))
+    for receipt in await _receipts(conn, rows):
         if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
             out[receipt.call_sha256] = receipt
     return out
@@ -345,15 +379,19 @@ class PgNotaryWriteTx(PostgresWriteTx):
         last: str | None = None
         version: int | None = None
         clock: str | None = None
-        for row in await self._conn.fetch(
-                _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
-                sorted(set(asked.values())), sorted(asked)):
+        rows = await self._conn.fetch(
+            _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
+            sorted(set(asked.values())), sorted(asked))
+        logged = [row for row in rows if row[0] == 0]
+        accounts = {int(row[1]): row[7] for row in logged}
+        for pos, receipt in await _placed_receipts(self._conn, logged, 1):
+            if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
+                found[receipt.call_sha256] = receipt
+                logged_by[receipt.call_sha256] = accounts[pos]
+        for row in rows:
             if row[0] == 0:
-                receipt = _receipt(row, 1)
-                if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
-                    found[receipt.call_sha256] = receipt
-                    logged_by[receipt.call_sha256] = row[7]
-            elif row[0] == 3:
+                continue
+            if row[0] == 3:
                 held.append((row[3], row[4], row[7]))
             elif row[0] == 1:
                 spent[(row[7], row[8])] = int(row[9])
@@ -386,7 +424,8 @@ class PgNotaryWriteTx(PostgresWriteTx):
         latest: str | None = None
         for r, account in pairs:
             assert r.signature is not None
-            row = (r.index, r.signature.raw, refs.kids[r.signature.kid],
+            row = (position(self.log_number, r.index), r.signature.raw,
+                   refs.kids[r.signature.kid],
                    refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
                    refs.names[r.server], refs.names[r.tool], id_key(r.id),
                    digest_key(r.call_sha256, salt))
@@ -470,8 +509,10 @@ class PgNotaryStore(PostgresStore):
             key = id_key(receipt_id)
         except ValueError:
             return None
-        for row in await self._retrying(lambda conn: conn.fetch(_BY_ID, key)):
-            receipt = _receipt(row)
+        async def read(conn: PgConnection) -> list[Receipt]:
+            return await _receipts(conn, await conn.fetch(_BY_ID, key))
+
+        for receipt in await self._retrying(read):
             if receipt.id == receipt_id:
                 return receipt
         return None
@@ -504,10 +545,10 @@ class PgNotaryStore(PostgresStore):
                     return []
                 args.append(ref)
                 where.append(f"r.{column} = ${len(args) + 2}")
-            size = int(await conn.fetchval(
-                "SELECT coalesce(size, 0) FROM ledger_state WHERE one = 1") or 0)
-            lo = 0 if since is None else await _first_index_at(conn, since, size)
-            hi = size if until is None else await _first_index_at(conn, until, size)
+            spans = await _spans(conn)
+            lo = 0 if since is None else await _first_position_at(conn, since, spans)
+            hi = position(*spans[-1]) if until is None else await _first_position_at(
+                conn, until, spans)
             if before is not None:
                 hi = min(hi, before[1])
             if lo >= hi or limit <= 0:
@@ -515,12 +556,10 @@ class PgNotaryStore(PostgresStore):
             rows = await conn.fetch(
                 _RECEIPT + "WHERE " + " AND ".join(where)
                 + f" ORDER BY r.idx DESC LIMIT ${len(args) + 3}", lo, hi, *args, limit)
-        out = []
-        for row in rows:
-            receipt = _receipt(row)
-            if in_window(receipt.issued_at, receipt.index, since=since, until=until, before=before):
-                out.append(receipt)
-        return out
+            placed = await _placed_receipts(conn, rows)
+        # The cursor's second half is a position (the index, in log 0).
+        return [r for pos, r in placed
+                if in_window(r.issued_at, pos, since=since, until=until, before=before)]
 
     # Accounts, API keys and usage -----------------------------------------------------------
 
@@ -651,11 +690,15 @@ class PgNotaryStore(PostgresStore):
     async def digest_account(self, call_sha256: str) -> str | None:
         async def read(conn: PgConnection) -> str | None:
             for row in await conn.fetch(
-                    "SELECT r.idx, a.name, t.data FROM notary_receipts r "
+                    "SELECT r.idx, a.name FROM notary_receipts r "
                     "JOIN notary_accounts a ON a.id = r.account "
-                    "JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8 "
                     "WHERE r.digest_k = $1", digest_key(call_sha256, self._salt)):
-                if entry_at(bytes(row[2]), int(row[0])).call_sha256_hex == call_sha256:
+                n, index = split_position(int(row[0]))
+                data = await conn.fetchval(
+                    f"SELECT data FROM ledger_tile_data{log_suffix(n)} WHERE level = -1 "
+                    "AND idx = $1", index >> 8)
+                if data is not None and \
+                        entry_at(bytes(data), index).call_sha256_hex == call_sha256:
                     return str(row[1])
             return None
 
@@ -737,16 +780,41 @@ class PgNotaryStore(PostgresStore):
         return str(status).endswith(" 1")
 
 
-async def _first_index_at(conn: PgConnection, issued_at: str, size: int) -> int:
-    """The first log index whose entry was issued at or after ``issued_at`` (``size`` if none):
-    a bisection over the entries, a bundle read a step."""
+async def _spans(conn: PgConnection) -> list[tuple[int, int]]:
+    """(log number, receipts' entries) of every log, oldest first (as SQLite's ``_spans``)."""
+    logs = await conn.fetch("SELECT n, final_size FROM ledger_logs ORDER BY n")
+    numbers = [(int(r[0]), r[1]) for r in logs] or [(0, None)]
+    out = []
+    for n, final in numbers:
+        if final is not None:
+            out.append((n, int(final) - 1))
+        else:
+            out.append((n, int(await conn.fetchval(
+                f"SELECT coalesce(size, 0) FROM ledger_state{log_suffix(n)} WHERE one = 1")
+                or 0)))
+    return out
+
+
+async def _first_position_at(conn: PgConnection, issued_at: str,
+                             spans: Sequence[tuple[int, int]]) -> int:
+    for n, size in spans:
+        index = await _first_index_at(conn, issued_at, size, n)
+        if index < size:
+            return position(n, index)
+    return position(*spans[-1])
+
+
+async def _first_index_at(conn: PgConnection, issued_at: str, size: int, n: int = 0) -> int:
+    """The first index of log ``n`` whose entry was issued at or after ``issued_at`` (``size``
+    if none): a bisection over the entries, a bundle read a step."""
     cache: dict[int, bytes] = {}
 
     async def at(index: int) -> str:
         number = index >> 8
         if number not in cache:
             data = await conn.fetchval(
-                "SELECT data FROM ledger_tile_data WHERE level = -1 AND idx = $1", number)
+                f"SELECT data FROM ledger_tile_data{log_suffix(n)} WHERE level = -1 "
+                "AND idx = $1", number)
             if data is None:
                 raise StoreError(f"entry bundle {number} is missing from the store")
             cache[number] = bytes(data)

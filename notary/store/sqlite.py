@@ -30,7 +30,15 @@ import aiosqlite
 
 from ledger.core.tiles import ENTRIES_LEVEL
 from ledger.storage.base import CheckpointRecord, StoreError
-from ledger.storage.sqlite import SqliteStore, SqliteWriteTx, read_tiles_sync
+from ledger.storage.sqlite import (
+    SqliteStore,
+    SqliteWriteTx,
+    Tables,
+    latest_sync,
+    logs_sync,
+    read_tiles_sync,
+)
+from notary.core.logs import position, split_position
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
 from notary.core.server_names import NameHold, holds_from_rows, skeletons
@@ -174,14 +182,21 @@ def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt
     return out
 
 
+def _log_numbers(conn: sqlite3.Connection) -> dict[str, int]:
+    """Each log's number by its origin (empty for a store that never rolled: all is log 0)."""
+    return {r.origin: r.n for r in logs_sync(conn)}
+
+
 def _logged_by(conn: sqlite3.Connection, logged: Mapping[str, Receipt | None]
                ) -> dict[str, str]:
     """The account each logged digest was logged under (withheld ones from their row)."""
     out = {}
+    numbers = _log_numbers(conn) if logged else {}
     for digest, receipt in logged.items():
         if receipt is not None:
+            pos = position(numbers.get(receipt.origin, 0), receipt.index)
             row = conn.execute("SELECT a.name FROM receipts r JOIN accounts a "
-                               "ON a.id = r.account WHERE r.idx = ?", (receipt.index,)).fetchone()
+                               "ON a.id = r.account WHERE r.idx = ?", (pos,)).fetchone()
         else:
             row = conn.execute("SELECT account FROM withheld_receipts WHERE call_sha256 = ?",
                                (digest,)).fetchone()
@@ -205,18 +220,34 @@ def _holds(conn: sqlite3.Connection, names: Collection[str]) -> dict[str, NameHo
     return holds_from_rows(wanted, rows)
 
 
-def _log_size(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT size FROM log_state WHERE one = 1").fetchone()
-    return 0 if row is None else int(row[0])
+def _log_size(conn: sqlite3.Connection, n: int = 0) -> int:
+    latest = latest_sync(conn, Tables.of(n))
+    return 0 if latest is None else latest.size
 
 
-def _bundles(conn: sqlite3.Connection, numbers: Collection[int]) -> dict[int, bytes]:
-    """Entry bundles by number."""
-    got = read_tiles_sync(conn, [(ENTRIES_LEVEL, n) for n in sorted(numbers)])
-    out = {n: got[(ENTRIES_LEVEL, n)] for n in numbers if (ENTRIES_LEVEL, n) in got}
-    missing = set(numbers) - out.keys()
+Bundle = tuple[int, int]
+"""(log number, entry bundle number): where a receipt's entry is."""
+
+
+def _bundle_of(pos: int) -> Bundle:
+    n, index = split_position(pos)
+    return n, index >> 8
+
+
+def _bundles(conn: sqlite3.Connection, wanted: Collection[Bundle]) -> dict[Bundle, bytes]:
+    """Entry bundles by (log, number), each log's from its own tables."""
+    by_log: dict[int, list[int]] = {}
+    for n, number in wanted:
+        by_log.setdefault(n, []).append(number)
+    out: dict[Bundle, bytes] = {}
+    for n, numbers in by_log.items():
+        got = read_tiles_sync(conn, [(ENTRIES_LEVEL, b) for b in sorted(numbers)], Tables.of(n))
+        out.update(((n, b), got[(ENTRIES_LEVEL, b)]) for b in numbers
+                   if (ENTRIES_LEVEL, b) in got)
+    missing = set(wanted) - out.keys()
     if missing:
-        raise StoreError(f"entry bundle {min(missing)} is missing from the store")
+        n, number = min(missing)
+        raise StoreError(f"entry bundle {number} of log {n} is missing from the store")
     return out
 
 
@@ -224,19 +255,40 @@ def _receipts(conn: sqlite3.Connection, rows: Sequence[tuple[int, bytes, str, st
               ) -> list[Receipt]:
     """The receipts of rows of ``SELECT {RECEIPT_COLUMNS} …``, with their entries read from
     their bundles. Later than the rows' statement, but a logged entry never changes."""
-    bundles = _bundles(conn, {row[0] >> 8 for row in rows})
-    return [receipt_from_row((*row, bundles[row[0] >> 8])) for row in rows]
+    bundles = _bundles(conn, {_bundle_of(row[0]) for row in rows})
+    return [receipt_from_row((*row, bundles[_bundle_of(row[0])])) for row in rows]
 
 
-def _first_index_at(conn: sqlite3.Connection, issued_at: str, size: int) -> int:
-    """The first log index whose entry was issued at or after ``issued_at`` (``size`` if
-    none): a bisection over the entries, which ``issued_at`` orders (a bundle read a step)."""
+def _spans(conn: sqlite3.Connection) -> list[tuple[int, int]]:
+    """(log number, receipts' entries) of every log, oldest first: a frozen log's last entry
+    is its successor record, not a receipt's."""
+    logs = logs_sync(conn)
+    if not logs:
+        return [(0, _log_size(conn))]
+    return [(r.n, r.final_size - 1 if r.final_size is not None else _log_size(conn, r.n))
+            for r in logs]
+
+
+def _first_position_at(conn: sqlite3.Connection, issued_at: str,
+                       spans: Sequence[tuple[int, int]]) -> int:
+    """The first receipt position whose entry was issued at or after ``issued_at`` (the end
+    of the newest log if none): logs are in time order, and so is each log's entries."""
+    for n, size in spans:
+        index = _first_index_at(conn, issued_at, size, n)
+        if index < size:
+            return position(n, index)
+    return position(*spans[-1])
+
+
+def _first_index_at(conn: sqlite3.Connection, issued_at: str, size: int, n: int = 0) -> int:
+    """The first index of log ``n`` whose entry was issued at or after ``issued_at`` (``size``
+    if none): a bisection over the entries, which ``issued_at`` orders (a bundle read a step)."""
     cache: dict[int, bytes] = {}
 
     def at(index: int) -> str:
         number = index >> 8
         if number not in cache:
-            cache[number] = _bundles(conn, [number])[number]
+            cache[number] = _bundles(conn, [(n, number)])[(n, number)]
         return entry_at(cache[number], index).issued_at
 
     lo, hi = 0, size
@@ -328,7 +380,8 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
 
             self._new_refs.merge(await self._read_locked(resolve))
             refs.merge(self._new_refs)
-        for sql, rows in receipt_statements(pairs, refs, new_claims(pairs, self._held)):
+        for sql, rows in receipt_statements(pairs, refs, new_claims(pairs, self._held),
+                                            self.log_number):
             self._queue(sql, rows)
         await self._lookup_keys([r.receipt for r in receipts])
         if usage:
@@ -342,7 +395,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         appended, so a generation is merged before the next one is due, and every commit does
         about the same share of the work."""
         view = self._notary._lookup
-        keys = key_rows(receipts, self._notary._salt)
+        keys = key_rows(receipts, self._notary._salt, self.log_number)
         self._queue(APPEND, keys)
         self._catch_up()  # the merge's state as committed, whoever committed it
         if self._lookup_after is not None:  # receipts added twice in one transaction
@@ -484,9 +537,9 @@ class SqliteNotaryStore(SqliteStore):
                 return []  # never used: nothing to find
             where.append(f"r.{column} = ?")
             refs.append(int(row[0]))
-        size = _log_size(conn)
-        lo = 0 if since is None else _first_index_at(conn, since, size)
-        hi = size if until is None else _first_index_at(conn, until, size)
+        spans = _spans(conn)
+        lo = 0 if since is None else _first_position_at(conn, since, spans)
+        hi = position(*spans[-1]) if until is None else _first_position_at(conn, until, spans)
         if before is not None:
             hi = min(hi, before[1])
         if lo >= hi or limit <= 0:
@@ -496,8 +549,9 @@ class SqliteNotaryStore(SqliteStore):
             + " AND ".join(where) + " ORDER BY r.idx DESC LIMIT ?",
             [lo, hi, *refs, limit]).fetchall()
         out = []
-        for receipt in _receipts(conn, rows):
-            if in_window(receipt.issued_at, receipt.index, since=since, until=until, before=before):
+        for row, receipt in zip(rows, _receipts(conn, rows), strict=True):
+            # The cursor's second half is a position (the index, in log 0).
+            if in_window(receipt.issued_at, row[0], since=since, until=until, before=before):
                 out.append(receipt)
         return out
 

@@ -1,8 +1,8 @@
-"""The notary's tables in the log's SQLite file: the layout (schema version 5), its row codecs,
-and the migrations from versions 1 to 4. Synchronous functions on a connection that the
+"""The notary's tables in the log's SQLite file: the layout (schema version 6), its row codecs,
+and the migrations from versions 1 to 5. Synchronous functions on a connection that the
 caller has inside a write transaction (``BEGIN IMMEDIATE``); ``notary.store.sqlite`` runs them.
 
-Layout (version 5, ``PRAGMA user_version = 5``; what each version added is marked). A receipt
+Layout (version 6, ``PRAGMA user_version = 6``; what each version added is marked). A receipt
 is its log entry plus what cannot be rebuilt from it, so the receipt row holds no copy of the
 id, digest, names or time:
 
@@ -78,6 +78,7 @@ from ledger.storage.sqlite import read_tiles_sync
 from notary.core.entry import EntryError, LogEntry, decode_entry
 from notary.core.ids import b64url_decode, b64url_encode, is_receipt_id
 from notary.core.jwks import Jwks, JwksError
+from notary.core.logs import position, split_position
 from notary.core.receipts import Receipt, ReceiptSignature, ReceiptSignatureError
 from notary.core.server_names import SKELETON_VERSION, name_skeleton
 from notary.store.sqlite_lookup import LOOKUP_SCHEMA
@@ -95,7 +96,11 @@ __all__ = [
     "receipt_from_row",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+"""Version 6 (issue 33): the file may hold a sequence of logs (the ledger's ``logs`` table and
+log n's ``tiles_n`` …), and a receipt of log n >= 1 is keyed by its position ``n << 40 |
+index``. No table changes; the number makes an older release, which would write to a frozen
+log and misread those rows, refuse the file."""
 
 SCHEMA_V2 = """
 CREATE TABLE accounts (
@@ -241,9 +246,10 @@ def entry_at(bundle: bytes, index: int) -> LogEntry:
 def receipt_from_row(row: Sequence[object]) -> Receipt:
     """The stored receipt from a row of ``SELECT {RECEIPT_COLUMNS} … {RECEIPT_JOINS}`` and the
     entry bundle that holds its entry."""
-    idx, sig, kid, origin, prefix, bundle = row
-    assert isinstance(idx, int) and isinstance(sig, bytes) and isinstance(kid, str)
+    pos, sig, kid, origin, prefix, bundle = row
+    assert isinstance(pos, int) and isinstance(sig, bytes) and isinstance(kid, str)
     assert isinstance(origin, str) and isinstance(prefix, str) and isinstance(bundle, bytes)
+    _, idx = split_position(pos)  # the row's key is the receipt's position (notary.core.logs)
     entry = entry_at(bundle, idx)
     return Receipt(id=entry.id, server=entry.server, tool=entry.tool,
                    call_sha256=entry.call_sha256_hex, issued_at=entry.issued_at, origin=origin,
@@ -351,13 +357,14 @@ def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: b
 
 
 def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs,
-                       claims: Sequence[tuple[str, str]] | None = None
+                       claims: Sequence[tuple[str, str]] | None = None, log: int = 0
                        ) -> list[tuple[str, Sequence[Sequence[object]]]]:
     """The INSERTs that store signed receipts (each with its account), ``refs`` complete, and
     claim server names: ``claims`` ((name, account) that the batch's screen found free, see
     :func:`notary.store.base.new_claims`), or, for a migration (None), the name of each
     receipt unless an earlier receipt's account holds it. Their lookup keys are written apart
-    (:func:`key_rows`)."""
+    (:func:`key_rows`). ``log``: the number of the log they are in (their rows are keyed by
+    position)."""
     rows: list[Sequence[object]] = []
     now = time.time()
     latest = ""
@@ -365,7 +372,7 @@ def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs,
     for r, account in receipts:
         first.setdefault(r.server, account)
         assert r.signature is not None
-        rows.append((r.index, r.signature.raw, refs.kids[r.signature.kid],
+        rows.append((position(log, r.index), r.signature.raw, refs.kids[r.signature.kid],
                      refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
                      refs.names[r.server], refs.names[r.tool]))
         latest = max(latest, r.issued_at)
@@ -380,9 +387,11 @@ def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs,
     ]
 
 
-def key_rows(receipts: Iterable[Receipt], salt: bytes) -> list[tuple[int, int, int]]:
-    """Each receipt's (index, id key, digest key): a row of ``receipt_keys_recent``."""
-    return [(r.index, _id_key(r.id), digest_key(r.call_sha256, salt)) for r in receipts]
+def key_rows(receipts: Iterable[Receipt], salt: bytes, log: int = 0
+             ) -> list[tuple[int, int, int]]:
+    """Each receipt's (position, id key, digest key): a row of ``receipt_keys_recent``."""
+    return [(position(log, r.index), _id_key(r.id), digest_key(r.call_sha256, salt))
+            for r in receipts]
 
 
 def lookup_statements(keys: Sequence[tuple[int, int, int]]
@@ -432,7 +441,7 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
         report.created = True
         _create_v2(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    elif version in (2, 3, 4):
+    elif version in (2, 3, 4, 5):
         if version == 2:
             for statement in _statements(SERVER_NAMES):
                 conn.execute(statement)
@@ -440,8 +449,9 @@ def prepare(conn: sqlite3.Connection, entry_url_bases: Sequence[str]) -> Migrati
         if version <= 3:
             for statement in _statements(LOOKUP_SCHEMA):
                 conn.execute(statement)
-        for statement in _statements(SKELETON_VERSION_TABLE):
-            conn.execute(statement)
+        if version <= 4:
+            for statement in _statements(SKELETON_VERSION_TABLE):
+                conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         if conn.execute("SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None:
             recover_withheld(conn, entry_url_bases, report)

@@ -79,7 +79,16 @@ async def _level5(report: Report, receipt: Receipt, proof: str | None,
     else:
         try:
             assert log is not None
-            latest = await _latest(log, log_key, trust)
+            try:
+                latest = await _latest(log, log_key, trust)
+            except NoteError:
+                # The notary may have rolled to a new log since (docs/lifecycle.md): a frozen
+                # log is served where its /v1/ledger's ``logs`` says.
+                moved = None if log_url else await _listed_url(fetcher, base, receipt.origin)
+                if moved is None:
+                    raise
+                base, log = moved, LogSource(moved, fetcher, pipeline=False)
+                latest = await _latest(log, log_key, trust)
         except FetchError as e:
             if e.refused:
                 verdict.levels["consistency"] = failed(f"the log's latest checkpoint: {e}")
@@ -173,3 +182,19 @@ async def _consistency_proof(log: LogSource, old: int, new: int) -> ProofResult:
                 return ProofResult(problem=f"{e}; and from tiles: {t}",
                                    refused=e.refused and t.refused)
         return ProofResult(problem=str(e), refused=e.refused)
+
+
+async def _listed_url(fetcher: HttpClient, base: str, origin: str) -> str | None:
+    """Where the notary at ``base`` serves the log ``origin``, from its ``/v1/ledger``'s
+    ``logs`` (None when it lists no such log, or cannot be asked)."""
+    try:
+        ledger = await fetcher.get_json(base + "/v1/ledger")
+    except FetchError:
+        return None
+    logs = ledger.get("logs") if isinstance(ledger, dict) else None
+    for entry in logs if isinstance(logs, list) else []:
+        if isinstance(entry, dict) and entry.get("origin") == origin:
+            url = entry.get("url")
+            if isinstance(url, str) and url.startswith(("http://", "https://")):
+                return url.rstrip("/")
+    return None

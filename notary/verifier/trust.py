@@ -109,8 +109,8 @@ async def complete_from_notary(jwks: Jwks | None, log_keys: Sequence[LogVerifier
     keys = tuple(log_keys)
     if (jwks is not None and keys) or notary_url is None or fetcher is None:
         return jwks, keys, False
-    notary_jwks, notary_key = await trust_from_notary(notary_url, fetcher)
-    return (jwks if jwks is not None else notary_jwks), (keys or (notary_key,)), True
+    notary_jwks, notary_keys = await trust_from_notary(notary_url, fetcher)
+    return (jwks if jwks is not None else notary_jwks), (keys or notary_keys), True
 
 
 _BLANK = " \t\r\n"
@@ -203,8 +203,11 @@ async def load_jwks(value: str | Mapping[str, object], fetcher: HttpClient | Non
     return _jwks(doc, str(path))
 
 
-async def trust_from_notary(url: str, fetcher: HttpClient) -> tuple[Jwks, LogVerifier]:
-    """The receipt keys and log key a notary publishes (``/.well-known/jwks.json``, ``/v1/ledger``).
+async def trust_from_notary(url: str, fetcher: HttpClient
+                            ) -> tuple[Jwks, tuple[LogVerifier, ...]]:
+    """The receipt keys and log keys a notary publishes (``/.well-known/jwks.json``,
+    ``/v1/ledger``: the active log's ``vkey``, then every log's Ed25519 key in ``logs``, so
+    that a receipt of a log frozen since is verified under its own log's key).
 
     This trusts that notary for its own keys (trust on first use): it proves the receipt is the
     notary's, not that the notary is the one you meant. Pin keys to verify independently.
@@ -219,4 +222,15 @@ async def trust_from_notary(url: str, fetcher: HttpClient) -> tuple[Jwks, LogVer
     vkey = ledger.get("vkey") if isinstance(ledger, dict) else None
     if not isinstance(vkey, str):
         raise VerifierInputError(f"{base}/v1/ledger has no 'vkey'")
-    return jwks, parse_log_keys([vkey])[0]
+    return jwks, parse_log_keys(list(dict.fromkeys([vkey, *_log_list_keys(ledger)])))
+
+
+def _log_list_keys(ledger: object) -> list[str]:
+    """The first (Ed25519) verifier key of each log in ``/v1/ledger``'s ``logs``."""
+    logs = ledger.get("logs") if isinstance(ledger, dict) else None
+    out: list[str] = []
+    for entry in logs if isinstance(logs, list) else []:
+        vkeys = entry.get("vkeys") if isinstance(entry, dict) else None
+        if isinstance(vkeys, list) and vkeys and isinstance(vkeys[0], str):
+            out.append(vkeys[0])
+    return out

@@ -15,14 +15,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from ledger.core.checkpoint import Checkpoint, open_checkpoint
+from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.proofs import ProofError, verify_consistency, verify_inclusion
 from ledger.core.tiles import TILE_WIDTH, tiles_for_size
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.http.errors import ApiError, error_middleware
-from ledger.http.routes import LOG, add_ledger_routes, create_ledger_app
+from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT, add_ledger_routes, create_ledger_app
 from ledger.log.facade import Log
 from ledger.log.sequencer import LogRollbackError
 from ledger.storage.base import StoreUnavailableError
@@ -434,3 +434,22 @@ async def test_routes_mount_on_a_larger_app_and_read_the_log_at_request_time(
                 assert await r.read() == b"\x00\x03one"
     finally:
         await log.close()
+
+
+async def test_a_published_checkpoint_of_another_log_is_never_served(
+        tmp_path: Path, serve: Serve) -> None:
+    """A job that has not followed a roll yet (witnessing) may offer the last log's note: the
+    head's own is served instead (issue 33)."""
+    log = await Log.open(await SqliteStore.open(tmp_path / "log.db", create=True),
+                         signer=Ed25519Signer.generate(ORIGIN))
+    await log.append(b"x")
+    other = Ed25519Signer.generate("another.test/log")
+    stale = sign_checkpoint(Checkpoint(other.name, 5, b"\0" * 32), other)
+    app = create_ledger_app(log)
+    app[PUBLISHED_CHECKPOINT] = lambda head: (stale, {"Notary-Witnessed": "true"})
+    server = await serve(app)
+    async with aiohttp.ClientSession() as http, http.get(server.url + "/checkpoint") as r:
+        body = await r.read()
+    assert body == (await log.head(0)).note  # type: ignore[union-attr]
+    await server.stop()
+    await log.close()

@@ -207,7 +207,8 @@ async def test_a_version_1_log_is_migrated_and_its_whole_edge_gains_parts_after_
                            time.time(), note)
     store = await PostgresStore.open(pg_url)
     assert await conn.fetchval(
-        "SELECT version FROM schema_versions WHERE component = 'ledger'") == 2
+        "SELECT version FROM schema_versions WHERE component = 'ledger'") == len(
+            LEDGER_MIGRATIONS)
     log = await Log.open(store, signer=signer)
     for i in range(5, 20):
         await log.append(_entry(i))

@@ -20,7 +20,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -227,7 +227,9 @@ def test_every_route_is_documented(tmp_path: Path) -> None:
         served.add((route.method, resource.canonical))
     tile_paths = {p for p in DOC["paths"] if p.startswith("/tile/")}
     assert ("GET", "/tile/{path}") in served
-    expected = (served - {("GET", "/tile/{path}")}) | {("GET", p) for p in tile_paths}
+    assert ("GET", "/logs/{log}/tile/{path}") in served  # each log's tiles (docs/lifecycle.md)
+    expected = (served - {("GET", "/tile/{path}"), ("GET", "/logs/{log}/tile/{path}")}) | {
+        ("GET", prefix + p) for p in tile_paths for prefix in ("", "/logs/{log}")}
     assert _documented_routes() == expected
 
 
@@ -628,6 +630,43 @@ PROBES: list[Probe] = [
           _get("/v1/ledger/checkpoints?limit=0"), "bad_parameter"),
     Probe("checkpoints-over", "get", "/v1/ledger/checkpoints", 400,
           _get("/v1/ledger/checkpoints?limit=1001"), "bad_parameter"),
+]
+
+
+class _Prefixed:
+    """A live server whose GETs go under ``prefix`` (``/logs/<n>``, docs/lifecycle.md)."""
+
+    def __init__(self, live: Live, prefix: str) -> None:
+        self.live, self.prefix = live, prefix
+
+    @property
+    def server(self) -> _Prefixed:
+        return self
+
+    def get(self, path: str) -> HttpResponse:
+        return self.live.server.get(self.prefix + path)
+
+
+def _under(prefix: str, send: Callable[[Live], HttpResponse]) -> Callable[[Live], HttpResponse]:
+    return lambda s: send(_Prefixed(s, prefix))  # type: ignore[arg-type]
+
+
+LOG_TEMPLATES = {"/checkpoint", *(p.template for p in PROBES if p.template.startswith(
+    ("/tile/", "/v1/ledger/"))), } - {"/v1/ledger"}
+# Every log's API under /logs/<n>: each probe of the active log's again under /logs/0 (the
+# live notary never rolled), and per route a log number that is malformed or no log.
+PROBES += [
+    *(replace(p, name=f"log-{p.name}", template="/logs/{log}" + p.template,
+              send=_under("/logs/0", p.send)) for p in list(PROBES)
+      if p.method == "get" and p.template in LOG_TEMPLATES),
+    *(replace(p, name=f"log-bad-{p.name}", template="/logs/{log}" + p.template, status=400,
+              send=_under("/logs/01", p.send), code="bad_parameter", check=None)
+      for p in list(PROBES) if p.method == "get" and p.template in LOG_TEMPLATES
+      and p.status == 200 and not p.name.endswith(("-sized", "-one", "-encoded"))),
+    *(replace(p, name=f"log-none-{p.name}", template="/logs/{log}" + p.template, status=404,
+              send=_under("/logs/9", p.send), code="not_found", check=None)
+      for p in list(PROBES) if p.method == "get" and p.template in LOG_TEMPLATES
+      and p.status == 200 and not p.name.endswith(("-sized", "-one", "-encoded"))),
 ]
 
 

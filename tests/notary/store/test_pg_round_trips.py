@@ -31,7 +31,7 @@ from tests.notary_server import AppNotary, app_notary
 
 # One sequential notarization of a new digest by an unlimited account, with a warm key cache:
 # the commit and nothing else (no API-key version read, no known-digest read before it).
-COMMIT = ["BEGIN", "SELECT size, time, note, history_time FROM ledger_state",
+COMMIT = ["BEGIN", "SELECT size, time, note, history_time, active_log FROM ledger_state",
           "SELECT 0, r.idx", "WITH t AS", "COMMIT"]
 
 

@@ -1,0 +1,84 @@
+"""``notary log roll|list``: the notary's sequence of logs (docs/lifecycle.md).
+
+Rolling freezes the active log (its last entry names the next log and its keys) and starts
+the next one, in one transaction; a running notary switches to it at its next commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ledger.core.note import Ed25519Signer, NoteError
+from ledger.core.timestamps import rfc3339
+from ledger.process.exitcodes import UsageError
+from ledger.process.keyfile import KeyFileError
+from ledger.storage.base import LogRecord
+from notary.cli import store_args
+from notary.core.successor import REASONS
+from notary.serving.keys import Paths, load_log_key
+from notary.serving.lifecycle import Rolled, all_logs, roll
+from notary.store.base import NotaryStore
+
+__all__ = ["register"]
+
+
+def _root_key(args: argparse.Namespace) -> Ed25519Signer:
+    """``log.key``: log 0's key, from which every later log's is derived."""
+    paths = Paths(store_args.settings(args).data)
+    try:
+        return load_log_key(paths)
+    except (OSError, KeyFileError, NoteError) as e:
+        raise UsageError(f"cannot read the log key in {paths.root}: {e}") from None
+
+
+def cmd_log_roll(args: argparse.Namespace) -> int:
+    root = _root_key(args)
+
+    async def run(store: NotaryStore) -> Rolled:
+        return await roll(store, root, reason=args.reason)
+
+    rolled = store_args.with_store(args, run)
+    print(f"Froze log {rolled.frozen.n} ({rolled.frozen.origin}) at size "
+          f"{rolled.frozen.final_size}; log {rolled.active.n} ({rolled.active.origin}) is "
+          "active. A running notary switches at its next commit, within a few seconds.")
+    return 0
+
+
+def _as_json(r: LogRecord) -> dict[str, object]:
+    return {"n": r.n, "origin": r.origin, "state": r.state, "vkeys": list(r.vkeys),
+            "started": rfc3339(r.started) if r.started else None,
+            "frozen_at": None if r.frozen_at is None else rfc3339(r.frozen_at),
+            "final_size": r.final_size, "min_index": r.min_index, "reason": r.reason}
+
+
+def cmd_log_list(args: argparse.Namespace) -> int:
+    root = _root_key(args)
+
+    async def run(store: NotaryStore) -> list[LogRecord]:
+        return all_logs(root, await store.logs())
+
+    logs = store_args.with_store(args, run)
+    if args.json:
+        print(json.dumps({"logs": [_as_json(r) for r in logs]}, indent=2))
+        return 0
+    for r in logs:
+        size = "" if r.final_size is None else f"  size {r.final_size}"
+        frozen = "" if r.frozen_at is None else f"  frozen {rfc3339(r.frozen_at)} ({r.reason})"
+        print(f"log {r.n}  {r.state:6}  {r.origin}{size}{frozen}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``notary log`` and its actions."""
+    log = subparsers.add_parser("log", help="the notary's sequence of logs").add_subparsers(
+        dest="action", required=True)
+    p = log.add_parser("roll", help="freeze the active log and start the next one")
+    store_args.add_store_flags(p)
+    p.add_argument("--reason", choices=[r for r in REASONS if r != "scheduled"],
+                   default="operator", help="why (written in the frozen log's last entry)")
+    p.set_defaults(func=cmd_log_roll)
+    p = log.add_parser("list", help="every log of this notary, oldest first")
+    store_args.add_store_flags(p)
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.set_defaults(func=cmd_log_list)

@@ -1,0 +1,207 @@
+"""A notary's sequence of logs, as its processes use it: the registry as a list of every log
+(log 0 included, which has no registry row until the first roll), each log's keys, and the roll.
+
+The roll (``notary log roll``, docs/lifecycle.md) is ONE write transaction holding the log's
+lock (``ledger.storage.base``), so a kill at any point leaves either no trace of it or all of
+it: the active log's last entry (the successor record, :mod:`notary.core.successor`) and its
+final checkpoint, signed as every commit's; the registry marking it frozen and the next log
+active; the next log's tables and its first checkpoint (the empty tree, signed with its key).
+A running writer learns of it under the same lock at its next commit (``active_log``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from ledger.core.compact import TreeState, integrate
+from ledger.core.note import Ed25519Signer, NoteError
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+from ledger.log.facade import Head, Log
+from ledger.log.reader import LogReader
+from ledger.log.sequencer import LogIntegrityError, load_state
+from ledger.storage.base import CheckpointRecord, LogRecord, RollingTx, StoreError
+from notary.core.entry import EntryError, decode_entry
+from notary.core.ids import format_issued_at, parse_issued_at
+from notary.core.logs import log_origin, log_seed, position, shard_name
+from notary.core.successor import REASONS, SuccessorRecord
+from notary.store.base import NotaryStore
+
+__all__ = ["LogBook", "Rolled", "all_logs", "log_path", "log_signer", "log_vkeys", "roll"]
+
+
+def log_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer:
+    """The Ed25519 key of a log: ``log.key`` for log 0, derived from it for the others."""
+    if record.n == 0:
+        return root
+    return Ed25519Signer(record.origin, log_seed(root.seed, record.origin))
+
+
+def log_path(n: int) -> str:
+    """The path prefix a log is served under besides ``/logs/<n>``: '' for log 0, whose
+    receipts' ``entry_url`` predates the sequence of logs."""
+    return f"/logs/{n}" if n else ""
+
+
+def log_vkeys(signer: Ed25519Signer) -> tuple[str, str]:
+    """A log's note verifier keys: Ed25519, then the ML-DSA-44 key derived from it."""
+    return (signer.verifier_key_text(),
+            SubtreeCosignatureSigner.derived_from(signer).verifier_key_text())
+
+
+def _log0(root: Ed25519Signer, started: float) -> LogRecord:
+    return LogRecord(0, root.name, "", "active", started, log_vkeys(root))
+
+
+def all_logs(root: Ed25519Signer, rows: list[LogRecord]) -> list[LogRecord]:
+    """Every log, oldest first: the registry, or log 0 alone for a store that never rolled
+    (its start then unknown here: 0)."""
+    return rows or [_log0(root, 0.0)]
+
+
+@dataclass(frozen=True)
+class Rolled:
+    frozen: LogRecord
+    active: LogRecord
+
+
+async def _log0_started(tx: RollingTx, latest: CheckpointRecord) -> float:
+    """When log 0 started: its first entry's ``issued_at`` (else its checkpoint's time)."""
+    if latest.size > 0:
+        try:
+            first = (await tx.read_entries(0, 1))[0]
+            return parse_issued_at(decode_entry(first).issued_at).timestamp()
+        except (IndexError, ValueError, EntryError):
+            pass
+    return latest.time
+
+
+async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operator",
+               clock: float | None = None) -> Rolled:
+    """Freeze the active log and start the next one, in one transaction (see the module)."""
+    if reason not in REASONS:
+        raise ValueError(f"reason must be one of {REASONS}, not {reason!r}")
+    now = time.time() if clock is None else clock
+    async with store.transaction() as tx:
+        rows = await tx.logs()
+        if tx.log_number != tx.active_log:
+            await tx.switch_log(tx.active_log)
+        latest = await tx.latest()
+        if latest is None:
+            raise StoreError("the active log has no checkpoint yet: start the notary once")
+        if not rows:
+            rows = [_log0(root, await _log0_started(tx, latest))]
+        active = rows[-1]
+        if active.state != "active" or active.n != tx.active_log:
+            raise StoreError(f"the registry's newest log ({active.n}) is not the active one")
+        signer = log_signer(root, active)
+        try:
+            cp, _ = open_checkpoint(latest.note, signer.verifier())
+        except NoteError as e:
+            raise LogIntegrityError(f"log {active.n}'s checkpoint does not verify: {e}") from e
+        state = await load_state(tx.read_tiles, latest.size)
+        if state.root() != cp.root_hash:
+            raise LogIntegrityError(f"log {active.n}'s tiles do not match its checkpoint")
+        at = datetime.fromtimestamp(now, UTC)
+        shard = shard_name(at, {r.shard for r in rows})
+        base = rows[0].origin
+        nxt = LogRecord(active.n + 1, log_origin(base, shard), shard, "active", now, ())
+        nxt_signer = log_signer(root, nxt)
+        nxt = replace(nxt, vkeys=log_vkeys(nxt_signer))
+        record = SuccessorRecord(nxt.origin, nxt.vkeys, active.origin, format_issued_at(at),
+                                 reason)
+        done = integrate(state, [record.encode()])
+        note = sign_checkpoint(Checkpoint(active.origin, done.state.size, done.state.root()),
+                               signer)
+        await tx.write(done.tiles, CheckpointRecord(done.state.size, now, note))
+        frozen = replace(active, state="frozen", frozen_at=now, final_size=done.state.size,
+                         reason=reason)
+        await tx.put_log(frozen)
+        await tx.put_log(nxt)
+        await tx.switch_log(nxt.n, create=True)
+        empty = sign_checkpoint(Checkpoint(nxt.origin, 0, TreeState().root()), nxt_signer)
+        await tx.write({}, CheckpointRecord(0, now, empty))
+    return Rolled(frozen, nxt)
+
+
+REGISTRY_TTL = 2.0
+"""How long the running notary trusts its copy of the registry (a roll elsewhere shows within)."""
+
+
+class LogBook:
+    """The running notary's logs: its copy of the registry, each log's key, and a read-only
+    :class:`Log` of each frozen log (its head: the final checkpoint, which never changes)."""
+
+    def __init__(self, store: NotaryStore, root: Ed25519Signer) -> None:
+        self.store = store
+        self.root = root
+        self.records: list[LogRecord] = all_logs(root, [])
+        self._read = float("-inf")
+        self._frozen: dict[int, Log] = {}
+
+    async def refresh(self, *, force: bool = False) -> list[LogRecord]:
+        if force or time.monotonic() - self._read >= REGISTRY_TTL:
+            self.records = all_logs(self.root, await self.store.logs())
+            self._read = time.monotonic()
+        return self.records
+
+    def record(self, n: int) -> LogRecord | None:
+        return next((r for r in self.records if r.n == n), None)
+
+    def number_of(self, origin: str) -> int | None:
+        return next((r.n for r in self.records if r.origin == origin), None)
+
+    def position(self, origin: str, index: int) -> int:
+        """A receipt's position (its log by origin; log 0 when unknown: never rolled)."""
+        return position(self.number_of(origin) or 0, index)
+
+    async def signer(self, n: int) -> Ed25519Signer:
+        """The key of log ``n``, the registry read again when it does not know ``n`` yet (the
+        sequencer's :data:`~ledger.log.sequencer.RollHook`)."""
+        record = self.record(n)
+        if record is None:
+            await self.refresh(force=True)
+            record = self.record(n)
+        if record is None:
+            raise StoreError(f"log {n} is active but not in the registry")
+        return log_signer(self.root, record)
+
+    async def rolled(self, writing: int) -> bool:
+        """Whether another log than ``writing`` is now active (the sequencer's RollPoll)."""
+        records = await self.refresh(force=True)
+        return records[-1].n != writing
+
+    async def frozen(self, origin: str) -> Log | None:
+        """A frozen log's read-only :class:`Log`, by its origin; None for an unknown origin or
+        one not frozen."""
+        n = self.number_of(origin)
+        if n is None:
+            await self.refresh(force=True)
+            n = self.number_of(origin)
+        record = None if n is None else self.record(n)
+        if record is None or record.state != "frozen":
+            return None
+        log = self._frozen.get(record.n)
+        if log is None:
+            view = self.store.for_log(record.n)
+            log = Log(view, log_signer(self.root, record).verifier(), LogReader(view), None)
+            self._frozen[record.n] = log
+        return log
+
+    async def frozen_proof(self, origin: str, index: int,
+                           note: Callable[[Log, Head], bytes] | None
+                           ) -> tuple[list[bytes], bytes] | None:
+        """The inclusion proof of entry ``index`` of the frozen log ``origin`` in its final
+        checkpoint, and that checkpoint (``note`` may dual-sign it); None when ``origin`` is
+        no frozen log of this store."""
+        log = await self.frozen(origin)
+        if log is None:
+            return None
+        head = await log.head()
+        if head is None or head.size <= index:
+            raise StoreError(f"the frozen log {origin} does not hold entry {index}")
+        proof = await log.reader.inclusion_proof(index, head.size)
+        return list(proof), head.note if note is None else note(log, head)

@@ -1,0 +1,194 @@
+"""Rolling to a new log while ``notary serve`` runs (issue 33, phase A): the next commit lands
+in the new log, every receipt of either log is found and verifies (each log under its own
+key, a frozen log's to its final checkpoint), each log is served under ``/logs/<n>``, an idle
+server follows the roll within seconds, and a restart keeps it all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.note import Ed25519Verifier
+from ledger.core.tlog_proof import decode_proof_bundle
+from ledger.storage.base import LogRecord
+from notary.core.jwks import Jwks
+from notary.core.records import CallRecord, new_salt
+from notary.core.verification import verify_receipt
+from notary.serving.config import Settings
+from notary.serving.keys import Paths, load_log_key
+from notary.serving.lifecycle import log_signer
+from tests.notary_server import HOST, app_notary, bound_socket, capture_cli, start_app
+from tests.waiting import eventually
+
+RECORDS: dict[str, CallRecord] = {}
+
+
+def call(n: int) -> dict[str, str]:
+    rec = CallRecord(server="srv", tool="echo", arguments={"n": n},
+                     result={"content": [{"type": "text", "text": str(n)}]}, salt=new_salt())
+    RECORDS[rec.call_sha256()] = rec
+    return {"server": rec.server, "tool": rec.tool, "call_sha256": rec.call_sha256()}
+
+
+async def post(http: aiohttp.ClientSession, url: str, key: str, body: dict[str, str]
+               ) -> tuple[int, dict[str, Any]]:
+    async with http.post(url + "/v1/tool-calls", json=body,
+                         headers={"Authorization": f"Bearer {key}"}) as r:
+        return r.status, await r.json()
+
+
+async def get_json(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
+    async with http.get(url) as r:
+        assert r.status == 200, (url, r.status, await r.text())
+        got: dict[str, Any] = await r.json()
+        return got
+
+
+def checkpoint_of(receipt: dict[str, Any], vkey: str) -> tuple[str, int]:
+    note = decode_proof_bundle(receipt["proof"].encode()).checkpoint
+    cp, _ = open_checkpoint(note, Ed25519Verifier.from_vkey(vkey))
+    return cp.origin, cp.size
+
+
+def database(shared: str) -> dict[str, str]:
+    return {} if shared == "sqlite" else {"database": shared}
+
+
+async def test_a_roll_while_serving(shared: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    where = ["--data", str(data), *(["--database", shared] if shared != "sqlite" else [])]
+    async with app_notary(data, **database(shared)) as notary, \
+            aiohttp.ClientSession() as http:
+        key = await notary.new_api_key("a")
+        bodies = [call(i) for i in range(4)]
+        before = [(await post(http, notary.url, key, b))[1] for b in bodies[:3]]
+        origin0 = before[0]["ledger"]["origin"]
+        code, _, err = await capture_cli("log", "roll", *where)
+        assert code == 0, err
+        # The next commit lands in log 1, under its own key, at index 0.
+        status, after = await post(http, notary.url, key, bodies[3])
+        assert status == 201, after
+        origin1 = after["ledger"]["origin"]
+        assert origin1.startswith(origin0 + "/") and after["ledger"]["index"] == 0
+        assert after["ledger"]["entry_url"] == f"{notary.url}/logs/1/v1/ledger/entries/0"
+        root = load_log_key(Paths(data))
+        ledger = await get_json(http, notary.url + "/v1/ledger")
+        assert ledger["origin"] == origin1 and ledger["size"] == 1
+        logs = ledger["logs"]
+        assert [(g["origin"], g["state"], g["size"]) for g in logs] == [
+            (origin0, "frozen", 4), (origin1, "active", 1)]
+        assert logs[0]["successor"] == origin1 and logs[1]["successor"] is None
+        assert logs[0]["url"] == notary.url + "/logs/0"
+        vkey0, vkey1 = logs[0]["vkeys"][0], logs[1]["vkeys"][0]
+        assert vkey0 == notary.vkey
+        assert vkey1 == ledger["vkey"] == log_signer(root, _record(logs, 1)).verifier_key_text()
+        # Every receipt is found again and verifies under its own log's key; log 0's now prove
+        # against its final checkpoint (size 4: the successor record is its last entry).
+        jwks = Jwks(await get_json(http, notary.url + "/.well-known/jwks.json"))
+        for receipt, vkey in [*((r, vkey0) for r in before), (after, vkey1)]:
+            stored = await get_json(http, f"{notary.url}/v1/tool-calls/{receipt['id']}")
+            assert stored["signature"] == receipt["signature"]
+            assert stored["ledger"] == receipt["ledger"]
+            verdict = verify_receipt(stored, record=None, jwks=jwks,
+                                     log_verifier=Ed25519Verifier.from_vkey(vkey))
+            assert verdict.levels["inclusion"].status == "passed", verdict.to_json()
+        assert checkpoint_of(await get_json(
+            http, f"{notary.url}/v1/tool-calls/{before[0]['id']}"), vkey0) == (origin0, 4)
+        # A digest logged in log 0 is still a duplicate: its receipt comes back.
+        status, again = await post(http, notary.url, key, bodies[0])
+        assert status == 200 and again["id"] == before[0]["id"], again
+        # Search spans both logs, newest first, its cursor across the roll; so do time bounds.
+        page = await get_json(http, notary.url + "/v1/tool-calls?limit=2")
+        assert [t["id"] for t in page["tool_calls"]] == [after["id"], before[2]["id"]]
+        page = await get_json(http, f"{notary.url}/v1/tool-calls?limit=2&cursor="
+                                    f"{page['next_cursor']}")
+        assert [t["id"] for t in page["tool_calls"]] == [before[1]["id"], before[0]["id"]]
+        since = before[1]["issued_at"].replace(":", "%3A")
+        page = await get_json(http, f"{notary.url}/v1/tool-calls?since={since}")
+        assert [t["id"] for t in page["tool_calls"]] == [
+            after["id"], before[2]["id"], before[1]["id"]]
+        # Each log under /logs/<n>; the active one at today's paths too.
+        async with http.get(notary.url + "/logs/0/checkpoint") as r:
+            final0 = await r.read()
+        assert open_checkpoint(final0, Ed25519Verifier.from_vkey(vkey0))[0].size == 4
+        async with http.get(notary.url + "/logs/1/checkpoint") as r:
+            assert open_checkpoint(await r.read(), Ed25519Verifier.from_vkey(vkey1))[0].size == 1
+        async with http.get(notary.url + "/logs/1/v1/ledger/entries/0") as r:
+            assert r.status == 200
+        async with http.get(notary.url + "/logs/2/checkpoint") as r:
+            assert r.status == 404
+    # A restart keeps the active log and finds receipts of both.
+    sock = bound_socket()
+    served = await start_app(Settings(data=data, listen=f"{HOST}:{sock.getsockname()[1]}",
+                                      **database(shared)), sock)
+    try:
+        async with aiohttp.ClientSession() as http:
+            ledger = await get_json(http, served.url + "/v1/ledger")
+            assert ledger["origin"] == origin1
+            for receipt in [*before, after]:
+                await get_json(http, f"{served.url}/v1/tool-calls/{receipt['id']}")
+    finally:
+        await served.stop()
+
+
+def _record(logs: list[dict[str, Any]], n: int) -> LogRecord:
+    g = logs[n]
+    return LogRecord(n, g["origin"], g["origin"].rsplit("/", 1)[-1], g["state"], 0.0,
+                     tuple(g["vkeys"]))
+
+
+async def test_an_idle_server_follows_a_roll_within_seconds(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        await post(http, notary.url, key, call(1))
+        code, _, err = await capture_cli("log", "roll", "--data", str(data))
+        assert code == 0, err
+
+        async def switched() -> dict[str, Any] | None:
+            ledger = await get_json(http, notary.url + "/v1/ledger")
+            logs = ledger["logs"]
+            return ledger if len(logs) == 2 and logs[1]["origin"] == ledger["origin"] else None
+
+        ledger = await eventually(switched, "the idle notary to follow the roll", timeout=6)
+        assert ledger["size"] == 0, ledger
+
+
+async def test_notary_verify_checks_receipts_of_a_frozen_log_and_the_next(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        _, old = await post(http, notary.url, key, call(1))
+        code, _, err = await capture_cli("log", "roll", "--data", str(data))
+        assert code == 0, err
+        _, new = await post(http, notary.url, key, call(2))
+        ledger = await get_json(http, notary.url + "/v1/ledger")
+        vkey1 = ledger["logs"][1]["vkeys"][0]
+        for receipt, trust in [
+                (old, ["--notary", notary.url]),  # the log list names the frozen log's key
+                (new, ["--notary", notary.url]),
+                (new, ["--jwks", notary.url + "/.well-known/jwks.json", "--log-key", vkey1])]:
+            saved, record = tmp_path / f"{receipt['id']}.json", tmp_path / "record.json"
+            saved.write_text(json.dumps(receipt))
+            record.write_text(json.dumps(RECORDS[receipt["call_sha256"]].to_json()))
+            code, out, err = await capture_cli("verify", "--receipt", str(saved),
+                                               "--record", str(record), *trust,
+                                               "--no-state", "--upgrade", "--json")
+            doc = json.loads(out)
+            levels = {k: v["status"] for k, v in doc["levels"].items()}
+            assert levels["signature"] == levels["inclusion"] == "passed", (out, err)
+            assert levels["consistency"] == "passed", doc["levels"]["consistency"]
+        # A frozen log's receipt under the next log's key alone: no trusted key for its origin.
+        saved = tmp_path / "old.json"
+        saved.write_text(json.dumps(old))
+        record.write_text(json.dumps(RECORDS[old["call_sha256"]].to_json()))
+        code, out, _ = await capture_cli(
+            "verify", "--receipt", str(saved), "--record", str(record),
+            "--jwks", notary.url + "/.well-known/jwks.json",
+            "--log-key", vkey1, "--no-state", "--json")
+        assert code != 0 and json.loads(out)["levels"]["inclusion"]["status"] == "failed"
