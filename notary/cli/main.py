@@ -30,6 +30,7 @@ from notary.cli import (
     store_args,
     verify,
 )
+from notary.operator.chain_monitor import follow_chain
 from notary.operator.watch_server import server_filter
 from notary.serving.commands import store_command
 from notary.serving.config import ConfigError
@@ -44,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (serve, hash, apikey, migrate, keys, log, backup, verify, check, mcp,
                    witness, mirror, gateway, account, names):
         module.register(sub)
-    monitor.register(sub, watch=server_filter)
+    monitor.register(sub, watch=server_filter, driver=follow_chain,
+                     log_help="the notary's base URL: every log it lists in /v1/ledger is "
+                              "audited, from the log of --vkey on, each next log under the "
+                              "key its predecessor's successor record names")
     return parser
 
 
