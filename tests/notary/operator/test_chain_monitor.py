@@ -87,11 +87,11 @@ async def test_the_monitor_follows_the_chain_from_the_first_key(
     # holding its log's checkpoint verified under the key the successor record named.
     files = sorted((tmp_path / "state").iterdir())
     assert len(files) == 3
+    states = [load_state(f) for f in files]
     for g in logs:
-        saved = [load_state(f) for f in files if load_state(f).origin == g["origin"]]
-        assert len(saved) == 1 and saved[0].vkey == g["vkeys"][0]
-        assert saved[0].checkpoint is not None
-        open_checkpoint(saved[0].checkpoint, Ed25519Verifier.from_vkey(g["vkeys"][0]))
+        [saved] = [s for s in states if s is not None and s.origin == g["origin"]]
+        assert saved.vkey == g["vkeys"][0] and saved.checkpoint is not None
+        open_checkpoint(saved.checkpoint, Ed25519Verifier.from_vkey(g["vkeys"][0]))
     code, out, err = await monitor(rolled.url, vkey0(rolled), state, tmp_path / "ev")
     assert code == ExitCode.OK, err
     assert [line.split(" (")[1].split(")")[0] for line in out.splitlines()] == ["unchanged"] * 3
