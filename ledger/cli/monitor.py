@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
     from ledger.core.cosignature import LogVerifier
     from ledger.core.note import NoteVerifier
-    from ledger.monitor.core import EntryFilter
+    from ledger.monitor.core import EntryFilter, PollReport
+    from ledger.monitor.polls import Driver
 
 __all__ = ["default_state_path", "register", "run", "state_dir"]
 
@@ -106,9 +107,9 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     from prometheus_client import generate_latest
 
     from ledger.client.http import FetchError, HttpClient
-    from ledger.client.tiles import LogSource
     from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
-    from ledger.monitor.core import Alarm, Monitor, MonitorConfig, MonitorMetrics
+    from ledger.monitor.core import Alarm, MonitorConfig, MonitorMetrics
+    from ledger.monitor.polls import LogPolls, one_log
     from ledger.monitor.state import MonitorStateError
 
     out = out if out is not None else sys.stdout
@@ -143,14 +144,17 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
     daemon = args.interval is not None and not args.once
     metrics = MonitorMetrics()
     stop = stop or asyncio.Event()
+    driver: Driver = getattr(args, "driver", None) or one_log
+
+    def state_for(origin: str, key: str) -> Path | None:
+        if args.no_state:
+            return None
+        path = default_state_path(origin, key)
+        # With --state FILE, the other logs of a notary keep theirs beside it.
+        return Path(args.state).expanduser().parent / path.name if args.state else path
+
     async with HttpClient(timeout=config.timeout, follow_redirects=True) as http:
-        source = LogSource(config.url, http, timeout=config.timeout)
-        try:
-            monitor = Monitor(config, source, metrics, out=out)
-        except MonitorStateError as e:
-            await source.close()
-            print(f"notary: error: {e}", file=err)
-            return ExitCode.USAGE
+        polls = LogPolls(config, http, metrics, out=out, state_for=state_for)
         runner: web.AppRunner | None = None
         if listen is not None:
             host, port = listen
@@ -169,9 +173,12 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
             while True:
                 code = ExitCode.OK
                 try:
-                    report = await monitor.poll()
+                    reports = await driver(polls)
+                except MonitorStateError as e:
+                    print(f"notary: error: {e}", file=err)
+                    return ExitCode.USAGE
                 except Alarm as alarm:
-                    path = monitor.record(alarm)
+                    path = polls.record(alarm)
                     print(f"notary monitor: ALARM {alarm.kind}: {alarm.message} "
                           f"(evidence: {path})", file=err, flush=True)
                     code = ExitCode.CHECK_FAILED
@@ -181,16 +188,11 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
                     code = ExitCode.UNREACHABLE
                 else:
                     metrics.alarm_active.set(0)
-                    since = ("first seen" if report.previous is None
-                             else f"consistent with {report.previous}")
-                    audited = (f"; audited {report.audited} entries in "
-                               f"{report.audit_seconds:.1f}s" if config.audit else "")
-                    if report.previous == report.size:
-                        since = "unchanged"
-                    line = f"ok: {verifier.name} size {report.size} ({since}){audited}"
-                    # One line per poll, quiet ones included: a silent daemon cannot be told
-                    # from a hung one.
-                    print(line, file=err if daemon else out, flush=True)
+                    for origin, report in reports:
+                        # One line per log and poll, quiet ones included: a silent daemon
+                        # cannot be told from a hung one.
+                        print(_ok_line(origin, report, config.audit), file=err if daemon else out,
+                              flush=True)
                 if not daemon:
                     if config.state_path is None and code == ExitCode.OK:
                         print("notary monitor: --no-state: the next run cannot check "
@@ -201,9 +203,19 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
                 if stop.is_set():
                     return ExitCode.OK
         finally:
-            await source.close()
+            await polls.close()
             if runner is not None:
                 await runner.cleanup()
+
+
+def _ok_line(origin: str, report: PollReport, audit: bool) -> str:
+    since = ("first seen" if report.previous is None
+             else f"consistent with {report.previous}")
+    if report.previous == report.size:
+        since = "unchanged"
+    audited = (f"; audited {report.audited} entries in {report.audit_seconds:.1f}s" if audit
+               else "")
+    return f"ok: {origin} size {report.size} ({since}){audited}"
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -230,14 +242,18 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-             watch: Callable[[Sequence[str]], EntryFilter] | None = None) -> None:
+             watch: Callable[[Sequence[str]], EntryFilter] | None = None,
+             driver: Driver | None = None, log_help: str | None = None) -> None:
     """Add ``monitor`` to a command; with ``watch``, also ``--watch-server`` (entries of these
-    MCP servers are reported, through the filter ``watch`` makes for them)."""
+    MCP servers are reported, through the filter ``watch`` makes for them); with ``driver``,
+    the logs polled are the driver's (the notary's follows its chain of logs from ``--log``)
+    rather than the one log at ``--log``."""
     p = subparsers.add_parser(
         "monitor", help="verify a log's checkpoints stay consistent; audit its tiles",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--log", required=True, metavar="URL",
-                   help="the log's base URL (where /checkpoint and /tile/ are served)")
+                   help=log_help or "the log's base URL (where /checkpoint and /tile/ are "
+                                    "served)")
     p.add_argument("--vkey", required=True, metavar="VKEY",
                    help="the log's verifier key, or a file holding it")
     p.add_argument("--witness", action="append", metavar="VKEY",
@@ -268,4 +284,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
                    help="serve Prometheus metrics at http://HOST:PORT/metrics")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S",
                    help="per-request timeout (default 30)")
-    p.set_defaults(func=cmd_monitor, watch_filter=watch)
+    p.set_defaults(func=cmd_monitor, watch_filter=watch, driver=driver)
