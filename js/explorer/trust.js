@@ -94,19 +94,42 @@ export function servedKeys() {
   return served;
 }
 
+/** This notary's logs as /v1/ledger lists them (docs/lifecycle.md): well-formed entries only. */
+export function listedLogs(ledger) {
+  const logs = Array.isArray(ledger.logs) ? ledger.logs : [];
+  return logs.filter((l) => l !== null && typeof l === "object" && typeof l.origin === "string"
+    && Array.isArray(l.vkeys) && l.vkeys.length > 0 && l.vkeys.every((k) => typeof k === "string"));
+}
+
+/** Where this page fetches log `entry`'s checkpoint and proofs: its url's path, on this origin
+ * (the page fetches from its own origin only; the notary's public URL may be another name). */
+function logPath(entry) {
+  try {
+    return location.origin + new URL(entry.url).pathname.replace(/\/+$/, "");
+  } catch {
+    return null;
+  }
+}
+
 /**
- * The trust for receipts of log `origin` (default: this notary's): the verifier's Trust plus a
- * description of each anchor's source, for the page to show.
+ * The trust for receipts of log `origin` (default: this notary's active log): the verifier's
+ * Trust plus a description of each anchor's source, for the page to show. A log this notary
+ * lists in /v1/ledger's `logs` (a frozen one) is its own too, under the key listed for it.
  */
 export async function trustFor(origin = null) {
   const { ledger, jwks, witnesses } = await servedKeys();
   const logOrigin = origin ?? ledger.origin;
   const pinned = pinFor(logOrigin);
   const own = logOrigin === ledger.origin;
+  const listed = own ? null : listedLogs(ledger).find((l) => l.origin === logOrigin) ?? null;
+  const servedVkeys = own ? servedLogKeys(ledger) : listed?.vkeys ?? [];
   let logKey = null;
   if (pinned !== null) logKey = { vkey: pinned.vkey, source: "pinned", detail: `pinned in this browser on ${pinned.pinned_at}` };
   else if (own) logKey = { vkey: ledger.vkey, source: "server", detail: "served by this notary at /v1/ledger, not pinned: you are trusting the server that serves this page" };
-  const mismatch = pinned !== null && own && !servedLogKeys(ledger).includes(pinned.vkey);
+  else if (listed !== null) {
+    logKey = { vkey: listed.vkeys[0], source: "server", detail: `served by this notary in /v1/ledger's log list (a ${listed.state} log), not pinned: you are trusting the server that serves this page` };
+  }
+  const mismatch = pinned !== null && servedVkeys.length > 0 && !servedVkeys.includes(pinned.vkey);
   const witnessKeys = own ? witnesses.witnesses.map((w) => w.vkey) : [];
   const trust = makeTrust({
     jwks,
@@ -119,13 +142,16 @@ export async function trustFor(origin = null) {
     origin: logOrigin,
     own,
     logKey,
-    servedVkey: own ? ledger.vkey : null,
+    servedVkey: own ? ledger.vkey : listed?.vkeys[0] ?? null,
     mismatch,
+    // Level 5 from this origin: the active log at the usual paths, a listed log under its url.
+    logUrl: own ? location.origin : listed === null ? null : logPath(listed),
     jwks: { kids: (jwks.keys ?? []).map((k) => k.kid), detail: "served by this notary at /.well-known/jwks.json" },
     witnesses: {
       list: own ? witnesses.witnesses : [],
       quorum: own ? witnesses.quorum : 0,
-      detail: own ? "served by this notary at /v1/witnesses" : "none known for a log this notary does not run",
+      detail: own ? "served by this notary at /v1/witnesses"
+        : listed !== null ? "not required: the witnesses at /v1/witnesses cosign the active log" : "none known for a log this notary does not run",
     },
   };
 }

@@ -80,7 +80,7 @@ export async function verifyHere({ receipt = null, input = null }) {
   if (input !== null && input.trim() !== "") doc = parseJson(input);
   const origin = receipt?.ledger?.origin ?? doc?.result?._meta?.["com.rightshold/tool-call"]?.receipt?.ledger?.origin ?? null;
   const t = await trustFor(typeof origin === "string" ? origin : null);
-  const options = { trust: t.trust, fetch: sameOriginFetch, store: checkpointStore(), logUrl: t.own ? location.origin : null };
+  const options = { trust: t.trust, fetch: sameOriginFetch, store: checkpointStore(), logUrl: t.logUrl };
   let report;
   if (doc === null) report = await verifyReceipt(receipt, null, options);
   else if (isRecord(doc)) {

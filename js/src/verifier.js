@@ -206,7 +206,8 @@ export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, p
 
 /**
  * Like makeTrust, and also: `jwks` may be an http(s) URL, and `notary` a notary's base URL whose
- * own JWKS and log key fill in what is missing (trust on first use). Needs a fetcher for URLs.
+ * own JWKS and log keys (the active log's and every log its /v1/ledger lists) fill in what is
+ * missing (trust on first use). Needs a fetcher for URLs.
  */
 export async function loadTrust(spec = {}, { fetcher = null } = {}) {
   let { jwks = null, logKeys = [], notary = null } = spec;
@@ -235,7 +236,9 @@ export async function loadTrust(spec = {}, { fetcher = null } = {}) {
     }
     if (!isObject(ledger) || typeof ledger.vkey !== "string") throw new VerifierInputError(`${base}/v1/ledger has no 'vkey'`);
     jwks = jwks ?? nJwks;
-    if (keys.length === 0) keys.push(ledger.vkey);
+    // Every listed log's key too, so that a receipt of a log frozen since verifies under its
+    // own log's key (Python's trust_from_notary).
+    if (keys.length === 0) keys.push(...new Set([ledger.vkey, ...logListKeys(ledger)]));
   }
   return makeTrust({ ...spec, jwks, logKeys: keys });
 }
@@ -476,6 +479,31 @@ async function consistencyOfTiles(fetcher, base, oldSize, newSize, apiError) {
   }
 }
 
+/** Where the notary at `base` serves the log `origin`, from its /v1/ledger's `logs` (null when
+ * it lists no such log, or cannot be asked). */
+async function listedUrl(fetcher, base, origin) {
+  let ledger;
+  try {
+    ledger = await getJson(fetcher, base + "/v1/ledger");
+  } catch (e) {
+    if (e instanceof FetchError) return null;
+    throw e;
+  }
+  const logs = isObject(ledger) && Array.isArray(ledger.logs) ? ledger.logs : [];
+  for (const entry of logs) {
+    if (isObject(entry) && entry.origin === origin && typeof entry.url === "string" && /^https?:\/\//.test(entry.url)) {
+      return entry.url.replace(/\/+$/, "");
+    }
+  }
+  return null;
+}
+
+/** The first (Ed25519) verifier key of each log in /v1/ledger's `logs`. */
+function logListKeys(ledger) {
+  const logs = isObject(ledger) && Array.isArray(ledger.logs) ? ledger.logs : [];
+  return logs.filter((e) => isObject(e) && Array.isArray(e.vkeys) && typeof e.vkeys[0] === "string").map((e) => e.vkeys[0]);
+}
+
 async function storeGet(store, key) {
   let entry;
   try {
@@ -555,14 +583,24 @@ async function level5(report, receipt, proof, logKey, trust, fetcher, store, log
 
   let latest = null;
   const problems = [];
-  const base = (logUrl ? logUrl.replace(/\/+$/, "") : null) || logBaseUrl(receipt);
+  let base = (logUrl ? logUrl.replace(/\/+$/, "") : null) || logBaseUrl(receipt);
   if (fetcher === null) {
     problems.push("offline: the log's latest checkpoint and consistency proofs are not fetched");
   } else if (base === null) {
     problems.push("no http(s) log URL in the receipt (use --log-url)");
   } else {
     try {
-      latest = await fetchLatest(fetcher, base, logKey, trust);
+      try {
+        latest = await fetchLatest(fetcher, base, logKey, trust);
+      } catch (e) {
+        // The notary may have rolled to a new log since (docs/lifecycle.md): a frozen log is
+        // served where its /v1/ledger's `logs` says (as Python's notary verify looks it up).
+        if (!(e instanceof NoteError)) throw e;
+        const moved = logUrl ? null : await listedUrl(fetcher, base, receipt.ledger.origin);
+        if (moved === null) throw e;
+        base = moved;
+        latest = await fetchLatest(fetcher, base, logKey, trust);
+      }
     } catch (e) {
       if (e instanceof FetchError) {
         if (e.refused) {

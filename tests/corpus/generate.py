@@ -58,6 +58,7 @@ from nacl.signing import SigningKey, VerifyKey
 from ledger.client.http import MAX_JSON_BYTES as ANSWER_BYTES
 from ledger.client.http import MAX_JSON_DEPTH as ANSWER_DEPTH
 from ledger.core.boundedjson import JsonError
+from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, NoteSignature, merge_signatures, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
@@ -74,6 +75,8 @@ from notary.core.receipts import Receipt
 from notary.core.records import SPEC, CallRecord, RecordError, new_salt, record_from_json
 from notary.sdk import Notarizer, NotaryClient
 from notary.serving.keys import Paths, load_log_key
+from notary.serving.lifecycle import roll
+from notary.store.sqlite import SqliteNotaryStore
 from notary.verifier.inputs import (
     MAX_INPUT_BYTES,
     MAX_INPUT_DEPTH,
@@ -1222,6 +1225,43 @@ async def _bom_origin(corpus: Corpus) -> None:
             state={pq_vkey: stored_entry(upgraded, pq_vkey)})
 
 
+async def _frozen_log(corpus: Corpus) -> None:
+    """A receipt of a log the notary has rolled away from (docs/lifecycle.md): served with its
+    proof to the frozen log's final checkpoint (whose last entry is the successor record), it
+    verifies under that log's key, and under the next log's key alone it does not."""
+    with tempfile.TemporaryDirectory(prefix="notary-corpus-roll-") as tmp:
+        async with app_notary(Path(tmp) / "data", origin="corpus.example/rolled") as app:
+            async with corpus.http.get(app.url + "/.well-known/jwks.json") as r:
+                jwks = await r.json()
+            log = Corpus(corpus.out, app.url, app.create_api_key("corpus"), jwks, app.vkey,
+                         load_log_key(Paths(app.data)), corpus.http, corpus.cases)
+            issued = await log.notarize("echo", x=1)
+            store = await SqliteNotaryStore.open(Paths(app.data).db)  # as `notary log roll` does
+            try:
+                rolled = await roll(store, load_log_key(Paths(app.data)))
+            finally:
+                await store.close()
+            for _ in range(100):  # the running notary follows the roll within seconds
+                async with corpus.http.get(
+                        f"{app.url}/v1/tool-calls/{issued.receipt['id']}") as r:
+                    frozen = await r.json()
+                proof = decode_proof_bundle(frozen["proof"].encode())
+                final = parse_checkpoint_text(parse_note(proof.checkpoint).text)
+                if final.size == rolled.frozen.final_size:
+                    break
+                await asyncio.sleep(0.1)
+    first, second = rolled.frozen.vkeys[0], rolled.active.vkeys[0]
+    assert first == app.vkey
+    assert final.size == rolled.frozen.final_size == issued.receipt["ledger"]["index"] + 2
+    call = {"format": "saved_call", "call": issued.saved, "receipt": frozen}
+    log.add("frozen-log-receipt", "a receipt of a frozen log, its proof to the log's final "
+            "checkpoint, under the keys of both logs", call, expect(),
+            trust={**log.trust, "log_keys": [second, first]})
+    log.add("frozen-log-receipt-next-key-only", "a receipt of a frozen log under the next "
+            "log's key alone", call, expect(failed={"inclusion"}),
+            trust={**log.trust, "log_keys": [second]})
+
+
 async def python_sdk_results(corpus: Corpus) -> None:
     """Results of the example MCPServer notarized by the Python SDK, as its clients saved them."""
     # as tests/notary/sdk/test_sdk_mcp.py loads them
@@ -1709,6 +1749,7 @@ async def _build(corpus: Corpus) -> None:
 
     await _post_quantum(corpus, base, req4)
     await _bom_origin(corpus)
+    await _frozen_log(corpus)
 
     # Level 5, offline, with the verifier's memory --------------------------------------------
     origin = corpus.signer.name

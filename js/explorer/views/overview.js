@@ -8,7 +8,7 @@ import { getJson, getText } from "../api.js";
 import { growthChart } from "../chart.js";
 import { alert, fields, h, link, mono, utc } from "../dom.js";
 import { keySummary } from "../keyview.js";
-import { fingerprint, pinFor, pinLogKey, servedKeys, servedLogKeys } from "../trust.js";
+import { fingerprint, listedLogs, pinFor, pinLogKey, servedKeys, servedLogKeys } from "../trust.js";
 import { findForm, resultsTable } from "./search.js";
 
 const enc = new TextEncoder();
@@ -48,6 +48,32 @@ function signatureRow(sig) {
     sig.time === null ? "—" : utc(sig.time), h("span", { class: sig.ok ? "ok" : sig.ok === false ? "bad" : "" }, status)];
 }
 
+/**
+ * The notary's logs (/v1/ledger's `logs`, docs/lifecycle.md): one active, the others frozen, each
+ * with its keys (name, key ID, fingerprint) and the time it took entries. Null for a notary
+ * that lists none (one log, as before rolling existed).
+ */
+async function logsCard(ledger) {
+  const logs = listedLogs(ledger);
+  if (logs.length === 0) return null;
+  const rows = await Promise.all(logs.map(async (l) => {
+    const keys = await Promise.all(l.vkeys.map(async (k) => {
+      const fp = await fingerprint(k).catch(() => null);
+      return h("div", {}, fp === null ? mono(k) : [mono(`${fp.name}+${fp.keyId}`), " ", h("span", { class: "source" }, `SHA-256 ${fp.sha256.split(" ").slice(0, 4).join(" ")}…`)]);
+    }));
+    const span = [l.started ? utc(l.started) : "?", " – ", l.frozen_at ? utc(l.frozen_at) : "now"];
+    const pruned = Number(l.min_index) > 0 ? h("span", { class: "source" }, ` (entries below ${l.min_index} pruned)`) : null;
+    return h("tr", { "data-origin": l.origin, "data-state": l.state },
+      h("td", {}, mono(l.origin)), h("td", {}, l.state), h("td", {}, Number(l.size).toLocaleString("en-US"), pruned), h("td", {}, keys), h("td", {}, span));
+  }));
+  return h("section", { class: "card", "aria-labelledby": "logs-h", "data-testid": "logs" },
+    h("h2", { id: "logs-h" }, "Logs of this notary"),
+    h("p", {}, "The notary rolls to a new log under new keys from time to time; a frozen log never changes again, and its receipts keep verifying under its own key."),
+    h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "logs" },
+      h("table", {}, h("thead", {}, h("tr", {}, ["Origin", "State", "Entries", "Log keys", "Time window (UTC)"].map((t) => h("th", { scope: "col" }, t)))),
+        h("tbody", {}, rows))));
+}
+
 export async function overview(main) {
   const [{ ledger, witnesses }, cp, history, recent] = await Promise.all([
     servedKeys(), getText("/checkpoint"), getJson("/v1/ledger/checkpoints?limit=1000"), getJson("/v1/tool-calls?limit=10"),
@@ -60,6 +86,7 @@ export async function overview(main) {
   const pqSummaries = await Promise.all(pqKeys.map(keySummary));
   const pinned = pinFor(ledger.origin);
   const witnessed = cp.headers.get("Notary-Witnessed");
+  const logs = await logsCard(ledger);
 
   const pinButton = h("button", { type: "button", class: "secondary" }, "Pin this log key in this browser");
   pinButton.addEventListener("click", () => {
@@ -102,6 +129,7 @@ export async function overview(main) {
         h("p", {}, `Size ${checkpoint.size}, as served at `, link("/checkpoint", "/checkpoint", { "data-external": "" }),
           witnessed === null ? "." : witnessed === "true" ? ": witnessed (meets the witness quorum)." : ": not yet witnessed."),
         h("pre", { class: "note", "data-testid": "checkpoint-text", tabindex: "0" }, cp.text))),
+    logs,
     // Full width: six columns do not fit the half-width checkpoint card on a laptop screen.
     h("section", { class: "card", "aria-labelledby": "sig-h" },
       h("h2", { id: "sig-h" }, "Signatures of the newest checkpoint"),
@@ -121,7 +149,7 @@ export async function overview(main) {
       growthChart(history.checkpoints)),
     h("section", { class: "card", "aria-labelledby": "r-h" },
       h("h2", { id: "r-h" }, "Recent tool calls"),
-      resultsTable(recent.tool_calls),
+      resultsTable(recent.tool_calls, ledger.origin),
       recent.next_cursor ? h("p", {}, link(`/explorer/search?cursor=${encodeURIComponent(recent.next_cursor)}`, "Older tool calls →")) : null,
       h("p", {}, link("/explorer/search", "Search by server, tool and time")))
   );

@@ -4,6 +4,7 @@
 import { decodeEntry, fromBase64, toHex } from "../../src/verify.js";
 import { getJson } from "../api.js";
 import { alert, fields, h, link, mono, utc } from "../dom.js";
+import { servedKeys } from "../trust.js";
 import { pending, renderReport, reveal, trustSummary, verifyHere } from "../verdict.js";
 
 /** A textarea plus a file picker that fills it (read locally with FileReader, never uploaded). */
@@ -37,7 +38,7 @@ async function runInto(slot, trustSlot, args, { show = false } = {}) {
 }
 
 /** The receipt section (also used by the entry page). */
-export function receiptSection(receipt, { heading = "h1" } = {}) {
+export function receiptSection(receipt, { heading = "h1", activeOrigin = null } = {}) {
   const verdictSlot = h("div", { class: "verdict-slot" });
   const trustSlot = h("div", { class: "trust-slot" });
   const { area, element } = pasteOrFile("record-input", "Call record or saved tool call (for level 1)",
@@ -61,8 +62,10 @@ export function receiptSection(receipt, { heading = "h1" } = {}) {
           ["Tool", receipt.tool],
           ["Issued at", `${utc(receipt.issued_at)} UTC (${receipt.issued_at})`],
           ["call_sha256", mono(receipt.call_sha256)],
-          ["Log", mono(receipt.ledger?.origin)],
-          ["Entry", link(`/explorer/entries/${receipt.ledger?.index}`, `#${receipt.ledger?.index}`)],
+          ["Log", h("span", {}, mono(receipt.ledger?.origin, { "data-testid": "receipt-log" }),
+            receipt.ledger?.origin === activeOrigin ? null : h("span", { class: "source" }, " (a frozen log of this notary)"))],
+          ["Entry", receipt.ledger?.origin === activeOrigin
+            ? link(`/explorer/entries/${receipt.ledger?.index}`, `#${receipt.ledger?.index}`) : `#${receipt.ledger?.index}`],
           ["Signature", h("span", {}, `${sig.alg ?? "?"}, key `, mono(sig.kid ?? "none"))],
           ["Spec", receipt.spec],
           ["COSE receipt", h("a", {
@@ -80,9 +83,9 @@ export function receiptSection(receipt, { heading = "h1" } = {}) {
 }
 
 export async function receiptPage(main, { id, state }) {
-  const receipt = state?.receipt?.id === id && typeof state.receipt.proof === "string"
-    ? state.receipt : await getJson(`/v1/tool-calls/${encodeURIComponent(id)}`);
-  main.append(receiptSection(receipt));
+  const [receipt, { ledger }] = await Promise.all([state?.receipt?.id === id && typeof state.receipt.proof === "string"
+    ? state.receipt : getJson(`/v1/tool-calls/${encodeURIComponent(id)}`), servedKeys()]);
+  main.append(receiptSection(receipt, { activeOrigin: ledger.origin }));
   return `Tool call ${receipt.tool} · ${receipt.id}`;
 }
 
@@ -109,7 +112,7 @@ export async function entryPage(main, { index }) {
       fields([["Leaf hash", mono(doc.leaf_hash)], ["Entry bytes (CBOR)", mono(toHex(bytes))], ["Tree size", String(doc.size)]])));
   if (entry !== null) {
     const receipt = await getJson(`/v1/tool-calls/${encodeURIComponent(entry.id)}`);
-    main.append(receiptSection(receipt, { heading: "h2" }));
+    main.append(receiptSection(receipt, { heading: "h2", activeOrigin: receipt.ledger?.origin }));
   }
   return `Entry #${index}`;
 }

@@ -4,6 +4,7 @@
 import { getJson, query } from "../api.js";
 import { alert, h, link, mono, shortHex, utc } from "../dom.js";
 import { navigate } from "../router.js";
+import { servedKeys } from "../trust.js";
 
 const ID = /^tc_[A-Za-z0-9_-]{22}$/;
 const DIGEST = /^[0-9a-fA-F]{64}$/;
@@ -32,18 +33,27 @@ export function findForm() {
   return form;
 }
 
-export function resultsTable(receipts) {
+/** A receipt's entry: a link to its entry page when it is in the active log (the entry pages
+ * read the active log), else its index. */
+export function entryCell(receipt, activeOrigin) {
+  const index = String(receipt.ledger?.index);
+  return receipt.ledger?.origin === activeOrigin ? link(`/explorer/entries/${index}`, index) : index;
+}
+
+/** Search results; `activeOrigin`: the active log's origin (each row says which log). */
+export function resultsTable(receipts, activeOrigin) {
   if (receipts.length === 0) return h("p", { class: "empty" }, "No tool calls found.");
   return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "tool calls" },
     h("table", { class: "results" },
-      h("thead", {}, h("tr", {}, ["Issued (UTC)", "Server", "Tool", "Entry", "Receipt", "call_sha256"].map((t) => h("th", { scope: "col" }, t)))),
+      h("thead", {}, h("tr", {}, ["Issued (UTC)", "Server", "Tool", "Entry", "Receipt", "call_sha256", "Log"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, receipts.map((r) => h("tr", {},
         h("td", {}, utc(r.issued_at)),
         h("td", {}, link(`/explorer/servers/${encodeURIComponent(r.server)}`, r.server)),
         h("td", {}, r.tool),
-        h("td", {}, link(`/explorer/entries/${r.ledger.index}`, String(r.ledger.index))),
+        h("td", {}, entryCell(r, activeOrigin)),
         h("td", {}, link(`/explorer/tool-calls/${r.id}`, r.id, { class: "mono" })),
-        h("td", {}, mono(shortHex(r.call_sha256))))))));
+        h("td", {}, mono(shortHex(r.call_sha256))),
+        h("td", { "data-log": r.ledger?.origin }, mono(r.ledger?.origin), r.ledger?.origin === activeOrigin ? null : h("span", { class: "source" }, " (frozen)")))))));
 }
 
 /** datetime-local value (the browser's local time) ⇄ RFC 3339 UTC for the API. */
@@ -103,13 +113,13 @@ export async function searchPage(main, { server = null, params }) {
   const title = server ? `Server ${server}` : "Search tool calls";
   main.append(h("h1", { tabindex: "-1" }, server ? ["Tool calls of ", mono(server)] : title), findForm(),
     h("h2", { class: "sub" }, "Filter"), searchForm(params, server));
-  const page = await getJson(`/v1/tool-calls${query(api)}`);
+  const [page, { ledger }] = await Promise.all([getJson(`/v1/tool-calls${query(api)}`), servedKeys()]);
   const here = server ? `/explorer/servers/${encodeURIComponent(server)}` : "/explorer/search";
   const keep = { tool: api.tool, since: api.since, until: api.until, ...(server ? {} : { server: api.server }) };
   const described = [api.tool && `tool ${api.tool}`, api.since && `since ${utc(api.since)}`, api.until && `until ${utc(api.until)}`].filter(Boolean).join(", ");
   main.append(
     h("p", { class: "hint", role: "status" }, `${page.tool_calls.length} tool call${page.tool_calls.length === 1 ? "" : "s"}${api.cursor ? " (an older page)" : ""}, newest first${described ? `; ${described}` : ""}.`),
-    resultsTable(page.tool_calls),
+    resultsTable(page.tool_calls, ledger.origin),
     h("nav", { class: "pager", "aria-label": "pages" },
       api.cursor ? link(`${here}${query(keep)}`, "← Newest") : null,
       page.next_cursor ? link(`${here}${query({ ...keep, cursor: page.next_cursor })}`, "Older →", { rel: "next" }) : null));

@@ -1,7 +1,7 @@
 // Trust: which log key receipts are checked against, pinned here or served by the notary.
 
 import { alert, fields, h, mono } from "../dom.js";
-import { fingerprint, forgetCheckpoints, pinLogKey, pins, servedKeys, servedLogKeys, unpin } from "../trust.js";
+import { fingerprint, forgetCheckpoints, listedLogs, pinLogKey, pins, servedKeys, servedLogKeys, unpin } from "../trust.js";
 import { keySummary } from "../keyview.js";
 import { navigate } from "../router.js";
 
@@ -37,6 +37,17 @@ export async function trustPage(main) {
   const forget = h("button", { type: "button", class: "secondary" }, "Forget the checkpoints this browser remembered");
   forget.addEventListener("click", () => { forgetCheckpoints(); status.replaceChildren(alert("Forgotten: level 5 starts over from the next receipt.", "info")); });
 
+  // The notary's other logs (frozen since a roll): each has its own origin and key, pinned apart.
+  const others = listedLogs(ledger).filter((l) => l.origin !== ledger.origin);
+  const otherRows = await Promise.all(others.map(async (l) => {
+    const pinnedKey = Object.hasOwn(all, l.origin) ? all[l.origin] : undefined;
+    const b = h("button", { type: "button", class: "secondary", "data-pin": l.origin }, "Pin its key");
+    b.addEventListener("click", () => { pinLogKey(l.vkeys[0]); reload(`Pinned the served key of ${l.origin}.`); });
+    const state = pinnedKey === undefined ? b
+      : l.vkeys.includes(pinnedKey.vkey) ? `pinned on ${pinnedKey.pinned_at} (matches)` : alert(`pinned on ${pinnedKey.pinned_at}, and DIFFERENT from the served key`);
+    return h("tr", {}, h("td", {}, mono(l.origin)), h("td", {}, l.state), h("td", {}, await keySummary(l.vkeys[0])), h("td", {}, state));
+  }));
+
   const pinRows = await Promise.all(Object.entries(all).map(async ([origin, p]) => {
     const b = h("button", { type: "button", class: "secondary", "data-unpin": origin }, "Unpin");
     b.addEventListener("click", () => { unpin(origin); reload(`Unpinned the key for ${origin}.`); });
@@ -62,6 +73,10 @@ export async function trustPage(main) {
         ["Witnesses", witnesses.witnesses.length ? witnesses.witnesses.map((w) => [mono(w.vkey), h("br")]) : "none"],
       ]),
       mine?.vkey === ledger.vkey ? null : pinServed, mine?.vkey === pqKey ? null : pinPq),
+    ...(otherRows.length === 0 ? [] : [h("section", { class: "card" }, h("h2", {}, "This notary's earlier logs"),
+      h("p", {}, "Receipts of a frozen log are checked against that log's key: pin each log's key to stop trusting the server for it."),
+      h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "earlier logs" },
+        h("table", {}, h("thead", {}, h("tr", {}, ["Origin", "State", "Log key", ""].map((t) => h("th", { scope: "col" }, t)))), h("tbody", {}, otherRows))))]),
     h("section", { class: "card" }, h("h2", {}, "Pinned log keys"),
       pinRows.length ? h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "pinned keys" },
         h("table", {}, h("thead", {}, h("tr", {}, ["Origin", "Key", "Pinned", ""].map((t) => h("th", { scope: "col" }, t)))), h("tbody", {}, pinRows)))

@@ -45,8 +45,9 @@ trust:
   --witness-policy FILE     a C2SP tlog-policy file (log, witness, group and quorum lines)
                             instead of --witness/--quorum; its log keys are trusted too
                             (--policy FILE: the same)
-  --notary URL              fetch the receipt keys and log key from this notary when --jwks or
-                            --log-key is not given (trusts that notary for its own keys)
+  --notary URL              fetch the receipt keys and log keys (of every log it lists) from
+                            this notary when --jwks or --log-key is not given (trusts that
+                            notary for its own keys)
 
   --state FILE              checkpoints seen so far, per log (default ${DEFAULT_STATE_PATH})
   --no-state                neither read nor write a state file
