@@ -45,6 +45,15 @@ class CoseRoots:
         #: Told the algorithm's name at each signature (the notary counts them in a metric).
         self.on_signed: Callable[[str], None] = lambda alg_name: None
 
+    def switch(self, signers: Sequence[CoseSigner], issuer: str) -> None:
+        """Sign another log's roots from now on (a roll to the next log): its keys and origin.
+        The old log's signed roots are dropped, so none is ever served as the new log's."""
+        if not signers:
+            raise ValueError("COSE receipts need at least one signing key")
+        self.issuer = issuer
+        self._signers = {s.key.alg: s for s in signers}
+        self._cache.clear()
+
     @property
     def keys(self) -> list[CoseKey]:
         return [s.key for s in self._signers.values()]

@@ -9,7 +9,6 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
-from ledger.core.cose_receipt import CoseSigner
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
@@ -32,6 +31,7 @@ from notary.http.store_damage import damage_middleware, integrity_context
 from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
 from notary.serving.config import ConfigError, Settings
+from notary.serving.cose import cose_signers
 from notary.serving.startup import open_notary
 from notary.store import store_kind
 
@@ -125,10 +125,9 @@ async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
         notary.published_checkpoints.append(pq.latest)
     serve_logs(app, notary, settings.base_url)
     if settings.cose_receipts == "on":  # signs roots when receipts ask, off the write path
-        roots = CoseRoots(
-            [CoseSigner.ed25519(sequencer.signer),
-             CoseSigner.ml_dsa_44(SubtreeCosignatureSigner.derived_from(sequencer.signer))],
-            log.origin)
+        roots = CoseRoots(cose_signers(sequencer.signer), log.origin)
+        # After a roll, the next log's keys sign its roots (docs/lifecycle.md).
+        notary.on_log_switch.append(lambda s: roots.switch(cose_signers(s), s.name))
         signed = app[METRICS].cose_roots_signed
         for key in roots.keys:  # each algorithm's series from 0, before its first signature
             signed.labels(key.alg_name)

@@ -12,10 +12,11 @@ that is not its own. docs/scitt.md describes the format.
 from __future__ import annotations
 
 from ledger.core.checkpoint import parse_checkpoint_text
-from ledger.core.cose_receipt import encode_receipt
+from ledger.core.cose_receipt import CoseSigner, encode_receipt
 from ledger.core.hashing import fold_right
-from ledger.core.note import parse_note
+from ledger.core.note import Ed25519Signer, parse_note
 from ledger.core.proofs import ProofError, range_coords, verify_consistency
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import ApiError
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.facade import Head
@@ -41,10 +42,23 @@ async def _root_at(notary: Notary, head: Head, size: int) -> bytes:
     return root
 
 
+def cose_signers(signer: Ed25519Signer) -> list[CoseSigner]:
+    """A log's COSE signers: its Ed25519 key (EdDSA) and the ML-DSA-44 key derived from it."""
+    return [CoseSigner.ed25519(signer),
+            CoseSigner.ml_dsa_44(SubtreeCosignatureSigner.derived_from(signer))]
+
+
 async def cose_receipt(notary: Notary, roots: CoseRoots, receipt_id: str, *,
                        size: int | None, alg: int) -> bytes:
-    """The COSE receipt of a stored tool call (``size``: the tree to prove it in)."""
+    """The COSE receipt of a stored tool call (``size``: the tree to prove it in), for an
+    entry of the active log (a frozen log's entries: see docs/lifecycle.md)."""
     receipt = await notary.stored(receipt_id)
+    if receipt.origin != notary.log.origin:
+        await notary.sequencer.follow()  # of a log another process rolled to: follow it
+    if receipt.origin != notary.log.origin:
+        raise ApiError(404, "not_found", f"{receipt_id} is in the frozen log {receipt.origin!r}: "
+                       "COSE receipts are served for entries of the active log (the JSON "
+                       "receipt's proof leads to the frozen log's final checkpoint)")
     head, target, note = await notary.proof_target(receipt)
     if size is None:
         size = target

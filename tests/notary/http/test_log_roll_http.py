@@ -12,10 +12,13 @@ from typing import Any
 import aiohttp
 
 from ledger.core.checkpoint import open_checkpoint
+from ledger.core.cose_receipt import ALG_EDDSA, CoseKey
+from ledger.core.cose_receipt import verify_receipt as verify_receipt_cose
 from ledger.core.note import Ed25519Verifier
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.storage.base import LogRecord
 from notary.core.jwks import Jwks
+from notary.core.receipts import Receipt
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
 from notary.serving.config import Settings
@@ -192,3 +195,29 @@ async def test_notary_verify_checks_receipts_of_a_frozen_log_and_the_next(
             "--jwks", notary.url + "/.well-known/jwks.json",
             "--log-key", vkey1, "--no-state", "--json")
         assert code != 0 and json.loads(out)["levels"]["inclusion"]["status"] == "failed"
+
+
+async def test_cose_receipts_follow_the_roll(tmp_path: Path) -> None:
+    """After a roll, the next log's COSE receipts are signed by its key under its origin; a
+    frozen log's entry gets a 404 that says why (its JSON receipt's proof is to the final
+    checkpoint), never a COSE receipt signed with another log's key."""
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        _, before = await post(http, notary.url, key, call(1))
+        code, _, err = await capture_cli("log", "roll", "--data", str(data))
+        assert code == 0, err
+        status, after = await post(http, notary.url, key, call(2))
+        assert status == 201, after
+        vkey1 = (await get_json(http, notary.url + "/v1/ledger"))["vkey"]
+        verifier = Ed25519Verifier.from_vkey(vkey1)
+        async with http.get(f"{notary.url}/v1/tool-calls/{after['id']}/receipt.cose") as r:
+            assert r.status == 200, await r.text()
+            data_cose = await r.read()
+        entry = Receipt.from_json(after).entry().encode()
+        parsed, _ = verify_receipt_cose(data_cose, entry=entry,
+                                        keys=[CoseKey(ALG_EDDSA, verifier.public_key)])
+        assert parsed.issuer == after["ledger"]["origin"] and parsed.leaf_index == 0
+        async with http.get(f"{notary.url}/v1/tool-calls/{before['id']}/receipt.cose") as r:
+            assert r.status == 404
+            assert "frozen log" in (await r.json())["error"]["message"]
