@@ -24,7 +24,6 @@ import structlog
 from ledger.core.note import Ed25519Signer
 from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tlog_proof import ProofBundle
-from ledger.http.errors import ApiError
 from ledger.log.facade import Head, Log
 from ledger.log.reader import LogReader
 from ledger.log.sequencer import (
@@ -45,6 +44,20 @@ from notary.core.receipts import Receipt, ReceiptKey
 from notary.core.server_names import NameHold, refusal_reason, skeletons
 from notary.serving.keys import Paths, current_receipt_key, jwks_from_records
 from notary.serving.lifecycle import LogBook, log_path
+from notary.serving.refusals import (
+    ClockAheadOfDatabase,
+    ClockBehindLog,
+    DigestConflict,
+    DigestTaken,
+    NotFound,
+    QuotaExceeded,
+    ServerNotAllowed,
+    ServiceRefusal,
+    StoreCorrupt,
+    Unauthorized,
+    store_corrupt,
+    withheld,
+)
 from notary.store.base import (
     IssuedReceipt,
     NotaryStore,
@@ -67,76 +80,9 @@ _log = structlog.get_logger("notary")
 _NO_DIGEST = b"\1" * 32  # what a malformed key is compared as: never a stored digest
 
 
-class ServiceRefusal(ApiError):
-    """A refusal the HTTP layer renders as its JSON error (status and code per subclass)."""
-
-    status = 400
-    code = "bad_request"
-
-    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
-        super().__init__(type(self).status, type(self).code, message, headers)
-
-
-class Unauthorized(ServiceRefusal):
-    """401 with the RFC 6750 challenge, so clients know which scheme to use."""
-
-    status, code = 401, "unauthorized"
-
-    def __init__(self, message: str, *, invalid_token: bool = False) -> None:
-        challenge = 'Bearer realm="notary"' + (', error="invalid_token"' if invalid_token else "")
-        super().__init__(message, headers={"WWW-Authenticate": challenge})
-
-
-class QuotaExceeded(ServiceRefusal):
-    status, code = 429, "quota_exceeded"
-
-
-class DigestConflict(ServiceRefusal):
-    status, code = 409, "digest_conflict"
-
-
-class ClockBehindLog(ServiceRefusal):
-    """503: the log's latest ``issued_at`` is more than :data:`MAX_AHEAD` past this process's
-    clock (another frontend's clock ran ahead, or this one's is behind). ``issued_at`` never
-    decreases along the log, so a receipt issued now would carry that future time: refused."""
-
-    status, code = 503, "clock_behind_log"
-
-
-class ClockAheadOfDatabase(ServiceRefusal):
-    """503: this process's clock is more than :data:`MAX_AHEAD` ahead of the database
-    server's (PostgreSQL, which every frontend shares): its receipts would carry a time in the
-    future of the others', and pin ``issued_at`` for them. Refused until the clock is fixed."""
-
-    status, code = 503, "clock_ahead_of_database"
-
-
 def utc_now() -> datetime:
     """This process's clock (what :attr:`Notary.clock` reads unless a test sets another)."""
     return datetime.now(UTC)
-
-
-class NotFound(ServiceRefusal):
-    status, code = 404, "not_found"
-
-
-class DigestTaken(ServiceRefusal):
-    """409: the digest is logged under another account. Its receipt is that account's and is
-    never handed to another as its own (DESIGN.md, Receipts); a caller that salts each record
-    freshly never meets this."""
-
-    status, code = 409, "digest_taken"
-
-    def __init__(self) -> None:
-        super().__init__("this call_sha256 was notarized by another account; its receipt is "
-                         "not this key's (salt each call record freshly)")
-
-
-class ServerNotAllowed(ServiceRefusal):
-    """403: the server name, or one confusable with it, belongs to another account (the first
-    account to notarize under a name holds it; the operator grants and moves names)."""
-
-    status, code = 403, "server_not_allowed"
 
 
 class AlreadyLogged(NotaryBaseError):
@@ -147,22 +93,6 @@ class AlreadyLogged(NotaryBaseError):
         super().__init__("already logged")
         self.receipt = receipt
         self.account = account
-
-
-class StoreCorrupt(ServiceRefusal):
-    """Writes are stopped: damage was found in the stored log (the scrub, or a damaged page)."""
-
-    status, code = 503, "store_corrupt"
-
-
-def _store_corrupt(reason: str) -> StoreCorrupt:
-    return StoreCorrupt(f"writes are stopped: the stored log is damaged ({reason}); the "
-                        "operator must restore the newest backup and run `notary check`")
-
-
-def _withheld() -> DigestConflict:
-    return DigestConflict("this call_sha256 was notarized already, but its receipt is withheld "
-                          "(it could not be recovered when the store was migrated)")
 
 
 @dataclass(frozen=True)
@@ -409,7 +339,7 @@ class Notary:
         """
         status = self.sequencer.status
         if status.state is WriterState.HALTED:
-            return await self._logged_or(call_sha256, _store_corrupt(status.reason))
+            return await self._logged_or(call_sha256, store_corrupt(status.reason))
         if time.monotonic() - self._keys_read >= KEY_REFRESH_SECONDS:
             await self.refresh_keys()
         now = self.clock()
@@ -425,10 +355,10 @@ class Notary:
                     appended = await self.sequencer.append(entry.encode(), pending, proof=True)
                 except AlreadyLogged as logged:  # by another process, under the log's lock
                     if logged.receipt is None:
-                        raise _withheld() from None
+                        raise withheld() from None
                     return logged.receipt, logged.account, None
                 except LogHaltedError as e:
-                    raise _store_corrupt(str(e)) from None
+                    raise store_corrupt(str(e)) from None
                 assert pending.receipt is not None  # the hook signed it in the commit
                 if tracing.TRACER is not None:
                     tracing.annotate({"notary.batch.size": pending.batch})
@@ -444,7 +374,7 @@ class Notary:
         try:
             receipt = await self.store.receipt_by_digest(call_sha256)
         except ReceiptWithheldError:
-            raise _withheld() from None
+            raise withheld() from None
         if receipt is None:
             raise refusal
         return receipt, await self.store.digest_account(call_sha256), None

@@ -25,7 +25,7 @@ from notary.cli.main import main as notary_cli
 from notary.operator.damage_marker import DAMAGE_FILE, record_damage
 from notary.serving.commands import store_command
 from notary.serving.config import Settings
-from notary.serving.service import Unauthorized
+from notary.serving.refusals import Unauthorized
 from notary.store import check_database
 from tests.notary_server import app_notary, capture_cli, run_cli
 

@@ -16,7 +16,8 @@ from typing import Any
 import aiohttp
 
 from notary.http.appkeys import NOTARY
-from notary.serving.service import Notary, Unauthorized
+from notary.serving.refusals import Unauthorized
+from notary.serving.service import Notary
 from notary.store.sqlite import SqliteNotaryStore
 from tests.notary_server import app_notary, run_cli
 

@@ -34,7 +34,8 @@ from notary.core.receipts import Receipt
 from notary.operator import admin
 from notary.serving import service
 from notary.serving.keys import Paths
-from notary.serving.service import Account, DigestConflict, Notary, QuotaExceeded
+from notary.serving.refusals import DigestConflict, QuotaExceeded, StoreCorrupt
+from notary.serving.service import Account, Notary
 from notary.store import open_store
 from notary.store.base import NotaryStore, notary_tx
 from notary.store.memory import MemoryNotaryStore
@@ -551,7 +552,7 @@ async def test_a_known_digest_is_answered_when_writes_are_stopped(
         notary.log.sequencer.halt("test: damage found")
         again, created = await issue(notary, 1)
         assert not created and again.without_proof() == first.without_proof()
-        with pytest.raises(service.StoreCorrupt):
+        with pytest.raises(StoreCorrupt):
             await issue(notary, 2)
 
 

@@ -21,7 +21,8 @@ from ledger.storage.base import StoreError
 from notary.core.receipts import Receipt
 from notary.core.server_names import name_skeleton
 from notary.operator import admin
-from notary.serving.service import Account, DigestTaken, Notary, ServerNotAllowed
+from notary.serving.refusals import DigestTaken, ServerNotAllowed
+from notary.serving.service import Account, Notary
 from notary.store.base import SkeletonsOutdated, new_claims
 from notary.store.sqlite import SqliteNotaryStore
 from tests.notary_server import digest, headless_notary, issue

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from notary.operator import admin
-from notary.serving.service import Unauthorized
+from notary.serving.refusals import Unauthorized
 from notary.store import sqlite as sqlite_store
 from notary.store.sqlite import SqliteNotaryStore
 from tests.notary_server import digest, headless_notary, issue
