@@ -8,23 +8,33 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.timestamps import rfc3339
 from ledger.process.exitcodes import UsageError
-from ledger.process.keyfile import KeyFileError
-from ledger.storage.base import LogRecord
 from notary.cli import store_args
-from notary.core.successor import REASONS
-from notary.serving.keys import Paths, load_log_key
-from notary.serving.lifecycle import Rolled, all_logs, roll
-from notary.store.base import NotaryStore
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from ledger.core.note import Ed25519Signer
+    from ledger.storage.base import LogRecord
+    from notary.serving.lifecycle import Rolled
+    from notary.store.base import NotaryStore
+
+__all__ = ["OPERATOR_REASONS", "register"]
+
+OPERATOR_REASONS = ("operator", "compromised")
+"""The reasons an operator gives `notary log roll` (``notary.core.successor.REASONS`` but
+``scheduled``, which only a period roll writes; kept here so that ``--help`` loads no CBOR:
+tests/notary/cli/test_command_loading.py checks that the two agree)."""
 
 
 def _root_key(args: argparse.Namespace) -> Ed25519Signer:
     """``log.key``: log 0's key, from which every later log's is derived."""
+    # deferred: the key code and the store, not for `--help`
+    from ledger.core.note import NoteError
+    from ledger.process.keyfile import KeyFileError
+    from notary.serving.keys import Paths, load_log_key
+
     paths = Paths(store_args.settings(args).data)
     try:
         return load_log_key(paths)
@@ -33,6 +43,9 @@ def _root_key(args: argparse.Namespace) -> Ed25519Signer:
 
 
 def cmd_log_roll(args: argparse.Namespace) -> int:
+    # deferred: the lifecycle (store, sequencer, keys), not for `--help`
+    from notary.serving.lifecycle import roll
+
     root = _root_key(args)
 
     async def run(store: NotaryStore) -> Rolled:
@@ -53,6 +66,9 @@ def _as_json(r: LogRecord) -> dict[str, object]:
 
 
 def cmd_log_list(args: argparse.Namespace) -> int:
+    # deferred: the lifecycle (store, sequencer, keys), not for `--help`
+    from notary.serving.lifecycle import all_logs
+
     root = _root_key(args)
 
     async def run(store: NotaryStore) -> list[LogRecord]:
@@ -75,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         dest="action", required=True)
     p = log.add_parser("roll", help="freeze the active log and start the next one")
     store_args.add_store_flags(p)
-    p.add_argument("--reason", choices=[r for r in REASONS if r != "scheduled"],
+    p.add_argument("--reason", choices=OPERATOR_REASONS,
                    default="operator", help="why (written in the frozen log's last entry)")
     p.set_defaults(func=cmd_log_roll)
     p = log.add_parser("list", help="every log of this notary, oldest first")

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from notary.cli.log import OPERATOR_REASONS
 from notary.cli.main import COMMANDS
 from notary.cli.trust_args import DEFAULT_STATE_TEXT
+from notary.core.successor import REASONS
 from notary.verifier.state import DEFAULT_STATE_PATH
 from tests.notary_server import LiveNotary
 
@@ -123,3 +125,9 @@ def test_a_usage_error_imports_nothing_that_runs_the_command() -> None:
 def test_the_help_shows_the_verifiers_default_state_file() -> None:
     """``--state``'s help names the default as text, so as not to import the verifier."""
     assert str(DEFAULT_STATE_PATH) == DEFAULT_STATE_TEXT
+
+
+def test_the_roll_reasons_an_operator_gives_are_the_successor_records_but_scheduled() -> None:
+    """`notary log roll --reason` lists them without loading the record's CBOR codec."""
+    assert {*OPERATOR_REASONS, "scheduled"} == set(REASONS)
+    assert len(OPERATOR_REASONS) == len(REASONS) - 1
