@@ -101,9 +101,8 @@ async def test_a_roll_that_fails_leaves_nothing(stores: StoreFactory) -> None:
     await log0.close()
 
 
+@pytest.mark.parametrize("stores", ["sqlite", "postgres"], indirect=True)  # shareable ones
 async def test_another_handle_sees_the_roll_under_the_lock(stores: StoreFactory) -> None:
-    if not stores.shared:
-        pytest.skip("one memory store is one handle")
     first, second = Ed25519Signer.generate(ORIGIN), Ed25519Signer.generate(ORIGIN + "/1")
     other: RollingStore = await stores.open()  # type: ignore[assignment]
     log0 = await Log.open(await stores.open(), signer=first)
