@@ -202,7 +202,11 @@ describe("a server that cannot notarize fails at start-up, or answers the docume
             assert.deepEqual(e.data, { [META_KEY]: { spec: "rs-tool-call/1", notarized: false, reason, tool_executed: true } });
             return true;
           });
-          // one line on the server's stderr, the reason without the key, no stack
+          // one line on the server's stderr, the reason without the key, no stack (it may
+          // arrive just after the client's error: wait for it, within a bound)
+          for (const deadline = Date.now() + 10_000; !stderr.join("").includes("\n") && Date.now() < deadline;) {
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
           assert.equal(stderr.join(""), `[mcp-notary] could not notarize a result of tool "add" (${reason}); policy "fail"\n`);
         }
       } finally {
