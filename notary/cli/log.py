@@ -1,4 +1,4 @@
-"""``notary log roll|list``: the notary's sequence of logs (docs/lifecycle.md).
+"""``notary log roll|list|prune``: the notary's sequence of logs (docs/lifecycle.md).
 
 Rolling freezes the active log (its last entry names the next log and its keys) and starts
 the next one, in one transaction; a running notary switches to it at its next commit.
@@ -58,6 +58,32 @@ def cmd_log_roll(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_log_prune(args: argparse.Namespace) -> int:
+    # deferred: the lifecycle (store, sequencer, keys), not for `--help`
+    from notary.serving.lifecycle import PruneRefused, prune
+
+    async def run(store: NotaryStore) -> LogRecord:
+        return await prune(store, args.origin, args.min_index)
+
+    try:
+        record = store_args.with_store(args, run)
+    except PruneRefused as e:
+        raise UsageError(str(e)) from None
+    if record.min_index:
+        print(f"Log {record.n} ({record.origin}): tiles and entries below index "
+              f"{record.min_index} now answer 404 (still stored; `--min-index 0` serves them "
+              "again). A running notary follows within a few seconds.")
+    else:
+        print(f"Log {record.n} ({record.origin}) is served whole again.")
+    return 0
+
+
+def _min_index(text: str) -> int:
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a non-negative integer, not {text!r}")
+    return int(text)
+
+
 def _as_json(r: LogRecord) -> dict[str, object]:
     return {"n": r.n, "origin": r.origin, "state": r.state, "vkeys": list(r.vkeys),
             "started": rfc3339(r.started) if r.started else None,
@@ -98,3 +124,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     store_args.add_store_flags(p)
     p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(func=cmd_log_list)
+    p = log.add_parser("prune", help="deny a frozen log's tiles and entries below an index")
+    store_args.add_store_flags(p)
+    p.add_argument("origin", metavar="ORIGIN", help="the frozen log's origin (`notary log list`)")
+    p.add_argument("--min-index", type=_min_index, required=True, metavar="N",
+                   help="its minimum index, at most its size; 0 serves it whole again")
+    p.set_defaults(func=cmd_log_prune)

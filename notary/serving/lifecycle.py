@@ -30,7 +30,8 @@ from notary.core.logs import log_origin, log_seed, position, shard_name
 from notary.core.successor import REASONS, SuccessorRecord
 from notary.store.base import NotaryStore
 
-__all__ = ["LogBook", "Rolled", "all_logs", "log_path", "log_signer", "log_vkeys", "roll"]
+__all__ = ["LogBook", "PruneRefused", "Rolled", "all_logs", "log_path", "log_signer", "log_vkeys",
+           "prune", "roll"]
 
 
 def log_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer:
@@ -125,6 +126,33 @@ async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operat
         empty = sign_checkpoint(Checkpoint(nxt.origin, 0, TreeState().root()), nxt_signer)
         await tx.write({}, CheckpointRecord(0, now, empty))
     return Rolled(frozen, nxt)
+
+
+class PruneRefused(ValueError):
+    """A prune the registry does not allow: no such log, the active one, past its size."""
+
+
+async def prune(store: NotaryStore, origin: str, min_index: int) -> LogRecord:
+    """Set the minimum index of the frozen log ``origin`` (0 undoes it), in one transaction.
+
+    tlog-tiles "Pruning": the log then denies the tiles and entries wholly below it, and keeps
+    them stored. A frozen log only: the active one still grows, and its tiles feed every
+    client's proofs. Nothing else changes, so receipts keep their proofs (docs/lifecycle.md).
+    """
+    if min_index < 0:
+        raise PruneRefused(f"the minimum index is at least 0, not {min_index}")
+    async with store.transaction() as tx:
+        record = next((r for r in await tx.logs() if r.origin == origin), None)
+        if record is None or record.state != "frozen" or record.final_size is None:
+            what = "the active log" if record is not None else "no log of this notary"
+            raise PruneRefused(f"{origin!r} is {what}: only a frozen log can be pruned "
+                               "(`notary log list` shows them)")
+        if min_index > record.final_size:
+            raise PruneRefused(f"log {record.n} ({origin}) has {record.final_size} entries: "
+                               f"the minimum index is at most that, not {min_index}")
+        record = replace(record, min_index=min_index)
+        await tx.put_log(record)
+    return record
 
 
 REGISTRY_TTL = 2.0
