@@ -39,6 +39,13 @@ class Tile:
     def is_full(self) -> bool:
         return self.width == TILE_WIDTH
 
+    def entries_end(self) -> int:
+        """The end (exclusive) of the entries this tile covers: an entry bundle or level-0 tile
+        covers one entry per hash, a level-L tile 256**L per hash, from ``index``'s first.
+        tlog-tiles "Pruning" lets a log deny a tile once this is at most its minimum index."""
+        per_hash = 1 << (TILE_HEIGHT * max(self.level, 0))
+        return (self.index * TILE_WIDTH + self.width) * per_hash
+
     def path(self) -> str:
         head = "tile/entries/" if self.is_entries else f"tile/{self.level}/"
         tail = "" if self.is_full else f".p/{self.width}"

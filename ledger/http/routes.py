@@ -51,6 +51,7 @@ class ServedLog:
     log: Log
     pq: PostQuantumCheckpoints | None
     active: bool  # the log ``LOG`` is (published as ``/checkpoint`` is); else frozen
+    min_index: int = 0  # tlog-tiles "Pruning": tiles and entries wholly below it answer 404
 
 
 LogLookup = Callable[[int], Awaitable[ServedLog | None]]
@@ -139,6 +140,11 @@ def _beyond(what: str, head: Head) -> ApiError:
     return ApiError(404, "not_found", f"{what} is beyond the current tree size {head.size}")
 
 
+def _pruned(what: str, served: ServedLog) -> ApiError:
+    return ApiError(404, "not_found", f"{what} is below the log's minimum index "
+                    f"{served.min_index}: pruned (tlog-tiles \"Pruning\")")
+
+
 def published_note(app: web.Application, head: Head) -> tuple[bytes, Mapping[str, str]]:
     """What ``/checkpoint`` serves at ``head``, with its extra headers: the application's
     choice (:data:`PUBLISHED_CHECKPOINT`), else the newest dual-signed checkpoint, else the
@@ -179,9 +185,12 @@ async def get_tile(request: web.Request) -> web.Response:
         tile = parse_tile_path(path)
     except TilePathError as e:
         raise ApiError(400, "bad_tile_path", str(e)) from None
+    served = await _served(request)
     log, head = await _head(request)
     if tile.index * TILE_WIDTH + tile.width > tile_count(head.size, tile.level):
         raise _beyond(path, head)
+    if tile.entries_end() <= served.min_index:
+        raise _pruned(path, served)
     data = await log.reader.tile(tile.level, tile.index, tile.width)
     if data is None:
         raise RuntimeError(f"{path} is within tree size {head.size} but not in the store")
@@ -211,9 +220,12 @@ async def get_ledger(request: web.Request) -> web.Response:
 async def get_entry(request: web.Request) -> web.Response:
     """One entry with a tlog-proof against the latest checkpoint: checkable with no other call."""
     index = _uint("index", request.match_info["index"])
+    served = await _served(request)
     log, head = await _head(request)
     if index >= head.size:
         raise _beyond(f"entry {index}", head)
+    if index < served.min_index:
+        raise _pruned(f"entry {index}", served)
     (entry,) = await log.reader.entries(index, index + 1)
     bundle = await log.proof_bundle(index, head)
     return web.json_response({

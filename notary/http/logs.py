@@ -55,7 +55,7 @@ def serve_logs(app: web.Application, notary: Notary, base_url: str) -> None:
         if record is None or record.state != "frozen":
             return None
         log = await book.frozen(record.origin)
-        return None if log is None else ServedLog(log, pq_of(log), False)
+        return None if log is None else ServedLog(log, pq_of(log), False, record.min_index)
 
     async def listing(head: Head) -> list[dict[str, object]]:
         records = await book.refresh()
