@@ -49,9 +49,9 @@ def serve_logs(app: web.Application, notary: Notary, base_url: str) -> None:
 
     async def lookup(n: int) -> ServedLog | None:
         records = await book.refresh()
-        if n == notary.sequencer.log_number:
-            return ServedLog(notary.log, pq, True)
         record = next((r for r in records if r.n == n), None)
+        if n == notary.sequencer.log_number:  # pruned already if frozen by a roll not followed yet
+            return ServedLog(notary.log, pq, True, 0 if record is None else record.min_index)
         if record is None or record.state != "frozen":
             return None
         log = await book.frozen(record.origin)
