@@ -98,3 +98,12 @@ def test_tiles_between_is_what_the_new_size_adds() -> None:
             tiles_for_size(old, entries=True)), (old, new)
     with pytest.raises(ValueError):
         tiles_between(2, 1)
+
+
+@pytest.mark.parametrize(("tile", "end"), [
+    (Tile(ENTRIES_LEVEL, 0), 256), (Tile(ENTRIES_LEVEL, 2, 7), 519), (Tile(0, 1), 512),
+    (Tile(0, 0, 1), 1), (Tile(1, 0, 1), 256), (Tile(1, 0), 65536), (Tile(1, 1, 2), 65536 + 512),
+    (Tile(2, 0, 1), 65536)])
+def test_entries_end_is_where_what_a_tile_covers_ends(tile: Tile, end: int) -> None:
+    """tlog-tiles "Pruning": a tile may be denied once this is at most the minimum index."""
+    assert tile.entries_end() == end
