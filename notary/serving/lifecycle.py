@@ -25,6 +25,7 @@ from ledger.log.reader import LogReader
 from ledger.log.sequencer import LogIntegrityError, load_state
 from ledger.storage.base import CheckpointRecord, LogRecord, RollingTx, StoreError
 from notary.core.entry import EntryError, decode_entry
+from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, parse_issued_at
 from notary.core.logs import log_origin, log_seed, position, shard_name
 from notary.core.successor import REASONS, SuccessorRecord
@@ -128,7 +129,7 @@ async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operat
     return Rolled(frozen, nxt)
 
 
-class PruneRefused(ValueError):
+class PruneRefused(NotaryBaseError, ValueError):
     """A prune the registry does not allow: no such log, the active one, past its size."""
 
 
