@@ -145,7 +145,7 @@ async def prune(store: NotaryStore, origin: str, min_index: int) -> LogRecord:
     async with store.transaction() as tx:
         record = next((r for r in await tx.logs() if r.origin == origin), None)
         if record is None or record.state != "frozen" or record.final_size is None:
-            what = "the active log" if record is not None else "no log of this notary"
+            what = "not a frozen log of this notary" if record is None else "the active log"
             raise PruneRefused(f"{origin!r} is {what}: only a frozen log can be pruned "
                                "(`notary log list` shows them)")
         if min_index > record.final_size:
