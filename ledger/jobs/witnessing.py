@@ -279,6 +279,12 @@ class Witnessing:
         self._published: Published | None = None
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
+        #: The origin the state is about (the log facade's may have moved on at a roll).
+        self.origin = log.origin
+        #: (witness vkey, origin) pairs already logged as unknown to that witness.
+        self._unknown: set[tuple[str, str]] = set()
+        #: lead, follow and switch_log one at a time (the lease's job and a roll may overlap).
+        self._switching = asyncio.Lock()
         r = registry if registry is not None else CollectorRegistry()
         self.m_requests = Counter("notary_witness_requests_total",
                                   "add-checkpoint requests by witness and result",
@@ -317,16 +323,109 @@ class Witnessing:
 
     async def lead(self) -> None:
         """Start submitting (this process took the lease); state is re-read first."""
-        await self._stop_task()
-        await self._load()
-        self.leading = True
-        self._task = asyncio.create_task(self._run(), name="witnessing")
+        async with self._switching:
+            await self._stop_task()
+            await self._load()
+            self.leading = True
+            self._task = asyncio.create_task(self._run(), name="witnessing")
 
     async def follow(self) -> None:
         """Stop submitting (the lease was lost) and follow the leader's stored state."""
-        await self._stop_task()
-        self.leading = False
-        self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+        async with self._switching:
+            await self._stop_task()
+            self.leading = False
+            self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+
+    async def switch_log(self, frozen: Log | None,
+                         frozen_pq: PostQuantumCheckpoints | None = None) -> None:
+        """The notary rolled to its next log (docs/lifecycle.md): :attr:`log` already reads
+        the new one (and :attr:`pq`, if any, signs for it).
+
+        The leader first submits the frozen log's final checkpoint (``frozen``'s head, with
+        ``frozen_pq``'s line) once to every witness and mirror, from the sizes it knows for
+        that log; then the state starts over for the new origin (no size known, nothing
+        published) and is saved, so that a restart resumes the new log's state. A follower
+        only starts over: the leader does the submitting.
+        """
+        async with self._switching:
+            leading = self.leading
+            await self._stop_task()
+            if leading and frozen is not None:
+                await self._witness_final(frozen, frozen_pq)
+            self.origin = self.log.origin
+            self._targets.clear()
+            self._current = self._published = None
+            for w in self._witnesses.values():
+                w.known, w.failures, w.retry_at, w.last_error = None, 0, 0.0, ""
+                if isinstance(w.client, MirrorClient):
+                    w.client.pending = 0
+            self.m_published.set(0)
+            self.m_cosigs.set(0)
+            head = await self.log.head(0)
+            if head is not None:
+                self._set_target(head)
+            self._republish()
+            if leading:
+                await self._save()
+                self._dirty = False
+                self._task = asyncio.create_task(self._run(), name="witnessing")
+            else:
+                self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+            _log.info("witnessing_switched_log", origin=self.origin, leading=leading)
+
+    async def _witness_final(self, frozen: Log, pq: PostQuantumCheckpoints | None) -> None:
+        """Submit a frozen log's final checkpoint once to every witness and mirror (each
+        within a few timeouts); a failure is logged, never raised: the new log goes on."""
+        head = await frozen.head(0)
+        if head is None:
+            return
+        note = pq.sign(head) if pq is not None else head.note
+
+        async def one(w: _Witness) -> None:
+            name = w.endpoint.verifier.name
+            try:
+                async with asyncio.timeout(self.timeout * 4):
+                    if isinstance(w.client, MirrorClient):
+                        w.client.pending = max(w.client.pending, w.known or 0)
+                        await w.client.push(note, LogSource(frozen.reader))
+                    else:
+                        await self._add_final(w, w.client, frozen, note, head.size)
+                self.m_requests.labels(name, "cosigned").inc()
+                _log.info("final_checkpoint_cosigned", witness=name, origin=frozen.origin,
+                          size=head.size)
+            except (WitnessError, MirrorError, ValueError, RuntimeError, TimeoutError) as e:
+                self.m_requests.labels(name, "failed").inc()
+                self._unknown_origin(w, frozen.origin, e)
+                _log.warning("final_checkpoint_not_cosigned", witness=name, url=w.endpoint.url,
+                             origin=frozen.origin, size=head.size, error=str(e) or repr(e))
+
+        await asyncio.gather(*(one(w) for w in self._witnesses.values()))
+
+    async def _add_final(self, w: _Witness, client: WitnessClient, frozen: Log, note: bytes,
+                         size: int) -> None:
+        old = w.known or 0
+        for _ in range(3):
+            proof = (await frozen.reader.consistency_proof(old, size)
+                     if 0 < old < size else [])
+            try:
+                await client.add_checkpoint(old, proof, note)
+                return
+            except WitnessConflict as c:
+                if c.root_mismatch or c.size > size:
+                    raise WitnessError(f"{w.endpoint.verifier.name} holds size {c.size} with "
+                                       "another root, or beyond the final size") from None
+                old = c.size
+        raise WitnessError(f"{w.endpoint.verifier.name} kept answering 409")
+
+    def _unknown_origin(self, w: _Witness, origin: str, error: Exception) -> None:
+        """A 404 means the witness does not know ``origin`` (C2SP tlog-witness): its
+        operator must add the log's key. Said once per witness and origin."""
+        if getattr(error, "status", None) != 404 or (w.endpoint.vkey, origin) in self._unknown:
+            return
+        self._unknown.add((w.endpoint.vkey, origin))
+        _log.warning("witness_does_not_know_log", witness=w.endpoint.verifier.name,
+                     url=w.endpoint.url, origin=origin,
+                     hint="the witness needs this log's verifier key (notary log list)")
 
     async def _stop_task(self) -> None:
         tasks = [t for t in (self._task, *(w.task for w in self._witnesses.values())) if t]
@@ -359,12 +458,12 @@ class Witnessing:
 
     def witnessed(self) -> tuple[int, bytes] | None:
         """(size, note) of the newest checkpoint meeting the policy, or None (for receipts)."""
-        pub = self._published
+        pub = self._served()
         return (pub.size, pub.note) if pub is not None and pub.witnessed else None
 
     def checkpoint_for(self, head: Head) -> tuple[bytes, Mapping[str, str]]:
         """What ``GET /checkpoint`` serves (ledger.http.routes's PUBLISHED_CHECKPOINT provider)."""
-        pub = self._published
+        pub = self._served()
         if pub is None or pub.size > head.size:
             note = self.pq.latest(head)[1] if self.pq is not None else head.note
             witnessed, count = False, 0
@@ -373,6 +472,14 @@ class Witnessing:
         return note, {"Notary-Witnessed": "true" if witnessed else "false",
                       "Notary-Witness-Cosignatures": str(count),
                       "Notary-Witness-Quorum": str(self.quorum)}
+
+    def _served(self) -> Published | None:
+        """The published checkpoint, unless it is of a log the notary has just rolled away
+        from (until :meth:`switch_log` has started over)."""
+        pub = self._published
+        if pub is None or not pub.note.startswith(self.log.origin.encode() + b"\n"):
+            return None
+        return pub
 
     # The loop ---------------------------------------------------------------------------------
 
@@ -491,6 +598,7 @@ class Witnessing:
             # ValueError covers a proof the reader cannot make; RuntimeError a damaged store.
             if not isinstance(e, WitnessConflict):
                 self.m_requests.labels(name, "failed").inc()
+            self._unknown_origin(w, self.origin, e)
             w.failures += 1
             w.retry_at = time.monotonic() + min(MAX_BACKOFF, self.interval * 2 ** w.failures)
             if str(e) != w.last_error:
@@ -569,6 +677,9 @@ class Witnessing:
             if state is None:
                 return
             self._dirty = True  # into the store with the next save
+        if state.published is not None and not state.published.startswith(
+                self.origin.encode() + b"\n"):
+            return  # saved for the log before a roll: none of it is this log's
         for vkey, size in state.sizes.items():
             if vkey in self._witnesses:
                 known = self._witnesses[vkey].known
