@@ -46,7 +46,7 @@ from tests.notary_server import (
 )
 from tests.servers import bound_socket
 from tests.waiting import eventually
-from tests.witness_servers import Hanging, WitnessProc
+from tests.witness_servers import Hanging, MirrorProc, WitnessProc
 
 
 def test_witness_spec_parsing() -> None:
@@ -581,8 +581,12 @@ async def test_a_roll_while_witnessed_feeds_both_logs_to_the_witnesses(
     signers = [CosignatureSigner.generate(f"witness.test/r{i}") for i in range(2)]
     old = WitnessProc(signers[0], tmp_path / "old.db", first.vkey)  # knows log 0 only
     new = WitnessProc(signers[1], tmp_path / "new.db", first.vkey)  # started after the roll
+    mirror_signer = SubtreeCosignatureSigner.generate("mirror.test/r")
+    mirror = MirrorProc(mirror_signer, tmp_path / "mirror", base.default_origin, first.vkey)
     await old.start()
+    await mirror.start()
     settings = Settings(data=base.data, listen=base.listen, witnesses=(old.spec, new.spec),
+                        mirrors=(mirror.spec,),
                         witness_quorum=1, witness_interval=0.05, witness_timeout=1.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
@@ -612,14 +616,18 @@ async def test_a_roll_while_witnessed_feeds_both_logs_to_the_witnesses(
         receipt = await notary.issue(key, 3)
         assert receipt["ledger"]["origin"] == origin1
 
-        async def final_cosigned() -> bytes | None:
+        async def final_cosigned(url: str) -> bytes | None:
             digest = hashlib.sha256(origin0.encode()).hexdigest()
-            async with http.get(f"{old.url}/{digest}/checkpoint") as r:
+            async with http.get(f"{url}/{digest}/checkpoint") as r:
                 note = await r.read()
             return note if r.status == 200 and checkpoint_size(note) == final else None
 
-        note0 = await eventually(final_cosigned, "log 0's final checkpoint cosigned")
-        open_checkpoint(note0, Ed25519Verifier.from_vkey(first.vkey), [signers[0].verifier()], 1)
+        log0 = Ed25519Verifier.from_vkey(first.vkey)
+        note0 = await eventually(lambda: final_cosigned(old.url), "the final checkpoint cosigned")
+        open_checkpoint(note0, log0, [signers[0].verifier()], 1)
+        # The mirror of log 0 got the final checkpoint and the entries up to it.
+        note0 = await eventually(lambda: final_cosigned(mirror.url), "the final one mirrored")
+        open_checkpoint(note0, log0, [mirror_signer.verifier()], 1)
         note1 = await eventually(lambda: witnessed(origin1, 1), "log 1 witnessed")
         log1 = Ed25519Verifier.from_vkey(vkey1)
         open_checkpoint(note1, log1, [signers[1].verifier()], 1)
@@ -634,8 +642,8 @@ async def test_a_roll_while_witnessed_feeds_both_logs_to_the_witnesses(
         await eventually(saved, "log 1's witnessed checkpoint saved")
     finally:
         await notary.runner.cleanup()
-        await old.stop()
-        await new.stop()
+        for x in (old, new, mirror):
+            await x.stop()
 
     notary = await start_notary(settings, http, first.vkey)  # every witness down
     try:
