@@ -57,6 +57,12 @@ are kept in the log's store (:class:`ledger.storage.base.WitnessState`), so a re
 without a 409 round trip and serves the witnessed checkpoint at once. Releases before that kept
 them in ``<data>/witnessing.json``: given as ``state_path``, that file is read once when the
 store holds no state yet, and the state moves into the store.
+
+A notary that rolls to its next log calls :meth:`Witnessing.switch_log`: the frozen log's final
+checkpoint goes once to every witness and mirror (:mod:`ledger.jobs.final_checkpoint`), then
+the state starts over for the new origin. The store holds the state of one origin, the active
+log's: a saved checkpoint of another origin means the state is from before a roll, and is
+dropped with its sizes.
 """
 
 from __future__ import annotations
@@ -76,16 +82,18 @@ from ledger.client.http import HttpClient
 from ledger.client.mirror import LogSource, MirrorClient, MirrorError
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.cosignature import (
-    CosignatureVerifier,
-    WitnessVerifier,
-    parse_witness_key,
-)
-from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, fold_right
-from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signatures
-from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
+from ledger.core.note import NoteError, NoteSignature, merge_signatures
 from ledger.core.tlog_policy import TlogPolicy
+from ledger.jobs.final_checkpoint import submit_final
+from ledger.jobs.witness_config import (
+    WitnessConfigError,
+    WitnessEndpoint,
+    endpoints_from_policy,
+    parse_mirror_spec,
+    parse_witness_spec,
+    public_key,
+)
 from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.reader import stack_coords
@@ -109,89 +117,6 @@ MAX_BACKOFF = 60.0
 REFRESH = 60.0
 """Seconds after which an unchanged checkpoint is submitted again for fresh cosignatures."""
 _KEPT_TARGETS = 8
-
-
-class WitnessConfigError(LedgerError, ValueError):
-    """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
-
-
-@dataclass(frozen=True)
-class WitnessEndpoint:
-    """A cosigner as the notary is configured with it: submission prefix and verifier key;
-    ``mirror`` when it is a tlog-mirror (pushed the entries too, not just the checkpoint)."""
-
-    url: str
-    verifier: WitnessVerifier
-    mirror: bool = False
-
-    @property
-    def vkey(self) -> str:
-        return self.verifier.vkey
-
-
-def _public_key(verifier: NoteVerifier) -> bytes:
-    key = getattr(verifier, "public_key", None)
-    if not isinstance(key, bytes):
-        raise WitnessConfigError(f"witness key {verifier.name!r} has no Ed25519 public key")
-    return key
-
-
-def endpoints_from_policy(policy: TlogPolicy, mirrors: Sequence[WitnessEndpoint] = ()
-                          ) -> list[WitnessEndpoint]:
-    """The witnesses of a C2SP tlog-policy as submission endpoints (each needs its URL), and
-    the ``mirrors`` given beside it.
-
-    A ``witness`` line whose key is one of the mirrors' is that mirror (counted by the policy,
-    pushed as a mirror): its URL may be left out, and if given must be the mirror's URL.
-    Mirrors the policy does not name come last: pushed, but not counted.
-    """
-    by_key = {_public_key(m.verifier): m for m in mirrors}
-    out = []
-    for name, (verifier, url) in policy.witnesses.items():
-        mirror = by_key.pop(_public_key(verifier), None) if isinstance(
-            verifier, CosignatureVerifier | SubtreeCosignatureVerifier) else None
-        if mirror is not None:
-            if url is not None and url.rstrip("/") != mirror.url:
-                raise WitnessConfigError(f"witness {name!r} in the witness policy has the key "
-                                         f"of the mirror {mirror.url} but the URL {url!r}")
-            out.append(mirror)
-            continue
-        if url is None:
-            raise WitnessConfigError(f"witness {name!r} in the witness policy has no URL (the "
-                                     "log submits to it: write 'witness NAME VKEY URL')")
-        if not url.startswith(("http://", "https://")):
-            raise WitnessConfigError(f"witness {name!r}: {url!r} is not an http(s) URL")
-        if not isinstance(verifier, CosignatureVerifier | SubtreeCosignatureVerifier):
-            raise WitnessConfigError(f"witness {name!r} needs a cosignature/v1 or ML-DSA-44 "
-                                     "subtree/v1 key")
-        out.append(WitnessEndpoint(url.rstrip("/"), verifier))
-    return out + list(by_key.values())
-
-
-def parse_witness_spec(text: str, *, mirror: bool = False) -> WitnessEndpoint:
-    """``URL=VKEY``. Either side may contain ``=`` (base64 padding, query strings), so every
-    split point is tried and the first whose right side is a witness vkey (cosignature/v1 or
-    ML-DSA-44) wins."""
-    kind = "mirror" if mirror else "witness"
-    for i, ch in enumerate(text):
-        if ch != "=":
-            continue
-        url, vkey = text[:i], text[i + 1 :]
-        try:
-            verifier = parse_witness_key(vkey)
-        except NoteError:
-            continue
-        if not url.startswith(("http://", "https://")):
-            break
-        return WitnessEndpoint(url.rstrip("/"), verifier, mirror)
-    raise WitnessConfigError(f"{kind} {text!r}: want URL=VKEY (an http(s) URL and a "
-                             f"cosignature/v1 or ML-DSA-44 {kind} verifier key)")
-
-
-def parse_mirror_spec(text: str) -> WitnessEndpoint:
-    """``URL=VKEY`` of a tlog-mirror: its submission prefix and cosignature verifier key (a
-    mirror's keys are a witness's kinds), split as :func:`parse_witness_spec` does."""
-    return parse_witness_spec(text, mirror=True)
 
 
 @dataclass(frozen=True)
@@ -251,7 +176,7 @@ class Witnessing:
                                             [e.url for e in endpoints])
         if not policy.requires_cosignatures:
             raise WitnessConfigError("the witness policy's quorum is none: nothing to collect")
-        by_key = {_public_key(v): name for name, (v, _) in policy.witnesses.items()}
+        by_key = {public_key(v): name for name, (v, _) in policy.witnesses.items()}
         missing = [e.url for e in endpoints
                    if e.verifier.public_key not in by_key and not e.mirror]
         if missing:
@@ -385,11 +310,7 @@ class Witnessing:
             name = w.endpoint.verifier.name
             try:
                 async with asyncio.timeout(self.timeout * 4):
-                    if isinstance(w.client, MirrorClient):
-                        w.client.pending = max(w.client.pending, w.known or 0)
-                        await w.client.push(note, LogSource(frozen.reader))
-                    else:
-                        await self._add_final(w, w.client, frozen, note, head.size)
+                    await submit_final(w.client, w.known or 0, frozen.reader, note, head.size)
                 self.m_requests.labels(name, "cosigned").inc()
                 _log.info("final_checkpoint_cosigned", witness=name, origin=frozen.origin,
                           size=head.size)
@@ -400,22 +321,6 @@ class Witnessing:
                              origin=frozen.origin, size=head.size, error=str(e) or repr(e))
 
         await asyncio.gather(*(one(w) for w in self._witnesses.values()))
-
-    async def _add_final(self, w: _Witness, client: WitnessClient, frozen: Log, note: bytes,
-                         size: int) -> None:
-        old = w.known or 0
-        for _ in range(3):
-            proof = (await frozen.reader.consistency_proof(old, size)
-                     if 0 < old < size else [])
-            try:
-                await client.add_checkpoint(old, proof, note)
-                return
-            except WitnessConflict as c:
-                if c.root_mismatch or c.size > size:
-                    raise WitnessError(f"{w.endpoint.verifier.name} holds size {c.size} with "
-                                       "another root, or beyond the final size") from None
-                old = c.size
-        raise WitnessError(f"{w.endpoint.verifier.name} kept answering 409")
 
     def _unknown_origin(self, w: _Witness, origin: str, error: Exception) -> None:
         """A 404 means the witness does not know ``origin`` (C2SP tlog-witness): its
