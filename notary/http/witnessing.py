@@ -129,19 +129,18 @@ def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | No
         raise ConfigError(str(e)) from None
 
 
-async def _switch_log(notary: Notary, witnessing: Witnessing) -> None:
-    """Move ``witnessing`` to the notary's new active log, after it witnessed the frozen
-    one's final checkpoint (dual-signed under the frozen log's own ML-DSA-44 key when
-    checkpoints are)."""
+async def _switch_log(notary: Notary, witnessing: Witnessing, active: str) -> None:
+    """Move ``witnessing`` to the notary's new active log (origin ``active``), after it
+    witnessed the final checkpoint of the log before it (dual-signed under that log's own
+    ML-DSA-44 key when checkpoints are)."""
     try:
-        origin = witnessing.origin
-        frozen = await notary.logs.frozen(origin)
-        n = notary.logs.number_of(origin)
-        record = None if n is None else notary.logs.record(n)
+        n = notary.logs.number_of(active)
+        record = None if not n else notary.logs.record(n - 1)
+        frozen = None if record is None else await notary.logs.frozen(record.origin)
         pq = None
         if witnessing.pq is not None and record is not None:
             pq = PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(
-                log_signer(notary.logs.root, record)), origin)
+                log_signer(notary.logs.root, record)), record.origin)
         await witnessing.switch_log(frozen, pq)
     except asyncio.CancelledError:
         raise
@@ -179,7 +178,7 @@ def witnessing_context(settings: Settings
 
         def rolled(signer: Ed25519Signer) -> None:
             # Told synchronously by the writer; the job's switch runs beside it.
-            task = asyncio.create_task(_switch_log(app[NOTARY], witnessing),
+            task = asyncio.create_task(_switch_log(app[NOTARY], witnessing, signer.name),
                                        name="witnessing: switch log")
             switching.add(task)
             task.add_done_callback(switching.discard)
