@@ -65,16 +65,18 @@ class _Cosigner:
 
 @dataclass
 class WitnessProc(_Cosigner):
-    """A witness of the log ``log_vkey`` (Ed25519 or ML-DSA-44) with its state in ``data``."""
+    """A witness of the log ``log_vkey`` (Ed25519 or ML-DSA-44), and of the logs of
+    ``more_logs`` (as ``notary witness --log`` is given several), with its state in ``data``."""
 
     log_vkey: str
     store: WitnessStore | None = field(default=None, kw_only=True)
+    more_logs: tuple[str, ...] = field(default=(), kw_only=True)
 
     async def start(self) -> None:
         self.store = await WitnessStore.open(self.data, self.signer.verifier_key_text())
-        origin, verifier = parse_log_spec(self.log_vkey)
-        await self._serve(create_witness_app(Witness(self.signer, {origin: [verifier]},
-                                                     self.store)))
+        logs = dict(parse_log_spec(k) for k in (self.log_vkey, *self.more_logs))
+        await self._serve(create_witness_app(Witness(
+            self.signer, {origin: [verifier] for origin, verifier in logs.items()}, self.store)))
 
     async def stop(self) -> None:
         await self._stop_serving()

@@ -57,6 +57,12 @@ are kept in the log's store (:class:`ledger.storage.base.WitnessState`), so a re
 without a 409 round trip and serves the witnessed checkpoint at once. Releases before that kept
 them in ``<data>/witnessing.json``: given as ``state_path``, that file is read once when the
 store holds no state yet, and the state moves into the store.
+
+A notary that rolls to its next log calls :meth:`Witnessing.switch_log`: the frozen log's final
+checkpoint goes once to every witness and mirror (:mod:`ledger.jobs.final_checkpoint`), then
+the state starts over for the new origin. The store holds the state of one origin, the active
+log's: a saved checkpoint of another origin means the state is from before a roll, and is
+dropped with its sizes.
 """
 
 from __future__ import annotations
@@ -76,16 +82,18 @@ from ledger.client.http import HttpClient
 from ledger.client.mirror import LogSource, MirrorClient, MirrorError
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
-from ledger.core.cosignature import (
-    CosignatureVerifier,
-    WitnessVerifier,
-    parse_witness_key,
-)
-from ledger.core.errors import LedgerError
 from ledger.core.hashing import EMPTY_ROOT, fold_right
-from ledger.core.note import NoteError, NoteSignature, NoteVerifier, merge_signatures
-from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
+from ledger.core.note import NoteError, NoteSignature, merge_signatures
 from ledger.core.tlog_policy import TlogPolicy
+from ledger.jobs.final_checkpoint import submit_final
+from ledger.jobs.witness_config import (
+    WitnessConfigError,
+    WitnessEndpoint,
+    endpoints_from_policy,
+    parse_mirror_spec,
+    parse_witness_spec,
+    public_key,
+)
 from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.reader import stack_coords
@@ -109,89 +117,6 @@ MAX_BACKOFF = 60.0
 REFRESH = 60.0
 """Seconds after which an unchanged checkpoint is submitted again for fresh cosignatures."""
 _KEPT_TARGETS = 8
-
-
-class WitnessConfigError(LedgerError, ValueError):
-    """WitnessConfigError is a witness configuration that cannot work (bad spec, quorum, timing)."""
-
-
-@dataclass(frozen=True)
-class WitnessEndpoint:
-    """A cosigner as the notary is configured with it: submission prefix and verifier key;
-    ``mirror`` when it is a tlog-mirror (pushed the entries too, not just the checkpoint)."""
-
-    url: str
-    verifier: WitnessVerifier
-    mirror: bool = False
-
-    @property
-    def vkey(self) -> str:
-        return self.verifier.vkey
-
-
-def _public_key(verifier: NoteVerifier) -> bytes:
-    key = getattr(verifier, "public_key", None)
-    if not isinstance(key, bytes):
-        raise WitnessConfigError(f"witness key {verifier.name!r} has no Ed25519 public key")
-    return key
-
-
-def endpoints_from_policy(policy: TlogPolicy, mirrors: Sequence[WitnessEndpoint] = ()
-                          ) -> list[WitnessEndpoint]:
-    """The witnesses of a C2SP tlog-policy as submission endpoints (each needs its URL), and
-    the ``mirrors`` given beside it.
-
-    A ``witness`` line whose key is one of the mirrors' is that mirror (counted by the policy,
-    pushed as a mirror): its URL may be left out, and if given must be the mirror's URL.
-    Mirrors the policy does not name come last: pushed, but not counted.
-    """
-    by_key = {_public_key(m.verifier): m for m in mirrors}
-    out = []
-    for name, (verifier, url) in policy.witnesses.items():
-        mirror = by_key.pop(_public_key(verifier), None) if isinstance(
-            verifier, CosignatureVerifier | SubtreeCosignatureVerifier) else None
-        if mirror is not None:
-            if url is not None and url.rstrip("/") != mirror.url:
-                raise WitnessConfigError(f"witness {name!r} in the witness policy has the key "
-                                         f"of the mirror {mirror.url} but the URL {url!r}")
-            out.append(mirror)
-            continue
-        if url is None:
-            raise WitnessConfigError(f"witness {name!r} in the witness policy has no URL (the "
-                                     "log submits to it: write 'witness NAME VKEY URL')")
-        if not url.startswith(("http://", "https://")):
-            raise WitnessConfigError(f"witness {name!r}: {url!r} is not an http(s) URL")
-        if not isinstance(verifier, CosignatureVerifier | SubtreeCosignatureVerifier):
-            raise WitnessConfigError(f"witness {name!r} needs a cosignature/v1 or ML-DSA-44 "
-                                     "subtree/v1 key")
-        out.append(WitnessEndpoint(url.rstrip("/"), verifier))
-    return out + list(by_key.values())
-
-
-def parse_witness_spec(text: str, *, mirror: bool = False) -> WitnessEndpoint:
-    """``URL=VKEY``. Either side may contain ``=`` (base64 padding, query strings), so every
-    split point is tried and the first whose right side is a witness vkey (cosignature/v1 or
-    ML-DSA-44) wins."""
-    kind = "mirror" if mirror else "witness"
-    for i, ch in enumerate(text):
-        if ch != "=":
-            continue
-        url, vkey = text[:i], text[i + 1 :]
-        try:
-            verifier = parse_witness_key(vkey)
-        except NoteError:
-            continue
-        if not url.startswith(("http://", "https://")):
-            break
-        return WitnessEndpoint(url.rstrip("/"), verifier, mirror)
-    raise WitnessConfigError(f"{kind} {text!r}: want URL=VKEY (an http(s) URL and a "
-                             f"cosignature/v1 or ML-DSA-44 {kind} verifier key)")
-
-
-def parse_mirror_spec(text: str) -> WitnessEndpoint:
-    """``URL=VKEY`` of a tlog-mirror: its submission prefix and cosignature verifier key (a
-    mirror's keys are a witness's kinds), split as :func:`parse_witness_spec` does."""
-    return parse_witness_spec(text, mirror=True)
 
 
 @dataclass(frozen=True)
@@ -251,7 +176,7 @@ class Witnessing:
                                             [e.url for e in endpoints])
         if not policy.requires_cosignatures:
             raise WitnessConfigError("the witness policy's quorum is none: nothing to collect")
-        by_key = {_public_key(v): name for name, (v, _) in policy.witnesses.items()}
+        by_key = {public_key(v): name for name, (v, _) in policy.witnesses.items()}
         missing = [e.url for e in endpoints
                    if e.verifier.public_key not in by_key and not e.mirror]
         if missing:
@@ -279,6 +204,12 @@ class Witnessing:
         self._published: Published | None = None
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
+        #: The origin the state is about (the log facade's may have moved on at a roll).
+        self.origin = log.origin
+        #: (witness vkey, origin) pairs already logged as unknown to that witness.
+        self._unknown: set[tuple[str, str]] = set()
+        #: lead, follow and switch_log one at a time (the lease's job and a roll may overlap).
+        self._switching = asyncio.Lock()
         r = registry if registry is not None else CollectorRegistry()
         self.m_requests = Counter("notary_witness_requests_total",
                                   "add-checkpoint requests by witness and result",
@@ -317,16 +248,89 @@ class Witnessing:
 
     async def lead(self) -> None:
         """Start submitting (this process took the lease); state is re-read first."""
-        await self._stop_task()
-        await self._load()
-        self.leading = True
-        self._task = asyncio.create_task(self._run(), name="witnessing")
+        async with self._switching:
+            await self._stop_task()
+            await self._load()
+            self.leading = True
+            self._task = asyncio.create_task(self._run(), name="witnessing")
 
     async def follow(self) -> None:
         """Stop submitting (the lease was lost) and follow the leader's stored state."""
-        await self._stop_task()
-        self.leading = False
-        self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+        async with self._switching:
+            await self._stop_task()
+            self.leading = False
+            self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+
+    async def switch_log(self, frozen: Log | None,
+                         frozen_pq: PostQuantumCheckpoints | None = None) -> None:
+        """The notary rolled to its next log (docs/lifecycle.md): :attr:`log` already reads
+        the new one (and :attr:`pq`, if any, signs for it).
+
+        The leader first submits the frozen log's final checkpoint (``frozen``'s head, with
+        ``frozen_pq``'s line) once to every witness and mirror, from the sizes it knows for
+        that log; then the state starts over for the new origin (no size known, nothing
+        published) and is saved, so that a restart resumes the new log's state. A follower
+        only starts over: the leader does the submitting.
+        """
+        async with self._switching:
+            leading = self.leading
+            await self._stop_task()
+            if leading and frozen is not None:
+                await self._witness_final(frozen, frozen_pq)
+            self.origin = self.log.origin
+            self._targets.clear()
+            self._current = self._published = None
+            for w in self._witnesses.values():
+                w.known, w.failures, w.retry_at, w.last_error = None, 0, 0.0, ""
+                if isinstance(w.client, MirrorClient):
+                    w.client.pending = 0
+            self.m_published.set(0)
+            self.m_cosigs.set(0)
+            head = await self.log.head(0)
+            if head is not None:
+                self._set_target(head)
+            self._republish()
+            if leading:
+                await self._save()
+                self._dirty = False
+                self._task = asyncio.create_task(self._run(), name="witnessing")
+            else:
+                self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
+            _log.info("witnessing_switched_log", origin=self.origin, leading=leading)
+
+    async def _witness_final(self, frozen: Log, pq: PostQuantumCheckpoints | None) -> None:
+        """Submit a frozen log's final checkpoint once to every witness and mirror (each
+        within a few timeouts); a failure is logged, never raised: the new log goes on."""
+        head = await frozen.head(0)
+        if head is None:
+            return
+        note = pq.sign(head) if pq is not None else head.note
+
+        async def one(w: _Witness) -> None:
+            name = w.endpoint.verifier.name
+            try:
+                async with asyncio.timeout(self.timeout * 4):
+                    await submit_final(w.client, w.known or 0, frozen.reader, note, head.size)
+                self.m_requests.labels(name, "cosigned").inc()
+                _log.info("final_checkpoint_cosigned", witness=name, origin=frozen.origin,
+                          size=head.size)
+            except (WitnessError, MirrorError, ValueError, RuntimeError, TimeoutError) as e:
+                self.m_requests.labels(name, "failed").inc()
+                self._unknown_origin(w, frozen.origin, e)
+                _log.warning("final_checkpoint_not_cosigned", witness=name, url=w.endpoint.url,
+                             origin=frozen.origin, size=head.size, error=str(e) or repr(e))
+
+        await asyncio.gather(*(one(w) for w in self._witnesses.values()))
+
+    def _unknown_origin(self, w: _Witness, origin: str, error: Exception) -> None:
+        """A 404 means the witness does not know ``origin`` (C2SP tlog-witness): its
+        operator must add the log's key. Said once per witness and origin."""
+        if getattr(error, "status", None) != 404 or (w.endpoint.vkey, origin) in self._unknown:
+            return
+        self._unknown.add((w.endpoint.vkey, origin))
+        _log.warning("witness_does_not_know_log", witness=w.endpoint.verifier.name,
+                     url=w.endpoint.url, origin=origin,
+                     hint="the witness needs this log's verifier key (notary log list)")
 
     async def _stop_task(self) -> None:
         tasks = [t for t in (self._task, *(w.task for w in self._witnesses.values())) if t]
@@ -359,12 +363,12 @@ class Witnessing:
 
     def witnessed(self) -> tuple[int, bytes] | None:
         """(size, note) of the newest checkpoint meeting the policy, or None (for receipts)."""
-        pub = self._published
+        pub = self._served()
         return (pub.size, pub.note) if pub is not None and pub.witnessed else None
 
     def checkpoint_for(self, head: Head) -> tuple[bytes, Mapping[str, str]]:
         """What ``GET /checkpoint`` serves (ledger.http.routes's PUBLISHED_CHECKPOINT provider)."""
-        pub = self._published
+        pub = self._served()
         if pub is None or pub.size > head.size:
             note = self.pq.latest(head)[1] if self.pq is not None else head.note
             witnessed, count = False, 0
@@ -373,6 +377,14 @@ class Witnessing:
         return note, {"Notary-Witnessed": "true" if witnessed else "false",
                       "Notary-Witness-Cosignatures": str(count),
                       "Notary-Witness-Quorum": str(self.quorum)}
+
+    def _served(self) -> Published | None:
+        """The published checkpoint, unless it is of a log the notary has just rolled away
+        from (until :meth:`switch_log` has started over)."""
+        pub = self._published
+        if pub is None or not pub.note.startswith(self.log.origin.encode() + b"\n"):
+            return None
+        return pub
 
     # The loop ---------------------------------------------------------------------------------
 
@@ -491,6 +503,7 @@ class Witnessing:
             # ValueError covers a proof the reader cannot make; RuntimeError a damaged store.
             if not isinstance(e, WitnessConflict):
                 self.m_requests.labels(name, "failed").inc()
+            self._unknown_origin(w, self.origin, e)
             w.failures += 1
             w.retry_at = time.monotonic() + min(MAX_BACKOFF, self.interval * 2 ** w.failures)
             if str(e) != w.last_error:
@@ -569,6 +582,9 @@ class Witnessing:
             if state is None:
                 return
             self._dirty = True  # into the store with the next save
+        if state.published is not None and not state.published.startswith(
+                self.origin.encode() + b"\n"):
+            return  # saved for the log before a roll: none of it is this log's
         for vkey, size in state.sizes.items():
             if vkey in self._witnesses:
                 known = self._witnesses[vkey].known

@@ -16,6 +16,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from ledger.core.note import Ed25519Signer
+from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from ledger.http.routes import LOG, PQ_CHECKPOINTS, PUBLISHED_CHECKPOINT
 from ledger.jobs.lease import FileLease, JobRunner, Lease
@@ -32,6 +34,8 @@ from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from notary.http.appkeys import METRICS, NOTARY, WITNESSING
 from notary.serving.config import ConfigError, Settings
+from notary.serving.lifecycle import log_signer
+from notary.serving.service import Notary
 
 _log = structlog.get_logger("notary.witnessing")
 
@@ -125,6 +129,25 @@ def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | No
         raise ConfigError(str(e)) from None
 
 
+async def _switch_log(notary: Notary, witnessing: Witnessing, active: str) -> None:
+    """Move ``witnessing`` to the notary's new active log (origin ``active``), after it
+    witnessed the final checkpoint of the log before it (dual-signed under that log's own
+    ML-DSA-44 key when checkpoints are)."""
+    try:
+        n = notary.logs.number_of(active)
+        record = None if not n else notary.logs.record(n - 1)
+        frozen = None if record is None else await notary.logs.frozen(record.origin)
+        pq = None
+        if witnessing.pq is not None and record is not None:
+            pq = PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(
+                log_signer(notary.logs.root, record)), record.origin)
+        await witnessing.switch_log(frozen, pq)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # the notary goes on serving; witnessing says what went wrong
+        _log.exception("witnessing_switch_failed")
+
+
 def witnessing_context(settings: Settings
                        ) -> Callable[[web.Application], AsyncIterator[None]]:
     """The aiohttp cleanup_ctx for witnessing, to run after the notary's own (which opens the
@@ -151,6 +174,16 @@ def witnessing_context(settings: Settings
             return witnessing.witnessed()
 
         app[NOTARY].published_checkpoints.insert(0, witnessed)
+        switching: set[asyncio.Task[None]] = set()
+
+        def rolled(signer: Ed25519Signer) -> None:
+            # Told synchronously by the writer; the job's switch runs beside it.
+            task = asyncio.create_task(_switch_log(app[NOTARY], witnessing, signer.name),
+                                       name="witnessing: switch log")
+            switching.add(task)
+            task.add_done_callback(switching.discard)
+
+        app[NOTARY].on_log_switch.append(rolled)
 
         async def submit() -> None:
             # Held by one process of the log at a time (the lease); the others follow.
@@ -171,6 +204,10 @@ def witnessing_context(settings: Settings
             yield
         finally:
             app[NOTARY].published_checkpoints.remove(witnessed)
+            app[NOTARY].on_log_switch.remove(rolled)
+            for task in switching:
+                task.cancel()
+            await asyncio.gather(*switching, return_exceptions=True)
             job.cancel()
             await asyncio.gather(job, return_exceptions=True)
             await witnessing.close()

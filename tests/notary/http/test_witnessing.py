@@ -9,6 +9,7 @@ witness policy.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -45,7 +46,7 @@ from tests.notary_server import (
 )
 from tests.servers import bound_socket
 from tests.waiting import eventually
-from tests.witness_servers import Hanging, WitnessProc
+from tests.witness_servers import Hanging, MirrorProc, WitnessProc
 
 
 def test_witness_spec_parsing() -> None:
@@ -565,3 +566,89 @@ async def test_an_idle_logs_checkpoint_is_cosigned_again_every_refresh(
     finally:
         await notary.runner.cleanup()
         await witness.stop()
+
+
+async def test_a_roll_while_witnessed_feeds_both_logs_to_the_witnesses(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    """``notary log roll`` under a witnessed ``notary serve`` (docs/lifecycle.md): the frozen
+    log's final checkpoint is cosigned by the witness of log 0, the new log's checkpoints by
+    the witness given log 1's key once ``/v1/ledger`` lists it; the witness that does not know
+    log 1 (404) holds nothing up, and a restart serves log 1's witnessed checkpoint at once."""
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signers = [CosignatureSigner.generate(f"witness.test/r{i}") for i in range(2)]
+    old = WitnessProc(signers[0], tmp_path / "old.db", first.vkey)  # knows log 0 only
+    new = WitnessProc(signers[1], tmp_path / "new.db", first.vkey)  # started after the roll
+    mirror_signer = SubtreeCosignatureSigner.generate("mirror.test/r")
+    mirror = MirrorProc(mirror_signer, tmp_path / "mirror", base.default_origin, first.vkey)
+    await old.start()
+    await mirror.start()
+    settings = Settings(data=base.data, listen=base.listen, witnesses=(old.spec, new.spec),
+                        mirrors=(mirror.spec,),
+                        witness_quorum=1, witness_interval=0.05, witness_timeout=1.0)
+    notary = await start_notary(settings, http, first.vkey, sock)
+    try:
+        key = create_api_key(settings.data, "a")
+        for n in range(3):
+            await notary.issue(key, n)
+
+        async def witnessed(origin: str, size: int) -> bytes | None:
+            _, body, headers = await notary.get("/checkpoint")
+            note = bytes(body)
+            done = (headers["Notary-Witnessed"] == "true" and checkpoint_size(note) >= size
+                    and note.startswith(origin.encode() + b"\n"))
+            return note if done else None
+
+        origin0 = parse_note(await eventually(lambda: witnessed(
+            first.vkey.split("+")[0], 3), "log 0 witnessed")).text.split("\n")[0]
+        code, _, err = await capture_cli("log", "roll", "--data", str(settings.data))
+        assert code == 0, err
+        code, out, err = await capture_cli("log", "list", "--data", str(settings.data),
+                                           "--json")
+        assert code == 0, err
+        logs = json.loads(out)["logs"]  # as the operator reads it, to configure the witness
+        final, origin1, vkey1 = logs[0]["final_size"], logs[1]["origin"], logs[1]["vkeys"][0]
+        assert logs[0]["origin"] == origin0 and final == 4  # 3 receipts, the successor record
+        new.more_logs = (vkey1,)
+        await new.start()
+        receipt = await notary.issue(key, 3)
+        assert receipt["ledger"]["origin"] == origin1
+
+        async def final_cosigned(url: str) -> bytes | None:
+            digest = hashlib.sha256(origin0.encode()).hexdigest()
+            async with http.get(f"{url}/{digest}/checkpoint") as r:
+                note = await r.read()
+            return note if r.status == 200 and checkpoint_size(note) == final else None
+
+        log0 = Ed25519Verifier.from_vkey(first.vkey)
+        note0 = await eventually(lambda: final_cosigned(old.url), "the final checkpoint cosigned")
+        open_checkpoint(note0, log0, [signers[0].verifier()], 1)
+        # The mirror of log 0 got the final checkpoint and the entries up to it.
+        note0 = await eventually(lambda: final_cosigned(mirror.url), "the final one mirrored")
+        open_checkpoint(note0, log0, [mirror_signer.verifier()], 1)
+        note1 = await eventually(lambda: witnessed(origin1, 1), "log 1 witnessed")
+        log1 = Ed25519Verifier.from_vkey(vkey1)
+        open_checkpoint(note1, log1, [signers[1].verifier()], 1)
+        _, body, _ = await notary.get(f"/v1/tool-calls/{receipt['id']}")
+        bundle = decode_proof_bundle(json.loads(body)["proof"].encode())
+        open_checkpoint(bundle.checkpoint, log1, [signers[1].verifier()], 1)
+
+        async def saved() -> bool | None:
+            state = await notary.runner.app[LOG].store.witness_state()
+            return True if state is not None and state.published == note1 else None
+
+        await eventually(saved, "log 1's witnessed checkpoint saved")
+    finally:
+        await notary.runner.cleanup()
+        for x in (old, new, mirror):
+            await x.stop()
+
+    notary = await start_notary(settings, http, first.vkey)  # every witness down
+    try:
+        status, body, headers = await notary.get("/checkpoint")
+        assert status == 200 and headers["Notary-Witnessed"] == "true"
+        assert bytes(body) == note1
+    finally:
+        await notary.runner.cleanup()
