@@ -55,7 +55,7 @@ class ServedLog:
 
 
 LogLookup = Callable[[int], Awaitable[ServedLog | None]]
-#: Optional: log ``n`` of the application's sequence of logs (issue 33), or None; without it
+#: Optional: log ``n`` of the application's sequence of logs (docs/lifecycle.md), or None; without it
 #: ``/logs/0/…`` is the one log.
 LOGS: web.AppKey[LogLookup] = web.AppKey("ledger.logs")
 #: Optional: ``/v1/ledger``'s ``logs``, every log of the sequence, oldest first.

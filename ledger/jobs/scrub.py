@@ -131,7 +131,7 @@ class Scrubber:
         st = self.status
         st.position = st.checked = 0
         store, verifier = self.log.store, self.log.verifier
-        on = getattr(store, "log_number", 0)  # which log of a sequence of logs (issue 33)
+        on = getattr(store, "log_number", 0)  # which log of a sequence of logs (docs/lifecycle.md)
         head = await store.latest()
         if head is not None and not head.note.startswith(verifier.name.encode() + b"\n"):
             return True  # the store moved to the next log; the writer follows, then the scrub
