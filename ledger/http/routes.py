@@ -55,8 +55,8 @@ class ServedLog:
 
 
 LogLookup = Callable[[int], Awaitable[ServedLog | None]]
-#: Optional: log ``n`` of the application's sequence of logs (docs/lifecycle.md), or None; without it
-#: ``/logs/0/…`` is the one log.
+#: Optional: log ``n`` of the application's sequence of logs (docs/lifecycle.md), or None;
+#: without it ``/logs/0/…`` is the one log.
 LOGS: web.AppKey[LogLookup] = web.AppKey("ledger.logs")
 #: Optional: ``/v1/ledger``'s ``logs``, every log of the sequence, oldest first.
 LOG_LIST: web.AppKey[Callable[[Head], Awaitable[list[dict[str, object]]]]] = web.AppKey(
