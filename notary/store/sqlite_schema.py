@@ -99,8 +99,8 @@ __all__ = [
 SCHEMA_VERSION = 6
 """Version 6 (docs/lifecycle.md): the file may hold a sequence of logs (the ledger's ``logs``
 table and log n's ``tiles_n`` …), and a receipt of log n >= 1 is keyed by its position
-``n << 40 | index``. No table changes; the number makes an older release, which would write to a frozen
-log and misread those rows, refuse the file."""
+``n << 40 | index``. No table changes; the number makes an older release, which would write
+to a frozen log and misread those rows, refuse the file."""
 
 SCHEMA_V2 = """
 CREATE TABLE accounts (
