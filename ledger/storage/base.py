@@ -35,7 +35,7 @@ import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from ledger.core.errors import LedgerError
 
@@ -209,6 +209,24 @@ class LogStore(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[WriteTx]: ...
 
     async def close(self) -> None: ...
+
+
+class ReadOnlyLogView:
+    """What every backend's read-only view of one log (``RollingStore.for_log``) answers
+    alike: it has no witness state, takes no write and owns no connection (the store's are the
+    store's to close). A backend's view adds its reads and ``probe_space``."""
+
+    async def witness_state(self) -> WitnessState | None:
+        return None
+
+    async def save_witness_state(self, state: WitnessState) -> None:
+        raise StoreError("a log view is read-only")
+
+    def transaction(self) -> NoReturn:
+        raise StoreError("a log view is read-only: write through the store")
+
+    async def close(self) -> None:
+        return None
 
 
 class RollingStore(LogStore, Protocol):

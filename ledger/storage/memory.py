@@ -17,6 +17,7 @@ from ledger.core.compact import bundle_keys, entries_between
 from ledger.storage.base import (
     CheckpointRecord,
     LogRecord,
+    ReadOnlyLogView,
     StoreError,
     TileKey,
     WitnessState,
@@ -87,7 +88,7 @@ class MemoryWriteTx:
         self._mine()
 
 
-class MemoryLogView:
+class MemoryLogView(ReadOnlyLogView):
     """A read-only view of one log of a :class:`MemoryStore` (``for_log``)."""
 
     def __init__(self, store: MemoryStore, n: int) -> None:
@@ -107,20 +108,10 @@ class MemoryLogView:
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
         return self._log().history[::-1][:limit]
 
-    async def witness_state(self) -> WitnessState | None:
-        return None
-
-    async def save_witness_state(self, state: WitnessState) -> None:
-        raise StoreError("a log view is read-only")
 
     async def probe_space(self, nbytes: int) -> None:
         return None
 
-    def transaction(self) -> AbstractAsyncContextManager[MemoryWriteTx]:
-        raise StoreError("a log view is read-only: write through the store")
-
-    async def close(self) -> None:
-        return None
 
 
 class MemoryStore:

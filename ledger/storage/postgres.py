@@ -44,6 +44,7 @@ from ledger.storage.base import (
     POSTGRES_EXTRA_MISSING,
     CheckpointRecord,
     LogRecord,
+    ReadOnlyLogView,
     StorageFullError,
     StoreError,
     StoreUnavailableError,
@@ -659,7 +660,7 @@ class PostgresStore:
             self._pool.terminate()
 
 
-class PostgresLogView:
+class PostgresLogView(ReadOnlyLogView):
     """A read-only view of one log of a :class:`PostgresStore` (``for_log``), on its pool."""
 
     def __init__(self, store: PostgresStore, sql: _Sql) -> None:
@@ -678,20 +679,10 @@ class PostgresLogView:
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
         return await self._store._history_of(self._sql, limit)
 
-    async def witness_state(self) -> WitnessState | None:
-        return None
-
-    async def save_witness_state(self, state: WitnessState) -> None:
-        raise StoreError("a log view is read-only")
 
     async def probe_space(self, nbytes: int) -> None:
         await self._store.probe_space(nbytes)
 
-    def transaction(self) -> AbstractAsyncContextManager[PostgresWriteTx]:
-        raise StoreError("a log view is read-only: write through the store")
-
-    async def close(self) -> None:
-        return None
 
 
 class PostgresLease:

@@ -41,6 +41,7 @@ from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.storage.base import (
     CheckpointRecord,
     LogRecord,
+    ReadOnlyLogView,
     StorageFullError,
     StoreError,
     TileKey,
@@ -738,7 +739,7 @@ async def _history(conn: aiosqlite.Connection, t: Tables, limit: int) -> list[Ch
     return [CheckpointRecord(r[0], r[1], bytes(r[2])) for r in rows]
 
 
-class SqliteLogView:
+class SqliteLogView(ReadOnlyLogView):
     """A read-only view of one log of a store (``SqliteStore.for_log``), on its connections."""
 
     def __init__(self, store: SqliteStore, tables: Tables) -> None:
@@ -762,20 +763,10 @@ class SqliteLogView:
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
         return await _history(self._store._reader, self._t, limit)
 
-    async def witness_state(self) -> WitnessState | None:
-        return None
-
-    async def save_witness_state(self, state: WitnessState) -> None:
-        raise StoreError("a log view is read-only")
 
     async def probe_space(self, nbytes: int) -> None:
         await self._store.probe_space(nbytes)
 
-    def transaction(self) -> AbstractAsyncContextManager[SqliteWriteTx]:
-        raise StoreError("a log view is read-only: write through the store")
-
-    async def close(self) -> None:
-        return None  # the store's connections are the store's to close
 
 
 def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:
