@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from ledger.core.cosignature import LogVerifier
     from ledger.core.note import NoteVerifier
-    from ledger.monitor.core import EntryFilter, PollReport
+    from ledger.monitor.core import EntryFilter, MonitorConfig, MonitorMetrics, PollReport
     from ledger.monitor.polls import Driver
 
 __all__ = ["default_state_path", "register", "run", "state_dir"]
@@ -93,27 +93,13 @@ def default_state_path(origin: str, vkey: str, env: Mapping[str, str] | None = N
     return state_dir(env) / f"{slug[:80]}-{digest}.json"
 
 
-async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
-              err: IO[str] | None = None, stop: asyncio.Event | None = None) -> int:
-    """Run the monitor as the command line asked; returns the exit status.
-
-    Importable so that tests and other programs can run it inside their own event loop;
-    ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
-    """
-    # deferred: the monitor, aiohttp and Prometheus, not for `--help`
-    import asyncio
-
-    from aiohttp import web
-    from prometheus_client import generate_latest
-
-    from ledger.client.http import FetchError, HttpClient
+def _config(args: argparse.Namespace) -> MonitorConfig:
+    """The monitor's configuration from the command line (:class:`UsageError` for a flag
+    combination that cannot work)."""
+    # deferred: the monitor and the policy parser, not for `--help`
     from ledger.core.tlog_policy import TlogPolicyError, parse_tlog_policy
-    from ledger.monitor.core import Alarm, MonitorConfig, MonitorMetrics
-    from ledger.monitor.polls import LogPolls, one_log
-    from ledger.monitor.state import MonitorStateError
+    from ledger.monitor.core import MonitorConfig
 
-    out = out if out is not None else sys.stdout
-    err = err if err is not None else sys.stderr
     verifier, vkey = _log_verifier(args.vkey)
     witnesses = tuple(_witness(w) for w in args.witness or ())
     quorum = len(witnesses) if args.quorum is None else args.quorum
@@ -131,16 +117,55 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
                               f"(got {len(witnesses)})")
     if args.interval is not None and args.interval <= 0:
         raise UsageError("--interval must be positive")
-    listen = parse_host_port(args.metrics, what="--metrics") if args.metrics else None
     watch = getattr(args, "watch_filter", None)
     entry_filter = watch(args.watch_server) if watch is not None and args.watch_server else None
     state_path = (None if args.no_state else Path(args.state).expanduser() if args.state
                   else default_state_path(verifier.name, vkey))
-    config = MonitorConfig(
+    return MonitorConfig(
         url=args.log, log_verifier=verifier, log_vkey=vkey, witnesses=witnesses, quorum=quorum,
         state_path=state_path,
         entry_filter=entry_filter, audit=bool(args.audit or entry_filter is not None),
         evidence_dir=Path(args.evidence_dir), timeout=args.timeout, policy=policy)
+
+
+async def _serve_metrics(listen: tuple[str, int], metrics: MonitorMetrics) -> web.AppRunner:
+    """``--metrics HOST:PORT``: the monitor's Prometheus metrics at ``/metrics``."""
+    # deferred: aiohttp and Prometheus, not for `--help`
+    from aiohttp import web
+    from prometheus_client import generate_latest
+
+    async def serve_metrics(request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(metrics.registry))
+        resp.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/metrics", serve_metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, *listen).start()
+    return runner
+
+
+async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
+              err: IO[str] | None = None, stop: asyncio.Event | None = None) -> int:
+    """Run the monitor as the command line asked; returns the exit status.
+
+    Importable so that tests and other programs can run it inside their own event loop;
+    ``stop`` ends a daemon (the command line sets it on SIGTERM and SIGINT).
+    """
+    # deferred: the monitor, aiohttp and Prometheus, not for `--help`
+    import asyncio
+
+    from ledger.client.http import FetchError, HttpClient
+    from ledger.monitor.core import Alarm, MonitorMetrics
+    from ledger.monitor.polls import LogPolls, one_log
+    from ledger.monitor.state import MonitorStateError
+
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    config = _config(args)
+    listen = parse_host_port(args.metrics, what="--metrics") if args.metrics else None
     daemon = args.interval is not None and not args.once
     metrics = MonitorMetrics()
     stop = stop or asyncio.Event()
@@ -155,20 +180,7 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None,
 
     async with HttpClient(timeout=config.timeout, follow_redirects=True) as http:
         polls = LogPolls(config, http, metrics, out=out, state_for=state_for)
-        runner: web.AppRunner | None = None
-        if listen is not None:
-            host, port = listen
-
-            async def serve_metrics(request: web.Request) -> web.Response:
-                resp = web.Response(body=generate_latest(metrics.registry))
-                resp.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
-                return resp
-
-            app = web.Application()
-            app.router.add_get("/metrics", serve_metrics)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, host, port).start()
+        runner = None if listen is None else await _serve_metrics(listen, metrics)
         try:
             while True:
                 code = ExitCode.OK
