@@ -1249,6 +1249,53 @@ def resolve_name(config: GatewayConfig) -> str:
     return policy.name or DEFAULT_NAME
 
 
+async def _start(config: GatewayConfig, name: str, me: Server[GatewayRuntime],
+                 stack: AsyncExitStack) -> GatewayRuntime:
+    """A session's runtime, each step in the order :func:`build_gateway` gives: the state
+    file, the notary, the upstream and its tools, then the policy commitment. What it opens is
+    closed by ``stack``; a step that fails raises :class:`GatewayStartError`."""
+    store = await GatewayStore(config.state_path).open()
+    stack.push_async_callback(store.close)
+    notary = NotaryClient(config.notary_url, config.api_key,
+                          timeout=config.notary_timeout)
+    stack.push_async_callback(notary.close)
+    runtime = GatewayRuntime(config, name, store, notary)
+    try:
+        ledger = await notary.ledger()
+    except NotaryError as e:
+        raise GatewayStartError(f"the notary did not answer ({_one_line(e)}): start "
+                                "it, or fix --notary (or NOTARY_URL)") from None
+    # Results carry receipts: say so, and where to check them (discovery only).
+    vkey = ledger.get("vkey")
+    me.extensions[RECEIPT_EXTENSION] = receipt_extension(
+        config.notary_public_url or config.notary_url,
+        [vkey] if isinstance(vkey, str) else [])
+    tasks = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(tasks.cancel_scope.cancel)  # per-session upstreams end with us
+    factory = functools.partial(Client, config.upstream,
+                                read_timeout_seconds=config.upstream_timeout)
+    runtime.upstreams = Upstreams(factory, tasks)
+    client = factory(mode=config.upstream_mode,
+                     **Upstreams.client_kwargs(runtime.upstreams.shared, None))
+    try:
+        runtime.attach_upstream(await stack.enter_async_context(client))
+        await runtime.refresh_tools()
+    except Exception as e:
+        raise GatewayStartError(
+            f"the upstream {_upstream_name(config.upstream)} did not start or answer "
+            f"({_one_line(e)}): fix --upstream") from None
+    try:
+        await runtime.load_policy()
+    except PolicyError as e:
+        raise GatewayStartError(f"the policy {config.policy_path} cannot be used: "
+                                f"{_one_line(e, None)}", usage=True) from None
+    except NotaryError as e:
+        raise GatewayStartError(
+            f"the notary did not take the policy commitment ({_one_line(e)}): check "
+            "the API key (--api-key-file or NOTARY_API_KEY) and the notary") from None
+    return runtime
+
+
 def build_gateway(config: GatewayConfig) -> GatewayServer:
     """The gateway as a low-level MCP server; its lifespan connects everything.
 
@@ -1269,45 +1316,7 @@ def build_gateway(config: GatewayConfig) -> GatewayServer:
     @asynccontextmanager
     async def lifespan(me: Server[GatewayRuntime]) -> AsyncIterator[GatewayRuntime]:
         async with AsyncExitStack() as stack:
-            store = await GatewayStore(config.state_path).open()
-            stack.push_async_callback(store.close)
-            notary = NotaryClient(config.notary_url, config.api_key,
-                                  timeout=config.notary_timeout)
-            stack.push_async_callback(notary.close)
-            runtime = GatewayRuntime(config, name, store, notary)
-            try:
-                ledger = await notary.ledger()
-            except NotaryError as e:
-                raise GatewayStartError(f"the notary did not answer ({_one_line(e)}): start "
-                                        "it, or fix --notary (or NOTARY_URL)") from None
-            # Results carry receipts: say so, and where to check them (discovery only).
-            vkey = ledger.get("vkey")
-            me.extensions[RECEIPT_EXTENSION] = receipt_extension(
-                config.notary_public_url or config.notary_url,
-                [vkey] if isinstance(vkey, str) else [])
-            tasks = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(tasks.cancel_scope.cancel)  # per-session upstreams end with us
-            factory = functools.partial(Client, config.upstream,
-                                        read_timeout_seconds=config.upstream_timeout)
-            runtime.upstreams = Upstreams(factory, tasks)
-            client = factory(mode=config.upstream_mode,
-                             **Upstreams.client_kwargs(runtime.upstreams.shared, None))
-            try:
-                runtime.attach_upstream(await stack.enter_async_context(client))
-                await runtime.refresh_tools()
-            except Exception as e:
-                raise GatewayStartError(
-                    f"the upstream {_upstream_name(config.upstream)} did not start or answer "
-                    f"({_one_line(e)}): fix --upstream") from None
-            try:
-                await runtime.load_policy()
-            except PolicyError as e:
-                raise GatewayStartError(f"the policy {config.policy_path} cannot be used: "
-                                        f"{_one_line(e, None)}", usage=True) from None
-            except NotaryError as e:
-                raise GatewayStartError(
-                    f"the notary did not take the policy commitment ({_one_line(e)}): check "
-                    "the API key (--api-key-file or NOTARY_API_KEY) and the notary") from None
+            runtime = await _start(config, name, me, stack)
             live.append(runtime)
             try:
                 yield runtime
