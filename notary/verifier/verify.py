@@ -113,6 +113,41 @@ def _check_meta(call: ToolCall, receipt: Receipt, verdict: Verdict) -> None:
                                       f"{receipt.call_sha256}")
 
 
+async def _upgraded(call: ToolCall, receipt: Receipt, proof_text: str | None, trust: Trust,
+                    fetcher: HttpClient | None, log_url: str | None, notes: list[str]
+                    ) -> str | None:
+    """``--upgrade``: the receipt's current proof from the notary (or, when it gives none,
+    from the tiles at ``log_url``) if it verifies, else ``proof_text``; what happened goes to
+    ``notes``."""
+    if fetcher is None:
+        raise VerifierInputError("--upgrade fetches the receipt's proof, which --offline "
+                                 "forbids")
+    fresh, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
+    if fresh is None and log_url is not None:
+        # The notary gives none (it is gone, say): the proof into the checkpoint served at
+        # --log-url (a mirror's), from its tiles; verified below like the notary's.
+        fresh, from_tiles = await proof_from_tiles(receipt, log_url, fetcher)
+        note = from_tiles if fresh is not None else f"{note}; {from_tiles}"
+    if fresh is None:
+        notes.append(f"not upgraded: {note.removeprefix('the receipt has no proof and ')}")
+    elif fresh == proof_text:
+        notes.append("upgrade: the notary serves the same proof (no newer witnessed "
+                     "checkpoint covers the entry yet)")
+    else:
+        selected = _select_log_key(receipt, fresh, trust.log_keys)
+        key = selected if isinstance(selected, LogVerifier) else None
+        trial = verify_receipt(receipt, record=call.record, jwks=trust.jwks,
+                               log_verifier=key, proof=fresh,
+                               witness_policy=trust.witness_policy)
+        if trial.levels.get("inclusion", skipped("")).status == "passed":
+            proof_text = fresh
+            notes.append(f"upgraded: {note}")
+        else:
+            notes.append(f"not upgraded: the fetched proof does not verify "
+                         f"({trial.levels.get('inclusion', skipped('')).reason})")
+    return proof_text
+
+
 async def verify_tool_call(
     call: ToolCall,
     trust: Trust,
@@ -156,32 +191,7 @@ async def verify_tool_call(
         notes.append(note)
 
     if upgrade:
-        if fetcher is None:
-            raise VerifierInputError("--upgrade fetches the receipt's proof, which --offline "
-                                     "forbids")
-        fresh, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
-        if fresh is None and log_url is not None:
-            # The notary gives none (it is gone, say): the proof into the checkpoint served at
-            # --log-url (a mirror's), from its tiles; verified below like the notary's.
-            fresh, from_tiles = await proof_from_tiles(receipt, log_url, fetcher)
-            note = from_tiles if fresh is not None else f"{note}; {from_tiles}"
-        if fresh is None:
-            notes.append(f"not upgraded: {note.removeprefix('the receipt has no proof and ')}")
-        elif fresh == proof_text:
-            notes.append("upgrade: the notary serves the same proof (no newer witnessed "
-                         "checkpoint covers the entry yet)")
-        else:
-            selected = _select_log_key(receipt, fresh, trust.log_keys)
-            key = selected if isinstance(selected, LogVerifier) else None
-            trial = verify_receipt(receipt, record=call.record, jwks=trust.jwks,
-                                   log_verifier=key, proof=fresh,
-                                   witness_policy=trust.witness_policy)
-            if trial.levels.get("inclusion", skipped("")).status == "passed":
-                proof_text = fresh
-                notes.append(f"upgraded: {note}")
-            else:
-                notes.append(f"not upgraded: the fetched proof does not verify "
-                             f"({trial.levels.get('inclusion', skipped('')).reason})")
+        proof_text = await _upgraded(call, receipt, proof_text, trust, fetcher, log_url, notes)
 
     selected = _select_log_key(receipt, proof_text, trust.log_keys)
     log_key = selected if isinstance(selected, LogVerifier) else None
