@@ -11,8 +11,8 @@ from collections.abc import Callable
 import structlog
 from aiohttp import web
 
+from ledger.http.plain import PLAIN_ROUTES
 from ledger.http.server import (
-    PLAIN_ROUTES,
     Listener,
     ListenError,
     ServerLimits,

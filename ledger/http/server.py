@@ -12,19 +12,20 @@ plain text. This module keeps aiohttp's request handling and replaces the parts 
   has been idle longest (no request in progress) is closed to make room, as nginx does, so
   idle or stalled connections cannot lock out a client that has a request to send. An accept
   that fails anyway (``EMFILE`` from elsewhere) backs off and is logged once per interval.
-- :class:`Connection` (an ``asyncio.Protocol``) owns each accepted connection. It closes one
-  whose request head takes longer than ``header_timeout``, whose body takes longer than
-  ``body_timeout`` (answered 408), or that stays idle between requests longer than
-  ``keepalive_timeout``.
-- Hot routes (:class:`PlainRoutes`, registered by the application under :data:`PLAIN_ROUTES`)
-  are served by the connection itself while it sends only plain requests to them
-  (:mod:`ledger.core.http1`, sans I/O on llhttp): the handler gets the head and body and
-  returns the whole response. The first request that is not such is handed, with every byte
-  after it, to aiohttp (:mod:`ledger.http.aiohttp_adapter`), which keeps the connection from
-  then on; so aiohttp still parses, rejects and answers everything unusual (protocol errors
-  as the usual JSON error and one structured log line without a request byte), and responses
-  stay in request order. Without hot routes (``ledger serve``, ``notary serve`` with
-  ``fast_path = "off"``), every connection is aiohttp's from its first byte.
+- :class:`Connection` (an ``asyncio.Protocol``) is each accepted connection's shell. It
+  closes one whose request head takes longer than ``header_timeout``, whose body takes
+  longer than ``body_timeout`` (answered 408), or that stays idle between requests longer
+  than ``keepalive_timeout``.
+- Hot routes (:mod:`ledger.http.plain`: a ``PlainRoutes`` the application registers) are
+  served by the connection itself while it sends only plain requests to them: the handler
+  gets the head and body (parsed by :mod:`ledger.http.http1`, sans I/O on llhttp, which owns
+  each connection's state) and returns the whole response. The first request that is not
+  such is handed, with every byte after it, to aiohttp (:mod:`ledger.http.aiohttp_adapter`),
+  which keeps the connection from then on; so aiohttp still parses, rejects and answers
+  everything unusual (protocol errors as the usual JSON error and one structured log line
+  without a request byte), and responses stay in request order. Without hot routes
+  (``ledger serve``, ``notary serve`` with ``fast_path = "off"``), every connection is
+  aiohttp's from its first byte.
 """
 
 from __future__ import annotations
@@ -37,35 +38,30 @@ import resource
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from email.utils import formatdate
-from enum import Enum
+from dataclasses import dataclass
 from typing import Any, cast
 
 import structlog
 from aiohttp import web
-from aiohttp.http import SERVER_SOFTWARE
 
-from ledger.core.http1 import (
-    MAX_HEAD,
-    NEED_DATA,
-    HandOver,
-    Head,
-    Phase,
-    PlainConnection,
-    Request,
-    error_response,
-    format_response,
-)
 from ledger.http.aiohttp_adapter import AiohttpConnection, Body
 from ledger.http.errors import CLIENT_CLOSED, RequestBodyTimeout, json_error
+from ledger.http.http1 import (
+    NEED_DATA,
+    BodyPending,
+    HandOver,
+    Http1Connection,
+    Phase,
+    Request,
+    RequestHead,
+    Timeouts,
+)
+from ledger.http.plain import PlainHandler, PlainRoutes, plain_from_response
 from ledger.process.exitcodes import UsageError
 from ledger.process.structured_logs import LogThrottle, safe_message, safe_traceback
 
-__all__ = ["PLAIN_ROUTES", "Connection", "ListenError", "Listener", "PlainHandler",
-           "PlainRoutes", "ServerLimits", "connection_limit", "install_loop_exception_handler",
-           "plain_from_response", "plain_response"]
+__all__ = ["Connection", "ListenError", "Listener", "ServerLimits", "connection_limit",
+           "install_loop_exception_handler"]
 
 _log = structlog.get_logger("ledger.http.server")
 
@@ -88,67 +84,6 @@ class ServerLimits:
     body_timeout: float = 30.0
     fd_reserve: int = 64
     backlog: int = 128
-
-
-PlainHandler = Callable[[Head, bytes], Awaitable[bytes]]
-"""A hot route's handler: a plain request's head and body in, the complete response out.
-
-It answers everything itself, errors included (it must not raise), exactly as the route's
-aiohttp handler and middlewares would: the two serve the same route."""
-
-@dataclass(frozen=True)
-class PlainRoutes:
-    """Hot routes by (method, exact target), and the body limit the application enforces
-    (a larger declared body goes to aiohttp, which answers 413).
-
-    ``unfinished(head, status, seconds)`` is told of a request whose body never arrived: 499
-    when the client left, 408 when the body timeout closed the connection (aiohttp's path
-    counts both in its metrics, as a handler reading the body sees them)."""
-
-    routes: Mapping[tuple[str, str], PlainHandler] = field(default_factory=dict)
-    max_body: int = 1024 * 1024
-    unfinished: Callable[[Head, int, float], None] | None = None
-
-
-PLAIN_ROUTES = web.AppKey("plain_routes", PlainRoutes)
-
-
-class _Clock:
-    """The ``Date`` header's text, formatted once a second (as aiohttp does)."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._text = ""
-
-    def date(self) -> str:
-        now = int(time.time())
-        if now != self._second:
-            self._second, self._text = now, formatdate(now, usegmt=True)
-        return self._text
-
-
-_clock = _Clock()
-
-
-def plain_response(status: int, body: bytes, *, content_type: str = "application/json",
-                   headers: tuple[tuple[str, str], ...] = (), close: bool = False,
-                   reason: str | None = None) -> bytes:
-    """A response for a :data:`PlainHandler`, with the headers aiohttp would send."""
-    if content_type.startswith("application/json") and "charset" not in content_type:
-        content_type += "; charset=utf-8"
-    return format_response(status, body, content_type=content_type, date=_clock.date(),
-                           server=SERVER_SOFTWARE, headers=headers, close=close, reason=reason)
-
-
-def plain_from_response(resp: web.Response) -> bytes:
-    """An aiohttp response (an error built by the shared error code) as plain response bytes."""
-    body = resp.body
-    assert isinstance(body, bytes)
-    headers = tuple((k, v) for k, v in resp.headers.items()
-                    if k not in ("Content-Type", "Content-Length"))
-    return format_response(resp.status, body, content_type=resp.headers["Content-Type"],
-                           date=_clock.date(), server=SERVER_SOFTWARE, headers=headers,
-                           close=resp.keep_alive is False, reason=resp.reason)
 
 
 def raise_nofile_limit() -> int:
@@ -202,63 +137,50 @@ _TIMER_SLACK = 0.001
 up to its clock resolution early)."""
 
 
-class _Phase(Enum):
-    HEAD = "header"  # waiting for (the rest of) a request head
-    BODY = "body"  # a request is in progress and its body is still arriving
-    BUSY = "busy"  # a request is being handled, its body complete
-    IDLE = "idle"  # between requests on a keep-alive connection
-
-
 class Connection(asyncio.Protocol):
-    """One accepted connection, from its first byte to its close.
+    """One accepted connection, from its first byte to its close: the I/O shell around its
+    :class:`~ledger.http.http1.Http1Connection`, which owns its state.
 
-    While the peer sends plain requests to hot routes, :class:`~ledger.core.http1.
-    PlainConnection` reads them and their handlers answer, one at a time; the first request
-    that is anything else is handed with every byte after it to aiohttp
-    (:class:`~ledger.http.aiohttp_adapter.AiohttpConnection`), which keeps the connection. This
-    object stays the transport's protocol either way: it applies the timeouts (see
-    :meth:`_arm`) and tells the listener whether the connection is idle.
-
-    Backpressure on the plain path: while a request is being handled, the socket is read until
-    one more request's worth is buffered; while the transport's write buffer is full, it is
-    not read and no further request is started.
+    While the peer sends plain requests to hot routes, the state object parses them and their
+    handlers answer, one at a time; the first request that is anything else is handed with
+    every byte after it to aiohttp (:class:`~ledger.http.aiohttp_adapter.AiohttpConnection`),
+    which keeps the connection. This object stays the transport's protocol either way: it
+    runs the timer the state asks for (see :meth:`_arm`), reads the socket while the state
+    wants it read, and tells the listener whether the connection is idle.
     """
 
     def __init__(self, listener: Listener) -> None:
         self._listener = listener
-        self._limits = listener.limits
+        limits = listener.limits
         self._loop = asyncio.get_running_loop()
         plain = listener.plain or PlainRoutes()
         self._plain = plain
-        self._core: PlainConnection | None = (
-            PlainConnection(tuple(plain.routes), max_body=plain.max_body)
-            if plain.routes else None)
-        self._read_limit = MAX_HEAD + plain.max_body
+        self._state = Http1Connection(
+            tuple(plain.routes), max_body=plain.max_body,
+            timeouts=Timeouts(limits.header_timeout, limits.body_timeout,
+                              limits.keepalive_timeout))
         self._aiohttp: AiohttpConnection | None = None
         self._transport: asyncio.Transport | None = None
-        self._phase = _Phase.HEAD
         self._timer: asyncio.TimerHandle | None = None
         self._deadline: float | None = None  # loop time the current phase must end by
-        self._head_started = False
         self._body: Body | None = None  # aiohttp's: the request body being waited for
         self._task: asyncio.Task[None] | None = None  # the plain request being handled
-        self._unfinished: Head | None = None  # plain: the request whose body is arriving
-        self._unfinished_at = 0.0  # perf_counter() when its head was read
+        self._unfinished_at = 0.0  # perf_counter() when a pending body's head was read
         self._reading = True
-        self._writable = True
         self._closing = False
 
     # Timers --------------------------------------------------------------------------------
 
-    def _arm(self, phase: _Phase, seconds: float | None) -> None:
-        """Enter ``phase``, which must end within ``seconds`` (None: no limit).
+    def _arm(self) -> None:
+        """Start the state's current phase, which must end within its timeout.
 
         The timer is lazy, as nginx's are: a new deadline later than the pending timer leaves
         the timer alone (when it fires, it sees the later deadline and re-arms for it), so a
         keep-alive connection in steady state schedules no timer per request, only one per
         timeout period; only an earlier deadline reschedules.
         """
-        self._phase = phase
+        state = self._state
+        seconds = state.timeout
         if seconds is None:
             self._deadline = None
         else:
@@ -267,7 +189,7 @@ class Connection(asyncio.Protocol):
                 if self._timer is not None:
                     self._timer.cancel()
                 self._timer = self._loop.call_at(deadline, self._expired)
-        if phase is _Phase.HEAD or phase is _Phase.IDLE:
+        if state.idle:
             self._listener.idle(self)
         else:
             self._listener.busy(self)
@@ -281,38 +203,24 @@ class Connection(asyncio.Protocol):
             self._timer = self._loop.call_at(self._deadline, self._expired)
             return
         self._deadline = None
-        phase = self._phase
-        if self._core is not None:
-            if phase is _Phase.BUSY:
-                return
-            limits = self._limits
-            refusal = self._core.time_out(
-                limits.body_timeout if phase is _Phase.BODY else limits.header_timeout)
-            if refusal is not None:
-                if refusal.head is not None:
-                    self._abandon(408)
-                self._listener.slow_client(phase.value)
-                transport.write(refusal.data)
-            self.force_close()
-            return
+        expiry = self._state.expire()
         aio = self._aiohttp
-        assert aio is not None
-        if phase is _Phase.BODY:
+        if expiry.end_body:
+            assert aio is not None
             body = self._body
             if body is None or aio.body_done(body):
-                self._phase = _Phase.BUSY
+                self._state.body_complete()
                 return
             self._listener.slow_client("body")
             aio.end_body(body, RequestBodyTimeout(
-                f"the request body did not arrive within {self._limits.body_timeout:g} s"))
+                f"the request body did not arrive within {self._state.timeouts.body:g} s"))
             return
-        if phase is _Phase.BUSY or aio.busy():
+        if not expiry.close or (aio is not None and aio.busy()):
             return
-        if phase is _Phase.HEAD and self._head_started:
-            self._listener.slow_client("header")
-            transport.write(error_response(
-                408, "request_timeout",
-                f"the request head did not arrive within {self._limits.header_timeout:g} s"))
+        if expiry.answer:
+            self._abandon(408)
+            self._listener.slow_client(expiry.slow)
+            transport.write(expiry.answer)
         self.force_close()
 
     # asyncio.Protocol ----------------------------------------------------------------------
@@ -320,9 +228,9 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport = cast(asyncio.Transport, transport)  # uvloop's: no subclass
         self._listener.opened(self)
-        self._arm(_Phase.HEAD, self._limits.header_timeout)
-        if self._core is None:
-            self._hand_over(b"")
+        self._arm()
+        if not self._plain.routes:
+            self._next()  # the hand-over, at once
             return
         sock = transport.get_extra_info("socket")
         if sock is not None:  # as aiohttp does: a peer that vanished is noticed eventually
@@ -330,16 +238,15 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
     def data_received(self, data: bytes) -> None:
-        if self._phase is _Phase.IDLE:
-            self._arm(_Phase.HEAD, self._limits.header_timeout)
-        if self._phase is _Phase.HEAD:
-            self._head_started = True
+        state = self._state
+        idle = state.phase is Phase.IDLE
+        state.receive_data(data)
+        if idle:
+            self._arm()
         if self._aiohttp is not None:
             self._aiohttp.data_received(data)
             return
-        assert self._core is not None
-        self._core.receive_data(data)
-        if self._task is None and self._writable:
+        if self._task is None and state.may_start():
             self._next()
         self._flow()
 
@@ -352,15 +259,15 @@ class Connection(asyncio.Protocol):
         if self._aiohttp is not None:
             self._aiohttp.pause_writing()
             return
-        self._writable = False
+        self._state.writable = False
         self._flow()
 
     def resume_writing(self) -> None:
         if self._aiohttp is not None:
             self._aiohttp.resume_writing()
             return
-        self._writable = True
-        if self._task is None and self._transport is not None:
+        self._state.writable = True
+        if self._task is None and self._transport is not None and self._state.may_start():
             self._next()
         self._flow()
 
@@ -377,23 +284,14 @@ class Connection(asyncio.Protocol):
     # aiohttp's side (ledger.http.aiohttp_adapter.Watcher) ----------------------------------
 
     def request_parsed(self, body: Body | None) -> None:
-        if self._phase is _Phase.HEAD:
-            self._head_started = False
-            self._wait_for(body)
+        if self._state.request_parsed(body is not None):
+            self._body = body
+            self._arm()
 
     def response_sent(self, waiting: bool, body: Body | None) -> None:
-        if waiting:
-            self._wait_for(body)
-        else:
-            self._body = None
-            self._arm(_Phase.IDLE, self._limits.keepalive_timeout)
-
-    def _wait_for(self, body: Body | None) -> None:
+        self._state.aiohttp_response_sent(waiting, body is not None)
         self._body = body
-        if body is None:
-            self._arm(_Phase.BUSY, None)
-        else:
-            self._arm(_Phase.BODY, self._limits.body_timeout)
+        self._arm()
 
     def log(self, event: str, *, level: str = "warning", kind: str = "",
             **fields: Any) -> None:
@@ -403,25 +301,22 @@ class Connection(asyncio.Protocol):
 
     def _next(self) -> None:
         """Start the next plain request, wait for (the rest of) it, or hand over."""
-        core = self._core
-        assert core is not None and self._task is None
-        event = core.next_event()
+        event = self._state.next_event()
         if event is NEED_DATA:
-            if core.phase is Phase.BODY and self._unfinished is None:
-                self._unfinished, self._unfinished_at = core.pending, time.perf_counter()
-                self._arm(_Phase.BODY, self._limits.body_timeout)
-        elif isinstance(event, Request):
+            return
+        if isinstance(event, Request):
+            self._arm()
             head = event.head
-            self._unfinished = None
-            self._head_started = False
-            self._arm(_Phase.BUSY, None)
             handler = self._plain.routes[head.method, head.target]
             self._task = self._loop.create_task(self._serve(handler, head, event.body))
+        elif isinstance(event, BodyPending):
+            self._unfinished_at = time.perf_counter()
+            self._arm()
         else:
             assert isinstance(event, HandOver)
             self._hand_over(event.data)
 
-    async def _serve(self, handler: PlainHandler, head: Head, body: bytes) -> None:
+    async def _serve(self, handler: PlainHandler, head: RequestHead, body: bytes) -> None:
         try:
             response = await handler(head, body)
         except Exception as e:  # a handler's bug: answered as aiohttp's path would
@@ -436,23 +331,19 @@ class Connection(asyncio.Protocol):
         if self._closing:
             transport.close()
             return
-        core = self._core
-        assert core is not None
-        if core.buffered:  # pipelined: the next head has (begun to) arrive
-            self._arm(_Phase.HEAD, self._limits.header_timeout)
-            self._head_started = True
-        else:
-            self._arm(_Phase.IDLE, self._limits.keepalive_timeout)
-        if self._writable:
+        state = self._state
+        state.response_sent()
+        self._arm()
+        if state.may_start():
             self._next()
         self._flow()
 
     def _flow(self) -> None:
-        """Read the socket or not (see the class docstring)."""
-        core, transport = self._core, self._transport
-        if core is None or transport is None:
+        """Read the socket or not, as the state says."""
+        transport = self._transport
+        if transport is None:
             return
-        read = self._writable and (self._task is None or core.buffered <= self._read_limit)
+        read = self._state.wants_read()
         if read != self._reading:
             self._reading = read
             if read:
@@ -462,7 +353,7 @@ class Connection(asyncio.Protocol):
 
     def _abandon(self, status: int) -> None:
         """The plain request whose body was awaited is over unanswered (``status``: why)."""
-        head, self._unfinished = self._unfinished, None
+        head = self._state.abandon()
         unfinished = self._plain.unfinished
         if head is not None and unfinished is not None:
             unfinished(head, status, time.perf_counter() - self._unfinished_at)
@@ -471,10 +362,7 @@ class Connection(asyncio.Protocol):
         """aiohttp takes the connection from here on, starting with ``data``."""
         transport = self._transport
         assert transport is not None
-        self._core = None
-        if not self._reading:
-            self._reading = True
-            transport.resume_reading()
+        self._flow()  # aiohttp reads as it decides
         self._aiohttp = AiohttpConnection(self._listener.server, self)
         self._aiohttp.take_over(transport, data)
 
@@ -488,7 +376,7 @@ class Connection(asyncio.Protocol):
     @property
     def buffered(self) -> int:
         """Bytes read on the plain path and not yet answered (0 once handed over)."""
-        return self._core.buffered if self._core is not None else 0
+        return self._state.buffered
 
     def force_close(self) -> None:
         if self._aiohttp is not None:

@@ -11,8 +11,8 @@ from aiohttp import web
 
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import error_middleware
+from ledger.http.plain import PLAIN_ROUTES, PlainRoutes
 from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
-from ledger.http.server import PLAIN_ROUTES, PlainRoutes
 from ledger.http.tracing import middlewares as tracing_middlewares
 from ledger.jobs.export import ExportError
 from ledger.jobs.lease import FileLease, JobRunner

@@ -8,10 +8,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ledger.core.http1 import Head
 from ledger.http.aiohttp_adapter import close_unread
 from ledger.http.errors import ApiError, error_response
-from ledger.http.server import PlainHandler, plain_from_response, plain_response
+from ledger.http.http1 import RequestHead
+from ledger.http.plain import PlainHandler, plain_from_response, plain_response
 from ledger.http.tracing import server_span
 from ledger.process import tracing
 from notary.core.ids import is_receipt_id
@@ -120,7 +120,7 @@ def plain_issue(app: web.Application) -> PlainHandler:
     :func:`issue` and the application's middlewares do for it, without aiohttp's request and
     response objects, which cost more than the rest of a receipt. Errors are rendered by the
     same code as the middlewares' (``error_response``, ``damage_refusal``)."""
-    async def handle(head: Head, raw: bytes) -> bytes:
+    async def handle(head: RequestHead, raw: bytes) -> bytes:
         started = time.perf_counter()
         try:
             notary = app[NOTARY]
@@ -134,7 +134,7 @@ def plain_issue(app: web.Application) -> PlainHandler:
         app[METRICS].observe_request(ISSUE_PATH, "POST", status, time.perf_counter() - started)
         return answer
 
-    async def traced(head: Head, raw: bytes) -> bytes:
+    async def traced(head: RequestHead, raw: bytes) -> bytes:
         with server_span("POST", ISSUE_PATH, head.headers) as span:
             answer = await handle(head, raw)
             span.set_attribute("http.response.status_code", int(answer[9:12]))  # HTTP/1.1 NNN

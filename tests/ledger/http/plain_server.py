@@ -18,8 +18,9 @@ import uvloop
 from aiohttp import web
 
 from ledger.client.framing import Response, ResponseParser
-from ledger.core.http1 import Head
-from ledger.http.server import Listener, PlainRoutes, ServerLimits, plain_response
+from ledger.http.http1 import RequestHead
+from ledger.http.plain import PlainRoutes, plain_response
+from ledger.http.server import Listener, ServerLimits
 from ledger.process.event_loop import UVLOOP
 
 __all__ = ["HOST", "Hot", "chunked", "connect", "on_loop", "port_of", "post", "read_answers",
@@ -37,7 +38,7 @@ class Hot:
     unfinished: list[int] = field(default_factory=list)
     fail: bool = False
 
-    async def handle(self, head: Head, body: bytes) -> bytes:
+    async def handle(self, head: RequestHead, body: bytes) -> bytes:
         self.started.append(body)
         await self.gate.wait()
         if self.fail:

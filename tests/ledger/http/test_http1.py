@@ -1,6 +1,7 @@
-"""ledger.core.http1: the plain connection never disagrees with aiohttp's parser.
+"""ledger.http.http1: the plain connection never disagrees with aiohttp's parser, and its
+phases decide the timeouts.
 
-The server hands every request :class:`PlainConnection` does not call plain to aiohttp, so the
+The server hands every request :class:`Http1Connection` does not call plain to aiohttp, so the
 one thing that must hold is: whenever it *does* give a request, aiohttp's parsers (the C one
 the server runs and the pure-Python one) read the same method, target, headers and body from
 the same bytes, with no error. Requests are generated from a grammar that mixes plain ones with
@@ -21,13 +22,15 @@ from aiohttp.base_protocol import BaseProtocol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.core.http1 import (
+from ledger.http.http1 import (
     MAX_FIELDS,
     NEED_DATA,
+    BodyPending,
     HandOver,
+    Http1Connection,
     Phase,
-    PlainConnection,
     Request,
+    Timeouts,
     error_response,
     format_response,
 )
@@ -40,6 +43,12 @@ TARGETS = ["/v1/tool-calls", "/v1/tool-calls?x=1", "/", "/a%20b", "*", "http://h
 # Every origin-form target the grammar makes is a route, so what decides is the other rules.
 ROUTES = frozenset((m, t) for m in METHODS for t in TARGETS if t.startswith("/"))
 HOT = frozenset({("POST", "/v1/tool-calls")})
+TIMEOUTS = Timeouts(header=10.0, body=2.5, keepalive=5.0)
+
+
+def connection(routes: frozenset[tuple[str, str]] = HOT, max_body: int = MAX_BODY,
+               **kw: Any) -> Http1Connection:
+    return Http1Connection(routes, max_body=max_body, timeouts=TIMEOUTS, **kw)
 
 
 def aiohttp_reads(data: bytes) -> list[tuple[Any, bytes]]:
@@ -71,9 +80,10 @@ def plain(method: str = "POST", target: str = "/v1/tool-calls", body: bytes = b"
 def events(data: bytes, *, routes: frozenset[tuple[str, str]] = HOT, step: int = 0,
            max_body: int = MAX_BODY) -> list[Request | HandOver]:
     """Every event ``data`` gives, fed at once (``step`` 0) or ``step`` bytes at a time, each
-    event taken as soon as it is there (as the server does when it is not busy). A hand-over
-    is shown with the bytes not fed yet, which the server passes on after it."""
-    conn = PlainConnection(routes, max_body=max_body)
+    event taken as soon as it is there and answered at once (as the server does when it is not
+    busy). A hand-over is shown with the bytes not fed yet, which the server passes on after
+    it."""
+    conn = connection(routes, max_body)
     out: list[Request | HandOver] = []
     step = step or max(len(data), 1)
     for i in range(0, len(data), step):
@@ -82,7 +92,11 @@ def events(data: bytes, *, routes: frozenset[tuple[str, str]] = HOT, step: int =
             assert not isinstance(event, type(NEED_DATA))
             if isinstance(event, HandOver):
                 return [*out, HandOver(event.data + data[i + step:])]
-            out.append(event)
+            if isinstance(event, Request):
+                out.append(event)
+                conn.response_sent()
+            else:
+                assert isinstance(event, BodyPending) and conn.phase is Phase.BODY
     return out
 
 
@@ -162,14 +176,18 @@ def test_every_split_of_a_plain_request_gives_it_once(body: bytes,
     (whole,) = events(data)
     assert isinstance(whole, Request) and whole.head.size == len(data) and whole.body == body
     for cut in range(len(data) + 1):
-        conn = PlainConnection(HOT, max_body=MAX_BODY)
+        conn = connection()
         conn.receive_data(data[:cut])
         if cut < len(data):
-            assert conn.next_event() is NEED_DATA, cut
-            assert conn.phase is (Phase.IDLE if cut == 0 else Phase.HEAD
-                                  if cut < whole.head.head_size else Phase.BODY), cut
+            if cut < whole.head.head_size:
+                assert conn.next_event() is NEED_DATA and conn.phase is Phase.HEAD, cut
+            else:
+                assert conn.next_event() == BodyPending(whole.head), cut
+                assert conn.phase is Phase.BODY and conn.next_event() is NEED_DATA, cut
         conn.receive_data(data[cut:])
-        assert conn.next_event() == whole and conn.next_event() is NEED_DATA
+        assert conn.next_event() == whole and conn.phase is Phase.BUSY
+        assert conn.next_event() is NEED_DATA
+        conn.response_sent()
         assert conn.phase is Phase.IDLE and conn.buffered == 0
 
 
@@ -221,19 +239,21 @@ def test_a_head_aiohttp_would_refuse_for_its_size_is_not_plain() -> None:
 def test_fields_and_sizes() -> None:
     data = (b"POST /v1/tool-calls HTTP/1.1\r\nHost: h\r\nAuthorization:   Bearer k \t\r\n"
             b"Connection: Keep-Alive\r\nContent-Length: 3\r\n\r\nabcGET")
-    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    conn = connection()
     conn.receive_data(data)
     event = conn.next_event()
     assert isinstance(event, Request)
     assert event.head.headers == {"host": "h", "authorization": "Bearer k",
                                   "connection": "Keep-Alive", "content-length": "3"}
     assert event.body == b"abc" and event.head.size == len(data) - 3
-    assert conn.next_event() is NEED_DATA and conn.phase is Phase.HEAD and conn.buffered == 3
+    assert conn.next_event() is NEED_DATA and conn.phase is Phase.BUSY and conn.buffered == 3
+    conn.response_sent()
+    assert conn.phase is Phase.HEAD
     (no_body,) = events(b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n", routes=frozenset({("GET", "/x")}),
                         max_body=0)
     assert isinstance(no_body, Request) and no_body.head.body_size == 0 and no_body.body == b""
     # The head limit counts the head's bytes.
-    conn = PlainConnection(HOT, max_body=MAX_BODY, max_head=40)
+    conn = connection(max_head=40)
     conn.receive_data(data)
     assert conn.next_event() == HandOver(data)
 
@@ -252,25 +272,28 @@ def test_a_request_waits_until_the_previous_one_is_taken() -> None:
     """Bytes of later requests are parsed as they come, but each request is given only once
     those before it were: the caller answers in order, and a hand-over includes nothing
     already given."""
-    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    conn = connection()
     conn.receive_data(plain(body=b"1") + plain(body=b"2") + b"get / HTTP/1.1\r\n")
     assert conn.buffered == 2 * len(plain(body=b"1")) + 16
     first, second = conn.next_event(), conn.next_event()
     assert isinstance(first, Request) and isinstance(second, Request)
     assert (first.body, second.body) == (b"1", b"2")
     assert conn.next_event() == HandOver(b"get / HTTP/1.1\r\n")
-    conn.receive_data(b"Host: x\r\n\r\n")  # after a hand-over the bytes are only kept
-    assert conn.next_event() == HandOver(b"get / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert conn.handed_over and conn.buffered == 0 and conn.wants_read()
+    conn.receive_data(b"Host: x\r\n\r\n")  # after a hand-over the bytes are aiohttp's
+    assert conn.buffered == 0 and not conn.may_start()
 
 
 def test_keep_alive_requests_one_after_another() -> None:
-    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    conn = connection()
     for i in range(50):
         data = plain(body=str(i).encode(), headers=(("Connection", "keep-alive"),))
         conn.receive_data(data)
         event = conn.next_event()
         assert isinstance(event, Request) and event.body == str(i).encode()
-        assert conn.next_event() is NEED_DATA and conn.phase is Phase.IDLE
+        assert conn.next_event() is NEED_DATA and conn.phase is Phase.BUSY
+        conn.response_sent()
+        assert conn.phase is Phase.IDLE and conn.timeout == TIMEOUTS.keepalive
     conn.receive_data(plain(headers=(("Connection", "close"),)))
     assert isinstance(conn.next_event(), HandOver)
 
@@ -284,19 +307,57 @@ def test_an_oversized_body_and_expect_go_to_the_full_server() -> None:
     assert events(head) == [HandOver(head)]  # without waiting for the body it announces
 
 
-def test_time_out_answers_for_the_request_in_progress() -> None:
-    conn = PlainConnection(HOT, max_body=MAX_BODY)
-    assert conn.time_out(5) is None  # nothing begun: closed without a word
+def test_expiry_answers_for_the_request_in_progress() -> None:
+    conn = connection()
+    assert conn.phase is Phase.HEAD and conn.timeout == TIMEOUTS.header and conn.idle
+    assert conn.expire() == (True, b"", "", False)  # nothing begun: closed without a word
     conn.receive_data(b"POST /v1/tool-calls HTTP/1.1\r\nHo")
-    refusal = conn.time_out(10)
-    assert refusal is not None and refusal.status == 408 and refusal.head is None
-    assert json.loads(refusal.data.split(b"\r\n\r\n", 1)[1]) == {"error": {
+    expiry = conn.expire()
+    assert expiry.close and expiry.slow == "header" and conn.abandon() is None
+    assert json.loads(expiry.answer.split(b"\r\n\r\n", 1)[1]) == {"error": {
         "code": "request_timeout", "message": "the request head did not arrive within 10 s"}}
-    conn = PlainConnection(HOT, max_body=MAX_BODY)
+    conn = connection()
     conn.receive_data(plain(body=b"0123")[:-1])
-    refusal = conn.time_out(2.5)
-    assert refusal is not None and refusal.head is not None and refusal.head.body_size == 4
-    assert b"the request body did not arrive within 2.5 s" in refusal.data
+    assert isinstance(conn.next_event(), BodyPending) and not conn.idle
+    assert conn.timeout == TIMEOUTS.body
+    expiry = conn.expire()
+    assert expiry.close and expiry.slow == "body"
+    assert b"the request body did not arrive within 2.5 s" in expiry.answer
+    head = conn.abandon()
+    assert head is not None and head.body_size == 4 and conn.abandon() is None  # told once
+
+
+def test_a_request_being_handled_has_no_timeout_and_bounds_reading() -> None:
+    conn = connection(max_body=100)
+    conn.receive_data(plain(body=b"a"))
+    assert isinstance(conn.next_event(), Request)
+    assert conn.timeout is None and conn.expire() == (False, b"", "", False)
+    assert not conn.idle and not conn.may_start() and conn.wants_read()
+    conn.receive_data(plain(body=b"b" * 100) * 80)  # more than one more request's worth
+    assert not conn.wants_read()
+    conn.response_sent()
+    assert conn.phase is Phase.HEAD and conn.may_start() and conn.wants_read()
+    conn.writable = False  # the transport's buffer is full: neither read nor start
+    assert not conn.wants_read() and not conn.may_start()
+
+
+def test_a_handed_over_connection_keeps_its_phases() -> None:
+    """aiohttp parses a handed-over connection; the state still decides the timeouts."""
+    conn = Http1Connection((), max_body=MAX_BODY, timeouts=TIMEOUTS)
+    assert conn.next_event() == HandOver(b"") and conn.handed_over
+    conn.receive_data(b"GET / HTTP/1.1\r\n")
+    assert conn.expire().answer  # a head begun and not finished: answered 408
+    assert conn.request_parsed(body_pending=True) and conn.phase is Phase.BODY
+    assert not conn.request_parsed(body_pending=False)  # told once per head
+    assert conn.expire() == (False, b"", "body", True)
+    conn.body_complete()
+    assert conn.phase is Phase.BUSY and conn.timeout is None
+    conn.aiohttp_response_sent(waiting=False, body_pending=False)
+    assert conn.phase is Phase.IDLE and conn.expire() == (True, b"", "", False)
+    conn.receive_data(b"G")
+    assert conn.phase is Phase.HEAD
+    conn.aiohttp_response_sent(waiting=True, body_pending=False)
+    assert conn.phase is Phase.BUSY
 
 
 def test_error_response_is_a_complete_closing_answer() -> None:
