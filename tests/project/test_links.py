@@ -71,6 +71,8 @@ def test_no_committed_file_sends_a_reader_outside_the_clone() -> None:
     user's clone: the project's own pages are docs/design.md and docs/formats.md."""
     found = []
     for path in committed(*TEXT):
+        if path == Path(__file__):  # it names them to look for them
+            continue
         for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
                                  .splitlines(), 1):
             if "../shared" in line or re.search(r"(?<![\w/])DESIGN\.md", line):
