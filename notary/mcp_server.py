@@ -45,6 +45,7 @@ from ledger.core.tlog_policy import TlogPolicy
 from ledger.process.version import package_version
 from notary.core.ids import is_receipt_id
 from notary.core.jwks import Jwks
+from notary.core.paths import receipt_path
 from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.core.verification import check_witnesses
 from notary.verifier.inputs import (
@@ -316,7 +317,7 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
             raise ToolError(f"{id!r} is not a receipt id (tc_ + 22 base64url characters)")
         async with HttpClient(timeout=cfg.timeout) as fetcher:
             try:
-                receipt = await fetcher.get_json(f"{base}/v1/tool-calls/{id}")
+                receipt = await fetcher.get_json(base + receipt_path(id))
             except FetchError as e:
                 raise ToolError(f"cannot fetch receipt {id}: {e}") from e
         try:

@@ -7,6 +7,7 @@
 
 import { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError, ReceiptFormatError } from "./errors.js";
 import { validateReceiptShape } from "./receipt.js";
+import { TOOL_CALLS_PATH, VERIFY_PATH, receiptPath } from "./paths.js";
 import { clientSpan } from "#tracing";
 
 export { NotaryHTTPError, NotaryResponseError, NotaryUnavailableError };
@@ -129,12 +130,12 @@ export class NotaryClient {
 
   /** Where anyone can fetch this receipt with a proof to the latest checkpoint. */
   receiptUrl(id) {
-    return `${this.baseUrl}/v1/tool-calls/${encodeURIComponent(id)}`;
+    return this.baseUrl + receiptPath(id);
   }
 
   /** The online verification endpoint (POST {id, record}, no auth). */
   get verifyUrl() {
-    return `${this.baseUrl}/v1/tool-calls/verify`;
+    return this.baseUrl + VERIFY_PATH;
   }
 
   /**
@@ -147,9 +148,9 @@ export class NotaryClient {
     const body = { server, tool, call_sha256: callSha256 };
     // The caller's W3C trace context (e.g. from the MCP request's _meta): the notary continues
     // it, under our client span when the application traces (tracing.js).
-    const attributes = { "http.request.method": "POST", "url.full": `${this.baseUrl}/v1/tool-calls`, "gen_ai.tool.name": tool };
-    return clientSpan("POST /v1/tool-calls", attributes, traceContext, async (headers, span) => {
-      const receipt = this.#checkedReceipt(body, await this.request("POST", "/v1/tool-calls", { body, auth: true, headers }));
+    const attributes = { "http.request.method": "POST", "url.full": this.baseUrl + TOOL_CALLS_PATH, "gen_ai.tool.name": tool };
+    return clientSpan(`POST ${TOOL_CALLS_PATH}`, attributes, traceContext, async (headers, span) => {
+      const receipt = this.#checkedReceipt(body, await this.request("POST", TOOL_CALLS_PATH, { body, auth: true, headers }));
       span?.setAttributes({ "notary.receipt.id": receipt.id, "notary.log.origin": receipt.ledger.origin, "notary.log.index": receipt.ledger.index });
       return receipt;
     });
@@ -173,17 +174,17 @@ export class NotaryClient {
 
   /** The receipt `id` with a proof to the notary's latest checkpoint. */
   getReceipt(id) {
-    return this.request("GET", `/v1/tool-calls/${encodeURIComponent(id)}`);
+    return this.request("GET", receiptPath(id));
   }
 
   /** The receipt issued for a digest (NotaryHTTPError 404 when none). */
   lookup(callSha256) {
-    return this.request("GET", `/v1/tool-calls?call_sha256=${encodeURIComponent(callSha256)}`);
+    return this.request("GET", `${TOOL_CALLS_PATH}?call_sha256=${encodeURIComponent(callSha256)}`);
   }
 
   /** Online verification by the notary (sends the record to it: prefer offline verification). */
   verify(id, record) {
-    return this.request("POST", "/v1/tool-calls/verify", { body: { id, record } });
+    return this.request("POST", VERIFY_PATH, { body: { id, record } });
   }
 
   /** The receipt keys (/.well-known/jwks.json). */

@@ -1,5 +1,5 @@
 // RFC 9162 §2.1 Merkle tree hashing and proof verification (§2.1.3.2 inclusion, §2.1.4.2
-// consistency) with DESIGN.md's edge rules. Sizes and indexes are BigInt (trees reach 2^64).
+// consistency) with the edge rules of docs/formats.md. Sizes and indexes are BigInt (trees reach 2^64).
 
 import { sha256 } from "@noble/hashes/sha2.js";
 import { ProofError } from "./errors.js";

@@ -22,6 +22,7 @@
 
 import { CanonicalizationError, NotaryClientError, RecordError } from "./errors.js";
 import { MISSING_API_KEY } from "./client.js";
+import { VERIFY_PATH, receiptPath } from "./paths.js";
 import { SPEC, hashedResult, isFinal, makeRecord, newSalt, recordBytes } from "./records.js";
 import { toHex } from "./bytes.js";
 import { sha256 } from "@noble/hashes/sha2.js";
@@ -105,7 +106,7 @@ export class Notarizer {
     }
     const block = {
       spec: SPEC, id: receipt.id, call_sha256: receipt.call_sha256, salt: record.salt,
-      receipt_url: `${this.publicUrl}/v1/tool-calls/${receipt.id}`, verify_url: `${this.publicUrl}/v1/tool-calls/verify`,
+      receipt_url: this.publicUrl + receiptPath(receipt.id), verify_url: this.publicUrl + VERIFY_PATH,
     };
     if (this.embedReceipt) block.receipt = receipt;
     return this.#withBlock(tool, wire, block);

@@ -1,4 +1,4 @@
-// Receipts and the receipt-key JWKS (DESIGN.md "Receipts"), as notary.core.receipts.
+// Receipts and the receipt-key JWKS (docs/formats.md, "Receipts"), as notary.core.receipts.
 //
 // A receipt is {spec, id, server, tool, call_sha256, issued_at, ledger{origin, index,
 // entry_url}, signature{alg, kid, sig}, proof?}; `sig` is Ed25519 (base64url) over the JCS bytes

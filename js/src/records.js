@@ -1,4 +1,4 @@
-// rs-tool-call/1 call records and call_sha256 (DESIGN.md "rs-tool-call/1 call records").
+// rs-tool-call/1 call records and call_sha256 (docs/formats.md, "The call record and call_sha256").
 //
 // call_sha256 = hex SHA-256 of the JCS bytes of {spec, server, tool, arguments, result, salt},
 // result = {content, structuredContent?, isError?} exactly as the client received them:

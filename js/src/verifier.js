@@ -18,6 +18,7 @@ import { Reconciler, Seen, checkStoredEntry, describePairs, jsonSize } from "./s
 import { checkUrl, createFetcher, getJson, splitUrl } from "./fetcher.js";
 import { consistencyFromTiles, proofFromTiles } from "./tiles.js";
 import { checkCoseReceipt } from "./cose.js";
+import { receiptPath } from "./paths.js";
 
 /** The _meta key of the rs-tool-call/1 notarization block in a tool result. */
 export const META_KEY = "com.rightshold/tool-call";
@@ -393,7 +394,7 @@ async function fetchReceipt(call, fetcher) {
 
 async function fetchProof(receipt, receiptUrl, fetcher) {
   const base = logBaseUrl(receipt);
-  const url = receiptUrl ?? (base ? `${base}/v1/tool-calls/${receipt.id}` : null);
+  const url = receiptUrl ?? (base ? base + receiptPath(receipt.id) : null);
   if (fetcher === null || url === null) return [null, "the receipt has no proof and offline none can be fetched"];
   let fetched;
   try {

@@ -1,5 +1,5 @@
 // RFC 9162 proofs against the transparency-dev vectors (every file gives its wantErr) and the
-// 8-leaf reference tree of DESIGN.md.
+// 8-leaf reference tree of docs/formats.md.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";

@@ -14,7 +14,7 @@ const VKEY = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3
 const MESSAGE = "This is an example message.\n";
 const SIGLINE = "— example.com/foo Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=";
 
-test("the signed-note test vector of DESIGN.md verifies, and a flipped byte does not", async () => {
+test("the c2sp.org/signed-note example verifies, and a flipped byte does not", async () => {
   const v = Ed25519Verifier.fromVkey(VKEY);
   assert.equal(v.vkey, VKEY);
   const { note, verified } = await openNote(enc.encode(`${MESSAGE}\n${SIGLINE}\n`), [v]);

@@ -185,9 +185,9 @@ def verify_inclusion(
 def verify_consistency(
     old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
 ) -> None:
-    """RFC 9162 §2.1.4.2, with DESIGN.md's edge rules (size 0 is an error here).
+    """RFC 9162 §2.1.4.2, with the edge rules of docs/formats.md (size 0 is an error here).
 
-    Equal sizes compare the roots as given: transparency-dev's vectors (which DESIGN.md requires)
+    Equal sizes compare the roots as given: transparency-dev's vectors (which the tests run)
     accept two identical non-32-byte roots there, as Go's verifier does.
     """
     if new_size < old_size:

@@ -4,7 +4,7 @@ and its history, behind one atomic write transaction.
 Theory of operation
 -------------------
 A backend needs only keyed blobs and one write transaction that is also the log's single-writer
-lock. The sequencer commits a batch like this (DESIGN.md, "One log, many processes"):
+lock. The sequencer commits a batch like this (docs/design.md, "One log, many processes"):
 
 1. ``async with store.transaction() as tx`` takes the lock. SQLite: ``BEGIN IMMEDIATE``;
    PostgreSQL: ``BEGIN`` then ``SELECT … FROM log_state … FOR UPDATE`` on the log's one state

@@ -1,6 +1,6 @@
 """PostgreSQL backend (asyncpg): one log shared by any number of processes, on any machines.
 
-The commit protocol is DESIGN.md's "one log, many processes": a write transaction starts with
+The commit protocol is docs/design.md's "one log, many processes": a write transaction starts with
 ``SELECT … FOR UPDATE`` on the log's single state row, which is the log's write lock across every
 process on the database; the writer then sees the checkpoint as the last committer left it,
 catches up from the tiles that committer wrote, and writes its own tiles, bundles, checkpoint and

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, TypedDict
 from ledger.process.exitcodes import ExitCode, UsageError
 from ledger.process.netaddr import parse_host_port
 from notary.cli.trust_args import witness_policy_from_args
+from notary.core.paths import receipt_path
 
 if TYPE_CHECKING:  # the mcp SDK costs most of a second to import: only when needed
     from mcp.client.stdio import StdioServerParameters
@@ -375,7 +376,7 @@ async def _upgraded_proofs(receipts: list[Mapping[str, object]], args: argparse.
             if base is None or rid in out:
                 continue
             try:
-                doc = await fetcher.get_json(f"{base}/v1/tool-calls/{rid}")
+                doc = await fetcher.get_json(base + receipt_path(rid))
             except FetchError:
                 continue
             proof = doc.get("proof") if isinstance(doc, dict) else None

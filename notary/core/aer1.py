@@ -3,9 +3,9 @@
 AER-1 is a receipt format for clients that expect a self-describing object at
 ``result._receipt``: the exact bytes that were hashed (base64), their ``sha256:`` digest and
 length, who produced the receipt (``provenance_class``) and an ``anchor`` naming where the
-digest was committed. Its schema is ``notary/aer-1-receipt.schema.json`` (a copy of
-``../shared/specs/aer-1-receipt.schema.json``, shipped as package data so a fresh clone and an
-installed wheel both have it).
+digest was committed. Its schema is ``notary/aer-1-receipt.schema.json`` (a copy of the
+published schema, https://zambo.dev/aer-1/schema.json, shipped as package data so a fresh clone
+and an installed wheel both have it).
 
 Here the hashed bytes are the JCS bytes of the rs-tool-call/1 call record, so ``output_hash``
 is ``sha256:`` + ``call_sha256`` and the anchor is the notary receipt of that digest: an AER-1

@@ -1,4 +1,4 @@
-"""Receipt verification, level by level, with no I/O (DESIGN.md "Verification levels").
+"""Receipt verification, level by level, with no I/O (docs/formats.md, "Verification levels").
 
 Each level is reported on its own, because a verifier with partial trust inputs (no record, say,
 or no witness keys) can still learn something, and a failure should say exactly what broke.

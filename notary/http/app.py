@@ -20,13 +20,14 @@ from ledger.jobs.publish import LOCK_FILE, Publisher
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
+from notary.core.paths import TOOL_CALLS_PATH
 from notary.http.appkeys import COSE_ROOTS, METRICS, NOTARY, SETTINGS, STORE, VERIFIER
 from notary.http.logs import serve_logs
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.scitt import add_scitt_routes
-from notary.http.routes.tool_calls import ISSUE_PATH, add_tool_call_routes, plain_issue
+from notary.http.routes.tool_calls import add_tool_call_routes, plain_issue
 from notary.http.store_damage import damage_middleware, integrity_context
 from notary.http.verify_pool import VerifyPool
 from notary.http.witnessing import witnessing_context
@@ -61,9 +62,9 @@ def create_app(settings: Settings, *, shared_metrics: Path | None = None) -> web
     add_tool_call_routes(app)
     if settings.fast_path == "on":
         app[PLAIN_ROUTES] = PlainRoutes(
-            {("POST", ISSUE_PATH): plain_issue(app)}, max_body=settings.max_body,
+            {("POST", TOOL_CALLS_PATH): plain_issue(app)}, max_body=settings.max_body,
             unfinished=lambda head, status, seconds: metrics.observe_request(
-                ISSUE_PATH, head.method, status, seconds))
+                TOOL_CALLS_PATH, head.method, status, seconds))
     add_meta_routes(app)
     add_scitt_routes(app)
     add_explorer_routes(app)

@@ -24,7 +24,6 @@ import random
 import re
 from collections.abc import Mapping
 from types import TracebackType
-from urllib.parse import quote
 
 import aiohttp
 
@@ -32,6 +31,7 @@ from ledger.client.http import MAX_JSON_BYTES, MAX_JSON_DEPTH, read_bounded
 from ledger.core.boundedjson import JsonError, JsonObject, parse_json
 from ledger.process import tracing
 from notary.core.errors import NotaryBaseError
+from notary.core.paths import TOOL_CALLS_PATH, VERIFY_PATH, receipt_path
 from notary.core.receipts import Receipt, ReceiptFormatError
 
 __all__ = [
@@ -257,12 +257,12 @@ class NotaryClient:
 
     def receipt_url(self, receipt_id: str) -> str:
         """Where anyone can fetch this receipt with a proof to the latest checkpoint."""
-        return f"{self.base_url}/v1/tool-calls/{quote(receipt_id, safe='')}"
+        return self.base_url + receipt_path(receipt_id)
 
     @property
     def verify_url(self) -> str:
         """The online verification endpoint (``POST {id, record}``, no auth)."""
-        return f"{self.base_url}/v1/tool-calls/verify"
+        return self.base_url + VERIFY_PATH
 
     # API ------------------------------------------------------------------------------------
 
@@ -281,17 +281,17 @@ class NotaryClient:
             raise ValueError("call_sha256 must be 64 lower-case hex characters")
         body = {"server": server, "tool": tool, "call_sha256": call_sha256}
         # In the program's trace, if it has one: the notary continues it (traceparent).
-        with tracing.client_span("POST /v1/tool-calls", {
-                "http.request.method": "POST", "url.full": self.base_url + "/v1/tool-calls",
+        with tracing.client_span(f"POST {TOOL_CALLS_PATH}", {
+                "http.request.method": "POST", "url.full": self.base_url + TOOL_CALLS_PATH,
                 "gen_ai.tool.name": tool}) as span:
-            doc = await self._request("POST", "/v1/tool-calls", body, auth=True)
+            doc = await self._request("POST", TOOL_CALLS_PATH, body, auth=True)
             for key in _RECEIPT_FIELDS:
                 if doc.get(key) != body[key]:
                     raise NotaryResponseError(
                         f"the notary returned a receipt whose {key} is {doc.get(key)!r}, "
                         f"not {body[key]!r}"
                     )
-            receipt = _receipt(doc, "/v1/tool-calls")
+            receipt = _receipt(doc, TOOL_CALLS_PATH)
             if span is not None:
                 span.set_attributes({"notary.receipt.id": receipt.id,
                                      "notary.log.origin": receipt.origin,
@@ -300,7 +300,7 @@ class NotaryClient:
 
     async def get_receipt(self, receipt_id: str) -> Receipt:
         """The receipt ``receipt_id`` with a proof to the notary's latest checkpoint."""
-        path = f"/v1/tool-calls/{quote(receipt_id, safe='')}"
+        path = receipt_path(receipt_id)
         receipt = _receipt(await self._request("GET", path), path)
         if receipt.id != receipt_id:
             raise NotaryResponseError(f"the notary answered receipt {receipt.id!r} for "
@@ -309,9 +309,9 @@ class NotaryClient:
 
     async def lookup(self, call_sha256: str) -> Receipt:
         """The receipt issued for ``call_sha256`` (raises NotaryHTTPError 404 if none)."""
-        receipt = _receipt(await self._request("GET", "/v1/tool-calls",
+        receipt = _receipt(await self._request("GET", TOOL_CALLS_PATH,
                                                params={"call_sha256": call_sha256}),
-                           "/v1/tool-calls")
+                           TOOL_CALLS_PATH)
         if receipt.call_sha256 != call_sha256:
             raise NotaryResponseError("the notary answered a receipt for another call_sha256")
         return receipt
@@ -323,7 +323,7 @@ class NotaryClient:
         arguments and the result to the notary. Prefer offline verification
         (:func:`notary.core.verification.verify_receipt`) when they are confidential.
         """
-        return await self._request("POST", "/v1/tool-calls/verify",
+        return await self._request("POST", VERIFY_PATH,
                                    {"id": receipt_id, "record": dict(record)})
 
     async def jwks(self) -> JsonObject:

@@ -65,6 +65,7 @@ from notary.core.discovery import RECEIPT_EXTENSION, declare, receipt_extension
 from notary.core.errors import NotaryBaseError
 from notary.core.jwks import Jwks
 from notary.core.meta import TOOL_CALL_META_KEY
+from notary.core.paths import VERIFY_PATH, receipt_path
 from notary.core.receipts import Receipt
 from notary.core.records import SPEC, CallRecord, RecordError, is_final, new_salt
 from notary.core.toolcall import rebuild_record
@@ -276,8 +277,8 @@ class Notarizer:
             "id": receipt.id,
             "call_sha256": digest,
             "salt": record.salt,
-            "receipt_url": f"{self.public_url}/v1/tool-calls/{receipt.id}",
-            "verify_url": f"{self.public_url}/v1/tool-calls/verify",
+            "receipt_url": self.public_url + receipt_path(receipt.id),
+            "verify_url": self.public_url + VERIFY_PATH,
         }
         if self.embed_receipt:
             block["receipt"] = receipt.to_json()

@@ -63,8 +63,8 @@ class NotFound(ServiceRefusal):
 
 class DigestTaken(ServiceRefusal):
     """409: the digest is logged under another account. Its receipt is that account's and is
-    never handed to another as its own (DESIGN.md, Receipts); a caller that salts each record
-    freshly never meets this."""
+    never handed to another as its own (docs/design.md, "One digest, one receipt"); a caller
+    that salts each record freshly never meets this."""
 
     status, code = 409, "digest_taken"
 

@@ -40,6 +40,7 @@ from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, parse_issued_at
 from notary.core.jwks import Jwks
+from notary.core.paths import receipt_path
 from notary.core.receipts import Receipt, ReceiptKey
 from notary.core.server_names import NameHold, refusal_reason, skeletons
 from notary.serving.keys import Paths, current_receipt_key, jwks_from_records
@@ -273,7 +274,7 @@ class Notary:
         return f"{self.base_url}{log_path(log)}{ENTRIES_PATH}{index}"
 
     def receipt_url(self, receipt_id: str) -> str:
-        return f"{self.base_url}/v1/tool-calls/{receipt_id}"
+        return self.base_url + receipt_path(receipt_id)
 
     async def notarize(self, account: Account, server: str, tool: str, call_sha256: str
                        ) -> tuple[Receipt, bool]:

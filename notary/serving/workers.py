@@ -2,7 +2,7 @@
 
 The parent binds the socket once and hands it to every worker (``pass_fds``); the kernel spreads
 new connections over the workers accepting on it. Each worker is a complete ``notary serve``
-on the same store: they share the log through the many-processes commit protocol (DESIGN.md,
+on the same store: they share the log through the many-processes commit protocol (docs/design.md,
 "One log, many processes"), exactly as frontends on several machines do on PostgreSQL, and on
 SQLite as well (``BEGIN IMMEDIATE`` is the lock). Background jobs run in one worker at a time
 (:mod:`ledger.jobs.lease`).

@@ -1,7 +1,7 @@
 """The notary's storage contract: the log's store (``ledger.storage.base``) plus the notary's
 own tables, accounts, API keys, usage, receipt keys and receipts, as typed methods.
 
-Every backend (``memory``, ``sqlite``, and PostgreSQL next) implements :class:`NotaryStore`;
+Every backend (``memory``, ``sqlite``, ``postgres``) implements :class:`NotaryStore`;
 the service never sees SQL or a connection. The rows are the dataclasses below; a receipt is
 the core :class:`~notary.core.receipts.Receipt`, returned exactly as it was signed.
 

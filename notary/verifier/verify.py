@@ -10,6 +10,7 @@ from ledger.core.cosignature import LogVerifier
 from ledger.core.note import NoteError, parse_note
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.cose_verification import check_cose
+from notary.core.paths import receipt_path
 from notary.core.receipts import Receipt
 from notary.core.verification import (
     LevelResult,
@@ -80,7 +81,7 @@ async def _fetch_proof(receipt: Receipt, receipt_url: str | None,
                        fetcher: HttpClient | None) -> tuple[str | None, str]:
     """The notary's current proof for a receipt (served with the receipt at its URL)."""
     base = log_base_url(receipt)
-    url = receipt_url or (f"{base}/v1/tool-calls/{receipt.id}" if base else None)
+    url = receipt_url or (base + receipt_path(receipt.id) if base else None)
     if fetcher is None or url is None:
         return None, "the receipt has no proof and offline none can be fetched"
     try:

@@ -25,10 +25,11 @@ Two kinds of case:
     RFC 9942 COSE receipts of one tool call and Python's verdict on each
     (tests/corpus/cose_cases.py says the format).
 
-A case with ``python_diverges`` is one where DESIGN.md's rule (the one the JavaScript verifier
-implements) differs from today's Python code; its expectation is DESIGN.md's, and the Python
-test asserts the divergence is still there, so the marker goes once Python catches up. There is
-none today (``structuredContent`` of any JSON type, ``null`` included, is fixed).
+A case with ``python_diverges`` is one where the documented rule (docs/formats.md, the one the
+JavaScript verifier implements) differs from today's Python code; its expectation is the
+documented one, and the Python test asserts the divergence is still there, so the marker goes
+once Python catches up. There is none today (``structuredContent`` of any JSON type, ``null``
+included, is fixed).
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ def python_verdict(case: Json, workdir: Path) -> Json:
 
 
 def record_digest(case: Json) -> str | None:
-    """The call_sha256 of the case's call record as Python computes it (DESIGN.md's rule for a
+    """The call_sha256 of the case's call record as Python computes it (the documented rule for a
     ``python_diverges`` case); None when there is no record or it cannot be hashed."""
     try:
         call = _call(case["input"])
@@ -277,7 +278,7 @@ def record_digest(case: Json) -> str | None:
 
 
 def design_record(obj: Json, server: str | None) -> Json:
-    """The record DESIGN.md hashes: structuredContent kept whenever the member is present."""
+    """The record docs/formats.md hashes: structuredContent kept whenever the member is present."""
     result = obj["result"]
     hashed: Json = {"content": result["content"]}
     if "structuredContent" in result:

@@ -2,9 +2,9 @@
 
 The generator writes each case's expected verdicts from its hand-written tables; here the Python
 verifier must give exactly those, so the corpus the JavaScript suite checks against cannot drift
-from what Python does. Cases marked ``python_diverges`` hold DESIGN.md's expectation where the
-Python code does not follow it yet; for them the divergence itself is asserted, so the marker is
-removed as soon as Python catches up (none today).
+from what Python does. Cases marked ``python_diverges`` hold the documented expectation
+(docs/formats.md) where the Python code does not follow it yet; for them the divergence itself
+is asserted, so the marker is removed as soon as Python catches up (none today).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_known_divergences_are_still_there(
     diverging = [c for c in cases if c.get("python_diverges")]
     caught_up = [c["name"] for c in diverging if outcome(c, tmp_path) == c["expect"]]
     assert not caught_up, (
-        f"Python now follows DESIGN.md for {caught_up}: remove their "
+        f"Python now follows docs/formats.md for {caught_up}: remove their "
         "python_diverges marker in tests/corpus/generate.py"
     )
 

@@ -1,4 +1,5 @@
-"""The layering rules of DESIGN.md (Layout), enforced rather than remembered.
+"""The layering rules of docs/design.md ("Two packages, one direction"), enforced rather than
+remembered.
 
 - The import-linter contracts in pyproject.toml (`ledger` never imports `notary`; the `core/`
   packages import no I/O; only the CLI packages import a CLI module) must all be kept.

@@ -20,6 +20,7 @@ from ledger.core.cose_receipt import ALG_EDDSA, ALG_ML_DSA_44, MEDIA_TYPE, CoseK
 from ledger.http.errors import ApiError
 from ledger.http.routes import query_uint
 from ledger.log.cose_roots import CoseRoots
+from notary.core.paths import COSE_RECEIPT_ROUTE
 from notary.http.appkeys import COSE_ROOTS, NOTARY, SETTINGS
 from notary.http.routes.tool_calls import receipt_id_of
 from notary.serving.cose import cose_receipt
@@ -103,12 +104,12 @@ async def transparency_configuration(request: web.Request) -> web.Response:
         "issuer": roots.issuer,
         "jwks": {"keys": [_jwk(k) for k in roots.keys]},
         "scitt_keys_uri": f"{base}/.well-known/scitt-keys",
-        "receipt_uri_template": f"{base}/v1/tool-calls/{{id}}/receipt.cose",
+        "receipt_uri_template": base + COSE_RECEIPT_ROUTE,
     })
 
 
 def add_scitt_routes(app: web.Application) -> None:
-    app.router.add_get("/v1/tool-calls/{id}/receipt.cose", get_cose_receipt)
+    app.router.add_get(COSE_RECEIPT_ROUTE, get_cose_receipt)
     app.router.add_get("/.well-known/scitt-keys", scitt_keys)
     app.router.add_get("/.well-known/scitt-keys/{kid}", scitt_key)
     app.router.add_get("/.well-known/transparency-configuration", transparency_configuration)

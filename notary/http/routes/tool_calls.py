@@ -15,6 +15,7 @@ from ledger.http.plain import PlainHandler, plain_from_response, plain_response
 from ledger.http.tracing import server_span
 from ledger.process import tracing
 from notary.core.ids import is_receipt_id
+from notary.core.paths import RECEIPT_ROUTE, TOOL_CALLS_PATH, VERIFY_PATH
 from notary.core.receipts import Receipt
 from notary.core.records import MAX_NAME_CHARS
 from notary.core.search import (
@@ -40,7 +41,6 @@ from notary.serving.service import Account
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 ISSUE_FIELDS = ("server", "tool", "call_sha256")
-ISSUE_PATH = "/v1/tool-calls"
 
 
 async def _body(request: web.Request) -> bytes:
@@ -128,14 +128,14 @@ def plain_issue(app: web.Application) -> PlainHandler:
             receipt, status = await _issue(app, account, raw)
             answer = plain_response(status, receipt.to_json_bytes())
         except Exception as e:
-            resp = error_response(damage_refusal(app, e) or e, method="POST", path=ISSUE_PATH)
+            resp = error_response(damage_refusal(app, e) or e, method="POST", path=TOOL_CALLS_PATH)
             status = resp.status
             answer = plain_from_response(resp)
-        app[METRICS].observe_request(ISSUE_PATH, "POST", status, time.perf_counter() - started)
+        app[METRICS].observe_request(TOOL_CALLS_PATH, "POST", status, time.perf_counter() - started)
         return answer
 
     async def traced(head: RequestHead, raw: bytes) -> bytes:
-        with server_span("POST", ISSUE_PATH, head.headers) as span:
+        with server_span("POST", TOOL_CALLS_PATH, head.headers) as span:
             answer = await handle(head, raw)
             span.set_attribute("http.response.status_code", int(answer[9:12]))  # HTTP/1.1 NNN
             return answer
@@ -249,8 +249,8 @@ async def verify(request: web.Request) -> web.Response:
 
 
 def add_tool_call_routes(app: web.Application) -> None:
-    app.router.add_post(ISSUE_PATH, issue)
-    app.router.add_get("/v1/tool-calls", lookup_or_search)
-    app.router.add_post("/v1/tool-calls/verify", verify)
+    app.router.add_post(TOOL_CALLS_PATH, issue)
+    app.router.add_get(TOOL_CALLS_PATH, lookup_or_search)
+    app.router.add_post(VERIFY_PATH, verify)
     # Not "verify": GET /v1/tool-calls/verify is a 405 (Allow: POST), not a malformed receipt id.
-    app.router.add_get(r"/v1/tool-calls/{id:(?!verify$)[^/]+}", get_receipt)
+    app.router.add_get(RECEIPT_ROUTE.replace("{id}", r"{id:(?!verify$)[^/]+}"), get_receipt)

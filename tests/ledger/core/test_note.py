@@ -34,7 +34,7 @@ from ledger.core.note import (
 
 # --- Vectors ----------------------------------------------------------------------------------
 
-# The c2sp.org/signed-note example (also in DESIGN.md).
+# The c2sp.org/signed-note example.
 C2SP_VKEY = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"
 C2SP_TEXT = "This is an example message.\n"
 C2SP_SIG_LINE = (

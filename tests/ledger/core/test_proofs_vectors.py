@@ -1,4 +1,5 @@
-"""RFC 9162 proof verification against transparency-dev/merkle's test data and DESIGN.md's tree."""
+"""RFC 9162 proof verification against transparency-dev/merkle's test data and the 8-leaf
+reference tree of docs/formats.md."""
 
 from __future__ import annotations
 

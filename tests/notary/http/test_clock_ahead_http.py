@@ -1,5 +1,6 @@
 """Over HTTP: a write that would carry a future ``issued_at`` is a 503 ``clock_behind_log``,
-counted in ``/metrics`` and reported by ``/healthz``, and changes nothing (DESIGN.md, Receipts).
+counted in ``/metrics`` and reported by ``/healthz``, and changes nothing (docs/design.md,
+"Honest times").
 
 The notary's clock is the test hook (``Notary.clock``): it runs a day ahead for one write (as
 a frontend with a wrong clock would), then is right again.

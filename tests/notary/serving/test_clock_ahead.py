@@ -1,5 +1,5 @@
-"""A frontend whose clock runs ahead must not pin ``issued_at`` for everyone (DESIGN.md,
-Receipts: no receipt carries an ``issued_at`` more than a few seconds ahead of the issuing
+"""A frontend whose clock runs ahead must not pin ``issued_at`` for everyone (docs/design.md,
+"Honest times": no receipt carries an ``issued_at`` more than a few seconds ahead of the issuing
 process's clock).
 
 ``issued_at`` never decreases along the log, so once a frontend with a clock a day ahead has

@@ -1,5 +1,6 @@
-"""Server names belong to accounts, and a digest to the account that logged it (DESIGN.md,
-Receipts), on every backend, through the real write path.
+"""Server names belong to accounts, and a digest to the account that logged it (docs/design.md:
+"Names belong to accounts", "One digest, one receipt"), on every backend, through the real write
+path.
 
 The first account to notarize under a name holds it, decided in the log's write transaction:
 another account is refused that name and every name confusable with it (UTS #39 skeleton),
