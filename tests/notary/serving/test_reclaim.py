@@ -5,6 +5,8 @@ stopped between two batches leaves a consistent store that a rerun finishes."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,4 +114,38 @@ async def test_a_reclaim_stopped_midway_leaves_a_consistent_store(shared: str,
         assert (await notary.store.receipt_by_digest(digest(250))) is not None
         done = await reclaim(notary.store, origin, batch=100)
         assert done.receipts == 50
+        assert await _served(notary.store, receipts) == list(range(250, COUNT))
+
+
+async def test_a_reclaim_killed_between_batches_leaves_a_consistent_store(
+        shared: str, tmp_path: Path) -> None:
+    """SIGKILL once the second batch committed: two batches gone whole, every other receipt
+    served as before, and a rerun finishes."""
+    await _killed(tmp_path, shared, "after", left=200)
+
+
+async def test_a_reclaim_killed_inside_a_batch_leaves_a_consistent_store(tmp_path: Path) -> None:
+    """SIGKILL inside the second batch's SQLite transaction, its rows deleted but not
+    committed: only the first batch is gone. (A PostgreSQL batch is one DELETE statement.)"""
+    await _killed(tmp_path, "sqlite", "inside", left=100)
+
+
+async def _killed(tmp_path: Path, backend: str, mode: str, left: int) -> None:
+    async with headless_notary(tmp_path, backend) as notary:
+        receipts, origin = await _rolled(notary, tmp_path)
+        await prune(notary.store, origin, 250)
+    database = "" if backend == "sqlite" else backend
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.reclaim_child", str(tmp_path), database, origin, mode,
+        stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).parents[3])
+    assert child.stdout is not None
+    line = await asyncio.wait_for(child.stdout.readline(), 60)
+    assert line == b"paused\n", line
+    child.kill()
+    await child.wait()
+    async with headless_notary(tmp_path, backend) as notary:
+        assert await _served(notary.store, receipts) == list(range(left, COUNT))
+        search = await notary.store.search_receipts(limit=1000)
+        assert sorted(r.index for r in search) == list(range(left, COUNT))
+        assert (await reclaim(notary.store, origin, batch=100)).receipts == 250 - left
         assert await _served(notary.store, receipts) == list(range(250, COUNT))
