@@ -713,7 +713,7 @@ class SqliteNotaryStore(SqliteStore):
             lambda c: sqlite_reclaim.reclaim_rows(c, lo, hi, keys, self._salt))
 
     async def free_bytes(self) -> int | None:
-        return await self._write_locked(sqlite_reclaim.free_bytes)
+        return sqlite_reclaim.free_bytes(self._point)
 
     # Receipt keys ---------------------------------------------------------------------------
 

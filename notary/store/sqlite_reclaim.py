@@ -10,8 +10,9 @@ is: the merge of :mod:`notary.store.sqlite_lookup` counts positions in its rows.
 holds (at most one generation's, for a log frozen just before) leads to no receipt row, so it
 finds nothing, in that table or once merged.
 
-Freed pages go to the file's freelist, where new rows reuse them; with ``auto_vacuum =
-INCREMENTAL`` they are also returned to the file system. :func:`free_bytes` measures them.
+Freed pages go to the file's freelist (the notary's files have ``auto_vacuum = NONE``), where
+new rows reuse them before the file grows; a ``VACUUM`` returns them to the file system.
+:func:`free_bytes` measures them.
 """
 
 from __future__ import annotations
@@ -43,9 +44,6 @@ def reclaim_rows(conn: sqlite3.Connection, lo: int, hi: int,
 
 
 def free_bytes(conn: sqlite3.Connection) -> int:
-    """Bytes of free pages in the file (after an incremental vacuum, when the file has
-    ``auto_vacuum = INCREMENTAL``): the space deleted rows left for new ones."""
-    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
-        conn.execute("PRAGMA incremental_vacuum").fetchall()
+    """Bytes of free pages in the file: the space deleted rows left for new ones."""
     pages = conn.execute("PRAGMA freelist_count").fetchone()[0]
     return int(pages) * int(conn.execute("PRAGMA page_size").fetchone()[0])
