@@ -90,6 +90,12 @@ def cmd_log_prune(args: argparse.Namespace) -> int:
         record, reclaimed = store_args.with_store(args, run)
     except PruneRefused as e:
         raise UsageError(str(e)) from None
+    if record.min_index:
+        print(f"Log {record.n} ({record.origin}): tiles and entries below index "
+              f"{record.min_index} now answer 404 (still stored; `--min-index 0` serves them "
+              "again). A running notary follows within a few seconds.")
+    else:
+        print(f"Log {record.n} ({record.origin}) is served whole again.")
     if reclaimed is not None:
         free = ("" if reclaimed.free_bytes is None else
                 f"; the store file now holds {reclaimed.free_bytes:,} bytes free for new rows")
@@ -100,12 +106,6 @@ def cmd_log_prune(args: argparse.Namespace) -> int:
               "offline; the notary no longer serves them.")
     elif args.reclaim:
         print("Nothing to reclaim: the minimum index is 0.")
-    if record.min_index:
-        print(f"Log {record.n} ({record.origin}): tiles and entries below index "
-              f"{record.min_index} now answer 404 (still stored; `--min-index 0` serves them "
-              "again). A running notary follows within a few seconds.")
-    else:
-        print(f"Log {record.n} ({record.origin}) is served whole again.")
     return 0
 
 

@@ -55,7 +55,7 @@ async def reclaim(store: NotaryStore, origin: str, *, batch: int = BATCH,
                            "reclaimed (`notary log list` shows them)")
     end = record.min_index
     lo = position(record.n, 0)
-    first = await store.first_receipt(lo, position(record.n, 0) + end) if end else None
+    first = await store.first_receipt(lo, lo + end) if end else None
     at = end if first is None else first - lo
     reader = LogReader(store.for_log(record.n))
     deleted = 0
