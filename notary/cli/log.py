@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from typing import TYPE_CHECKING
 
 from ledger.core.timestamps import rfc3339
@@ -58,15 +60,34 @@ def cmd_log_roll(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Progress:
+    """``--reclaim``'s progress on stderr: at most a line a second, and the last one."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.shown = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        if done < total and time.monotonic() - self.shown < 1.0:
+            return
+        self.shown = time.monotonic()
+        print(f"reclaiming {self.origin}: entries {done:,} of {total:,} "
+              f"({100 * done // max(total, 1)}%)", file=sys.stderr, flush=True)
+
+
 def cmd_log_prune(args: argparse.Namespace) -> int:
     # deferred: the lifecycle (store, sequencer, keys), not for `--help`
     from notary.serving.lifecycle import PruneRefused, prune
+    from notary.serving.reclaim import Reclaimed, reclaim
 
-    async def run(store: NotaryStore) -> LogRecord:
-        return await prune(store, args.origin, args.min_index)
+    async def run(store: NotaryStore) -> tuple[LogRecord, Reclaimed | None]:
+        record = await prune(store, args.origin, args.min_index)
+        if not args.reclaim or not record.min_index:
+            return record, None
+        return record, await reclaim(store, args.origin, progress=_Progress(args.origin))
 
     try:
-        record = store_args.with_store(args, run)
+        record, reclaimed = store_args.with_store(args, run)
     except PruneRefused as e:
         raise UsageError(str(e)) from None
     if record.min_index:
@@ -75,6 +96,16 @@ def cmd_log_prune(args: argparse.Namespace) -> int:
               "again). A running notary follows within a few seconds.")
     else:
         print(f"Log {record.n} ({record.origin}) is served whole again.")
+    if reclaimed is not None:
+        free = ("" if reclaimed.free_bytes is None else
+                f"; the store file now holds {reclaimed.free_bytes:,} bytes free for new rows")
+        vacuum = " (PostgreSQL: VACUUM makes their space reusable)" if \
+            reclaimed.free_bytes is None else ""
+        print(f"Reclaimed the rows of {reclaimed.receipts:,} receipts below index "
+              f"{record.min_index} of log {record.n}{vacuum}{free}. They keep verifying "
+              "offline; the notary no longer serves them.")
+    elif args.reclaim:
+        print("Nothing to reclaim: the minimum index is 0.")
     return 0
 
 
@@ -129,4 +160,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("origin", metavar="ORIGIN", help="the frozen log's origin (`notary log list`)")
     p.add_argument("--min-index", type=_min_index, required=True, metavar="N",
                    help="its minimum index, at most its size; 0 serves it whole again")
+    p.add_argument("--reclaim", action="store_true",
+                   help="also delete the receipt and search rows below the minimum index "
+                   "(not undone by 0: those receipts are no longer served)")
     p.set_defaults(func=cmd_log_prune)

@@ -22,6 +22,7 @@ from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
 from notary.core.paths import TOOL_CALLS_PATH
 from notary.http.appkeys import COSE_ROOTS, METRICS, NOTARY, SETTINGS, STORE, VERIFIER
+from notary.http.log_jobs import log_jobs_context
 from notary.http.logs import serve_logs
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
@@ -55,6 +56,7 @@ def create_app(settings: Settings, *, shared_metrics: Path | None = None) -> web
     app.cleanup_ctx.append(metrics.refreshing)
     app.cleanup_ctx.append(_verify_pool_ctx)
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
+    app.cleanup_ctx.append(log_jobs_context)  # after witnessing: it follows a roll
     if settings.publish:
         app.cleanup_ctx.append(_publish_ctx)  # after witnessing: it publishes what it serves
     app.cleanup_ctx.append(integrity_context(settings))

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from ledger.process.netaddr import AddressError, parse_host_port
 from notary.core.databases import MEMORY, database_problem, is_postgres
 from notary.core.errors import NotaryBaseError
+from notary.core.periods import span_problem
 
 # The table is imported to build the flags of every command that takes a store flag, for
 # ``--help`` too; so the rules that need the log's code import it only when they have a value
@@ -340,6 +341,24 @@ class Settings:
         STORE, "stored tiles and bundles the background scrub re-verifies per second; 0 turns "
         "it off", _between(0, 100_000, "tiles and bundles per second (0: off)"),
         metavar="N"))
+    # notary/serving/log_schedule.py, docs/lifecycle.md.
+    log_period: str = field(default="off", metadata=_about(
+        STORE, "roll to a new log at every boundary of this UTC calendar period: 12h, 30d, 6mo, "
+        "1y…, or off", span_problem, metavar="PERIOD",
+        detail="Boundaries are fixed UTC instants, the same for every process (`6mo`: January 1 "
+        "and July 1 00:00 UTC; `Nd`: 00:00 UTC of every day whose count since 1970-01-01 is a "
+        "multiple of N; months must divide a year). At each boundary the active log is frozen "
+        "(reason `scheduled`) once, however many processes serve it; a notary stopped across "
+        "boundaries rolls once at start. Off by default: a roll gives the log a new origin and "
+        "key that witnesses and pinned verifiers must be told about, which an operator should "
+        "choose to do (docs/lifecycle.md)."))
+    log_retention: str = field(default="off", metadata=_about(
+        STORE, "prune whole every frozen log frozen longer ago than this age (12h, 90d, 6mo, "
+        "2y…), or off", span_problem, metavar="AGE",
+        detail="As `notary log prune ORIGIN --min-index <its size>`: its tiles and entries "
+        "answer 404 and stay stored. One process of the notary does it, at start and hourly; "
+        "each pruned log is logged once. Off by default: pruning withdraws data that clients "
+        "may still fetch."))
     # The plain path of ledger/http/server.py.
     fast_path: str = field(default="on", metadata=_about(
         SERVER, "on: POST /v1/tool-calls on the plain path; off: every request through "

@@ -28,11 +28,12 @@ from notary.core.entry import EntryError, decode_entry
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, parse_issued_at
 from notary.core.logs import log_origin, log_seed, position, shard_name
+from notary.core.periods import Span, age_cutoff, period_start
 from notary.core.successor import REASONS, SuccessorRecord
 from notary.store.base import NotaryStore
 
-__all__ = ["LogBook", "PruneRefused", "Rolled", "all_logs", "log_path", "log_signer", "log_vkeys",
-           "prune", "roll"]
+__all__ = ["LogBook", "PruneRefused", "Rolled", "all_logs", "expire", "log_path", "log_signer",
+           "log_vkeys", "prune", "roll", "roll_due"]
 
 
 def log_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer:
@@ -81,9 +82,16 @@ async def _log0_started(tx: RollingTx, latest: CheckpointRecord) -> float:
     return latest.time
 
 
+class _NotDue(Exception):
+    """The active log started at or after the boundary: someone rolled already (rolls back)."""
+
+
 async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operator",
-               clock: float | None = None) -> Rolled:
-    """Freeze the active log and start the next one, in one transaction (see the module)."""
+               clock: float | None = None, started_before: float | None = None) -> Rolled:
+    """Freeze the active log and start the next one, in one transaction (see the module).
+
+    ``started_before``: roll only if the active log started before this time, decided under
+    the lock (:func:`roll_due`); else :class:`_NotDue`, and nothing is written."""
     if reason not in REASONS:
         raise ValueError(f"reason must be one of {REASONS}, not {reason!r}")
     now = time.time() if clock is None else clock
@@ -99,6 +107,8 @@ async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operat
         active = rows[-1]
         if active.state != "active" or active.n != tx.active_log:
             raise StoreError(f"the registry's newest log ({active.n}) is not the active one")
+        if started_before is not None and active.started >= started_before:
+            raise _NotDue
         signer = log_signer(root, active)
         try:
             cp, _ = open_checkpoint(latest.note, signer.verifier())
@@ -129,6 +139,24 @@ async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operat
     return Rolled(frozen, nxt)
 
 
+async def roll_due(store: NotaryStore, root: Ed25519Signer, period: Span, *,
+                   clock: float | None = None) -> Rolled | None:
+    """A period roll (reason ``scheduled``) if the active log started before the latest
+    boundary of ``period`` (:mod:`notary.core.periods`), else None.
+
+    The check is made again under the log's write lock, in the roll's own transaction: of
+    several processes crossing one boundary (``--workers``, PostgreSQL frontends), the first
+    rolls and the others find a log started at or after the boundary, so each boundary rolls
+    once; and a notary stopped across several boundaries rolls once, at start.
+    """
+    now = time.time() if clock is None else clock
+    boundary = period_start(period, datetime.fromtimestamp(now, UTC)).timestamp()
+    try:
+        return await roll(store, root, reason="scheduled", clock=now, started_before=boundary)
+    except _NotDue:
+        return None
+
+
 class PruneRefused(NotaryBaseError, ValueError):
     """A prune the registry does not allow: no such log, the active one, past its size."""
 
@@ -154,6 +182,20 @@ async def prune(store: NotaryStore, origin: str, min_index: int) -> LogRecord:
         record = replace(record, min_index=min_index)
         await tx.put_log(record)
     return record
+
+
+async def expire(store: NotaryStore, age: Span, *, clock: float | None = None
+                 ) -> list[LogRecord]:
+    """Retention: prune whole (minimum index = final size, through :func:`prune`) every frozen
+    log frozen longer than ``age`` ago that is not pruned whole yet; the logs it pruned."""
+    now = time.time() if clock is None else clock
+    cutoff = age_cutoff(age, datetime.fromtimestamp(now, UTC)).timestamp()
+    pruned = []
+    for r in await store.logs():
+        if (r.state == "frozen" and r.frozen_at is not None and r.final_size is not None
+                and r.frozen_at < cutoff and r.min_index < r.final_size):
+            pruned.append(await prune(store, r.origin, r.final_size))
+    return pruned
 
 
 REGISTRY_TTL = 2.0

@@ -622,8 +622,15 @@ class Notary:
 
     async def _stored(self, receipt: Receipt | None, what: str) -> Receipt:
         if receipt is None:
-            raise NotFound(what)
+            raise NotFound(what + await self._reclaimed_hint())
         return await self.with_proof(receipt)
+
+    async def _reclaimed_hint(self) -> str:
+        """For a 404 of a notary that pruned a log: its rows may have been reclaimed."""
+        if any(r.min_index for r in await self.logs.refresh()):
+            return (" (or it is below a pruned log's minimum index and its rows were "
+                    "reclaimed: docs/lifecycle.md)")
+        return ""
 
     async def get(self, receipt_id: str) -> Receipt:
         return await self.with_proof(await self.stored(receipt_id))
@@ -636,7 +643,7 @@ class Notary:
             raise NotFound(f"receipt {receipt_id!r} is withheld: its signed form could not be "
                            "recovered when the store was migrated") from e
         if receipt is None:
-            raise NotFound(f"no receipt with id {receipt_id!r}")
+            raise NotFound(f"no receipt with id {receipt_id!r}{await self._reclaimed_hint()}")
         return receipt
 
     async def lookup(self, call_sha256: str) -> Receipt:

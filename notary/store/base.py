@@ -277,6 +277,24 @@ class NotaryStore(RollingStore, Protocol):
         """
         ...
 
+    # Reclaiming a pruned range (``notary log prune --reclaim``, docs/lifecycle.md) ----------
+
+    async def first_receipt(self, lo: int, hi: int) -> int | None:
+        """The lowest position in ``[lo, hi)`` that still has a receipt row."""
+        ...
+
+    async def reclaim_receipts(self, lo: int, hi: int,
+                               keys: Sequence[tuple[int, str, str]]) -> int:
+        """Delete, in one transaction, the receipt rows at positions ``[lo, hi)`` and their
+        lookup rows (``keys``: position, receipt id, call_sha256 of each); how many receipt
+        rows it deleted. Idempotent."""
+        ...
+
+    async def free_bytes(self) -> int | None:
+        """Bytes the store holds free for new rows (SQLite's free pages), or None when the
+        store does not say (PostgreSQL: VACUUM makes deleted rows' space reusable)."""
+        ...
+
     # Accounts, API keys and usage -----------------------------------------------------------
 
     async def api_key(self, key_id: str) -> ApiKeyRecord | None: ...

@@ -155,6 +155,24 @@ class MemoryNotaryStore(MemoryStore):
 
     # Accounts, API keys and usage -----------------------------------------------------------
 
+    async def first_receipt(self, lo: int, hi: int) -> int | None:
+        return min((p for p in self._receipts if lo <= p < hi), default=None)
+
+    async def reclaim_receipts(self, lo: int, hi: int,
+                               keys: Sequence[tuple[int, str, str]]) -> int:
+        gone = [p for p in self._receipts if lo <= p < hi]
+        for p in gone:
+            receipt = self._receipts.pop(p)
+            self._accounts_of.pop(p, None)
+            if self._by_id.get(receipt.id) == p:
+                del self._by_id[receipt.id]
+            if self._by_digest.get(receipt.call_sha256) == p:
+                del self._by_digest[receipt.call_sha256]
+        return len(gone)
+
+    async def free_bytes(self) -> int | None:
+        return None
+
     async def api_key(self, key_id: str) -> ApiKeyRecord | None:
         key = self._keys.get(key_id)
         if key is None:

@@ -766,6 +766,22 @@ class PgNotaryStore(PostgresStore):
             self._keys_fresh = False  # this process sees its own change at once
         return str(status).endswith(" 1")
 
+    # Reclaiming a pruned range: a receipt's row holds its lookup keys too (docs/lifecycle.md)
+
+    async def first_receipt(self, lo: int, hi: int) -> int | None:
+        found = await self._retrying(lambda conn: conn.fetchval(
+            "SELECT min(idx) FROM notary_receipts WHERE idx >= $1 AND idx < $2", lo, hi))
+        return None if found is None else int(found)
+
+    async def reclaim_receipts(self, lo: int, hi: int,
+                               keys: Sequence[tuple[int, str, str]]) -> int:
+        status = await self._retrying(lambda conn: conn.execute(
+            "DELETE FROM notary_receipts WHERE idx >= $1 AND idx < $2", lo, hi))
+        return int(str(status).rsplit(" ", 1)[-1])
+
+    async def free_bytes(self) -> int | None:
+        return None
+
     # Receipt keys ---------------------------------------------------------------------------
 
     async def receipt_keys(self) -> list[ReceiptKeyRecord]:

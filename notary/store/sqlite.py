@@ -42,7 +42,7 @@ from notary.core.logs import position, split_position
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
 from notary.core.server_names import NameHold, holds_from_rows, skeletons
-from notary.store import sqlite_lookup
+from notary.store import sqlite_lookup, sqlite_reclaim
 from notary.store.base import (
     AllowanceConflict,
     ApiKeyListing,
@@ -701,6 +701,19 @@ class SqliteNotaryStore(SqliteStore):
             return cur.rowcount == 1
 
         return await self._write_keys(write)
+
+    # Reclaiming a pruned range (notary.store.sqlite_reclaim) --------------------------------
+
+    async def first_receipt(self, lo: int, hi: int) -> int | None:
+        return sqlite_reclaim.first_receipt(self._point, lo, hi)
+
+    async def reclaim_receipts(self, lo: int, hi: int,
+                               keys: Sequence[tuple[int, str, str]]) -> int:
+        return await self._write_locked(
+            lambda c: sqlite_reclaim.reclaim_rows(c, lo, hi, keys, self._salt))
+
+    async def free_bytes(self) -> int | None:
+        return sqlite_reclaim.free_bytes(self._point)
 
     # Receipt keys ---------------------------------------------------------------------------
 

@@ -49,6 +49,8 @@ BAD: dict[str, list[str]] = {
     "fast_path": ["yes", "true"],
     "pq_checkpoints": ["yes", "ML-DSA"],
     "cose_receipts": ["yes", "COSE"],
+    "log_period": ["6", "0h", "5mo", "1 d", "never", "101y"],
+    "log_retention": ["2", "-1d", "2Y", "on"],
 }
 
 
