@@ -26,8 +26,8 @@ from ledger.process.netaddr import parse_host_port
 
 if TYPE_CHECKING:
     from ledger.core.note import NoteVerifier
+    from ledger.cosigner.cosigner import WitnessSigner
     from ledger.mirror.server import Mirror
-    from ledger.witness.server import WitnessSigner
 
 __all__ = ["close_mirror", "open_mirror", "register"]
 

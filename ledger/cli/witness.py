@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ledger.core.cosignature import CosignatureSigner
     from ledger.core.note import NoteVerifier
     from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
-    from ledger.witness.server import WitnessSigner
+    from ledger.cosigner.cosigner import WitnessSigner
 
 __all__ = ["ALGORITHMS", "new_signer", "parse_log_spec", "read_witness_key", "register",
            "reporting"]

@@ -44,7 +44,8 @@ from ledger.core.witness_protocol import (
     parse_sign_subtree,
     verify_cosignatures,
 )
-from ledger.witness.server import Witness, create_witness_app, origin_hash
+from ledger.cosigner.cosigner import origin_hash
+from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore, WitnessStoreError
 from tests.servers import serving
 
