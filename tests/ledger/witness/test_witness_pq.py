@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 from dilithium_py.ml_dsa import ML_DSA_44
 
+from ledger.cli.cosigner_args import parse_log_spec
 from ledger.cli.main import main as ledger_main
-from ledger.cli.witness import parse_log_spec
 from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.hashing import leaf_hash, merkle_root
