@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
     from ledger.cosigner.cosigner import WitnessSigner
 
-__all__ = ["ALGORITHMS", "add_keygen", "add_serve_arguments", "keys_and_logs", "new_signer",
-           "parse_log_spec", "read_witness_key", "reporting", "serve"]
+__all__ = ["ALGORITHMS", "add_command", "add_keygen", "add_serve_arguments", "keys_and_logs",
+           "new_signer", "parse_log_spec", "read_witness_key", "reporting", "serve"]
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -170,6 +170,15 @@ def reporting(program: str, expected: Callable[[], tuple[type[Exception], ...]],
         return wrapped
 
     return wrap
+
+
+def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], role: str,
+                help: str, description: str | None
+                ) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The ``<role>`` command, whose actions (``keygen``, ``serve``) the caller adds."""
+    command = subparsers.add_parser(role, help=help, description=description,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    return command.add_subparsers(dest="action", required=True)
 
 
 def add_keygen(sub: argparse._SubParsersAction[argparse.ArgumentParser], role: str,

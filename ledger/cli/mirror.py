@@ -20,13 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.cli.cosigner_args import (
-    add_keygen,
-    add_serve_arguments,
-    keys_and_logs,
-    reporting,
-    serve,
-)
+from ledger.cli import cosigner_args as shared
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
 
@@ -95,7 +89,7 @@ async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier
 
     mirror = await open_mirror(signers, logs, data, database)
     try:
-        await serve(create_mirror_app(mirror), "mirror", signers, logs, host, port)
+        await shared.serve(create_mirror_app(mirror), "mirror", signers, logs, host, port)
     finally:
         await close_mirror(mirror)
 
@@ -107,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ledger.process.structured_logs import configure
 
     configure(args.log_format, args.log_level)
-    signers, logs = keys_and_logs(args)
+    signers, logs = shared.keys_and_logs(args)
     for spec in args.min_index:
         parse_min_index(spec, set(logs))
     if args.database is not None and not is_postgres_url(args.database):
@@ -126,24 +120,21 @@ def _expected() -> tuple[type[Exception], ...]:
     return UsageError, MirrorStateError, StoreError, KeyFileError
 
 
-_run = reporting("ledger", _expected, STATE_NAME)
+_run = shared.reporting("ledger", _expected, STATE_NAME)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``mirror keygen`` and ``mirror serve``."""
-    mirror = subparsers.add_parser(
-        "mirror", help="run a C2SP tlog-mirror that stores and cosigns copies of logs",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = mirror.add_subparsers(dest="action", required=True)
-
-    add_keygen(sub, "mirror", "mirror.example.com/m1", "ml-dsa-44",
-               "ml-dsa-44 (subtree/v1, the default) or ed25519 (cosignature/v1)", _run)
+    sub = shared.add_command(subparsers, "mirror", "run a C2SP tlog-mirror that stores and "
+                             "cosigns copies of logs", __doc__)
+    shared.add_keygen(sub, "mirror", "mirror.example.com/m1", "ml-dsa-44",
+                      "ml-dsa-44 (subtree/v1, the default) or ed25519 (cosignature/v1)", _run)
     p = sub.add_parser("serve", help="serve add-checkpoint, add-entries, sign-subtree and the "
                                      "mirrored logs as tlog-tiles")
-    add_serve_arguments(p, "mirror", "a log to mirror and one of its keys (repeatable: give "
-                                     "every key the log signs with, e.g. its Ed25519 and "
-                                     "ML-DSA-44 keys; the mirror serves only the log lines it "
-                                     "can verify)", DEFAULT_LISTEN)
+    shared.add_serve_arguments(p, "mirror", "a log to mirror and one of its keys (repeatable: "
+                                            "give every key the log signs with, e.g. its "
+                                            "Ed25519 and ML-DSA-44 keys; the mirror serves "
+                                            "only the log lines it can verify)", DEFAULT_LISTEN)
     p.add_argument("--min-index", action="append", default=[], metavar="ORIGIN=N",
                    help="the log's minimum index (only 0: the mirror keeps whole logs)")
     p.add_argument("--database", metavar="URL",

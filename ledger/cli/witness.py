@@ -20,13 +20,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.cli.cosigner_args import (
-    add_keygen,
-    add_serve_arguments,
-    keys_and_logs,
-    reporting,
-    serve,
-)
+from ledger.cli import cosigner_args as shared
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
 
@@ -49,8 +43,8 @@ async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = await WitnessStore.open(data / DB_NAME, [s.verifier_key_text() for s in signers])
     try:
-        await serve(create_witness_app(Witness(signers, logs, store)), "witness", signers,
-                    logs, host, port)
+        await shared.serve(create_witness_app(Witness(signers, logs, store)), "witness",
+                           signers, logs, host, port)
     finally:
         await store.close()
 
@@ -61,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ledger.process.structured_logs import configure
 
     configure(args.log_format, args.log_level)
-    signers, logs = keys_and_logs(args)
+    signers, logs = shared.keys_and_logs(args)
     host, port = parse_host_port(args.listen, what="--listen")
     event_loop.run(_serve(signers, logs, Path(args.data), host, port))
     return 0
@@ -75,20 +69,18 @@ def _expected() -> tuple[type[Exception], ...]:
     return UsageError, WitnessStoreError, KeyFileError
 
 
-_run = reporting("notary", _expected, DB_NAME)
+_run = shared.reporting("notary", _expected, DB_NAME)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``witness keygen`` and ``witness serve`` to the ``notary`` command."""
-    witness = subparsers.add_parser(
-        "witness", help="run a C2SP tlog-witness that cosigns checkpoints of logs",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = witness.add_subparsers(dest="action", required=True)
-    add_keygen(sub, "witness", "witness.example.com/w1", "ed25519",
-               "ed25519 (cosignature/v1, the default) or ml-dsa-44 (subtree/v1, post-quantum, "
-               "and needed to serve sign-subtree)", _run)
+    sub = shared.add_command(subparsers, "witness", "run a C2SP tlog-witness that cosigns "
+                             "checkpoints of logs", __doc__)
+    shared.add_keygen(sub, "witness", "witness.example.com/w1", "ed25519",
+                      "ed25519 (cosignature/v1, the default) or ml-dsa-44 (subtree/v1, "
+                      "post-quantum, and needed to serve sign-subtree)", _run)
     p = sub.add_parser("serve", help="serve POST /add-checkpoint, POST /sign-subtree and "
                                      "GET /<origin hash>/checkpoint")
-    add_serve_arguments(p, "witness", "a log to witness (repeatable; several keys per origin "
-                                      "allowed)", DEFAULT_LISTEN)
+    shared.add_serve_arguments(p, "witness", "a log to witness (repeatable; several keys per "
+                                             "origin allowed)", DEFAULT_LISTEN)
     p.set_defaults(func=_run(cmd_serve))

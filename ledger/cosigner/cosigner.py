@@ -30,7 +30,7 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import structlog
 from structlog.typing import FilteringBoundLogger
@@ -46,6 +46,7 @@ from ledger.core.witness_protocol import (
     Decision,
     Outcome,
     ProtocolError,
+    SignSubtreeRequest,
     format_cosignatures,
     format_size,
     parse_add_checkpoint,
@@ -156,12 +157,10 @@ class Cosigner:
     async def add_checkpoint(self, body: bytes) -> Answer:
         """Handle one ``add-checkpoint`` body; never raises for bad input (every refusal is an
         Answer)."""
-        try:
-            req = parse_add_checkpoint(body)
-            note = parse_note(req.checkpoint)
-            cp = parse_checkpoint_text(note.text)
-        except (ProtocolError, NoteError) as e:
-            return Answer.text(400, f"malformed request: {e}")
+        parsed = _parsed(parse_add_checkpoint, body)
+        if isinstance(parsed, Answer):
+            return parsed
+        req, note, cp = parsed
         verifiers = self.logs.get(cp.origin)
         if verifiers is None:
             return Answer.text(404, f"unknown log origin {cp.origin[:200]!r}")
@@ -199,12 +198,10 @@ class Cosigner:
 
     async def sign_subtree(self, body: bytes) -> Answer:
         """Handle one ``sign-subtree`` body; never raises for bad input."""
-        try:
-            req = parse_sign_subtree(body)
-            note = parse_note(req.checkpoint)
-            cp = parse_checkpoint_text(note.text)
-        except (ProtocolError, NoteError) as e:
-            return Answer.text(400, f"malformed request: {e}")
+        parsed = _parsed(parse_sign_subtree, body)
+        if isinstance(parsed, Answer):
+            return parsed
+        req, _, cp = parsed
         if req.start == req.end or not is_valid_subtree(req.start, req.end):
             return Answer.text(400, f"[{req.start}, {req.end}) is not a non-empty valid subtree")
         if req.end > cp.size:
@@ -234,3 +231,17 @@ class Cosigner:
         if note is None:
             return Answer.text(404, self.nothing_served)
         return Answer(200, note, "text/plain; charset=utf-8")
+
+
+_Request = TypeVar("_Request", AddCheckpointRequest, SignSubtreeRequest)
+
+
+def _parsed(parse: Callable[[bytes], _Request], body: bytes
+            ) -> tuple[_Request, Note, Checkpoint] | Answer:
+    """A request body, its checkpoint note and that note's checkpoint, or the 400 to answer."""
+    try:
+        req = parse(body)
+        note = parse_note(req.checkpoint)
+        return req, note, parse_checkpoint_text(note.text)
+    except (ProtocolError, NoteError) as e:
+        return Answer.text(400, f"malformed request: {e}")

@@ -143,7 +143,7 @@ class Mirror(Cosigner):
     async def add_entries(self, read: Read) -> Answer:
         """Handle one ``add-entries`` body, read with ``read(n)`` (exactly ``n`` bytes, or
         :class:`BodyEnded`); never raises for bad input. The spec's steps, in order."""
-        header = await _read_header_answer(read)
+        header = await _read_header(read)
         if isinstance(header, Answer):
             return header
         upload = await self._check_upload(header)
@@ -252,25 +252,22 @@ def _info(status: int, tree_size: int, copy: LogCopy) -> Answer:
                   MIRROR_INFO_CONTENT_TYPE)
 
 
-async def _read_header_answer(read: Read) -> AddEntriesHeader | Answer:
+async def _read_header(read: Read) -> AddEntriesHeader | Answer:
+    """The ``add-entries`` header, or the 400 of a body that does not hold one."""
     try:
-        return await _read_header(read)
+        (n,) = struct.unpack(">H", await read(2))
+        if n == 0:
+            raise MirrorProtocolError("the origin is empty")
+        try:
+            origin = (await read(n)).decode("utf-8")
+        except UnicodeDecodeError:
+            raise MirrorProtocolError("the origin is not UTF-8") from None
+        start, end, ticket_size = struct.unpack(">QQH", await read(18))
+        ticket = await read(ticket_size) if ticket_size else b""
     except BodyEnded:
         return Answer.text(400, "the body ends inside the add-entries header")
     except MirrorProtocolError as e:
         return Answer.text(400, f"malformed add-entries header: {e}")
-
-
-async def _read_header(read: Read) -> AddEntriesHeader:
-    (n,) = struct.unpack(">H", await read(2))
-    if n == 0:
-        raise MirrorProtocolError("the origin is empty")
-    try:
-        origin = (await read(n)).decode("utf-8")
-    except UnicodeDecodeError:
-        raise MirrorProtocolError("the origin is not UTF-8") from None
-    start, end, ticket_size = struct.unpack(">QQH", await read(18))
-    ticket = await read(ticket_size) if ticket_size else b""
     return AddEntriesHeader(origin, start, end, ticket)
 
 
