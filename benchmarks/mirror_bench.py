@@ -44,10 +44,10 @@ from ledger.client.mirror import LogSource, MirrorClient
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.note import Ed25519Signer, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+from ledger.cosigner.cosigner import origin_hash
 from ledger.log.facade import Log
 from ledger.process.keyfile import write_secret
 from ledger.storage.sqlite import SqliteStore
-from ledger.witness.server import origin_hash
 
 ORIGIN = "bench.mirror/log"
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from aiohttp import web
 
+from ledger.cli.cosigner_args import parse_log_spec
 from ledger.cli.mirror import close_mirror, open_mirror
-from ledger.cli.witness import parse_log_spec
 from ledger.core.note import Ed25519Verifier
+from ledger.cosigner.cosigner import WitnessSigner
 from ledger.mirror.server import Mirror, create_mirror_app
-from ledger.witness.server import Witness, WitnessSigner, create_witness_app
+from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore
 from tests.servers import bound_socket, start_server
 

@@ -16,25 +16,23 @@ per log in that database.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.cli.witness import ALGORITHMS, new_signer, parse_log_spec, read_witness_key, reporting
+from ledger.cli import cosigner_args as shared
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
 
 if TYPE_CHECKING:
     from ledger.core.note import NoteVerifier
+    from ledger.cosigner.cosigner import WitnessSigner
     from ledger.mirror.server import Mirror
-    from ledger.witness.server import WitnessSigner
 
 __all__ = ["close_mirror", "open_mirror", "register"]
 
 STATE_NAME = "mirror.db"
 DEFAULT_LISTEN = "127.0.0.1:7390"
-
-Command = Callable[[argparse.Namespace], int]
 
 
 def parse_min_index(text: str, origins: set[str]) -> tuple[str, int]:
@@ -84,39 +82,14 @@ async def close_mirror(mirror: Mirror) -> None:
     await mirror.state.close()
 
 
-def cmd_keygen(args: argparse.Namespace) -> int:
-    # deferred: the key code, not for `--help`
-    from ledger.core.note import NoteError
-    from ledger.process.keyfile import write_secret
-
-    try:
-        signer = new_signer(args.algorithm, args.name)
-    except NoteError as e:
-        raise UsageError(f"--name {args.name!r}: {e}") from None
-    write_secret(Path(args.out), signer.private_key_text())
-    print(signer.verifier_key_text())
-    return 0
-
-
 async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
                  data: Path, database: str | None, host: str, port: int) -> None:
-    # deferred: the HTTP server and structlog, not for `--help`
-    import structlog
-
-    from ledger.http.run import serve_until_signalled
+    # deferred: the mirror's server, not for `--help`
     from ledger.mirror.server import create_mirror_app
 
     mirror = await open_mirror(signers, logs, data, database)
-    app = create_mirror_app(mirror)
-
-    def announce(url: str) -> None:
-        structlog.get_logger("ledger.mirror").info(
-            "mirror_started", vkeys=[s.verifier_key_text() for s in signers],
-            logs=sorted(logs), url=url)
-        print(url, flush=True)
-
     try:
-        await serve_until_signalled(app, host, port, announce)
+        await shared.serve(create_mirror_app(mirror), "mirror", signers, logs, host, port)
     finally:
         await close_mirror(mirror)
 
@@ -128,13 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ledger.process.structured_logs import configure
 
     configure(args.log_format, args.log_level)
-    signers = [read_witness_key(Path(k)) for k in args.key]
-    if len({(s.name, s.key_id) for s in signers}) != len(signers):
-        raise UsageError("--key: the same key is given twice")
-    logs: dict[str, list[NoteVerifier]] = {}
-    for spec in args.log:
-        origin, verifier = parse_log_spec(spec)
-        logs.setdefault(origin, []).append(verifier)
+    signers, logs = shared.keys_and_logs(args)
     for spec in args.min_index:
         parse_min_index(spec, set(logs))
     if args.database is not None and not is_postgres_url(args.database):
@@ -153,41 +120,24 @@ def _expected() -> tuple[type[Exception], ...]:
     return UsageError, MirrorStateError, StoreError, KeyFileError
 
 
-_run = reporting("ledger", _expected, STATE_NAME)
+_run = shared.reporting("ledger", _expected, STATE_NAME)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``mirror keygen`` and ``mirror serve``."""
-    mirror = subparsers.add_parser(
-        "mirror", help="run a C2SP tlog-mirror that stores and cosigns copies of logs",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = mirror.add_subparsers(dest="action", required=True)
-
-    p = sub.add_parser("keygen", help="create a mirror key (0600 file); prints its vkey")
-    p.add_argument("--name", required=True,
-                   help="the mirror's key name, e.g. mirror.example.com/m1")
-    p.add_argument("--out", required=True, metavar="FILE", help="private key file to create")
-    p.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="ml-dsa-44",
-                   help="ml-dsa-44 (subtree/v1, the default) or ed25519 (cosignature/v1)")
-    p.set_defaults(func=_run(cmd_keygen))
-
+    sub = shared.add_command(subparsers, "mirror", "run a C2SP tlog-mirror that stores and "
+                             "cosigns copies of logs", __doc__)
+    shared.add_keygen(sub, "mirror", "mirror.example.com/m1", "ml-dsa-44",
+                      "ml-dsa-44 (subtree/v1, the default) or ed25519 (cosignature/v1)", _run)
     p = sub.add_parser("serve", help="serve add-checkpoint, add-entries, sign-subtree and the "
                                      "mirrored logs as tlog-tiles")
-    p.add_argument("--key", required=True, action="append", metavar="FILE",
-                   help="mirror private key file (repeatable: it cosigns with each key)")
-    p.add_argument("--log", required=True, action="append", metavar="ORIGIN=VKEY",
-                   help="a log to mirror and one of its keys (repeatable: give every key the "
-                        "log signs with, e.g. its Ed25519 and ML-DSA-44 keys; the mirror "
-                        "serves only the log lines it can verify)")
+    shared.add_serve_arguments(p, "mirror", "a log to mirror and one of its keys (repeatable: "
+                                            "give every key the log signs with, e.g. its "
+                                            "Ed25519 and ML-DSA-44 keys; the mirror serves "
+                                            "only the log lines it can verify)", DEFAULT_LISTEN)
     p.add_argument("--min-index", action="append", default=[], metavar="ORIGIN=N",
                    help="the log's minimum index (only 0: the mirror keeps whole logs)")
-    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
-                   help=f"address to listen on (default {DEFAULT_LISTEN})")
-    p.add_argument("--data", default="mirror-data", metavar="DIR",
-                   help="state directory (default ./mirror-data)")
     p.add_argument("--database", metavar="URL",
                    help="keep the logs' copies in this PostgreSQL database (a schema per log) "
                         "instead of SQLite files under DIR/logs/")
-    p.add_argument("--log-format", choices=["auto", "json", "console"], default="auto")
-    p.add_argument("--log-level", default="info")
     p.set_defaults(func=_run(cmd_serve))

@@ -10,8 +10,9 @@ gzip-compressed, following each 202 or 409 from the next entry it reports, until
 with the cosignature. The entries and proofs come from a :class:`MirrorSource`;
 :class:`LogSource` reads them from a log's tiles (a :class:`~ledger.log.reader.LogReader`).
 
-Every outcome other than a verified cosignature is an exception: :class:`MirrorRefused` (a
-4xx, or an answer that does not follow the spec), :class:`MirrorUnavailable` (transport, 5xx).
+Every outcome other than a verified cosignature is an exception of the witness client's
+hierarchy (:mod:`ledger.client.cosigner`): :class:`MirrorRefused` (a 4xx, or an answer that
+does not follow the spec), :class:`MirrorUnavailable` (transport, 5xx).
 """
 
 from __future__ import annotations
@@ -21,9 +22,15 @@ import gzip
 from collections.abc import Sequence
 from typing import Protocol
 
-from ledger.client.http import Answer, FetchError, HttpClient
+from ledger.client.cosigner import (
+    CosignerConflict,
+    CosignerEndpoint,
+    CosignerError,
+    CosignerRefused,
+    CosignerUnavailable,
+)
+from ledger.client.http import HttpClient
 from ledger.core.checkpoint import parse_checkpoint_text
-from ledger.core.errors import LedgerError
 from ledger.core.mirror_protocol import (
     MAX_PACKAGES_PER_REQUEST,
     MIRROR_INFO_CONTENT_TYPE,
@@ -39,13 +46,7 @@ from ledger.core.mirror_protocol import (
 from ledger.core.note import NoteError, NoteSignature, NoteVerifier, parse_note
 from ledger.core.proofs import assemble, plan_coords
 from ledger.core.subtree import subtree_consistency_plan
-from ledger.core.witness_protocol import (
-    SIZE_CONTENT_TYPE,
-    ProtocolError,
-    format_add_checkpoint,
-    parse_size,
-    verify_cosignatures,
-)
+from ledger.core.witness_protocol import ProtocolError, verify_cosignatures
 from ledger.log.reader import LogReader
 
 __all__ = [
@@ -57,23 +58,9 @@ __all__ = [
     "MirrorUnavailable",
 ]
 
-_MAX_ANSWER = 64 * 1024
-
-
-class MirrorError(LedgerError):
-    """The mirror did not cosign."""
-
-
-class MirrorUnavailable(MirrorError):
-    """No usable answer: connection refused or reset, timeout, or a 5xx."""
-
-
-class MirrorRefused(MirrorError):
-    """The mirror refused (a 4xx), or answered something the spec does not allow."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"mirror answered {status}: {message}")
-        self.status = status
+MirrorError = CosignerError
+MirrorUnavailable = CosignerUnavailable
+MirrorRefused = CosignerRefused
 
 
 class MirrorSource(Protocol):
@@ -111,9 +98,10 @@ class MirrorClient:
     def __init__(self, url: str, verifiers: Sequence[NoteVerifier], http: HttpClient, *,
                  packages_per_request: int = MAX_PACKAGES_PER_REQUEST,
                  compress: bool = True) -> None:
-        self.url = url.rstrip("/")
-        self.verifiers = list(verifiers)
+        self.endpoint = CosignerEndpoint(url, http, "mirror")
+        self.url = self.endpoint.url
         self.http = http
+        self.verifiers = list(verifiers)
         self.packages_per_request = packages_per_request
         self.compress = compress
         #: The mirror's pending size as last learned (where add-checkpoint starts).
@@ -135,20 +123,14 @@ class MirrorClient:
                 self.pending = old
                 return old
             proof = [] if old == size else await source.consistency_proof(old, size)
-            answer = await self._post("/add-checkpoint",
-                                      format_add_checkpoint(old, proof, checkpoint),
-                                      {"Content-Type": "text/plain; charset=utf-8"})
-            if answer.status == 200:
-                self.pending = size
-                return size
-            if answer.status == 409 and answer.content_type == SIZE_CONTENT_TYPE:
-                try:
-                    old = parse_size(answer.body)
-                except ProtocolError as e:
-                    raise MirrorRefused(409, str(e)) from None
+            try:
+                await self.endpoint.add_checkpoint(old, proof, checkpoint)
+            except CosignerConflict as c:
+                old = c.size
                 continue
-            raise self._refusal(answer.status, answer.body)
-        raise MirrorRefused(409, f"the mirror's pending size moved again (now {old})")
+            self.pending = size
+            return size
+        raise self.endpoint.refused(409, f"the mirror's pending size moved again (now {old})")
 
     async def add_entries(self, checkpoint: bytes, source: MirrorSource
                           ) -> list[NoteSignature]:
@@ -159,24 +141,24 @@ class MirrorClient:
         attempts = package_count(0, end) // max(self.packages_per_request, 1) + 8
         for _ in range(attempts):
             body = await self._body(cp.origin, start, end, source)
-            answer = await self._post("/add-entries", body, self._entries_headers())
+            answer = await self.endpoint.post("/add-entries", body, self._entries_headers())
             if answer.status == 200:
                 try:
                     return verify_cosignatures(text, answer.body, self.verifiers)
                 except (ProtocolError, NoteError) as e:
-                    raise MirrorRefused(200, f"no valid cosignature by the mirror: {e}"
-                                        ) from None
+                    raise self.endpoint.refused(200, f"no valid cosignature by the mirror: "
+                                                     f"{e}") from None
             if answer.status in (202, 409) \
                     and answer.content_type == MIRROR_INFO_CONTENT_TYPE:
                 info = self._info(answer.status, answer.body)
                 if info.tree_size != end or info.next_entry > end:
-                    raise MirrorRefused(answer.status, f"the mirror is at pending size "
-                                        f"{info.tree_size}, next entry {info.next_entry}; "
-                                        f"not a size {end} upload")
+                    raise self.endpoint.refused(
+                        answer.status, f"the mirror is at pending size {info.tree_size}, next "
+                                       f"entry {info.next_entry}; not a size {end} upload")
                 start = info.next_entry
                 continue
-            raise self._refusal(answer.status, answer.body)
-        raise MirrorRefused(202, f"the upload to size {end} did not finish")
+            raise self.endpoint.refusal(answer.status, answer.body)
+        raise self.endpoint.refused(202, f"the upload to size {end} did not finish")
 
     async def _body(self, origin: str, start: int, end: int, source: MirrorSource) -> bytes:
         parts = [format_add_entries_header(AddEntriesHeader(origin, start, end))]
@@ -197,24 +179,8 @@ class MirrorClient:
             headers["Content-Encoding"] = "gzip"
         return headers
 
-    async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> Answer:
-        try:
-            return await self.http.request("POST", self.url + path, data=body,
-                                           limit=_MAX_ANSWER, headers=headers)
-        except FetchError as e:
-            if e.status is not None:
-                raise MirrorRefused(e.status, "answer is too large") from None
-            raise MirrorUnavailable(f"{self.url}: {e}") from None
-
-    @staticmethod
-    def _info(status: int, body: bytes) -> MirrorInfo:
+    def _info(self, status: int, body: bytes) -> MirrorInfo:
         try:
             return parse_mirror_info(body)
         except MirrorProtocolError as e:
-            raise MirrorRefused(status, str(e)) from None
-
-    def _refusal(self, status: int, body: bytes) -> MirrorError:
-        message = body[:300].decode("utf-8", "replace").strip()
-        if status >= 500:
-            return MirrorUnavailable(f"{self.url}: {status} {message}")
-        return MirrorRefused(status, message)
+            raise self.endpoint.refused(status, str(e)) from None

@@ -12,42 +12,35 @@ What tlog-mirror asks a mirror to keep beside its copy of each log:
   (``GET /<origin hash>/checkpoint``): the checkpoint text, the log signatures it verified and
   the mirror's cosignatures.
 
-Every change is one ``BEGIN IMMEDIATE`` transaction in a WAL file with ``synchronous = FULL``,
-so the compare step and the write are atomic, and a commit is on disk before anything is
-answered. The mirror checkpoint only moves forward: :meth:`MirrorState.commit` compares and
-writes it atomically, and the cosignatures it returns are sent only once that is durable.
-The entries themselves live in the log copy (:mod:`ledger.mirror.copy`), which is committed
-before the mirror checkpoint that covers them is even computed.
+Every change is one durable transaction on the file's own thread
+(:mod:`ledger.cosigner.sqlite`), so the compare step and the write are atomic, and a commit is
+on disk before anything is answered. The mirror checkpoint only moves forward:
+:meth:`MirrorState.commit` compares and writes it atomically, and the cosignatures it returns
+are sent only once that is durable. The entries themselves live in the log copy
+(:mod:`ledger.mirror.copy`), which is committed before the mirror checkpoint that covers them
+is even computed.
 
 Sizes are stored as decimal text because tree sizes are uint64 and SQLite integers are signed.
-All work runs on one dedicated thread with one connection.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
-from ledger.core.checkpoint import Checkpoint
 from ledger.core.errors import LedgerError
 from ledger.core.note import Note, NoteSignature, format_note, parse_note
 from ledger.core.witness_protocol import Decision, StoredCheckpoint, decide
+from ledger.cosigner.cosigner import Cosign, Submitted
+from ledger.cosigner.sqlite import SqliteThread, another_cosigners_key, immediate
 
-__all__ = ["PENDING_KEPT", "Cosign", "MirrorState", "MirrorStateError", "Mirrored", "Pending"]
+__all__ = ["PENDING_KEPT", "MirrorState", "MirrorStateError", "Mirrored", "Pending"]
 
 #: Pending checkpoints kept per origin (the newest ones), each a valid ``upload_end``.
 PENDING_KEPT = 16
-
-_T = TypeVar("_T")
-
-#: The mirror's cosigning callback: the checkpoint text in, the mirror's signature lines out.
-Cosign = Callable[[str], list[NoteSignature]]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending (
@@ -96,73 +89,45 @@ class Mirrored:
 
 
 class MirrorState:
-    """Open with :meth:`open`; every method is a coroutine run on the state's own thread."""
+    """A :class:`~ledger.cosigner.cosigner.CosignerState` whose checkpoint is the pending one.
+    Open with :meth:`open`; every method is a coroutine run on the state's own thread."""
 
-    def __init__(self, path: Path, executor: ThreadPoolExecutor, conn: sqlite3.Connection
-                 ) -> None:
+    def __init__(self, path: Path, db: SqliteThread) -> None:
         self.path = path
-        self._executor = executor
-        self._conn = conn
+        self._db = db
 
     @classmethod
     async def open(cls, path: Path, mirror_vkeys: Sequence[str]) -> MirrorState:
-        """Open (or create) the state of the mirror whose verifier keys are ``mirror_vkeys``.
-
-        As a witness's store, the state records the mirror's keys and refuses to open with none
-        of them: what a data directory says was mirrored was cosigned by those keys.
-        """
+        """Open (or create) the state of the mirror whose verifier keys are ``mirror_vkeys``
+        (recorded, and checked afterwards: see :mod:`ledger.cosigner.sqlite`)."""
         if not mirror_vkeys:
             raise MirrorStateError("a mirror needs at least one key")
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mirror-state")
-        loop = asyncio.get_running_loop()
+        vkeys = sorted(mirror_vkeys)
         try:
-            conn = await loop.run_in_executor(executor, _connect, path, sorted(mirror_vkeys))
-        except BaseException:
-            executor.shutdown(wait=False)
-            raise
-        return cls(path, executor, conn)
+            db = await SqliteThread.open(path, lambda c: _setup(c, path, vkeys), "mirror-state")
+        except sqlite3.DatabaseError as e:
+            raise MirrorStateError(f"cannot open mirror database {path}: {e}") from e
+        return cls(path, db)
 
-    async def _run(self, fn: Callable[..., _T], *args: object) -> _T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-
-    async def add_checkpoint(self, origin: str, old: int, proof: Sequence[bytes],
-                             checkpoint: Checkpoint, text: str,
-                             log_signatures: Sequence[NoteSignature]) -> Decision:
+    async def add_checkpoint(self, submitted: Submitted, cosign: Cosign
+                             ) -> tuple[Decision, list[NoteSignature]]:
         """``add-checkpoint``: the witness's compare step against the pending checkpoint, and
-        the new pending checkpoint written in the same transaction when it is larger."""
-        note = format_note(Note(text, tuple(log_signatures)))
-        return await self._run(self._add, origin, old, tuple(proof), checkpoint, note)
+        the new pending checkpoint written in the same transaction when it is larger. Never
+        signs: the mirror key signs only what the copy holds (:meth:`commit`)."""
+        return await self._db.run(_add, submitted), []
 
-    def _add(self, origin: str, old: int, proof: tuple[bytes, ...], checkpoint: Checkpoint,
-             note: bytes) -> Decision:
-        c = self._conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            pending = _pending(c, origin)
-            stored = None if not pending else StoredCheckpoint(pending[0].size, pending[0].root)
-            decision = decide(stored, old, proof, checkpoint)
-            if decision.store:
-                c.execute("INSERT OR REPLACE INTO pending (origin, size, root, note, time) "
-                          "VALUES (?, ?, ?, ?, ?)",
-                          (origin, str(checkpoint.size), checkpoint.root_hash, note,
-                           time.time()))
-                for old_row in pending[PENDING_KEPT - 1:]:
-                    c.execute("DELETE FROM pending WHERE origin = ? AND size = ?",
-                              (origin, str(old_row.size)))
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            raise
-        return decision
+    async def served(self, origin: str) -> bytes | None:
+        """The mirror checkpoint of ``origin`` as served, or None before the first commit."""
+        mirrored = await self.mirrored(origin)
+        return None if mirrored is None else mirrored.note
 
     async def pending(self, origin: str) -> list[Pending]:
         """The kept pending checkpoints of ``origin``, largest (the current one) first."""
-        return await self._run(_pending, self._conn, origin)
+        return await self._db.run(_pending, origin)
 
     async def mirrored(self, origin: str) -> Mirrored | None:
         """The mirror checkpoint of ``origin``, or None before the first commit."""
-        return await self._run(_mirrored, self._conn, origin)
+        return await self._db.run(_mirrored, origin)
 
     async def commit(self, origin: str, pending: Pending, cosign: Cosign,
                      own: Iterable[tuple[str, int]]
@@ -175,36 +140,44 @@ class MirrorState:
         already was the mirror checkpoint); ``[]`` when the mirror checkpoint is larger (a
         409: it is never rewound).
         """
-        return await self._run(self._commit, origin, pending, cosign, frozenset(own))
-
-    def _commit(self, origin: str, pending: Pending, cosign: Cosign,
-                own: frozenset[tuple[str, int]]
-                ) -> tuple[Mirrored | None, list[NoteSignature]]:
-        c = self._conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            current = _mirrored(c, origin)
-            if current is not None and current.size >= pending.size:
-                c.execute("ROLLBACK")
-                if current.size == pending.size and current.root == pending.root:
-                    return current, current.cosignatures(own)
-                return current, []
-            opened = parse_note(pending.note)
-            sigs = cosign(opened.text)
-            served = format_note(Note(opened.text, (*opened.signatures, *sigs)))
-            c.execute("INSERT OR REPLACE INTO mirrored (origin, size, root, note, time) "
-                      "VALUES (?, ?, ?, ?, ?)",
-                      (origin, str(pending.size), pending.root, served, time.time()))
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            raise
-        return Mirrored(pending.size, pending.root, served), sigs
+        return await self._db.run(_commit, origin, pending, cosign, frozenset(own))
 
     async def close(self) -> None:
-        await self._run(self._conn.close)
-        self._executor.shutdown(wait=True)
+        await self._db.close()
+
+
+def _add(c: sqlite3.Connection, submitted: Submitted) -> Decision:
+    checkpoint, req, origin = submitted.checkpoint, submitted.request, submitted.checkpoint.origin
+    with immediate(c):
+        pending = _pending(c, origin)
+        stored = None if not pending else StoredCheckpoint(pending[0].size, pending[0].root)
+        decision = decide(stored, req.old, req.proof, checkpoint)
+        if decision.store:
+            c.execute("INSERT OR REPLACE INTO pending (origin, size, root, note, time) "
+                      "VALUES (?, ?, ?, ?, ?)",
+                      (origin, str(checkpoint.size), checkpoint.root_hash,
+                       format_note(submitted.verified), time.time()))
+            for old_row in pending[PENDING_KEPT - 1:]:
+                c.execute("DELETE FROM pending WHERE origin = ? AND size = ?",
+                          (origin, str(old_row.size)))
+    return decision
+
+
+def _commit(c: sqlite3.Connection, origin: str, pending: Pending, cosign: Cosign,
+            own: frozenset[tuple[str, int]]) -> tuple[Mirrored | None, list[NoteSignature]]:
+    with immediate(c):
+        current = _mirrored(c, origin)
+        if current is not None and current.size >= pending.size:
+            if current.size == pending.size and current.root == pending.root:
+                return current, current.cosignatures(own)
+            return current, []
+        opened = parse_note(pending.note)
+        sigs = cosign(opened.text)
+        served = format_note(Note(opened.text, (*opened.signatures, *sigs)))
+        c.execute("INSERT OR REPLACE INTO mirrored (origin, size, root, note, time) "
+                  "VALUES (?, ?, ?, ?, ?)",
+                  (origin, str(pending.size), pending.root, served, time.time()))
+    return Mirrored(pending.size, pending.root, served), sigs
 
 
 def _pending(c: sqlite3.Connection, origin: str) -> list[Pending]:
@@ -221,24 +194,11 @@ def _mirrored(c: sqlite3.Connection, origin: str) -> Mirrored | None:
     return None if row is None else Mirrored(int(row[0]), bytes(row[1]), bytes(row[2]))
 
 
-def _connect(path: Path, vkeys: list[str]) -> sqlite3.Connection:
-    try:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 10000")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.executescript(_SCHEMA)
-        conn.execute("BEGIN IMMEDIATE")
-        known = {r[0] for r in conn.execute("SELECT vkey FROM mirror_keys")}
-        if known and known.isdisjoint(vkeys):
-            conn.execute("ROLLBACK")
-            conn.close()
+def _setup(conn: sqlite3.Connection, path: Path, vkeys: list[str]) -> None:
+    conn.executescript(_SCHEMA)
+    with immediate(conn):
+        other = another_cosigners_key(conn, "mirror_keys", vkeys)
+        if other is not None:
             raise MirrorStateError(
-                f"{path} holds the state of mirror {sorted(known)[0]}, not of {vkeys[0]}; use "
-                "that mirror's key or another data directory")
-        conn.executemany("INSERT OR IGNORE INTO mirror_keys (vkey) VALUES (?)",
-                         [(k,) for k in vkeys])
-        conn.execute("COMMIT")
-    except sqlite3.DatabaseError as e:
-        raise MirrorStateError(f"cannot open mirror database {path}: {e}") from e
-    return conn
+                f"{path} holds the state of mirror {other}, not of {vkeys[0]}; use that "
+                "mirror's key or another data directory")

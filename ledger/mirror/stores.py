@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ledger.cosigner.cosigner import origin_hash
 from ledger.storage.base import LogStore, StoreError
 from ledger.storage.sqlite import SqliteStore
-from ledger.witness.server import origin_hash
 
 __all__ = ["COPIES_DIR", "copy_schema", "is_postgres_url", "open_copy_store"]
 

@@ -17,7 +17,7 @@ HEAVY = ("aiohttp", "ledger.cli.serve", "ledger.cli.witness", "ledger.cli.monito
 NOT_FOR_HELP = ("aiohttp", "asyncpg", "aiosqlite", "sqlite3", "asyncio", "structlog", "rich",
                 "tqdm", "prometheus_client", "cryptography", "nacl", "ledger.log",
                 "ledger.storage.sqlite", "ledger.jobs", "ledger.http", "ledger.client",
-                "ledger.witness", "ledger.mirror", "ledger.monitor")
+                "ledger.cosigner", "ledger.witness", "ledger.mirror", "ledger.monitor")
 """Modules a command's ``--help`` must not import: they are for running it."""
 
 

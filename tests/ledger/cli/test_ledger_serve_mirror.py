@@ -15,7 +15,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Verifier, open_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
-from ledger.witness.server import origin_hash
+from ledger.cosigner.cosigner import origin_hash
 from tests.ledger.cli.command import ORIGIN, fails, ledger, lines, ok
 from tests.witness_servers import MirrorProc
 

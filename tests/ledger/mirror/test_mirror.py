@@ -46,6 +46,7 @@ from ledger.core.note import (
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, subtree_message
 from ledger.core.tiles import tiles_for_size
 from ledger.core.witness_protocol import format_add_checkpoint, format_sign_subtree
+from ledger.cosigner.cosigner import origin_hash
 from ledger.log.facade import Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.mirror.copy import LogCopy
@@ -54,7 +55,6 @@ from ledger.mirror.state import MirrorState
 from ledger.process.exitcodes import ExitCode
 from ledger.storage.memory import MemoryStore
 from ledger.storage.sqlite import SqliteStore
-from ledger.witness.server import origin_hash
 from tests.servers import serving
 
 ORIGIN = "example.test/mirrored-log"

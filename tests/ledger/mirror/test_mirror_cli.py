@@ -29,9 +29,9 @@ from ledger.core.note import (
 )
 from ledger.core.subtree_cosignature import SubtreeCosignatureVerifier
 from ledger.core.tiles import tiles_for_size
+from ledger.cosigner.cosigner import origin_hash
 from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
-from ledger.witness.server import origin_hash
 
 ORIGIN = "example.test/crash-log"
 REPO = Path(__file__).resolve().parents[3]

@@ -18,13 +18,13 @@ from ledger.core.checkpoint import Checkpoint
 from ledger.core.note import Ed25519Signer, NoteSignature, open_note, parse_note, sign_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
+from ledger.cosigner.cosigner import WitnessSigner, origin_hash
 from ledger.log.facade import Log
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.server import create_mirror_app
 from ledger.mirror.state import MirrorState, Pending
 from ledger.mirror.stores import copy_schema
 from ledger.storage.memory import MemoryStore
-from ledger.witness.server import WitnessSigner, origin_hash
 from tests.servers import serving
 from tests.stores import StoreFactory
 

@@ -30,10 +30,10 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, open_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+from ledger.cosigner.cosigner import origin_hash
 from ledger.log.facade import Log
 from ledger.process.event_loop import ASYNCIO, ENV_VAR, UVLOOP
 from ledger.storage.memory import MemoryStore
-from ledger.witness.server import origin_hash
 from notary.core.meta import TOOL_CALL_META_KEY
 from notary.core.records import CallRecord, new_salt
 from tests.notary_server import NotaryProcess, app_notary, free_port

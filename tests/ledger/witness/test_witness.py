@@ -17,8 +17,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from ledger.cli.cosigner_args import parse_log_spec
 from ledger.cli.main import main as ledger_main
-from ledger.cli.witness import parse_log_spec
 from ledger.client.http import HttpClient
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessRefused
 from ledger.core.checkpoint import Checkpoint, sign_checkpoint

@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 from dilithium_py.ml_dsa import ML_DSA_44
 
+from ledger.cli.cosigner_args import parse_log_spec
 from ledger.cli.main import main as ledger_main
-from ledger.cli.witness import parse_log_spec
 from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.hashing import leaf_hash, merkle_root
@@ -44,7 +44,8 @@ from ledger.core.witness_protocol import (
     parse_sign_subtree,
     verify_cosignatures,
 )
-from ledger.witness.server import Witness, create_witness_app, origin_hash
+from ledger.cosigner.cosigner import origin_hash
+from ledger.witness.server import Witness, create_witness_app
 from ledger.witness.store import WitnessStore, WitnessStoreError
 from tests.servers import serving
 

@@ -20,8 +20,8 @@ from ledger.core.compact import decode_bundle
 from ledger.core.note import Ed25519Verifier, open_note, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCosignatureVerifier
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tiles_for_size
+from ledger.cosigner.cosigner import origin_hash
 from ledger.process.keyfile import write_secret
-from ledger.witness.server import origin_hash
 from notary.core.receipts import Receipt
 from notary.serving.config import Settings
 from notary.serving.keys import Paths, load_log_key

@@ -21,9 +21,9 @@ from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Verifier, open_note, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
+from ledger.cosigner.cosigner import WitnessSigner, origin_hash
 from ledger.http.routes import LOG
 from ledger.jobs.witnessing import WitnessConfigError, parse_mirror_spec
-from ledger.witness.server import WitnessSigner, origin_hash
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app

@@ -24,11 +24,11 @@ from ledger.core.note import Ed25519Signer, Ed25519Verifier, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner, SubtreeCosignatureVerifier
 from ledger.core.tlog_policy import parse_tlog_policy
 from ledger.core.tlog_proof import decode_proof_bundle
+from ledger.cosigner.cosigner import WitnessSigner
 from ledger.http.routes import LOG
 from ledger.jobs.witnessing import STATE_FILE, WitnessConfigError, Witnessing, parse_witness_spec
 from ledger.log.facade import Log
 from ledger.storage.memory import MemoryStore
-from ledger.witness.server import WitnessSigner
 from notary.core.jwks import Jwks
 from notary.core.verification import verify_receipt
 from notary.http.app import create_app
