@@ -1,0 +1,128 @@
+"""End to end on loopback: a frozen log's final checkpoint gets cosigned by a witness that was
+down at the roll, once it is up, across a restart of the notary; ``/logs/<n>/checkpoint`` and
+the frozen log's receipts then carry the cosignatures, over the same signed text
+(docs/lifecycle.md, "Witnesses and mirrors")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import aiohttp
+
+from ledger.core.checkpoint import open_checkpoint
+from ledger.core.cosignature import CosignatureSigner
+from ledger.core.note import Ed25519Verifier, parse_note
+from ledger.core.tlog_proof import decode_proof_bundle
+from ledger.http.routes import LOG
+from notary.serving.config import Settings
+from notary.serving.startup import init_data_dir
+from tests.notary_server import (
+    ServedNotary,
+    capture_cli,
+    checkpoint_size,
+    create_api_key,
+    start_notary,
+)
+from tests.servers import bound_socket
+from tests.waiting import eventually
+from tests.witness_servers import WitnessProc
+
+FINAL = 4
+
+
+async def _final_at(http: aiohttp.ClientSession, witness: WitnessProc, origin: str,
+                    size: int) -> bytes | None:
+    """The checkpoint ``witness`` holds for ``origin``, once it is at ``size``."""
+    digest = hashlib.sha256(origin.encode()).hexdigest()
+    try:
+        async with http.get(f"{witness.url}/{digest}/checkpoint") as r:
+            note = await r.read()
+    except aiohttp.ClientError:
+        return None
+    return note if r.status == 200 and checkpoint_size(note) == size else None
+
+
+async def _served_final(notary: ServedNotary, log0: Ed25519Verifier,
+                        *witnesses: CosignatureSigner) -> tuple[bytes, dict[str, str]] | None:
+    """``/logs/0/checkpoint`` once it is the final one (size 4: 3 receipts and the successor
+    record) and carries a cosignature of each of ``witnesses``."""
+    status, body, headers = await notary.get("/logs/0/checkpoint")
+    assert status == 200
+    if checkpoint_size(bytes(body)) != FINAL:
+        return None
+    try:
+        open_checkpoint(bytes(body), log0, [w.verifier() for w in witnesses], len(witnesses))
+    except ValueError:
+        return None
+    return bytes(body), dict(headers)
+
+
+async def test_a_witness_down_at_the_roll_cosigns_the_final_checkpoint_later(
+        tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    sock = bound_socket()
+    base = Settings(data=tmp_path / "notary", listen=f"127.0.0.1:{sock.getsockname()[1]}")
+    first = init_data_dir(base)
+    assert first is not None
+    signers = [CosignatureSigner.generate(f"witness.test/f{i}") for i in range(3)]
+    up = WitnessProc(signers[0], tmp_path / "up.db", first.vkey)
+    late = WitnessProc(signers[1], tmp_path / "late.db", first.vkey)  # down at the roll
+    later = WitnessProc(signers[2], tmp_path / "later.db", first.vkey)  # up after a restart
+    await up.start()
+    settings = Settings(data=base.data, listen=base.listen,
+                        witnesses=(up.spec, late.spec, later.spec), witness_quorum=1,
+                        witness_interval=0.1, witness_timeout=1.0)
+    log0 = Ed25519Verifier.from_vkey(first.vkey)
+    origin0 = log0.name
+    notary = await start_notary(settings, http, first.vkey, sock)
+    try:
+        key = create_api_key(settings.data, "a")
+        receipt = await notary.issue(key, 0)
+        for n in range(1, 3):
+            await notary.issue(key, n)
+        code, _, err = await capture_cli("log", "roll", "--data", str(settings.data))
+        assert code == 0, err
+        final = FINAL
+        signed = await eventually(lambda: _served_final(notary, log0, signers[0]),
+                                  "the final checkpoint cosigned by the witness that is up")
+        await notary.issue(key, 3)  # the notary moves to log 1
+        # The witness that was down comes up, knowing log 0 only: it is brought the final
+        # checkpoint by the retries and cosigns it.
+        await late.start()
+        held = await eventually(lambda: _final_at(http, late, origin0, final),
+                                "the late witness to cosign the final checkpoint", 30)
+        open_checkpoint(held, log0, [signers[1].verifier()], 1)
+        note, headers = await eventually(
+            lambda: _served_final(notary, log0, signers[0], signers[1]),
+            "/logs/0/checkpoint to carry both cosignatures")
+        assert parse_note(note).text == parse_note(signed[0]).text
+        assert checkpoint_size(note) == final
+        assert headers["Notary-Witnessed"] == "true"
+        assert headers["Notary-Witness-Cosignatures"] == "2"
+        # A receipt of the frozen log comes with its proof to the cosigned final checkpoint.
+        _, body, _ = await notary.get(f"/v1/tool-calls/{receipt['id']}")
+        bundle = decode_proof_bundle(json.loads(body)["proof"].encode())
+        open_checkpoint(bundle.checkpoint, log0, [s.verifier() for s in signers[:2]], 2)
+        stored = await notary.runner.app[LOG].store.witnessed_finals()
+        assert stored[origin0] == note
+    finally:
+        await notary.runner.cleanup()
+
+    # Restarted, the notary still serves it, and goes on with the witness still missing.
+    await later.start()
+    notary = await start_notary(settings, http, first.vkey)
+    try:
+        status, body, _ = await notary.get("/logs/0/checkpoint")
+        assert status == 200
+        open_checkpoint(bytes(body), log0, [s.verifier() for s in signers[:2]], 2)
+        await eventually(lambda: _final_at(http, later, origin0, final),
+                         "the third witness to cosign it after the restart", 30)
+        note, headers = await eventually(
+            lambda: _served_final(notary, log0, *signers), "all three cosignatures served")
+        assert parse_note(note).text == parse_note(signed[0]).text
+        assert headers["Notary-Witness-Cosignatures"] == "3"
+    finally:
+        await notary.runner.cleanup()
+        for w in (up, late, later):
+            await w.stop()
