@@ -12,8 +12,9 @@ backoff (``interval`` doubling up to :data:`MAX_BACKOFF`), until:
   and in receipts of that log, and a restart knows who still has to cosign (whoever has no
   valid cosignature on the saved note: nothing else is persisted);
 - it refuses for good: it holds another tree for that origin (a 409 with another root at some
-  size, or a size beyond the final one: a split view that no retry can mend) or calls the
-  request malformed (400). Logged as an error once, not tried again by this process;
+  size or a size beyond the final one, or a 422: the checkpoint is not consistent with what it
+  holds, a split view that no retry can mend) or calls the request malformed (400). Logged as
+  an error once, and not tried again until the notary restarts;
 - or :data:`RETRY_WINDOW` has passed since the log was frozen: logged once, given up.
 
 Everything else is transient and retried: no answer, a timeout, 5xx, 429, and 403 and 404:
@@ -60,7 +61,7 @@ MAX_BACKOFF = 900.0
 15 minutes)."""
 RETRY_WINDOW = 30 * 86400.0
 """Seconds after a log was frozen during which its final checkpoint is still submitted."""
-PERMANENT_STATUSES = (400,)
+PERMANENT_STATUSES = (400, 422)
 
 
 @dataclass(frozen=True)
