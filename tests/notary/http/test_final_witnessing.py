@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 
 import aiohttp
@@ -109,20 +110,37 @@ async def test_a_witness_down_at_the_roll_cosigns_the_final_checkpoint_later(
     finally:
         await notary.runner.cleanup()
 
-    # Restarted, the notary still serves it, and goes on with the witness still missing.
+    # Restarted as two processes of one data directory (``--workers``): both serve it at
+    # once; the third witness, up now, is brought it by the one holding the witnessing lease.
     await later.start()
-    notary = await start_notary(settings, http, first.vkey)
+    notaries = [await start_notary(settings, http, first.vkey)]
+    sock = bound_socket()
+    notaries.append(await start_notary(
+        Settings(data=base.data, listen=f"127.0.0.1:{sock.getsockname()[1]}",
+                 witnesses=settings.witnesses, witness_quorum=1, witness_interval=0.1,
+                 witness_timeout=1.0), http, first.vkey, sock))
     try:
-        status, body, _ = await notary.get("/logs/0/checkpoint")
-        assert status == 200
-        open_checkpoint(bytes(body), log0, [s.verifier() for s in signers[:2]], 2)
+        for notary in notaries:
+            status, body, _ = await notary.get("/logs/0/checkpoint")
+            assert status == 200
+            open_checkpoint(bytes(body), log0, [s.verifier() for s in signers[:2]], 2)
         await eventually(lambda: _final_at(http, later, origin0, final),
                          "the third witness to cosign it after the restart", 30)
-        note, headers = await eventually(
-            lambda: _served_final(notary, log0, *signers), "all three cosignatures served")
-        assert parse_note(note).text == parse_note(signed[0]).text
-        assert headers["Notary-Witness-Cosignatures"] == "3"
+        for notary in notaries:
+            note, headers = await eventually(partial(_served_final, notary, log0, *signers),
+                                             "all three cosignatures served by both")
+            assert parse_note(note).text == parse_note(signed[0]).text
+            assert headers["Notary-Witness-Cosignatures"] == "3"
+        counts = [await _submitted(notary) for notary in notaries]
+        assert sorted(c > 0 for c in counts) == [False, True], counts  # exactly one submits
     finally:
-        await notary.runner.cleanup()
+        for notary in notaries:
+            await notary.runner.cleanup()
         for w in (up, late, later):
             await w.stop()
+
+
+async def _submitted(notary: ServedNotary) -> float:
+    _, body, _ = await notary.get("/metrics")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+               if line.startswith("notary_witness_requests_total{"))
