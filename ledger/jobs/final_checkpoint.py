@@ -106,6 +106,7 @@ class _Final:
     cosigned: set[str] = field(default_factory=set)  # cosigner vkeys with a valid line
     tries: dict[str, _Try] = field(default_factory=dict)
     gave_up: bool = False
+    ignored: bytes | None = None  # a stored note not taken (said once, not every round)
 
 
 class FinalCheckpoints:
@@ -127,7 +128,6 @@ class FinalCheckpoints:
         self.timeout = timeout
         self.m_requests = requests
         self.on_failure = on_failure
-        self.clock: Callable[[], float] = time.time
         self._finals: dict[str, _Final] = {}
         self._hints: dict[str, dict[str, int]] = {}
         self._saving = asyncio.Lock()
@@ -169,26 +169,21 @@ class FinalCheckpoints:
                 final = _Final(frozen, note, head.size, parse_note(note).text)
                 self._finals[origin] = final
             saved = stored.get(origin)
-            if saved is not None and saved != final.note:
+            if saved is not None and saved not in (final.note, final.ignored):
                 self._adopt(final, saved)
 
     def _adopt(self, final: _Final, note: bytes) -> None:
         """Take ``note`` (a stored or merged final checkpoint) if it is of the same text,
         signed by the log, and carries no fewer valid cosignatures than the one held."""
         try:
-            parsed = parse_note(note)
             open_note(note, [final.frozen.log.verifier])
-        except NoteError as e:
-            _log.warning("final_checkpoint_ignored", origin=final.frozen.log.origin,
-                         error=str(e))
-            return
-        if parsed.text != final.text:
-            _log.warning("final_checkpoint_ignored", origin=final.frozen.log.origin,
-                         error="its text is not the frozen log's final checkpoint")
-            return
-        try:
+            if parse_note(note).text != final.text:
+                raise NoteError("its text is not the frozen log's final checkpoint")
+            # A line by a cosigner's key that does not verify would make clients refuse the
+            # whole note: such a note is not served.
             cosigned = {e.vkey for e in self.endpoints if _cosigned(note, e)}
-        except NoteError as e:  # served, it would make clients refuse the whole note
+        except NoteError as e:
+            final.ignored = note
             _log.warning("final_checkpoint_ignored", origin=final.frozen.log.origin,
                          error=str(e))
             return
@@ -224,7 +219,7 @@ class FinalCheckpoints:
                     t.task = None
 
     def _tick(self) -> None:
-        now, wall = time.monotonic(), self.clock()
+        now, wall = time.monotonic(), time.time()
         for origin, final in self._finals.items():
             if final.gave_up:
                 continue

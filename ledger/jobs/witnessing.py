@@ -318,7 +318,7 @@ class Witnessing:
         if self.finals is not None:
             try:
                 await self.finals.load()
-            except (RuntimeError, ValueError, OSError):  # served without; read next round
+            except Exception:  # served without cosignatures until a later round reads them
                 _log.exception("final_checkpoints_load_failed")
 
     def final_for(self, origin: str, note: bytes) -> tuple[bytes, Mapping[str, str]]:
