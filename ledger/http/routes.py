@@ -31,8 +31,7 @@ from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.storage.base import CheckpointRecord
 
 __all__ = ["LOG", "LOGS", "LOG_LIST", "PQ_CHECKPOINTS", "PUBLISHED_CHECKPOINT", "PUBLISHED_FINAL",
-           "ServedLog",
-           "add_ledger_routes", "create_ledger_app", "published_note"]
+           "ServedLog", "add_ledger_routes", "create_ledger_app", "published_note"]
 
 LOG = web.AppKey("ledger.log.facade", Log)
 #: Optional: the log's ML-DSA-44 line; set, every checkpoint served is dual-signed.

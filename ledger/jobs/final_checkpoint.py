@@ -227,8 +227,8 @@ class FinalCheckpoints:
             if waiting and wall - final.frozen.frozen_at > RETRY_WINDOW:
                 final.gave_up = True
                 _log.warning("final_checkpoint_given_up", origin=origin, size=final.size,
-                           witnesses=[e.url for e in waiting],
-                           days=round(RETRY_WINDOW / 86400))
+                             witnesses=[e.url for e in waiting],
+                             days=round(RETRY_WINDOW / 86400))
                 continue
             hints = self._hints.pop(origin, {})
             for e in waiting:
