@@ -90,9 +90,9 @@ async def test_a_witness_down_at_the_roll_cosigns_the_final_checkpoint_later(
         code, _, err = await capture_cli("log", "roll", "--data", str(settings.data))
         assert code == 0, err
         final = FINAL
+        await notary.issue(key, 3)  # the notary has moved to log 1: log 0 is served frozen
         signed = await eventually(lambda: _served_final(notary, log0, signers[0]),
                                   "the final checkpoint cosigned by the witness that is up")
-        await notary.issue(key, 3)  # the notary moves to log 1
         # The witness and the mirror that were down come up, knowing log 0 only: the retries
         # bring them the final checkpoint (the mirror, the entries too) and they cosign it.
         await late.start()
