@@ -30,8 +30,8 @@ from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.storage.base import CheckpointRecord
 
-__all__ = ["LOG", "LOGS", "LOG_LIST", "PQ_CHECKPOINTS", "PUBLISHED_CHECKPOINT", "ServedLog",
-           "add_ledger_routes", "create_ledger_app", "published_note"]
+__all__ = ["LOG", "LOGS", "LOG_LIST", "PQ_CHECKPOINTS", "PUBLISHED_CHECKPOINT", "PUBLISHED_FINAL",
+           "ServedLog", "add_ledger_routes", "create_ledger_app", "published_note"]
 
 LOG = web.AppKey("ledger.log.facade", Log)
 #: Optional: the log's ML-DSA-44 line; set, every checkpoint served is dual-signed.
@@ -41,6 +41,10 @@ CheckpointProvider = Callable[[Head], tuple[bytes, Mapping[str, str]]]
 #: Optional: chooses what /checkpoint serves given the log's head, as (note, extra headers), so
 #: an application can publish e.g. the newest witness-cosigned checkpoint instead of the head.
 PUBLISHED_CHECKPOINT: web.AppKey[CheckpointProvider] = web.AppKey("ledger.published_checkpoint")
+#: Optional: what ``/logs/<n>/checkpoint`` serves of a frozen log, given its origin and its
+#: final checkpoint as signed: e.g. the same checkpoint with the cosignatures collected for it.
+PUBLISHED_FINAL: web.AppKey[Callable[[str, bytes], tuple[bytes, Mapping[str, str]]]] = (
+    web.AppKey("ledger.published_final"))
 
 
 
@@ -165,8 +169,11 @@ async def get_checkpoint(request: web.Request) -> web.Response:
     _, head = await _head(request)
     if served.active:
         note, extra = published_note(request.app, head)
-    else:  # a frozen log: its final checkpoint, dual-signed when checkpoints are
+    else:  # a frozen log: its final checkpoint, dual-signed when checkpoints are, cosigned
         note, extra = (served.pq.latest(head)[1] if served.pq else head.note), {}
+        final = request.config_dict.get(PUBLISHED_FINAL)
+        if final is not None:
+            note, extra = final(served.log.origin, note)
     resp = web.Response(body=note, content_type="text/plain", charset="utf-8")
     resp.headers["Cache-Control"] = _SHORT
     resp.headers.update(extra)

@@ -58,11 +58,12 @@ without a 409 round trip and serves the witnessed checkpoint at once. Releases b
 them in ``<data>/witnessing.json``: given as ``state_path``, that file is read once when the
 store holds no state yet, and the state moves into the store.
 
-A notary that rolls to its next log calls :meth:`Witnessing.switch_log`: the frozen log's final
-checkpoint goes once to every witness and mirror (:mod:`ledger.jobs.final_checkpoint`), then
-the state starts over for the new origin. The store holds the state of one origin, the active
-log's: a saved checkpoint of another origin means the state is from before a roll, and is
-dropped with its sizes.
+A notary that rolls to its next log calls :meth:`Witnessing.switch_log`: the state starts over
+for the new origin. Given its frozen logs (``frozen_logs``), the leader also gets each frozen
+log's final checkpoint cosigned by every witness and mirror, retried until they do
+(:mod:`ledger.jobs.final_checkpoint`), and :meth:`Witnessing.final_for` serves it. The store
+holds the state of one origin, the active log's: a saved checkpoint of another origin means
+the state is from before a roll, and is dropped with its sizes.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ from ledger.core.checkpoint import open_checkpoint
 from ledger.core.hashing import EMPTY_ROOT, fold_right
 from ledger.core.note import NoteError, NoteSignature, merge_signatures
 from ledger.core.tlog_policy import TlogPolicy
-from ledger.jobs.final_checkpoint import submit_final
+from ledger.jobs.final_checkpoint import FinalCheckpoints, FrozenLogs
 from ledger.jobs.witness_config import (
     WitnessConfigError,
     WitnessEndpoint,
@@ -160,7 +161,8 @@ class Witnessing:
                  interval: float = 2.0, timeout: float = 5.0, refresh: float = REFRESH,
                  state_path: Path | None = None,
                  registry: CollectorRegistry | None = None,
-                 pq: PostQuantumCheckpoints | None = None) -> None:
+                 pq: PostQuantumCheckpoints | None = None,
+                 frozen_logs: FrozenLogs | None = None) -> None:
         if not endpoints:
             raise WitnessConfigError("witnessing needs at least one witness or mirror")
         keys = [e.verifier.public_key for e in endpoints]
@@ -203,6 +205,10 @@ class Witnessing:
         self._current: _Target | None = None
         self._published: Published | None = None
         self._task: asyncio.Task[None] | None = None
+        self.frozen_logs = frozen_logs
+        #: The frozen logs' final checkpoints (with ``frozen_logs``, once started).
+        self.finals: FinalCheckpoints | None = None
+        self._finals_task: asyncio.Task[None] | None = None
         self._dirty = False
         #: The origin the state is about (the log facade's may have moved on at a roll).
         self.origin = log.origin
@@ -236,6 +242,12 @@ class Witnessing:
                 MirrorClient(e.url, [e.verifier], self._http) if e.mirror
                 else WitnessClient(e.url, e.verifier, self._http))
             self._witnesses[e.vkey] = _Witness(e, client)
+        if self.frozen_logs is not None:
+            self.finals = FinalCheckpoints(
+                self.log.store, self.endpoints, self.frozen_logs, self.policy, self._names,
+                http=self._http, interval=self.interval, timeout=self.timeout,
+                requests=self.m_requests, on_failure=self._unknown_origin)
+            await self._load_finals()
         await self._load()
         head = await self.log.head(0)
         if head is not None:
@@ -253,6 +265,7 @@ class Witnessing:
             await self._load()
             self.leading = True
             self._task = asyncio.create_task(self._run(), name="witnessing")
+            self._run_finals()
 
     async def follow(self) -> None:
         """Stop submitting (the lease was lost) and follow the leader's stored state."""
@@ -261,22 +274,19 @@ class Witnessing:
             self.leading = False
             self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
 
-    async def switch_log(self, frozen: Log | None,
-                         frozen_pq: PostQuantumCheckpoints | None = None) -> None:
+    async def switch_log(self, frozen: str | None = None) -> None:
         """The notary rolled to its next log (docs/lifecycle.md): :attr:`log` already reads
-        the new one (and :attr:`pq`, if any, signs for it).
-
-        The leader first submits the frozen log's final checkpoint (``frozen``'s head, with
-        ``frozen_pq``'s line) once to every witness and mirror, from the sizes it knows for
-        that log; then the state starts over for the new origin (no size known, nothing
-        published) and is saved, so that a restart resumes the new log's state. A follower
-        only starts over: the leader does the submitting.
+        the new one. The state starts over for the new origin (no size known, nothing
+        published) and is saved, so that a restart resumes the new log's state. The frozen
+        log (origin ``frozen``) is the final-checkpoint job's from now on, told the sizes this
+        job knew for it. A follower only starts over: the leader does the submitting.
         """
         async with self._switching:
             leading = self.leading
             await self._stop_task()
-            if leading and frozen is not None:
-                await self._witness_final(frozen, frozen_pq)
+            if leading and frozen is not None and self.finals is not None:
+                self.finals.hint(frozen, {vkey: w.known for vkey, w in self._witnesses.items()
+                                          if w.known is not None})
             self.origin = self.log.origin
             self._targets.clear()
             self._current = self._published = None
@@ -294,53 +304,48 @@ class Witnessing:
                 await self._save()
                 self._dirty = False
                 self._task = asyncio.create_task(self._run(), name="witnessing")
+                self._run_finals()
             else:
                 self._task = asyncio.create_task(self._follow(), name="witnessing (following)")
             _log.info("witnessing_switched_log", origin=self.origin, leading=leading)
 
-    async def _witness_final(self, frozen: Log, pq: PostQuantumCheckpoints | None) -> None:
-        """Submit a frozen log's final checkpoint once to every witness and mirror (each
-        within a few timeouts); a failure is logged, never raised: the new log goes on."""
-        head = await frozen.head(0)
-        if head is None:
-            return
-        note = pq.sign(head) if pq is not None else head.note
+    def _run_finals(self) -> None:
+        if self.finals is not None:
+            self._finals_task = asyncio.create_task(self.finals.run(),
+                                                    name="witnessing: final checkpoints")
 
-        async def one(w: _Witness) -> None:
-            name = w.endpoint.verifier.name
+    async def _load_finals(self) -> None:
+        if self.finals is not None:
             try:
-                async with asyncio.timeout(self.timeout * 4):
-                    await submit_final(w.client, w.known or 0, frozen.reader, note, head.size)
-                self.m_requests.labels(name, "cosigned").inc()
-                _log.info("final_checkpoint_cosigned", witness=name, origin=frozen.origin,
-                          size=head.size)
-            except (WitnessError, MirrorError, ValueError, RuntimeError, TimeoutError) as e:
-                self.m_requests.labels(name, "failed").inc()
-                self._unknown_origin(w, frozen.origin, e)
-                _log.warning("final_checkpoint_not_cosigned", witness=name, url=w.endpoint.url,
-                             origin=frozen.origin, size=head.size, error=str(e) or repr(e))
+                await self.finals.load()
+            except Exception:  # served without cosignatures until a later round reads them
+                _log.exception("final_checkpoints_load_failed")
 
-        await asyncio.gather(*(one(w) for w in self._witnesses.values()))
+    def final_for(self, origin: str, note: bytes) -> tuple[bytes, Mapping[str, str]]:
+        """What ``/logs/<n>/checkpoint`` serves of the frozen log ``origin``, given its final
+        checkpoint ``note`` as signed (ledger.http.routes's PUBLISHED_FINAL provider)."""
+        return (note, {}) if self.finals is None else self.finals.served(origin, note)
 
-    def _unknown_origin(self, w: _Witness, origin: str, error: Exception) -> None:
+    def _unknown_origin(self, e: WitnessEndpoint, origin: str, error: Exception) -> None:
         """A 404 means the witness does not know ``origin`` (C2SP tlog-witness): its
         operator must add the log's key. Said once per witness and origin."""
-        if getattr(error, "status", None) != 404 or (w.endpoint.vkey, origin) in self._unknown:
+        if getattr(error, "status", None) != 404 or (e.vkey, origin) in self._unknown:
             return
-        self._unknown.add((w.endpoint.vkey, origin))
-        _log.warning("witness_does_not_know_log", witness=w.endpoint.verifier.name,
-                     url=w.endpoint.url, origin=origin,
+        self._unknown.add((e.vkey, origin))
+        _log.warning("witness_does_not_know_log", witness=e.verifier.name,
+                     url=e.url, origin=origin,
                      hint="the witness needs this log's verifier key (notary log list)")
 
     async def _stop_task(self) -> None:
-        tasks = [t for t in (self._task, *(w.task for w in self._witnesses.values())) if t]
+        tasks = [t for t in (self._task, self._finals_task,
+                             *(w.task for w in self._witnesses.values())) if t]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for w in self._witnesses.values():
             w.task = None
             w.busy_with = None
-        self._task = None
+        self._task = self._finals_task = None
 
     async def close(self) -> None:
         await self._stop_task()
@@ -354,6 +359,7 @@ class Witnessing:
             await asyncio.sleep(self.interval)
             try:
                 await self._load()
+                await self._load_finals()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -503,7 +509,7 @@ class Witnessing:
             # ValueError covers a proof the reader cannot make; RuntimeError a damaged store.
             if not isinstance(e, WitnessConflict):
                 self.m_requests.labels(name, "failed").inc()
-            self._unknown_origin(w, self.origin, e)
+            self._unknown_origin(w.endpoint, self.origin, e)
             w.failures += 1
             w.retry_at = time.monotonic() + min(MAX_BACKOFF, self.interval * 2 ** w.failures)
             if str(e) != w.last_error:

@@ -26,7 +26,7 @@ Full tiles never change once written; partial tiles and bundles grow (a backend 
 them whole each time, or append what each commit adds, as SQLite does).
 The checkpoint history (one checkpoint a minute at least) is written by the batch that signs it;
 the witnessing job keeps its :class:`WitnessState` in the store too, so that every process of
-one log resumes from the same state.
+one log resumes from the same state, and so are the frozen logs' cosigned final checkpoints.
 """
 
 from __future__ import annotations
@@ -200,6 +200,15 @@ class LogStore(Protocol):
         """Replace the witnessing job's state (durably, outside the log's batches)."""
         ...
 
+    async def witnessed_finals(self) -> dict[str, bytes]:
+        """Each frozen log's final checkpoint with the cosignatures collected for it so far,
+        by origin (:mod:`ledger.jobs.final_checkpoint`)."""
+        ...
+
+    async def save_witnessed_final(self, origin: str, note: bytes) -> None:
+        """Replace the cosigned final checkpoint of the frozen log ``origin`` (durably)."""
+        ...
+
     async def probe_space(self, nbytes: int) -> None:
         """Write ``nbytes`` outside the log's tables and remove them again; raises
         :class:`StorageFullError` while the store cannot take a write that large (how the
@@ -220,6 +229,12 @@ class ReadOnlyLogView:
         return None
 
     async def save_witness_state(self, state: WitnessState) -> None:
+        raise StoreError("a log view is read-only")
+
+    async def witnessed_finals(self) -> dict[str, bytes]:
+        return {}
+
+    async def save_witnessed_final(self, origin: str, note: bytes) -> None:
         raise StoreError("a log view is read-only")
 
     def transaction(self) -> NoReturn:

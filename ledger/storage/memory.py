@@ -120,6 +120,7 @@ class MemoryStore:
         self._registry: dict[int, LogRecord] = {}
         self.log_number = 0
         self._witness_state: WitnessState | None = None
+        self._finals: dict[str, bytes] = {}
         self._lock = asyncio.Lock()
 
     @property
@@ -164,6 +165,12 @@ class MemoryStore:
 
     async def save_witness_state(self, state: WitnessState) -> None:
         self._witness_state = WitnessState(dict(state.sizes), state.published)
+
+    async def witnessed_finals(self) -> dict[str, bytes]:
+        return dict(self._finals)
+
+    async def save_witnessed_final(self, origin: str, note: bytes) -> None:
+        self._finals[origin] = note
 
     async def probe_space(self, nbytes: int) -> None:
         return None  # memory is never full in the sense of a disk

@@ -127,6 +127,11 @@ LEDGER_MIGRATIONS: tuple[str, ...] = (
         min_index bigint NOT NULL DEFAULT 0, vkeys text NOT NULL, reason text);
     ALTER TABLE ledger_state ADD COLUMN active_log integer NOT NULL DEFAULT 0;
     """,
+    # Version 4: each frozen log's final checkpoint with the cosignatures collected for it
+    # (ledger.jobs.final_checkpoint), kept until every witness and mirror has cosigned it.
+    """
+    CREATE TABLE ledger_witness_finals (origin text PRIMARY KEY, note bytea NOT NULL);
+    """,
 )
 
 @dataclass(frozen=True)
@@ -554,6 +559,16 @@ class PostgresStore:
                     "ON CONFLICT (one) DO UPDATE SET note = excluded.note", state.published)
 
         await self._retrying(write)  # one transaction: a retry repeats all of it or none
+
+    async def witnessed_finals(self) -> dict[str, bytes]:
+        rows = await self._retrying(
+            lambda conn: conn.fetch("SELECT origin, note FROM ledger_witness_finals"))
+        return {r[0]: bytes(r[1]) for r in rows}
+
+    async def save_witnessed_final(self, origin: str, note: bytes) -> None:
+        await self._retrying(lambda conn: conn.execute(
+            "INSERT INTO ledger_witness_finals (origin, note) VALUES ($1, $2) "
+            "ON CONFLICT (origin) DO UPDATE SET note = excluded.note", origin, note))
 
     async def probe_space(self, nbytes: int) -> None:
         async def probe(conn: PgConnection) -> None:

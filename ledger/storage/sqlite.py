@@ -103,6 +103,7 @@ CREATE TABLE IF NOT EXISTS write_probe (one INTEGER PRIMARY KEY CHECK (one = 1),
 CREATE TABLE IF NOT EXISTS witness_sizes (vkey TEXT PRIMARY KEY, size INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS witness_published (
     one INTEGER PRIMARY KEY CHECK (one = 1), note BLOB);
+CREATE TABLE IF NOT EXISTS witness_finals (origin TEXT PRIMARY KEY, note BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS logs (
     n INTEGER PRIMARY KEY, origin TEXT NOT NULL UNIQUE, shard TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('active', 'frozen')), started REAL NOT NULL,
@@ -551,6 +552,14 @@ class SqliteStore:
                          (state.published,))
 
         await self._write_locked(write)
+
+    async def witnessed_finals(self) -> dict[str, bytes]:
+        rows = self._point.execute("SELECT origin, note FROM witness_finals").fetchall()
+        return {origin: bytes(note) for origin, note in rows}
+
+    async def save_witnessed_final(self, origin: str, note: bytes) -> None:
+        await self._write_locked(lambda conn: conn.execute(
+            "INSERT OR REPLACE INTO witness_finals (origin, note) VALUES (?, ?)", (origin, note)))
 
     async def probe_space(self, nbytes: int) -> None:
         # Two commits, as real batches would make: the row must reach the WAL and the file.

@@ -19,7 +19,8 @@ from prometheus_client import CollectorRegistry
 from ledger.core.note import Ed25519Signer
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
-from ledger.http.routes import LOG, PQ_CHECKPOINTS, PUBLISHED_CHECKPOINT
+from ledger.http.routes import LOG, PQ_CHECKPOINTS, PUBLISHED_CHECKPOINT, PUBLISHED_FINAL
+from ledger.jobs.final_checkpoint import FrozenLog, FrozenLogs
 from ledger.jobs.lease import FileLease, JobRunner, Lease
 from ledger.jobs.witnessing import (
     STATE_FILE,
@@ -100,7 +101,8 @@ def witness_policy(settings: Settings) -> tuple[int, list[WitnessEndpoint]]:
 
 
 def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | None = None,
-                  pq: PostQuantumCheckpoints | None = None) -> Witnessing:
+                  pq: PostQuantumCheckpoints | None = None,
+                  frozen_logs: FrozenLogs | None = None) -> Witnessing:
     """A :class:`Witnessing` for the notary's settings (quorum 0 means a majority).
 
     With a witness policy, its quorum expression decides what is published, and its ``log``
@@ -119,29 +121,51 @@ def from_settings(log: Log, settings: Settings, registry: CollectorRegistry | No
                               interval=settings.witness_interval,
                               timeout=settings.witness_timeout,
                               refresh=settings.witness_refresh,
-                              state_path=settings.data / STATE_FILE, registry=registry, pq=pq)
+                              state_path=settings.data / STATE_FILE, registry=registry, pq=pq,
+                              frozen_logs=frozen_logs)
         return Witnessing(log, endpoints, quorum=_quorum(settings, endpoints),
                           interval=settings.witness_interval,
                           timeout=settings.witness_timeout, refresh=settings.witness_refresh,
                           state_path=settings.data / STATE_FILE,
-                          registry=registry, pq=pq)
+                          registry=registry, pq=pq, frozen_logs=frozen_logs)
     except WitnessConfigError as e:
         raise ConfigError(str(e)) from None
 
 
+def _frozen_logs(notary: Notary, pq: PostQuantumCheckpoints | None) -> FrozenLogs:
+    """The notary's frozen logs for the final-checkpoint job, each dual-signed under its own
+    ML-DSA-44 key when checkpoints are."""
+    lines: dict[str, PostQuantumCheckpoints] = {}
+
+    async def frozen_logs() -> list[FrozenLog]:
+        out = []
+        for record in await notary.logs.refresh():
+            log = None if record.state != "frozen" else await notary.logs.frozen(record.origin)
+            if log is None:
+                continue
+            line = None
+            if pq is not None:
+                line = lines.get(record.origin)
+                if line is None:
+                    line = lines[record.origin] = PostQuantumCheckpoints(
+                        SubtreeCosignatureSigner.derived_from(
+                            log_signer(notary.logs.root, record)), record.origin)
+            out.append(FrozenLog(log, line, record.frozen_at or 0.0))
+        return out
+
+    return frozen_logs
+
+
 async def _switch_log(notary: Notary, witnessing: Witnessing, active: str) -> None:
-    """Move ``witnessing`` to the notary's new active log (origin ``active``), after it
-    witnessed the final checkpoint of the log before it (dual-signed under that log's own
-    ML-DSA-44 key when checkpoints are)."""
+    """Move ``witnessing`` to the notary's new active log (origin ``active``); the log before
+    it goes to the final-checkpoint job."""
     try:
         n = notary.logs.number_of(active)
+        if n is None:
+            await notary.logs.refresh(force=True)
+            n = notary.logs.number_of(active)
         record = None if not n else notary.logs.record(n - 1)
-        frozen = None if record is None else await notary.logs.frozen(record.origin)
-        pq = None
-        if witnessing.pq is not None and record is not None:
-            pq = PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(
-                log_signer(notary.logs.root, record)), record.origin)
-        await witnessing.switch_log(frozen, pq)
+        await witnessing.switch_log(None if record is None else record.origin)
     except asyncio.CancelledError:
         raise
     except Exception:  # the notary goes on serving; witnessing says what went wrong
@@ -164,11 +188,22 @@ def witnessing_context(settings: Settings
         if not endpoints:
             yield
             return
+        notary = app[NOTARY]
         witnessing = from_settings(app[LOG], settings, app[METRICS].registry,
-                                   pq=app.get(PQ_CHECKPOINTS))
+                                   pq=app.get(PQ_CHECKPOINTS),
+                                   frozen_logs=_frozen_logs(notary, app.get(PQ_CHECKPOINTS)))
         await witnessing.start(lead=False)
         app[WITNESSING] = witnessing
         app[PUBLISHED_CHECKPOINT] = witnessing.checkpoint_for
+        app[PUBLISHED_FINAL] = witnessing.final_for
+        signed = notary.frozen_note
+
+        def frozen_note(log: Log, head: Head) -> bytes:
+            # A frozen log's receipts carry its final checkpoint's cosignatures too.
+            return witnessing.final_for(log.origin, head.note if signed is None
+                                        else signed(log, head))[0]
+
+        notary.frozen_note = frozen_note
 
         def witnessed(head: Head) -> tuple[int, bytes] | None:
             return witnessing.witnessed()
@@ -203,6 +238,7 @@ def witnessing_context(settings: Settings
         try:
             yield
         finally:
+            notary.frozen_note = signed
             app[NOTARY].published_checkpoints.remove(witnessed)
             app[NOTARY].on_log_switch.remove(rolled)
             for task in switching:

@@ -119,3 +119,22 @@ async def test_another_handle_sees_the_roll_under_the_lock(stores: StoreFactory)
     assert other.log_number == 1  # the store follows a committed switch
     assert (await other.latest()) == latest
     await asyncio.gather(log0.close(), other.close())
+
+
+async def test_cosigned_final_checkpoints_are_kept_by_origin(stores: StoreFactory) -> None:
+    """What the final-checkpoint job saves (ledger.jobs.final_checkpoint): one note per frozen
+    origin, replaced as cosignatures join, read back by another handle; a view has none."""
+    store: RollingStore = await stores.open()  # type: ignore[assignment]
+    assert await store.witnessed_finals() == {}
+    await store.save_witnessed_final("a.test/0", b"note a, one cosignature")
+    await store.save_witnessed_final("a.test/1", b"note b")
+    await store.save_witnessed_final("a.test/0", b"note a, two cosignatures")
+    other = await stores.open()
+    assert await other.witnessed_finals() == {"a.test/0": b"note a, two cosignatures",
+                                              "a.test/1": b"note b"}
+    assert await store.for_log(0).witnessed_finals() == {}
+    with pytest.raises(StoreError):
+        await store.for_log(0).save_witnessed_final("a.test/0", b"x")
+    await store.close()
+    if other is not store:
+        await other.close()
