@@ -12,8 +12,8 @@ SQLite file, each under a bounded client loop while, in turn:
 Then every server is stopped and started again, and: exactly one active log; each frozen log
 ends with the successor record naming the next log, every other entry of it has its receipt
 (no receipt after its final checkpoint, no gap); every acknowledged receipt (201) is served
-as signed and verifies (all five levels' worth the verifier checks offline, record included),
-a frozen log's against its final checkpoint; every checkpoint a client saw during the run is
+as signed and verifies with the project's verifier (record, signature, inclusion), a frozen
+log's against its final checkpoint; every checkpoint a client saw during the run is
 consistent with its log's final (or current) checkpoint; the registry and the final
 checkpoints are what they were before the restart; nothing was answered with a 500.
 """
