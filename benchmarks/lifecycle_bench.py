@@ -201,7 +201,7 @@ def frozen_logs(work: Path, database: str, counts: list[int], rounds: int
     proc.terminate()
     proc.wait(30)
     rows, made = [], 0
-    for n in [0, *counts]:
+    for n in sorted({0, *counts}):
         asyncio.run(make_rolls(data, database, n - made))
         made = n
         starts = []
