@@ -118,13 +118,15 @@ async def ledger_logs(http: aiohttp.ClientSession, url: str) -> list[dict[str, A
         return logs
 
 
-async def held_roll(data: Path, database: str, step: str, hold: bool
-                    ) -> asyncio.subprocess.Process:
-    """``notary log roll`` paused after ``step`` with the log's lock held (tests/roll_child)."""
+async def held_roll(data: Path, database: str, step: str, hold: bool,
+                    children: list[asyncio.subprocess.Process]) -> asyncio.subprocess.Process:
+    """``notary log roll`` paused after ``step`` with the log's lock held (tests/roll_child);
+    in ``children``."""
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.roll_child", str(data), database, step,
         *(["hold"] if hold else []), stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, cwd=REPO_ROOT)
+    children.append(child)
     assert child.stdout is not None
     line = await asyncio.wait_for(child.stdout.readline(), 60)
     assert line == b"paused\n", line
@@ -146,18 +148,30 @@ class Rig:
 async def roll_three_ways(rig: Rig, load: Load, rng: random.Random) -> list[str]:
     """The three rolls of the module's docstring, under ``load``; the origins of logs 0–2."""
     where = ["--data", str(rig.data), *(["--database", rig.database] if rig.database else [])]
+    children: list[asyncio.subprocess.Process] = []
+    try:
+        return await _roll_three_ways(rig, load, rng, where, children)
+    finally:
+        for child in children:  # a test that failed midway leaves no roll paused forever
+            if child.returncode is None:
+                child.kill()
+                await child.wait()
+
+
+async def _roll_three_ways(rig: Rig, load: Load, rng: random.Random, where: list[str],
+                           children: list[asyncio.subprocess.Process]) -> list[str]:
     async with aiohttp.ClientSession() as http:
         origin0 = (await ledger_logs(http, load.urls[0]))[0]["origin"]
         await load.more(origin0, 20, each_url=True)
         # 1. The roll dies holding the lock: nothing of it remains.
-        child = await held_roll(rig.data, rig.database, rng.choice(STEPS), hold=False)
+        child = await held_roll(rig.data, rig.database, rng.choice(STEPS), False, children)
         await asyncio.sleep(rng.uniform(0.1, 0.5))
         child.send_signal(signal.SIGKILL)
         await child.wait()
         await load.more(origin0, 20, each_url=True)
         assert len(await ledger_logs(http, load.urls[0])) == 1
         # 2. A frontend dies while the roll holds the lock; then the roll commits.
-        child = await held_roll(rig.data, rig.database, rng.choice(STEPS), hold=True)
+        child = await held_roll(rig.data, rig.database, rng.choice(STEPS), True, children)
         await rig.kill_one()
         await asyncio.sleep(rng.uniform(0, 0.3))
         out, _ = await child.communicate(b"go\n")
@@ -169,6 +183,7 @@ async def roll_three_ways(rig: Rig, load: Load, rng: random.Random) -> list[str]
         roll = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "notary.cli.main", "log", "roll", *where,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO_ROOT)
+        children.append(roll)
         await asyncio.sleep(rng.uniform(0, 1.2))
         await rig.crash()
         out, err = await asyncio.wait_for(roll.communicate(), 60)
@@ -305,7 +320,7 @@ async def check_served(rig: Rig, load: Load, sizes: dict[str, int]) -> None:
 
 
 async def restart_and_check(rig: Rig, load: Load, origins: list[str]) -> None:
-    assert load.statuses[500] == 0 and load.acked
+    assert set(load.statuses) <= {201, 503} and load.acked, load.statuses  # never a 500
     async with aiohttp.ClientSession() as http:
         before = await served_state(http, rig.servers[0].url)
     await asyncio.gather(*(asyncio.to_thread(server.stop) for server in rig.servers))
