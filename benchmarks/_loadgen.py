@@ -4,7 +4,9 @@
 POSTs ``{server, tool, call_sha256}`` bodies with distinct digests on C keep-alive connections
 (one request in flight on each) and prints one JSON line: requests/s over the measured window,
 latency percentiles (ms), errors (non-2xx or failures) and its own CPU per request. With several
-URLs (frontends of one log), the connections are spread over them evenly.
+URLs (frontends of one log), the connections are spread over them evenly. ``--windows MS``
+adds the 2xx answers completed in each MS-millisecond window of the measured time
+(``window_counts``) and when that time began (``measure_start_unix``), for a rate over time.
 
 It is written to cost the server's machine as little as possible, because it shares the cores
 with the server it measures: raw asyncio protocols, requests spliced from pre-built bytes, and a
@@ -53,9 +55,12 @@ class _Request:
 class _Run:
     """Shared counters of one run; each connection appends its samples here."""
 
-    def __init__(self, measure_from: float, stop_at: float) -> None:
+    def __init__(self, measure_from: float, stop_at: float, window: float | None = None
+                 ) -> None:
         self.measure_from = measure_from
         self.stop_at = stop_at
+        self.window = window
+        self.window_counts: list[int] = []
         self.latencies: list[float] = []
         self.errors = 0  # in the measured window
         self.failures = 0  # anywhere (connection lost, unparseable answer)
@@ -114,6 +119,11 @@ class _Connection(asyncio.Protocol):
             run.latencies.append(now - self.sent_at)
             if not 200 <= status < 300:
                 run.errors += 1
+            elif run.window is not None:
+                at = int((now - run.measure_from) / run.window)
+                counts = run.window_counts
+                counts.extend([0] * (at + 1 - len(counts)))
+                counts[at] += 1
         self._send()
 
     def _fail(self) -> None:
@@ -129,12 +139,15 @@ class _Connection(asyncio.Protocol):
 
 
 async def run(urls: list[str], key: str | None, seconds: float, warmup: float,
-              concurrency: int) -> dict[str, float | int]:
+              concurrency: int, window_ms: float | None = None
+              ) -> dict[str, float | int | list[int]]:
     loop = asyncio.get_running_loop()
     requests = [_Request(url, key) for url in urls]
     cpu0 = time.process_time()
     start = time.perf_counter()
-    state = _Run(start + warmup, start + warmup + seconds)
+    start_unix = time.time()
+    state = _Run(start + warmup, start + warmup + seconds,
+                 None if window_ms is None else window_ms / 1000)
     waits = []
     for i in range(concurrency):
         req = requests[i % len(requests)]
@@ -149,8 +162,12 @@ async def run(urls: list[str], key: str | None, seconds: float, warmup: float,
     def pct(q: float) -> float:
         return lat[min(len(lat) - 1, int(q / 100 * len(lat)))] * 1000 if lat else float("nan")
 
-    return {"requests_per_s": len(lat) / seconds, "requests": len(lat), "errors": state.errors,
-            "failures": state.failures, "p50_ms": pct(50), "p90_ms": pct(90), "p99_ms": pct(99),
+    windows: dict[str, float | list[int]] = {} if window_ms is None else {
+        "window_ms": window_ms, "window_counts": state.window_counts,
+        "measure_start_unix": start_unix + warmup}
+    return {**windows, "requests_per_s": len(lat) / seconds, "requests": len(lat),
+            "errors": state.errors, "failures": state.failures, "p50_ms": pct(50),
+            "p90_ms": pct(90), "p99_ms": pct(99),
             "max_ms": lat[-1] * 1000 if lat else float("nan"), "concurrency": concurrency,
             "completed": state.completed,
             "client_cpu_us_per_request": cpu / max(state.completed, 1) * 1e6}
@@ -163,8 +180,10 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--warmup", type=float, default=2)
     p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--windows", type=float, metavar="MS", help="count answers per window")
     a = p.parse_args()
-    print(json.dumps(asyncio.run(run(a.url, a.key, a.seconds, a.warmup, a.concurrency))))
+    print(json.dumps(asyncio.run(run(a.url, a.key, a.seconds, a.warmup, a.concurrency,
+                                     a.windows))))
 
 
 if __name__ == "__main__":

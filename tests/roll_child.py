@@ -1,8 +1,13 @@
-"""Child process for the roll crash test: runs ``notary log roll``'s transaction and stops for
-good right after one of its steps (``write``, ``put_log`` or ``switch_log``, the first call),
-printing ``paused`` so that the parent can SIGKILL it there, mid-transaction.
+"""Child process for the roll crash tests: runs ``notary log roll`` (the command itself) and
+stops right after one of its transaction's steps (``write``, ``put_log`` or ``switch_log``,
+the first call), holding the log's lock, printing ``paused`` so that the parent can SIGKILL it
+there, mid-transaction.
 
-Usage: python -m tests.roll_child DATA_DIR DATABASE STEP   (DATABASE '' for the SQLite file)
+With ``hold``, a line on standard input lets it go on: the roll commits and the command
+prints what it froze (a roll whose lock the parent held as long as it wanted, e.g. to kill a
+frontend meanwhile). Without, it waits for the SIGKILL.
+
+Usage: python -m tests.roll_child DATA_DIR DATABASE STEP [hold]   (DATABASE '' for SQLite)
 """
 
 from __future__ import annotations
@@ -11,40 +16,42 @@ import asyncio
 import functools
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-from notary.serving.keys import Paths, load_log_key
-from notary.serving.lifecycle import roll
-from notary.store import open_store
+from notary.cli.main import main as notary_cli
 
 
-def pause_after(cls: type, name: str) -> None:
+def pause_after(cls: type, name: str, hold: bool) -> None:
     original: Callable[..., Awaitable[Any]] = getattr(cls, name)
+    paused_once: list[bool] = []
 
     @functools.wraps(original)
     async def paused(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = await original(self, *args, **kwargs)
-        print("paused", flush=True)
-        await asyncio.Event().wait()  # until SIGKILL
+        if not paused_once:
+            paused_once.append(True)
+            print("paused", flush=True)
+            if hold:
+                await asyncio.to_thread(sys.stdin.readline)
+            else:
+                await asyncio.Event().wait()  # until SIGKILL
         return result
 
     setattr(cls, name, paused)
 
 
-async def main(data: str, database: str, step: str) -> None:
-    paths = Paths(Path(data))
+def main(data: str, database: str, step: str, hold: bool) -> int:
     if database:
         from ledger.storage.postgres import PostgresWriteTx
 
-        pause_after(PostgresWriteTx, step)
+        pause_after(PostgresWriteTx, step, hold)
     else:
         from ledger.storage.sqlite import SqliteWriteTx
 
-        pause_after(SqliteWriteTx, step)
-    store = await open_store(database, paths.db)
-    await roll(store, load_log_key(paths))
+        pause_after(SqliteWriteTx, step, hold)
+    return notary_cli(["log", "roll", "--data", data,
+                       *(["--database", database] if database else [])])
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:4], hold=sys.argv[4:5] == ["hold"]))

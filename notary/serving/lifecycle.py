@@ -12,6 +12,7 @@ A running writer learns of it under the same lock at its next commit (``active_l
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -32,8 +33,8 @@ from notary.core.periods import Span, age_cutoff, period_start
 from notary.core.successor import REASONS, SuccessorRecord
 from notary.store.base import NotaryStore
 
-__all__ = ["LogBook", "PruneRefused", "Rolled", "all_logs", "expire", "log_path", "log_signer",
-           "log_vkeys", "prune", "roll", "roll_due"]
+__all__ = ["FROZEN_CACHE_TILES", "FROZEN_OPEN", "LogBook", "PruneRefused", "Rolled", "all_logs",
+           "expire", "log_path", "log_signer", "log_vkeys", "prune", "roll", "roll_due"]
 
 
 def log_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer:
@@ -201,17 +202,28 @@ async def expire(store: NotaryStore, age: Span, *, clock: float | None = None
 REGISTRY_TTL = 2.0
 """How long the running notary trusts its copy of the registry (a roll elsewhere shows within)."""
 
+FROZEN_OPEN = 8
+"""How many frozen logs a process keeps open (read most recently); another is opened again
+when read, which costs nothing but its cold caches: a notary of 100 frozen logs must not hold
+100 readers' caches."""
+
+FROZEN_CACHE_TILES = 256
+"""Tiles cached per open frozen log (and 16 times as many tile tops): ~4 MiB and ~4 MiB,
+against the active log's ~64 MiB and ~64 MiB. A frozen log is read for old receipts' proofs,
+seldom; its tiles, once full, never change, so a miss is one store read."""
+
 
 class LogBook:
     """The running notary's logs: its copy of the registry, each log's key, and a read-only
-    :class:`Log` of each frozen log (its head: the final checkpoint, which never changes)."""
+    :class:`Log` of each frozen log read lately (its head: the final checkpoint, which never
+    changes; at most :data:`FROZEN_OPEN`, each with a small cache)."""
 
     def __init__(self, store: NotaryStore, root: Ed25519Signer) -> None:
         self.store = store
         self.root = root
         self.records: list[LogRecord] = all_logs(root, [])
         self._read = float("-inf")
-        self._frozen: dict[int, Log] = {}
+        self._frozen: OrderedDict[int, Log] = OrderedDict()  # the FROZEN_OPEN last read
 
     async def refresh(self, *, force: bool = False) -> list[LogRecord]:
         if force or time.monotonic() - self._read >= REGISTRY_TTL:
@@ -258,8 +270,13 @@ class LogBook:
         log = self._frozen.get(record.n)
         if log is None:
             view = self.store.for_log(record.n)
-            log = Log(view, log_signer(self.root, record).verifier(), LogReader(view), None)
+            reader = LogReader(view, cache_tiles=FROZEN_CACHE_TILES,
+                               cache_tops=16 * FROZEN_CACHE_TILES)
+            log = Log(view, log_signer(self.root, record).verifier(), reader, None)
             self._frozen[record.n] = log
+            while len(self._frozen) > FROZEN_OPEN:  # nothing to close: views share the store
+                self._frozen.popitem(last=False)
+        self._frozen.move_to_end(record.n)
         return log
 
     async def frozen_proof(self, origin: str, index: int,

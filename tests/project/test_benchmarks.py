@@ -22,9 +22,10 @@ MODULES = sorted(
     for p in BENCH.rglob("*.py") if p.name != "__init__.py"
 )
 # gateway_bench drives the same small MCP upstream the gateway tests use; pg_frontends and
-# http_notarize --database postgres start the same throwaway PostgreSQL clusters the tests do.
+# http_notarize --database postgres and lifecycle_bench --postgres start the same throwaway
+# PostgreSQL clusters the tests do.
 IMPORTS_TESTS = {"benchmarks.gateway_bench", "benchmarks.pg_frontends",
-                 "benchmarks.http_notarize"}
+                 "benchmarks.http_notarize", "benchmarks.lifecycle_bench"}
 
 
 @pytest.mark.parametrize("name", MODULES)

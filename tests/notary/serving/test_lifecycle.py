@@ -21,7 +21,15 @@ from ledger.storage.base import StoreError
 from notary.core.logs import log_seed
 from notary.core.successor import decode_successor
 from notary.serving.keys import Paths, load_log_key
-from notary.serving.lifecycle import all_logs, log_signer, log_vkeys, roll
+from notary.serving.lifecycle import (
+    FROZEN_CACHE_TILES,
+    FROZEN_OPEN,
+    LogBook,
+    all_logs,
+    log_signer,
+    log_vkeys,
+    roll,
+)
 from notary.store.sqlite import SqliteNotaryStore
 from tests.notary_server import capture_cli, headless_notary, issue
 
@@ -215,3 +223,25 @@ async def test_a_version_5_store_is_marked_version_6_and_a_newer_one_refused(
         conn.execute("PRAGMA user_version = 7")
     with pytest.raises(StoreError, match="version 7"):
         await SqliteNotaryStore.open(db)
+
+
+async def test_the_frozen_logs_kept_open_are_few_and_small(tmp_path: Path) -> None:
+    """A notary of many frozen logs keeps a bounded number of them open, each with a small
+    tile cache: memory does not grow with the number of logs read (a reader's caches hold up
+    to ~128 MiB at the active log's sizes)."""
+    async with headless_notary(tmp_path, "sqlite") as notary:
+        root = load_log_key(Paths(tmp_path))
+        for i in range(FROZEN_OPEN + 2):
+            await issue(notary, i)
+            await roll(notary.store, root)
+        book = LogBook(notary.store, root)
+        frozen = [r for r in await book.refresh(force=True) if r.state == "frozen"]
+        first = await book.frozen(frozen[0].origin)
+        assert first is not None and await book.frozen(frozen[0].origin) is first
+        assert first.reader.cache_info().tiles_max == FROZEN_CACHE_TILES
+        opened = [await book.frozen(r.origin) for r in frozen[1:]]
+        assert all(log is not None for log in opened)
+        assert await book.frozen(frozen[-1].origin) is opened[-1]  # the newest read stays
+        again = await book.frozen(frozen[0].origin)  # the oldest was closed, opens again
+        assert again is not None and again is not first
+        assert (await again.head()) == (await first.head())
