@@ -1,5 +1,5 @@
 """Disk reclaimed by ``notary log prune --reclaim``: a log of N receipts, rolled, pruned whole,
-and its receipt and search rows reclaimed (issue 33).
+and its receipt and search rows reclaimed.
 
     .venv/bin/python -m benchmarks.lifecycle_prune                      # 1M receipts, SQLite
     .venv/bin/python -m benchmarks.lifecycle_prune --count 10000        # a quick look
