@@ -2,7 +2,11 @@
 good right after one of its steps (``write``, ``put_log`` or ``switch_log``, the first call),
 printing ``paused`` so that the parent can SIGKILL it there, mid-transaction.
 
-Usage: python -m tests.roll_child DATA_DIR DATABASE STEP   (DATABASE '' for the SQLite file)
+With a fourth argument ``compromised``, it runs the emergency roll (a new ``log.key``); its
+STEP may also be ``install``: stopped after the roll committed, before ``log.key`` is replaced.
+
+Usage: python -m tests.roll_child DATA_DIR DATABASE STEP [compromised]
+(DATABASE '' for the SQLite file)
 """
 
 from __future__ import annotations
@@ -10,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from notary.serving import root_key
 from notary.serving.keys import Paths, load_log_key
 from notary.serving.lifecycle import roll
 from notary.store import open_store
@@ -32,9 +38,15 @@ def pause_after(cls: type, name: str) -> None:
     setattr(cls, name, paused)
 
 
-async def main(data: str, database: str, step: str) -> None:
+async def main(data: str, database: str, step: str, reason: str = "operator") -> None:
     paths = Paths(Path(data))
-    if database:
+    if step == "install":
+        def stop(*args: Any) -> None:
+            print("paused", flush=True)
+            time.sleep(3600)  # until SIGKILL
+
+        root_key.install_new_root = stop  # type: ignore[assignment]
+    elif database:
         from ledger.storage.postgres import PostgresWriteTx
 
         pause_after(PostgresWriteTx, step)
@@ -43,8 +55,11 @@ async def main(data: str, database: str, step: str) -> None:
 
         pause_after(SqliteWriteTx, step)
     store = await open_store(database, paths.db)
-    await roll(store, load_log_key(paths))
+    if reason == "compromised":
+        await root_key.emergency_roll(store, paths, load_log_key(paths))
+    else:
+        await roll(store, load_log_key(paths))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:4]))
+    asyncio.run(main(*sys.argv[1:5]))

@@ -34,7 +34,6 @@ from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from notary.http.appkeys import METRICS, NOTARY, WITNESSING
 from notary.serving.config import ConfigError, Settings
-from notary.serving.lifecycle import log_signer
 from notary.serving.service import Notary
 
 _log = structlog.get_logger("notary.witnessing")
@@ -138,9 +137,11 @@ async def _switch_log(notary: Notary, witnessing: Witnessing, active: str) -> No
         record = None if not n else notary.logs.record(n - 1)
         frozen = None if record is None else await notary.logs.frozen(record.origin)
         pq = None
-        if witnessing.pq is not None and record is not None:
-            pq = PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(
-                log_signer(notary.logs.root, record)), record.origin)
+        own = None if record is None else notary.logs.own_signer(record)
+        if witnessing.pq is not None and record is not None and own is not None:
+            # (retired keys: the final checkpoint was stored dual-signed by the roll)
+            pq = PostQuantumCheckpoints(SubtreeCosignatureSigner.derived_from(own),
+                                        record.origin)
         await witnessing.switch_log(frozen, pq)
     except asyncio.CancelledError:
         raise
