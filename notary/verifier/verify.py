@@ -33,7 +33,7 @@ from notary.verifier.state import (
     StateFile,
 )
 from notary.verifier.tile_proof import proof_from_tiles
-from notary.verifier.trust import Trust
+from notary.verifier.trust import Retirement, Trust
 
 
 def _select_log_key(receipt: Receipt, proof: str | None,
@@ -220,4 +220,24 @@ async def verify_tool_call(
         require_level(verdict, "witnesses")
 
     await _level5(report, receipt, proof_text, log_key, trust, fetcher, state, log_url)
+    retired = trust.retired.get(receipt.origin)
+    if retired is not None:
+        _check_retired(report, retired)
     return report
+
+
+def _check_retired(report: Report, retired: Retirement) -> None:
+    """A receipt of a log whose keys are retired (compromised): whoever holds them could sign
+    any checkpoint, so only the log's final checkpoint, signed at the roll and served (and
+    witnessed) since, vouches for it: level 5 must have found the receipt's checkpoint
+    consistent with that one. Required, and failed otherwise."""
+    verdict = report.verdict
+    level = verdict.levels.get("consistency", skipped(""))
+    latest = report.latest
+    if level.status == "passed" and latest is not None and latest.size == retired.final_size:
+        report.notes.append(f"{retired.reason()}: it is")
+    else:
+        why = (f"the log serves a checkpoint of size {latest.size}"
+               if level.status == "passed" and latest is not None else level.reason)
+        verdict.levels["consistency"] = failed(f"{retired.reason()}; {why}")
+    require_level(verdict, "consistency")
