@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import scitt_cose
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cose_receipt import ALG_EDDSA, CoseKey
@@ -198,9 +201,11 @@ async def test_notary_verify_checks_receipts_of_a_frozen_log_and_the_next(
 
 
 async def test_cose_receipts_follow_the_roll(tmp_path: Path) -> None:
-    """After a roll, the next log's COSE receipts are signed by its key under its origin; a
-    frozen log's entry gets a 404 that says why (its JSON receipt's proof is to the final
-    checkpoint), never a COSE receipt signed with another log's key."""
+    """After a roll, the next log's COSE receipts are signed by its key under its origin, and
+    a frozen log's entry gets one proving it in that log's final checkpoint (or a smaller tree)
+    under the frozen log's own key, checked here by scitt-cose too; after a compromised roll,
+    the logs whose keys it retired give none (404 saying why), never one signed with another
+    log's key."""
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
         key = notary.create_api_key("a")
@@ -209,15 +214,39 @@ async def test_cose_receipts_follow_the_roll(tmp_path: Path) -> None:
         assert code == 0, err
         status, after = await post(http, notary.url, key, call(2))
         assert status == 201, after
-        vkey1 = (await get_json(http, notary.url + "/v1/ledger"))["vkey"]
-        verifier = Ed25519Verifier.from_vkey(vkey1)
-        async with http.get(f"{notary.url}/v1/tool-calls/{after['id']}/receipt.cose") as r:
+        logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
+        for got, log in ((after, logs[1]), (before, logs[0])):
+            verifier = Ed25519Verifier.from_vkey(log["vkeys"][0])
+            async with http.get(f"{notary.url}/v1/tool-calls/{got['id']}/receipt.cose") as r:
+                assert r.status == 200, await r.text()
+                data_cose = await r.read()
+            entry = Receipt.from_json(got).entry().encode()
+            parsed, _ = verify_receipt_cose(data_cose, entry=entry,
+                                            keys=[CoseKey(ALG_EDDSA, verifier.public_key)])
+            assert parsed.issuer == got["ledger"]["origin"] == log["origin"]
+            assert parsed.leaf_index == got["ledger"]["index"]
+            assert parsed.tree_size == log["size"]  # log 0: its final size (the successor too)
+            assert scitt_cose.verify_receipt(data_cose, leaf_entry_hex=entry.hex(),
+                                             log_public_key_pem=_pem(verifier.public_key)).ok
+        url = f"{notary.url}/v1/tool-calls/{before['id']}/receipt.cose"
+        async with http.get(url + "?size=1") as r:  # a smaller tree of the frozen log
             assert r.status == 200, await r.text()
-            data_cose = await r.read()
-        entry = Receipt.from_json(after).entry().encode()
-        parsed, _ = verify_receipt_cose(data_cose, entry=entry,
-                                        keys=[CoseKey(ALG_EDDSA, verifier.public_key)])
-        assert parsed.issuer == after["ledger"]["origin"] and parsed.leaf_index == 0
-        async with http.get(f"{notary.url}/v1/tool-calls/{before['id']}/receipt.cose") as r:
+            assert verify_receipt_cose(await r.read(), entry=Receipt.from_json(before).entry()
+                                       .encode(), keys=[CoseKey(ALG_EDDSA, Ed25519Verifier
+                                                        .from_vkey(logs[0]["vkeys"][0])
+                                                        .public_key)])[0].tree_size == 1
+        async with http.get(url + f"?size={logs[0]['size'] + 1}") as r:
             assert r.status == 404
-            assert "frozen log" in (await r.json())["error"]["message"]
+        code, _, err = await capture_cli("log", "roll", "--data", str(data), "--reason",
+                                         "compromised")
+        assert code == 0, err
+        for got in (before, after):
+            async with http.get(f"{notary.url}/v1/tool-calls/{got['id']}/receipt.cose") as r:
+                assert r.status == 404
+                assert "retired" in (await r.json())["error"]["message"]
+
+
+def _pem(public_key: bytes) -> bytes:
+    return Ed25519PublicKey.from_public_bytes(public_key).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
