@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.cosignature import LogVerifier
 from ledger.core.note import NoteError, parse_note
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.cose_verification import check_cose
+from notary.core.log_chain import ChainError
 from notary.core.receipts import Receipt
 from notary.core.verification import (
     LevelResult,
@@ -20,6 +22,7 @@ from notary.core.verification import (
     skipped,
     verify_receipt,
 )
+from notary.verifier.chain import key_by_chain, notary_base
 from notary.verifier.inputs import (
     MalformedReceipt,
     ToolCall,
@@ -190,6 +193,11 @@ async def verify_tool_call(
         proof_text, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
         notes.append(note)
 
+    chain_problem = None
+    if fetcher is not None and trust.log_keys and all(k.name != receipt.origin
+                                                      for k in trust.log_keys):
+        trust, chain_problem = await _chained(receipt, trust, fetcher, notes)
+
     if upgrade:
         proof_text = await _upgraded(call, receipt, proof_text, trust, fetcher, log_url, notes)
 
@@ -198,7 +206,9 @@ async def verify_tool_call(
     verdict = verify_receipt(receipt, record=call.record, jwks=trust.jwks, log_verifier=log_key,
                              proof=proof_text, witness_policy=trust.witness_policy)
     if isinstance(selected, LevelResult) and "inclusion" in verdict.levels:
-        verdict.levels["inclusion"] = selected
+        verdict.levels["inclusion"] = selected if chain_problem is None else failed(
+            f"{selected.reason}; following the chain of logs from a pinned key: "
+            f"{chain_problem}")
     witnesses = verdict.levels.get("witnesses")
     if witnesses is not None and witnesses.status == "failed" and fetcher is not None:
         # A proof issued with the receipt ends in the log's newest checkpoint, which witnesses
@@ -224,6 +234,23 @@ async def verify_tool_call(
     if retired is not None:
         _check_retired(report, retired)
     return report
+
+
+async def _chained(receipt: Receipt, trust: Trust, fetcher: HttpClient, notes: list[str]
+                   ) -> tuple[Trust, str | None]:
+    """No pinned key is of the receipt's log: its key followed from a pinned log's through
+    the successor records (:mod:`notary.verifier.chain`), or why it could not be."""
+    base = log_base_url(receipt)
+    if base is None:
+        return trust, "the receipt names no http(s) notary to read the logs from"
+    try:
+        chained = await key_by_chain(notary_base(base), trust.log_keys, receipt.origin, fetcher)
+    except ChainError as e:
+        return trust, str(e)
+    notes.append(f"the key of log {receipt.origin!r} followed from the pinned key of "
+                 f"{chained.pinned!r} through {chained.steps} successor record(s)")
+    return replace(trust, log_keys=(*trust.log_keys, chained.key),
+                   retired={**chained.retired, **trust.retired}), None
 
 
 def _check_retired(report: Report, retired: Retirement) -> None:

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cose_receipt import ALG_EDDSA, CoseKey
 from ledger.core.cose_receipt import verify_receipt as verify_receipt_cose
-from ledger.core.note import Ed25519Verifier
+from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.storage.base import LogRecord
 from notary.core.jwks import Jwks
@@ -250,3 +250,37 @@ def _pem(public_key: bytes) -> bytes:
     return Ed25519PublicKey.from_public_bytes(public_key).public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
+
+
+async def test_notary_verify_follows_the_chain_from_log_0s_key(tmp_path: Path) -> None:
+    """With only log 0's key pinned, a receipt of log 2 verifies online: its key is followed
+    through the successor records ending logs 0 and 1 (each proven under its final checkpoint).
+    A pinned key that is not log 0's breaks the chain at its first link, and says so."""
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        await post(http, notary.url, key, call(1))
+        for _ in range(2):
+            code, _, err = await capture_cli("log", "roll", "--data", str(data))
+            assert code == 0, err
+        _, new = await post(http, notary.url, key, call(2))
+        logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
+        assert new["ledger"]["origin"] == logs[2]["origin"]
+        saved, record = tmp_path / "new.json", tmp_path / "record.json"
+        saved.write_text(json.dumps(new))
+        record.write_text(json.dumps(RECORDS[new["call_sha256"]].to_json()))
+        stranger = Ed25519Signer.generate(logs[0]["origin"]).verifier_key_text()
+        for pinned, valid in ((logs[0]["vkeys"][0], True), (stranger, False)):
+            code, out, err = await capture_cli(
+                "verify", "--receipt", str(saved), "--record", str(record),
+                "--jwks", notary.url + "/.well-known/jwks.json", "--log-key", pinned,
+                "--no-state", "--json")
+            doc = json.loads(out)
+            inclusion = doc["levels"]["inclusion"]
+            if valid:
+                assert code == 0 and inclusion["status"] == "passed", (out, err)
+                assert doc["levels"]["consistency"]["status"] == "passed", out
+                assert any("through 2 successor record(s)" in n for n in doc["notes"]), out
+            else:
+                assert code == 1 and inclusion["status"] == "failed", out
+                assert "following the chain of logs" in inclusion["reason"], out
