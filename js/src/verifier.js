@@ -18,6 +18,7 @@ import { Reconciler, Seen, checkStoredEntry, describePairs, jsonSize } from "./s
 import { checkUrl, createFetcher, getJson, splitUrl } from "./fetcher.js";
 import { consistencyFromTiles, proofFromTiles } from "./tiles.js";
 import { checkCoseReceipt } from "./cose.js";
+import { ChainError, keyByChain, notaryBase } from "./chain.js";
 
 /** The _meta key of the rs-tool-call/1 notarization block in a tool result. */
 export const META_KEY = "com.rightshold/tool-call";
@@ -694,6 +695,24 @@ async function level5(report, receipt, proof, logKey, trust, fetcher, store, log
   }
 }
 
+/**
+ * No pinned key is of the receipt's log: its key followed from a pinned log's through the
+ * successor records (chain.js), or why it could not be: [trust, problem] (Python's _chained).
+ */
+async function chained(receipt, trust, fetcher, notes) {
+  const base = logBaseUrl(receipt);
+  if (base === null) return [trust, "the receipt names no http(s) notary to read the logs from"];
+  let found;
+  try {
+    found = await keyByChain(fetcher, notaryBase(base), trust.logKeys, receipt.ledger.origin);
+  } catch (e) {
+    if (e instanceof ChainError) return [trust, e.message];
+    throw e;
+  }
+  notes.push(`the key of log ${repr(receipt.ledger.origin)} followed from the pinned key of ${repr(found.pinned)} through ${found.steps} successor record(s)`);
+  return [Object.freeze({ ...trust, logKeys: [...trust.logKeys, found.key], retired: Object.freeze({ ...retirements(found.ledger), ...trust.retired }) }), null];
+}
+
 function fetcherFrom(options) {
   if (options.fetcher) return options.fetcher;
   if (options.online || options.fetch) return createFetcher({ fetch: options.fetch ?? globalThis.fetch, timeoutMs: options.timeoutMs ?? 10000 });
@@ -730,6 +749,10 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
     [proofText, note] = await fetchProof(receipt, receiptUrl, fetcher);
     notes.push(note);
   }
+  let chainProblem = null;
+  if (fetcher !== null && trust.logKeys.length && isWellShaped(receipt) && !trust.logKeys.some((k) => k.name === receipt.ledger.origin)) {
+    [trust, chainProblem] = await chained(receipt, trust, fetcher, notes);
+  }
   const keyFor = (proof) => {
     const found = selectLogKey(receipt, proof, trust.logKeys);
     return [found, found === null || "status" in found ? null : found];
@@ -761,7 +784,9 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
   const [selected, logKey] = keyFor(proofText);
   const levelOptions = { ...trustOptions, logVerifier: logKey };
   let verdict = await verifyLevels(receipt, { ...levelOptions, proof: proofText });
-  if (selected !== null && logKey === null && "inclusion" in verdict.levels) verdict.levels.inclusion = selected;
+  if (selected !== null && logKey === null && "inclusion" in verdict.levels) {
+    verdict.levels.inclusion = chainProblem === null ? selected : failed(`${selected.reason}; following the chain of logs from a pinned key: ${chainProblem}`);
+  }
   const witnesses = verdict.levels.witnesses;
   if (witnesses !== undefined && witnesses.status === "failed" && fetcher !== null) {
     const [fresh, note] = await fetchProof(receipt, receiptUrl, fetcher);
