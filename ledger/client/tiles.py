@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from ledger.client.http import FetchError, HttpClient
 from ledger.client.pipeline import PipelinedFetcher, PipelineError
 from ledger.core.compact import decode_bundle
+from ledger.core.errors import LedgerError
 from ledger.core.hashing import HASH_SIZE, leaf_hash
 from ledger.core.note import NoteError, strict_b64decode
 from ledger.core.proofs import (
@@ -194,7 +195,7 @@ class LogSource:
         return assemble(plan, await self.hashes(plan_coords(plan), new))
 
 
-class EntryUnproven(Exception):
+class EntryUnproven(LedgerError, ValueError):
     """The tiles do not hold the entry asked for, or not the one the root commits to."""
 
 

@@ -44,6 +44,7 @@ async def _root_key(paths: Paths, store: NotaryStore) -> Ed25519Signer:
 
 
 def _paths(args: argparse.Namespace) -> Paths:
+    # deferred: the key code, not for `--help`
     from notary.serving.keys import Paths
 
     return Paths(store_args.settings(args).data)
