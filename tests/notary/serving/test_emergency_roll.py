@@ -6,6 +6,7 @@ point loses no key; a process whose ``log.key`` is the old root refuses to sign.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import stat
 import sys
@@ -30,7 +31,7 @@ from notary.serving.lifecycle import (
 from notary.serving.root_key import emergency_roll
 from notary.serving.startup import open_notary
 from notary.store.sqlite import SqliteNotaryStore
-from tests.notary_server import headless_notary, headless_settings, issue
+from tests.notary_server import capture_cli, headless_notary, headless_settings, issue
 
 
 async def test_a_compromised_roll_makes_a_new_root_and_retires_the_old_logs(
@@ -159,3 +160,22 @@ async def test_a_compromised_roll_killed_midway_loses_no_key(shared: str, step: 
     assert not paths.log_key_next.exists()
     if rolled is not None:
         assert own_signer(load_log_key(paths), rolled.active) is not None
+
+
+async def test_the_commands_roll_for_compromise_and_list_retired_keys(tmp_path: Path) -> None:
+    async with headless_notary(tmp_path, "sqlite") as notary:
+        await issue(notary, 1)
+    old = Paths(tmp_path).log_key.read_text()
+    code, out, err = await capture_cli("log", "roll", "--data", str(tmp_path), "--reason",
+                                       "compromised")
+    assert code == 0, err
+    assert "retired" in out and "Copy" in out
+    assert Paths(tmp_path).log_key.read_text() != old
+    code, out, err = await capture_cli("log", "list", "--data", str(tmp_path), "--json")
+    assert code == 0, err
+    logs = json.loads(out)["logs"]
+    assert [(g["key_generation"], g["retired"] is None) for g in logs] == [(0, False), (1, True)]
+    assert logs[0]["retired"]["by"] == logs[0]["origin"]
+    code, out, err = await capture_cli("log", "list", "--data", str(tmp_path))
+    assert code == 0, err
+    assert "KEYS RETIRED" in out.splitlines()[0] and "RETIRED" not in out.splitlines()[1]
