@@ -284,3 +284,51 @@ async def test_notary_verify_follows_the_chain_from_log_0s_key(tmp_path: Path) -
             else:
                 assert code == 1 and inclusion["status"] == "failed", out
                 assert "following the chain of logs" in inclusion["reason"], out
+
+
+async def test_receipt_key_rotations_compose_with_a_roll(tmp_path: Path) -> None:
+    """Receipt keys rotate independently of the log: a rotation before a roll and one after it
+    leave receipts of log 0 under keys A and B and of log 1 under B and C, and every one
+    verifies (its receipt signature under the JWKS, which keeps old keys; its inclusion under
+    its own log's key)."""
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        receipts: list[dict[str, Any]] = []
+
+        async def issue(n: int) -> dict[str, Any]:
+            status, got = await post(http, notary.url, key, call(n))
+            assert status == 201, got
+            receipts.append(got)
+            return got
+
+        async def rotate(start: int) -> None:
+            before = receipts[-1]["signature"]["kid"]
+            code, _, err = await capture_cli("keys", "rotate", "--data", str(data))
+            assert code == 0, err
+            await notary.notary.refresh_keys(force=True)
+            got = await issue(start)
+            assert got["signature"]["kid"] != before
+
+        await issue(1)
+        await rotate(2)
+        code, _, err = await capture_cli("log", "roll", "--data", str(data))
+        assert code == 0, err
+        await issue(3)
+        await rotate(4)
+        kids = [(r["ledger"]["origin"], r["signature"]["kid"]) for r in receipts]
+        origins = sorted({o for o, _ in kids}, key=len)
+        a, b, c = dict.fromkeys(k for _, k in kids)
+        assert kids == [(origins[0], a), (origins[0], b), (origins[1], b), (origins[1], c)]
+        record = tmp_path / "record.json"
+        for receipt in receipts:
+            saved = tmp_path / f"{receipt['id']}.json"
+            saved.write_text(json.dumps(receipt))
+            record.write_text(json.dumps(RECORDS[receipt["call_sha256"]].to_json()))
+            code, out, err = await capture_cli("verify", "--receipt", str(saved), "--record",
+                                               str(record), "--notary", notary.url,
+                                               "--no-state", "--json")
+            doc = json.loads(out)
+            assert code == 0 and doc["valid"], (out, err)
+            assert doc["levels"]["signature"]["status"] == "passed"
+            assert doc["levels"]["consistency"]["status"] == "passed"
