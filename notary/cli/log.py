@@ -75,7 +75,7 @@ def cmd_log_roll(args: argparse.Namespace) -> int:
         print(f"The keys of every log up to {rolled.frozen.origin} are retired. {paths.log_key} "
               f"is a new root key (the old one is kept as log.key.retired-*: delete it when "
               f"you wish). Copy {paths.log_key} to every other frontend's data directory (mode "
-              "0600) and restart it: until then it refuses to sign.")
+              "0600): until then it refuses to sign.")
     return 0
 
 

@@ -101,8 +101,8 @@ def check_root(root: Ed25519Signer, records: list[LogRecord], key_file: str) -> 
         f"{key_file} does not make the keys of the active log {active.n} ({active.origin}), "
         f"which comes from root key generation {gens[-1]} (a compromised roll replaced "
         f"log.key): this process must not sign. Copy log.key from the data directory where "
-        f"`notary log roll --reason compromised` ran to {key_file} (mode 0600), then start "
-        "again")
+        f"`notary log roll --reason compromised` ran to {key_file} (mode 0600): a running "
+        "notary reads it at its next commit, a stopped one when it starts")
 
 
 def key_status(records: list[LogRecord]) -> list[dict[str, object]]:
@@ -243,9 +243,11 @@ class LogBook:
     :class:`Log` of each frozen log (its head: the final checkpoint, which never changes)."""
 
     def __init__(self, store: NotaryStore, root: Ed25519Signer,
-                 reload: Callable[[LogRecord], Ed25519Signer | None] | None = None) -> None:
+                 reload: Callable[[LogRecord], Ed25519Signer | None] | None = None,
+                 key_file: str = "this data directory's log.key") -> None:
         self.store = store
         self.root = root
+        self.key_file = key_file
         #: Reads the root key files again for a log this root does not make (a compromised
         #: roll made on this machine replaced log.key): the new root, or None.
         self.reload = reload
@@ -280,8 +282,7 @@ class LogBook:
             raise StoreError(f"log {n} is active but not in the registry")
         if own_signer(self.root, record) is None and self.reload is not None:
             self.root = self.reload(record) or self.root
-        check_root(self.root, [r for r in self.records if r.n <= n],
-                   "this data directory's log.key")
+        check_root(self.root, [r for r in self.records if r.n <= n], self.key_file)
         return log_signer(self.root, record)
 
     def own_signer(self, record: LogRecord) -> Ed25519Signer | None:

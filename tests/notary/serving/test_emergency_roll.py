@@ -179,3 +179,24 @@ async def test_the_commands_roll_for_compromise_and_list_retired_keys(tmp_path: 
     code, out, err = await capture_cli("log", "list", "--data", str(tmp_path))
     assert code == 0, err
     assert "KEYS RETIRED" in out.splitlines()[0] and "RETIRED" not in out.splitlines()[1]
+
+
+async def test_a_frontend_on_another_machine_refuses_until_it_has_the_new_root(
+        pg_url: str, tmp_path: Path) -> None:
+    """Two PostgreSQL frontends with data directories of their own: the compromised roll made
+    in A's replaces A's log.key; B, still holding the old root, refuses to sign (its commits
+    fail, naming the file to copy) until the new log.key is copied into its directory."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    async with headless_notary(a, pg_url) as first:
+        await issue(first, 1)
+    b.mkdir(mode=0o700)
+    for name in ("log.key", "log.vkey"):
+        shutil.copy2(a / name, b / name)
+    async with headless_notary(b, pg_url) as other:
+        await issue(other, 2)
+        rolled = await emergency_roll(other.store, Paths(a), load_log_key(Paths(a)))
+        with pytest.raises(RootKeyMismatch, match=rf"Copy log\.key .* to {b}/log\.key"):
+            await issue(other, 3)
+        shutil.copy2(a / "log.key", b / "log.key")
+        receipt, _ = await issue(other, 3)
+        assert receipt.origin == rolled.active.origin
