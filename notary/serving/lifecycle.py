@@ -40,21 +40,8 @@ from notary.core.logs import (
 from notary.core.successor import REASONS, SuccessorRecord
 from notary.store.base import NotaryStore
 
-__all__ = [
-    "LogBook",
-    "PruneRefused",
-    "Rolled",
-    "RootKeyMismatch",
-    "all_logs",
-    "check_root",
-    "key_status",
-    "log_path",
-    "log_signer",
-    "log_vkeys",
-    "own_signer",
-    "prune",
-    "roll",
-]
+__all__ = ["LogBook", "PruneRefused", "Rolled", "RootKeyMismatch", "all_logs", "check_root",
+           "key_status", "log_path", "log_signer", "log_vkeys", "own_signer", "prune", "roll"]
 
 
 def log_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer:
