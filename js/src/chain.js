@@ -40,7 +40,14 @@ function parseLogList(logs, base) {
     for (const k of ["origin", "state", "url"]) if (!text(item[k])) throw new ChainError(`logs[${i}].${k} is not a non-empty string`);
     const want = i === logs.length - 1 ? "active" : "frozen";
     if (item.state !== want) throw new ChainError(`logs[${i}] is '${item.state}': every log but the last is frozen and the last is active`);
-    return { origin: item.origin, vkeys: [...item.vkeys], size: BigInt(item.size), url: new URL(item.url, base.replace(/\/+$/, "") + "/").href.replace(/\/+$/, "") };
+    let url;
+    try {
+      url = new URL(item.url, base.replace(/\/+$/, "") + "/");
+    } catch {
+      throw new ChainError(`logs[${i}].url is not a URL`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new ChainError(`logs[${i}].url is not an http(s) URL`);
+    return { origin: item.origin, vkeys: [...item.vkeys], size: BigInt(item.size), url: url.href.replace(/\/+$/, "") };
   });
 }
 

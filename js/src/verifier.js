@@ -181,7 +181,7 @@ export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, p
     quorum: 0,
     policy: null,
     // Logs whose keys a compromised roll retired, by origin: {finalSize, at, by} (Python's Trust.retired).
-    retired: Object.freeze({ ...(retired ?? {}) }),
+    retired: Object.freeze(Object.assign(Object.create(null), retired ?? {})),
   };
   // A key counts once, under another name too (cosignature/v1 does not commit to the name), as
   // openCheckpoint counts cosignatures and as Python's verifier refuses an unmeetable quorum.
@@ -256,7 +256,7 @@ export async function loadTrust(spec = {}, { fetcher = null } = {}) {
 
 /** The retired logs of a /v1/ledger document's `logs`, by origin (entries not well formed are left out). */
 function retirements(ledger) {
-  const out = {};
+  const out = Object.create(null); // origins are the notary's to choose: "__proto__" is just a key
   for (const entry of isObject(ledger) && Array.isArray(ledger.logs) ? ledger.logs : []) {
     if (!isObject(entry) || !isObject(entry.retired)) continue;
     if (typeof entry.origin === "string" && Number.isInteger(entry.size)) {
@@ -710,7 +710,8 @@ async function chained(receipt, trust, fetcher, notes) {
     throw e;
   }
   notes.push(`the key of log ${repr(receipt.ledger.origin)} followed from the pinned key of ${repr(found.pinned)} through ${found.steps} successor record(s)`);
-  return [Object.freeze({ ...trust, logKeys: [...trust.logKeys, found.key], retired: Object.freeze({ ...retirements(found.ledger), ...trust.retired }) }), null];
+  const retired = Object.freeze(Object.assign(Object.create(null), retirements(found.ledger), trust.retired));
+  return [Object.freeze({ ...trust, logKeys: [...trust.logKeys, found.key], retired }), null];
 }
 
 function fetcherFrom(options) {
