@@ -179,6 +179,11 @@ async def test_the_commands_roll_for_compromise_and_list_retired_keys(tmp_path: 
     code, out, err = await capture_cli("log", "list", "--data", str(tmp_path))
     assert code == 0, err
     assert "KEYS RETIRED" in out.splitlines()[0] and "RETIRED" not in out.splitlines()[1]
+    # `keys list` still shows log 0's keys (log.vkey), not the new root's, which is no log's
+    code, out, err = await capture_cli("keys", "list", "--data", str(tmp_path), "--json")
+    assert code == 0, err
+    assert [k["vkey"] for k in json.loads(out)["log_keys"]] == logs[0]["vkeys"]
+    assert logs[0]["vkeys"][0] == Paths(tmp_path).log_vkey.read_text().strip()
 
 
 async def test_a_frontend_on_another_machine_refuses_until_it_has_the_new_root(
