@@ -3,11 +3,16 @@ stops right after one of its transaction's steps (``write``, ``put_log`` or ``sw
 the first call), holding the log's lock, printing ``paused`` so that the parent can SIGKILL it
 there, mid-transaction.
 
-With ``hold``, a line on standard input lets it go on: the roll commits and the command
+MODE ``hold``: a line on standard input lets it go on: the roll commits and the command
 prints what it froze (a roll whose lock the parent held as long as it wanted, e.g. to kill a
-frontend meanwhile). Without, it waits for the SIGKILL.
+frontend meanwhile). Otherwise it waits for the SIGKILL.
 
-Usage: python -m tests.roll_child DATA_DIR DATABASE STEP [hold]   (DATABASE '' for SQLite)
+MODE ``compromised``: the emergency roll (``--reason compromised``, a new ``log.key``); its
+STEP may also be ``install``: stopped after the roll committed, before ``log.key`` is
+replaced.
+
+Usage: python -m tests.roll_child DATA_DIR DATABASE STEP [hold|compromised]
+(DATABASE '' for the SQLite file)
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from notary.cli.main import main as notary_cli
+from notary.serving import root_key
 
 
 def pause_after(cls: type, name: str, hold: bool) -> None:
@@ -40,8 +47,15 @@ def pause_after(cls: type, name: str, hold: bool) -> None:
     setattr(cls, name, paused)
 
 
-def main(data: str, database: str, step: str, hold: bool) -> int:
-    if database:
+def main(data: str, database: str, step: str, mode: str = "") -> int:
+    hold = mode == "hold"
+    if step == "install":
+        def stop(*args: Any) -> None:
+            print("paused", flush=True)
+            time.sleep(3600)  # until SIGKILL
+
+        root_key.install_new_root = stop  # type: ignore[assignment]
+    elif database:
         from ledger.storage.postgres import PostgresWriteTx
 
         pause_after(PostgresWriteTx, step, hold)
@@ -50,8 +64,9 @@ def main(data: str, database: str, step: str, hold: bool) -> int:
 
         pause_after(SqliteWriteTx, step, hold)
     return notary_cli(["log", "roll", "--data", data,
-                       *(["--database", database] if database else [])])
+                       *(["--database", database] if database else []),
+                       *(["--reason", "compromised"] if mode == "compromised" else [])])
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4], hold=sys.argv[4:5] == ["hold"]))
+    sys.exit(main(*sys.argv[1:5]))

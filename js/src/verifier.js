@@ -18,6 +18,7 @@ import { Reconciler, Seen, checkStoredEntry, describePairs, jsonSize } from "./s
 import { checkUrl, createFetcher, getJson, splitUrl } from "./fetcher.js";
 import { consistencyFromTiles, proofFromTiles } from "./tiles.js";
 import { checkCoseReceipt } from "./cose.js";
+import { ChainError, keyByChain, notaryBase } from "./chain.js";
 import { receiptPath } from "./paths.js";
 
 /** The _meta key of the rs-tool-call/1 notarization block in a tool result. */
@@ -173,13 +174,15 @@ function keyList(values, what, parse) {
  * (cosignature/v1, ML-DSA-44 or Ed25519 vkeys) with `quorum` (default: all of them), or `policy` (tlog-policy text; its logs join the
  * log keys). Throws VerifierInputError for unusable material.
  */
-export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, policy = null } = {}) {
+export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, policy = null, retired = {} } = {}) {
   const out = {
     jwks: jwks === null || jwks === undefined ? null : jwksFrom(jwks, "the arguments"),
     logKeys: keyList(logKeys, "log key", parseLogKey),
     witnesses: keyList(witnesses, "witness key", parseVerifierKey),
     quorum: 0,
     policy: null,
+    // Logs whose keys a compromised roll retired, by origin: {finalSize, at, by} (Python's Trust.retired).
+    retired: Object.freeze(Object.assign(Object.create(null), retired ?? {})),
   };
   // A key counts once, under another name too (cosignature/v1 does not commit to the name), as
   // openCheckpoint counts cosignatures and as Python's verifier refuses an unmeetable quorum.
@@ -208,10 +211,11 @@ export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, p
 /**
  * Like makeTrust, and also: `jwks` may be an http(s) URL, and `notary` a notary's base URL whose
  * own JWKS and log keys (the active log's and every log its /v1/ledger lists) fill in what is
- * missing (trust on first use). Needs a fetcher for URLs.
+ * missing (trust on first use), and whose list says which logs' keys are retired (read even
+ * when every key is given: it only ever makes a verdict stricter). Needs a fetcher for URLs.
  */
 export async function loadTrust(spec = {}, { fetcher = null } = {}) {
-  let { jwks = null, logKeys = [], notary = null } = spec;
+  let { jwks = null, logKeys = [], notary = null, retired = {} } = spec;
   if (typeof jwks === "string" && /^https?:\/\//.test(jwks)) {
     if (fetcher === null) throw new VerifierInputError(`the JWKS ${jwks} is a URL, and offline nothing is fetched; pass a saved JWKS`);
     try {
@@ -240,8 +244,45 @@ export async function loadTrust(spec = {}, { fetcher = null } = {}) {
     // Every listed log's key too, so that a receipt of a log frozen since verifies under its
     // own log's key (Python's trust_from_notary).
     if (keys.length === 0) keys.push(...new Set([ledger.vkey, ...logListKeys(ledger)]));
+    retired = retirements(ledger);
+  } else if (notary && fetcher !== null) {
+    try {
+      retired = retirements(await getJson(fetcher, notary.replace(/\/+$/, "") + "/v1/ledger"));
+    } catch (e) {
+      if (!(e instanceof FetchError)) throw e; // none when it cannot be asked (Python's notary_retirements)
+    }
   }
-  return makeTrust({ ...spec, jwks, logKeys: keys });
+  return makeTrust({ ...spec, jwks, logKeys: keys, retired });
+}
+
+/** The retired logs of a /v1/ledger document's `logs`, by origin (entries not well formed are left out). */
+function retirements(ledger) {
+  const out = Object.create(null); // origins are the notary's to choose: "__proto__" is just a key
+  for (const entry of isObject(ledger) && Array.isArray(ledger.logs) ? ledger.logs : []) {
+    if (!isObject(entry) || !isObject(entry.retired)) continue;
+    if (typeof entry.origin === "string" && Number.isInteger(entry.size)) {
+      out[entry.origin] = { finalSize: entry.size, at: String(entry.retired.at), by: String(entry.retired.by) };
+    }
+  }
+  return out;
+}
+
+function retirementReason(origin, r) {
+  return `the keys of log ${repr(origin)} were retired by the compromised roll that froze ${repr(r.by)} at ${r.at}: a receipt of it is valid only when its checkpoint is consistent with the log's final checkpoint (size ${r.finalSize})`;
+}
+
+/** A receipt of a log whose keys are retired: level 5 must have found its checkpoint consistent with the log's final one (Python's _check_retired). */
+function checkRetired(report, origin, r) {
+  const verdict = report.verdict;
+  const level = verdict.levels.consistency ?? skipped("");
+  const latest = report.latest;
+  if (level.status === "passed" && latest !== null && BigInt(latest.size) === BigInt(r.finalSize)) {
+    report.notes.push(`${retirementReason(origin, r)}: it is`);
+  } else {
+    const why = level.status === "passed" && latest !== null ? `the log serves a checkpoint of size ${latest.size}` : level.reason;
+    verdict.levels.consistency = failed(`${retirementReason(origin, r)}; ${why}`);
+  }
+  verdict.require("consistency");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -268,6 +309,7 @@ export class Report {
     this.notes = notes;
     this.proof = proof; // the proof verified with (after an upgrade: the fetched one)
     this.cose = null; // the COSE receipt's check, when one was given: required to pass
+    this.latest = null; // the log's latest checkpoint level 5 fetched and verified (a frozen log's: its final)
   }
 
   /** The receipt carrying the proof used: an upgraded receipt, ready to save; null without one. */
@@ -620,6 +662,7 @@ async function level5(report, receipt, proof, logKey, trust, fetcher, store, log
     }
   }
 
+  report.latest = latest === null ? null : latest.checkpoint;
   const reconciler = new Reconciler(stored, receiptSeen, latest);
   const proofs = new Map();
   if (fetcher !== null && base !== null) {
@@ -651,6 +694,25 @@ async function level5(report, receipt, proof, logKey, trust, fetcher, store, log
   if (store !== null && newest !== null && (await remember(store, newest, logKey.vkey))) {
     report.notes.push(`remembered ${newest.describe()} as the newest checkpoint seen for ${repr(cp.origin)}`);
   }
+}
+
+/**
+ * No pinned key is of the receipt's log: its key followed from a pinned log's through the
+ * successor records (chain.js), or why it could not be: [trust, problem] (Python's _chained).
+ */
+async function chained(receipt, trust, fetcher, notes) {
+  const base = logBaseUrl(receipt);
+  if (base === null) return [trust, "the receipt names no http(s) notary to read the logs from"];
+  let found;
+  try {
+    found = await keyByChain(fetcher, notaryBase(base), trust.logKeys, receipt.ledger.origin);
+  } catch (e) {
+    if (e instanceof ChainError) return [trust, e.message];
+    throw e;
+  }
+  notes.push(`the key of log ${repr(receipt.ledger.origin)} followed from the pinned key of ${repr(found.pinned)} through ${found.steps} successor record(s)`);
+  const retired = Object.freeze(Object.assign(Object.create(null), retirements(found.ledger), trust.retired));
+  return [Object.freeze({ ...trust, logKeys: [...trust.logKeys, found.key], retired }), null];
 }
 
 function fetcherFrom(options) {
@@ -689,6 +751,10 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
     [proofText, note] = await fetchProof(receipt, receiptUrl, fetcher);
     notes.push(note);
   }
+  let chainProblem = null;
+  if (fetcher !== null && trust.logKeys.length && isWellShaped(receipt) && !trust.logKeys.some((k) => k.name === receipt.ledger.origin)) {
+    [trust, chainProblem] = await chained(receipt, trust, fetcher, notes);
+  }
   const keyFor = (proof) => {
     const found = selectLogKey(receipt, proof, trust.logKeys);
     return [found, found === null || "status" in found ? null : found];
@@ -720,7 +786,9 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
   const [selected, logKey] = keyFor(proofText);
   const levelOptions = { ...trustOptions, logVerifier: logKey };
   let verdict = await verifyLevels(receipt, { ...levelOptions, proof: proofText });
-  if (selected !== null && logKey === null && "inclusion" in verdict.levels) verdict.levels.inclusion = selected;
+  if (selected !== null && logKey === null && "inclusion" in verdict.levels) {
+    verdict.levels.inclusion = chainProblem === null ? selected : failed(`${selected.reason}; following the chain of logs from a pinned key: ${chainProblem}`);
+  }
   const witnesses = verdict.levels.witnesses;
   if (witnesses !== undefined && witnesses.status === "failed" && fetcher !== null) {
     const [fresh, note] = await fetchProof(receipt, receiptUrl, fetcher);
@@ -743,6 +811,8 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
   }
   if (trust.quorum || (trust.policy !== null && trust.policy.quorum !== "none")) verdict.require("witnesses");
   await level5(report, receipt, proofText, logKey, trust, fetcher, store, logUrl);
+  const retired = trust.retired?.[receipt.ledger.origin];
+  if (retired !== undefined && Object.hasOwn(trust.retired, receipt.ledger.origin)) checkRetired(report, receipt.ledger.origin, retired);
   report.checkpoint = verdict.checkpoint;
   return report;
 }

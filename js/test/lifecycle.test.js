@@ -2,6 +2,7 @@
 // and one of the active log both verify in Node, trusting the notary's log list as Python's
 // `notary verify --notary` does, and the two verifiers give the same verdicts.
 import { after, before, test } from "node:test";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -84,3 +85,34 @@ test("Python's notary verify gives the same verdicts", async () => {
     assert.deepEqual(statuses(js), pyLevels);
   }
 });
+
+test("only log 0's key pinned: a receipt of the next log verifies by following the successor record, as in Python", async () => {
+  const jwks = notary.jwks;
+  const pinned = makeTrust({ jwks, logKeys: [ledger.logs[0].vkeys[0]] });
+  const report = await verifyToolCall(activeCall, { trust: pinned, online: true });
+  assert.ok(report.valid, report.render());
+  assert.ok(report.notes.some((n) => n.includes("through 1 successor record(s)")), report.render());
+  const path = join(dir, "active-pinned.json");
+  writeFileSync(path, JSON.stringify(activeCall));
+  const jwksPath = join(dir, "jwks.json");
+  writeFileSync(jwksPath, JSON.stringify(jwks));
+  // A key named as log 0 that the notary does not list for it: no chain to follow from it.
+  const stranger = strangerKey(ledger.logs[0].origin);
+  for (const [key, valid] of [[ledger.logs[0].vkeys[0], true], [stranger, false]]) {
+    const py = notaryCli("verify", path, "--jwks", jwksPath, "--log-key", key, "--no-state", "--json");
+    const js = await verifyToolCall(activeCall, { trust: { jwks, logKeys: [key] }, online: true });
+    const pyReport = JSON.parse(py.stdout);
+    assert.equal(pyReport.valid, valid, py.stdout);
+    if (!valid) assert.match(js.levels.inclusion.reason, /following the chain of logs/);
+    assert.equal(js.valid, valid, js.render());
+    assert.deepEqual(statuses(js), Object.fromEntries(Object.entries(pyReport.levels).map(([k, v]) => [k, v.status])));
+  }
+});
+
+/** A fresh Ed25519 note verifier key named `name` (C2SP signed-note: id = SHA-256(name ‖ "\n" ‖ 0x01 ‖ key)[:4]). */
+function strangerKey(name) {
+  const pub = Buffer.from(generateKeyPairSync("ed25519").publicKey.export({ format: "jwk" }).x, "base64url");
+  const typed = Buffer.concat([Buffer.from([1]), pub]);
+  const id = createHash("sha256").update(Buffer.concat([Buffer.from(name + "\n"), typed])).digest().subarray(0, 4).toString("hex");
+  return `${name}+${id}+${typed.toString("base64")}`;
+}

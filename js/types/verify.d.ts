@@ -158,6 +158,16 @@ export interface TrustSpec {
   policy?: string | Uint8Array | Policy | null;
   /** loadTrust only: a notary whose own keys fill in what is missing (trust on first use). */
   notary?: string | null;
+  /** Logs whose keys a compromised roll retired, by origin (loadTrust reads them from the notary's list). */
+  retired?: Readonly<Record<string, Retirement>>;
+}
+
+/** A log whose keys a compromised roll retired: its receipts need level 5 consistent with its final checkpoint. */
+export interface Retirement {
+  readonly finalSize: number;
+  readonly at: string;
+  /** The origin of the log that roll froze. */
+  readonly by: string;
 }
 
 /** Trust anchors, checked: what makeTrust and loadTrust return. */
@@ -167,6 +177,7 @@ export interface Trust {
   readonly witnesses: readonly NoteVerifier[];
   readonly quorum: number;
   readonly policy: Policy | null;
+  readonly retired: Readonly<Record<string, Retirement>>;
 }
 
 /** The entry a store keeps per log origin (the Python state file's format). */

@@ -14,14 +14,31 @@ from collections.abc import Sequence
 
 from ledger.client.http import FetchError, HttpClient
 from ledger.client.pipeline import PipelinedFetcher, PipelineError
-from ledger.core.hashing import HASH_SIZE
+from ledger.core.compact import decode_bundle
+from ledger.core.errors import LedgerError
+from ledger.core.hashing import HASH_SIZE, leaf_hash
 from ledger.core.note import NoteError, strict_b64decode
-from ledger.core.proofs import Coord, assemble, consistency_plan, plan_coords
+from ledger.core.proofs import (
+    Coord,
+    ProofError,
+    assemble,
+    consistency_plan,
+    inclusion_plan,
+    plan_coords,
+    verify_inclusion,
+)
 from ledger.core.tilehash import ExpandedTile, tile_of
 from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_WIDTH, Tile, tile_count
 
-__all__ = ["MAX_CHECKPOINT_BYTES", "MAX_PROOF_JSON_BYTES", "MAX_TILE_BYTES", "LogSource",
-           "tile_at"]
+__all__ = [
+    "MAX_CHECKPOINT_BYTES",
+    "MAX_PROOF_JSON_BYTES",
+    "MAX_TILE_BYTES",
+    "EntryUnproven",
+    "LogSource",
+    "proven_entry",
+    "tile_at",
+]
 
 #: The largest tile or bundle a log may serve: a full bundle of the largest entries, each after
 #: its two-byte length.
@@ -176,3 +193,27 @@ class LogSource:
     async def consistency_from_tiles(self, old: int, new: int) -> list[bytes]:
         plan = consistency_plan(old, new)
         return assemble(plan, await self.hashes(plan_coords(plan), new))
+
+
+class EntryUnproven(LedgerError, ValueError):
+    """The tiles do not hold the entry asked for, or not the one the root commits to."""
+
+
+async def proven_entry(source: LogSource, index: int, size: int, root: bytes) -> bytes:
+    """Entry ``index`` of the tree (``size``, ``root``) read from the tiles and proven
+    included under that root (a checkpoint the caller verified): what the notary's chain of
+    logs is followed with (a frozen log's last entry names the next log)."""
+    bundle_tile = tile_at(ENTRIES_LEVEL, index // TILE_WIDTH, size)
+    data = await source.tile(bundle_tile)
+    try:
+        entry = decode_bundle(data)[index % TILE_WIDTH]
+    except (ValueError, IndexError) as e:
+        raise EntryUnproven(f"{bundle_tile.path()} does not hold entry {index}: {e}") from None
+    plan = inclusion_plan(index, size)
+    proof = assemble(plan, await source.hashes(plan_coords(plan), size))
+    try:
+        verify_inclusion(index, size, leaf_hash(entry), proof, root)
+    except ProofError as e:
+        raise EntryUnproven(f"entry {index} served is not the one the checkpoint commits to: "
+                            f"{e}") from None
+    return entry

@@ -39,12 +39,15 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
 
     paths = Paths(store_args.settings(args).data)
     records = store_args.with_store(args, lambda store: store.receipt_keys())
+    logs = store_args.with_store(args, lambda store: store.logs())
     try:
         signer = load_log_key(paths)
     except (OSError, KeyFileError, NoteError) as e:
         raise UsageError(f"cannot read the log key in {paths.root}: {e}") from None
     log_keys = [("Ed25519", signer.verifier_key_text()),
                 ("ML-DSA-44", SubtreeCosignatureSigner.derived_from(signer).verifier_key_text())]
+    if logs:  # log 0's, as registered: after a compromised roll log.key is a new root
+        log_keys = list(zip(("Ed25519", "ML-DSA-44"), logs[0].vkeys, strict=False))
     try:
         current = current_receipt_key(paths, records).kid
     except KeyFileError:

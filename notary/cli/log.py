@@ -19,6 +19,7 @@ from notary.cli import store_args
 if TYPE_CHECKING:
     from ledger.core.note import Ed25519Signer
     from ledger.storage.base import LogRecord
+    from notary.serving.keys import Paths
     from notary.serving.lifecycle import Rolled
     from notary.store.base import NotaryStore
 
@@ -30,33 +31,53 @@ OPERATOR_REASONS = ("operator", "compromised")
 tests/notary/cli/test_command_loading.py checks that the two agree)."""
 
 
-def _root_key(args: argparse.Namespace) -> Ed25519Signer:
-    """``log.key``: log 0's key, from which every later log's is derived."""
+async def _root_key(paths: Paths, store: NotaryStore) -> Ed25519Signer:
+    """``log.key``: the root every log's key is derived from (a compromised roll killed
+    after it committed is finished first: notary.serving.root_key)."""
     # deferred: the key code and the store, not for `--help`
     from ledger.core.note import NoteError
     from ledger.process.keyfile import KeyFileError
-    from notary.serving.keys import Paths, load_log_key
+    from notary.serving.root_key import recover_root
 
-    paths = Paths(store_args.settings(args).data)
     try:
-        return load_log_key(paths)
+        return recover_root(paths, await store.logs())
     except (OSError, KeyFileError, NoteError) as e:
         raise UsageError(f"cannot read the log key in {paths.root}: {e}") from None
 
 
+def _paths(args: argparse.Namespace) -> Paths:
+    # deferred: the key code, not for `--help`
+    from notary.serving.keys import Paths
+
+    return Paths(store_args.settings(args).data)
+
+
 def cmd_log_roll(args: argparse.Namespace) -> int:
     # deferred: the lifecycle (store, sequencer, keys), not for `--help`
-    from notary.serving.lifecycle import roll
+    from notary.core.logs import COMPROMISED
+    from notary.serving.lifecycle import RootKeyMismatch, roll
+    from notary.serving.root_key import emergency_roll
 
-    root = _root_key(args)
+    paths = _paths(args)
 
     async def run(store: NotaryStore) -> Rolled:
+        root = await _root_key(paths, store)
+        if args.reason == COMPROMISED:  # a new log.key (notary.serving.root_key)
+            return await emergency_roll(store, paths, root)
         return await roll(store, root, reason=args.reason)
 
-    rolled = store_args.with_store(args, run)
+    try:
+        rolled = store_args.with_store(args, run)
+    except RootKeyMismatch as e:
+        raise UsageError(str(e)) from None
     print(f"Froze log {rolled.frozen.n} ({rolled.frozen.origin}) at size "
           f"{rolled.frozen.final_size}; log {rolled.active.n} ({rolled.active.origin}) is "
           "active. A running notary switches at its next commit, within a few seconds.")
+    if args.reason == COMPROMISED:
+        print(f"The keys of every log up to {rolled.frozen.origin} are retired. {paths.log_key} "
+              f"is a new root key (the old one is kept as log.key.retired-*: delete it when "
+              f"you wish). Copy {paths.log_key} to every other frontend's data directory (mode "
+              "0600): until then it refuses to sign.")
     return 0
 
 
@@ -115,30 +136,36 @@ def _min_index(text: str) -> int:
     return int(text)
 
 
-def _as_json(r: LogRecord) -> dict[str, object]:
+def _as_json(r: LogRecord, keys: dict[str, object]) -> dict[str, object]:
     return {"n": r.n, "origin": r.origin, "state": r.state, "vkeys": list(r.vkeys),
             "started": rfc3339(r.started) if r.started else None,
             "frozen_at": None if r.frozen_at is None else rfc3339(r.frozen_at),
-            "final_size": r.final_size, "min_index": r.min_index, "reason": r.reason}
+            "final_size": r.final_size, "min_index": r.min_index, "reason": r.reason, **keys}
 
 
 def cmd_log_list(args: argparse.Namespace) -> int:
     # deferred: the lifecycle (store, sequencer, keys), not for `--help`
-    from notary.serving.lifecycle import all_logs
+    from notary.serving.lifecycle import all_logs, key_status
 
-    root = _root_key(args)
+    paths = _paths(args)
 
     async def run(store: NotaryStore) -> list[LogRecord]:
-        return all_logs(root, await store.logs())
+        return all_logs(await _root_key(paths, store), await store.logs())
 
     logs = store_args.with_store(args, run)
+    status = key_status(logs)
     if args.json:
-        print(json.dumps({"logs": [_as_json(r) for r in logs]}, indent=2))
+        print(json.dumps({"logs": [_as_json(r, k) for r, k in zip(logs, status, strict=True)]},
+                         indent=2))
         return 0
-    for r in logs:
+    for r, k in zip(logs, status, strict=True):
         size = "" if r.final_size is None else f"  size {r.final_size}"
         frozen = "" if r.frozen_at is None else f"  frozen {rfc3339(r.frozen_at)} ({r.reason})"
-        print(f"log {r.n}  {r.state:6}  {r.origin}{size}{frozen}")
+        gen = f"  root {k['key_generation']}"
+        retired = k["retired"]
+        keys = "" if not isinstance(retired, dict) else \
+            f"  KEYS RETIRED ({retired['reason']}, {retired['at']})"
+        print(f"log {r.n}  {r.state:6}  {r.origin}{size}{frozen}{gen}{keys}")
     return 0
 
 

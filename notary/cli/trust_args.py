@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,7 @@ async def trust_from_args(args: argparse.Namespace, fetcher: HttpClient | None) 
         build_trust,
         complete_from_notary,
         load_jwks,
+        notary_retirements,
         parse_log_keys,
         parse_witness_keys,
     )
@@ -136,12 +138,17 @@ async def trust_from_args(args: argparse.Namespace, fetcher: HttpClient | None) 
     jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
     jwks, log_keys, _ = await complete_from_notary(jwks, parse_log_keys(args.log_key),
                                                    args.notary, fetcher)
+    # Which logs' keys the notary retired: only ever a stricter verdict, so asked even when
+    # every key is pinned.
+    retired = await notary_retirements(args.notary, fetcher) if args.notary and fetcher \
+        else {}
     policy = witness_policy_from_args(args)
     if policy is not None:
         log_keys = (*log_keys, *(k for k, _ in policy.logs
                                  if all(k.vkey != have.vkey for have in log_keys)))
-        return Trust(jwks, log_keys, policy=policy)
-    return build_trust(jwks, log_keys, parse_witness_keys(args.witness), args.quorum)
+        return Trust(jwks, log_keys, policy=policy, retired=retired)
+    return replace(build_trust(jwks, log_keys, parse_witness_keys(args.witness), args.quorum),
+                   retired=retired)
 
 
 def witness_policy_from_args(args: argparse.Namespace) -> TlogPolicy | None:

@@ -14,19 +14,45 @@ indexes, as they always were.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-__all__ = ["INDEX_BITS", "log_origin", "log_seed", "position", "shard_name",
-           "split_position"]
+__all__ = ["COMPROMISED", "INDEX_BITS", "key_generations", "log_origin", "log_seed",
+           "position", "retired_by", "shard_name", "split_position"]
 
 INDEX_BITS = 40
 """Bits of a receipt position that hold the index in its log (2^40 entries a log)."""
 
 _INFO = b"mcp-notary log key\n"
+
+COMPROMISED = "compromised"
+"""The roll reason that replaces ``log.key`` (an emergency roll, docs/lifecycle.md)."""
+
+
+def key_generations(reasons: Sequence[str | None]) -> list[int]:
+    """The root key generation of each log, oldest first, from each log's freeze reason
+    (None: not frozen). Generation 0 is the first ``log.key``; a roll for ``compromised``
+    makes a new root, so every log after it is one generation on. The registry holds the
+    reasons, so it records which root each log's key comes from without a column of its own.
+    """
+    out, g = [], 0
+    for reason in reasons:
+        out.append(g)
+        if reason == COMPROMISED:
+            g += 1
+    return out
+
+
+def retired_by(reasons: Sequence[str | None]) -> list[int | None]:
+    """For each log, the number of the log whose compromised roll retired its keys (every log
+    of an older root generation than the newest), or None while its root is the current one."""
+    gens = key_generations(reasons)
+    ends = [i for i, r in enumerate(reasons) if r == COMPROMISED]
+    return [next(e for e in ends if e >= i) if g < gens[-1] else None
+            for i, g in enumerate(gens)] if gens else []
 
 
 def shard_name(started: datetime, taken: Collection[str]) -> str:

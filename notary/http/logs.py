@@ -11,7 +11,7 @@ from ledger.core.timestamps import rfc3339
 from ledger.http.routes import LOG_LIST, LOGS, PQ_CHECKPOINTS, ServedLog
 from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
-from notary.serving.lifecycle import log_signer
+from notary.serving.lifecycle import key_status
 from notary.serving.service import Notary
 
 __all__ = ["serve_logs"]
@@ -31,8 +31,11 @@ def serve_logs(app: web.Application, notary: Notary, base_url: str) -> None:
         record = None if n is None else book.record(n)
         if record is None:
             return None
+        own = book.own_signer(record)
+        if own is None:  # retired keys: its final checkpoint was dual-signed at the roll
+            return None
         if log.origin not in frozen_pq:
-            signer = SubtreeCosignatureSigner.derived_from(log_signer(book.root, record))
+            signer = SubtreeCosignatureSigner.derived_from(own)
             frozen_pq[log.origin] = PostQuantumCheckpoints(signer, log.origin)
         return frozen_pq[log.origin]
 
@@ -59,6 +62,7 @@ def serve_logs(app: web.Application, notary: Notary, base_url: str) -> None:
 
     async def listing(head: Head) -> list[dict[str, object]]:
         records = await book.refresh()
+        keys = key_status(records)
         out: list[dict[str, object]] = []
         for i, r in enumerate(records):
             if r.final_size is not None:
@@ -74,6 +78,7 @@ def serve_logs(app: web.Application, notary: Notary, base_url: str) -> None:
                 "started": rfc3339(r.started) if r.started else None,
                 "frozen_at": None if r.frozen_at is None else rfc3339(r.frozen_at),
                 "successor": records[i + 1].origin if i + 1 < len(records) else None,
+                **keys[i],
             })
         return out
 

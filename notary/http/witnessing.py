@@ -35,7 +35,6 @@ from ledger.log.facade import Head, Log
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from notary.http.appkeys import METRICS, NOTARY, WITNESSING
 from notary.serving.config import ConfigError, Settings
-from notary.serving.lifecycle import log_signer
 from notary.serving.service import Notary
 
 _log = structlog.get_logger("notary.witnessing")
@@ -144,12 +143,13 @@ def _frozen_logs(notary: Notary, pq: PostQuantumCheckpoints | None) -> FrozenLog
             if log is None:
                 continue
             line = None
-            if pq is not None:
+            own = notary.logs.own_signer(record)
+            # (a retired root's log: its final checkpoint was stored dual-signed by the roll)
+            if pq is not None and own is not None:
                 line = lines.get(record.origin)
                 if line is None:
                     line = lines[record.origin] = PostQuantumCheckpoints(
-                        SubtreeCosignatureSigner.derived_from(
-                            log_signer(notary.logs.root, record)), record.origin)
+                        SubtreeCosignatureSigner.derived_from(own), record.origin)
             out.append(FrozenLog(log, line, record.frozen_at or 0.0))
         return out
 

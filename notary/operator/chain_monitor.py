@@ -15,12 +15,8 @@ A server without ``/v1/ledger`` (a plain tlog, a mirror) is monitored as one log
 from __future__ import annotations
 
 from ledger.client.http import FetchError
-from ledger.client.tiles import LogSource, tile_at
-from ledger.core.compact import decode_bundle
-from ledger.core.hashing import leaf_hash
+from ledger.client.tiles import EntryUnproven, LogSource, proven_entry
 from ledger.core.note import NoteVerifier
-from ledger.core.proofs import ProofError, assemble, inclusion_plan, plan_coords, verify_inclusion
-from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH
 from ledger.monitor.core import Alarm, PollReport
 from ledger.monitor.polls import LogPolls, one_log
 from notary.core.log_chain import (
@@ -125,19 +121,7 @@ async def _last_entry(source: LogSource, origin: str, size: int, root: bytes,
     verified checkpoint (``size``, ``root``)."""
     if size == 0:
         raise _alarm(f"frozen log {origin} is empty: it has no successor record", evidence)
-    index = size - 1
-    bundle_tile = tile_at(ENTRIES_LEVEL, index // TILE_WIDTH, size)
-    data = await source.tile(bundle_tile)
     try:
-        entry = decode_bundle(data)[index % TILE_WIDTH]
-    except (ValueError, IndexError) as e:
-        raise _alarm(f"{origin}: {bundle_tile.path()} does not hold entry {index}: {e}",
-                     evidence) from None
-    plan = inclusion_plan(index, size)
-    proof = assemble(plan, await source.hashes(plan_coords(plan), size))
-    try:
-        verify_inclusion(index, size, leaf_hash(entry), proof, root)
-    except ProofError as e:
-        raise _alarm(f"{origin}: the last entry served is not the one its final "
-                     f"checkpoint commits to: {e}", {**evidence, "entry": entry.hex()}) from None
-    return entry
+        return await proven_entry(source, size - 1, size, root)
+    except EntryUnproven as e:
+        raise _alarm(f"{origin}: {e}", evidence) from None

@@ -7,9 +7,17 @@ same root, and the witnesses' cosignatures on that checkpoint (in the tlog-proof
 ``size`` asks for another tree: its root comes from the tiles and is checked against the
 head's root with a consistency proof before the log signs it, so the log never signs a root
 that is not its own. docs/scitt.md describes the format.
+
+An entry of a frozen log (docs/lifecycle.md) is proven in that log's final checkpoint (or a
+smaller tree of it), signed with that log's own keys, as its JSON receipt's proof is. Not for
+a log whose keys a compromised roll retired: a signature by them proves nothing a holder of
+the stolen key could not make, so none is made; the JSON receipt's proof to the witnessed
+final checkpoint is what vouches for such an entry.
 """
 
 from __future__ import annotations
+
+from weakref import WeakKeyDictionary
 
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.cose_receipt import CoseSigner, encode_receipt
@@ -19,17 +27,18 @@ from ledger.core.proofs import ProofError, range_coords, verify_consistency
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import ApiError
 from ledger.log.cose_roots import CoseRoots
-from ledger.log.facade import Head
+from ledger.log.facade import Head, Log
+from notary.core.receipts import Receipt
 from notary.serving.service import Notary
 
 __all__ = ["cose_receipt"]
 
 
-async def _root_at(notary: Notary, head: Head, size: int) -> bytes:
+async def _root_at(log: Log, head: Head, size: int) -> bytes:
     """The root of the tree of ``size`` (at most the head's), proven consistent with the head."""
     if size == head.size:
         return head.checkpoint.root_hash
-    reader = notary.log.reader
+    reader = log.reader
     coords = range_coords(0, size)
     hashes = await reader.hashes(coords, head.size)
     root = fold_right([hashes[c] for c in coords])
@@ -50,26 +59,60 @@ def cose_signers(signer: Ed25519Signer) -> list[CoseSigner]:
 
 async def cose_receipt(notary: Notary, roots: CoseRoots, receipt_id: str, *,
                        size: int | None, alg: int) -> bytes:
-    """The COSE receipt of a stored tool call (``size``: the tree to prove it in), for an
-    entry of the active log (a frozen log's entries: see docs/lifecycle.md)."""
+    """The COSE receipt of a stored tool call (``size``: the tree to prove it in)."""
     receipt = await notary.stored(receipt_id)
     if receipt.origin != notary.log.origin:
         await notary.sequencer.follow()  # of a log another process rolled to: follow it
     if receipt.origin != notary.log.origin:
-        raise ApiError(404, "not_found", f"{receipt_id} is in the frozen log {receipt.origin!r}: "
-                       "COSE receipts are served for entries of the active log (the JSON "
-                       "receipt's proof leads to the frozen log's final checkpoint)")
+        return await _frozen_receipt(notary, roots, receipt, size=size, alg=alg)
     head, target, note = await notary.proof_target(receipt)
     if size is None:
         size = target
         root = parse_checkpoint_text(parse_note(note).text).root_hash
     else:
-        if size > head.size:
-            raise ApiError(404, "not_found", f"size {size} is beyond the current tree size "
-                           f"{head.size}")
-        if size <= receipt.index:
-            raise ApiError(400, "bad_parameter", f"the entry of {receipt_id} is at index "
-                           f"{receipt.index}: a tree that holds it has a size above that")
-        root = await _root_at(notary, head, size)
+        _check_size(receipt, head, size)
+        root = await _root_at(notary.log, head, size)
     path = await notary.log.reader.inclusion_proof(receipt.index, size)
     return encode_receipt(roots.sign(alg, size, root), receipt.index, path)
+
+
+def _check_size(receipt: Receipt, head: Head, size: int) -> None:
+    if size > head.size:
+        raise ApiError(404, "not_found", f"size {size} is beyond the current tree size "
+                       f"{head.size}")
+    if size <= receipt.index:
+        raise ApiError(400, "bad_parameter", f"the entry of {receipt.id} is at index "
+                       f"{receipt.index}: a tree that holds it has a size above that")
+
+
+_FROZEN: WeakKeyDictionary[Notary, dict[str, CoseRoots]] = WeakKeyDictionary()
+"""Each notary's signers of its frozen logs' roots, by origin (made at the first request)."""
+
+
+async def _frozen_receipt(notary: Notary, roots: CoseRoots, receipt: Receipt, *,
+                          size: int | None, alg: int) -> bytes:
+    """A frozen log's entry, proven in its final checkpoint (or ``size``) under its keys."""
+    book = notary.logs
+    log = await book.frozen(receipt.origin)
+    n = book.number_of(receipt.origin)
+    record = None if n is None else book.record(n)
+    head = None if log is None else await log.head()
+    if log is None or record is None or head is None:
+        raise ApiError(404, "not_found", f"{receipt.id} is in the log {receipt.origin!r}, "
+                       "which this notary does not serve")
+    signer = book.own_signer(record)
+    if signer is None:
+        raise ApiError(404, "not_found", f"{receipt.id} is in the log {receipt.origin!r}, "
+                       "whose keys a compromised roll retired: they sign no COSE receipt (the "
+                       "JSON receipt's proof leads to the log's final checkpoint, signed at "
+                       "the roll and witnessed)")
+    size = head.size if size is None else size
+    _check_size(receipt, head, size)
+    root = await _root_at(log, head, size)
+    frozen = _FROZEN.setdefault(notary, {})
+    if receipt.origin not in frozen:
+        algs = {k.alg for k in roots.keys}
+        frozen[receipt.origin] = CoseRoots([s for s in cose_signers(signer) if s.key.alg in algs],
+                                           receipt.origin)
+    path = await log.reader.inclusion_proof(receipt.index, size)
+    return encode_receipt(frozen[receipt.origin].sign(alg, size, root), receipt.index, path)

@@ -4,6 +4,8 @@ Layout of the data directory::
 
     notary.store.sqlite    the store (SQLite): log tiles, checkpoints, receipts, accounts
     log.key  log.vkey      the log's note key (PRIVATE+KEY+… form) and its verifier key
+                           (after a compromised roll, log.key is the new root; log.vkey stays
+                           log 0's key; log.key.retired-<g> is a retired root, unused)
     receipt-keys/<kid>.key receipt signing seeds (base64url); the public halves are
                            registered in the store, so the JWKS keeps old keys after a rotation
 
@@ -45,6 +47,14 @@ class Paths:
     @property
     def log_vkey(self) -> Path:
         return self.root / "log.vkey"
+
+    @property
+    def log_key_next(self) -> Path:
+        """A compromised roll's new root, until the roll committed (notary.serving.root_key)."""
+        return self.root / "log.key.next"
+
+    def retired_log_key(self, generation: int) -> Path:
+        return self.root / f"log.key.retired-{generation}"
 
     @property
     def receipt_keys(self) -> Path:

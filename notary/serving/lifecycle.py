@@ -19,8 +19,9 @@ from datetime import UTC, datetime
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import TreeState, integrate
-from ledger.core.note import Ed25519Signer, NoteError
+from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError, merge_signatures, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+from ledger.core.timestamps import rfc3339
 from ledger.log.facade import Head, Log
 from ledger.log.reader import LogReader
 from ledger.log.sequencer import LogIntegrityError, load_state
@@ -28,13 +29,22 @@ from ledger.storage.base import CheckpointRecord, LogRecord, RollingTx, StoreErr
 from notary.core.entry import EntryError, decode_entry
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import format_issued_at, parse_issued_at
-from notary.core.logs import log_origin, log_seed, position, shard_name
+from notary.core.logs import (
+    COMPROMISED,
+    key_generations,
+    log_origin,
+    log_seed,
+    position,
+    retired_by,
+    shard_name,
+)
 from notary.core.periods import Span, age_cutoff, period_start
 from notary.core.successor import REASONS, SuccessorRecord
 from notary.store.base import NotaryStore
 
-__all__ = ["FROZEN_CACHE_TILES", "FROZEN_OPEN", "LogBook", "PruneRefused", "Rolled", "all_logs",
-           "expire", "log_path", "log_signer", "log_vkeys", "prune", "roll", "roll_due"]
+__all__ = ["FROZEN_CACHE_TILES", "FROZEN_OPEN", "LogBook", "PruneRefused", "Rolled",
+           "RootKeyMismatch", "all_logs", "check_root", "expire", "key_status", "log_path",
+           "log_signer", "log_vkeys", "own_signer", "prune", "roll", "roll_due"]
 
 
 def log_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer:
@@ -54,6 +64,49 @@ def log_vkeys(signer: Ed25519Signer) -> tuple[str, str]:
     """A log's note verifier keys: Ed25519, then the ML-DSA-44 key derived from it."""
     return (signer.verifier_key_text(),
             SubtreeCosignatureSigner.derived_from(signer).verifier_key_text())
+
+
+class RootKeyMismatch(NotaryBaseError, RuntimeError):
+    """This process's ``log.key`` does not make the active log's keys: a compromised roll
+    replaced the root elsewhere (docs/lifecycle.md), so it must not sign."""
+
+
+def own_signer(root: Ed25519Signer, record: LogRecord) -> Ed25519Signer | None:
+    """The key of log ``record`` if ``root`` is that log's root, i.e. it makes the keys the
+    registry lists for it; None for a log of another root generation (retired, or newer)."""
+    signer = log_signer(root, record)
+    if record.vkeys and log_vkeys(signer) != tuple(record.vkeys):
+        return None
+    return signer
+
+
+def check_root(root: Ed25519Signer, records: list[LogRecord], key_file: str) -> None:
+    """Refuse to sign with a ``log.key`` that does not make the active log's keys, saying what
+    to copy where (every frontend needs the new root after a compromised roll)."""
+    active = records[-1]
+    if own_signer(root, active) is not None:
+        return
+    gens = key_generations([r.reason for r in records])
+    raise RootKeyMismatch(
+        f"{key_file} does not make the keys of the active log {active.n} ({active.origin}), "
+        f"which comes from root key generation {gens[-1]} (a compromised roll replaced "
+        f"log.key): this process must not sign. Copy log.key from the data directory where "
+        f"`notary log roll --reason compromised` ran to {key_file} (mode 0600): a running "
+        "notary reads it at its next commit, a stopped one when it starts")
+
+
+def key_status(records: list[LogRecord]) -> list[dict[str, object]]:
+    """Each log's ``key_generation`` and ``retired`` (None, or the compromised roll that
+    retired its keys: ``reason``, ``at``, ``by`` = that roll's frozen log), as ``/v1/ledger``'s
+    ``logs`` and ``notary log list --json`` show them."""
+    reasons = [r.reason for r in records]
+    out: list[dict[str, object]] = []
+    for g, by in zip(key_generations(reasons), retired_by(reasons), strict=True):
+        end = None if by is None else records[by]
+        retired = None if end is None or end.frozen_at is None else {
+            "reason": COMPROMISED, "at": rfc3339(end.frozen_at), "by": end.origin}
+        out.append({"key_generation": g, "retired": retired})
+    return out
 
 
 def _log0(root: Ed25519Signer, started: float) -> LogRecord:
@@ -88,13 +141,23 @@ class _NotDue(Exception):
 
 
 async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operator",
-               clock: float | None = None, started_before: float | None = None) -> Rolled:
+               clock: float | None = None, started_before: float | None = None,
+               new_root: Ed25519Signer | None = None) -> Rolled:
     """Freeze the active log and start the next one, in one transaction (see the module).
 
     ``started_before``: roll only if the active log started before this time, decided under
-    the lock (:func:`roll_due`); else :class:`_NotDue`, and nothing is written."""
+    the lock (:func:`roll_due`); else :class:`_NotDue`, and nothing is written.
+
+    A ``compromised`` roll needs ``new_root``: the next log's key is derived from it, not from
+    ``root`` (which may be in other hands), and the frozen log's final checkpoint is stored
+    dual-signed (Ed25519 and ML-DSA-44), since its keys never sign again.
+    """
     if reason not in REASONS:
         raise ValueError(f"reason must be one of {REASONS}, not {reason!r}")
+    if (reason == COMPROMISED) != (new_root is not None):
+        raise ValueError("a new root key goes with a compromised roll, and only with one")
+    if new_root is not None and new_root.seed == root.seed:
+        raise ValueError("the new root key is the compromised one")
     now = time.time() if clock is None else clock
     async with store.transaction() as tx:
         rows = await tx.logs()
@@ -110,6 +173,7 @@ async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operat
             raise StoreError(f"the registry's newest log ({active.n}) is not the active one")
         if started_before is not None and active.started >= started_before:
             raise _NotDue
+        check_root(root, rows, "log.key")
         signer = log_signer(root, active)
         try:
             cp, _ = open_checkpoint(latest.note, signer.verifier())
@@ -122,13 +186,16 @@ async def roll(store: NotaryStore, root: Ed25519Signer, *, reason: str = "operat
         shard = shard_name(at, {r.shard for r in rows})
         base = rows[0].origin
         nxt = LogRecord(active.n + 1, log_origin(base, shard), shard, "active", now, ())
-        nxt_signer = log_signer(root, nxt)
+        nxt_signer = log_signer(new_root or root, nxt)
         nxt = replace(nxt, vkeys=log_vkeys(nxt_signer))
         record = SuccessorRecord(nxt.origin, nxt.vkeys, active.origin, format_issued_at(at),
                                  reason)
         done = integrate(state, [record.encode()])
         note = sign_checkpoint(Checkpoint(active.origin, done.state.size, done.state.root()),
                                signer)
+        if reason == COMPROMISED:
+            pq = SubtreeCosignatureSigner.derived_from(signer)
+            note = merge_signatures(note, [pq.cosign(parse_note(note).text, int(now))])
         await tx.write(done.tiles, CheckpointRecord(done.state.size, now, note))
         frozen = replace(active, state="frozen", frozen_at=now, final_size=done.state.size,
                          reason=reason)
@@ -218,9 +285,15 @@ class LogBook:
     :class:`Log` of each frozen log read lately (its head: the final checkpoint, which never
     changes; at most :data:`FROZEN_OPEN`, each with a small cache)."""
 
-    def __init__(self, store: NotaryStore, root: Ed25519Signer) -> None:
+    def __init__(self, store: NotaryStore, root: Ed25519Signer,
+                 reload: Callable[[LogRecord], Ed25519Signer | None] | None = None,
+                 key_file: str = "this data directory's log.key") -> None:
         self.store = store
         self.root = root
+        self.key_file = key_file
+        #: Reads the root key files again for a log this root does not make (a compromised
+        #: roll made on this machine replaced log.key): the new root, or None.
+        self.reload = reload
         self.records: list[LogRecord] = all_logs(root, [])
         self._read = float("-inf")
         self._frozen: OrderedDict[int, Log] = OrderedDict()  # the FROZEN_OPEN last read
@@ -250,7 +323,14 @@ class LogBook:
             record = self.record(n)
         if record is None:
             raise StoreError(f"log {n} is active but not in the registry")
+        if own_signer(self.root, record) is None and self.reload is not None:
+            self.root = self.reload(record) or self.root
+        check_root(self.root, [r for r in self.records if r.n <= n], self.key_file)
         return log_signer(self.root, record)
+
+    def own_signer(self, record: LogRecord) -> Ed25519Signer | None:
+        """``record``'s key, when this process's root makes it (None: a retired log's)."""
+        return own_signer(self.root, record)
 
     async def rolled(self, writing: int) -> bool:
         """Whether another log than ``writing`` is now active (the sequencer's RollPoll)."""
@@ -270,9 +350,10 @@ class LogBook:
         log = self._frozen.get(record.n)
         if log is None:
             view = self.store.for_log(record.n)
+            # its key as registered: a log of a retired root is not this root's to derive
             reader = LogReader(view, cache_tiles=FROZEN_CACHE_TILES,
                                cache_tops=16 * FROZEN_CACHE_TILES)
-            log = Log(view, log_signer(self.root, record).verifier(), reader, None)
+            log = Log(view, Ed25519Verifier.from_vkey(record.vkeys[0]), reader, None)
             self._frozen[record.n] = log
             while len(self._frozen) > FROZEN_OPEN:  # nothing to close: views share the store
                 self._frozen.popitem(last=False)

@@ -59,6 +59,7 @@ from notary.serving.refusals import (
     store_corrupt,
     withheld,
 )
+from notary.serving.root_key import root_for
 from notary.store.base import (
     IssuedReceipt,
     NotaryStore,
@@ -141,7 +142,8 @@ class Notary:
         self.paths = paths
         self.base_url = base_url.rstrip("/")
         #: Every log of the store (``signer`` is the active one's key, ``root`` log 0's).
-        self.logs = LogBook(store, root or signer)
+        self.logs = LogBook(store, root or signer, reload=lambda r: root_for(paths, r),
+                            key_file=str(paths.log_key))
         reader = LogReader(store)
         #: The log's one writer: its contexts are the requests' pending receipts, which the
         #: screen admits and the hook signs, inside the transaction that commits their entries.

@@ -24,7 +24,8 @@ from notary.serving.keys import (
     register_key_files,
     write_receipt_key,
 )
-from notary.serving.lifecycle import log_signer
+from notary.serving.lifecycle import RootKeyMismatch, check_root, log_signer
+from notary.serving.root_key import recover_root
 from notary.serving.service import Notary
 from notary.store import is_memory, is_postgres, open_store
 from notary.store.base import NotaryStore
@@ -112,6 +113,7 @@ async def check_before_creating(settings: Settings) -> None:
     store = await open_store(settings.database, paths.db)
     try:
         latest = await store.latest()
+        logs = await store.logs()
     finally:
         await store.close()
     if latest is None:
@@ -120,6 +122,8 @@ async def check_before_creating(settings: Settings) -> None:
     if not has_key:
         raise ConfigError(f"the PostgreSQL database already holds the log {origin!r}, and this "
                           f"frontend has no {paths.log_key}: to join it, {copy}")
+    if logs:
+        return  # rolled: open_notary checks log.key against the active log's keys
     try:
         open_checkpoint(latest.note, load_log_key(paths).verifier())
     except (NoteError, ValueError):
@@ -160,6 +164,12 @@ async def open_notary(settings: Settings, *, observer: BatchObserver | None = No
     try:
         await register_key_files(paths, store)
         logs = await store.logs()  # rolled: the newest log is the active one
+        if logs:  # a compromised roll replaced log.key: finished here, or refused
+            root = recover_root(paths, logs)
+            try:
+                check_root(root, logs, str(paths.log_key))
+            except RootKeyMismatch as e:
+                raise ConfigError(str(e)) from None
         signer = root if not logs else log_signer(root, logs[-1])
         if logs:
             store.use_log(logs[-1].n)

@@ -104,6 +104,7 @@ async def _level5(report: Report, receipt: Receipt, proof: str | None,
             require_level(verdict, "consistency")
             return
 
+    report.latest = None if latest is None else latest.checkpoint
     reconciler = Reconciler(stored, receipt_seen, latest)
     proofs: dict[tuple[int, int], ProofResult] = {}
     if log is not None:

@@ -37,6 +37,8 @@ class Report:
     proof: str | None = None
     """The tlog-proof the verdict was reached on (the receipt's own, or a fetched upgrade)."""
     cose: LevelResult | None = None
+    latest: Checkpoint | None = None
+    """The log's latest checkpoint level 5 fetched and verified (a frozen log's: its final)."""
 
     def receipt_with_proof(self) -> dict[str, object] | None:
         """The receipt carrying the proof used: an upgraded receipt, ready to save."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.client.http import FetchError, HttpClient
@@ -15,6 +15,46 @@ from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tlog_policy import TlogPolicy, TlogPolicyError, parse_tlog_policy
 from notary.core.jwks import Jwks, JwksError
 from notary.verifier.inputs import VerifierInputError, _object, check_http_url, parse_input_json
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """A log whose keys were retired by an emergency roll (docs/lifecycle.md): a receipt of
+    it is valid only when its checkpoint is consistent with the log's final checkpoint."""
+
+    origin: str
+    final_size: int
+    at: str
+    by: str
+
+    def reason(self) -> str:
+        return (f"the keys of log {self.origin!r} were retired by the compromised roll that "
+                f"froze {self.by!r} at {self.at}: a receipt of it is valid only when its "
+                f"checkpoint is consistent with the log's final checkpoint (size "
+                f"{self.final_size})")
+
+
+def retirements(ledger: object) -> dict[str, Retirement]:
+    """The retired logs of a ``/v1/ledger`` document's ``logs`` (entries not well formed are
+    left out: a retirement only ever makes a verdict stricter)."""
+    logs = ledger.get("logs") if isinstance(ledger, dict) else None
+    out: dict[str, Retirement] = {}
+    for entry in logs if isinstance(logs, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("retired"), dict):
+            continue
+        retired, origin, size = entry["retired"], entry.get("origin"), entry.get("size")
+        if isinstance(origin, str) and isinstance(size, int) and not isinstance(size, bool):
+            out[origin] = Retirement(origin, size, str(retired.get("at")),
+                                     str(retired.get("by")))
+    return out
+
+
+async def notary_retirements(url: str, fetcher: HttpClient) -> dict[str, Retirement]:
+    """The retired logs the notary at ``url`` lists (none when it cannot be asked)."""
+    try:
+        return retirements(await fetcher.get_json(url.rstrip("/") + "/v1/ledger"))
+    except FetchError:
+        return {}
 
 
 @dataclass(frozen=True)
@@ -31,6 +71,8 @@ class Trust:
     witnesses: tuple[NoteVerifier, ...] = ()
     quorum: int = 0
     policy: TlogPolicy | None = None
+    retired: Mapping[str, Retirement] = field(default_factory=dict)
+    """Logs whose keys a compromised roll retired, by origin (the notary's log list)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.quorum, bool) or not isinstance(self.quorum, int) or self.quorum < 0:

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ledger.client.http import FetchError, HttpClient
 from ledger.core.cosignature import LogVerifier
 from ledger.core.note import NoteError, parse_note
 from ledger.core.tlog_proof import ProofBundleError, decode_proof_bundle
 from notary.core.cose_verification import check_cose
+from notary.core.log_chain import ChainError
 from notary.core.paths import receipt_path
 from notary.core.receipts import Receipt
 from notary.core.verification import (
@@ -21,6 +23,7 @@ from notary.core.verification import (
     skipped,
     verify_receipt,
 )
+from notary.verifier.chain import key_by_chain, notary_base
 from notary.verifier.inputs import (
     MalformedReceipt,
     ToolCall,
@@ -34,7 +37,7 @@ from notary.verifier.state import (
     StateFile,
 )
 from notary.verifier.tile_proof import proof_from_tiles
-from notary.verifier.trust import Trust
+from notary.verifier.trust import Retirement, Trust
 
 
 def _select_log_key(receipt: Receipt, proof: str | None,
@@ -191,6 +194,11 @@ async def verify_tool_call(
         proof_text, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
         notes.append(note)
 
+    chain_problem = None
+    if fetcher is not None and trust.log_keys and all(k.name != receipt.origin
+                                                      for k in trust.log_keys):
+        trust, chain_problem = await _chained(receipt, trust, fetcher, notes)
+
     if upgrade:
         proof_text = await _upgraded(call, receipt, proof_text, trust, fetcher, log_url, notes)
 
@@ -199,7 +207,9 @@ async def verify_tool_call(
     verdict = verify_receipt(receipt, record=call.record, jwks=trust.jwks, log_verifier=log_key,
                              proof=proof_text, witness_policy=trust.witness_policy)
     if isinstance(selected, LevelResult) and "inclusion" in verdict.levels:
-        verdict.levels["inclusion"] = selected
+        verdict.levels["inclusion"] = selected if chain_problem is None else failed(
+            f"{selected.reason}; following the chain of logs from a pinned key: "
+            f"{chain_problem}")
     witnesses = verdict.levels.get("witnesses")
     if witnesses is not None and witnesses.status == "failed" and fetcher is not None:
         # A proof issued with the receipt ends in the log's newest checkpoint, which witnesses
@@ -221,4 +231,41 @@ async def verify_tool_call(
         require_level(verdict, "witnesses")
 
     await _level5(report, receipt, proof_text, log_key, trust, fetcher, state, log_url)
+    retired = trust.retired.get(receipt.origin)
+    if retired is not None:
+        _check_retired(report, retired)
     return report
+
+
+async def _chained(receipt: Receipt, trust: Trust, fetcher: HttpClient, notes: list[str]
+                   ) -> tuple[Trust, str | None]:
+    """No pinned key is of the receipt's log: its key followed from a pinned log's through
+    the successor records (:mod:`notary.verifier.chain`), or why it could not be."""
+    base = log_base_url(receipt)
+    if base is None:
+        return trust, "the receipt names no http(s) notary to read the logs from"
+    try:
+        chained = await key_by_chain(notary_base(base), trust.log_keys, receipt.origin, fetcher)
+    except ChainError as e:
+        return trust, str(e)
+    notes.append(f"the key of log {receipt.origin!r} followed from the pinned key of "
+                 f"{chained.pinned!r} through {chained.steps} successor record(s)")
+    return replace(trust, log_keys=(*trust.log_keys, chained.key),
+                   retired={**chained.retired, **trust.retired}), None
+
+
+def _check_retired(report: Report, retired: Retirement) -> None:
+    """A receipt of a log whose keys are retired (compromised): whoever holds them could sign
+    any checkpoint, so only the log's final checkpoint, signed at the roll and served (and
+    witnessed) since, vouches for it: level 5 must have found the receipt's checkpoint
+    consistent with that one. Required, and failed otherwise."""
+    verdict = report.verdict
+    level = verdict.levels.get("consistency", skipped(""))
+    latest = report.latest
+    if level.status == "passed" and latest is not None and latest.size == retired.final_size:
+        report.notes.append(f"{retired.reason()}: it is")
+    else:
+        why = (f"the log serves a checkpoint of size {latest.size}"
+               if level.status == "passed" and latest is not None else level.reason)
+        verdict.levels["consistency"] = failed(f"{retired.reason()}; {why}")
+    require_level(verdict, "consistency")

@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import scitt_cose
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cose_receipt import ALG_EDDSA, CoseKey
 from ledger.core.cose_receipt import verify_receipt as verify_receipt_cose
-from ledger.core.note import Ed25519Verifier
+from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.storage.base import LogRecord
 from notary.core.jwks import Jwks
@@ -198,9 +201,11 @@ async def test_notary_verify_checks_receipts_of_a_frozen_log_and_the_next(
 
 
 async def test_cose_receipts_follow_the_roll(tmp_path: Path) -> None:
-    """After a roll, the next log's COSE receipts are signed by its key under its origin; a
-    frozen log's entry gets a 404 that says why (its JSON receipt's proof is to the final
-    checkpoint), never a COSE receipt signed with another log's key."""
+    """After a roll, the next log's COSE receipts are signed by its key under its origin, and
+    a frozen log's entry gets one proving it in that log's final checkpoint (or a smaller tree)
+    under the frozen log's own key, checked here by scitt-cose too; after a compromised roll,
+    the logs whose keys it retired give none (404 saying why), never one signed with another
+    log's key."""
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
         key = notary.create_api_key("a")
@@ -209,15 +214,121 @@ async def test_cose_receipts_follow_the_roll(tmp_path: Path) -> None:
         assert code == 0, err
         status, after = await post(http, notary.url, key, call(2))
         assert status == 201, after
-        vkey1 = (await get_json(http, notary.url + "/v1/ledger"))["vkey"]
-        verifier = Ed25519Verifier.from_vkey(vkey1)
-        async with http.get(f"{notary.url}/v1/tool-calls/{after['id']}/receipt.cose") as r:
+        logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
+        for got, log in ((after, logs[1]), (before, logs[0])):
+            verifier = Ed25519Verifier.from_vkey(log["vkeys"][0])
+            async with http.get(f"{notary.url}/v1/tool-calls/{got['id']}/receipt.cose") as r:
+                assert r.status == 200, await r.text()
+                data_cose = await r.read()
+            entry = Receipt.from_json(got).entry().encode()
+            parsed, _ = verify_receipt_cose(data_cose, entry=entry,
+                                            keys=[CoseKey(ALG_EDDSA, verifier.public_key)])
+            assert parsed.issuer == got["ledger"]["origin"] == log["origin"]
+            assert parsed.leaf_index == got["ledger"]["index"]
+            assert parsed.tree_size == log["size"]  # log 0: its final size (the successor too)
+            assert scitt_cose.verify_receipt(data_cose, leaf_entry_hex=entry.hex(),
+                                             log_public_key_pem=_pem(verifier.public_key)).ok
+        url = f"{notary.url}/v1/tool-calls/{before['id']}/receipt.cose"
+        async with http.get(url + "?size=1") as r:  # a smaller tree of the frozen log
             assert r.status == 200, await r.text()
-            data_cose = await r.read()
-        entry = Receipt.from_json(after).entry().encode()
-        parsed, _ = verify_receipt_cose(data_cose, entry=entry,
-                                        keys=[CoseKey(ALG_EDDSA, verifier.public_key)])
-        assert parsed.issuer == after["ledger"]["origin"] and parsed.leaf_index == 0
-        async with http.get(f"{notary.url}/v1/tool-calls/{before['id']}/receipt.cose") as r:
+            assert verify_receipt_cose(await r.read(), entry=Receipt.from_json(before).entry()
+                                       .encode(), keys=[CoseKey(ALG_EDDSA, Ed25519Verifier
+                                                        .from_vkey(logs[0]["vkeys"][0])
+                                                        .public_key)])[0].tree_size == 1
+        async with http.get(url + f"?size={logs[0]['size'] + 1}") as r:
             assert r.status == 404
-            assert "frozen log" in (await r.json())["error"]["message"]
+        code, _, err = await capture_cli("log", "roll", "--data", str(data), "--reason",
+                                         "compromised")
+        assert code == 0, err
+        for got in (before, after):
+            async with http.get(f"{notary.url}/v1/tool-calls/{got['id']}/receipt.cose") as r:
+                assert r.status == 404
+                assert "retired" in (await r.json())["error"]["message"]
+
+
+def _pem(public_key: bytes) -> bytes:
+    return Ed25519PublicKey.from_public_bytes(public_key).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+
+async def test_notary_verify_follows_the_chain_from_log_0s_key(tmp_path: Path) -> None:
+    """With only log 0's key pinned, a receipt of log 2 verifies online: its key is followed
+    through the successor records ending logs 0 and 1 (each proven under its final checkpoint).
+    A pinned key that is not log 0's breaks the chain at its first link, and says so."""
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        await post(http, notary.url, key, call(1))
+        for _ in range(2):
+            code, _, err = await capture_cli("log", "roll", "--data", str(data))
+            assert code == 0, err
+        _, new = await post(http, notary.url, key, call(2))
+        logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
+        assert new["ledger"]["origin"] == logs[2]["origin"]
+        saved, record = tmp_path / "new.json", tmp_path / "record.json"
+        saved.write_text(json.dumps(new))
+        record.write_text(json.dumps(RECORDS[new["call_sha256"]].to_json()))
+        stranger = Ed25519Signer.generate(logs[0]["origin"]).verifier_key_text()
+        for pinned, valid in ((logs[0]["vkeys"][0], True), (stranger, False)):
+            code, out, err = await capture_cli(
+                "verify", "--receipt", str(saved), "--record", str(record),
+                "--jwks", notary.url + "/.well-known/jwks.json", "--log-key", pinned,
+                "--no-state", "--json")
+            doc = json.loads(out)
+            inclusion = doc["levels"]["inclusion"]
+            if valid:
+                assert code == 0 and inclusion["status"] == "passed", (out, err)
+                assert doc["levels"]["consistency"]["status"] == "passed", out
+                assert any("through 2 successor record(s)" in n for n in doc["notes"]), out
+            else:
+                assert code == 1 and inclusion["status"] == "failed", out
+                assert "following the chain of logs" in inclusion["reason"], out
+
+
+async def test_receipt_key_rotations_compose_with_a_roll(tmp_path: Path) -> None:
+    """Receipt keys rotate independently of the log: a rotation before a roll and one after it
+    leave receipts of log 0 under keys A and B and of log 1 under B and C, and every one
+    verifies (its receipt signature under the JWKS, which keeps old keys; its inclusion under
+    its own log's key)."""
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        receipts: list[dict[str, Any]] = []
+
+        async def issue(n: int) -> dict[str, Any]:
+            status, got = await post(http, notary.url, key, call(n))
+            assert status == 201, got
+            receipts.append(got)
+            return got
+
+        async def rotate(start: int) -> None:
+            before = receipts[-1]["signature"]["kid"]
+            code, _, err = await capture_cli("keys", "rotate", "--data", str(data))
+            assert code == 0, err
+            await notary.notary.refresh_keys(force=True)
+            got = await issue(start)
+            assert got["signature"]["kid"] != before
+
+        await issue(1)
+        await rotate(2)
+        code, _, err = await capture_cli("log", "roll", "--data", str(data))
+        assert code == 0, err
+        await issue(3)
+        await rotate(4)
+        kids = [(r["ledger"]["origin"], r["signature"]["kid"]) for r in receipts]
+        origins = sorted({o for o, _ in kids}, key=len)
+        a, b, c = dict.fromkeys(k for _, k in kids)
+        assert kids == [(origins[0], a), (origins[0], b), (origins[1], b), (origins[1], c)]
+        record = tmp_path / "record.json"
+        for receipt in receipts:
+            saved = tmp_path / f"{receipt['id']}.json"
+            saved.write_text(json.dumps(receipt))
+            record.write_text(json.dumps(RECORDS[receipt["call_sha256"]].to_json()))
+            code, out, err = await capture_cli("verify", "--receipt", str(saved), "--record",
+                                               str(record), "--notary", notary.url,
+                                               "--no-state", "--json")
+            doc = json.loads(out)
+            assert code == 0 and doc["valid"], (out, err)
+            assert doc["levels"]["signature"]["status"] == "passed"
+            assert doc["levels"]["consistency"]["status"] == "passed"

@@ -67,10 +67,10 @@ async def test_a_roll_freezes_the_log_with_a_successor_record(backend: str,
         assert first is not None and first.size == 0
         assert open_checkpoint(first.note, signer1.verifier())[0].origin == rolled.active.origin
         # A second roll the same day: the next shard name, and log 1 frozen at its one entry.
-        again = await roll(store, root, reason="compromised", clock=NOON + 60)
+        again = await roll(store, root, reason="scheduled", clock=NOON + 60)
         assert again.active.origin == f"{root.name}/2027-01-01-2"
         assert (again.frozen.n, again.frozen.final_size, again.frozen.reason) == (
-            1, 1, "compromised")
+            1, 1, "scheduled")
         (last,) = await LogReader(store.for_log(1)).entries(0, 1)
         assert decode_successor(last).previous == rolled.active.origin
 
