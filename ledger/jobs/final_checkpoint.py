@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ledger.client.mirror import LogSource, MirrorClient
+from ledger.client.mirror import LogReaderSource, MirrorClient
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.log.reader import LogReader
 
@@ -17,7 +17,7 @@ async def submit_final(client: WitnessClient | MirrorClient, known: int, reader:
     entries it lacks too. Raises what the client raises when it refuses."""
     if isinstance(client, MirrorClient):
         client.pending = max(client.pending, known)
-        await client.push(note, LogSource(reader))
+        await client.push(note, LogReaderSource(reader))
         return
     old = known
     for _ in range(3):
