@@ -46,7 +46,7 @@ async def read_body(request: web.Request) -> bytes | CosignerAnswer:
         return CosignerAnswer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} bytes")
     except web.RequestPayloadError:
         return CosignerAnswer.text(400, "the request body cannot be read as its Content-Encoding "
-                                "says")
+                                        "says")
 
 
 def _posted(handle: Callable[[Cosigner, bytes], Awaitable[CosignerAnswer]]

@@ -215,7 +215,7 @@ class Cosigner:
             open_note(req.checkpoint, self.own_keys)
         except NoteError as e:
             return CosignerAnswer.text(403, f"the checkpoint carries no valid cosignature of this "
-                                    f"cosigner: {e}")
+                                            f"cosigner: {e}")
         try:
             verify_subtree_consistency(req.start, req.end, cp.size, req.proof,
                                        req.subtree_hash, cp.root_hash)

@@ -164,12 +164,12 @@ class Mirror(Cosigner):
         pending = await self.state.pending(origin)
         if not pending:
             return CosignerAnswer.text(422, "no checkpoint of this log was ever added: call "
-                                    "add-checkpoint first")
+                                            "add-checkpoint first")
         mirrored = await self.state.mirrored(origin)
         known = {p.size: p for p in pending}
         if mirrored is not None:
             known.setdefault(mirrored.size, PendingCheckpoint(mirrored.size, mirrored.root,
-                                                    mirrored.note))
+                                                              mirrored.note))
         target = known.get(end)
         check = check_upload(start, end, known_end=target is not None,
                              mirror_size=0 if mirrored is None else mirrored.size,
@@ -240,7 +240,7 @@ class Mirror(Cosigner):
             return CosignerAnswer.text(404, self.nothing_served)
         if tile.index * TILE_WIDTH + tile.width > tile_count(mirrored.size, tile.level):
             return CosignerAnswer.text(404, f"{path} is beyond the mirror checkpoint's size "
-                                    f"{mirrored.size}")
+                                            f"{mirrored.size}")
         data = await self.copies[origin].tile(tile.level, tile.index, tile.width)
         if data is None:
             raise RuntimeError(f"{path} is within the mirror checkpoint but not in the copy")
@@ -249,7 +249,7 @@ class Mirror(Cosigner):
 
 def _info(status: int, tree_size: int, copy: LogCopy) -> CosignerAnswer:
     return CosignerAnswer(status, format_mirror_info(MirrorInfo(tree_size, copy.size)),
-                  MIRROR_INFO_CONTENT_TYPE)
+                          MIRROR_INFO_CONTENT_TYPE)
 
 
 async def _read_header(read: Read) -> AddEntriesHeader | CosignerAnswer:
