@@ -40,7 +40,7 @@ from benchmarks._common import (
     write_json,
 )
 from ledger.client.http import HttpClient
-from ledger.client.mirror import LogSource, MirrorClient
+from ledger.client.mirror import LogReaderSource, MirrorClient
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.note import Ed25519Signer, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
@@ -106,7 +106,7 @@ async def ingest(tmp: Path, entries: int) -> dict[str, Any]:
             client = MirrorClient(url, [msigner.verifier()], HttpClient(session))
             cpu_before = cpu_seconds(proc.pid)
             t0 = time.perf_counter()
-            await client.push(head.note, LogSource(log.reader))
+            await client.push(head.note, LogReaderSource(log.reader))
             wall = time.perf_counter() - t0
             mirror_cpu = cpu_seconds(proc.pid) - cpu_before
     finally:

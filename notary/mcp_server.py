@@ -255,6 +255,16 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
                      "with a tool result that carries _meta['com.rightshold/tool-call'], the "
                      "tool name and arguments; read levels and valid in the structured result.",
     )
+    _add_verify_tool_call(server, cfg)
+    _add_get_receipt(server, cfg)
+    _add_get_checkpoint(server, cfg)
+    _serve_tools_only(server)
+    return server
+
+
+def _add_verify_tool_call(server: MCPServer, cfg: ServerConfig) -> None:
+    """The ``verify_tool_call`` tool: a call in any of its three forms, verified at five
+    levels under the trust its arguments, else the server's flags, give."""
 
     @server.tool(name="verify_tool_call", description=(
         "Verify a notarized tool call at five levels: record (the call hashes to call_sha256), "
@@ -307,6 +317,10 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
         content: list[ContentBlock] = [TextContent(type="text", text=report.render())]
         return CallToolResult(content=content, structured_content=report.to_json())
 
+
+def _add_get_receipt(server: MCPServer, cfg: ServerConfig) -> None:
+    """The ``get_receipt`` tool: a receipt with its proof, by id, from the configured notary."""
+
     @server.tool(description="Fetch a receipt with its inclusion proof (to the latest "
                              "checkpoint) by id (tc_...) from the configured notary.")
     async def get_receipt(
@@ -325,6 +339,10 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
         except ReceiptFormatError as e:
             raise ToolError(f"the notary returned a malformed receipt: {e}") from e
         return CallToolResult(content=_text(parsed), structured_content=parsed)
+
+
+def _add_get_checkpoint(server: MCPServer, cfg: ServerConfig) -> None:
+    """The ``get_checkpoint`` tool: the configured notary's checkpoint, parsed and checked."""
 
     @server.tool(description="The configured notary's latest signed checkpoint (tree size and "
                              "root hash), with its fields parsed and, when the server has the "
@@ -348,9 +366,6 @@ def build_server(config: ServerConfig | None = None) -> MCPServer:
                                               "notary for its own key); ")
         out = _checkpoint_out(cfg, url, note, keys, how)
         return CallToolResult(content=_text(out), structured_content=dict(out))
-
-    _serve_tools_only(server)
-    return server
 
 
 _NOT_SERVED: Final = ("prompts/list", "prompts/get", "resources/list", "resources/read",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ledger.client.http import Answer, FetchError, HttpClient
+from ledger.client.http import FetchError, HttpAnswer, HttpClient
 from ledger.core.errors import LedgerError
 from ledger.core.witness_protocol import (
     SIZE_CONTENT_TYPE,
@@ -90,7 +90,7 @@ class CosignerEndpoint:
             raise CosignerConflict(size, old, self.role)
         raise self.refusal(answer.status, answer.body)
 
-    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> Answer:
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> HttpAnswer:
         """POST ``body`` to ``path`` under the prefix: any answer (of at most 64 KiB), or
         :class:`CosignerUnavailable` when there is none."""
         try:

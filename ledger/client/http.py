@@ -32,7 +32,7 @@ from ledger.core.errors import LedgerError
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "Answer", "FetchError", "HttpClient",
+__all__ = ["MAX_JSON_BYTES", "MAX_JSON_DEPTH", "FetchError", "HttpAnswer", "HttpClient",
            "read_bounded"]
 
 MAX_JSON_BYTES = 4 << 20
@@ -59,7 +59,7 @@ class FetchError(LedgerError):
 
 
 @dataclass(frozen=True)
-class Answer:
+class HttpAnswer:
     """A complete HTTP answer of any status, its body within the request's limit."""
 
     status: int
@@ -155,7 +155,7 @@ class HttpClient:
 
     async def request(self, method: str, url: str, *, limit: int, data: bytes | None = None,
                       params: Mapping[str, str] | None = None,
-                      headers: Mapping[str, str] | None = None) -> Answer:
+                      headers: Mapping[str, str] | None = None) -> HttpAnswer:
         """One request; any status is returned. Raises :class:`FetchError` when no complete
         answer within ``limit`` bytes arrived."""
         # deferred: loaded by __init__ already (see there)
@@ -182,7 +182,7 @@ class HttpClient:
             raise FetchError(url, f"the answer is larger than {limit} bytes", status=status,
                              malformed=True, method=method)
         self.bytes += len(body)
-        return Answer(status, content_type, body, answer_headers)
+        return HttpAnswer(status, content_type, body, answer_headers)
 
     async def get(self, url: str, *, limit: int, params: Mapping[str, str] | None = None,
                   headers: Mapping[str, str] | None = None) -> bytes:

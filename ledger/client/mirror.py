@@ -8,7 +8,7 @@ which either is answered 200 at once (the mirror has every entry) or says in its
 the mirror's next entry is; then at most :data:`MAX_PACKAGES_PER_REQUEST` packages per request,
 gzip-compressed, following each 202 or 409 from the next entry it reports, until the 200
 with the cosignature. The entries and proofs come from a :class:`MirrorSource`;
-:class:`LogSource` reads them from a log's tiles (a :class:`~ledger.log.reader.LogReader`).
+:class:`LogReaderSource` reads them from a log's tiles (a :class:`~ledger.log.reader.LogReader`).
 
 Every outcome other than a verified cosignature is an exception of the witness client's
 hierarchy (:mod:`ledger.client.cosigner`): :class:`MirrorRefused` (a 4xx, or an answer that
@@ -50,7 +50,7 @@ from ledger.core.witness_protocol import ProtocolError, verify_cosignatures
 from ledger.log.reader import LogReader
 
 __all__ = [
-    "LogSource",
+    "LogReaderSource",
     "MirrorClient",
     "MirrorError",
     "MirrorRefused",
@@ -75,7 +75,7 @@ class MirrorSource(Protocol):
         ...
 
 
-class LogSource:
+class LogReaderSource:
     """A :class:`MirrorSource` over a log's tiles."""
 
     def __init__(self, reader: LogReader) -> None:

@@ -39,7 +39,7 @@ class PipelineError(LedgerError):
     """The server's answer is outside what the pipelined fetcher handles; use another client."""
 
 
-class _Connection:
+class _PipelinedConnection:
     def __init__(self) -> None:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
@@ -69,7 +69,7 @@ class PipelinedFetcher:
         self.host_header = netloc.encode("idna" if not netloc.isascii() else "ascii")
         self.depth = depth
         self.timeout = timeout
-        self._conns = [_Connection() for _ in range(max(1, connections))]
+        self._conns = [_PipelinedConnection() for _ in range(max(1, connections))]
 
     async def close(self) -> None:
         for c in self._conns:
@@ -81,7 +81,7 @@ class PipelinedFetcher:
         slices = [list(range(i, len(paths), n)) for i in range(n)]
         out: list[bytes | None] = [None] * len(paths)
 
-        async def run(conn: _Connection, indexes: list[int]) -> None:
+        async def run(conn: _PipelinedConnection, indexes: list[int]) -> None:
             async with conn.lock:
                 for i in range(0, len(indexes), self.depth):
                     batch = indexes[i : i + self.depth]
@@ -108,7 +108,7 @@ class PipelinedFetcher:
         assert all(b is not None for b in out)
         return [b for b in out if b is not None]
 
-    async def _open(self, conn: _Connection, limit: int) -> None:
+    async def _open(self, conn: _PipelinedConnection, limit: int) -> None:
         ctx = ssl.create_default_context() if self.tls else None
         try:
             conn.reader, conn.writer = await asyncio.open_connection(self.host, self.port,
@@ -118,7 +118,8 @@ class PipelinedFetcher:
                              ) from e
         conn.parser = ResponseParser(max_body=limit)
 
-    async def _exchange(self, conn: _Connection, paths: list[str], limit: int) -> list[bytes]:
+    async def _exchange(self, conn: _PipelinedConnection, paths: list[str], limit: int
+                        ) -> list[bytes]:
         """Send every request at once, read the answers in order; re-send after a close."""
         bodies: list[bytes] = []
         silent = 0  # connections in a row closed before answering anything

@@ -24,7 +24,7 @@ Pure code: parsing and evaluation, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
 from ledger.core.cosignature import LogVerifier, parse_log_key, parse_witness_key
@@ -58,7 +58,9 @@ class TlogPolicyNotMet(NoteError):
 
 
 @dataclass(frozen=True)
-class Group:
+class WitnessGroup:
+    """A policy's group: ``threshold`` of its members (witnesses or groups) must hold."""
+
     threshold: int
     members: tuple[str, ...]
 
@@ -67,7 +69,7 @@ class Group:
 class TlogPolicy:
     logs: tuple[tuple[LogVerifier, str | None], ...]
     witnesses: Mapping[str, tuple[NoteVerifier, str | None]]
-    groups: Mapping[str, Group]
+    groups: Mapping[str, WitnessGroup]
     quorum: str  # a witness or group name, or "none"
 
     @property
@@ -105,7 +107,7 @@ class TlogPolicy:
                               "witness key(s)")
         if quorum == 0:
             return cls((), named, {}, NONE)
-        return cls((), named, {QUORUM_GROUP: Group(quorum, tuple(named))}, QUORUM_GROUP)
+        return cls((), named, {QUORUM_GROUP: WitnessGroup(quorum, tuple(named))}, QUORUM_GROUP)
 
     @property
     def requires_cosignatures(self) -> bool:
@@ -231,6 +233,17 @@ def _public_key(v: NoteVerifier) -> bytes:
 
 def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
     """Parse a C2SP tlog-policy file; raises :class:`TlogPolicyError` naming the line."""
+    reader = _PolicyReader()
+    for number, line in enumerate(_policy_text(data).split("\n"), 1):
+        fields = line.replace("\t", " ").split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        reader.read_line(f"line {number}", fields[0], fields[1:])
+    return reader.policy()
+
+
+def _policy_text(data: bytes | str) -> str:
+    """The policy as text: only tab, newline and printable bytes; UTF-8 without a BOM."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     for b in raw:
         if (b < 0x20 and b not in (0x09, 0x0A)) or b == 0x7F:
@@ -239,86 +252,111 @@ def parse_tlog_policy(data: bytes | str) -> TlogPolicy:
         raise TlogPolicyError("the policy starts with a byte order mark (BOM); write it as UTF-8 "
                               "without one")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise TlogPolicyError(f"the policy is not UTF-8 (invalid byte at offset {e.start})"
                               ) from None
-    depths: dict[str, int] = {}  # each group's nesting depth
-    logs: list[tuple[LogVerifier, str | None]] = []
-    witnesses: dict[str, tuple[NoteVerifier, str | None]] = {}
-    groups: dict[str, Group] = {}
-    members_used: set[str] = set()
-    keys: set[bytes] = set()
+
+
+@dataclass
+class _PolicyReader:
+    """What the lines read so far defined: a line may only use names defined before it."""
+
+    logs: list[tuple[LogVerifier, str | None]] = field(default_factory=list)
+    witnesses: dict[str, tuple[NoteVerifier, str | None]] = field(default_factory=dict)
+    groups: dict[str, WitnessGroup] = field(default_factory=dict)
+    depths: dict[str, int] = field(default_factory=dict)  # each group's nesting depth
+    members_used: set[str] = field(default_factory=set)
+    keys: set[bytes] = field(default_factory=set)
     quorum: str | None = None
-    for number, line in enumerate(text.split("\n"), 1):
-        fields = line.replace("\t", " ").split()
-        if not fields or fields[0].startswith("#"):
-            continue
-        where = f"line {number}"
-        keyword, args = fields[0], fields[1:]
+
+    def read_line(self, where: str, keyword: str, args: list[str]) -> None:
         if keyword == "log":
-            if len(args) not in (1, 2):
-                raise TlogPolicyError(f"{where}: want 'log <vkey> [<url>]'")
-            try:
-                log_key = parse_log_key(args[0])
-            except NoteError as e:
-                raise TlogPolicyError(f"{where}: bad log key: {e}") from None
-            if log_key.public_key in keys:
-                raise TlogPolicyError(f"{where}: duplicate key")
-            keys.add(log_key.public_key)
-            logs.append((log_key, args[1] if len(args) == 2 else None))
+            self.log(where, args)
         elif keyword == "witness":
-            if len(args) not in (2, 3):
-                raise TlogPolicyError(f"{where}: want 'witness <name> <vkey> [<url>]'")
-            name = args[0]
-            if name == NONE or name in witnesses or name in groups:
-                raise TlogPolicyError(f"{where}: name {name!r} is reserved or already defined")
-            try:
-                wkey: NoteVerifier = parse_witness_key(args[1])
-            except NoteError as e:
-                raise TlogPolicyError(f"{where}: bad witness key: {e}") from None
-            if _public_key(wkey) in keys:
-                raise TlogPolicyError(f"{where}: duplicate key")
-            keys.add(_public_key(wkey))
-            witnesses[name] = (wkey, args[2] if len(args) == 3 else None)
+            self.witness(where, args)
         elif keyword == "group":
-            if len(args) < 3:
-                raise TlogPolicyError(f"{where}: want 'group <name> all|any|<k> <member>...'")
-            name, k, members = args[0], args[1], args[2:]
-            if name == NONE or name in witnesses or name in groups:
-                raise TlogPolicyError(f"{where}: name {name!r} is reserved or already defined")
-            for m in members:
-                if m not in witnesses and m not in groups:
-                    raise TlogPolicyError(f"{where}: member {m!r} is not defined before")
-                if m in members_used:
-                    raise TlogPolicyError(f"{where}: {m!r} is already a group member")
-                members_used.add(m)
-            if k == "all":
-                threshold = len(members)
-            elif k == "any":
-                threshold = 1
-            elif k.isascii() and k.isdigit() and k == str(int(k)):
-                threshold = int(k)
-                if not 1 <= threshold <= len(members):
-                    raise TlogPolicyError(f"{where}: threshold {k} is not in 1..{len(members)}")
-            else:
-                raise TlogPolicyError(f"{where}: threshold must be all, any or a number")
-            depth = 1 + max(depths.get(m, 0) for m in members)
-            if depth > MAX_GROUP_DEPTH:
-                raise TlogPolicyError(f"{where}: group {name!r} nests {depth} deep, more than "
-                                      f"{MAX_GROUP_DEPTH}")
-            depths[name] = depth
-            groups[name] = Group(threshold, tuple(members))
+            self.group(where, args)
         elif keyword == "quorum":
-            if len(args) != 1:
-                raise TlogPolicyError(f"{where}: want 'quorum <name>'")
-            if quorum is not None:
-                raise TlogPolicyError(f"{where}: a second quorum line")
-            if args[0] != NONE and args[0] not in witnesses and args[0] not in groups:
-                raise TlogPolicyError(f"{where}: quorum {args[0]!r} is not defined before")
-            quorum = args[0]
+            self.set_quorum(where, args)
         else:
             raise TlogPolicyError(f"{where}: unknown keyword {keyword!r}")
-    if quorum is None:
-        raise TlogPolicyError("the policy has no quorum line")
-    return TlogPolicy(tuple(logs), witnesses, groups, quorum)
+
+    def policy(self) -> TlogPolicy:
+        if self.quorum is None:
+            raise TlogPolicyError("the policy has no quorum line")
+        return TlogPolicy(tuple(self.logs), self.witnesses, self.groups, self.quorum)
+
+    def log(self, where: str, args: list[str]) -> None:
+        if len(args) not in (1, 2):
+            raise TlogPolicyError(f"{where}: want 'log <vkey> [<url>]'")
+        try:
+            log_key = parse_log_key(args[0])
+        except NoteError as e:
+            raise TlogPolicyError(f"{where}: bad log key: {e}") from None
+        self._new_key(where, log_key.public_key)
+        self.logs.append((log_key, args[1] if len(args) == 2 else None))
+
+    def witness(self, where: str, args: list[str]) -> None:
+        if len(args) not in (2, 3):
+            raise TlogPolicyError(f"{where}: want 'witness <name> <vkey> [<url>]'")
+        name = args[0]
+        self._new_name(where, name)
+        try:
+            wkey: NoteVerifier = parse_witness_key(args[1])
+        except NoteError as e:
+            raise TlogPolicyError(f"{where}: bad witness key: {e}") from None
+        self._new_key(where, _public_key(wkey))
+        self.witnesses[name] = (wkey, args[2] if len(args) == 3 else None)
+
+    def group(self, where: str, args: list[str]) -> None:
+        if len(args) < 3:
+            raise TlogPolicyError(f"{where}: want 'group <name> all|any|<k> <member>...'")
+        name, k, members = args[0], args[1], args[2:]
+        self._new_name(where, name)
+        for m in members:
+            if m not in self.witnesses and m not in self.groups:
+                raise TlogPolicyError(f"{where}: member {m!r} is not defined before")
+            if m in self.members_used:
+                raise TlogPolicyError(f"{where}: {m!r} is already a group member")
+            self.members_used.add(m)
+        threshold = _threshold(where, k, len(members))
+        depth = 1 + max(self.depths.get(m, 0) for m in members)
+        if depth > MAX_GROUP_DEPTH:
+            raise TlogPolicyError(f"{where}: group {name!r} nests {depth} deep, more than "
+                                  f"{MAX_GROUP_DEPTH}")
+        self.depths[name] = depth
+        self.groups[name] = WitnessGroup(threshold, tuple(members))
+
+    def set_quorum(self, where: str, args: list[str]) -> None:
+        if len(args) != 1:
+            raise TlogPolicyError(f"{where}: want 'quorum <name>'")
+        if self.quorum is not None:
+            raise TlogPolicyError(f"{where}: a second quorum line")
+        if args[0] != NONE and args[0] not in self.witnesses and args[0] not in self.groups:
+            raise TlogPolicyError(f"{where}: quorum {args[0]!r} is not defined before")
+        self.quorum = args[0]
+
+    def _new_name(self, where: str, name: str) -> None:
+        """Witnesses and groups share one namespace, where ``none`` is reserved."""
+        if name == NONE or name in self.witnesses or name in self.groups:
+            raise TlogPolicyError(f"{where}: name {name!r} is reserved or already defined")
+
+    def _new_key(self, where: str, key: bytes) -> None:
+        """A public key is listed once, under any name, as a log's or a witness's."""
+        if key in self.keys:
+            raise TlogPolicyError(f"{where}: duplicate key")
+        self.keys.add(key)
+
+
+def _threshold(where: str, k: str, members: int) -> int:
+    """A group's ``all``, ``any`` or k (1 to the number of members, written canonically)."""
+    if k == "all":
+        return members
+    if k == "any":
+        return 1
+    if k.isascii() and k.isdigit() and k == str(int(k)):
+        if not 1 <= int(k) <= members:
+            raise TlogPolicyError(f"{where}: threshold {k} is not in 1..{members}")
+        return int(k)
+    raise TlogPolicyError(f"{where}: threshold must be all, any or a number")

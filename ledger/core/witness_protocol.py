@@ -35,12 +35,12 @@ __all__ = [
     "MAX_PROOF_LINES",
     "MAX_REQUEST_SIZE",
     "SIZE_CONTENT_TYPE",
+    "AcceptedTree",
     "AddCheckpointRequest",
-    "Decision",
+    "CheckpointDecision",
     "Outcome",
     "ProtocolError",
     "SignSubtreeRequest",
-    "StoredCheckpoint",
     "decide",
     "format_add_checkpoint",
     "format_cosignatures",
@@ -239,17 +239,18 @@ class Outcome(Enum):
 
 
 @dataclass(frozen=True)
-class StoredCheckpoint:
-    """What the witness keeps per origin: the latest size and root it cosigned."""
+class AcceptedTree:
+    """The tree a cosigner holds for an origin, which a new checkpoint must extend: the
+    latest size and root the witness cosigned, or the mirror's newest pending checkpoint."""
 
     size: int
     root: bytes
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The answer to one request. ``store`` is set when the new checkpoint must be persisted
-    (it is larger than the stored one); ``known`` is the size a 409 reports."""
+class CheckpointDecision:
+    """The answer to one add-checkpoint request. ``store`` is set when the new checkpoint must
+    be persisted (it is larger than the stored one); ``known`` is the size a 409 reports."""
 
     outcome: Outcome
     reason: str = ""
@@ -260,8 +261,8 @@ class Decision:
     evidence: bool = False
 
 
-def decide(stored: StoredCheckpoint | None, old: int, proof: Sequence[bytes],
-           checkpoint: Checkpoint) -> Decision:
+def decide(stored: AcceptedTree | None, old: int, proof: Sequence[bytes],
+           checkpoint: Checkpoint) -> CheckpointDecision:
     """Check a request whose log signature verified against the witness's stored state.
 
     The order is the spec's: ``old`` above the checkpoint size is a 400; ``old`` other than the
@@ -273,32 +274,33 @@ def decide(stored: StoredCheckpoint | None, old: int, proof: Sequence[bytes],
     known = stored.size if stored is not None else 0
     size, root = checkpoint.size, checkpoint.root_hash
     if old > size:
-        return Decision(Outcome.BAD_REQUEST, f"old size {old} is larger than the checkpoint "
-                        f"size {size}", known)
+        return CheckpointDecision(Outcome.BAD_REQUEST, f"old size {old} is larger than the "
+                                  f"checkpoint size {size}", known)
     if old != known:
-        return Decision(Outcome.CONFLICT, f"old size {old} is not the witnessed size {known}",
-                        known)
+        return CheckpointDecision(Outcome.CONFLICT, f"old size {old} is not the witnessed size "
+                                  f"{known}", known)
     if old == 0:
         if proof:
-            return Decision(Outcome.BAD_PROOF, "the proof from size 0 must be empty", known,
-                            evidence=True)
+            return CheckpointDecision(Outcome.BAD_PROOF, "the proof from size 0 must be empty",
+                                      known, evidence=True)
         if size == 0 and root != EMPTY_ROOT:
-            return Decision(Outcome.BAD_PROOF, "a size-0 checkpoint must carry the empty "
-                            "tree's root", known, evidence=True)
+            return CheckpointDecision(Outcome.BAD_PROOF, "a size-0 checkpoint must carry the "
+                                      "empty tree's root", known, evidence=True)
         if stored is not None and size == 0:
-            return Decision(Outcome.COSIGN, "", known)
-        return Decision(Outcome.COSIGN, "", known, store=True)
+            return CheckpointDecision(Outcome.COSIGN, "", known)
+        return CheckpointDecision(Outcome.COSIGN, "", known, store=True)
     assert stored is not None  # old == known > 0
     if old == size:
         if proof:
-            return Decision(Outcome.BAD_PROOF, "equal sizes need an empty proof", known,
-                            evidence=True)
+            return CheckpointDecision(Outcome.BAD_PROOF, "equal sizes need an empty proof",
+                                      known, evidence=True)
         if root != stored.root:
-            return Decision(Outcome.BAD_PROOF, f"root hash differs from the one witnessed at "
-                            f"size {size}", known, evidence=True)
-        return Decision(Outcome.COSIGN, "", known)
+            return CheckpointDecision(Outcome.BAD_PROOF, "root hash differs from the one "
+                                      f"witnessed at size {size}", known, evidence=True)
+        return CheckpointDecision(Outcome.COSIGN, "", known)
     try:
         verify_consistency(old, size, stored.root, root, proof)
     except ProofError as e:
-        return Decision(Outcome.BAD_PROOF, f"consistency proof: {e}", known, evidence=True)
-    return Decision(Outcome.COSIGN, "", known, store=True)
+        return CheckpointDecision(Outcome.BAD_PROOF, f"consistency proof: {e}", known,
+                                  evidence=True)
+    return CheckpointDecision(Outcome.COSIGN, "", known, store=True)

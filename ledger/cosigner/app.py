@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from ledger.core.witness_protocol import MAX_REQUEST_SIZE
-from ledger.cosigner.cosigner import Answer, Cosigner
+from ledger.cosigner.cosigner import Cosigner, CosignerAnswer
 
 __all__ = ["COSIGNER", "cosigner_app", "read_body", "response"]
 
@@ -36,33 +36,33 @@ def cosigner_app(cosigner: Cosigner, *, checkpoint_cache: str = "no-store") -> w
     return app
 
 
-async def read_body(request: web.Request) -> bytes | Answer:
+async def read_body(request: web.Request) -> bytes | CosignerAnswer:
     """The body of a protocol POST, or the refusal to send instead: 413 beyond
     :data:`MAX_REQUEST_SIZE`, 400 for one that cannot be read as sent (a ``Content-Encoding``
     its bytes are not in, which aiohttp reports only while inflating them)."""
     try:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
-        return Answer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} bytes")
+        return CosignerAnswer.text(413, f"request body is larger than {MAX_REQUEST_SIZE} bytes")
     except web.RequestPayloadError:
-        return Answer.text(400, "the request body cannot be read as its Content-Encoding "
-                                "says")
+        return CosignerAnswer.text(400, "the request body cannot be read as its Content-Encoding "
+                                        "says")
 
 
-def _posted(handle: Callable[[Cosigner, bytes], Awaitable[Answer]]
+def _posted(handle: Callable[[Cosigner, bytes], Awaitable[CosignerAnswer]]
             ) -> Callable[[web.Request], Awaitable[web.Response]]:
     """The handler of a protocol POST: the readable body handed to ``handle``."""
 
     async def handler(request: web.Request) -> web.Response:
         body = await read_body(request)
-        if isinstance(body, Answer):
+        if isinstance(body, CosignerAnswer):
             return response(body)
         return response(await handle(request.app[COSIGNER], body))
 
     return handler
 
 
-def response(answer: Answer) -> web.Response:
+def response(answer: CosignerAnswer) -> web.Response:
     """``answer`` as an aiohttp response, not to be cached unless the caller says so."""
     resp = web.Response(status=answer.status, body=answer.body)
     resp.headers["Content-Type"] = answer.content_type

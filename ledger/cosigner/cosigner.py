@@ -43,7 +43,7 @@ from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.witness_protocol import (
     SIZE_CONTENT_TYPE,
     AddCheckpointRequest,
-    Decision,
+    CheckpointDecision,
     Outcome,
     ProtocolError,
     SignSubtreeRequest,
@@ -53,8 +53,8 @@ from ledger.core.witness_protocol import (
     parse_sign_subtree,
 )
 
-__all__ = ["Answer", "Cosign", "Cosigner", "CosignerState", "Submitted", "WitnessSigner",
-           "origin_hash"]
+__all__ = ["Cosign", "Cosigner", "CosignerAnswer", "CosignerState", "Submitted",
+           "WitnessSigner", "origin_hash"]
 
 class WitnessSigner(Protocol):
     """A cosigner's key: Ed25519 cosignature/v1 (``CosignatureSigner``) or ML-DSA-44
@@ -83,7 +83,7 @@ def origin_hash(origin: str) -> str:
 
 
 @dataclass(frozen=True)
-class Answer:
+class CosignerAnswer:
     """One HTTP answer of a cosigner, independent of aiohttp (so it can be tested directly)."""
 
     status: int
@@ -91,7 +91,7 @@ class Answer:
     content_type: str = "text/plain"
 
     @classmethod
-    def text(cls, status: int, message: str) -> Answer:
+    def text(cls, status: int, message: str) -> CosignerAnswer:
         return cls(status, message.encode("utf-8") + b"\n")
 
 
@@ -112,7 +112,7 @@ class CosignerState(Protocol):
     """A cosigner's durable memory of the logs it follows."""
 
     async def add_checkpoint(self, submitted: Submitted, cosign: Cosign
-                             ) -> tuple[Decision, list[NoteSignature]]:
+                             ) -> tuple[CheckpointDecision, list[NoteSignature]]:
         """Run :func:`~ledger.core.witness_protocol.decide` against the checkpoint held for
         the origin and persist the outcome, in one durable transaction; return the decision
         and the lines to answer a cosigned checkpoint with (none from a state that accepts
@@ -154,20 +154,21 @@ class Cosigner:
         timestamp = int(self.clock())
         return [s.cosign(text, timestamp) for s in self.signers]
 
-    async def add_checkpoint(self, body: bytes) -> Answer:
+    async def add_checkpoint(self, body: bytes) -> CosignerAnswer:
         """Handle one ``add-checkpoint`` body; never raises for bad input (every refusal is an
-        Answer)."""
+        CosignerAnswer)."""
         parsed = _parsed(parse_add_checkpoint, body)
-        if isinstance(parsed, Answer):
+        if isinstance(parsed, CosignerAnswer):
             return parsed
         req, note, cp = parsed
         verifiers = self.logs.get(cp.origin)
         if verifiers is None:
-            return Answer.text(404, f"unknown log origin {cp.origin[:200]!r}")
+            return CosignerAnswer.text(404, f"unknown log origin {cp.origin[:200]!r}")
         try:
             _, log_sigs = open_note(req.checkpoint, verifiers)
         except NoteError as e:  # unverified, invalid or ambiguous: no trusted signature
-            return Answer.text(403, f"checkpoint is not signed by a trusted key of the log: {e}")
+            return CosignerAnswer.text(403, "checkpoint is not signed by a trusted key of the "
+                                            f"log: {e}")
         self._signed_by_log(cp.origin, note.signatures, verifiers)
         submitted = Submitted(req, cp, Note(note.text, tuple(log_sigs)), body)
         async with self._locks.setdefault(cp.origin, asyncio.Lock()):
@@ -179,69 +180,70 @@ class Cosigner:
         """Called with every checkpoint a trusted key of the log signed, before the state
         sees it (the mirror says when a line is by a key it was not given)."""
 
-    def _answer(self, submitted: Submitted, decision: Decision, sigs: list[NoteSignature]
-                ) -> Answer:
+    def _answer(self, submitted: Submitted, decision: CheckpointDecision, sigs: list[NoteSignature]
+                ) -> CosignerAnswer:
         cp, old = submitted.checkpoint, submitted.request.old
         if decision.outcome is Outcome.COSIGN:
             # The state is durable: the cosignatures may leave. A mirror's pending checkpoint
             # is accepted unsigned, with an empty 200 (tlog-mirror).
             if not sigs:
-                return Answer(200, b"", "text/plain; charset=utf-8")
+                return CosignerAnswer(200, b"", "text/plain; charset=utf-8")
             self._log.debug("cosigned", origin=cp.origin, size=cp.size, old=old)
-            return Answer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
+            return CosignerAnswer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
         if decision.evidence:
             self._log.warning("refused_signed_checkpoint", origin=cp.origin, size=cp.size,
                               old=old, status=decision.outcome.value, reason=decision.reason)
         if decision.outcome is Outcome.CONFLICT:
-            return Answer(409, format_size(decision.known), SIZE_CONTENT_TYPE)
-        return Answer.text(decision.outcome.value, decision.reason)
+            return CosignerAnswer(409, format_size(decision.known), SIZE_CONTENT_TYPE)
+        return CosignerAnswer.text(decision.outcome.value, decision.reason)
 
-    async def sign_subtree(self, body: bytes) -> Answer:
+    async def sign_subtree(self, body: bytes) -> CosignerAnswer:
         """Handle one ``sign-subtree`` body; never raises for bad input."""
         parsed = _parsed(parse_sign_subtree, body)
-        if isinstance(parsed, Answer):
+        if isinstance(parsed, CosignerAnswer):
             return parsed
         req, _, cp = parsed
         if req.start == req.end or not is_valid_subtree(req.start, req.end):
-            return Answer.text(400, f"[{req.start}, {req.end}) is not a non-empty valid subtree")
+            return CosignerAnswer.text(400, f"[{req.start}, {req.end}) is not a non-empty valid "
+                                            "subtree")
         if req.end > cp.size:
-            return Answer.text(400, f"subtree ends at {req.end}, past the checkpoint's size "
-                                    f"{cp.size}")
+            return CosignerAnswer.text(400, f"subtree ends at {req.end}, past the checkpoint's "
+                                            f"size {cp.size}")
         if cp.origin not in self.logs:
-            return Answer.text(404, f"unknown log origin {cp.origin[:200]!r}")
+            return CosignerAnswer.text(404, f"unknown log origin {cp.origin[:200]!r}")
         try:
             open_note(req.checkpoint, self.own_keys)
         except NoteError as e:
-            return Answer.text(403, f"the checkpoint carries no valid cosignature of this "
-                                    f"cosigner: {e}")
+            return CosignerAnswer.text(403, f"the checkpoint carries no valid cosignature of this "
+                                            f"cosigner: {e}")
         try:
             verify_subtree_consistency(req.start, req.end, cp.size, req.proof,
                                        req.subtree_hash, cp.root_hash)
         except ProofError as e:
-            return Answer.text(422, f"subtree consistency proof: {e}")
+            return CosignerAnswer.text(422, f"subtree consistency proof: {e}")
         sigs = [s.sign_subtree(cp.origin, req.start, req.end, req.subtree_hash)
                 for s in self.subtree_signers]
-        return Answer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
+        return CosignerAnswer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
 
-    async def checkpoint(self, hashed_origin: str) -> Answer:
+    async def checkpoint(self, hashed_origin: str) -> CosignerAnswer:
         """The checkpoint served for the log whose origin hashes to ``hashed_origin``, with
         the log signatures verified and this cosigner's cosignatures (404 if none)."""
         origin = self.origins.get(hashed_origin)
         note = None if origin is None else await self.state.served(origin)
         if note is None:
-            return Answer.text(404, self.nothing_served)
-        return Answer(200, note, "text/plain; charset=utf-8")
+            return CosignerAnswer.text(404, self.nothing_served)
+        return CosignerAnswer(200, note, "text/plain; charset=utf-8")
 
 
 _Request = TypeVar("_Request", AddCheckpointRequest, SignSubtreeRequest)
 
 
 def _parsed(parse: Callable[[bytes], _Request], body: bytes
-            ) -> tuple[_Request, Note, Checkpoint] | Answer:
+            ) -> tuple[_Request, Note, Checkpoint] | CosignerAnswer:
     """A request body, its checkpoint note and that note's checkpoint, or the 400 to answer."""
     try:
         req = parse(body)
         note = parse_note(req.checkpoint)
         return req, note, parse_checkpoint_text(note.text)
     except (ProtocolError, NoteError) as e:
-        return Answer.text(400, f"malformed request: {e}")
+        return CosignerAnswer.text(400, f"malformed request: {e}")

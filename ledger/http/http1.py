@@ -138,14 +138,14 @@ _CLOSE = Expiry(close=True)
 _END_BODY = Expiry(close=False, slow="body", end_body=True)
 
 
-class _Wait(Enum):
+class _NeedData(Enum):
     NEED_DATA = "need data"
 
 
-NEED_DATA = _Wait.NEED_DATA
+NEED_DATA = _NeedData.NEED_DATA
 """No event until more bytes are received."""
 
-Event = Request | HandOver | BodyPending | _Wait
+Event = Request | HandOver | BodyPending | _NeedData
 
 _FORBIDDEN = frozenset({"transfer-encoding", "content-encoding", "expect", "upgrade"})
 _FIELD_BYTES = bytes([9, *range(0x20, 0x7F)])  # HTAB, SP and visible ASCII

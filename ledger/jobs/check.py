@@ -27,7 +27,7 @@ from ledger.core.note import NoteError, NoteVerifier
 from ledger.core.tiles import ENTRIES_LEVEL, TILE_WIDTH, Tile, tiles_for_size
 from ledger.storage.base import LogStore, TileKey
 
-__all__ = ["AuditError", "AuditReport", "audit_log"]
+__all__ = ["AuditError", "CheckReport", "audit_log"]
 
 Progress = Callable[[int, int], None]
 """Told (entries checked, entries in total) as the audit advances."""
@@ -41,7 +41,9 @@ class AuditError(LedgerError):
 
 
 @dataclass(frozen=True)
-class AuditReport:
+class CheckReport:
+    """What a full check of a stored log found consistent: its signed size and root."""
+
     origin: str
     size: int
     root: bytes
@@ -121,7 +123,7 @@ async def audit_log(
     progress: Progress | None = None,
     chunk_bundles: int = 64,
     pace: Pace | None = None,
-) -> AuditReport:
+) -> CheckReport:
     """Check the latest stored checkpoint against everything stored; raise :class:`AuditError`.
 
     Checks, in order: the checkpoint's signature by ``verifier`` (whose name is the origin),
@@ -178,4 +180,4 @@ async def audit_log(
             f"the root recomputed from the entries is {state.root().hex()}, but the signed "
             f"checkpoint says {cp.root_hash.hex()}"
         )
-    return AuditReport(cp.origin, size, cp.root_hash, compared)
+    return CheckReport(cp.origin, size, cp.root_hash, compared)

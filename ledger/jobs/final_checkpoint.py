@@ -35,7 +35,7 @@ import structlog
 from prometheus_client import Counter
 
 from ledger.client.http import HttpClient
-from ledger.client.mirror import LogSource, MirrorClient, MirrorError
+from ledger.client.mirror import LogReaderSource, MirrorClient, MirrorError
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.note import (
     NoteError,
@@ -292,7 +292,7 @@ async def submit_final(client: WitnessClient | MirrorClient, known: int, reader:
     the cosigner holds another tree for the origin, else what the client raises."""
     if isinstance(client, MirrorClient):
         client.pending = max(client.pending, known)
-        return (await client.push(note, LogSource(reader)))[0]
+        return (await client.push(note, LogReaderSource(reader)))[0]
     old = known
     for _ in range(3):
         proof = await reader.consistency_proof(old, size) if 0 < old < size else []

@@ -80,7 +80,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ledger.client.http import HttpClient
-from ledger.client.mirror import LogSource, MirrorClient, MirrorError
+from ledger.client.mirror import LogReaderSource, MirrorClient, MirrorError
 from ledger.client.witness import WitnessClient, WitnessConflict, WitnessError
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.hashing import EMPTY_ROOT, fold_right
@@ -142,7 +142,10 @@ class _Target:
 
 
 @dataclass
-class _Witness:
+class _WitnessLink:
+    """One witness or mirror the job submits to: its client, the size it is known to hold,
+    the submission under way, and when to retry after failures."""
+
     endpoint: WitnessEndpoint
     client: WitnessClient | MirrorClient
     known: int | None = None  # the witness's size for our origin, when known
@@ -200,7 +203,7 @@ class Witnessing:
         self.pq = pq
         self.leading = False
         self._http: HttpClient | None = None
-        self._witnesses: dict[str, _Witness] = {}
+        self._witnesses: dict[str, _WitnessLink] = {}
         self._targets: OrderedDict[int, _Target] = OrderedDict()
         self._current: _Target | None = None
         self._published: Published | None = None
@@ -241,7 +244,7 @@ class Witnessing:
             client: WitnessClient | MirrorClient = (
                 MirrorClient(e.url, [e.verifier], self._http) if e.mirror
                 else WitnessClient(e.url, e.verifier, self._http))
-            self._witnesses[e.vkey] = _Witness(e, client)
+            self._witnesses[e.vkey] = _WitnessLink(e, client)
         if self.frozen_logs is not None:
             self.finals = FinalCheckpoints(
                 self.log.store, self.endpoints, self.frozen_logs, self.policy, self._names,
@@ -450,12 +453,12 @@ class Witnessing:
         self._current = target
         return target
 
-    async def _push(self, w: _Witness, client: MirrorClient, target: _Target) -> None:
+    async def _push(self, w: _WitnessLink, client: MirrorClient, target: _Target) -> None:
         """Push ``target`` and the entries the mirror lacks; keep its cosignature."""
         name = w.endpoint.verifier.name
         client.pending = max(client.pending, w.known or 0)
         try:
-            sigs = await client.push(target.note, LogSource(self.log.reader))
+            sigs = await client.push(target.note, LogReaderSource(self.log.reader))
         finally:
             if client.pending != w.known:  # learned from a 409, or moved by this push
                 w.known = client.pending
@@ -463,7 +466,7 @@ class Witnessing:
         self.m_requests.labels(name, "cosigned").inc()
         self._cosigned(w, target, sigs[0])
 
-    def _cosigned(self, w: _Witness, target: _Target, sig: NoteSignature) -> None:
+    def _cosigned(self, w: _WitnessLink, target: _Target, sig: NoteSignature) -> None:
         target.cosigs[w.endpoint.vkey] = sig  # a newer one replaces the witness's older one
         target.cosigned_at[w.endpoint.vkey] = time.monotonic()
         w.known = target.size
@@ -473,7 +476,7 @@ class Witnessing:
         self._dirty = True
         self._republish()
 
-    async def _submit(self, w: _Witness, target: _Target) -> None:
+    async def _submit(self, w: _WitnessLink, target: _Target) -> None:
         name = w.endpoint.verifier.name
         try:
             if isinstance(w.client, MirrorClient):
@@ -521,7 +524,7 @@ class Witnessing:
             w.task = None
             w.busy_with = None
 
-    async def _ahead(self, w: _Witness, old: int, target: _Target) -> _Target:
+    async def _ahead(self, w: _WitnessLink, old: int, target: _Target) -> _Target:
         """The target for a witness already at ``old``, beyond ``target``: the log's head.
 
         A witness ahead of this round's checkpoint is normal when another process of the log

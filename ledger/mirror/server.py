@@ -67,9 +67,9 @@ from ledger.core.subtree import verify_subtree_consistency
 from ledger.core.tiles import TILE_WIDTH, TilePathError, parse_tile_path, tile_count
 from ledger.core.witness_protocol import format_cosignatures
 from ledger.cosigner.app import cosigner_app, response
-from ledger.cosigner.cosigner import Answer, Cosigner, WitnessSigner
+from ledger.cosigner.cosigner import Cosigner, CosignerAnswer, WitnessSigner
 from ledger.mirror.copy import LogCopy
-from ledger.mirror.state import MirrorState, Pending
+from ledger.mirror.state import MirrorState, PendingCheckpoint
 
 __all__ = ["DEFAULT_MAX_BODY", "MIRROR", "BodyEnded", "Mirror", "create_mirror_app"]
 
@@ -97,7 +97,7 @@ class _Upload:
     end: int
     copy: LogCopy
     #: The checkpoint at ``end`` the packages are proven against.
-    target: Pending
+    target: PendingCheckpoint
     #: The current pending size (the first line of a 409).
     pending_size: int
 
@@ -140,49 +140,49 @@ class Mirror(Cosigner):
 
     # -- add-entries ---------------------------------------------------------------------------
 
-    async def add_entries(self, read: Read) -> Answer:
+    async def add_entries(self, read: Read) -> CosignerAnswer:
         """Handle one ``add-entries`` body, read with ``read(n)`` (exactly ``n`` bytes, or
         :class:`BodyEnded`); never raises for bad input. The spec's steps, in order."""
         header = await _read_header(read)
-        if isinstance(header, Answer):
+        if isinstance(header, CosignerAnswer):
             return header
         upload = await self._check_upload(header)
-        if isinstance(upload, Answer):
+        if isinstance(upload, CosignerAnswer):
             return upload
         saved = await self._store_packages(read, upload)
-        if isinstance(saved, Answer):
+        if isinstance(saved, CosignerAnswer):
             return saved
         return await self._sign(upload, saved)
 
-    async def _check_upload(self, header: AddEntriesHeader) -> _Upload | Answer:
+    async def _check_upload(self, header: AddEntriesHeader) -> _Upload | CosignerAnswer:
         """The header against the state, before any package is read: the origin (404), a
         pending checkpoint (422), then :func:`~ledger.core.mirror_protocol.check_upload`."""
         origin, start, end = header.origin, header.upload_start, header.upload_end
         copy = self.copies.get(origin)
         if copy is None:
-            return Answer.text(404, f"unknown log origin {origin[:200]!r}")
+            return CosignerAnswer.text(404, f"unknown log origin {origin[:200]!r}")
         pending = await self.state.pending(origin)
         if not pending:
-            return Answer.text(422, "no checkpoint of this log was ever added: call "
-                                    "add-checkpoint first")
+            return CosignerAnswer.text(422, "no checkpoint of this log was ever added: call "
+                                            "add-checkpoint first")
         mirrored = await self.state.mirrored(origin)
         known = {p.size: p for p in pending}
         if mirrored is not None:
-            known.setdefault(mirrored.size, Pending(mirrored.size, mirrored.root,
-                                                    mirrored.note))
+            known.setdefault(mirrored.size, PendingCheckpoint(mirrored.size, mirrored.root,
+                                                              mirrored.note))
         target = known.get(end)
         check = check_upload(start, end, known_end=target is not None,
                              mirror_size=0 if mirrored is None else mirrored.size,
                              next_entry=copy.size)
         if check.status == 400:
-            return Answer.text(400, check.reason)
+            return CosignerAnswer.text(400, check.reason)
         if check.status or target is None:
             # The spec: the first line is upload_end when that was valid, else the pending size.
             valid = target is not None and (mirrored is None or end >= mirrored.size)
             return _info(409, end if valid else pending[0].size, copy)
         return _Upload(origin, start, end, copy, target, pending[0].size)
 
-    async def _store_packages(self, read: Read, upload: _Upload) -> int | Answer:
+    async def _store_packages(self, read: Read, upload: _Upload) -> int | CosignerAnswer:
         """Read, authenticate and commit each package to the copy as it arrives; return how
         many were saved (the body may end early), or the 422 of one whose proof fails."""
         saved = 0
@@ -198,7 +198,7 @@ class Mirror(Cosigner):
                 verify_subtree_consistency(package.base, package.end, upload.end, proof,
                                            subtree, upload.target.root)
             except ProofError as e:
-                return Answer.text(422, f"package {i} [{package.start}, {package.end}): "
+                return CosignerAnswer.text(422, f"package {i} [{package.start}, {package.end}): "
                                         f"subtree consistency proof: {e}")
             if await upload.copy.append(package.start, entries) < package.end:
                 break  # not stored (the copy would have had a hole): cannot happen, as
@@ -206,7 +206,7 @@ class Mirror(Cosigner):
             saved += 1
         return saved
 
-    async def _sign(self, upload: _Upload, saved: int) -> Answer:
+    async def _sign(self, upload: _Upload, saved: int) -> CosignerAnswer:
         """Once the copy holds every entry up to ``upload_end``, move the mirror checkpoint
         there and answer with the cosignatures (only after that is durable); else say where
         to resume (202), or that nothing was saved (400)."""
@@ -214,7 +214,7 @@ class Mirror(Cosigner):
         if copy.size < end:
             if saved:
                 return _info(202, end, copy)
-            return Answer.text(400, "the body holds no complete entry package")
+            return CosignerAnswer.text(400, "the body holds no complete entry package")
         root = await copy.root_at(end)
         if root != upload.target.root:  # cannot happen while every package is proven
             self._log.error("copy_root_mismatch", origin=origin, size=end)
@@ -223,36 +223,36 @@ class Mirror(Cosigner):
         if not sigs:
             return _info(409, upload.pending_size, copy)
         self._log.debug("mirrored", origin=origin, size=end)
-        return Answer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
+        return CosignerAnswer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
 
     # -- monitoring ----------------------------------------------------------------------------
 
-    async def tile(self, hashed_origin: str, path: str) -> Answer:
+    async def tile(self, hashed_origin: str, path: str) -> CosignerAnswer:
         """A tile or entry bundle of the copy within the mirror checkpoint, byte for byte the
         log's: full or partial, it never changes (a partial one is a prefix of its tile)."""
         try:
             tile = parse_tile_path(path)
         except TilePathError as e:
-            return Answer.text(400, str(e))
+            return CosignerAnswer.text(400, str(e))
         origin = self.origins.get(hashed_origin)
         mirrored = None if origin is None else await self.state.mirrored(origin)
         if origin is None or mirrored is None:
-            return Answer.text(404, self.nothing_served)
+            return CosignerAnswer.text(404, self.nothing_served)
         if tile.index * TILE_WIDTH + tile.width > tile_count(mirrored.size, tile.level):
-            return Answer.text(404, f"{path} is beyond the mirror checkpoint's size "
-                                    f"{mirrored.size}")
+            return CosignerAnswer.text(404, f"{path} is beyond the mirror checkpoint's size "
+                                            f"{mirrored.size}")
         data = await self.copies[origin].tile(tile.level, tile.index, tile.width)
         if data is None:
             raise RuntimeError(f"{path} is within the mirror checkpoint but not in the copy")
-        return Answer(200, data, "application/octet-stream")
+        return CosignerAnswer(200, data, "application/octet-stream")
 
 
-def _info(status: int, tree_size: int, copy: LogCopy) -> Answer:
-    return Answer(status, format_mirror_info(MirrorInfo(tree_size, copy.size)),
-                  MIRROR_INFO_CONTENT_TYPE)
+def _info(status: int, tree_size: int, copy: LogCopy) -> CosignerAnswer:
+    return CosignerAnswer(status, format_mirror_info(MirrorInfo(tree_size, copy.size)),
+                          MIRROR_INFO_CONTENT_TYPE)
 
 
-async def _read_header(read: Read) -> AddEntriesHeader | Answer:
+async def _read_header(read: Read) -> AddEntriesHeader | CosignerAnswer:
     """The ``add-entries`` header, or the 400 of a body that does not hold one."""
     try:
         (n,) = struct.unpack(">H", await read(2))
@@ -265,9 +265,9 @@ async def _read_header(read: Read) -> AddEntriesHeader | Answer:
         start, end, ticket_size = struct.unpack(">QQH", await read(18))
         ticket = await read(ticket_size) if ticket_size else b""
     except BodyEnded:
-        return Answer.text(400, "the body ends inside the add-entries header")
+        return CosignerAnswer.text(400, "the body ends inside the add-entries header")
     except MirrorProtocolError as e:
-        return Answer.text(400, f"malformed add-entries header: {e}")
+        return CosignerAnswer.text(400, f"malformed add-entries header: {e}")
     return AddEntriesHeader(origin, start, end, ticket)
 
 
@@ -311,7 +311,8 @@ def _reader(request: web.Request, limit: int) -> Read:
 async def _add_entries(request: web.Request) -> web.Response:
     mirror = request.app[MIRROR]
     if request.content_type != "application/octet-stream":
-        answer = Answer.text(400, "add-entries wants Content-Type: application/octet-stream")
+        answer = CosignerAnswer.text(400, "add-entries wants Content-Type: "
+                                          "application/octet-stream")
     else:
         answer = await mirror.add_entries(_reader(request, mirror.max_body))
     resp = response(answer)

@@ -33,11 +33,12 @@ from pathlib import Path
 
 from ledger.core.errors import LedgerError
 from ledger.core.note import Note, NoteSignature, format_note, parse_note
-from ledger.core.witness_protocol import Decision, StoredCheckpoint, decide
+from ledger.core.witness_protocol import AcceptedTree, CheckpointDecision, decide
 from ledger.cosigner.cosigner import Cosign, Submitted
 from ledger.cosigner.sqlite import SqliteThread, another_cosigners_key, immediate
 
-__all__ = ["PENDING_KEPT", "MirrorState", "MirrorStateError", "Mirrored", "Pending"]
+__all__ = ["PENDING_KEPT", "MirrorState", "MirrorStateError", "Mirrored",
+           "PendingCheckpoint"]
 
 #: Pending checkpoints kept per origin (the newest ones), each a valid ``upload_end``.
 PENDING_KEPT = 16
@@ -65,7 +66,7 @@ class MirrorStateError(LedgerError, RuntimeError):
 
 
 @dataclass(frozen=True)
-class Pending:
+class PendingCheckpoint:
     """A pending checkpoint: its size and root, and the note with the log signatures that
     verified (and only those)."""
 
@@ -110,7 +111,7 @@ class MirrorState:
         return cls(path, db)
 
     async def add_checkpoint(self, submitted: Submitted, cosign: Cosign
-                             ) -> tuple[Decision, list[NoteSignature]]:
+                             ) -> tuple[CheckpointDecision, list[NoteSignature]]:
         """``add-checkpoint``: the witness's compare step against the pending checkpoint, and
         the new pending checkpoint written in the same transaction when it is larger. Never
         signs: the mirror key signs only what the copy holds (:meth:`commit`)."""
@@ -121,7 +122,7 @@ class MirrorState:
         mirrored = await self.mirrored(origin)
         return None if mirrored is None else mirrored.note
 
-    async def pending(self, origin: str) -> list[Pending]:
+    async def pending(self, origin: str) -> list[PendingCheckpoint]:
         """The kept pending checkpoints of ``origin``, largest (the current one) first."""
         return await self._db.run(_pending, origin)
 
@@ -129,7 +130,7 @@ class MirrorState:
         """The mirror checkpoint of ``origin``, or None before the first commit."""
         return await self._db.run(_mirrored, origin)
 
-    async def commit(self, origin: str, pending: Pending, cosign: Cosign,
+    async def commit(self, origin: str, pending: PendingCheckpoint, cosign: Cosign,
                      own: Iterable[tuple[str, int]]
                      ) -> tuple[Mirrored | None, list[NoteSignature]]:
         """Make ``pending`` the mirror checkpoint unless the mirror checkpoint is larger.
@@ -146,11 +147,11 @@ class MirrorState:
         await self._db.close()
 
 
-def _add(c: sqlite3.Connection, submitted: Submitted) -> Decision:
+def _add(c: sqlite3.Connection, submitted: Submitted) -> CheckpointDecision:
     checkpoint, req, origin = submitted.checkpoint, submitted.request, submitted.checkpoint.origin
     with immediate(c):
         pending = _pending(c, origin)
-        stored = None if not pending else StoredCheckpoint(pending[0].size, pending[0].root)
+        stored = None if not pending else AcceptedTree(pending[0].size, pending[0].root)
         decision = decide(stored, req.old, req.proof, checkpoint)
         if decision.store:
             c.execute("INSERT OR REPLACE INTO pending (origin, size, root, note, time) "
@@ -163,7 +164,7 @@ def _add(c: sqlite3.Connection, submitted: Submitted) -> Decision:
     return decision
 
 
-def _commit(c: sqlite3.Connection, origin: str, pending: Pending, cosign: Cosign,
+def _commit(c: sqlite3.Connection, origin: str, pending: PendingCheckpoint, cosign: Cosign,
             own: frozenset[tuple[str, int]]) -> tuple[Mirrored | None, list[NoteSignature]]:
     with immediate(c):
         current = _mirrored(c, origin)
@@ -180,10 +181,10 @@ def _commit(c: sqlite3.Connection, origin: str, pending: Pending, cosign: Cosign
     return Mirrored(pending.size, pending.root, served), sigs
 
 
-def _pending(c: sqlite3.Connection, origin: str) -> list[Pending]:
+def _pending(c: sqlite3.Connection, origin: str) -> list[PendingCheckpoint]:
     rows = c.execute("SELECT size, root, note FROM pending WHERE origin = ?",
                      (origin,)).fetchall()
-    out = [Pending(int(r[0]), bytes(r[1]), bytes(r[2])) for r in rows]
+    out = [PendingCheckpoint(int(r[0]), bytes(r[1]), bytes(r[2])) for r in rows]
     out.sort(key=lambda p: p.size, reverse=True)
     return out
 

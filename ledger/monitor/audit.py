@@ -142,88 +142,134 @@ async def audit_range(
         if start.root() != target.root_hash:
             raise _root_alarm(start, target)
         return AuditResult(start, 0, 0, 0.0)
-    async def fetch_all(tiles: list[Tile]) -> list[tuple[Tile, bytes]]:
-        return list(zip(tiles, await source.tiles(tiles), strict=True))
+    run = _AuditRun(source, start, b, on_entries, progress, save)
+    await run.range(chunk_bundles)
+    await run.right_edge()
+    if run.state.root() != target.root_hash:
+        raise _root_alarm(run.state, target)
+    return AuditResult(run.state, b - a, run.compared, time.perf_counter() - began,
+                       source.requests - requests0, source.received_bytes - bytes0,
+                       {"hashing_seconds": run.hashing})
 
-    first_bundle, last_bundle = a // TILE_WIDTH, (b - 1) // TILE_WIDTH
-    queue: asyncio.Queue[_Chunk | BaseException | None] = asyncio.Queue(_PREFETCH_CHUNKS)
 
-    async def producer() -> None:
+@dataclass
+class _AuditRun:
+    """One audit from ``state`` (as it starts) to ``size`` leaves: where it got, what it
+    compared, and the partial tiles left to compare at the right edge."""
+
+    source: LogSource
+    state: TreeState
+    size: int
+    on_entries: EntriesHook | None
+    progress: ProgressHook | None
+    save: SaveHook | None
+    start: int = field(init=False)  # the first entry audited
+    compared: int = 0
+    hashing: float = 0.0  # seconds spent hashing
+    pending: dict[tuple[int, int], bytes] = field(default_factory=dict)  # as of the latest chunk
+    last_save: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.start = self.state.size
+
+    async def fetch(self, tiles: list[Tile]) -> list[tuple[Tile, bytes]]:
+        return list(zip(tiles, await self.source.tiles(tiles), strict=True))
+
+    async def range(self, chunk_bundles: int) -> None:
+        """Every chunk of bundles, hashed and compared while the next ones download."""
+        queue: asyncio.Queue[_Chunk | BaseException | None] = asyncio.Queue(_PREFETCH_CHUNKS)
+        task = asyncio.create_task(self._download(queue, chunk_bundles))
+        try:
+            while (chunk := await _next(queue)) is not None:
+                await self._audit_chunk(chunk)
+                await self._report()
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _download(self, queue: asyncio.Queue[_Chunk | BaseException | None],
+                        chunk_bundles: int) -> None:
+        """Each chunk's entry bundles with their level-0 tiles, then None; or the error."""
+        first_bundle, last_bundle = self.start // TILE_WIDTH, (self.size - 1) // TILE_WIDTH
         try:
             for n0 in range(first_bundle, last_bundle + 1, chunk_bundles):
                 ns = range(n0, min(n0 + chunk_bundles, last_bundle + 1))
-                got = await fetch_all([tile_at(ENTRIES_LEVEL, n, b) for n in ns] +
-                                      [tile_at(0, n, b) for n in ns])
+                got = await self.fetch([tile_at(ENTRIES_LEVEL, n, self.size) for n in ns] +
+                                       [tile_at(0, n, self.size) for n in ns])
                 k = len(ns)
                 await queue.put(_Chunk(n0, list(got[:k]), {t.index: (t, d) for t, d in got[k:]}))
             await queue.put(None)
         except BaseException as e:  # handed to the consumer, which raises it
             await queue.put(e)
 
-    task = asyncio.create_task(producer())
-    state = start
-    compared = 0
-    pending: dict[tuple[int, int], bytes] = {}  # partial tiles as of the latest chunk
-    last_save = time.monotonic()
-    hashing = 0.0
-    try:
-        while True:
-            item = await queue.get()
-            if item is None:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            served = {(ENTRIES_LEVEL, t.index): (t, d) for t, d in item.bundles}
-            served.update({(0, n): v for n, v in item.level0.items()})
-            for g in range(0, len(item.bundles), _GROUP_BUNDLES):
-                entries: list[bytes] = []
-                for tile, data in item.bundles[g : g + _GROUP_BUNDLES]:
-                    got = _entries(tile, data)
-                    skip = a - tile.index * TILE_WIDTH if tile.index == first_bundle else 0
-                    entries.extend(got[skip:] if skip > 0 else got)
-                first_index = state.size
-                t0 = time.perf_counter()
-                done = integrate(state, entries)
-                hashing += time.perf_counter() - t0
-                state = done.state
-                if on_entries is not None:
-                    on_entries(first_index, entries)
-                upper = [key for key in done.tiles if key[0] > 0 and _is_full(key, state.size)]
-                for tile, data in await fetch_all([Tile(level, index) for level, index in upper]):
-                    served[(tile.level, tile.index)] = (tile, data)
-                for key, want in done.tiles.items():
-                    if _is_full(key, state.size):
-                        pending.pop(key, None)
-                        tile, data = served[key]
-                        if data != want:
-                            raise _mismatch(tile, want, data)
-                        compared += 1
-                    else:
-                        pending[key] = want
-                # Hashing runs on the event loop in short slices (~1 ms), so the downloads
-                # keep flowing in between without a thread fighting the loop for the GIL.
-                await asyncio.sleep(0)
-            if progress is not None:
-                progress(state.size - a, b - a)
-            if save is not None and time.monotonic() - last_save > _SAVE_EVERY \
-                    and state.size < b:
-                await save(state)
-                last_save = time.monotonic()
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-    # The right edge: every partial tile of the target tree that this range changed.
-    edge = list(pending.items())
-    fetched = await fetch_all([tile_at(key[0], key[1], b) for key, _ in edge])
-    for (_, want), (tile, data) in zip(edge, fetched, strict=True):
-        if data != want:
-            raise _mismatch(tile, want, data)
-        compared += 1
-    if state.root() != target.root_hash:
-        raise _root_alarm(state, target)
-    return AuditResult(state, b - a, compared, time.perf_counter() - began,
-                       source.requests - requests0, source.received_bytes - bytes0,
-                       {"hashing_seconds": hashing})
+    async def _audit_chunk(self, chunk: _Chunk) -> None:
+        served = {(ENTRIES_LEVEL, t.index): (t, d) for t, d in chunk.bundles}
+        served.update({(0, n): v for n, v in chunk.level0.items()})
+        for g in range(0, len(chunk.bundles), _GROUP_BUNDLES):
+            await self._audit_group(chunk.bundles[g : g + _GROUP_BUNDLES], served)
+            # Hashing runs on the event loop in short slices (~1 ms), so the downloads
+            # keep flowing in between without a thread fighting the loop for the GIL.
+            await asyncio.sleep(0)
+
+    async def _audit_group(self, bundles: list[tuple[Tile, bytes]],
+                           served: dict[tuple[int, int], tuple[Tile, bytes]]) -> None:
+        """Integrate a few bundles' new entries and compare the tiles that became full."""
+        entries = self._new_entries(bundles)
+        first_index = self.state.size
+        t0 = time.perf_counter()
+        done = integrate(self.state, entries)
+        self.hashing += time.perf_counter() - t0
+        self.state = done.state
+        if self.on_entries is not None:
+            self.on_entries(first_index, entries)
+        upper = [key for key in done.tiles if key[0] > 0 and _is_full(key, self.state.size)]
+        for tile, data in await self.fetch([Tile(level, index) for level, index in upper]):
+            served[(tile.level, tile.index)] = (tile, data)
+        for key, want in done.tiles.items():
+            if _is_full(key, self.state.size):
+                self.pending.pop(key, None)
+                tile, data = served[key]
+                if data != want:
+                    raise _mismatch(tile, want, data)
+                self.compared += 1
+            else:
+                self.pending[key] = want
+
+    def _new_entries(self, bundles: list[tuple[Tile, bytes]]) -> list[bytes]:
+        """The bundles' entries, less those of the first bundle before the audit's start."""
+        entries: list[bytes] = []
+        for tile, data in bundles:
+            got = _entries(tile, data)
+            skip = self.start - tile.index * TILE_WIDTH \
+                if tile.index == self.start // TILE_WIDTH else 0
+            entries.extend(got[skip:] if skip > 0 else got)
+        return entries
+
+    async def _report(self) -> None:
+        """Tell the progress, and save the state now and then (never the final one)."""
+        if self.progress is not None:
+            self.progress(self.state.size - self.start, self.size - self.start)
+        if self.save is not None and time.monotonic() - self.last_save > _SAVE_EVERY \
+                and self.state.size < self.size:
+            await self.save(self.state)
+            self.last_save = time.monotonic()
+
+    async def right_edge(self) -> None:
+        """Compare every partial tile of the target tree that this range changed."""
+        edge = list(self.pending.items())
+        fetched = await self.fetch([tile_at(key[0], key[1], self.size) for key, _ in edge])
+        for (_, want), (tile, data) in zip(edge, fetched, strict=True):
+            if data != want:
+                raise _mismatch(tile, want, data)
+            self.compared += 1
+
+
+async def _next(queue: asyncio.Queue[_Chunk | BaseException | None]) -> _Chunk | None:
+    """The next chunk downloaded, None after the last; a download's error is raised here."""
+    item = await queue.get()
+    if isinstance(item, BaseException):
+        raise item
+    return item
 
 
 def _is_full(key: tuple[int, int], size: int) -> bool:

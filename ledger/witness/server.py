@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 from ledger.core.note import NoteVerifier
 from ledger.cosigner.app import cosigner_app
-from ledger.cosigner.cosigner import Answer, Cosigner, WitnessSigner
+from ledger.cosigner.cosigner import Cosigner, CosignerAnswer, WitnessSigner
 from ledger.witness.store import WitnessStore
 
 __all__ = ["WITNESS", "Witness", "create_witness_app"]
@@ -47,14 +47,14 @@ class Witness(Cosigner):
         self.subtree_requests = Counter("witness_sign_subtree_total", "sign-subtree requests",
                                         ["status"], registry=self.registry)
 
-    async def add_checkpoint(self, body: bytes) -> Answer:
+    async def add_checkpoint(self, body: bytes) -> CosignerAnswer:
         started = time.perf_counter()
         answer = await super().add_checkpoint(body)
         self.requests.labels(str(answer.status)).inc()
         self.latency.observe(time.perf_counter() - started)
         return answer
 
-    async def sign_subtree(self, body: bytes) -> Answer:
+    async def sign_subtree(self, body: bytes) -> CosignerAnswer:
         answer = await super().sign_subtree(body)
         self.subtree_requests.labels(str(answer.status)).inc()
         return answer

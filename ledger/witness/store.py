@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ledger.core.errors import LedgerError
 from ledger.core.note import Note, NoteSignature, format_note
-from ledger.core.witness_protocol import Decision, Outcome, StoredCheckpoint, decide
+from ledger.core.witness_protocol import AcceptedTree, CheckpointDecision, Outcome, decide
 from ledger.cosigner.cosigner import Cosign, Submitted
 from ledger.cosigner.sqlite import SqliteThread, another_cosigners_key, immediate
 
@@ -91,7 +91,7 @@ class WitnessStore:
         return cls(path, db)
 
     async def add_checkpoint(self, submitted: Submitted, cosign: Cosign
-                             ) -> tuple[Decision, list[NoteSignature]]:
+                             ) -> tuple[CheckpointDecision, list[NoteSignature]]:
         """Compare the request with the stored state and persist it if it is accepted, atomically.
 
         When the checkpoint is to be cosigned, ``cosign(text)`` makes the witness's lines inside
@@ -107,7 +107,7 @@ class WitnessStore:
         """The newest checkpoint cosigned for ``origin`` as monitors get it, or None."""
         return await self._db.run(_served, origin)
 
-    async def latest(self, origin: str) -> tuple[StoredCheckpoint, bytes] | None:
+    async def latest(self, origin: str) -> tuple[AcceptedTree, bytes] | None:
         """The stored size and root for ``origin``, with the note as it was submitted."""
         return await self._db.run(_latest, origin)
 
@@ -120,12 +120,12 @@ class WitnessStore:
 
 
 def _add(c: sqlite3.Connection, submitted: Submitted, cosign: Cosign
-         ) -> tuple[Decision, list[NoteSignature]]:
+         ) -> tuple[CheckpointDecision, list[NoteSignature]]:
     checkpoint, req, origin = submitted.checkpoint, submitted.request, submitted.checkpoint.origin
     with immediate(c):
         row = c.execute("SELECT size, root, cosigned IS NULL FROM checkpoints "
                         "WHERE origin = ?", (origin,)).fetchone()
-        stored = None if row is None else StoredCheckpoint(int(row[0]), bytes(row[1]))
+        stored = None if row is None else AcceptedTree(int(row[0]), bytes(row[1]))
         decision = decide(stored, req.old, req.proof, checkpoint)
         now = time.time()
         sigs: list[NoteSignature] = []
@@ -161,12 +161,12 @@ def _served(c: sqlite3.Connection, origin: str) -> bytes | None:
     return None if row is None or row[0] is None else bytes(row[0])
 
 
-def _latest(c: sqlite3.Connection, origin: str) -> tuple[StoredCheckpoint, bytes] | None:
+def _latest(c: sqlite3.Connection, origin: str) -> tuple[AcceptedTree, bytes] | None:
     row = c.execute("SELECT size, root, note FROM checkpoints WHERE origin = ?",
                     (origin,)).fetchone()
     if row is None:
         return None
-    return StoredCheckpoint(int(row[0]), bytes(row[1])), bytes(row[2])
+    return AcceptedTree(int(row[0]), bytes(row[1])), bytes(row[2])
 
 
 def _evidence(c: sqlite3.Connection, limit: int) -> list[Evidence]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -134,65 +134,79 @@ def coerce(value: object, kind: FactType) -> object:
     - ``uri``: a string, in the normal form of :func:`~.uris.normalize_uri`.
     - ``any``: any JSON value that canonicalizes (checked, not changed).
     """
-    if kind == "integer":
-        if isinstance(value, bool):
-            raise CoercionError("a boolean is not an integer")
-        if isinstance(value, int):
-            return _js_int(value)
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            return _js_int(int(value))
-        if isinstance(value, str) and _INT_RE.fullmatch(value.strip()):
-            return _js_int(int(value.strip()))
-        raise CoercionError(f"the {type(value).__name__} value is not an integer")
-    if kind == "number":
-        if isinstance(value, bool):
-            raise CoercionError("a boolean is not a number")
-        if isinstance(value, int):
-            return _js_int(value)
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise CoercionError("NaN and infinities are not numbers here")
-            return value
-        if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()):
-            text = value.strip()
-            if _INT_RE.fullmatch(text):
-                return _js_int(int(text))
-            number = float(text)
-            if not math.isfinite(number):
-                raise CoercionError("the number is out of range")
-            return number
-        raise CoercionError(f"the {type(value).__name__} value is not a number")
-    if kind == "string":
-        if isinstance(value, str):
-            try:
-                check_js_safe(value)
-            except CanonicalizationError:
-                raise CoercionError("the string contains a lone surrogate") from None
-            return value
-        raise CoercionError(f"the {type(value).__name__} value is not a string")
-    if kind == "boolean":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip() in ("true", "false"):
-            return value.strip() == "true"
-        raise CoercionError(f"the {type(value).__name__} value is not a boolean")
-    if kind == "path":
-        return normalize_path(value)
-    if kind == "uri":
+    return _COERCIONS.get(kind, _any)(value)
+
+
+def _integer(value: object) -> int:
+    if isinstance(value, bool):
+        raise CoercionError("a boolean is not an integer")
+    if isinstance(value, int):
+        return _js_int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return _js_int(int(value))
+    if isinstance(value, str) and _INT_RE.fullmatch(value.strip()):
+        return _js_int(int(value.strip()))
+    raise CoercionError(f"the {type(value).__name__} value is not an integer")
+
+
+def _number(value: object) -> int | float:
+    if isinstance(value, bool):
+        raise CoercionError("a boolean is not a number")
+    if isinstance(value, int):
+        return _js_int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CoercionError("NaN and infinities are not numbers here")
+        return value
+    if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()):
+        text = value.strip()
+        if _INT_RE.fullmatch(text):
+            return _js_int(int(text))
+        number = float(text)
+        if not math.isfinite(number):
+            raise CoercionError("the number is out of range")
+        return number
+    raise CoercionError(f"the {type(value).__name__} value is not a number")
+
+
+def _string(value: object) -> str:
+    if isinstance(value, str):
         try:
-            return normalize_uri(value)
-        except UriError as e:
-            raise CoercionError(str(e)) from None
-    if kind == "paths":
-        if not isinstance(value, list):
-            raise CoercionError(f"the {type(value).__name__} value is not a list of paths")
-        out = []
-        for i, item in enumerate(value):
-            try:
-                out.append(normalize_path(item))
-            except CoercionError as e:
-                raise CoercionError(f"item {i}: {e}") from None
-        return out
+            check_js_safe(value)
+        except CanonicalizationError:
+            raise CoercionError("the string contains a lone surrogate") from None
+        return value
+    raise CoercionError(f"the {type(value).__name__} value is not a string")
+
+
+def _boolean(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip() in ("true", "false"):
+        return value.strip() == "true"
+    raise CoercionError(f"the {type(value).__name__} value is not a boolean")
+
+
+def _uri(value: object) -> str:
+    try:
+        return normalize_uri(value)
+    except UriError as e:
+        raise CoercionError(str(e)) from None
+
+
+def _paths(value: object) -> list[str]:
+    if not isinstance(value, list):
+        raise CoercionError(f"the {type(value).__name__} value is not a list of paths")
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(normalize_path(item))
+        except CoercionError as e:
+            raise CoercionError(f"item {i}: {e}") from None
+    return out
+
+
+def _any(value: object) -> object:
     try:
         check_js_safe(value)
     except CanonicalizationError:
@@ -200,6 +214,12 @@ def coerce(value: object, kind: FactType) -> object:
         raise CoercionError("the value has no faithful JSON form (an integer beyond "
                             "±(2^53−1), a lone surrogate, NaN, or nesting too deep)") from None
     return value
+
+
+_COERCIONS: Final[Mapping[str, Callable[[object], object]]] = {
+    "integer": _integer, "number": _number, "string": _string, "boolean": _boolean,
+    "path": normalize_path, "paths": _paths, "uri": _uri, "any": _any,
+}
 
 
 def lookup(arguments: object, path: Sequence[str]) -> object:

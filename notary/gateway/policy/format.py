@@ -70,7 +70,7 @@ from notary.gateway.policy.facts import (
     nfc,
     normalize_path,
 )
-from notary.gateway.policy.patterns import PatternError, PatternKind, compile_pattern
+from notary.gateway.policy.patterns import Pattern, PatternError, PatternKind, compile_pattern
 from notary.gateway.policy.rules import (
     LENGTH,
     MEMBERSHIP,
@@ -196,6 +196,26 @@ def _length_bounds(value: object, where: str) -> None:
 
 
 def _parse_rule(raw: object, where: str, fact_types: Mapping[str, str]) -> Rule:
+    """One rule: its shape, then its operand checked (and prepared) for its operator."""
+    fact, op, value, kind = _rule_fields(raw, where, fact_types)
+    if op in ORDERING:
+        return _ordering_rule(fact, op, value, kind, where)
+    if op in MEMBERSHIP and not isinstance(value, list):
+        raise PolicyError(f"{where}.value", f"'{op}' needs a list")
+    if op == LENGTH:
+        return _length_rule(fact, op, value, kind, where)
+    if op in STRING_OPS:
+        return _string_rule(fact, op, value, kind, where)
+    if kind in ("path", "paths"):  # ==, !=, in, not in: path strings compared in NFC
+        return Rule(fact, op, value, kind, operand=_nfc_strings(value))
+    if kind == "uri":  # ==, !=, in, not in: URIs compared in their normal form
+        return Rule(fact, op, value, kind, operand=_normal_uris(value, where))
+    return Rule(fact, op, value, kind)
+
+
+def _rule_fields(raw: object, where: str, fact_types: Mapping[str, str]
+                 ) -> tuple[str, str, object, str]:
+    """A rule's fact (one of this entry's), operator and operand, and the fact's type."""
     if not isinstance(raw, Mapping):
         raise PolicyError(where, "a rule is a table {fact, op, value}")
     _check_keys(raw, _RULE_KEYS, where)
@@ -208,57 +228,62 @@ def _parse_rule(raw: object, where: str, fact_types: Mapping[str, str]) -> Rule:
                           f"{sorted(fact_types)})")
     if op not in OPERATORS:
         raise PolicyError(f"{where}.op", f"{op!r} is not one of {list(OPERATORS)}")
-    kind = fact_types[fact]
-    if op in ORDERING:
-        if not is_number(value):
-            raise PolicyError(f"{where}.value", f"{op} compares numbers; {value!r} is not one")
-        if kind not in ("integer", "number", "any"):
-            raise PolicyError(where, f"{op} needs a numeric fact; {fact!r} is {kind}")
-        return Rule(fact, op, value, kind)
-    if op in MEMBERSHIP and not isinstance(value, list):
-        raise PolicyError(f"{where}.value", f"'{op}' needs a list")
-    if op == LENGTH:
-        if kind not in ("string", "path", "paths", "uri", "any"):
-            raise PolicyError(where, f"'length' needs a string or list fact; {fact!r} is {kind}")
-        _length_bounds(value, where)
-        return Rule(fact, op, value, kind)
-    on_paths = kind in ("path", "paths")
-    if op in STRING_OPS:
-        if kind not in _STRING_KINDS:
-            raise PolicyError(where, f"'{op}' needs a string or path fact; {fact!r} is {kind}")
-        items = _strings(value, where, op)
-        if on_paths:  # compared in NFC, the only form a path fact takes
-            items = tuple(nfc(i) for i in items)
-        if op in PATTERN_OPS:
-            pattern_kind: PatternKind = "glob" if op.endswith("glob") else "regex"
-            if pattern_kind == "regex" and len(items) != 1:
-                raise PolicyError(f"{where}.value", "'regex' takes one pattern (use | inside)")
-            try:
-                patterns = tuple(compile_pattern(pattern_kind, p) for p in items)
-            except PatternError as e:
-                raise PolicyError(f"{where}.value", str(e)) from None
-            return Rule(fact, op, value, kind, patterns=patterns)
-        if kind == "uri":
-            try:
-                prefixes = tuple(normalize_uri(p) for p in items)
-            except UriError as e:
-                raise PolicyError(f"{where}.value", str(e)) from None
-            return Rule(fact, op, value, kind, prefixes=prefixes)
-        if kind in ("path", "paths"):
-            bad = [p for p in items if not p.startswith("/")]
-            if bad:
-                raise PolicyError(f"{where}.value", f"a path prefix must be absolute: {bad[0]!r}")
-            try:
-                prefixes = tuple(normalize_path(p) for p in items)
-            except CoercionError as e:
-                raise PolicyError(f"{where}.value", str(e)) from None
-            return Rule(fact, op, value, kind, prefixes=prefixes)
-        return Rule(fact, op, value, kind, prefixes=items)
-    if on_paths:  # ==, !=, in, not in: path strings compared in NFC
-        return Rule(fact, op, value, kind, operand=_nfc_strings(value))
-    if kind == "uri":  # ==, !=, in, not in: URIs compared in their normal form
-        return Rule(fact, op, value, kind, operand=_normal_uris(value, where))
+    return fact, op, value, fact_types[fact]
+
+
+def _ordering_rule(fact: str, op: str, value: object, kind: str, where: str) -> Rule:
+    if not is_number(value):
+        raise PolicyError(f"{where}.value", f"{op} compares numbers; {value!r} is not one")
+    if kind not in ("integer", "number", "any"):
+        raise PolicyError(where, f"{op} needs a numeric fact; {fact!r} is {kind}")
     return Rule(fact, op, value, kind)
+
+
+def _length_rule(fact: str, op: str, value: object, kind: str, where: str) -> Rule:
+    if kind not in ("string", "path", "paths", "uri", "any"):
+        raise PolicyError(where, f"'length' needs a string or list fact; {fact!r} is {kind}")
+    _length_bounds(value, where)
+    return Rule(fact, op, value, kind)
+
+
+def _string_rule(fact: str, op: str, value: object, kind: str, where: str) -> Rule:
+    """A prefix or pattern rule: patterns compiled, prefixes in the fact's normal form."""
+    if kind not in _STRING_KINDS:
+        raise PolicyError(where, f"'{op}' needs a string or path fact; {fact!r} is {kind}")
+    items = _strings(value, where, op)
+    if kind in ("path", "paths"):  # compared in NFC, the only form a path fact takes
+        items = tuple(nfc(i) for i in items)
+    if op in PATTERN_OPS:
+        return Rule(fact, op, value, kind, patterns=_patterns(op, items, where))
+    if kind == "uri":
+        try:
+            prefixes = tuple(normalize_uri(p) for p in items)
+        except UriError as e:
+            raise PolicyError(f"{where}.value", str(e)) from None
+        return Rule(fact, op, value, kind, prefixes=prefixes)
+    if kind in ("path", "paths"):
+        return Rule(fact, op, value, kind, prefixes=_path_prefixes(items, where))
+    return Rule(fact, op, value, kind, prefixes=items)
+
+
+def _patterns(op: str, items: tuple[str, ...], where: str) -> tuple[Pattern, ...]:
+    pattern_kind: PatternKind = "glob" if op.endswith("glob") else "regex"
+    if pattern_kind == "regex" and len(items) != 1:
+        raise PolicyError(f"{where}.value", "'regex' takes one pattern (use | inside)")
+    try:
+        return tuple(compile_pattern(pattern_kind, p) for p in items)
+    except PatternError as e:
+        raise PolicyError(f"{where}.value", str(e)) from None
+
+
+def _path_prefixes(items: tuple[str, ...], where: str) -> tuple[str, ...]:
+    bad = [p for p in items if not p.startswith("/")]
+    if bad:
+        raise PolicyError(f"{where}.value", f"a path prefix must be absolute: {bad[0]!r}")
+    try:
+        return tuple(normalize_path(p) for p in items)
+    except CoercionError as e:
+        raise PolicyError(f"{where}.value", str(e)) from None
 
 
 def _normal_uris(value: object, where: str) -> object:

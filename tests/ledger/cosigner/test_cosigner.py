@@ -22,8 +22,8 @@ from ledger.core.note import (
 )
 from ledger.core.witness_protocol import (
     SIZE_CONTENT_TYPE,
-    Decision,
-    StoredCheckpoint,
+    AcceptedTree,
+    CheckpointDecision,
     decide,
     format_add_checkpoint,
     parse_size,
@@ -40,11 +40,11 @@ class MemoryState:
     """A cosigning state in a dict: the compare step, then the cosigned note kept."""
 
     signs: bool = True
-    held: dict[str, tuple[StoredCheckpoint, bytes]] = field(default_factory=dict)
+    held: dict[str, tuple[AcceptedTree, bytes]] = field(default_factory=dict)
     seen: list[Submitted] = field(default_factory=list)
 
     async def add_checkpoint(self, submitted: Submitted, cosign: Cosign
-                             ) -> tuple[Decision, list[NoteSignature]]:
+                             ) -> tuple[CheckpointDecision, list[NoteSignature]]:
         self.seen.append(submitted)
         cp = submitted.checkpoint
         stored = self.held.get(cp.origin)
@@ -53,7 +53,7 @@ class MemoryState:
         sigs = cosign(submitted.verified.text) if self.signs and decision.store else []
         if decision.store:
             note = Note(submitted.verified.text, (*submitted.verified.signatures, *sigs))
-            self.held[cp.origin] = StoredCheckpoint(cp.size, cp.root_hash), format_note(note)
+            self.held[cp.origin] = AcceptedTree(cp.size, cp.root_hash), format_note(note)
         return decision, sigs
 
     async def served(self, origin: str) -> bytes | None:

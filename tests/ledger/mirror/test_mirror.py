@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 from ledger.cli.monitor import register as register_monitor
 from ledger.cli.monitor import run as run_monitor
 from ledger.client.http import HttpClient
-from ledger.client.mirror import LogSource, MirrorClient, MirrorRefused
+from ledger.client.mirror import LogReaderSource, MirrorClient, MirrorRefused
 from ledger.core.checkpoint import Checkpoint, parse_checkpoint_text
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.mirror_protocol import (
@@ -88,7 +88,7 @@ class Setup:
         return head.note
 
     async def push(self, note: bytes) -> list[NoteSignature]:
-        return await self.client.push(note, LogSource(self.log.reader))
+        return await self.client.push(note, LogReaderSource(self.log.reader))
 
     async def head_note(self) -> bytes:
         head = await self.log.head(0)
@@ -210,7 +210,7 @@ async def test_add_entries_before_any_checkpoint_is_422(setup: Setup) -> None:
 
 
 async def packages(s: Setup, start: int, end: int, count: int | None = None) -> list[bytes]:
-    source = LogSource(s.log.reader)
+    source = LogReaderSource(s.log.reader)
     out = []
     n = package_count(start, end) if count is None else count
     for i in range(n):
@@ -246,7 +246,7 @@ async def test_a_hostile_client_gets_the_specs_status_and_changes_nothing(setup:
     # Wrong entries: an entry changed, its package's proof no longer leads to the root.
     entries = await s.log.reader.entries(300, 512)
     entries[5] = b"forged"
-    proof = await LogSource(s.log.reader).subtree_proof(256, 512, 900)
+    proof = await LogReaderSource(s.log.reader).subtree_proof(256, 512, 900)
     await refused(header + format_package(entries, proof), 422)
     # A bad proof: one hash flipped.
     bad = bytearray(good[0])
@@ -329,7 +329,7 @@ async def test_sign_subtree_needs_the_mirrors_own_cosignature(setup: Setup) -> N
     note = await s.served()
     assert note is not None
     cp = parse_checkpoint_text(parse_note(note).text)
-    source = LogSource(s.log.reader)
+    source = LogReaderSource(s.log.reader)
     subtree = (await s.log.reader.hashes([(8, 1)], 600))[(8, 1)]
     proof = await source.subtree_proof(256, 512, 600)
     status, _, body = await s.post("/sign-subtree", format_sign_subtree(256, 512, subtree,
@@ -352,7 +352,7 @@ async def test_the_client_reports_a_mirror_that_refuses(setup: Setup) -> None:
     bogus = MirrorClient(s.url, [s.pq.verifier()], s.client.http)
     other = sign_note(parse_note(note).text, Ed25519Signer.generate(ORIGIN))
     with pytest.raises(MirrorRefused) as e:
-        await bogus.push(other, LogSource(s.log.reader))
+        await bogus.push(other, LogReaderSource(s.log.reader))
     assert e.value.status == 403
 
 
@@ -371,7 +371,7 @@ async def test_concurrent_clients_each_get_the_cosignature(setup: Setup) -> None
     note = await s.grow(2000)
     clients = [MirrorClient(s.url, [s.pq.verifier()], s.client.http, packages_per_request=1,
                             compress=c) for c in (True, False)]
-    results = await asyncio.gather(*(c.push(note, LogSource(s.log.reader)) for c in clients))
+    results = await asyncio.gather(*(c.push(note, LogReaderSource(s.log.reader)) for c in clients))
     assert all(len(r) == 1 for r in results)
     served = await s.served()
     assert served is not None and check_cosigned(s, served) == 2000
@@ -444,7 +444,7 @@ async def test_a_mirror_keeps_each_log_line_it_can_verify(tmp_path: Path, given:
         assert head is not None
         with capture_logs() as logs:
             for _ in range(2):
-                await client.push(pq.sign(head), LogSource(log.reader))
+                await client.push(pq.sign(head), LogReaderSource(log.reader))
         warned = [e for e in logs if e["event"] == "log_key_not_given"]
         prefix = f"{served.url}/{origin_hash(ORIGIN)}"
         results = {}

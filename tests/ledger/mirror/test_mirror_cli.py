@@ -17,7 +17,7 @@ import pytest
 
 from ledger.cli.main import main as ledger_main
 from ledger.client.http import HttpClient
-from ledger.client.mirror import LogSource, MirrorClient, MirrorError
+from ledger.client.mirror import LogReaderSource, MirrorClient, MirrorError
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.note import (
     KEY_TYPE_COSIGNATURE_V1,
@@ -142,7 +142,7 @@ async def test_kill_9_during_add_entries_loses_nothing_cosigned(
             counter += n
             head = await log.head(0)
             assert head is not None
-            await client.push(head.note, LogSource(log.reader))
+            await client.push(head.note, LogReaderSource(log.reader))
             cosigned.append(head.size)
 
     mirror = await MirrorProcess(key, log_key.verifier().vkey, data).started()
@@ -166,7 +166,7 @@ async def test_kill_9_during_add_entries_loses_nothing_cosigned(
             head = await log.head(0)
             assert head is not None
             client = MirrorClient(mirror.url, [verifier], HttpClient(http))
-            await client.push(head.note, LogSource(log.reader))
+            await client.push(head.note, LogReaderSource(log.reader))
             assert await check_served(http, mirror.url, log, verifier, log_key) == head.size
     finally:
         mirror.kill()

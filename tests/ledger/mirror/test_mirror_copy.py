@@ -13,7 +13,7 @@ import asyncpg
 
 from ledger.cli.mirror import close_mirror, open_mirror
 from ledger.client.http import HttpClient
-from ledger.client.mirror import LogSource, MirrorClient
+from ledger.client.mirror import LogReaderSource, MirrorClient
 from ledger.core.checkpoint import Checkpoint
 from ledger.core.note import Ed25519Signer, NoteSignature, open_note, parse_note, sign_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
@@ -22,7 +22,7 @@ from ledger.cosigner.cosigner import WitnessSigner, origin_hash
 from ledger.log.facade import Log
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.server import create_mirror_app
-from ledger.mirror.state import MirrorState, Pending
+from ledger.mirror.state import MirrorState, PendingCheckpoint
 from ledger.mirror.stores import copy_schema
 from ledger.storage.memory import MemoryStore
 from tests.servers import serving
@@ -72,9 +72,9 @@ async def test_the_mirror_checkpoint_never_moves_back(tmp_path: Path) -> None:
     state = await MirrorState.open(tmp_path / "m.db", [key.verifier_key_text()])
     own = [(key.name, key.key_id)]
 
-    def pending(size: int, root: bytes) -> Pending:
+    def pending(size: int, root: bytes) -> PendingCheckpoint:
         note = sign_note(Checkpoint(ORIGIN, size, root).text(), log_key)
-        return Pending(size, root, note)
+        return PendingCheckpoint(size, root, note)
 
     def cosign(text: str) -> list[NoteSignature]:
         return [key.cosign(text, 1_700_000_000)]
@@ -114,7 +114,7 @@ async def test_a_mirror_keeps_its_copies_in_postgresql(tmp_path: Path, pg_url: s
         async with serving(create_mirror_app(mirror)) as served, \
                 aiohttp.ClientSession() as http:
             client = MirrorClient(served.url, [key.verifier()], HttpClient(http))
-            await client.push(head.note, LogSource(log.reader))
+            await client.push(head.note, LogReaderSource(log.reader))
     finally:
         await close_mirror(mirror)
     conn = await asyncpg.connect(pg_url)

@@ -24,7 +24,7 @@ import pytest
 from mcp import Client
 
 from ledger.client.http import HttpClient
-from ledger.client.mirror import LogSource, MirrorClient
+from ledger.client.mirror import LogReaderSource, MirrorClient
 from ledger.client.witness import WitnessClient
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.cosignature import CosignatureSigner
@@ -201,7 +201,7 @@ async def test_mirror_serve(tmp_path: Path, loop: str) -> None:
         url = (await child.wait_for(r"http://127\.0\.0\.1:\d+", child.out)).group(0)
         async with aiohttp.ClientSession() as http:
             client = MirrorClient(url, [mirror.verifier()], HttpClient(http))
-            assert await client.push(note, LogSource(log.reader))
+            assert await client.push(note, LogReaderSource(log.reader))
             async with http.get(f"{url}/{origin_hash(ORIGIN)}/checkpoint") as r:
                 assert r.status == 200
                 served = await r.read()
