@@ -78,7 +78,7 @@ FrozenLogs = Callable[[], Awaitable[Sequence[FrozenLog]]]
 """Every frozen log of the notary, oldest first (read again each round: a roll adds one)."""
 
 
-class _Refused(Exception):
+class _FinalRefused(Exception):
     """A cosigner's answer that no retry can change (see the module)."""
 
 
@@ -248,12 +248,12 @@ class FinalCheckpoints:
             async with asyncio.timeout(self.timeout * 4):
                 sig = await submit_final(t.client, t.known, final.frozen.log.reader,
                                          final.note, final.size)
-        except (WitnessError, MirrorError, _Refused, ValueError, RuntimeError,
+        except (WitnessError, MirrorError, _FinalRefused, ValueError, RuntimeError,
                 TimeoutError) as err:
             self.m_requests.labels(name, "failed").inc()
             self.on_failure(e, origin, err)
             text = str(err) or repr(err)
-            if isinstance(err, _Refused) or getattr(err, "status", None) in PERMANENT_STATUSES:
+            if isinstance(err, _FinalRefused) or getattr(err, "status", None) in PERMANENT_STATUSES:
                 t.refused = True
                 _log.error("final_checkpoint_refused", witness=name, url=e.url, origin=origin,
                            size=final.size, error=text)
@@ -288,7 +288,7 @@ async def submit_final(client: WitnessClient | MirrorClient, known: int, reader:
                        note: bytes, size: int) -> NoteSignature:
     """Get ``note`` (a frozen log's final checkpoint, of ``size``) cosigned by ``client``,
     from its size ``known`` for that log (0: unknown; a 409 teaches it), and return the
-    cosignature. A mirror is pushed the entries it lacks too. Raises :class:`_Refused` when
+    cosignature. A mirror is pushed the entries it lacks too. Raises :class:`_FinalRefused` when
     the cosigner holds another tree for the origin, else what the client raises."""
     if isinstance(client, MirrorClient):
         client.pending = max(client.pending, known)
@@ -300,7 +300,7 @@ async def submit_final(client: WitnessClient | MirrorClient, known: int, reader:
             return (await client.add_checkpoint(old, proof, note))[0]
         except WitnessConflict as c:
             if c.root_mismatch or c.size > size:
-                raise _Refused(f"{client.verifier.name} holds size {c.size} with another "
+                raise _FinalRefused(f"{client.verifier.name} holds size {c.size} with another "
                                "root, or beyond the final size") from None
             old = c.size
     raise WitnessError(f"{client.verifier.name} kept answering 409")

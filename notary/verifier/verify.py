@@ -210,19 +210,9 @@ async def verify_tool_call(
         verdict.levels["inclusion"] = selected if chain_problem is None else failed(
             f"{selected.reason}; following the chain of logs from a pinned key: "
             f"{chain_problem}")
-    witnesses = verdict.levels.get("witnesses")
-    if witnesses is not None and witnesses.status == "failed" and fetcher is not None:
-        # A proof issued with the receipt ends in the log's newest checkpoint, which witnesses
-        # cosign a little later; the notary upgrades a receipt's proof to its witnessed
-        # checkpoint once that covers the entry. Any such proof is verified in full.
-        fresh, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
-        if fresh is not None and fresh != proof_text:
-            retry = verify_receipt(receipt, record=call.record, jwks=trust.jwks,
-                                   log_verifier=log_key, proof=fresh,
-                                   witness_policy=trust.witness_policy)
-            if retry.levels.get("witnesses", witnesses).status == "passed":
-                verdict, proof_text = retry, fresh
-                notes.append(f"the receipt's own proof lacked the witness quorum: {note}")
+    if fetcher is not None:
+        verdict, proof_text = await _witnessed_proof(call, receipt, verdict, proof_text,
+                                                     log_key, trust, fetcher, notes)
     _check_meta(call, receipt, verdict)
     report = Report(verdict, receipt, verdict.checkpoint, notes=notes, proof=proof_text)
     if cose is not None:
@@ -235,6 +225,29 @@ async def verify_tool_call(
     if retired is not None:
         _check_retired(report, retired)
     return report
+
+
+async def _witnessed_proof(call: ToolCall, receipt: Receipt, verdict: Verdict,
+                           proof_text: str | None, log_key: LogVerifier | None, trust: Trust,
+                           fetcher: HttpClient, notes: list[str]
+                           ) -> tuple[Verdict, str | None]:
+    """The verdict and proof to keep when the receipt's own proof lacked the witness quorum.
+
+    A proof issued with the receipt ends in the log's newest checkpoint, which witnesses cosign
+    a little later; the notary upgrades a receipt's proof to its witnessed checkpoint once that
+    covers the entry. Any such proof is verified in full."""
+    witnesses = verdict.levels.get("witnesses")
+    if witnesses is None or witnesses.status != "failed":
+        return verdict, proof_text
+    fresh, note = await _fetch_proof(receipt, call.receipt_url, fetcher)
+    if fresh is None or fresh == proof_text:
+        return verdict, proof_text
+    retry = verify_receipt(receipt, record=call.record, jwks=trust.jwks, log_verifier=log_key,
+                           proof=fresh, witness_policy=trust.witness_policy)
+    if retry.levels.get("witnesses", witnesses).status != "passed":
+        return verdict, proof_text
+    notes.append(f"the receipt's own proof lacked the witness quorum: {note}")
+    return retry, fresh
 
 
 async def _chained(receipt: Receipt, trust: Trust, fetcher: HttpClient, notes: list[str]
