@@ -66,6 +66,7 @@ from notary.verifier.trust import (
     parse_witness_keys,
     parse_witness_policy_text,
     trust_from_notary,
+    with_policy_logs,
 )
 from notary.verifier.verify import verify_tool_call
 
@@ -193,7 +194,7 @@ async def _trust(config: ServerConfig, fetcher: HttpClient | None, *,
     if policy is not None:
         if witnesses or quorum is not None:
             raise VerifierInputError("witness_policy replaces witnesses and quorum")
-        keys = (*keys, *(k for k, _ in policy.logs if all(k.vkey != h.vkey for h in keys)))
+        keys = with_policy_logs(keys, policy)
     url = notary_url or config.notary_url
     if (trusted_jwks is None or not keys) and url is not None and fetcher is None:
         notes.append(f"offline: the keys of {url} were not fetched")

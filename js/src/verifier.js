@@ -191,12 +191,7 @@ export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, p
   if (!Number.isInteger(out.quorum) || out.quorum < 0) throw new VerifierInputError("the witness quorum must be a non-negative integer");
   if (out.quorum > distinct) throw new VerifierInputError(`a quorum of ${out.quorum} cannot be met by ${distinct} distinct witness key(s)`);
   if (policy !== null && policy !== undefined) {
-    try {
-      out.policy = policy instanceof Policy ? policy : parsePolicy(policy);
-    } catch (e) {
-      if (e?.name === "PolicyError") throw new VerifierInputError(`the tlog-policy is unusable: ${e.message}`);
-      throw e;
-    }
+    out.policy = policyFrom(policy);
     if (out.quorum > 0 && out.policy.quorum !== "none") {
       throw new VerifierInputError("give witness keys with a quorum or a tlog-policy with a quorum, not both");
     }
@@ -208,14 +203,25 @@ export function makeTrust({ jwks = null, logKeys = [], witnesses = [], quorum, p
   return Object.freeze(out);
 }
 
+function policyFrom(policy) {
+  try {
+    return policy instanceof Policy ? policy : parsePolicy(policy);
+  } catch (e) {
+    if (e?.name === "PolicyError") throw new VerifierInputError(`the tlog-policy is unusable: ${e.message}`);
+    throw e;
+  }
+}
+
 /**
  * Like makeTrust, and also: `jwks` may be an http(s) URL, and `notary` a notary's base URL whose
  * own JWKS and log keys (the active log's and every log its /v1/ledger lists) fill in what is
- * missing (trust on first use), and whose list says which logs' keys are retired (read even
- * when every key is given: it only ever makes a verdict stricter). Needs a fetcher for URLs.
+ * missing (trust on first use: log keys only when neither `logKeys` nor the policy's `log`
+ * lines pin any), and whose list says which logs' keys are retired (read even when every key
+ * is given: it only ever makes a verdict stricter). Needs a fetcher for URLs.
  */
 export async function loadTrust(spec = {}, { fetcher = null } = {}) {
   let { jwks = null, logKeys = [], notary = null, retired = {} } = spec;
+  const policy = spec.policy === null || spec.policy === undefined ? null : policyFrom(spec.policy);
   if (typeof jwks === "string" && /^https?:\/\//.test(jwks)) {
     if (fetcher === null) throw new VerifierInputError(`the JWKS ${jwks} is a URL, and offline nothing is fetched; pass a saved JWKS`);
     try {
@@ -226,7 +232,9 @@ export async function loadTrust(spec = {}, { fetcher = null } = {}) {
     }
   }
   const keys = logKeys === null || logKeys === undefined ? [] : Array.isArray(logKeys) ? logKeys : [logKeys];
-  if ((jwks === null || keys.length === 0) && notary) {
+  // The policy's log lines are pinned keys, as `logKeys` (Python's with_policy_logs).
+  const pinned = keys.length > 0 || (policy !== null && policy.logVerifiers.length > 0);
+  if ((jwks === null || !pinned) && notary) {
     if (fetcher === null) throw new VerifierInputError("fetching the notary's keys needs the network; pass jwks and logKeys");
     const base = notary.replace(/\/+$/, "");
     checkUrl(base);
@@ -243,7 +251,7 @@ export async function loadTrust(spec = {}, { fetcher = null } = {}) {
     jwks = jwks ?? nJwks;
     // Every listed log's key too, so that a receipt of a log frozen since verifies under its
     // own log's key (Python's trust_from_notary).
-    if (keys.length === 0) keys.push(...new Set([ledger.vkey, ...logListKeys(ledger)]));
+    if (!pinned) keys.push(...new Set([ledger.vkey, ...logListKeys(ledger)]));
     retired = retirements(ledger);
   } else if (notary && fetcher !== null) {
     try {
@@ -252,7 +260,7 @@ export async function loadTrust(spec = {}, { fetcher = null } = {}) {
       if (!(e instanceof FetchError)) throw e; // none when it cannot be asked (Python's notary_retirements)
     }
   }
-  return makeTrust({ ...spec, jwks, logKeys: keys, retired });
+  return makeTrust({ ...spec, jwks, logKeys: keys, policy, retired });
 }
 
 /** The retired logs of a /v1/ledger document's `logs`, by origin (entries not well formed are left out). */

@@ -156,7 +156,7 @@ export interface TrustSpec {
   quorum?: number;
   /** A C2SP tlog-policy text (its logs join logKeys; its quorum sets level 4). */
   policy?: string | Uint8Array | Policy | null;
-  /** loadTrust only: a notary whose own keys fill in what is missing (trust on first use). */
+  /** loadTrust only: a notary whose own keys fill in what is missing (trust on first use; its log keys only when neither logKeys nor the policy's log lines pin any). */
   notary?: string | null;
   /** Logs whose keys a compromised roll retired, by origin (loadTrust reads them from the notary's list). */
   retired?: Readonly<Record<string, Retirement>>;

@@ -35,6 +35,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         load_jwks,
         parse_log_keys,
         parse_witness_keys,
+        with_policy_logs,
     )
 
     check_network_args(args)
@@ -47,8 +48,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     witnesses = parse_witness_keys(args.witness)
     log_keys = parse_log_keys(args.log_key)
     if policy is not None:
-        log_keys = (*log_keys, *(k for k, _ in policy.logs
-                                 if all(k.vkey != h.vkey for h in log_keys)))
+        log_keys = with_policy_logs(log_keys, policy)
         Trust(None, log_keys, policy=policy)
     else:
         build_trust(None, log_keys, witnesses, args.quorum)  # refuse an unmeetable quorum now

@@ -133,19 +133,20 @@ async def trust_from_args(args: argparse.Namespace, fetcher: HttpClient | None) 
         notary_retirements,
         parse_log_keys,
         parse_witness_keys,
+        with_policy_logs,
     )
 
     jwks = await load_jwks(args.jwks, fetcher) if args.jwks else None
-    jwks, log_keys, _ = await complete_from_notary(jwks, parse_log_keys(args.log_key),
-                                                   args.notary, fetcher)
+    policy = witness_policy_from_args(args)
+    # The policy's log lines are pinned keys, as --log-key: the notary's fill in only when
+    # neither names any.
+    pinned = with_policy_logs(parse_log_keys(args.log_key), policy)
+    jwks, log_keys, _ = await complete_from_notary(jwks, pinned, args.notary, fetcher)
     # Which logs' keys the notary retired: only ever a stricter verdict, so asked even when
     # every key is pinned.
     retired = await notary_retirements(args.notary, fetcher) if args.notary and fetcher \
         else {}
-    policy = witness_policy_from_args(args)
     if policy is not None:
-        log_keys = (*log_keys, *(k for k, _ in policy.logs
-                                 if all(k.vkey != have.vkey for have in log_keys)))
         return Trust(jwks, log_keys, policy=policy, retired=retired)
     return replace(build_trust(jwks, log_keys, parse_witness_keys(args.witness), args.quorum),
                    retired=retired)

@@ -63,7 +63,10 @@ class Trust:
 
     Witnesses come as a C2SP tlog-policy (``policy``: witnesses, groups, a quorum), or in the
     simple form ``witnesses`` with ``quorum`` (k of n distinct witnesses; 0 means no witness
-    check). Log keys are matched to a receipt by origin (the key name).
+    check). Log keys are matched to a receipt by origin (the key name). The policy's ``log``
+    lines are log keys too, pinned like ``log_keys`` (joined to them here, as the JavaScript
+    ``makeTrust`` does), so a policy naming several logs of a notary that rolled verifies
+    receipts of each of them on its own.
     """
 
     jwks: Jwks | None = None
@@ -84,6 +87,7 @@ class Trust:
             TlogPolicy.from_quorum(self.witnesses, self.quorum)
         except TlogPolicyError as e:
             raise VerifierInputError(str(e)) from None
+        object.__setattr__(self, "log_keys", with_policy_logs(self.log_keys, self.policy))
 
     @property
     def witness_policy(self) -> TlogPolicy | None:
@@ -98,6 +102,16 @@ class Trust:
     def requires_witnesses(self) -> bool:
         policy = self.witness_policy
         return policy is not None and policy.requires_cosignatures
+
+
+def with_policy_logs(keys: Sequence[LogVerifier], policy: TlogPolicy | None
+                     ) -> tuple[LogVerifier, ...]:
+    """``keys`` and then the keys of the policy's ``log`` lines not among them: one set of
+    pinned log keys (docs/verifying.md), which the notary's own keys never add to."""
+    out = tuple(keys)
+    if policy is not None:
+        out += tuple(k for k, _ in policy.logs if all(k.vkey != h.vkey for h in out))
+    return out
 
 
 def load_witness_policy(path: str | Path) -> TlogPolicy:

@@ -252,6 +252,48 @@ def _pem(public_key: bytes) -> bytes:
 
 
 
+async def test_a_policy_naming_both_logs_is_their_log_keys(tmp_path: Path) -> None:
+    """``--witness-policy`` with a ``log`` line per log (log 0's key, log 1's) verifies the
+    receipts of each, offline and online, with no --log-key; one naming log 1 alone fails a
+    receipt of log 0 at level 3 naming its origin, --notary beside it too (the policy's keys are
+    pinned: the notary's list adds none)."""
+    data = tmp_path / "data"
+    async with app_notary(data) as notary, aiohttp.ClientSession() as http:
+        key = notary.create_api_key("a")
+        _, old = await post(http, notary.url, key, call(1))
+        code, _, err = await capture_cli("log", "roll", "--data", str(data))
+        assert code == 0, err
+        _, new = await post(http, notary.url, key, call(2))
+        logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
+        jwks = tmp_path / "jwks.json"
+        jwks.write_text(json.dumps(await get_json(http, notary.url + "/.well-known/jwks.json")))
+        both, second = tmp_path / "both.policy", tmp_path / "second.policy"
+        both.write_text(f"log {logs[0]['vkeys'][0]}\nlog {logs[1]['vkeys'][0]}\nquorum none\n")
+        second.write_text(f"log {logs[1]['vkeys'][0]}\nquorum none\n")
+
+        async def verify(receipt: dict[str, Any], *trust: str) -> tuple[int, dict[str, Any]]:
+            saved, record = tmp_path / "receipt.json", tmp_path / "record.json"
+            saved.write_text(json.dumps(receipt))
+            record.write_text(json.dumps(RECORDS[receipt["call_sha256"]].to_json()))
+            code, out, err = await capture_cli("verify", "--receipt", str(saved), "--record",
+                                               str(record), *trust, "--no-state", "--json")
+            assert out, err
+            return code, json.loads(out)
+
+        for receipt in (old, new):
+            for offline in ([], ["--offline"]):
+                code, doc = await verify(receipt, "--jwks", str(jwks), "--witness-policy",
+                                         str(both), *offline)
+                assert code == 0, doc
+                assert doc["levels"]["consistency"]["status"] == (
+                    "skipped" if offline else "passed"), doc
+        for trust in (["--jwks", str(jwks), "--offline"], ["--notary", notary.url]):
+            code, doc = await verify(old, *trust, "--witness-policy", str(second))
+            inclusion = doc["levels"]["inclusion"]
+            assert code == 1 and inclusion["status"] == "failed", doc
+            assert f"no trusted log key for origin {logs[0]['origin']!r}" in inclusion["reason"]
+
+
 async def test_notary_verify_follows_the_chain_from_log_0s_key(tmp_path: Path) -> None:
     """With only log 0's key pinned, a receipt of log 2 verifies online: its key is followed
     through the successor records ending logs 0 and 1 (each proven under its final checkpoint).

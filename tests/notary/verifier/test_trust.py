@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from nacl.signing import SigningKey
 
+from ledger.client.http import HttpClient
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
+from ledger.core.tlog_policy import TlogPolicy, parse_tlog_policy
 from notary.cli.main import build_parser
 from notary.cli.mcp import config_from_args
+from notary.cli.trust_args import trust_from_args
 from notary.core.ids import b64url_encode
 from notary.core.jwks import Jwks
 from notary.core.receipts import jwk_thumbprint
 from notary.verifier.inputs import VerifierInputError
-from notary.verifier.trust import build_trust, complete_from_notary
+from notary.verifier.trust import Trust, build_trust, complete_from_notary
 
 NOTARY = "http://127.0.0.1:9"
 
@@ -96,3 +100,35 @@ def test_notary_mcp_accepts_a_witness_key_given_twice() -> None:
     args = build_parser().parse_args(["mcp", "--witness", key, "--witness", key, "--no-state"])
     config = config_from_args(args)
     assert config.quorum is None and len(config.witnesses) == 2
+
+
+def _policy(*logs: Ed25519Signer) -> TlogPolicy:
+    return parse_tlog_policy("".join(f"log {s.verifier_key_text()}\n" for s in logs)
+                             + "quorum none\n")
+
+
+def test_a_policys_log_lines_are_log_keys_of_the_trust() -> None:
+    """Every log a policy names (log 0 and log 1 of a notary that rolled) is trusted, after
+    the keys given beside it, each once."""
+    log0, log1 = (Ed25519Signer.generate(f"notary.test/log/{n}") for n in (0, 1))
+    pinned = Ed25519Verifier.from_vkey(log0.verifier_key_text())
+    trust = Trust(None, (pinned,), policy=_policy(log0, log1))
+    assert [k.vkey for k in trust.log_keys] == [log0.verifier_key_text(),
+                                                log1.verifier_key_text()]
+
+
+async def test_a_policys_log_lines_are_pinned_so_the_notary_only_fills_in_receipt_keys(
+        tmp_path: Path) -> None:
+    notary = FakeNotary()
+    listed = Ed25519Signer.generate("notary.test/log/1")
+    path = tmp_path / "logs.policy"
+    path.write_text(f"log {listed.verifier_key_text()}\nquorum none\n")
+    args = build_parser().parse_args(["verify", "call.json", "--notary", NOTARY,
+                                      "--witness-policy", str(path)])
+    trust = await trust_from_args(args, cast(HttpClient, notary))
+    assert [k.vkey for k in trust.log_keys] == [listed.verifier_key_text()]
+    assert trust.jwks is not None and trust.jwks.kids == [notary.jwks["keys"][0]["kid"]]
+    # A policy without log lines pins none: the notary's log key fills in, as before.
+    path.write_text("quorum none\n")
+    trust = await trust_from_args(args, cast(HttpClient, notary))
+    assert [k.vkey for k in trust.log_keys] == [notary.log.verifier_key_text()]
