@@ -22,7 +22,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ledger.core.errors import LedgerError
+from ledger.core.errors import LedgerError, RefusedRequest
 from ledger.log.sequencer import LogRollbackError
 from ledger.process.structured_logs import LogThrottle, safe_traceback
 from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
@@ -75,17 +75,8 @@ _CODES: Mapping[int, str] = {
 _KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate", "Location")
 
 
-class ApiError(Exception):
+class ApiError(RefusedRequest):
     """Raise from a handler to answer with a JSON error; the middleware renders it."""
-
-    def __init__(
-        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = dict(headers or {})
 
     def response(self) -> web.Response:
         return json_error(self.status, self.code, self.message, headers=self.headers)
@@ -134,7 +125,8 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Re
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Render :class:`ApiError`, aiohttp errors and crashes as JSON errors
+    """Render refusals (:class:`~ledger.core.errors.RefusedRequest`, :class:`ApiError`),
+    aiohttp errors and crashes as JSON errors
     (:func:`error_response`).
 
     Successful responses and redirects pass through untouched, as does an HTTPException whose
@@ -157,8 +149,8 @@ def error_response(exc: Exception, *, method: str, path: str) -> web.Response:
     exception's message: query strings, bodies and the messages built from them may hold
     things that must not reach logs.
     """
-    if isinstance(exc, ApiError):
-        return exc.response()
+    if isinstance(exc, RefusedRequest):  # ApiError, and what services refuse
+        return json_error(exc.status, exc.code, exc.message, headers=exc.headers)
     if isinstance(exc, StoreUnavailableError | WriterBusyError):
         # The database is away (failover, lost connection) or a writer held the lock too
         # long: nothing was acknowledged, a retry may succeed.

@@ -21,11 +21,11 @@ from weakref import WeakKeyDictionary
 
 from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.cose_receipt import CoseSigner, encode_receipt
+from ledger.core.errors import RefusedRequest
 from ledger.core.hashing import fold_right
 from ledger.core.note import Ed25519Signer, parse_note
 from ledger.core.proofs import ProofError, range_coords, verify_consistency
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
-from ledger.http.errors import ApiError
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.facade import Head, Log
 from notary.core.receipts import Receipt
@@ -78,10 +78,10 @@ async def cose_receipt(notary: Notary, roots: CoseRoots, receipt_id: str, *,
 
 def _check_size(receipt: Receipt, head: Head, size: int) -> None:
     if size > head.size:
-        raise ApiError(404, "not_found", f"size {size} is beyond the current tree size "
+        raise RefusedRequest(404, "not_found", f"size {size} is beyond the current tree size "
                        f"{head.size}")
     if size <= receipt.index:
-        raise ApiError(400, "bad_parameter", f"the entry of {receipt.id} is at index "
+        raise RefusedRequest(400, "bad_parameter", f"the entry of {receipt.id} is at index "
                        f"{receipt.index}: a tree that holds it has a size above that")
 
 
@@ -98,11 +98,11 @@ async def _frozen_receipt(notary: Notary, roots: CoseRoots, receipt: Receipt, *,
     record = None if n is None else book.record(n)
     head = None if log is None else await log.head()
     if log is None or record is None or head is None:
-        raise ApiError(404, "not_found", f"{receipt.id} is in the log {receipt.origin!r}, "
+        raise RefusedRequest(404, "not_found", f"{receipt.id} is in the log {receipt.origin!r}, "
                        "which this notary does not serve")
     signer = book.own_signer(record)
     if signer is None:
-        raise ApiError(404, "not_found", f"{receipt.id} is in the log {receipt.origin!r}, "
+        raise RefusedRequest(404, "not_found", f"{receipt.id} is in the log {receipt.origin!r}, "
                        "whose keys a compromised roll retired: they sign no COSE receipt (the "
                        "JSON receipt's proof leads to the log's final checkpoint, signed at "
                        "the roll and witnessed)")

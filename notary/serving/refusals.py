@@ -4,15 +4,16 @@
 
 from __future__ import annotations
 
-from ledger.http.errors import ApiError
+from ledger.core.errors import RefusedRequest
 
 __all__ = ["ClockAheadOfDatabase", "ClockBehindLog", "DigestConflict", "DigestTaken",
            "NotFound", "QuotaExceeded", "ServerNotAllowed", "ServiceRefusal", "StoreCorrupt",
            "Unauthorized", "store_corrupt", "withheld"]
 
 
-class ServiceRefusal(ApiError):
-    """A refusal the HTTP layer renders as its JSON error (status and code per subclass)."""
+class ServiceRefusal(RefusedRequest):
+    """A refusal the HTTP layer renders as its JSON error (status and code per subclass); the
+    service raises it knowing nothing of HTTP."""
 
     status = 400
     code = "bad_request"
