@@ -9,18 +9,28 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
+from ledger.core.publish_target import parse_publish_target
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import error_middleware
 from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
 from ledger.http.server import PLAIN_ROUTES, PlainRoutes
 from ledger.http.tracing import middlewares as tracing_middlewares
 from ledger.jobs.export import ExportError
-from ledger.jobs.lease import FileLease, JobRunner
+from ledger.jobs.lease import FileLease, JobRunner, Lease
 from ledger.jobs.publish import LOCK_FILE, Publisher
+from ledger.jobs.sinks import DirectorySink, S3Sink
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
-from notary.http.appkeys import COSE_ROOTS, METRICS, NOTARY, SETTINGS, STORE, VERIFIER
+from notary.http.appkeys import (
+    COSE_ROOTS,
+    METRICS,
+    NOTARY,
+    PUBLISHER,
+    SETTINGS,
+    STORE,
+    VERIFIER,
+)
 from notary.http.logs import serve_logs
 from notary.http.metrics import Metrics
 from notary.http.routes.explorer import add_explorer_routes
@@ -80,17 +90,42 @@ async def _verify_pool_ctx(app: web.Application) -> AsyncIterator[None]:
     await pool.close()
 
 
-async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
-    """``--publish DIR``: the static tree of the checkpoint ``/checkpoint`` serves, written by
-    one process at a time (a lock file in DIR) when several serve the log (``--workers``)."""
-    out = Path(app[SETTINGS].publish)
-    publisher = Publisher(app[LOG], out, choose=lambda head: published_note(app, head)[0],
+def _publisher(app: web.Application) -> tuple[Publisher, Lease]:
+    """The publisher of ``--publish`` and the lease that keeps it to one process: for a
+    directory, a lock file in it (the processes publishing there share its machine); for a
+    bucket, the database's lease when it has one (PostgreSQL frontends on several machines),
+    else a lock file in the data directory (``--workers``)."""
+    settings = app[SETTINGS]
+    target = parse_publish_target(settings.publish)  # checked with the settings
+    choose = lambda head: published_note(app, head)[0]  # noqa: E731
+    if isinstance(target, str):
+        out = Path(target)
+        return (Publisher(app[LOG], out, choose=choose, registry=app[METRICS].registry),
+                FileLease(out / LOCK_FILE))
+    publisher = Publisher(app[LOG], S3Sink(target), choose=choose,
                           registry=app[METRICS].registry)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(publisher.check_directory)  # another log's mirror: refuse now
-    except (ExportError, OSError) as e:
+    make = getattr(app[LOG].store, "lease", None)
+    lease: Lease = make(f"publish {target.url()}") if make is not None else \
+        FileLease(settings.data / "publish-bucket.lock")
+    return publisher, lease
+
+
+async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
+    """``--publish DIR`` or ``s3://BUCKET/PREFIX``: the static tree of the checkpoint
+    ``/checkpoint`` serves, written by one process at a time when several serve the log."""
+    publisher, lease = _publisher(app)
+    where = publisher.sink.where
+    try:  # another log's tree there: refuse now
+        await asyncio.wait_for(publisher.check(), 30.0)
+    except ExportError as e:
         raise ConfigError(f"--publish: {e}") from None
+    except OSError as e:
+        if isinstance(publisher.sink, DirectorySink):
+            raise ConfigError(f"--publish: {e}") from None
+        _log.warning("publish_failing", to=where, error=f"{type(e).__name__}: {e}")
+    except Exception as e:  # a bucket away at start: receipts are not held for it
+        _log.warning("publish_failing", to=where, error=f"{type(e).__name__}: {e}")
+    app[PUBLISHER] = publisher
 
     async def job() -> None:
         try:
@@ -98,12 +133,13 @@ async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
         finally:
             await publisher.publish_final()
 
-    runner = JobRunner("publish", FileLease(out / LOCK_FILE), job, retry=1.0)
+    runner = JobRunner("publish", lease, job, retry=1.0)
     task = asyncio.create_task(runner.run(), name="publish lease")
-    _log.info("publishing", dir=str(out))
+    _log.info("publishing", to=where)
     yield
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+    await publisher.close()
 
 
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:
