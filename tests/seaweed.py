@@ -151,14 +151,10 @@ class Seaweed:
                                         **({"continuation-token": token} if token else {})})
             with urllib.request.urlopen(f"{self.public_url}?{q}", timeout=10) as r:
                 root = ET.fromstring(r.read())
-            ns = {"s": root.tag.split("}")[0].strip("{")} if root.tag.startswith("{") else {}
-            find = (lambda e, t: e.findall(f"s:{t}", ns)) if ns else (lambda e, t: e.findall(t))
-            out += [c.find("s:Key", ns).text if ns else c.find("Key").text  # type: ignore[union-attr]
-                    for c in find(root, "Contents")]
-            nxt = find(root, "NextContinuationToken")
-            if not nxt or not nxt[0].text:
-                return sorted(k for k in out if k is not None)
-            token = nxt[0].text
+            out += [k.text or "" for k in root.findall("{*}Contents/{*}Key")]
+            token = root.findtext("{*}NextContinuationToken") or ""
+            if not token:
+                return sorted(out)
 
     def stop(self) -> None:
         """SIGKILL the server (the bucket gone, as far as clients see); its data stays."""

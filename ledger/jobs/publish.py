@@ -247,7 +247,9 @@ class Publisher:
 
     async def publish_final(self) -> None:
         """One last round (at shutdown), so the sink ends at the log's last checkpoint;
-        a failure is only logged."""
+        a failure is only logged. Not after publishing stopped: that waits for an operator."""
+        if self.status.state == "stopped":
+            return
         self.size = None  # re-read: another process may have published since
         try:
             await self.publish()

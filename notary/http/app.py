@@ -130,6 +130,9 @@ async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
     async def job() -> None:
         try:
             await publisher.run()
+            # Stopped (an alarm): keep the lease, so no other process retries either, until
+            # an operator has looked and restarts.
+            await asyncio.Event().wait()
         finally:
             await publisher.publish_final()
 
