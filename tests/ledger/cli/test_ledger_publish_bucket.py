@@ -19,7 +19,8 @@ LEDGER = [sys.executable, "-m", "ledger.cli.main"]
 REPO = str(Path(__file__).resolve().parents[3])
 
 
-def run(args: list[str], env: dict[str, str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+def run(args: list[str], env: dict[str, str],
+        stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([*LEDGER, *args], input=stdin, capture_output=True, env=env,
                           timeout=120, check=False)
 
