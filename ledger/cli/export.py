@@ -67,6 +67,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         target = parse_publish_target(args.out)
     except PublishTargetError as e:
         raise UsageError(f"OUT: {e}") from None
+    if not isinstance(target, str):
+        from ledger.jobs.sinks import s3_client_missing  # deferred: the jobs, not for `--help`
+
+        missing = s3_client_missing()
+        if missing is not None:
+            raise UsageError(f"OUT: {missing}")
     pq = args.pq_checkpoints == "on"
     print(event_loop.run(_export(Path(args.dir), Path(target), pq) if isinstance(target, str)
                          else _export_to_bucket(Path(args.dir), target, pq)))

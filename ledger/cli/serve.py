@@ -96,7 +96,14 @@ def _publish_target(value: str | None) -> Path | BucketTarget | None:
         target = parse_publish_target(value)
     except PublishTargetError as e:
         raise UsageError(f"--publish: {e}") from None
-    return Path(target) if isinstance(target, str) else target
+    if isinstance(target, str):
+        return Path(target)
+    from ledger.jobs.sinks import s3_client_missing  # deferred: the jobs, not for `--help`
+
+    missing = s3_client_missing()
+    if missing is not None:
+        raise UsageError(f"--publish: {missing}")
+    return target
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import itertools
 import os
 import shutil
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from prometheus_client import Counter
 
 __all__ = ["CHECKPOINT_CACHE", "IMMUTABLE_CACHE", "DirectorySink", "ObjectConflict", "S3Sink",
-           "Sink"]
+           "Sink", "s3_client_missing"]
 
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
 """Cache-Control of tiles and bundles, full and partial: tlog-tiles makes both immutable (a
@@ -46,6 +47,14 @@ CHECKPOINT_CACHE = "public, max-age=5"
 
 # :func:`ledger.process.atomic.write_atomic`'s temporary files: ``.<name>.*.tmp``
 _TMP_SUFFIX = ".tmp"
+
+
+def s3_client_missing() -> str | None:
+    """Why ``s3://`` cannot be used here (the ``s3`` extra is not installed), or None."""
+    if importlib.util.find_spec("aiobotocore") is None:
+        return ("s3:// needs the S3 client: pip install 'mcp-notary[s3]' "
+                "(or NOTARY_EXTRAS=s3 with ./scripts/serve)")
+    return None
 
 
 class ObjectConflict(ExportError):

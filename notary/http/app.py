@@ -18,7 +18,7 @@ from ledger.http.tracing import middlewares as tracing_middlewares
 from ledger.jobs.export import ExportError
 from ledger.jobs.lease import FileLease, JobRunner, Lease
 from ledger.jobs.publish import LOCK_FILE, Publisher
-from ledger.jobs.sinks import DirectorySink, S3Sink
+from ledger.jobs.sinks import DirectorySink, S3Sink, s3_client_missing
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
@@ -102,6 +102,9 @@ def _publisher(app: web.Application) -> tuple[Publisher, Lease]:
         out = Path(target)
         return (Publisher(app[LOG], out, choose=choose, registry=app[METRICS].registry),
                 FileLease(out / LOCK_FILE))
+    missing = s3_client_missing()
+    if missing is not None:
+        raise ConfigError(f"--publish: {missing}")
     publisher = Publisher(app[LOG], S3Sink(target), choose=choose,
                           registry=app[METRICS].registry)
     make = getattr(app[LOG].store, "lease", None)
