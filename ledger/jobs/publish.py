@@ -42,7 +42,7 @@ from ledger.jobs.export import ExportError, check_full_tile
 from ledger.jobs.sinks import DirectorySink, ObjectConflict, S3Sink, Sink
 from ledger.log.facade import Head, Log
 
-__all__ = ["LOCK_FILE", "PublishStatus", "Publisher"]
+__all__ = ["LOCK_FILE", "PublishMetrics", "PublishStatus", "Publisher"]
 
 LOCK_FILE = ".publish.lock"
 """In the directory: held by the one process that publishes there (see :mod:`ledger.jobs.lease`)."""
@@ -80,27 +80,30 @@ class PublishStatus:
         return out
 
 
-def _metrics(r: CollectorRegistry) -> tuple[Gauge, Gauge, Counter, Gauge, Counter, Counter]:
-    return (
-        Gauge("ledger_published_size",
-              "Tree size of the checkpoint published by --publish (directory or bucket)",
-              multiprocess_mode="livemax", registry=r),
-        Gauge("ledger_publish_last_success_timestamp_seconds",
-              "UNIX time the last publishing round ended with the directory or bucket up to "
-              "date (whether or not it had anything new to write)",
-              multiprocess_mode="max", registry=r),
-        Counter("ledger_publish_failures_total",
-                "Publishing rounds that failed (retried, slower), and a directory or bucket "
-                "refused (publishing stops)", registry=r),
-        Gauge("ledger_publish_lag_entries",
-              "Entries of the log the published checkpoint does not cover yet",
-              multiprocess_mode="livemax", registry=r),
-        Counter("ledger_publish_conflicts_total",
-                "Tiles or bundles found already stored with other bytes (never overwritten; "
-                "publishing stops: an alarm)", registry=r),
-        Counter("ledger_publish_requests_total",
-                "Requests made to the --publish bucket, by operation", ["op"], registry=r),
-    )
+class PublishMetrics:
+    """The publishing metrics of one process (one registry): a notary publishing several logs
+    shares the counters between them; the size and lag are the active log's."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.size = Gauge("ledger_published_size",
+                          "Tree size of the checkpoint published by --publish (directory or "
+                          "bucket)", multiprocess_mode="livemax", registry=r)
+        self.last = Gauge("ledger_publish_last_success_timestamp_seconds",
+                          "UNIX time the last publishing round ended with the directory or "
+                          "bucket up to date (whether or not it had anything new to write)",
+                          multiprocess_mode="max", registry=r)
+        self.failures = Counter("ledger_publish_failures_total",
+                                "Publishing rounds that failed (retried, slower), and a "
+                                "directory or bucket refused (publishing stops)", registry=r)
+        self.lag = Gauge("ledger_publish_lag_entries",
+                         "Entries of the log the published checkpoint does not cover yet",
+                         multiprocess_mode="livemax", registry=r)
+        self.conflicts = Counter("ledger_publish_conflicts_total",
+                                 "Tiles or bundles found already stored with other bytes "
+                                 "(never overwritten; publishing stops: an alarm)", registry=r)
+        self.requests = Counter("ledger_publish_requests_total",
+                                "Requests made to the --publish bucket, by operation", ["op"],
+                                registry=r)
 
 
 class Publisher:
@@ -109,8 +112,10 @@ class Publisher:
 
     def __init__(self, log: Log, out: Path | Sink, *, choose: Choose | None = None,
                  interval: float = 1.0, partial_grace: float = PARTIAL_GRACE,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 metrics: PublishMetrics | None = None) -> None:
         self.log = log
+        self.origin = log.origin  # a Log that switches to the next one (a roll) is not ours
         self.sink: Sink = DirectorySink(out) if isinstance(out, Path) else out
         self.choose = choose
         self.interval = interval
@@ -120,9 +125,11 @@ class Publisher:
         self.note: bytes | None = None
         self.status = PublishStatus()
         self.running = False  # run() has started in this process (it holds the lease)
-        r = registry if registry is not None else CollectorRegistry()
+        if metrics is None:
+            metrics = PublishMetrics(registry if registry is not None else CollectorRegistry())
+        self.metrics = m = metrics
         (self.m_size, self.m_last, self.m_failures, self.m_lag, self.m_conflicts,
-         self.m_requests) = _metrics(r)
+         self.m_requests) = m.size, m.last, m.failures, m.lag, m.conflicts, m.requests
         if isinstance(self.sink, S3Sink) and self.sink.requests is None:
             self.sink.requests = self.m_requests
 
@@ -165,6 +172,8 @@ class Publisher:
         note = self.choose(head) if self.choose is not None else head.note
         if note == self.note:
             return False
+        if note.split(b"\n", 1)[0].decode(errors="replace") != self.origin:
+            return False  # the log rolled: its final tree is published as a frozen log's
         cp, _ = open_checkpoint(note, self.log.verifier)
         if cp.size < self.size:
             return False  # a witnessed checkpoint lagging what was published: wait for it

@@ -9,16 +9,11 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
-from ledger.core.publish_target import parse_publish_target
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import error_middleware
-from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
+from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes
 from ledger.http.server import PLAIN_ROUTES, PlainRoutes
 from ledger.http.tracing import middlewares as tracing_middlewares
-from ledger.jobs.export import ExportError
-from ledger.jobs.lease import FileLease, JobRunner, Lease
-from ledger.jobs.publish import LOCK_FILE, Publisher
-from ledger.jobs.sinks import DirectorySink, S3Sink, s3_client_missing
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
@@ -26,13 +21,13 @@ from notary.http.appkeys import (
     COSE_ROOTS,
     METRICS,
     NOTARY,
-    PUBLISHER,
     SETTINGS,
     STORE,
     VERIFIER,
 )
 from notary.http.logs import serve_logs
 from notary.http.metrics import Metrics
+from notary.http.publishing import publish_context
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.scitt import add_scitt_routes
@@ -65,7 +60,7 @@ def create_app(settings: Settings, *, shared_metrics: Path | None = None) -> web
     app.cleanup_ctx.append(_verify_pool_ctx)
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
     if settings.publish:
-        app.cleanup_ctx.append(_publish_ctx)  # after witnessing: it publishes what it serves
+        app.cleanup_ctx.append(publish_context)  # after witnessing: it publishes what it serves
     app.cleanup_ctx.append(integrity_context(settings))
     add_ledger_routes(app)
     add_tool_call_routes(app)
@@ -88,64 +83,6 @@ async def _verify_pool_ctx(app: web.Application) -> AsyncIterator[None]:
     app[VERIFIER] = pool
     yield
     await pool.close()
-
-
-def _publisher(app: web.Application) -> tuple[Publisher, Lease]:
-    """The publisher of ``--publish`` and the lease that keeps it to one process: for a
-    directory, a lock file in it (the processes publishing there share its machine); for a
-    bucket, the database's lease when it has one (PostgreSQL frontends on several machines),
-    else a lock file in the data directory (``--workers``)."""
-    settings = app[SETTINGS]
-    target = parse_publish_target(settings.publish)  # checked with the settings
-    choose = lambda head: published_note(app, head)[0]  # noqa: E731
-    if isinstance(target, str):
-        out = Path(target)
-        return (Publisher(app[LOG], out, choose=choose, registry=app[METRICS].registry),
-                FileLease(out / LOCK_FILE))
-    missing = s3_client_missing()
-    if missing is not None:
-        raise ConfigError(f"--publish: {missing}")
-    publisher = Publisher(app[LOG], S3Sink(target), choose=choose,
-                          registry=app[METRICS].registry)
-    make = getattr(app[LOG].store, "lease", None)
-    lease: Lease = make(f"publish {target.url()}") if make is not None else \
-        FileLease(settings.data / "publish-bucket.lock")
-    return publisher, lease
-
-
-async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
-    """``--publish DIR`` or ``s3://BUCKET/PREFIX``: the static tree of the checkpoint
-    ``/checkpoint`` serves, written by one process at a time when several serve the log."""
-    publisher, lease = _publisher(app)
-    where = publisher.sink.where
-    try:  # another log's tree there: refuse now
-        await asyncio.wait_for(publisher.check(), 30.0)
-    except ExportError as e:
-        raise ConfigError(f"--publish: {e}") from None
-    except OSError as e:
-        if isinstance(publisher.sink, DirectorySink):
-            raise ConfigError(f"--publish: {e}") from None
-        _log.warning("publish_failing", to=where, error=f"{type(e).__name__}: {e}")
-    except Exception as e:  # a bucket away at start: receipts are not held for it
-        _log.warning("publish_failing", to=where, error=f"{type(e).__name__}: {e}")
-    app[PUBLISHER] = publisher
-
-    async def job() -> None:
-        try:
-            await publisher.run()
-            # Stopped (an alarm): keep the lease, so no other process retries either, until
-            # an operator has looked and restarts.
-            await asyncio.Event().wait()
-        finally:
-            await publisher.publish_final()
-
-    runner = JobRunner("publish", lease, job, retry=1.0)
-    task = asyncio.create_task(runner.run(), name="publish lease")
-    _log.info("publishing", to=where)
-    yield
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    await publisher.close()
 
 
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:

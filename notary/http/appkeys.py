@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ledger.jobs.publish import Publisher
 from ledger.jobs.scrub import Scrubber
 from ledger.jobs.witnessing import Witnessing
 from ledger.log.cose_roots import CoseRoots
@@ -22,4 +21,3 @@ STORE = web.AppKey("notary.store", NotaryStore)
 SCRUB = web.AppKey("notary.scrub", Scrubber)  # absent when the scrub is off (scrub_rate 0)
 COSE_ROOTS = web.AppKey("ledger.log.cose_roots", CoseRoots)  # absent when cose_receipts is off
 WITNESSING = web.AppKey("notary.witnessing", Witnessing)  # absent without witnesses
-PUBLISHER = web.AppKey("ledger.jobs.publish", Publisher)  # absent without --publish

@@ -15,8 +15,9 @@ from ledger.http.errors import STORAGE_RETRY_AFTER, ApiError
 from ledger.http.routes import LOG
 from ledger.log.sequencer import WriterState
 from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
-from notary.http.appkeys import METRICS, NOTARY, PUBLISHER, SCRUB, SETTINGS
+from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
 from notary.http.checkpoint_health import default_max_age, freshness
+from notary.http.publishing import PUBLISHING
 from notary.http.witnessing import witness_policy
 
 
@@ -118,7 +119,7 @@ async def healthz(request: web.Request) -> web.Response:
     scrub = request.app.get(SCRUB)
     if scrub is not None:
         body["scrub"] = scrub.status.to_json()
-    publisher = request.app.get(PUBLISHER)
+    publisher = request.app.get(PUBLISHING)
     if publisher is not None and publisher.running:  # this process publishes
         body["publish"] = publisher.status.to_json()
         if publisher.status.state == "stopped" and body["status"] == "ok":
