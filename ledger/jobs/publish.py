@@ -104,6 +104,8 @@ class PublishMetrics:
         self.requests = Counter("ledger_publish_requests_total",
                                 "Requests made to the --publish bucket, by operation", ["op"],
                                 registry=r)
+        for op in ("get", "put"):  # each series from 0, before the first request
+            self.requests.labels(op)
 
 
 class Publisher:
