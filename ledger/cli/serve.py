@@ -77,6 +77,7 @@ async def _serve(directory: Path, host: str, port: int, publish: Path | BucketTa
 async def _first_round(publisher: Publisher) -> None:
     """A directory or bucket of another log stops us before serving; a bucket that cannot be
     reached yet does not (the publisher retries it, and says so)."""
+    # deferred: the jobs, not for `--help`
     from ledger.jobs.export import ExportError
     from ledger.jobs.sinks import DirectorySink
 

@@ -211,6 +211,7 @@ class S3Sink:
             self.requests.labels(op).inc()
 
     async def read(self, path: str) -> bytes | None:
+        # deferred: botocore, only for s3:// (imported by start() already)
         from botocore.exceptions import ClientError
 
         self._count("get")
@@ -233,6 +234,7 @@ class S3Sink:
         return sum(await asyncio.gather(*(one(t, d) for t, d in pairs)))
 
     async def _create(self, path: str, data: bytes) -> bool:
+        # deferred: botocore, only for s3:// (imported by start() already)
         from botocore.exceptions import ClientError
 
         self._count("put")
