@@ -142,19 +142,24 @@ class Seaweed:
 
     def keys(self, prefix: str = "") -> list[str]:
         """Every key under ``prefix`` (ListObjectsV2, anonymous)."""
+        return sorted(self.objects(prefix))
+
+    def objects(self, prefix: str = "") -> dict[str, int]:
+        """Every key under ``prefix`` with its size in bytes."""
         import xml.etree.ElementTree as ET
 
-        out: list[str] = []
+        out: dict[str, int] = {}
         token = ""
         while True:
             q = urllib.parse.urlencode({"list-type": "2", "prefix": prefix,
                                         **({"continuation-token": token} if token else {})})
-            with urllib.request.urlopen(f"{self.public_url}?{q}", timeout=10) as r:
+            with urllib.request.urlopen(f"{self.public_url}?{q}", timeout=30) as r:
                 root = ET.fromstring(r.read())
-            out += [k.text or "" for k in root.findall("{*}Contents/{*}Key")]
+            for c in root.findall("{*}Contents"):
+                out[c.findtext("{*}Key") or ""] = int(c.findtext("{*}Size") or 0)
             token = root.findtext("{*}NextContinuationToken") or ""
             if not token:
-                return sorted(out)
+                return out
 
     def stop(self) -> None:
         """SIGKILL the server (the bucket gone, as far as clients see); its data stays."""

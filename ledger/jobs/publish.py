@@ -238,7 +238,17 @@ class Publisher:
                 self.m_failures.inc()
                 self._failing(e)
                 delay = min(delay * 2, MAX_DELAY)
-            await asyncio.sleep(delay)
+            await self._wait(delay)
+
+    async def _wait(self, delay: float) -> None:
+        """Sleep ``delay`` seconds, keeping the lag current meanwhile (a backoff is long)."""
+        end = time.monotonic() + delay
+        while (left := end - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, self.interval))
+            with contextlib.suppress(Exception):  # the store away too: the lag waits
+                head = await self.log.head()
+                if head is not None:
+                    self._behind(head.size)
 
     def _failing(self, error: Exception) -> None:
         """The first failure of a run of them is logged; the retries only counted."""

@@ -22,9 +22,10 @@ MODULES = sorted(
     for p in BENCH.rglob("*.py") if p.name != "__init__.py"
 )
 # gateway_bench drives the same small MCP upstream the gateway tests use; pg_frontends and
-# http_notarize --database postgres start the same throwaway PostgreSQL clusters the tests do.
+# http_notarize --database postgres start the same throwaway PostgreSQL clusters the tests do;
+# s3_publish the same SeaweedFS server (tests/seaweed.py).
 IMPORTS_TESTS = {"benchmarks.gateway_bench", "benchmarks.pg_frontends",
-                 "benchmarks.http_notarize"}
+                 "benchmarks.http_notarize", "benchmarks.s3_publish"}
 
 
 @pytest.mark.parametrize("name", MODULES)
