@@ -6,6 +6,7 @@ and a SeaweedFS bucket."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.note import Ed25519Verifier
 from ledger.core.tiles import tiles_for_size
+from notary.http.publishing import PUBLISHING
 from tests.notary_server import app_notary, capture_cli
 from tests.seaweed import Seaweed
 
@@ -102,3 +104,57 @@ async def test_each_log_has_its_own_prefix_and_a_frozen_one_is_complete(
         assert want <= paths, (prefix, sorted(want - paths))
         assert all(p in want or ".p/" in p for p in paths), (prefix, sorted(paths - want))
     assert logs[0]["state"] == "frozen" and logs[0]["size"] == 4
+
+
+async def test_several_postgresql_frontends_publish_through_one_lease(
+        seaweed: Seaweed, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two frontends of one PostgreSQL log with the same ``--publish s3://``: one publishes at
+    a time (the database's lease); when it stops, the other takes over and goes on."""
+    for name, value in seaweed.env().items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    target = f"s3://{seaweed.bucket}/pg"
+
+    def size() -> int:
+        status, _, body = seaweed.get("pg/checkpoint")
+        return int(body.split(b"\n")[1]) if status == 200 else -1
+
+    async def until(what: str, ok: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 60  # generous: not a timing assertion
+        while not await asyncio.to_thread(ok):
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.1)
+
+    b_data = tmp_path / "b"
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(app_notary(tmp_path / "a", database=pg_url,
+                                                       publish=target))
+        b_data.mkdir(mode=0o700)
+        for name in ("log.key", "log.vkey"):  # a second frontend: the same log key
+            (b_data / name).write_bytes((a.data / name).read_bytes())
+            (b_data / name).chmod(0o600)
+        b = await stack.enter_async_context(app_notary(b_data, database=pg_url,
+                                                       publish=target))
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        key = await a.new_api_key("a")
+
+        async def issue(url: str, i: int) -> None:
+            body = {"server": "s", "tool": "t", "call_sha256": f"{i:064x}"}
+            async with http.post(url + "/v1/tool-calls", json=body,
+                                 headers={"Authorization": f"Bearer {key}"}) as r:
+                assert r.status == 201, await r.text()
+
+        publishers = [a.app[PUBLISHING], b.app[PUBLISHING]]
+        await until("a publisher", lambda: any(p.running for p in publishers))
+        await asyncio.sleep(2.5)  # more than a lease retry: the other stays out
+        assert [p.running for p in publishers].count(True) == 1
+        for i in range(4):
+            await issue((a, b)[i % 2].url, i)
+        await until("the bucket to cover 4", lambda: size() == 4)
+        held = 0 if publishers[0].running else 1
+        await (a, b)[held].stop()
+        other = (a, b)[1 - held]
+        await until("the other frontend to take over", lambda: publishers[1 - held].running)
+        for i in range(4, 6):
+            await issue(other.url, i)
+        await until("the bucket to cover 6", lambda: size() == 6)
