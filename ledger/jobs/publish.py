@@ -58,6 +58,9 @@ PARTIAL_GRACE = 600.0
 """Seconds a superseded partial tile of the right edge stays published after the wider one
 that replaced it, for clients that read the older checkpoint just before."""
 
+FINAL_ROUND_TIMEOUT = 10.0
+"""Seconds the last round at shutdown may take."""
+
 MAX_DELAY = 30.0
 """The longest wait between two tries while the sink fails."""
 
@@ -184,10 +187,30 @@ class Publisher:
             pairs = await self._tile_bytes(tiles[i : i + _CHUNK], cp.size)
             await self.sink.write_tiles(pairs)
         await self.sink.commit()
+        if await self._overtaken(cp.size):
+            return False
         await self.sink.write_checkpoint(note)
         self.size, self.note = cp.size, note
         self._behind(head.size)
         await self.sink.prune(tiles, self.partial_grace)
+        return True
+
+    async def _overtaken(self, size: int) -> bool:
+        """Whether the sink's checkpoint is already newer than ``size``: another publisher
+        (one that took the lease while this one's round was under way) is ahead, and the
+        published checkpoint never goes backwards. Then this round ends, and the next starts
+        from what the sink holds."""
+        current = await self.sink.read("checkpoint")
+        if current is None or current == self.note:
+            return False
+        try:
+            now, _ = open_checkpoint(current, self.log.verifier)
+        except NoteError as e:
+            raise ExportError(f"{self.sink.where}checkpoint is not a checkpoint of this log "
+                              f"({e})") from None
+        if now.size <= size:
+            return False
+        self.size = self.note = None
         return True
 
     def _behind(self, head_size: int) -> None:
@@ -272,8 +295,8 @@ class Publisher:
         if self.status.state == "stopped":
             return
         self.size = None  # re-read: another process may have published since
-        try:
-            await self.publish()
+        try:  # bounded: a bucket away must not hold a shutdown
+            await asyncio.wait_for(self.publish(), FINAL_ROUND_TIMEOUT)
         except Exception as e:
             _log.warning("publish_failed", to=self.sink.where, error=f"{type(e).__name__}: {e}")
 

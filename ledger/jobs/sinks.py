@@ -219,7 +219,7 @@ class S3Sink:
             resp = await self._client.get_object(Bucket=self.target.bucket,
                                                  Key=self.target.key(path))
         except ClientError as e:
-            if _status(e) == 404:
+            if _status(e) == 404 and _code(e) != "NoSuchBucket":
                 return None
             raise
         async with resp["Body"] as body:
@@ -270,9 +270,12 @@ class S3Sink:
         self._client = None
 
 
+def _code(error: Any) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
 def _status(error: Any) -> int | None:
-    meta = error.response.get("ResponseMetadata", {})
-    status = meta.get("HTTPStatusCode")
-    if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+    if _code(error) in ("NoSuchKey", "NoSuchBucket", "404"):
         return 404
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return int(status) if status is not None else None

@@ -116,3 +116,30 @@ async def test_an_object_of_other_bytes_is_an_alarm_and_never_overwritten(
     finally:
         await publisher.close()
         await log.close()
+
+
+async def test_a_publisher_overtaken_by_another_never_moves_the_checkpoint_back(
+        aws: Seaweed) -> None:
+    """Two publishers (one lost the lease mid-round): the one that is behind never replaces
+    the bucket's newer checkpoint with its older one."""
+    log = await Log.open(MemoryStore(), signer=Ed25519Signer.generate(ORIGIN))
+    target = BucketTarget(aws.bucket, "race/")
+    behind, ahead = Publisher(log, S3Sink(target)), Publisher(log, S3Sink(target))
+    try:
+        await log.append_many([b"r%d" % i for i in range(10)])
+        assert await behind.publish()
+        await log.append_many([b"s%d" % i for i in range(5)])
+        head15 = await log.head()
+        assert head15 is not None and head15.size == 15
+        await log.append_many([b"t%d" % i for i in range(5)])
+        assert await ahead.publish()  # 20 in the bucket
+        # ``behind`` still believes 10 is published, and rounds up to the size-15 checkpoint
+        # it read before the other publisher took over.
+        behind.choose = lambda head: head15.note
+        assert not await behind.publish()
+        status, _, body = await asyncio.to_thread(aws.get, "race/checkpoint")
+        assert status == 200 and b"\n20\n" in body
+    finally:
+        await behind.close()
+        await ahead.close()
+        await log.close()
