@@ -17,14 +17,7 @@ from ledger.http.tracing import middlewares as tracing_middlewares
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
-from notary.http.appkeys import (
-    COSE_ROOTS,
-    METRICS,
-    NOTARY,
-    SETTINGS,
-    STORE,
-    VERIFIER,
-)
+from notary.http.appkeys import COSE_ROOTS, METRICS, NOTARY, SETTINGS, STORE, VERIFIER
 from notary.http.logs import serve_logs
 from notary.http.metrics import Metrics
 from notary.http.publishing import publish_context
