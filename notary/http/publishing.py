@@ -16,6 +16,7 @@ file in the data directory (``--workers``).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from ledger.core.publish_target import BucketTarget, parse_publish_target
 from ledger.http.routes import LOG, published_note
 from ledger.jobs.export import ExportError
 from ledger.jobs.lease import FileLease, JobRunner, Lease
-from ledger.jobs.publish import LOCK_FILE, Publisher, PublishMetrics, PublishStatus
+from ledger.jobs.publish import LOCK_FILE, MAX_DELAY, Publisher, PublishMetrics, PublishStatus
 from ledger.jobs.sinks import DirectorySink, ObjectConflict, S3Sink, Sink, s3_client_missing
 from ledger.storage.base import LogRecord
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS
@@ -62,6 +63,8 @@ class LogsPublisher:
         self.active = self._active_publisher()
         self.frozen_done: set[int] = set()
         self.frozen_status = PublishStatus()  # a frozen log's failure, else ok
+        self._frozen_failures = 0  # in a row: the frozen logs back off as the active one does
+        self._frozen_retry_at = 0.0
 
     def _active_publisher(self) -> Publisher:
         n = self.notary.sequencer.log_number
@@ -105,7 +108,12 @@ class LogsPublisher:
                 await self.active.publish_final()
 
     async def _frozen_round(self, active: int) -> None:
-        records = await self.notary.logs.refresh()
+        if time.monotonic() < self._frozen_retry_at:
+            return
+        try:
+            records = await self.notary.logs.refresh()
+        except Exception:  # the store away: the active log's publisher says so
+            return
         todo = [r for r in records if r.state == "frozen" and r.n != active
                 and r.n not in self.frozen_done]
         for record in todo:
@@ -115,6 +123,7 @@ class LogsPublisher:
                     _log.info("published_frozen_log", n=record.n, size=record.final_size)
                 if self.frozen_status.state == "lagging":
                     self.frozen_status = PublishStatus()
+                    self._frozen_failures = 0
             except ExportError as e:  # an alarm: that log's prefix waits for an operator
                 self.frozen_done.add(record.n)
                 self.metrics.failures.inc()
@@ -128,6 +137,10 @@ class LogsPublisher:
                     _log.warning("publish_failing", log=record.n,
                                  error=f"{type(e).__name__}: {e}")
                 self.frozen_status = PublishStatus("lagging", problem=type(e).__name__)
+                self._frozen_failures += 1
+                self._frozen_retry_at = time.monotonic() + min(
+                    2.0 ** self._frozen_failures, MAX_DELAY)
+                return
 
     async def _publish_frozen(self, record: LogRecord) -> bool:
         """True once the frozen log's prefix holds its final checkpoint's whole tree."""
