@@ -42,7 +42,7 @@ from ledger.jobs.export import ExportError, check_full_tile
 from ledger.jobs.sinks import DirectorySink, ObjectConflict, S3Sink, Sink
 from ledger.log.facade import Head, Log
 
-__all__ = ["LOCK_FILE", "PublishMetrics", "PublishStatus", "Publisher"]
+__all__ = ["LOCK_FILE", "PublishMetrics", "PublishStatus", "Publisher", "public_problem"]
 
 LOCK_FILE = ".publish.lock"
 """In the directory: held by the one process that publishes there (see :mod:`ledger.jobs.lease`)."""
@@ -73,7 +73,7 @@ class PublishStatus:
     state: str = "ok"
     size: int = 0  # of the checkpoint published
     behind: int = 0  # entries the log has that the published checkpoint does not cover yet
-    problem: str | None = None
+    problem: str | None = None  # in words fit for a public page (no hosts, no keys)
     since: float | None = None  # when the current failure started
 
     def to_json(self) -> dict[str, object]:
@@ -81,6 +81,16 @@ class PublishStatus:
         if self.problem is not None:
             out["problem"] = self.problem
         return out
+
+
+def public_problem(error: Exception) -> str:
+    """What ``/healthz`` may say of a publishing failure: the kind, never the endpoint, the
+    bucket or the path (those are in the log line)."""
+    if isinstance(error, ObjectConflict):
+        return "a tile or bundle is already stored with other bytes (never overwritten)"
+    if isinstance(error, ExportError):
+        return "the directory or bucket holds another log's tree"
+    return f"the directory or bucket failed ({type(error).__name__}); retried with backoff"
 
 
 class PublishMetrics:
@@ -251,7 +261,7 @@ class Publisher:
                 self.m_failures.inc()
                 if isinstance(e, ObjectConflict):
                     self.m_conflicts.inc()
-                self.status.state, self.status.problem = "stopped", str(e)
+                self.status.state, self.status.problem = "stopped", public_problem(e)
                 _log.error("publish_stopped", to=self.sink.where, error=str(e),
                            conflict=isinstance(e, ObjectConflict))
                 return
@@ -280,7 +290,7 @@ class Publisher:
             self.status.since = time.time()
             _log.warning("publish_failing", to=self.sink.where, error=problem,
                          note="retried with backoff until it succeeds; receipts are not held")
-        self.status.state, self.status.problem = "lagging", problem
+        self.status.state, self.status.problem = "lagging", public_problem(error)
 
     def _recovered(self) -> None:
         if self.status.state == "lagging":

@@ -28,7 +28,14 @@ from ledger.core.publish_target import BucketTarget, parse_publish_target
 from ledger.http.routes import LOG, published_note
 from ledger.jobs.export import ExportError
 from ledger.jobs.lease import FileLease, JobRunner, Lease
-from ledger.jobs.publish import LOCK_FILE, MAX_DELAY, Publisher, PublishMetrics, PublishStatus
+from ledger.jobs.publish import (
+    LOCK_FILE,
+    MAX_DELAY,
+    Publisher,
+    PublishMetrics,
+    PublishStatus,
+    public_problem,
+)
 from ledger.jobs.sinks import DirectorySink, ObjectConflict, S3Sink, Sink, s3_client_missing
 from ledger.storage.base import LogRecord
 from notary.http.appkeys import METRICS, NOTARY, SETTINGS
@@ -129,14 +136,14 @@ class LogsPublisher:
                 self.metrics.failures.inc()
                 if isinstance(e, ObjectConflict):
                     self.metrics.conflicts.inc()
-                self.frozen_status = PublishStatus("stopped", problem=str(e))
+                self.frozen_status = PublishStatus("stopped", problem=public_problem(e))
                 _log.error("publish_stopped", log=record.n, error=str(e))
             except Exception as e:  # retried next round; said once
                 self.metrics.failures.inc()
                 if self.frozen_status.state != "lagging":
                     _log.warning("publish_failing", log=record.n,
                                  error=f"{type(e).__name__}: {e}")
-                self.frozen_status = PublishStatus("lagging", problem=type(e).__name__)
+                self.frozen_status = PublishStatus("lagging", problem=public_problem(e))
                 self._frozen_failures += 1
                 self._frozen_retry_at = time.monotonic() + min(
                     2.0 ** self._frozen_failures, MAX_DELAY)
