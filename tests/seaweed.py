@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 HOST = "127.0.0.1"
 START_TIMEOUT = 60.0
 _PARTS = ("master", "volume", "filer", "s3")
@@ -88,6 +90,14 @@ class Seaweed:
                    AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
                    AWS_EC2_METADATA_DISABLED="true")
         return out
+
+    def configure(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Point this process's AWS clients at this server (:meth:`env`'s AWS variables only)."""
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            monkeypatch.delenv(name)
+        for name, value in self.env().items():
+            if name.startswith("AWS_"):
+                monkeypatch.setenv(name, value)
 
     def start(self) -> None:
         """Start the server, wait (boundedly) until its S3 gateway answers, create the bucket."""

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,7 @@ ORIGIN = "sinks.test/log"
 @pytest.fixture
 def aws(seaweed: Seaweed, monkeypatch: pytest.MonkeyPatch) -> Seaweed:
     """The standard AWS variables pointed at the test's SeaweedFS, and nothing else."""
-    for name in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    for name, value in seaweed.env().items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
+    seaweed.configure(monkeypatch)
     return seaweed
 
 

@@ -55,9 +55,7 @@ def metric(server: NotaryProcess, name: str) -> float:
 
 async def test_the_bucket_serves_verifiers_and_monitors_with_no_notary_running(
         seaweed: Seaweed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in seaweed.env().items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
+    seaweed.configure(monkeypatch)
     async with live_notary(tmp_path, publish=f"s3://{seaweed.bucket}/{PREFIX}") as notary:
         calls = [await notary.notarize(x=i) for i in range(12)]
         trust, vkey, trust_args = notary.trust(), notary.vkey, notary.trust_args()

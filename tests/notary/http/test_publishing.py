@@ -41,9 +41,7 @@ def reader(kind: str, tmp_path: Path, request: pytest.FixtureRequest,
 
         return str(out), read_file, list_files
     aws: Seaweed = request.getfixturevalue("seaweed")
-    for name, value in aws.env().items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
+    aws.configure(monkeypatch)
 
     def read_key(path: str) -> bytes | None:
         status, _, body = aws.get(f"pre/{path}")
@@ -110,9 +108,7 @@ async def test_several_postgresql_frontends_publish_through_one_lease(
         seaweed: Seaweed, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two frontends of one PostgreSQL log with the same ``--publish s3://``: one publishes at
     a time (the database's lease); when it stops, the other takes over and goes on."""
-    for name, value in seaweed.env().items():
-        if name.startswith("AWS_"):
-            monkeypatch.setenv(name, value)
+    seaweed.configure(monkeypatch)
     target = f"s3://{seaweed.bucket}/pg"
 
     def size() -> int:
