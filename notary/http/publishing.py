@@ -198,8 +198,8 @@ async def publish_context(app: web.Application) -> AsyncIterator[None]:
             raise ConfigError(f"--publish: {missing}")
     publishing = LogsPublisher(app, _sink_factory(target))
     where = publishing.active.sink.where
-    try:  # another log's tree there: refuse now
-        await asyncio.wait_for(publishing.check(), 30.0)
+    try:  # another log's tree there: refuse now (a bucket slower than that: the first round)
+        await asyncio.wait_for(publishing.check(), 5.0)
     except ExportError as e:
         raise ConfigError(f"--publish: {e}") from None
     except OSError as e:
