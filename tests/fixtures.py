@@ -17,7 +17,8 @@ started is stopped at teardown); ``http``, an aiohttp client session; ``pg_url``
 its own in this test process's PostgreSQL cluster; ``stores``, the log store backends;
 ``watched``, an honest log and a fork of it behind a proxy the test steers, for the monitor;
 ``rig``, the gateway's notary, policy and state; ``event_loop_kind``, asyncio's loop and uvloop
-in turn for the plain-path server's tests. ``seeded_rng`` is seeding.py's.
+in turn for the plain-path server's tests; ``seaweed``, a SeaweedFS S3 server of the test's own
+with an empty bucket (tests/seaweed.py). ``seeded_rng`` is seeding.py's.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from tests.notary_server import (
     live_notary,
 )
 from tests.pgcluster import Cluster, new_database, start_cluster
+from tests.seaweed import Seaweed, running_seaweed
 from tests.servers import Serve, Served, start_server
 from tests.stores import BACKENDS, StoreFactory
 from tests.watched_logs import WatchedLogs, watched_logs
@@ -183,6 +185,12 @@ def _fresh_structlog() -> Iterator[None]:
 # --- PostgreSQL -------------------------------------------------------------------------------
 # One throwaway cluster per test process (pytest-xdist worker), started on first use; each test
 # that asks for ``pg_url`` gets a database of its own in it.
+
+
+@pytest.fixture
+def seaweed(tmp_path: Path) -> Iterator[Seaweed]:
+    with running_seaweed(tmp_path) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ledger.core.publish_target import BucketTarget, PublishTargetError, parse_publish_target
 from ledger.process.dirlock import DirectoryInUseError, ServingLock
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
 
 if TYPE_CHECKING:
+    from ledger.jobs.publish import Publisher
     from ledger.jobs.witnessing import WitnessEndpoint, Witnessing
 
 
@@ -29,7 +31,7 @@ def _mirrors(specs: Sequence[str]) -> list[WitnessEndpoint]:
     return mirrors
 
 
-async def _serve(directory: Path, host: str, port: int, publish: Path | None,
+async def _serve(directory: Path, host: str, port: int, publish: Path | BucketTarget | None,
                  pq_checkpoints: bool, mirrors: Sequence[WitnessEndpoint] = (),
                  mirror_interval: float = 2.0) -> None:
     # deferred: the HTTP server, the log and its jobs, not for `--help`
@@ -39,6 +41,7 @@ async def _serve(directory: Path, host: str, port: int, publish: Path | None,
     from ledger.http.routes import PUBLISHED_CHECKPOINT, create_ledger_app
     from ledger.http.run import serve_until_signalled
     from ledger.jobs.publish import Publisher
+    from ledger.jobs.sinks import S3Sink
     from ledger.jobs.witnessing import Witnessing
 
     log = await open_readonly(directory)
@@ -55,9 +58,10 @@ async def _serve(directory: Path, host: str, port: int, publish: Path | None,
             await witnessing.start()
             app[PUBLISHED_CHECKPOINT] = witnessing.checkpoint_for
         if publish is not None:
-            publisher = Publisher(log, publish, choose=(lambda head: pq.latest(head)[1])
+            publisher = Publisher(log, publish if isinstance(publish, Path) else S3Sink(publish),
+                                  choose=(lambda head: pq.latest(head)[1])
                                   if pq is not None else None)
-            await publisher.publish()  # a directory of another log stops us before serving
+            await _first_round(publisher)
             task = asyncio.create_task(publisher.run(), name="publish")
         await serve_until_signalled(app, host, port, lambda url: print(url, flush=True))
     finally:
@@ -65,7 +69,42 @@ async def _serve(directory: Path, host: str, port: int, publish: Path | None,
             await witnessing.close()
         if publisher is not None and task is not None:
             await publisher.stop_after_final_round(task)
+        if publisher is not None:
+            await publisher.close()
         await log.close()
+
+
+async def _first_round(publisher: Publisher) -> None:
+    """A directory or bucket of another log stops us before serving; a bucket that cannot be
+    reached yet does not (the publisher retries it, and says so)."""
+    # deferred: the jobs, not for `--help`
+    from ledger.jobs.export import ExportError
+    from ledger.jobs.sinks import DirectorySink
+
+    try:
+        await publisher.publish()
+    except ExportError:
+        raise
+    except Exception:
+        if isinstance(publisher.sink, DirectorySink):
+            raise
+
+
+def _publish_target(value: str | None) -> Path | BucketTarget | None:
+    if not value:
+        return None
+    try:
+        target = parse_publish_target(value)
+    except PublishTargetError as e:
+        raise UsageError(f"--publish: {e}") from None
+    if isinstance(target, str):
+        return Path(target)
+    from ledger.jobs.sinks import s3_client_missing  # deferred: the jobs, not for `--help`
+
+    missing = s3_client_missing()
+    if missing is not None:
+        raise UsageError(f"--publish: {missing}")
+    return target
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -73,6 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ledger.process import event_loop
 
     host, port = parse_host_port(args.listen, what="--listen")
+    publish = _publish_target(args.publish)
     mirrors = _mirrors(args.mirror or ())
     if not 0.01 <= args.mirror_interval <= 86400:
         raise UsageError("--mirror-interval: want 0.01 to 86400 seconds")
@@ -84,7 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     try:
         event_loop.run(_serve(Path(args.dir), host, port,
-                              Path(args.publish) if args.publish else None,
+                              publish,
                               args.pq_checkpoints == "on", mirrors, args.mirror_interval))
     finally:
         serving.release()
@@ -95,9 +135,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="serve the tlog-tiles and JSON read API")
     s.add_argument("dir", metavar="DIR")
     s.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT")
-    s.add_argument("--publish", metavar="DIR",
-                   help="also keep a static tlog-tiles tree in DIR up to date as the log grows, "
-                        "for any web server to serve")
+    s.add_argument("--publish", metavar="DIR|s3://BUCKET/PREFIX",
+                   help="also keep a static tlog-tiles tree in DIR, or in an S3 bucket, up to "
+                        "date as the log grows, for any web server, the bucket or a CDN to "
+                        "serve (docs/object-storage.md)")
     s.add_argument("--pq-checkpoints", choices=["on", "off"], default="on",
                    help="add the log's ML-DSA-44 signature (derived from DIR/log.key) to the "
                         "checkpoints served (default on, when DIR holds log.key)")

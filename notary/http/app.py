@@ -12,11 +12,8 @@ from aiohttp import web
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.http.errors import error_middleware
 from ledger.http.plain import PLAIN_ROUTES, PlainRoutes
-from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes, published_note
+from ledger.http.routes import LOG, PQ_CHECKPOINTS, add_ledger_routes
 from ledger.http.tracing import middlewares as tracing_middlewares
-from ledger.jobs.export import ExportError
-from ledger.jobs.lease import FileLease, JobRunner
-from ledger.jobs.publish import LOCK_FILE, Publisher
 from ledger.log.cose_roots import CoseRoots
 from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.log.seen import SeenCheckpoint
@@ -25,6 +22,7 @@ from notary.http.appkeys import COSE_ROOTS, METRICS, NOTARY, SETTINGS, STORE, VE
 from notary.http.log_jobs import log_jobs_context
 from notary.http.logs import serve_logs
 from notary.http.metrics import Metrics
+from notary.http.publishing import publish_context
 from notary.http.routes.explorer import add_explorer_routes
 from notary.http.routes.meta import add_meta_routes
 from notary.http.routes.scitt import add_scitt_routes
@@ -58,7 +56,7 @@ def create_app(settings: Settings, *, shared_metrics: Path | None = None) -> web
     app.cleanup_ctx.append(witnessing_context(settings))  # after the log is open
     app.cleanup_ctx.append(log_jobs_context)  # after witnessing: it follows a roll
     if settings.publish:
-        app.cleanup_ctx.append(_publish_ctx)  # after witnessing: it publishes what it serves
+        app.cleanup_ctx.append(publish_context)  # after witnessing: it publishes what it serves
     app.cleanup_ctx.append(integrity_context(settings))
     add_ledger_routes(app)
     add_tool_call_routes(app)
@@ -81,32 +79,6 @@ async def _verify_pool_ctx(app: web.Application) -> AsyncIterator[None]:
     app[VERIFIER] = pool
     yield
     await pool.close()
-
-
-async def _publish_ctx(app: web.Application) -> AsyncIterator[None]:
-    """``--publish DIR``: the static tree of the checkpoint ``/checkpoint`` serves, written by
-    one process at a time (a lock file in DIR) when several serve the log (``--workers``)."""
-    out = Path(app[SETTINGS].publish)
-    publisher = Publisher(app[LOG], out, choose=lambda head: published_note(app, head)[0],
-                          registry=app[METRICS].registry)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(publisher.check_directory)  # another log's mirror: refuse now
-    except (ExportError, OSError) as e:
-        raise ConfigError(f"--publish: {e}") from None
-
-    async def job() -> None:
-        try:
-            await publisher.run()
-        finally:
-            await publisher.publish_final()
-
-    runner = JobRunner("publish", FileLease(out / LOCK_FILE), job, retry=1.0)
-    task = asyncio.create_task(runner.run(), name="publish lease")
-    _log.info("publishing", dir=str(out))
-    yield
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
 
 
 async def _notary_ctx(app: web.Application) -> AsyncIterator[None]:

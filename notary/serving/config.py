@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ledger.core.publish_target import PublishTargetError, parse_publish_target
 from ledger.process.netaddr import AddressError, parse_host_port
 from notary.core.databases import MEMORY, database_problem, is_postgres
 from notary.core.errors import NotaryBaseError
@@ -110,6 +111,14 @@ def _origin(value: Any) -> str | None:
 
 def _path(value: Any) -> str | None:
     return "must not contain a NUL character" if "\0" in str(value) else None
+
+
+def _publish_target(value: Any) -> str | None:
+    try:
+        parse_publish_target(str(value))
+    except PublishTargetError as e:
+        return str(e)
+    return _path(value)
 
 
 def _witness_policy(value: Any) -> str | None:
@@ -334,8 +343,10 @@ class Settings:
         detail="A bucket holds 10 s of it; an empty bucket gets 429 with the "
         "seconds until it refills."))
     publish: str = field(default="", metadata=_about(
-        STORE, "keep the log's static tlog-tiles tree in DIR up to date, for a web server "
-        "or CDN to serve reads off the database", _path, metavar="DIR"))
+        STORE, "keep the log's static tlog-tiles tree up to date in DIR, or in an S3 bucket "
+        "(s3://BUCKET/PREFIX, configured by the standard AWS environment and files), for a "
+        "web server, the bucket or a CDN to serve reads off the database "
+        "(docs/object-storage.md)", _publish_target, metavar="DIR|s3://BUCKET/PREFIX"))
     # ledger/jobs/scrub.py.
     scrub_rate: float = field(default=20.0, metadata=_about(
         STORE, "stored tiles and bundles the background scrub re-verifies per second; 0 turns "

@@ -23,9 +23,10 @@ MODULES = sorted(
 )
 # gateway_bench drives the same small MCP upstream the gateway tests use; pg_frontends and
 # http_notarize --database postgres and lifecycle_bench --postgres start the same throwaway
-# PostgreSQL clusters the tests do.
+# PostgreSQL clusters the tests do; s3_publish the same SeaweedFS server (tests/seaweed.py).
 IMPORTS_TESTS = {"benchmarks.gateway_bench", "benchmarks.pg_frontends",
-                 "benchmarks.http_notarize", "benchmarks.lifecycle_bench"}
+                 "benchmarks.http_notarize", "benchmarks.lifecycle_bench",
+                 "benchmarks.s3_publish"}
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -17,6 +17,7 @@ from ledger.log.sequencer import WriterState
 from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
 from notary.http.appkeys import METRICS, NOTARY, SCRUB, SETTINGS
 from notary.http.checkpoint_health import default_max_age, freshness
+from notary.http.publishing import PUBLISHING
 from notary.http.witnessing import witness_policy
 
 
@@ -74,6 +75,10 @@ async def healthz(request: web.Request) -> web.Response:
     ``writes: failing`` (still 200, ``status: failing`` and the ``problem``) while the last
     write failed and none has succeeded since.
 
+    ``publish`` (in the process that publishes, ``--publish``): ``state`` ``ok``, ``lagging``
+    (the directory or bucket fails and is retried; ``behind`` entries not yet published) or
+    ``stopped`` (a tile already there with other bytes: ``status: failing``, an alarm).
+
     Still 200 once damage stopped writes (``status: failing`` and the ``problem``): the process
     serves reads, and restarting it would not repair the store. Alert on ``status`` (or on the
     ``ledger_scrub_damage`` metric).
@@ -114,6 +119,12 @@ async def healthz(request: web.Request) -> web.Response:
     scrub = request.app.get(SCRUB)
     if scrub is not None:
         body["scrub"] = scrub.status.to_json()
+    publisher = request.app.get(PUBLISHING)
+    if publisher is not None and publisher.running:  # this process publishes
+        body["publish"] = publisher.status.to_json()
+        if publisher.status.state == "stopped" and body["status"] == "ok":
+            body.update(status="failing", problem="publishing stopped: the published tree "
+                        "holds another log's objects or other bytes (see the notary's log)")
     resp = web.json_response(body, status=status, headers=headers)
     resp.headers["Cache-Control"] = "no-store"
     return resp
