@@ -135,7 +135,7 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
 
     from notary.gateway import GatewayConfig, build_gateway
     from notary.gateway.salt import ensure_salt
-    from notary.gateway.server import GatewayRuntime
+    from notary.gateway import toolcalls
     from notary.gateway.store import GatewayStore
     from notary.sdk import NotaryClient
     from tests.gateway_upstream import build_server
@@ -159,7 +159,7 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
         parts.wrap(GatewayStore, "save_decision", "save decision (SQLite, no fsync)")
         parts.wrap(GatewayStore, "begin", "claim key (SQLite fsync)")
         parts.wrap(GatewayStore, "finish", "record outcome (SQLite fsync)")
-        parts.wrap(GatewayRuntime, "_forward", "upstream call")
+        parts.wrap(toolcalls, "forward", "upstream call")
         structlog.configure(logger_factory=structlog.PrintLoggerFactory(
             open(os.devnull, "w")))  # noqa: SIM115 - the operator log is formatted, not shown
 
