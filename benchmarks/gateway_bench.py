@@ -133,9 +133,8 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
     import structlog
     from mcp import Client
 
-    from notary.gateway import GatewayConfig, build_gateway
+    from notary.gateway import GatewayConfig, build_gateway, toolcalls
     from notary.gateway.salt import ensure_salt
-    from notary.gateway import toolcalls
     from notary.gateway.store import GatewayStore
     from notary.sdk import NotaryClient
     from tests.gateway_upstream import build_server
