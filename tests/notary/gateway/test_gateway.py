@@ -38,8 +38,8 @@ from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
 from notary.gateway.policy import PolicyError, facts_sha256, sha256_jcs
 from notary.gateway.server import GatewayStartError
-from notary.gateway.toolcalls import request_digest
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
+from notary.gateway.toolcalls import request_digest
 from notary.sdk import NotaryClient, NotaryHTTPError, received_wire, verify_tool_result
 from tests.gateway_rig import (
     GATEWAY,
