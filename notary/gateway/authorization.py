@@ -7,6 +7,11 @@ allowed decision the ledger did not take is refused (``gateway.AUTHORIZATION_UNA
 an authorization nobody can later audit is not one. Only :func:`authorize` makes an
 :class:`Authorized` (with this module's private grant), and the code that sends a request
 upstream checks it (:func:`check_grant`) before anything else.
+
+The ledger takes an allowed decision before anything is forwarded; the local copy of its
+evidence is written while the request is forwarded (the ledger already holds the decision),
+and the answer waits for it (:func:`settle`): no answer goes back before its decision is
+saved, and the upstream call does not wait for a local write.
 """
 
 from __future__ import annotations
@@ -53,6 +58,14 @@ class Authorized:
     decision: Decision
     block: dict[str, object]
     grant: object = field(repr=False, compare=False)
+    saving: asyncio.Future[None] | None = field(default=None, repr=False, compare=False)
+    """The decision evidence being saved: :func:`settle` waits for it."""
+
+
+async def settle(auth: Authorized) -> None:
+    """Wait until the decision evidence of ``auth`` is saved (raises what the save raised)."""
+    if auth.saving is not None:
+        await auth.saving
 
 
 def check_grant(auth: object) -> None:
@@ -61,15 +74,15 @@ def check_grant(auth: object) -> None:
         raise PermissionError("the upstream is only called with an authorization")
 
 
-def not_ours(receipt: Receipt, server: str, tool: str, record: DecisionRecord) -> str | None:
-    """Why ``receipt`` is not the ledger's entry for ``record`` made by this gateway, or None.
+def not_ours(receipt: Receipt, server: str, tool: str, digest: str) -> str | None:
+    """Why ``receipt`` is not the ledger's entry for the record hashing to ``digest`` made by
+    this gateway, or None.
 
-    The digest is rebuilt from the record (with its salt) rather than taken from the request
-    that was sent: a receipt counts as the gateway's only if it commits to exactly the record
-    the gateway keeps, under its own server name and the decision tool. Anything else (an
-    entry another tenant made, a receipt for another call) is not an authorization.
+    ``digest`` is the hash of the record (with its salt) the gateway keeps: a receipt counts as
+    the gateway's only if it commits to exactly that record, under its own server name and the
+    decision tool. Anything else (an entry another tenant made, a receipt for another call) is
+    not an authorization.
     """
-    digest = sha256_jcs(dict(record))
     if receipt.call_sha256 != digest:
         return f"the receipt commits to {receipt.call_sha256}, the record hashes to {digest}"
     if (receipt.server, receipt.tool) != (server, tool):
@@ -98,13 +111,13 @@ async def _notarize(runtime: GatewayRuntime, tool: str, record: DecisionRecord
                     ) -> dict[str, object] | None:
     """The decision record's receipt as the notary signed it, or None when the ledger did
     not take it (or answered a receipt that is not for it)."""
+    digest = sha256_jcs(record)  # hashed once: what is sent is what the receipt is checked for
     try:
-        got = await runtime.notary.notarize(runtime.name, codes.POLICY_DECISION_TOOL,
-                                            sha256_jcs(record))
+        got = await runtime.notary.notarize(runtime.name, codes.POLICY_DECISION_TOOL, digest)
     except NotaryError as e:
         await _log.aerror("decision_not_notarized", tool=tool, error=str(e))
         return None
-    problem = not_ours(got, runtime.name, codes.POLICY_DECISION_TOOL, record)
+    problem = not_ours(got, runtime.name, codes.POLICY_DECISION_TOOL, digest)
     if problem is not None:
         await _log.aerror("decision_not_notarized", tool=tool, error=problem, receipt=got.id)
         return None
@@ -122,20 +135,30 @@ async def authorize(runtime: GatewayRuntime, state: PolicyState, tool: str,
     record = decision_record(decision.value, tool, decision.facts_sha256, state.commitment,
                              now_issued_at(), new_salt(), kind)
     receipt = await _notarize(runtime, tool, record)
-    await runtime.store.save_decision(DecisionEvidence(record, decision.facts, receipt))
+    evidence = DecisionEvidence(record, decision.facts, receipt)
     # On the span of the MCP request (the mcp SDK's, in the caller's trace).
     tracing.annotate({"notary.policy.decision": decision.value,
                       "notary.policy.receipt_id": str((receipt or {}).get("id", ""))})
     if not decision.allowed:
+        await runtime.store.save_decision(evidence)
         # The reason is the operator's alone: the caller gets the generic code.
-        await _log.ainfo("denied", kind=kind, tool=tool, agent=agent,
-                         reasons=list(decision.reasons), facts_sha256=decision.facts_sha256,
-                         receipt=receipt.get("id") if receipt else None)
+        _log.info("denied", kind=kind, tool=tool, agent=agent, reasons=list(decision.reasons),
+                  facts_sha256=decision.facts_sha256,
+                  receipt=receipt.get("id") if receipt else None)
         return refusal(codes.AUTHORIZATION_DENIED, DENIED)
     if receipt is None:
+        await runtime.store.save_decision(evidence)
         return refusal(codes.AUTHORIZATION_UNAVAILABLE, UNRECORDED)
     block = {"spec": codes.DECISION_SPEC, **record, "receipt": receipt}
-    return Authorized(tool, decision, block, _GRANT)
+    saving = asyncio.ensure_future(runtime.store.save_decision(evidence))
+    saving.add_done_callback(_unsaved)
+    return Authorized(tool, decision, block, _GRANT, saving)
+
+
+def _unsaved(saving: asyncio.Future[None]) -> None:
+    """Log a decision whose evidence could not be saved (whether or not a caller waits)."""
+    if not saving.cancelled() and saving.exception() is not None:
+        _log.error("decision_not_saved", error=str(saving.exception()))
 
 
 async def authorize_request(runtime: GatewayRuntime, kind: str, name: str,
