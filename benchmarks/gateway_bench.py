@@ -8,8 +8,8 @@ machine does falls on both series alike; the difference of the medians is the la
 gateway adds. The notary is the real ``notary serve`` in its own process on loopback.
 
 Per call the gateway does: the policy evaluation, the decision record hashed and notarized
-(before forwarding), the upstream call with the decision's evidence written to SQLite
-meanwhile, the final result's record hashed and notarized, and the receipts (authorization
+(before forwarding), one local SQLite write of the decision evidence, the upstream call, the
+final result's record hashed and notarized, and the receipts (authorization
 block, rs-tool-call/1, AER-1). A non-idempotent tool adds the request's hash and two fsync'ed
 SQLite writes (the key claimed before the upstream call, the outcome recorded before the
 answer). Each part is timed separately and printed; what is left is the gateway's own CPU and
@@ -78,12 +78,8 @@ class Parts:
     """Time spent in each part of the current call (calls are sequential).
 
     Synchronous parts are exclusive: one that runs inside another (the result record hashed
-    while the AER-1 receipt is built) counts for itself only. ``OVERLAPPED`` parts run while
-    another part runs (the decision evidence is saved during the upstream call): they are
-    shown, and left out of what the gateway's own CPU is computed from.
+    while the AER-1 receipt is built) counts for itself only.
     """
-
-    OVERLAPPED: tuple[str, ...] = ("save decision (SQLite, during the upstream call)",)
 
     def __init__(self) -> None:
         self.current: dict[str, float] = defaultdict(float)
@@ -174,7 +170,7 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
     from mcp import Client
 
     from notary.core.records import CallRecord
-    from notary.gateway import GatewayConfig, authorization, build_gateway, handlers, toolcalls
+    from notary.gateway import GatewayConfig, authorization, build_gateway, toolcalls
     from notary.gateway.salt import ensure_salt
     from notary.gateway.store import GatewayStore
     from notary.sdk import NotaryClient
@@ -196,9 +192,7 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
             return "notarize decision" if tool == "policy.decision" else "notarize result"
 
         parts.wrap(NotaryClient, "notarize", notary_label)
-        parts.wrap(GatewayStore, "save_decision", Parts.OVERLAPPED[0])
-        for module in (toolcalls, handlers):  # each imported settle by name
-            parts.wrap(module, "settle", "wait for the decision's save")
+        parts.wrap(GatewayStore, "save_decision", "save decision (SQLite, no fsync)")
         parts.wrap(GatewayStore, "begin", "claim key (SQLite fsync)")
         parts.wrap(GatewayStore, "finish", "record outcome (SQLite fsync)")
         parts.wrap(toolcalls, "forward", "upstream call")
@@ -230,8 +224,7 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
                   ) -> dict[str, Any]:
         labels = sorted({k for c in per_call for k in c if k != "total"})
         medians = {k: ms([c.get(k, 0.0) for c in per_call], 50) for k in labels}
-        serial = [k for k in labels if k not in Parts.OVERLAPPED]
-        rest = [c["total"] - sum(c.get(k, 0.0) for k in serial) for c in per_call]
+        rest = [c["total"] - sum(c.get(k, 0.0) for k in labels) for c in per_call]
         return {
             "direct_p50_ms": ms(direct, 50), "direct_p99_ms": ms(direct, 99),
             "gateway_p50_ms": ms(through, 50), "gateway_p99_ms": ms(through, 99),

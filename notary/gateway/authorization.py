@@ -7,11 +7,6 @@ allowed decision the ledger did not take is refused (``gateway.AUTHORIZATION_UNA
 an authorization nobody can later audit is not one. Only :func:`authorize` makes an
 :class:`Authorized` (with this module's private grant), and the code that sends a request
 upstream checks it (:func:`check_grant`) before anything else.
-
-The ledger takes an allowed decision before anything is forwarded; the local copy of its
-evidence is written while the request is forwarded (the ledger already holds the decision),
-and the answer waits for it (:func:`settle`): no answer goes back before its decision is
-saved, and the upstream call does not wait for a local write.
 """
 
 from __future__ import annotations
@@ -58,14 +53,6 @@ class Authorized:
     decision: Decision
     block: dict[str, object]
     grant: object = field(repr=False, compare=False)
-    saving: asyncio.Future[None] | None = field(default=None, repr=False, compare=False)
-    """The decision evidence being saved: :func:`settle` waits for it."""
-
-
-async def settle(auth: Authorized) -> None:
-    """Wait until the decision evidence of ``auth`` is saved (raises what the save raised)."""
-    if auth.saving is not None:
-        await auth.saving
 
 
 def check_grant(auth: object) -> None:
@@ -135,30 +122,23 @@ async def authorize(runtime: GatewayRuntime, state: PolicyState, tool: str,
     record = decision_record(decision.value, tool, decision.facts_sha256, state.commitment,
                              now_issued_at(), new_salt(), kind)
     receipt = await _notarize(runtime, tool, record)
-    evidence = DecisionEvidence(record, decision.facts, receipt)
+    # Saved before anything is forwarded. Written while the request is forwarded instead, the
+    # write (on aiosqlite's thread) competes with the busy event loop for the GIL and made
+    # calls slower, not faster (gateway_bench, 2026-12-07).
+    await runtime.store.save_decision(DecisionEvidence(record, decision.facts, receipt))
     # On the span of the MCP request (the mcp SDK's, in the caller's trace).
     tracing.annotate({"notary.policy.decision": decision.value,
                       "notary.policy.receipt_id": str((receipt or {}).get("id", ""))})
     if not decision.allowed:
-        await runtime.store.save_decision(evidence)
         # The reason is the operator's alone: the caller gets the generic code.
         _log.info("denied", kind=kind, tool=tool, agent=agent, reasons=list(decision.reasons),
                   facts_sha256=decision.facts_sha256,
                   receipt=receipt.get("id") if receipt else None)
         return refusal(codes.AUTHORIZATION_DENIED, DENIED)
     if receipt is None:
-        await runtime.store.save_decision(evidence)
         return refusal(codes.AUTHORIZATION_UNAVAILABLE, UNRECORDED)
     block = {"spec": codes.DECISION_SPEC, **record, "receipt": receipt}
-    saving = asyncio.ensure_future(runtime.store.save_decision(evidence))
-    saving.add_done_callback(_unsaved)
-    return Authorized(tool, decision, block, _GRANT, saving)
-
-
-def _unsaved(saving: asyncio.Future[None]) -> None:
-    """Log a decision whose evidence could not be saved (whether or not a caller waits)."""
-    if not saving.cancelled() and saving.exception() is not None:
-        _log.error("decision_not_saved", error=str(saving.exception()))
+    return Authorized(tool, decision, block, _GRANT)
 
 
 async def authorize_request(runtime: GatewayRuntime, kind: str, name: str,

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
-from notary.gateway.authorization import Authorized, authorize_request, check_grant, settle
+from notary.gateway.authorization import Authorized, authorize_request, check_grant
 from notary.gateway.forwarding import Inbound
 from notary.gateway.replies import denial_error, items
 from notary.gateway.runtime import GatewayRuntime
@@ -37,10 +37,7 @@ async def forward_authorized(runtime: GatewayRuntime, auth: Authorized, inbound:
     """Forward an authorized prompt or resource request as the client sent it."""
     check_grant(auth)
     started = time.perf_counter()
-    try:
-        result, _ = await runtime.send_upstream(inbound, method, inbound.params)
-    finally:
-        await settle(auth)  # the evidence is saved while the request runs
+    result, _ = await runtime.send_upstream(inbound, method, inbound.params)
     _log.info("request", method=method, ms=round((time.perf_counter() - started) * 1e3, 2),
               outcome="ok")
     return result
@@ -118,8 +115,8 @@ async def listen(runtime: GatewayRuntime, ctx: Context,
     uris: list[str] = []
     for uri in wanted.resource_subscriptions or ():
         with contextlib.suppress(MCPError):  # denied: not honored
-            await settle(await authorize_request(runtime, "resource", "resources/subscribe",
-                                                 None, inbound, uri=uri))
+            await authorize_request(runtime, "resource", "resources/subscribe", None, inbound,
+                                    uri=uri)
             uris.append(uri)
     relayed = params.model_copy(update={"notifications": wanted.model_copy(
         update={"resource_subscriptions": uris or None})})

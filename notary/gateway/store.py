@@ -14,8 +14,7 @@ Durability, per table (WAL mode, two connections to the one file):
 - decision evidence: ``synchronous=NORMAL``, durable across a crash of the gateway but not
   across a power loss (the last commits may roll back). The decision itself is already
   durable in the ledger before anything is forwarded; this file is the operator's copy of the
-  facts, written while an allowed call is forwarded (its answer waits for the write), and an
-  fsync per call here would double the gateway's own latency. ``gateway audit``
+  facts, and an fsync per call here would double the gateway's own latency. ``gateway audit``
   reports a ledger decision without local evidence as unverifiable, not as valid.
 
 All I/O runs on aiosqlite's threads, so an fsync never blocks the event loop.

@@ -7,8 +7,7 @@
 3. **authorization** (:func:`notary.gateway.authorization.authorize`): the facts are extracted
    (path facts resolved through symlinks on this host when the upstream runs here), the
    policy evaluated, and the decision record (with a fresh salt) notarized
-   (``policy.decision``), allowed or denied, and saved with its facts (a denial before it is
-   answered; an allowed call's evidence while it is forwarded, the answer waiting for it);
+   (``policy.decision``) and saved with its facts, allowed or denied;
 4. only with the resulting :class:`Authorized` value can :func:`forward` be called, and it is
    the only code that sends ``tools/call`` upstream: no path reaches the upstream before
    step 3 succeeded (a denial, or a decision the ledger did not take, returns before it);
@@ -44,7 +43,7 @@ from notary.core.receipts import Receipt, ReceiptFormatError
 from notary.core.records import CallRecord, RecordError, name_problem, new_salt, record_from_json
 from notary.core.toolcall import RebuildError, notarization_block, rebuild_record
 from notary.gateway import codes
-from notary.gateway.authorization import Authorized, authorize, check_grant, settle
+from notary.gateway.authorization import Authorized, authorize, check_grant
 from notary.gateway.forwarding import Inbound, aside_upstream_meta
 from notary.gateway.projection import project_result
 from notary.gateway.replies import (
@@ -142,7 +141,6 @@ async def _keyed_call(runtime: GatewayRuntime, state: PolicyState, tool: str,
     if not isinstance(auth, Authorized):
         return auth  # denied: nothing is recorded under the key, a retry is re-evaluated
     if not await runtime.store.begin(key, tool, digest, now_issued_at()):
-        await settle(auth)
         replay = await _replay(runtime, key, digest)  # claimed by another gateway process
         assert replay is not None
         return replay
@@ -233,7 +231,6 @@ async def run(runtime: GatewayRuntime, auth: Authorized, arguments: dict[str, ob
     try:
         raw, degraded = await forward(runtime, auth, arguments, meta, inbound)
         if raw.get("resultType") == "input_required" and not degraded:
-            await settle(auth)
             _log.info("input_required", tool=tool)
             return raw
         upstream = types.CallToolResult.model_validate(
@@ -264,7 +261,6 @@ async def run(runtime: GatewayRuntime, auth: Authorized, arguments: dict[str, ob
     wire = await runtime.notarizer.notarize_wire(tool, record_arguments, wire)
     receipt = _aer1(runtime, tool, record_arguments, wire, observed)
     wire["_meta"] = {**meta_of(wire), AER1_META_KEY: receipt}
-    await settle(auth)  # saved while the call ran: the answer waits for it
     if rpc_error is not None:
         raise UpstreamRpcError(rpc_error, wire)
     return wire
