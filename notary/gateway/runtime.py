@@ -213,6 +213,7 @@ class GatewayRuntime:
         shared = Link(relay=False)
         shared.client = self.upstream
         return shared
+
     async def send_upstream(self, inbound: Inbound | None, method: str,
                             params: Mapping[str, object] | None,
                             meta: Mapping[str, object] | None = None
@@ -229,6 +230,7 @@ class GatewayRuntime:
                 and self._upstream.protocol_version in MODERN_PROTOCOL_VERSIONS)
 
     def record_tools(self, tools: list[types.Tool]) -> None:
+        """Learn the tools' input and output schemas (for projection and header checks)."""
         for tool in tools:
             self.schemas.record(tool.name, tool.input_schema, tool.output_schema)
 
@@ -242,14 +244,12 @@ class GatewayRuntime:
             if cursor is None:
                 return
 
-
     def agent_for(self, meta: Mapping[str, object] | None, policy: Policy) -> str | None:
         """The ``agent`` fact: configured (flag, then policy) or else claimed in ``_meta``."""
         configured = self.config.agent or policy.agent
         if configured is not None:
             return configured
         return string_meta(meta, codes.AGENT_META_KEY)
-
 
     @asynccontextmanager
     async def key_lock(self, key: str) -> AsyncIterator[None]:
