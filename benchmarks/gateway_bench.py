@@ -9,11 +9,11 @@ gateway adds. The notary is the real ``notary serve`` in its own process on loop
 
 Per call the gateway does: the policy evaluation, the decision record hashed and notarized
 (before forwarding), one local SQLite write of the decision evidence, the upstream call, the
-final result's record hashed and notarized, and the receipts (authorization
-block, rs-tool-call/1, AER-1). A non-idempotent tool adds the request's hash and two fsync'ed
-SQLite writes (the key claimed before the upstream call, the outcome recorded before the
-answer). Each part is timed separately and printed; what is left is the gateway's own CPU and
-the in-process MCP plumbing.
+final result's record hashed and notarized, and the receipts (authorization block,
+rs-tool-call/1, AER-1). A non-idempotent tool adds the request's hash and two fsync'ed SQLite
+writes (the key claimed before the upstream call, the outcome recorded before the answer).
+Each part is timed separately and printed; what is left is the gateway's own CPU and the
+in-process MCP plumbing.
 
 Two storage settings, because the notary acknowledges a receipt only after its entry is
 durable (fsync) and that dominates: ``disk`` (notary data and gateway state on the working
