@@ -599,19 +599,55 @@ async function remember(store, seen, vkey) {
   return true;
 }
 
-async function level5(report, receipt, proof, logKey, trust, fetcher, store, logUrl) {
-  const verdict = report.verdict;
+/** A level-5 result: the level, whether the verdict requires it, notes for the report, the
+ * fork or rollback evidence (null when the checkpoints were never reconciled), the newest
+ * checkpoint seen, to remember, and the log's latest checkpoint as fetched and verified (a
+ * frozen log's: its final). */
+function consistency(level, { required = false, notes = [], conflicts = null, newest = null, latest = null } = {}) {
+  return { level, required, notes, conflicts, newest, latest };
+}
+
+/** A failed level 5: the verdict then requires it (a rollback or fork is never optional). */
+const consistencyFailure = (reason, notes = []) => consistency(failed(reason), { required: true, notes });
+
+/**
+ * Level 5, the rollback and fork check: the receipt's checkpoint against the one stored for its
+ * log (read, never written here) and the log's latest (fetched when online), with the
+ * consistency proofs between them. `recordConsistency` applies the result (as Python's
+ * check_consistency and record_consistency do).
+ */
+async function checkConsistency(receipt, verdict, proof, logKey, trust, fetcher, store, logUrl) {
   const cp = verdict.checkpoint;
   if (cp === null || logKey === null || proof === null) {
-    verdict.levels.consistency = skipped("no verified checkpoint to compare (level 3)");
-    return;
+    return consistency(skipped("no verified checkpoint to compare (level 3)"));
   }
   if (verdict.levels.witnesses.status === "failed") {
-    verdict.levels.consistency = skipped("the receipt's checkpoint does not meet the witness policy; it is neither compared nor remembered");
-    return;
+    return consistency(skipped("the receipt's checkpoint does not meet the witness policy; it is neither compared nor remembered"));
   }
   const receiptSeen = new Seen("receipt", cp, decodeProofBundle(proof).checkpoint);
+  const { stored, altered, notes } = await storedSeen(store, logKey, cp);
+  if (altered !== null) return consistencyFailure(altered);
+  const latest = await latestSeen(receipt, logKey, trust, fetcher, logUrl);
+  if (typeof latest === "string") return consistencyFailure(latest, notes);
 
+  const reconciler = new Reconciler(stored, receiptSeen, latest.seen);
+  const proofs = new Map();
+  if (latest.base !== null) {
+    for (const [oldSize, newSize] of reconciler.proofsNeeded()) {
+      proofs.set(`${oldSize} ${newSize}`, await fetchConsistency(fetcher, latest.base, oldSize, newSize));
+    }
+  }
+  const result = reconciler.finish(proofs);
+  const latestCheckpoint = latest.seen === null ? null : latest.seen.checkpoint;
+  if (result.conflicts.length) {
+    return { ...consistencyFailure(result.conflicts.map((c) => c.message).join("; "), notes), conflicts: result.conflicts, latest: latestCheckpoint };
+  }
+  const judged = judgeConsistency(result, receiptSeen, stored, latest.seen, latest.problems, cp.origin);
+  return { ...judged, notes: [...notes, ...judged.notes], conflicts: result.conflicts, newest: result.newest, latest: latestCheckpoint };
+}
+
+/** The checkpoint stored for this log: { stored, altered: why the state was altered, notes }. */
+async function storedSeen(store, logKey, cp) {
   let stored = null;
   const { entry, otherKey } = await loadStored(store, logKey.vkey);
   if (entry !== null) {
@@ -621,86 +657,74 @@ async function level5(report, receipt, proof, logKey, trust, fetcher, store, log
     } catch (e) {
       if (!(e instanceof NoteError)) throw e;
       if (entry.vkey !== "") { // recorded under this very key: the state was altered
-        verdict.levels.consistency = failed(`the checkpoint stored for ${repr(cp.origin)} in the verifier state does not verify under the trusted log key (${e.message}); the state was altered: remove that entry to start over`);
-        verdict.require("consistency");
-        return;
+        return { stored: null, altered: `the checkpoint stored for ${repr(cp.origin)} in the verifier state does not verify under the trusted log key (${e.message}); the state was altered: remove that entry to start over`, notes: [] };
       }
       // an older store's entry for the origin, naming no key: another log's
     }
   }
-  if (otherKey !== null) {
-    report.notes.push(`the verifier state holds checkpoints of ${repr(cp.origin)} under another log key (${otherKey}): another log of that name (a notary that started over has a new key), not compared with this one`);
-  }
+  const notes = otherKey === null ? [] : [`the verifier state holds checkpoints of ${repr(cp.origin)} under another log key (${otherKey}): another log of that name (a notary that started over has a new key), not compared with this one`];
+  return { stored, altered: null, notes };
+}
 
-  let latest = null;
-  const problems = [];
+/**
+ * The log's latest checkpoint: { seen (null when not fetched), base (where proofs are fetched,
+ * null offline), problems }, or the reason level 5 fails (a log that refused to answer, or
+ * serves a checkpoint its key did not sign).
+ */
+async function latestSeen(receipt, logKey, trust, fetcher, logUrl) {
   let base = (logUrl ? logUrl.replace(/\/+$/, "") : null) || logBaseUrl(receipt);
   if (fetcher === null) {
-    problems.push("offline: the log's latest checkpoint and consistency proofs are not fetched");
-  } else if (base === null) {
-    problems.push("no http(s) log URL in the receipt (use --log-url)");
-  } else {
+    return { seen: null, base: null, problems: ["offline: the log's latest checkpoint and consistency proofs are not fetched"] };
+  }
+  if (base === null) return { seen: null, base: null, problems: ["no http(s) log URL in the receipt (use --log-url)"] };
+  try {
     try {
-      try {
-        latest = await fetchLatest(fetcher, base, logKey, trust);
-      } catch (e) {
-        // The notary may have rolled to a new log since (docs/lifecycle.md): a frozen log is
-        // served where its /v1/ledger's `logs` says (as Python's notary verify looks it up).
-        if (!(e instanceof NoteError)) throw e;
-        const moved = logUrl ? null : await listedUrl(fetcher, base, receipt.ledger.origin);
-        if (moved === null) throw e;
-        base = moved;
-        latest = await fetchLatest(fetcher, base, logKey, trust);
-      }
+      return { seen: await fetchLatest(fetcher, base, logKey, trust), base, problems: [] };
     } catch (e) {
-      if (e instanceof FetchError) {
-        if (e.refused) {
-          verdict.levels.consistency = failed(`the log's latest checkpoint: ${e.message}`);
-          verdict.require("consistency");
-          return;
-        }
-        problems.push(`the log's latest checkpoint could not be fetched: ${e.message}`);
-      } else if (e instanceof LatestUnusable) {
-        problems.push(e.message);
-      } else if (e instanceof NoteError) {
-        verdict.levels.consistency = failed(`the log at ${base} serves a checkpoint that does not verify under the trusted log key: ${e.message}`);
-        verdict.require("consistency");
-        return;
-      } else throw e;
+      // The notary may have rolled to a new log since (docs/lifecycle.md): a frozen log is
+      // served where its /v1/ledger's `logs` says (as Python's notary verify looks it up).
+      if (!(e instanceof NoteError)) throw e;
+      const moved = logUrl ? null : await listedUrl(fetcher, base, receipt.ledger.origin);
+      if (moved === null) throw e;
+      base = moved;
+      return { seen: await fetchLatest(fetcher, base, logKey, trust), base, problems: [] };
     }
+  } catch (e) {
+    if (e instanceof FetchError) {
+      if (e.refused) return `the log's latest checkpoint: ${e.message}`;
+      return { seen: null, base, problems: [`the log's latest checkpoint could not be fetched: ${e.message}`] };
+    }
+    if (e instanceof LatestUnusable) return { seen: null, base, problems: [e.message] };
+    if (e instanceof NoteError) return `the log at ${base} serves a checkpoint that does not verify under the trusted log key: ${e.message}`;
+    throw e;
   }
+}
 
-  report.latest = latest === null ? null : latest.checkpoint;
-  const reconciler = new Reconciler(stored, receiptSeen, latest);
-  const proofs = new Map();
-  if (fetcher !== null && base !== null) {
-    for (const [oldSize, newSize] of reconciler.proofsNeeded()) {
-      proofs.set(`${oldSize} ${newSize}`, await fetchConsistency(fetcher, base, oldSize, newSize));
-    }
-  }
-  const result = reconciler.finish(proofs);
-  report.conflicts = result.conflicts;
-  if (result.conflicts.length) {
-    verdict.levels.consistency = failed(result.conflicts.map((c) => c.message).join("; "));
-    verdict.require("consistency");
-    return;
-  }
+/** Level 5 when no conflict was found: passed when every other checkpoint seen is proven
+ * consistent with the receipt's, else skipped with what could not be checked. */
+function judgeConsistency(result, receiptSeen, stored, latest, problems, origin) {
   const others = [stored, latest].filter((s) => s !== null);
-  const unchecked = describePairs(result.unchecked);
-  let level;
   if (others.length && others.every((s) => result.connected(receiptSeen, s))) {
-    level = passed(`consistent with ${others.map((s) => s.describe()).join(" and ")}`);
-    if (stored !== null) verdict.require("consistency");
-  } else if (stored === null && latest === null) {
-    level = skipped([...problems, `no checkpoint of ${repr(cp.origin)} under this log key seen before`].join("; "));
-  } else {
-    level = skipped([...problems, unchecked].filter((p) => p).join("; "));
+    // A problem fetching is worth a note when the level passed all the same.
+    return consistency(passed(`consistent with ${others.map((s) => s.describe()).join(" and ")}`), { required: stored !== null, notes: [...problems] });
   }
-  if (problems.length && level.status === "passed") report.notes.push(...problems);
-  verdict.levels.consistency = level;
-  const newest = result.newest;
+  if (stored === null && latest === null) {
+    return consistency(skipped([...problems, `no checkpoint of ${repr(origin)} under this log key seen before`].join("; ")));
+  }
+  return consistency(skipped([...problems, describePairs(result.unchecked)].filter((p) => p).join("; ")));
+}
+
+/** Put level 5's result into `report` and remember the newest checkpoint seen in `store`. */
+async function recordConsistency(report, found, store, logKey) {
+  const verdict = report.verdict;
+  if (found.required) verdict.require("consistency");
+  verdict.levels.consistency = found.level;
+  report.notes.push(...found.notes);
+  report.latest = found.latest;
+  if (found.conflicts !== null) report.conflicts = found.conflicts;
+  const newest = found.newest;
   if (store !== null && newest !== null && (await remember(store, newest, logKey.vkey))) {
-    report.notes.push(`remembered ${newest.describe()} as the newest checkpoint seen for ${repr(cp.origin)}`);
+    report.notes.push(`remembered ${newest.describe()} as the newest checkpoint seen for ${repr(verdict.checkpoint.origin)}`);
   }
 }
 
@@ -818,7 +842,8 @@ export async function verifyCall(call, trust, { fetcher = null, store = null, lo
     return report;
   }
   if (trust.quorum || (trust.policy !== null && trust.policy.quorum !== "none")) verdict.require("witnesses");
-  await level5(report, receipt, proofText, logKey, trust, fetcher, store, logUrl);
+  const found = await checkConsistency(receipt, verdict, proofText, logKey, trust, fetcher, store, logUrl);
+  await recordConsistency(report, found, store, logKey);
   const retired = trust.retired?.[receipt.ledger.origin];
   if (retired !== undefined && Object.hasOwn(trust.retired, receipt.ledger.origin)) checkRetired(report, receipt.ledger.origin, retired);
   report.checkpoint = verdict.checkpoint;

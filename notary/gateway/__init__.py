@@ -1,9 +1,10 @@
 """The authorization gateway (``notary gateway``): policy-checked, receipted MCP proxying.
 
-See :mod:`notary.gateway.server` for the request path, :mod:`notary.gateway.policy` for the
-policy format, :mod:`notary.gateway.codes` for the public codes and ``_meta`` keys,
-:mod:`notary.gateway.audit` for re-checking past decisions and :mod:`notary.gateway.agent`
-for the agent-side recorder (AER-1 ``LOGGED BY AGENT``).
+See :mod:`notary.gateway.server` for the server and where each request goes (the runtime,
+forwarding, ``tools/call`` and the other handlers each have a module),
+:mod:`notary.gateway.policy` for the policy format, :mod:`notary.gateway.codes` for the
+public codes and ``_meta`` keys, :mod:`notary.gateway.audit` for re-checking past decisions
+and :mod:`notary.gateway.agent` for the agent-side recorder (AER-1 ``LOGGED BY AGENT``).
 
 Importing the package is cheap; the server, with the ``mcp``
 SDK behind it, is imported on first use of :class:`GatewayConfig` or :func:`build_gateway`.

@@ -31,7 +31,7 @@ from notary.verifier.inputs import (
     log_base_url,
     parse_receipt,
 )
-from notary.verifier.online import _level5
+from notary.verifier.online import check_consistency, record_consistency
 from notary.verifier.report import Report, require_level
 from notary.verifier.state import (
     StateFile,
@@ -220,7 +220,9 @@ async def verify_tool_call(
     if trust.requires_witnesses:
         require_level(verdict, "witnesses")
 
-    await _level5(report, receipt, proof_text, log_key, trust, fetcher, state, log_url)
+    found = await check_consistency(receipt, verdict, proof_text, log_key, trust, fetcher,
+                                    state, log_url)
+    record_consistency(report, found, state, log_key, online=fetcher is not None)
     retired = trust.retired.get(receipt.origin)
     if retired is not None:
         _check_retired(report, retired)

@@ -28,8 +28,6 @@ MAX_BRANCHES = 30
 
 # module path -> why it may be longer (ARCHITECTURE.md, "Size exceptions").
 MODULE_EXCEPTIONS: dict[str, str] = {
-    "notary/gateway/server.py": "pending: split into runtime, forwarding, tool calls and "
-                                "handlers (issue 36 item 5, the gateway split)",
     "ledger/storage/sqlite.py": "pending: the transaction hooks as a named API, views and "
                                 "registry in modules of their own (issue 36 item 1)",
     "ledger/storage/postgres.py": "pending: as ledger/storage/sqlite.py (issue 36 item 1)",
@@ -43,8 +41,6 @@ MODULE_EXCEPTIONS: dict[str, str] = {
 FUNCTION_EXCEPTIONS: dict[str, str] = {
     "notary/cli/gateway.py::register": "a flat table: the `notary gateway` command's "
                                        "arguments and subcommands, one add_argument a line",
-    "notary/verifier/online.py::_level5": "pending: a check that returns a result and one that "
-                                          "records it (issue 36 item 5, the verifier split)",
     "ledger/log/sequencer.py::Sequencer._commit_batch": "pending: apply / settle / fail "
                                                         "(issue 36 item 2)",
 }

@@ -38,8 +38,8 @@ from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
 from notary.gateway.policy import PolicyError, facts_sha256, sha256_jcs
 from notary.gateway.server import GatewayStartError
-from notary.gateway.server import _request_digest as request_digest
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
+from notary.gateway.toolcalls import request_digest
 from notary.sdk import NotaryClient, NotaryHTTPError, received_wire, verify_tool_result
 from tests.gateway_rig import (
     GATEWAY,
@@ -467,7 +467,7 @@ def unsalted_decision_digest(rig: Rig, tool: str, facts: dict[str, Any]) -> str:
 @pytest.fixture
 def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """The gateway decides in the millisecond the other tenant covered in advance."""
-    monkeypatch.setattr("notary.gateway.server.now_issued_at", lambda: SQUAT_TIME)
+    monkeypatch.setattr("notary.gateway.authorization.now_issued_at", lambda: SQUAT_TIME)
 
 
 async def test_predicted_decisions_under_another_name_do_not_block_calls(

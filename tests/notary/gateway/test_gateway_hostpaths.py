@@ -112,7 +112,7 @@ def test_resolve_path_facts_before_the_rules(tree: Path) -> None:
 
 
 def test_paths_are_resolved_for_a_local_upstream_only(tmp_path: Path) -> None:
-    from notary.gateway.server import GatewayRuntime  # deferred: the mcp SDK is heavy
+    from notary.gateway.runtime import GatewayRuntime  # deferred: the mcp SDK is heavy
 
     ensure_salt(tmp_path / "s.salt")
 

@@ -234,15 +234,17 @@ def test_projection() -> None:
 
 
 async def test_only_an_authorization_reaches_the_upstream() -> None:
-    from notary.gateway.server import Authorized, GatewayRuntime
+    from notary.gateway.authorization import Authorized
+    from notary.gateway.runtime import GatewayRuntime
+    from notary.gateway.toolcalls import forward, run
 
     runtime = GatewayRuntime.__new__(GatewayRuntime)  # no upstream at all: must not be needed
     decision = policy().decide("open", {}, None)
     forged = Authorized("open", decision, {}, object())
     with pytest.raises(PermissionError):
-        await runtime._forward(forged, {}, None)
+        await forward(runtime, forged, {}, None)
     with pytest.raises(PermissionError):
-        await runtime._run(forged, {}, None)
+        await run(runtime, forged, {}, None)
 
 
 # Strings and paths: prefix, glob, regex, length, the path normal form -----------------------

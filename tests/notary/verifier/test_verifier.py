@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from ledger.client.http import HttpClient
 from ledger.core.cosignature import CosignatureSigner
 from ledger.core.note import Ed25519Signer, merge_signatures, parse_note
 from ledger.core.tlog_proof import ProofBundle, decode_proof_bundle
@@ -38,6 +39,7 @@ from notary.verifier.inputs import (
     call_from_receipt_and_record,
     log_base_url,
 )
+from notary.verifier.online import check_consistency, record_consistency
 from notary.verifier.state import ProofResult, Reconciler, Seen, StateFile, VerifierStateError
 from notary.verifier.trust import Trust, parse_witness_keys
 from tests.notary_server import Call, LiveNotary, capture_cli, live_notary
@@ -347,6 +349,46 @@ async def test_fork_same_size_is_flagged_offline(notary: LiveNotary, tmp_path: P
     assert all(e["note"].count("\n") >= 4 for e in evidence["checkpoints"])
     assert "EVIDENCE of a FORK" in report.render()
     assert state.get(notary.vkey).size == 2  # type: ignore[union-attr]
+    await fork.close()
+
+
+async def test_level_5_decides_first_and_writes_only_when_recorded(notary: LiveNotary,
+                                                                    tmp_path: Path) -> None:
+    """``check_consistency`` returns what level 5 found and changes nothing (neither the
+    report nor the state file); ``record_consistency`` applies it, remembering the newest
+    checkpoint only when online."""
+    c0 = await notary.notarize(x=0)
+    state = StateFile(tmp_path / "state.json")
+    assert (await verify(saved(c0), notary.trust(), state)).valid  # remembers size 1
+    c1 = await notary.notarize(x=1)
+    stored = state.path.read_bytes()
+    trust = notary.trust()
+    (log_key,) = trust.log_keys
+    report = await verify(saved(c1), trust, None, online=False)
+    before = (report.to_json(), list(report.notes))
+    async with HttpClient(timeout=5.0) as fetcher:
+        found = await check_consistency(report.receipt, report.verdict, report.proof, log_key,
+                                        trust, fetcher, state, None)
+    assert found.level.status == "passed" and found.required and found.conflicts == []
+    assert found.newest is not None and found.newest.size == 2
+    assert (report.to_json(), report.notes) == before and state.path.read_bytes() == stored
+    record_consistency(report, found, state, log_key, online=False)
+    assert report.notes[-1] == f"offline: {state.path} is not updated"
+    assert state.path.read_bytes() == stored
+    record_consistency(report, found, state, log_key, online=True)
+    assert state.get(notary.vkey).size == 2  # type: ignore[union-attr]
+
+    fork = await forked_log(notary.signer, [*entries_of(c0), other_entry()])
+    report = await verify(saved(c0, await with_proof_from(fork, c0.receipt)), trust, None,
+                          online=False)
+    stored = state.path.read_bytes()
+    found = await check_consistency(report.receipt, report.verdict, report.proof, log_key,
+                                    trust, None, state, None)
+    assert found.level.status == "failed" and found.required and found.conflicts
+    assert "consistency" not in report.verdict.required and state.path.read_bytes() == stored
+    record_consistency(report, found, state, log_key, online=True)
+    assert failed_levels(report) == {"consistency"} and not report.verdict.valid
+    assert report.conflicts == found.conflicts and state.path.read_bytes() == stored
     await fork.close()
 
 
