@@ -289,7 +289,12 @@ async def _audit(args: argparse.Namespace) -> AuditReport:
     from notary.gateway.audit import AuditReport, audit_decision, check_policy
     from notary.gateway.salt import SaltError, default_salt_path, read_salt
     from notary.verifier.inputs import VerifierInputError
-    from notary.verifier.trust import complete_from_notary, load_jwks, parse_log_keys
+    from notary.verifier.trust import (
+        complete_from_notary,
+        load_jwks,
+        parse_log_keys,
+        with_policy_logs,
+    )
 
     salt_file = args.salt_file
     if salt_file is None:
@@ -306,7 +311,10 @@ async def _audit(args: argparse.Namespace) -> AuditReport:
         revealed[policy.commitment(salt)] = (str(path), policy)
     decisions, policy_receipts = await _read_evidence(args.decisions)
     try:
-        pinned = parse_log_keys(args.log_key)
+        witness_policy = _audit_witness_policy(args)
+        # The policy's log lines are pinned keys, as --log-key: the notary's fill in only when
+        # neither names any (docs/verifying.md).
+        pinned = with_policy_logs(parse_log_keys(args.log_key), witness_policy)
         needs_net = (args.jwks or "").startswith(("http://", "https://")) or (
             args.notary and (not args.jwks or not pinned))
         if needs_net:
@@ -319,12 +327,6 @@ async def _audit(args: argparse.Namespace) -> AuditReport:
         log_keys = list(keys)
     except VerifierInputError as e:
         raise _error(str(e)) from e
-    try:
-        witness_policy = _audit_witness_policy(args)
-    except VerifierInputError as e:
-        raise _error(str(e)) from e
-    if witness_policy is not None:
-        log_keys += [k for k, _ in witness_policy.logs if all(k.vkey != h.vkey for h in log_keys)]
     proofs: dict[str, str] = {}
     if witness_policy is not None and witness_policy.requires_cosignatures and not args.offline:
         receipts = [e.receipt for e in decisions] + list(policy_receipts.values())

@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, CallToolResult, RequestParamsMeta, TextContent
 
 from ledger.core.cosignature import CosignatureSigner
+from ledger.core.note import Ed25519Signer
 from notary.core import aer1
 from notary.core.meta import AER1_META_KEY, TOOL_CALL_META_KEY
 from notary.core.records import hashed_result
@@ -398,6 +399,20 @@ async def test_ledger_entries_and_audit(rig: Rig) -> None:
     policy_file.write_text(f"witness w {witness.verifier_key_text()}\nquorum none\n")
     code, out = await rig.cli(*base, "--decisions", str(rig.state), *trust,
                               "--witness-policy", str(policy_file), "--json")
+    assert code == 0 and json.loads(out)["valid"], out
+    # A policy's log lines are pinned log keys (as --log-key): the notary's own keys then fill
+    # nothing in, so a policy naming another log trusts none of this notary's receipts.
+    other_log = Ed25519Signer.generate("other.example").verifier_key_text()
+    other_policy = rig.tmp / "other-log.policy"
+    other_policy.write_text(f"log {other_log}\nquorum none\n")
+    code, out = await rig.cli(*base, "--decisions", str(rig.state), "--jwks", str(jwks_file),
+                              "--server", GATEWAY, "--notary", rig.url, "--witness-policy",
+                              str(other_policy), "--json")
+    assert code == 1 and not any(d["valid"] for d in json.loads(out)["decisions"]), out
+    own_policy = rig.tmp / "own-log.policy"
+    own_policy.write_text(f"log {rig.vkey}\nquorum none\n")
+    code, out = await rig.cli(*base, "--decisions", str(rig.state), "--jwks", str(jwks_file),
+                              "--server", GATEWAY, "--witness-policy", str(own_policy), "--json")
     assert code == 0 and json.loads(out)["valid"], out
 
     # Exported evidence, tampered: the audit catches each kind of lie.
