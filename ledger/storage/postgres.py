@@ -35,7 +35,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Self, TypeAlias, TypeVar
+from typing import Protocol, Self, TypeAlias, TypeVar
 
 from ledger.core.compact import bundle_keys, entries_between
 from ledger.core.tileparts import BundleEnd, entries_from_parts, plan_writes
@@ -49,6 +49,7 @@ from ledger.storage.base import (
     StoreError,
     StoreUnavailableError,
     TileKey,
+    TxHooks,
     WitnessState,
     WriterBusyError,
     log_suffix,
@@ -280,8 +281,14 @@ async def migrate(conn: PgConnection, component: str, migrations: Sequence[str])
     return len(migrations)
 
 
-class PostgresWriteTx:
-    """One open write transaction on one connection; it holds the state row's lock."""
+class PostgresWriteTx(TxHooks):
+    """One open write transaction on one connection; it holds the state row's lock.
+
+    Its extension API (the notary's store subclasses it): the hooks of
+    :class:`~ledger.storage.base.TxHooks`, of which :meth:`more_writes` adds a subclass's rows
+    to the commit's one statement, and :attr:`handle`, the connection, for reads under the
+    lock. The store starts it on its log (:meth:`begin_on`) and sends it (:meth:`flush`).
+    """
 
     def __init__(self, conn: PgConnection, latest: CheckpointRecord | None,
                  history_time: float) -> None:
@@ -292,11 +299,18 @@ class PostgresWriteTx:
         self.bundle_end: BundleEnd | None = None  # the store's, then what this commit leaves
         self._sql = _LOG0
         self.log_number = 0  # set by the store (the log it is on)
-        self.active_log = 0  # set by the store, from the locked row
+        self.active_log = 0  # set by the store, from the locked row (begin_on)
         self.switched = False
         # The base of the pending write: the stored checkpoint, or (after a switch with
         # writes before it) what the last write left.
         self._base: CheckpointRecord | None = latest
+
+    def begin_on(self, sql: _Sql, log_number: int, active_log: int,
+                 bundle_end: BundleEnd | None) -> None:
+        """The log the store is on, the registry's active log as of the lock, and the edge
+        bundle as the store last committed it."""
+        self._sql, self.log_number, self.active_log = sql, log_number, active_log
+        self.bundle_end = bundle_end
 
     @property
     def handle(self) -> PgConnection:
@@ -356,15 +370,6 @@ class PostgresWriteTx:
         # Written at commit, in one statement; a later write in the same transaction wins.
         self._pending = (tiles, checkpoint)
 
-    def _committed(self) -> None:
-        """Called once the transaction committed (subclasses: trust what it created)."""
-
-    def _more_writes(self, first: int) -> tuple[list[str], list[object]]:
-        """Data-modifying CTEs (``name AS (…)``) to commit in the same statement as the tiles
-        and checkpoint, with their arguments numbered from ``$first``; subclasses add their
-        rows here, so the whole commit is one round trip before ``COMMIT``."""
-        return [], []
-
     def _log_ctes(self) -> tuple[list[str], list[object]]:
         """The pending write of the log's tiles and checkpoint, as CTEs and arguments."""
         if self._pending is None:
@@ -386,9 +391,11 @@ class PostgresWriteTx:
         ctes, args = self._log_ctes()
         return "WITH " + ",\n".join(ctes) + "\nSELECT 1", args
 
-    async def _flush(self) -> None:
+    async def flush(self) -> None:
+        """Send what the transaction wrote (the log's and :meth:`more_writes`), before
+        ``COMMIT``: one statement."""
         ctes, args = self._log_ctes()
-        more, more_args = self._more_writes(len(args) + 1)
+        more, more_args = self.more_writes(len(args) + 1)
         ctes.extend(more)
         args.extend(more_args)
         if ctes:
@@ -415,6 +422,31 @@ def _record(row: asyncpg.Record | None) -> CheckpointRecord | None:
     if row is None or row["note"] is None:
         return None
     return CheckpointRecord(int(row["size"]), float(row["time"]), bytes(row["note"]))
+
+
+class _Retrying(Protocol):
+    """A store's way to run a read on a pooled connection, retrying while it is unreachable
+    (:meth:`PostgresStore._retrying`)."""
+
+    def __call__(self, fn: Callable[[PgConnection], Awaitable[T]]) -> Awaitable[T]: ...
+
+
+async def _latest_of(retrying: _Retrying, sql: _Sql
+                     ) -> CheckpointRecord | None:
+    try:
+        row = await retrying(lambda conn: conn.fetchrow(sql.head))
+    except asyncpg.exceptions.UndefinedTableError:  # a roll not committed yet
+        return None
+    return _record(row)
+
+
+async def _history_of(retrying: _Retrying, sql: _Sql, limit: int
+                      ) -> list[CheckpointRecord]:
+    try:
+        rows = await retrying(lambda conn: conn.fetch(sql.history, limit))
+    except asyncpg.exceptions.UndefinedTableError:
+        return []
+    return [CheckpointRecord(int(r[0]), float(r[1]), bytes(r[2])) for r in rows]
 
 
 class PostgresStore:
@@ -497,24 +529,10 @@ class PostgresStore:
         return await self._retrying(lambda conn: _read_tiles(conn, keys, self._sql))
 
     async def latest(self) -> CheckpointRecord | None:
-        return await self._latest_of(self._sql)
-
-    async def _latest_of(self, sql: _Sql) -> CheckpointRecord | None:
-        try:
-            row = await self._retrying(lambda conn: conn.fetchrow(sql.head))
-        except asyncpg.exceptions.UndefinedTableError:  # a roll not committed yet
-            return None
-        return _record(row)
+        return await _latest_of(self._retrying, self._sql)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        return await self._history_of(self._sql, limit)
-
-    async def _history_of(self, sql: _Sql, limit: int) -> list[CheckpointRecord]:
-        try:
-            rows = await self._retrying(lambda conn: conn.fetch(sql.history, limit))
-        except asyncpg.exceptions.UndefinedTableError:
-            return []
-        return [CheckpointRecord(int(r[0]), float(r[1]), bytes(r[2])) for r in rows]
+        return await _history_of(self._retrying, self._sql, limit)
 
     async def logs(self) -> list[LogRecord]:
         rows = await self._retrying(lambda conn: conn.fetch(_READ_LOGS))
@@ -527,7 +545,7 @@ class PostgresStore:
             self._bundle_end = None
 
     def for_log(self, n: int) -> PostgresLogView:
-        return PostgresLogView(self, _Sql.of(n))
+        return PostgresLogView(self._retrying, self.probe_space, _Sql.of(n))
 
     async def witness_state(self) -> WitnessState | None:
         async def read(conn: PgConnection) -> WitnessState | None:
@@ -624,10 +642,9 @@ class PostgresStore:
                     if row is None:
                         raise StoreError(f"log {self.log_number}'s state row is missing")
                 tx = self._new_tx(conn, _record(row), float(row["history_time"]))
-                tx._sql, tx.log_number, tx.active_log = self._sql, self.log_number, active
-                tx.bundle_end = self._bundle_end
+                tx.begin_on(self._sql, self.log_number, active, self._bundle_end)
                 yield tx
-                await tx._flush()
+                await tx.flush()
                 committing = True
                 await tr.commit()
             except BaseException as e:
@@ -647,7 +664,7 @@ class PostgresStore:
             await self._release(conn)  # committed: a connection that dies now changes nothing
             self.use_log(tx.log_number)
             self._bundle_end = tx.bundle_end
-            tx._committed()
+            tx.committed()
 
     def lease(self, name: str) -> PostgresLease:
         """The lease of job ``name`` (see :mod:`ledger.jobs.lease`): a session advisory lock."""
@@ -663,25 +680,26 @@ class PostgresStore:
 class PostgresLogView(ReadOnlyLogView):
     """A read-only view of one log of a :class:`PostgresStore` (``for_log``), on its pool."""
 
-    def __init__(self, store: PostgresStore, sql: _Sql) -> None:
-        self._store = store
+    def __init__(self, retrying: _Retrying, probe_space: Callable[[int], Awaitable[None]],
+                 sql: _Sql) -> None:
+        self._retrying = retrying  # the store's
+        self._probe_space = probe_space
         self._sql = sql
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         try:
-            return await self._store._retrying(lambda conn: _read_tiles(conn, keys, self._sql))
+            return await self._retrying(lambda conn: _read_tiles(conn, keys, self._sql))
         except asyncpg.exceptions.UndefinedTableError:
             return {}
 
     async def latest(self) -> CheckpointRecord | None:
-        return await self._store._latest_of(self._sql)
+        return await _latest_of(self._retrying, self._sql)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        return await self._store._history_of(self._sql, limit)
-
+        return await _history_of(self._retrying, self._sql, limit)
 
     async def probe_space(self, nbytes: int) -> None:
-        await self._store.probe_space(nbytes)
+        await self._probe_space(nbytes)
 
 
 

@@ -30,6 +30,7 @@ import asyncio
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import Self, cast
 
 import asyncpg
@@ -354,13 +355,25 @@ async def _holds(conn: PgConnection, name: str) -> NameHold:
     return holds_from_rows(asked, [(r[0], r[1], r[2]) for r in rows])[name]
 
 
+@dataclass
+class PgNotaryState:
+    """What a :class:`PgNotaryStore` shares with its transactions: the lookup salt (read at
+    open), the ids of the small tables a receipt row refers to (trusted once committed), and
+    how a screen tells the store's key cache which ``key_version`` it saw under the lock
+    (whether it moved: :meth:`PgNotaryStore._keys_screened`)."""
+
+    keys_screened: Callable[[int | None], bool]
+    salt: bytes = b""
+    refs: Refs = field(default_factory=Refs)
+
+
 class PgNotaryWriteTx(PostgresWriteTx):
     """The log's transaction plus the notary's screen and receipt rows."""
 
-    def __init__(self, store: PgNotaryStore, conn: PgConnection, latest: CheckpointRecord | None,
-                 history_time: float) -> None:
+    def __init__(self, conn: PgConnection, latest: CheckpointRecord | None,
+                 history_time: float, notary: PgNotaryState) -> None:
         super().__init__(conn, latest, history_time)
-        self._notary = store
+        self._notary = notary
         self._new_refs = Refs()
         self._rows: list[object] | None = None
         self._held: dict[str, str] = {}  # server names' holders, as screened, and claims
@@ -368,7 +381,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
                      servers: Collection[str] = ()) -> Screening:
         wanted = set(digests)
-        salt = self._notary._salt
+        salt = self._notary.salt
         names, months = (list(c) for c in zip(*usage, strict=True)) if usage else ([], [])
         asked = skeletons(servers)
         found: dict[str, Receipt | None] = {}
@@ -397,10 +410,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
                 spent[(row[7], row[8])] = int(row[9])
             else:
                 last, clock, version, skeleton_version = row[7], row[8], row[9], row[3]
-        store = self._notary
-        changed = version != store._keys_version
-        if changed:  # a notification may still be on its way: do not trust the cache now
-            store._keys_fresh = False
+        changed = self._notary.keys_screened(version)
         if asked:
             check_skeletons(skeleton_version)
         holds = holds_from_rows(asked, held)
@@ -411,12 +421,12 @@ class PgNotaryWriteTx(PostgresWriteTx):
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
-        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary._refs,
+        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary.refs,
                                  self._new_refs)
         if missing:
             self._new_refs.merge(await _resolve_refs(self._conn, missing))
             refs.merge(self._new_refs)
-        salt = self._notary._salt
+        salt = self._notary.salt
         cols: list[list[object]] = [[] for _ in range(9)]
         now = time.time()
         claims = [(name, name_skeleton(name), refs.accounts[account], now)
@@ -438,20 +448,21 @@ class PgNotaryWriteTx(PostgresWriteTx):
             ucols[1].append(month)
             ucols[2].append(n)
         if self._rows is not None:  # a second call in one transaction: store the first now
-            ctes, args = self._more_writes(1)
+            ctes, args = self.more_writes(1)
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
         ccols: list[list[object]] = [list(c) for c in zip(*claims, strict=True)] \
             if claims else [[], [], [], []]
         self._rows = [*cols, *ucols, latest, *ccols]
 
-    def _more_writes(self, first: int) -> tuple[list[str], list[object]]:
+    def more_writes(self, first: int) -> tuple[list[str], list[object]]:
         rows, self._rows = self._rows, None
         if rows is None:
             return [], []
         return [shift_params(cte, first - 1) for cte in _ADD_CTES], rows
 
-    def _committed(self) -> None:
-        self._notary._refs.merge(self._new_refs)
+    def committed(self) -> None:
+        super().committed()
+        self._notary.refs.merge(self._new_refs)
 
 
 class PgNotaryStore(PostgresStore):
@@ -460,8 +471,7 @@ class PgNotaryStore(PostgresStore):
     def __init__(self, pool: asyncpg.Pool, url: str, *, retry_for: float, lock_timeout: float
                  ) -> None:
         super().__init__(pool, url, retry_for=retry_for, lock_timeout=lock_timeout)
-        self._refs = Refs()
-        self._salt = b""
+        self._notary = PgNotaryState(self._keys_screened)  # the salt is read at open
         self._keys: dict[str, ApiKeyRecord] = {}
         self._keys_version: int | None = None
         # The key cache is "fresh" while a LISTEN connection is up and nothing was notified
@@ -486,7 +496,7 @@ class PgNotaryStore(PostgresStore):
                 "SELECT lookup_salt FROM notary_state WHERE one = 1"))
             if salt is None:
                 raise StoreError("the store has no lookup salt (a damaged notary schema)")
-            store._salt = bytes(salt)
+            store._notary.salt = bytes(salt)
             await store._retrying(_refresh_skeletons)
             await store._listen()
         except BaseException:
@@ -496,7 +506,7 @@ class PgNotaryStore(PostgresStore):
 
     def _new_tx(self, conn: PgConnection, latest: CheckpointRecord | None, history_time: float
                 ) -> PgNotaryWriteTx:
-        return PgNotaryWriteTx(self, conn, latest, history_time)
+        return PgNotaryWriteTx(conn, latest, history_time, self._notary)
 
     def transaction(self) -> AbstractAsyncContextManager[PgNotaryWriteTx]:
         # The base transaction yields what _new_tx made, which is a PgNotaryWriteTx here.
@@ -519,7 +529,7 @@ class PgNotaryStore(PostgresStore):
 
     async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
         found = await self._retrying(
-            lambda conn: _receipts_by_digest(conn, [call_sha256], self._salt))
+            lambda conn: _receipts_by_digest(conn, [call_sha256], self._notary.salt))
         return found.get(call_sha256)
 
     async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
@@ -589,6 +599,14 @@ class PgNotaryStore(PostgresStore):
         # Listening since before the read, and no notice since: any later change will notify.
         self._keys_fresh = listening and self._listener is not None and notices == self._notices
         return self._keys.get(key_id)
+
+    def _keys_screened(self, version: int | None) -> bool:
+        """Whether ``version``, read by a batch's screen under the lock, is not the cache's;
+        then a notification may still be on its way, and the cache is not trusted now."""
+        changed = version != self._keys_version
+        if changed:
+            self._keys_fresh = False
+        return changed
 
     async def _listen(self) -> None:
         """Open the LISTEN connection for key changes; on failure stay on per-request reads
@@ -692,7 +710,7 @@ class PgNotaryStore(PostgresStore):
             for row in await conn.fetch(
                     "SELECT r.idx, a.name FROM notary_receipts r "
                     "JOIN notary_accounts a ON a.id = r.account "
-                    "WHERE r.digest_k = $1", digest_key(call_sha256, self._salt)):
+                    "WHERE r.digest_k = $1", digest_key(call_sha256, self._notary.salt)):
                 n, index = split_position(int(row[0]))
                 data = await conn.fetchval(
                     f"SELECT data FROM ledger_tile_data{log_suffix(n)} WHERE level = -1 "
