@@ -28,10 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import random
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -54,6 +51,8 @@ from ledger.storage.base import (
     WriterBusyError,
     log_suffix,
 )
+from ledger.storage.postgres_failures import Backoff, describe, transient
+from ledger.storage.postgres_lease import PostgresLease
 
 try:
     import asyncpg
@@ -70,19 +69,6 @@ T = TypeVar("T")
 
 PgConnection: TypeAlias = "asyncpg.Connection | asyncpg.pool.PoolConnectionProxy"
 """A connection of its own (``asyncpg.connect``) or the pool's proxy for one (``acquire``)."""
-
-#: Errors that say "the server is not there (or not writable) right now", not "you asked wrong".
-TRANSIENT: tuple[type[BaseException], ...] = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,  # admin/crash shutdown, cannot connect now
-    asyncpg.exceptions.ReadOnlySQLTransactionError,  # connected to a standby
-    asyncpg.exceptions.InsufficientResourcesError,  # too many connections, disk full
-    asyncpg.exceptions.TransactionRollbackError,  # serialization failure, deadlock
-    asyncpg.InterfaceError,  # the connection was closed under us
-    asyncpg.exceptions.InternalClientError,  # a connection left mid-operation by a failure
-)
 
 # Versioned schema of the log. Each entry upgrades from the version before it; never edit one
 # that has shipped, append a new one.
@@ -227,36 +213,6 @@ def shift_params(sql: str, by: int) -> str:
 def is_postgres_url(text: str) -> bool:
     """Whether a ``--database`` value names PostgreSQL (else it is SQLite)."""
     return text.startswith(("postgresql://", "postgres://"))
-
-
-def _transient(e: BaseException) -> bool:
-    return isinstance(e, TRANSIENT)
-
-
-def _describe(e: BaseException) -> str:
-    """An error's kind and text, never a query's parameters (they may be secrets)."""
-    text = str(e).splitlines()[0] if str(e) else ""
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-class _Backoff:
-    """Jittered exponential back-off (50 ms doubling to 1 s) for ``retry_for`` seconds."""
-
-    def __init__(self, retry_for: float,
-                 giving_up: str = "the PostgreSQL database is unavailable") -> None:
-        self._deadline = time.monotonic() + retry_for
-        self._delay = 0.05
-        self._giving_up = giving_up
-
-    async def after(self, e: Exception) -> None:
-        """Wait before the next try after ``e``; re-raise ``e`` unless it is transient, and
-        raise :class:`StoreUnavailableError` once the next try would pass the deadline."""
-        if not _transient(e):
-            raise e
-        if time.monotonic() + self._delay > self._deadline:
-            raise StoreUnavailableError(f"{self._giving_up}: {_describe(e)}") from None
-        await asyncio.sleep(self._delay * (0.5 + random.random()))
-        self._delay = min(self._delay * 2, 1.0)
 
 
 async def migrate(conn: PgConnection, component: str, migrations: Sequence[str]) -> int:
@@ -473,7 +429,7 @@ class PostgresStore:
         migrated in the same locked transaction as the log's.
         """
         cannot = "cannot connect to the PostgreSQL database"
-        backoff = _Backoff(retry_for, cannot)
+        backoff = Backoff(retry_for, cannot)
         while True:
             try:
                 pool = await asyncpg.create_pool(
@@ -483,8 +439,8 @@ class PostgresStore:
                                      "application_name": "ledger"})
                 break
             except Exception as e:
-                if not _transient(e):  # a wrong password or database name: no use retrying
-                    raise StoreUnavailableError(f"{cannot}: {_describe(e)}") from None
+                if not transient(e):  # a wrong password or database name: no use retrying
+                    raise StoreUnavailableError(f"{cannot}: {describe(e)}") from None
                 await backoff.after(e)
         store = cls(pool, url, retry_for=retry_for, lock_timeout=lock_timeout)
         try:
@@ -508,7 +464,7 @@ class PostgresStore:
         Only for work that is safe to repeat (reads, idempotent writes, whole transactions
         that roll back on failure).
         """
-        backoff = _Backoff(self.retry_for)
+        backoff = Backoff(self.retry_for)
         while True:
             conn = None
             try:
@@ -582,7 +538,7 @@ class PostgresStore:
                 await conn.execute("DELETE FROM ledger_write_probe")
             except asyncpg.exceptions.DiskFullError as e:
                 raise StorageFullError(f"the PostgreSQL server's disk is full: "
-                                       f"{_describe(e)}") from None
+                                       f"{describe(e)}") from None
 
         await self._retrying(probe)
 
@@ -592,7 +548,7 @@ class PostgresStore:
 
         Nothing has been written yet at any point where this retries.
         """
-        backoff = _Backoff(self.retry_for)
+        backoff = Backoff(self.retry_for)
         while True:
             conn = None
             try:
@@ -651,14 +607,14 @@ class PostgresStore:
                 await self._discard(conn)
                 if isinstance(e, asyncpg.exceptions.DiskFullError):
                     raise StorageFullError(
-                        f"the PostgreSQL server's disk is full ({_describe(e)}): the "
+                        f"the PostgreSQL server's disk is full ({describe(e)}): the "
                         "transaction was rolled back") from None
-                if isinstance(e, Exception) and _transient(e):
+                if isinstance(e, Exception) and transient(e):
                     what = ("the connection was lost during COMMIT; whether it committed is "
                             "unknown, and nothing of it was acknowledged") if committing else (
                             "the transaction was rolled back")
                     raise StoreUnavailableError(
-                        f"the PostgreSQL database became unavailable ({_describe(e)}): "
+                        f"the PostgreSQL database became unavailable ({describe(e)}): "
                         f"{what}") from None
                 raise
             await self._release(conn)  # committed: a connection that dies now changes nothing
@@ -700,63 +656,3 @@ class PostgresLogView(ReadOnlyLogView):
 
     async def probe_space(self, nbytes: int) -> None:
         await self._probe_space(nbytes)
-
-
-
-class PostgresLease:
-    """A session advisory lock on a connection of its own, for one job (:mod:`ledger.jobs.lease`).
-
-    The lock lives as long as that connection: when the holder dies, or the server it is
-    connected to does, the lock is gone and another process's :meth:`try_acquire` succeeds (on
-    the new primary after a failover, where no session holds it).
-    """
-
-    #: Seconds any one exchange with the server may take (connect, the lock's query, a close):
-    #: a server that stops answering costs a runner a round, never its task.
-    TIMEOUT = 5.0
-
-    def __init__(self, url: str, name: str) -> None:
-        self.url = url
-        self.key = int.from_bytes(hashlib.sha256(b"lease:" + name.encode()).digest()[:8], "big",
-                                  signed=True)
-        self._conn: asyncpg.Connection | None = None
-
-    async def try_acquire(self) -> bool:
-        if self.held():
-            return True
-        await self.release()
-        try:
-            conn = await asyncpg.connect(self.url, timeout=self.TIMEOUT,
-                                         server_settings={"application_name": "ledger-lease"})
-        except Exception as e:
-            if _transient(e):
-                return False
-            raise
-        try:
-            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key,
-                                           timeout=self.TIMEOUT))
-        except Exception:
-            with contextlib.suppress(Exception):
-                conn.terminate()
-            return False
-        if not got:
-            await self._close(conn)
-            return False
-        self._conn = conn
-        return True
-
-    def held(self) -> bool:
-        return self._conn is not None and not self._conn.is_closed()
-
-    async def release(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await self._close(conn)
-
-    async def _close(self, conn: asyncpg.Connection) -> None:
-        """Close gracefully (the server logs no lost client) within :attr:`TIMEOUT`, else drop
-        the socket: either way the session ends, and with it any lock it held."""
-        with contextlib.suppress(Exception):
-            await conn.close(timeout=self.TIMEOUT)
-        with contextlib.suppress(Exception):
-            conn.terminate()
