@@ -353,8 +353,8 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         await self._lookup_keys([r.receipt for r in receipts])
         if usage:
             self.queue("INSERT INTO usage (account, month, count) VALUES (?, ?, ?) "
-                        "ON CONFLICT (account, month) DO UPDATE SET count = count + excluded.count",
-                        [(refs.accounts[a], m, n) for (a, m), n in usage.items()])
+                       "ON CONFLICT (account, month) DO UPDATE SET count = count + excluded.count",
+                       [(refs.accounts[a], m, n) for (a, m), n in usage.items()])
 
     async def _lookup_keys(self, receipts: Sequence[Receipt]) -> None:
         """Append the receipts' lookup keys, and merge a slice of the generation being merged
@@ -372,7 +372,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         else:
             state = view.closes() or view.state
         if state.merging:
-            runs = runs or view.runs
+            runs = runs if runs is not None else view.runs
             if runs is None or not runs.covers(state):
                 closing = state  # built once per generation and process, off the loop
                 runs = await self.read_locked(lambda conn: build_runs(conn, closing))
