@@ -183,6 +183,31 @@ class RollingTx(WriteTx, Protocol):
     async def switch_log(self, n: int, *, create: bool = False) -> None: ...
 
 
+class TxHooks:
+    """The extension API of every backend's write transaction: what a store that adds tables
+    to the log (the notary's, ``notary/store/``) overrides in its subclass of the backend's
+    transaction (``SqliteWriteTx``, ``PostgresWriteTx``, ``MemoryWriteTx``), under the same
+    names everywhere.
+
+    The backend calls the hooks; a subclass calls ``super()`` first. What a subclass *uses*
+    (not overrides) is the backend's own and documented on its transaction class: SQLite
+    buffers rows with ``queue`` and reads under the lock with ``read_locked`` and
+    ``read_locked_now``; PostgreSQL adds rows to its one commit statement through the
+    :meth:`more_writes` hook and reads on ``handle``; memory keeps rows on the transaction.
+    """
+
+    def committed(self) -> None:
+        """Called once the transaction has committed, on the caller's thread, before the
+        ``async with`` block returns: caches may now trust what it wrote (never called for a
+        transaction that rolled back). Memory applies the transaction's writes here."""
+
+    def more_writes(self, first: int) -> tuple[list[str], list[object]]:
+        """Rows to commit with the log's own in one statement, as data-modifying CTEs
+        (``name AS (…)``) with their arguments numbered from ``$first``: PostgreSQL only,
+        where the whole commit is one round trip before ``COMMIT``. None by default."""
+        return [], []
+
+
 class LogStore(Protocol):
     """A log's store: committed reads, and :meth:`transaction` for the one writer at a time."""
 
@@ -247,7 +272,10 @@ class ReadOnlyLogView:
 class RollingStore(LogStore, Protocol):
     """A store of a sequence of logs: reads and transactions are on :attr:`log_number`."""
 
-    log_number: int
+    @property
+    def log_number(self) -> int:
+        """The log it reads and writes (changed by :meth:`use_log` only)."""
+        ...
 
     async def logs(self) -> list[LogRecord]: ...
 

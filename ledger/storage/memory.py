@@ -3,7 +3,9 @@
 The transaction is an ``asyncio.Lock`` (one writer at a time within the process) and a buffer:
 nothing a transaction wrote is visible to reads until it ends without an exception, and then
 everything is, as with the database backends. Subclasses (the notary's store) add their own
-buffered rows through their own transaction type and :meth:`MemoryStore._apply`.
+buffered rows through their own transaction type, whose :meth:`~MemoryWriteTx.committed` hook
+applies them (:class:`~ledger.storage.base.TxHooks`). What the store shares with its
+transactions is one :class:`MemoryLogs`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ledger.storage.base import (
     ReadOnlyLogView,
     StoreError,
     TileKey,
+    TxHooks,
     WitnessState,
     log_suffix,
 )
@@ -34,11 +37,25 @@ class _MemLog:
     history: list[CheckpointRecord] = field(default_factory=list)
 
 
-class MemoryWriteTx:
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-        self.log_number = store.log_number
-        self.active_log = store._active()
+@dataclass
+class MemoryLogs:
+    """A :class:`MemoryStore`'s logs, its registry and its current log: what it shares with
+    its transactions, which apply their writes here once they end cleanly."""
+
+    logs: dict[int, _MemLog] = field(default_factory=lambda: {0: _MemLog()})
+    registry: dict[int, LogRecord] = field(default_factory=dict)
+    log_number: int = 0
+
+    def active(self) -> int:
+        active = [n for n, r in self.registry.items() if r.state == "active"]
+        return max(active, default=0)
+
+
+class MemoryWriteTx(TxHooks):
+    def __init__(self, state: MemoryLogs) -> None:
+        self._state = state
+        self.log_number = state.log_number
+        self.active_log = state.active()
         # Per log touched: the tiles and the checkpoint written (applied at the end).
         self._writes: dict[int, tuple[dict[TileKey, bytes], list[CheckpointRecord]]] = {}
         self._registry: dict[int, LogRecord] = {}
@@ -56,11 +73,11 @@ class MemoryWriteTx:
         return self._writes.setdefault(self.log_number, ({}, []))
 
     async def latest(self) -> CheckpointRecord | None:
-        log = self._store._logs.get(self.log_number)
+        log = self._state.logs.get(self.log_number)
         return self.checkpoint or (log.latest if log is not None else None)
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        log = self._store._logs.get(self.log_number, _MemLog())
+        log = self._state.logs.get(self.log_number, _MemLog())
         out = {k: log.tiles[k] for k in keys if k in log.tiles}
         out.update({k: self.tiles[k] for k in keys if k in self.tiles})
         return out
@@ -74,7 +91,7 @@ class MemoryWriteTx:
         mine[1].append(checkpoint)
 
     async def logs(self) -> list[LogRecord]:
-        merged = {**self._store._registry, **self._registry}
+        merged = {**self._state.registry, **self._registry}
         return [merged[n] for n in sorted(merged)]
 
     async def put_log(self, record: LogRecord) -> None:
@@ -82,21 +99,33 @@ class MemoryWriteTx:
 
     async def switch_log(self, n: int, *, create: bool = False) -> None:
         log_suffix(n)
-        if n not in self._store._logs and n not in self._writes and not create:
+        if n not in self._state.logs and n not in self._writes and not create:
             raise StoreError(f"log {n} does not exist")
         self.log_number = n
         self._mine()
+
+    def committed(self) -> None:
+        """Make the writes visible (runs only if the transaction ended cleanly)."""
+        state = self._state
+        for n, (tiles, checkpoints) in self._writes.items():
+            log = state.logs.setdefault(n, _MemLog())
+            log.tiles.update(tiles)
+            if checkpoints:
+                log.latest = checkpoints[-1]
+                log.history.append(checkpoints[-1])
+        state.registry.update(self._registry)
+        state.log_number = self.log_number
 
 
 class MemoryLogView(ReadOnlyLogView):
     """A read-only view of one log of a :class:`MemoryStore` (``for_log``)."""
 
-    def __init__(self, store: MemoryStore, n: int) -> None:
-        self._store = store
+    def __init__(self, state: MemoryLogs, n: int) -> None:
+        self._state = state
         self._n = n
 
     def _log(self) -> _MemLog:
-        return self._store._logs.get(self._n, _MemLog())
+        return self._state.logs.get(self._n, _MemLog())
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         tiles = self._log().tiles
@@ -116,28 +145,26 @@ class MemoryLogView(ReadOnlyLogView):
 
 class MemoryStore:
     def __init__(self) -> None:
-        self._logs: dict[int, _MemLog] = {0: _MemLog()}
-        self._registry: dict[int, LogRecord] = {}
-        self.log_number = 0
+        self._state = MemoryLogs()
         self._witness_state: WitnessState | None = None
         self._finals: dict[str, bytes] = {}
         self._lock = asyncio.Lock()
 
     @property
+    def log_number(self) -> int:
+        return self._state.log_number
+
+    @property
     def tiles(self) -> dict[TileKey, bytes]:
-        return self._logs[self.log_number].tiles
+        return self._state.logs[self.log_number].tiles
 
     @property
     def _latest(self) -> CheckpointRecord | None:
-        return self._logs[self.log_number].latest
+        return self._state.logs[self.log_number].latest
 
     @_latest.setter
     def _latest(self, record: CheckpointRecord | None) -> None:  # tests: a restored backup
-        self._logs[self.log_number].latest = record
-
-    def _active(self) -> int:
-        active = [n for n, r in self._registry.items() if r.state == "active"]
-        return max(active, default=0)
+        self._state.logs[self.log_number].latest = record
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         return {k: self.tiles[k] for k in keys if k in self.tiles}
@@ -146,19 +173,20 @@ class MemoryStore:
         return self._latest
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        return self._logs[self.log_number].history[::-1][:limit]
+        return self._state.logs[self.log_number].history[::-1][:limit]
 
     async def logs(self) -> list[LogRecord]:
-        return [self._registry[n] for n in sorted(self._registry)]
+        registry = self._state.registry
+        return [registry[n] for n in sorted(registry)]
 
     def use_log(self, n: int) -> None:
-        if n not in self._logs:
+        if n not in self._state.logs:
             raise StoreError(f"log {n} does not exist")
-        self.log_number = n
+        self._state.log_number = n
 
     def for_log(self, n: int) -> MemoryLogView:
         log_suffix(n)
-        return MemoryLogView(self, n)
+        return MemoryLogView(self._state, n)
 
     async def witness_state(self) -> WitnessState | None:
         return self._witness_state
@@ -175,23 +203,15 @@ class MemoryStore:
     async def probe_space(self, nbytes: int) -> None:
         return None  # memory is never full in the sense of a disk
 
-    def _apply(self, tx: MemoryWriteTx) -> None:
-        """Make a finished transaction's writes visible (runs only if it ended cleanly)."""
-        for n, (tiles, checkpoints) in tx._writes.items():
-            log = self._logs.setdefault(n, _MemLog())
-            log.tiles.update(tiles)
-            if checkpoints:
-                log.latest = checkpoints[-1]
-                log.history.append(checkpoints[-1])
-        self._registry.update(tx._registry)
-        self.log_number = tx.log_number
+    def _new_tx(self) -> MemoryWriteTx:
+        return MemoryWriteTx(self._state)
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[MemoryWriteTx]:
         async with self._lock:
-            tx = MemoryWriteTx(self)
+            tx = self._new_tx()
             yield tx
-            self._apply(tx)
+            tx.committed()
 
     def transaction(self) -> AbstractAsyncContextManager[MemoryWriteTx]:
         return self._transaction()

@@ -28,14 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import random
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Self, TypeAlias, TypeVar
+from typing import Protocol, Self, TypeAlias, TypeVar
 
 from ledger.core.compact import bundle_keys, entries_between
 from ledger.core.tileparts import BundleEnd, entries_from_parts, plan_writes
@@ -49,10 +46,13 @@ from ledger.storage.base import (
     StoreError,
     StoreUnavailableError,
     TileKey,
+    TxHooks,
     WitnessState,
     WriterBusyError,
     log_suffix,
 )
+from ledger.storage.postgres_failures import Backoff, describe, transient
+from ledger.storage.postgres_lease import PostgresLease
 
 try:
     import asyncpg
@@ -69,19 +69,6 @@ T = TypeVar("T")
 
 PgConnection: TypeAlias = "asyncpg.Connection | asyncpg.pool.PoolConnectionProxy"
 """A connection of its own (``asyncpg.connect``) or the pool's proxy for one (``acquire``)."""
-
-#: Errors that say "the server is not there (or not writable) right now", not "you asked wrong".
-TRANSIENT: tuple[type[BaseException], ...] = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.OperatorInterventionError,  # admin/crash shutdown, cannot connect now
-    asyncpg.exceptions.ReadOnlySQLTransactionError,  # connected to a standby
-    asyncpg.exceptions.InsufficientResourcesError,  # too many connections, disk full
-    asyncpg.exceptions.TransactionRollbackError,  # serialization failure, deadlock
-    asyncpg.InterfaceError,  # the connection was closed under us
-    asyncpg.exceptions.InternalClientError,  # a connection left mid-operation by a failure
-)
 
 # Versioned schema of the log. Each entry upgrades from the version before it; never edit one
 # that has shipped, append a new one.
@@ -233,36 +220,6 @@ def is_postgres_url(text: str) -> bool:
     return text.startswith(("postgresql://", "postgres://"))
 
 
-def _transient(e: BaseException) -> bool:
-    return isinstance(e, TRANSIENT)
-
-
-def _describe(e: BaseException) -> str:
-    """An error's kind and text, never a query's parameters (they may be secrets)."""
-    text = str(e).splitlines()[0] if str(e) else ""
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-class _Backoff:
-    """Jittered exponential back-off (50 ms doubling to 1 s) for ``retry_for`` seconds."""
-
-    def __init__(self, retry_for: float,
-                 giving_up: str = "the PostgreSQL database is unavailable") -> None:
-        self._deadline = time.monotonic() + retry_for
-        self._delay = 0.05
-        self._giving_up = giving_up
-
-    async def after(self, e: Exception) -> None:
-        """Wait before the next try after ``e``; re-raise ``e`` unless it is transient, and
-        raise :class:`StoreUnavailableError` once the next try would pass the deadline."""
-        if not _transient(e):
-            raise e
-        if time.monotonic() + self._delay > self._deadline:
-            raise StoreUnavailableError(f"{self._giving_up}: {_describe(e)}") from None
-        await asyncio.sleep(self._delay * (0.5 + random.random()))
-        self._delay = min(self._delay * 2, 1.0)
-
-
 async def migrate(conn: PgConnection, component: str, migrations: Sequence[str]) -> int:
     """Bring ``component``'s tables to the newest version, inside the caller's transaction
     (which must hold :data:`SCHEMA_LOCK`). Returns the version the database is now at."""
@@ -285,8 +242,14 @@ async def migrate(conn: PgConnection, component: str, migrations: Sequence[str])
     return len(migrations)
 
 
-class PostgresWriteTx:
-    """One open write transaction on one connection; it holds the state row's lock."""
+class PostgresWriteTx(TxHooks):
+    """One open write transaction on one connection; it holds the state row's lock.
+
+    Its extension API (the notary's store subclasses it): the hooks of
+    :class:`~ledger.storage.base.TxHooks`, of which :meth:`more_writes` adds a subclass's rows
+    to the commit's one statement, and :attr:`handle`, the connection, for reads under the
+    lock. The store starts it on its log (:meth:`begin_on`) and sends it (:meth:`flush`).
+    """
 
     def __init__(self, conn: PgConnection, latest: CheckpointRecord | None,
                  history_time: float) -> None:
@@ -297,11 +260,18 @@ class PostgresWriteTx:
         self.bundle_end: BundleEnd | None = None  # the store's, then what this commit leaves
         self._sql = _LOG0
         self.log_number = 0  # set by the store (the log it is on)
-        self.active_log = 0  # set by the store, from the locked row
+        self.active_log = 0  # set by the store, from the locked row (begin_on)
         self.switched = False
         # The base of the pending write: the stored checkpoint, or (after a switch with
         # writes before it) what the last write left.
         self._base: CheckpointRecord | None = latest
+
+    def begin_on(self, sql: _Sql, log_number: int, active_log: int,
+                 bundle_end: BundleEnd | None) -> None:
+        """The log the store is on, the registry's active log as of the lock, and the edge
+        bundle as the store last committed it."""
+        self._sql, self.log_number, self.active_log = sql, log_number, active_log
+        self.bundle_end = bundle_end
 
     @property
     def handle(self) -> PgConnection:
@@ -361,15 +331,6 @@ class PostgresWriteTx:
         # Written at commit, in one statement; a later write in the same transaction wins.
         self._pending = (tiles, checkpoint)
 
-    def _committed(self) -> None:
-        """Called once the transaction committed (subclasses: trust what it created)."""
-
-    def _more_writes(self, first: int) -> tuple[list[str], list[object]]:
-        """Data-modifying CTEs (``name AS (…)``) to commit in the same statement as the tiles
-        and checkpoint, with their arguments numbered from ``$first``; subclasses add their
-        rows here, so the whole commit is one round trip before ``COMMIT``."""
-        return [], []
-
     def _log_ctes(self) -> tuple[list[str], list[object]]:
         """The pending write of the log's tiles and checkpoint, as CTEs and arguments."""
         if self._pending is None:
@@ -391,9 +352,11 @@ class PostgresWriteTx:
         ctes, args = self._log_ctes()
         return "WITH " + ",\n".join(ctes) + "\nSELECT 1", args
 
-    async def _flush(self) -> None:
+    async def flush(self) -> None:
+        """Send what the transaction wrote (the log's and :meth:`more_writes`), before
+        ``COMMIT``: one statement."""
         ctes, args = self._log_ctes()
-        more, more_args = self._more_writes(len(args) + 1)
+        more, more_args = self.more_writes(len(args) + 1)
         ctes.extend(more)
         args.extend(more_args)
         if ctes:
@@ -422,6 +385,31 @@ def _record(row: asyncpg.Record | None) -> CheckpointRecord | None:
     return CheckpointRecord(int(row["size"]), float(row["time"]), bytes(row["note"]))
 
 
+class _Retrying(Protocol):
+    """A store's way to run a read on a pooled connection, retrying while it is unreachable
+    (:meth:`PostgresStore._retrying`)."""
+
+    def __call__(self, fn: Callable[[PgConnection], Awaitable[T]]) -> Awaitable[T]: ...
+
+
+async def _latest_of(retrying: _Retrying, sql: _Sql
+                     ) -> CheckpointRecord | None:
+    try:
+        row = await retrying(lambda conn: conn.fetchrow(sql.head))
+    except asyncpg.exceptions.UndefinedTableError:  # a roll not committed yet
+        return None
+    return _record(row)
+
+
+async def _history_of(retrying: _Retrying, sql: _Sql, limit: int
+                      ) -> list[CheckpointRecord]:
+    try:
+        rows = await retrying(lambda conn: conn.fetch(sql.history, limit))
+    except asyncpg.exceptions.UndefinedTableError:
+        return []
+    return [CheckpointRecord(int(r[0]), float(r[1]), bytes(r[2])) for r in rows]
+
+
 class PostgresStore:
     """A log in a PostgreSQL database. Use :meth:`open`; close with :meth:`close`."""
 
@@ -446,7 +434,7 @@ class PostgresStore:
         migrated in the same locked transaction as the log's.
         """
         cannot = "cannot connect to the PostgreSQL database"
-        backoff = _Backoff(retry_for, cannot)
+        backoff = Backoff(retry_for, cannot)
         while True:
             try:
                 pool = await asyncpg.create_pool(
@@ -456,8 +444,8 @@ class PostgresStore:
                                      "application_name": "ledger"})
                 break
             except Exception as e:
-                if not _transient(e):  # a wrong password or database name: no use retrying
-                    raise StoreUnavailableError(f"{cannot}: {_describe(e)}") from None
+                if not transient(e):  # a wrong password or database name: no use retrying
+                    raise StoreUnavailableError(f"{cannot}: {describe(e)}") from None
                 await backoff.after(e)
         store = cls(pool, url, retry_for=retry_for, lock_timeout=lock_timeout)
         try:
@@ -481,7 +469,7 @@ class PostgresStore:
         Only for work that is safe to repeat (reads, idempotent writes, whole transactions
         that roll back on failure).
         """
-        backoff = _Backoff(self.retry_for)
+        backoff = Backoff(self.retry_for)
         while True:
             conn = None
             try:
@@ -502,24 +490,10 @@ class PostgresStore:
         return await self._retrying(lambda conn: _read_tiles(conn, keys, self._sql))
 
     async def latest(self) -> CheckpointRecord | None:
-        return await self._latest_of(self._sql)
-
-    async def _latest_of(self, sql: _Sql) -> CheckpointRecord | None:
-        try:
-            row = await self._retrying(lambda conn: conn.fetchrow(sql.head))
-        except asyncpg.exceptions.UndefinedTableError:  # a roll not committed yet
-            return None
-        return _record(row)
+        return await _latest_of(self._retrying, self._sql)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        return await self._history_of(self._sql, limit)
-
-    async def _history_of(self, sql: _Sql, limit: int) -> list[CheckpointRecord]:
-        try:
-            rows = await self._retrying(lambda conn: conn.fetch(sql.history, limit))
-        except asyncpg.exceptions.UndefinedTableError:
-            return []
-        return [CheckpointRecord(int(r[0]), float(r[1]), bytes(r[2])) for r in rows]
+        return await _history_of(self._retrying, self._sql, limit)
 
     async def logs(self) -> list[LogRecord]:
         rows = await self._retrying(lambda conn: conn.fetch(_READ_LOGS))
@@ -532,7 +506,7 @@ class PostgresStore:
             self._bundle_end = None
 
     def for_log(self, n: int) -> PostgresLogView:
-        return PostgresLogView(self, _Sql.of(n))
+        return PostgresLogView(self._retrying, self.probe_space, _Sql.of(n))
 
     async def witness_state(self) -> WitnessState | None:
         async def read(conn: PgConnection) -> WitnessState | None:
@@ -579,7 +553,7 @@ class PostgresStore:
                 await conn.execute("DELETE FROM ledger_write_probe")
             except asyncpg.exceptions.DiskFullError as e:
                 raise StorageFullError(f"the PostgreSQL server's disk is full: "
-                                       f"{_describe(e)}") from None
+                                       f"{describe(e)}") from None
 
         await self._retrying(probe)
 
@@ -589,7 +563,7 @@ class PostgresStore:
 
         Nothing has been written yet at any point where this retries.
         """
-        backoff = _Backoff(self.retry_for)
+        backoff = Backoff(self.retry_for)
         while True:
             conn = None
             try:
@@ -639,30 +613,29 @@ class PostgresStore:
                     if row is None:
                         raise StoreError(f"log {self.log_number}'s state row is missing")
                 tx = self._new_tx(conn, _record(row), float(row["history_time"]))
-                tx._sql, tx.log_number, tx.active_log = self._sql, self.log_number, active
-                tx.bundle_end = self._bundle_end
+                tx.begin_on(self._sql, self.log_number, active, self._bundle_end)
                 yield tx
-                await tx._flush()
+                await tx.flush()
                 committing = True
                 await tr.commit()
             except BaseException as e:
                 await self._discard(conn)
                 if isinstance(e, asyncpg.exceptions.DiskFullError):
                     raise StorageFullError(
-                        f"the PostgreSQL server's disk is full ({_describe(e)}): the "
+                        f"the PostgreSQL server's disk is full ({describe(e)}): the "
                         "transaction was rolled back") from None
-                if isinstance(e, Exception) and _transient(e):
+                if isinstance(e, Exception) and transient(e):
                     what = ("the connection was lost during COMMIT; whether it committed is "
                             "unknown, and nothing of it was acknowledged") if committing else (
                             "the transaction was rolled back")
                     raise StoreUnavailableError(
-                        f"the PostgreSQL database became unavailable ({_describe(e)}): "
+                        f"the PostgreSQL database became unavailable ({describe(e)}): "
                         f"{what}") from None
                 raise
             await self._release(conn)  # committed: a connection that dies now changes nothing
             self.use_log(tx.log_number)
             self._bundle_end = tx.bundle_end
-            tx._committed()
+            tx.committed()
 
     def lease(self, name: str) -> PostgresLease:
         """The lease of job ``name`` (see :mod:`ledger.jobs.lease`): a session advisory lock."""
@@ -678,82 +651,23 @@ class PostgresStore:
 class PostgresLogView(ReadOnlyLogView):
     """A read-only view of one log of a :class:`PostgresStore` (``for_log``), on its pool."""
 
-    def __init__(self, store: PostgresStore, sql: _Sql) -> None:
-        self._store = store
+    def __init__(self, retrying: _Retrying, probe_space: Callable[[int], Awaitable[None]],
+                 sql: _Sql) -> None:
+        self._retrying = retrying  # the store's
+        self._probe_space = probe_space
         self._sql = sql
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         try:
-            return await self._store._retrying(lambda conn: _read_tiles(conn, keys, self._sql))
+            return await self._retrying(lambda conn: _read_tiles(conn, keys, self._sql))
         except asyncpg.exceptions.UndefinedTableError:
             return {}
 
     async def latest(self) -> CheckpointRecord | None:
-        return await self._store._latest_of(self._sql)
+        return await _latest_of(self._retrying, self._sql)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        return await self._store._history_of(self._sql, limit)
-
+        return await _history_of(self._retrying, self._sql, limit)
 
     async def probe_space(self, nbytes: int) -> None:
-        await self._store.probe_space(nbytes)
-
-
-
-class PostgresLease:
-    """A session advisory lock on a connection of its own, for one job (:mod:`ledger.jobs.lease`).
-
-    The lock lives as long as that connection: when the holder dies, or the server it is
-    connected to does, the lock is gone and another process's :meth:`try_acquire` succeeds (on
-    the new primary after a failover, where no session holds it).
-    """
-
-    #: Seconds any one exchange with the server may take (connect, the lock's query, a close):
-    #: a server that stops answering costs a runner a round, never its task.
-    TIMEOUT = 5.0
-
-    def __init__(self, url: str, name: str) -> None:
-        self.url = url
-        self.key = int.from_bytes(hashlib.sha256(b"lease:" + name.encode()).digest()[:8], "big",
-                                  signed=True)
-        self._conn: asyncpg.Connection | None = None
-
-    async def try_acquire(self) -> bool:
-        if self.held():
-            return True
-        await self.release()
-        try:
-            conn = await asyncpg.connect(self.url, timeout=self.TIMEOUT,
-                                         server_settings={"application_name": "ledger-lease"})
-        except Exception as e:
-            if _transient(e):
-                return False
-            raise
-        try:
-            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self.key,
-                                           timeout=self.TIMEOUT))
-        except Exception:
-            with contextlib.suppress(Exception):
-                conn.terminate()
-            return False
-        if not got:
-            await self._close(conn)
-            return False
-        self._conn = conn
-        return True
-
-    def held(self) -> bool:
-        return self._conn is not None and not self._conn.is_closed()
-
-    async def release(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await self._close(conn)
-
-    async def _close(self, conn: asyncpg.Connection) -> None:
-        """Close gracefully (the server logs no lost client) within :attr:`TIMEOUT`, else drop
-        the socket: either way the session ends, and with it any lock it held."""
-        with contextlib.suppress(Exception):
-            await conn.close(timeout=self.TIMEOUT)
-        with contextlib.suppress(Exception):
-            conn.terminate()
+        await self._probe_space(nbytes)

@@ -10,34 +10,31 @@ a thread hand-off); only when another connection holds it is it waited for, up t
 timeout, on the worker thread, which is one more trip. Reads use other connections (aiosqlite
 for bulk reads, a synchronous one for point reads), so they only ever see committed data.
 
-Layout. ``tiles`` holds each tile and entry bundle whole by :func:`_tile_id`; a right-edge
-tile grows by appended rows of ``tile_parts`` (:mod:`ledger.core.tileparts`), keyed by
-:func:`_part_id`. Every read takes the two tables in one statement (:func:`read_tiles_sync`),
-hence one snapshot.
+The layout of a log's tables and their reads are in :mod:`ledger.storage.sqlite_layout`, the
+writer's thread in :mod:`ledger.storage.sqlite_thread`. What a store shares with its write
+transactions is one :class:`SqliteWriter`, which the store creates and each transaction
+receives; the notary's store extends the transaction through its documented API
+(:class:`SqliteWriteTx`, :class:`~ledger.storage.base.TxHooks`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import functools
-import queue
 import re
 import sqlite3
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, Self, TypeVar, TypeVarTuple
+from typing import Self, TypeVar
 
 import aiosqlite
 
-from ledger.core.compact import bundle_keys, entries_between
-from ledger.core.tileparts import BundleEnd, entries_from_parts, plan_writes
-from ledger.core.tiles import ENTRIES_LEVEL, TILE_HEIGHT, TILE_WIDTH
+from ledger.core.tileparts import BundleEnd, plan_writes
+from ledger.core.tiles import TILE_WIDTH
 from ledger.storage.base import (
     CheckpointRecord,
     LogRecord,
@@ -45,11 +42,38 @@ from ledger.storage.base import (
     StorageFullError,
     StoreError,
     TileKey,
+    TxHooks,
     WitnessState,
     WriterBusyError,
-    log_suffix,
 )
+from ledger.storage.sqlite_layout import (
+    LOG0,
+    Tables,
+    has_table,
+    history_async,
+    latest_async,
+    latest_sync,
+    part_id,
+    read_entries_sync,
+    read_tiles_async,
+    read_tiles_sync,
+    tile_id,
+)
+from ledger.storage.sqlite_thread import WriterThread
 from ledger.storage.writer_queue import WriterQueue
+
+__all__ = [
+    "LOG0",
+    "SqliteLogView",
+    "SqliteStore",
+    "SqliteWriteTx",
+    "SqliteWriter",
+    "Tables",
+    "latest_sync",
+    "logs_sync",
+    "multi_row",
+    "read_tiles_sync",
+]
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 
@@ -112,38 +136,7 @@ CREATE TABLE IF NOT EXISTS logs (
 """
 
 
-@dataclass(frozen=True)
-class Tables:
-    """The names of one log's tables: log 0's are the original ones, log n's carry ``_n``
-    (DESIGN-33: no migration of an existing log, ever)."""
-
-    tiles: str
-    parts: str
-    state: str
-    checkpoints: str
-
-    @classmethod
-    def of(cls, n: int) -> Tables:
-        suffix = log_suffix(n)
-        return cls(f"tiles{suffix}", f"tile_parts{suffix}", f"log_state{suffix}",
-                   f"checkpoints{suffix}")
-
-    def schema(self) -> list[str]:
-        """The statements that create these tables (log 0's exist from the start)."""
-        return [
-            f"CREATE TABLE IF NOT EXISTS {self.tiles} (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
-            f"CREATE TABLE IF NOT EXISTS {self.parts} (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
-            f"CREATE TABLE IF NOT EXISTS {self.state} (one INTEGER PRIMARY KEY CHECK (one = 1), "
-            "size INTEGER NOT NULL, time REAL NOT NULL, note BLOB NOT NULL)",
-            f"CREATE TABLE IF NOT EXISTS {self.checkpoints} (size INTEGER PRIMARY KEY, "
-            "time REAL NOT NULL, note BLOB NOT NULL)",
-        ]
-
-
-LOG0 = Tables.of(0)
-
 _T = TypeVar("_T")
-_Args = TypeVarTuple("_Args")
 
 Statements = list[tuple[str, list[Sequence[object]]]]
 
@@ -153,129 +146,6 @@ class _Busy:
 
 
 _BUSY = _Busy()
-
-
-def _tile_id(key: TileKey) -> int:
-    level, index = key
-    return ((level + 1) << 48) | index
-
-
-def _tile_key(rowid: int) -> TileKey:
-    return (rowid >> 48) - 1, rowid & ((1 << 48) - 1)
-
-
-def _part_id(tile_id: int, start: int) -> int:
-    """The ``tile_parts`` id of a tile's part whose first element is at ``start`` (0-255)."""
-    return tile_id << TILE_HEIGHT | start
-
-
-def _tiles_query(keys: Sequence[TileKey], t: Tables = LOG0) -> tuple[str, list[int]]:
-    """One statement for these tiles' rows and every part between the first and the last.
-
-    Parts exist only for right-edge tiles (one per level at most), so the range holds few
-    rows beyond the ones asked for; they are dropped by :func:`_assemble`.
-    """
-    ids = [_tile_id(k) for k in keys]
-    marks = ",".join("?" * len(ids))
-    sql = (f"SELECT id, NULL, data FROM {t.tiles} WHERE id IN ({marks}) UNION ALL "
-           f"SELECT id >> 8, id, data FROM {t.parts} WHERE id BETWEEN ? AND ?")
-    return sql, [*ids, _part_id(min(ids), 0), _part_id(max(ids), TILE_WIDTH - 1)]
-
-
-def _assemble(rows: Iterable[Any], keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-    """Each tile's row followed by its parts in order (``tiles`` rows come first in a
-    ``UNION ALL``); tiles that were not asked for are dropped."""
-    wanted = {_tile_id(k) for k in keys}
-    whole: dict[int, bytes] = {}
-    parts: list[tuple[int, int, bytes]] = []
-    for tile_id, part_id, data in rows:
-        if part_id is None:
-            whole[tile_id] = bytes(data)
-        elif tile_id in wanted:
-            parts.append((tile_id, part_id, bytes(data)))
-    if parts:
-        parts.sort()
-        grown: dict[int, list[bytes]] = {}
-        for tile_id, _, data in parts:
-            grown.setdefault(tile_id, [whole.get(tile_id, b"")]).append(data)
-        whole.update((tile_id, b"".join(pieces)) for tile_id, pieces in grown.items())
-    return {_tile_key(tile_id): data for tile_id, data in whole.items()}
-
-
-async def _read_tiles(conn: aiosqlite.Connection, keys: Sequence[TileKey], t: Tables
-                      ) -> dict[TileKey, bytes]:
-    out: dict[TileKey, bytes] = {}
-    keys = list(dict.fromkeys(keys))
-    for i in range(0, len(keys), 500):
-        chunk = keys[i : i + 500]
-        # One round trip to aiosqlite's thread (iterating a cursor costs one per chunk and close).
-        sql, params = _tiles_query(chunk, t)
-        out.update(_assemble(await conn.execute_fetchall(sql, params), chunk))
-    return out
-
-
-async def _latest(conn: aiosqlite.Connection, t: Tables) -> CheckpointRecord | None:
-    try:
-        rows = list(await conn.execute_fetchall(
-            f"SELECT size, time, note FROM {t.state} WHERE one = 1"))
-    except sqlite3.OperationalError as e:
-        if "no such table" in str(e):  # a log whose roll has not committed yet
-            return None
-        raise
-    if not rows:
-        return None
-    row = rows[0]
-    return CheckpointRecord(row[0], row[1], bytes(row[2]))
-
-
-def read_tiles_sync(conn: sqlite3.Connection, keys: Sequence[TileKey], t: Tables = LOG0
-                    ) -> dict[TileKey, bytes]:
-    """Stored tiles and bundles by key, on any connection to a log's file (the notary reads
-    its receipts' entries with it); keys not stored are left out. ``t``: which log's."""
-    out: dict[TileKey, bytes] = {}
-    keys = list(dict.fromkeys(keys))
-    for i in range(0, len(keys), 500):
-        chunk = keys[i : i + 500]
-        sql, params = _tiles_query(chunk, t)
-        out.update(_assemble(conn.execute(sql, params), chunk))
-    return out
-
-
-def _read_entries_sync(conn: sqlite3.Connection, start: int, end: int,
-                       known: BundleEnd | None, t: Tables = LOG0
-                       ) -> tuple[list[bytes], BundleEnd | None]:
-    """The entries at [start, end) and what is now known of the edge bundle's stored length.
-
-    When ``start`` falls inside a bundle that grows by parts, only its parts from ``start`` on
-    are read (the caller has the entries before): a part or two where the whole bundle is up
-    to ~40 KB and a part per commit. Anything else, a bundle stored whole or parts that do not
-    start there, is read whole. ``known`` is the edge bundle as this store last committed it;
-    when the parts extend it, the returned one says where they end, so that the next commit
-    appends its own part without walking the bundle (:func:`plan_writes`).
-    """
-    out: list[bytes] = []
-    if start & (TILE_WIDTH - 1) and start < end:
-        tile_id = _tile_id((ENTRIES_LEVEL, start >> TILE_HEIGHT))
-        rows = conn.execute(f"SELECT id & 255, data FROM {t.parts} WHERE id BETWEEN ? AND ? "
-                            "ORDER BY id", (_part_id(tile_id, start & (TILE_WIDTH - 1)),
-                                            _part_id(tile_id, TILE_WIDTH - 1))).fetchall()
-        out, start, known = entries_from_parts(rows, start, end, known)
-    if start < end:
-        out.extend(entries_between(read_tiles_sync(conn, bundle_keys(start, end), t),
-                                   start, end))
-    return out, known
-
-
-def latest_sync(conn: sqlite3.Connection, t: Tables = LOG0) -> CheckpointRecord | None:
-    if t is not LOG0 and not _has_table(conn, t.state):
-        return None
-    row = conn.execute(f"SELECT size, time, note FROM {t.state} WHERE one = 1").fetchone()
-    return None if row is None else CheckpointRecord(row[0], row[1], bytes(row[2]))
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                        (name,)).fetchone() is not None
 
 
 _LOG_COLUMNS = ("n, origin, shard, state, started, frozen_at, final_size, min_index, vkeys, "
@@ -332,61 +202,104 @@ def multi_row(sql: str, rows: Sequence[Sequence[object]]) -> Statements:
     return out
 
 
-class SqliteWriteTx:
-    """One write transaction: the lock is held, writes are buffered until the commit.
+@dataclass
+class SqliteWriter:
+    """What a :class:`SqliteStore` shares with its write transactions: the writer connection,
+    the thread that runs its work, and what the store knows of its current log as it last
+    committed it. The store creates it; each transaction starts from it and, once committed,
+    leaves its own there (:meth:`SqliteWriteTx.committed`).
 
-    Subclasses (the notary's store) add rows with :meth:`_queue`, which run in the commit's
-    trip in the order queued, and read under the lock with :meth:`_read_locked`.
+    ``conn`` is used one call at a time (the store's ``_wlock``): from the thread, and from
+    the caller's thread only for what cannot wait (trying the lock, reads under it).
     """
 
-    def __init__(self, store: SqliteStore, latest: CheckpointRecord | None) -> None:
-        self._store = store
+    path: Path
+    conn: sqlite3.Connection
+    thread: WriterThread
+    tables: Tables = LOG0
+    log_number: int = 0
+    last_history: float | None = None  # the newest history checkpoint's time; None: unread
+    last_adds: int = 0  # entries the last commit added (see LONE_ENTRIES)
+    bundle_end: BundleEnd | None = None  # the edge bundle as this store last committed it
+    last_written: CheckpointRecord | None = None  # the checkpoint it last committed
+
+    def use_log(self, n: int) -> None:
+        """Write to log ``n`` from now on (what is known of the log written before is
+        forgotten: it is another tree)."""
+        if n == self.log_number:
+            return
+        self.tables, self.log_number = Tables.of(n), n
+        self.last_history = None
+        self.bundle_end = None
+        self.last_written = None
+        self.last_adds = 0
+
+    def last_history_time(self, t: Tables) -> float:
+        """The newest history checkpoint's time in log tables ``t`` (-inf: none)."""
+        row = self.conn.execute(f"SELECT max(time) FROM {t.checkpoints}").fetchone()
+        return float(row[0]) if row and row[0] is not None else float("-inf")
+
+
+class SqliteWriteTx(TxHooks):
+    """One write transaction: the lock is held, writes are buffered until the commit.
+
+    Its extension API (the notary's store subclasses it): add rows with :meth:`queue`, which
+    run in the commit's trip in the order queued; read under the lock with
+    :meth:`read_locked` (a trip to the writer thread) or :meth:`read_locked_now` (on the
+    caller's thread); :meth:`alone_since_last_commit` says whether another connection wrote
+    since this store's last commit; and the hooks of :class:`~ledger.storage.base.TxHooks`.
+    The store reads :attr:`statements` and :attr:`adds` to commit it.
+    """
+
+    def __init__(self, writer: SqliteWriter, latest: CheckpointRecord | None) -> None:
+        self._w = writer
         self._latest = latest
-        self._t = store._t
-        self.log_number = store.log_number
-        self.active_log = store.log_number  # set under the lock by _locked_transaction
-        self._last_history = store._last_history
+        self._t = writer.tables
+        self.log_number = writer.log_number
+        self.active_log = writer.log_number  # set under the lock by the store
+        self._last_history = writer.last_history
         self._switched = False
         self._base: CheckpointRecord | None = None  # the last write's, once switched
-        self._statements: Statements = []
+        self.statements: Statements = []  # what the commit runs, in order
         self._pending_history: float | None = None
-        self._adds = 0  # entries this transaction's checkpoint adds to the stored one
-        self._bundle_end = store._bundle_end  # the store's, then what this commit leaves
+        self.adds = 0  # entries this transaction's checkpoint adds to the stored one
+        self._bundle_end = writer.bundle_end  # the store's, then what this commit leaves
         self._written: CheckpointRecord | None = None
 
-    def _queue(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+    def queue(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         """Run ``sql`` for each of ``rows`` in the commit; an ``INSERT … VALUES (?, …)`` of
         several rows becomes a few statements of many rows each (:func:`multi_row`)."""
         if rows:
-            self._statements.extend(multi_row(sql, rows))
+            self.statements.extend(multi_row(sql, rows))
 
-    async def _read_locked(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def read_locked(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """``fn(writer connection)`` in a worker thread, inside this transaction (one trip)."""
-        result: _T = await self._store._writer.run(fn, self._store._wconn)
+        result: _T = await self._w.thread.run(fn, self._w.conn)
         return result
 
-    def _read_locked_now(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    def read_locked_now(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """``fn(writer connection)`` on the caller's thread, inside this transaction: for a few
         indexed reads, cheaper than a trip to the worker thread. Safe because the transaction
         holds the store's writer lock and no trip is running between two awaits."""
-        return fn(self._store._wconn)
+        return fn(self._w.conn)
 
-    def _committed(self) -> None:
-        """Called once the transaction committed (caches may now trust what it wrote)."""
+    def committed(self) -> None:
+        """What this transaction leaves becomes the store's (its log, after a switch)."""
+        w = self._w
         if self._switched:
-            self._store.use_log(self.log_number)
-            self._store._last_history = self._last_history
+            w.use_log(self.log_number)
+            w.last_history = self._last_history
         elif self._pending_history is not None:
-            self._store._last_history = self._pending_history
-        self._store._bundle_end = self._bundle_end
+            w.last_history = self._pending_history
+        w.bundle_end = self._bundle_end
         if self._written is not None:
-            self._store._last_written = self._written
+            w.last_written = self._written
 
     async def logs(self) -> list[LogRecord]:
-        return self._read_locked_now(logs_sync)
+        return self.read_locked_now(logs_sync)
 
     async def put_log(self, record: LogRecord) -> None:
-        self._statements.append((
+        self.statements.append((
             f"INSERT OR REPLACE INTO logs ({_LOG_COLUMNS}) VALUES ({', '.join('?' * 10)})",
             [record.row()]))
 
@@ -394,42 +307,41 @@ class SqliteWriteTx:
         """See :class:`~ledger.storage.base.RollingTx`. The new log's tables are created
         at once (DDL inside the transaction: rolled back with it)."""
         t = Tables.of(n)
-        conn = self._store._wconn
-        if not _has_table(conn, t.state):
+        conn = self._w.conn
+        if not has_table(conn, t.state):
             if not create:
-                raise StoreError(f"log {n} has no tables in {self._store.path}")
+                raise StoreError(f"log {n} has no tables in {self._w.path}")
             for sql in t.schema():
                 conn.execute(sql)
         self._t, self.log_number, self._switched = t, n, True
         self._latest = self._base = latest_sync(conn, t)
         self._written = None
         self._bundle_end = None
-        self._adds = 0
-        row = conn.execute(f"SELECT max(time) FROM {t.checkpoints}").fetchone()
-        self._last_history = float(row[0]) if row and row[0] is not None else float("-inf")
+        self.adds = 0
+        self._last_history = self._w.last_history_time(t)
 
-    def _alone_since_last_commit(self) -> bool:
+    def alone_since_last_commit(self) -> bool:
         """Whether the stored checkpoint is the one this store committed last: no other
         connection has appended to the log since, so what this store knows of its own
         commits is all there is."""
-        return self._latest is not None and self._latest == self._store._last_written
+        return self._latest is not None and self._latest == self._w.last_written
 
     async def latest(self) -> CheckpointRecord | None:
         return self._latest
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        got: dict[TileKey, bytes] = await self._store._writer.run(
-            read_tiles_sync, self._store._wconn, keys, self._t)
+        got: dict[TileKey, bytes] = await self._w.thread.run(
+            read_tiles_sync, self._w.conn, keys, self._t)
         return got
 
     async def read_entries(self, start: int, end: int) -> list[bytes]:
-        conn = self._store._wconn
+        conn = self._w.conn
         got: list[bytes]
         if end - start > TILE_WIDTH:  # a long catch-up: on the worker thread, as bulk reads
-            got, known = await self._store._writer.run(
-                _read_entries_sync, conn, start, end, self._bundle_end, self._t)
-        else:  # a part or two (see _read_locked_now)
-            got, known = _read_entries_sync(conn, start, end, self._bundle_end, self._t)
+            got, known = await self._w.thread.run(
+                read_entries_sync, conn, start, end, self._bundle_end, self._t)
+        else:  # a part or two (see read_locked_now)
+            got, known = read_entries_sync(conn, start, end, self._bundle_end, self._t)
         self._bundle_end = known
         return got
 
@@ -440,23 +352,23 @@ class SqliteWriteTx:
         base = self._base if self._switched else self._latest
         cp = self._written = self._base = checkpoint
         before = base.size if base is not None else 0
-        self._adds = cp.size - before
+        self.adds = cp.size - before
         plan = plan_writes(tiles, before, cp.size, self._bundle_end)
-        self._queue(f"INSERT OR REPLACE INTO {t.tiles} (id, data) VALUES (?, ?)",
-                    [(_tile_id(k), data) for k, data in plan.whole])
-        self._queue(f"INSERT OR REPLACE INTO {t.parts} (id, data) VALUES (?, ?)",
-                    [(_part_id(_tile_id(k), start), data) for k, start, data in plan.parts])
-        self._queue(f"DELETE FROM {t.parts} WHERE id BETWEEN ? AND ?",
-                    [(_part_id(_tile_id(k), 0), _part_id(_tile_id(k), TILE_WIDTH - 1))
+        self.queue(f"INSERT OR REPLACE INTO {t.tiles} (id, data) VALUES (?, ?)",
+                    [(tile_id(k), data) for k, data in plan.whole])
+        self.queue(f"INSERT OR REPLACE INTO {t.parts} (id, data) VALUES (?, ?)",
+                    [(part_id(tile_id(k), start), data) for k, start, data in plan.parts])
+        self.queue(f"DELETE FROM {t.parts} WHERE id BETWEEN ? AND ?",
+                    [(part_id(tile_id(k), 0), part_id(tile_id(k), TILE_WIDTH - 1))
                      for k in plan.cleared])
         self._bundle_end = plan.bundle_end or self._bundle_end
-        self._queue(f"INSERT OR REPLACE INTO {t.state} (one, size, time, note) VALUES (1, ?, ?, ?)",
+        self.queue(f"INSERT OR REPLACE INTO {t.state} (one, size, time, note) VALUES (1, ?, ?, ?)",
                     [(cp.size, cp.time, cp.note)])
         last = self._last_history
         if last is None:
-            last = await self._store._writer.run(self._store._last_history_time)
+            last = await self._w.thread.run(self._w.last_history_time, t)
         if cp.time - last >= HISTORY_INTERVAL:
-            self._queue(f"INSERT OR REPLACE INTO {t.checkpoints} (size, time, note) "
+            self.queue(f"INSERT OR REPLACE INTO {t.checkpoints} (size, time, note) "
                         "VALUES (?, ?, ?)", [(cp.size, cp.time, cp.note)])
             self._pending_history = self._last_history = cp.time
 
@@ -468,7 +380,7 @@ class SqliteStore:
         self.path = path
         # Used one call at a time (_wlock): from the writer thread, and from the caller's thread
         # only for what cannot wait (trying the lock, reads under it).
-        self._wconn = writer
+        self._wconn = writer  # shared with the transactions through self._w
         self._busy_ms = int(writer.execute("PRAGMA busy_timeout").fetchone()[0])
         # The writer never waits in SQLite's busy handler except in _lock (a worker thread):
         # with the write lock held nothing it runs can be busy in WAL mode (reads see their
@@ -476,17 +388,12 @@ class SqliteStore:
         # thread without waiting (_begin_now), so no statement there has to set it first.
         writer.execute("PRAGMA busy_timeout = 0")
         self._wlock = asyncio.Lock()
-        self._writer = _WriterThread(f"sqlite writer {path.name}")
+        self._writer = WriterThread(f"sqlite writer {path.name}")
         # Taken before SQLite's write lock, so that writer processes take turns (the module's
         # theory of operation).
         self._queue = WriterQueue(path)
         self._reader = reader
-        self._t = LOG0
-        self.log_number = 0
-        self._last_history: float | None = None
-        self._last_adds = 0  # entries the last commit added (see LONE_ENTRIES)
-        self._bundle_end: BundleEnd | None = None  # as this store last committed it
-        self._last_written: CheckpointRecord | None = None  # the checkpoint it last committed
+        self._w = SqliteWriter(path, writer, self._writer)
         # Point reads of a few tiles for proofs: in WAL mode a reader never waits for the writer,
         # and an indexed read of a few 8 KiB rows takes microseconds, several times less than a
         # hop to aiosqlite's thread, so these run on the caller's thread.
@@ -508,33 +415,35 @@ class SqliteStore:
         return cls(path, writer, reader)
 
     def _new_tx(self, latest: CheckpointRecord | None) -> SqliteWriteTx:
-        return SqliteWriteTx(self, latest)
+        return SqliteWriteTx(self._w, latest)
+
+    @property
+    def log_number(self) -> int:
+        return self._w.log_number
+
+    @property
+    def _t(self) -> Tables:
+        return self._w.tables
 
     def use_log(self, n: int) -> None:
         """Read from and write to log ``n`` from now on (what this store knows of the log it
         wrote before is forgotten: it is another tree)."""
-        if n == self.log_number:
-            return
-        self._t, self.log_number = Tables.of(n), n
-        self._last_history = None
-        self._bundle_end = None
-        self._last_written = None
-        self._last_adds = 0
+        self._w.use_log(n)
 
     async def logs(self) -> list[LogRecord]:
         return logs_sync(self._point)
 
     def for_log(self, n: int) -> SqliteLogView:
-        return SqliteLogView(self, Tables.of(n))
+        return SqliteLogView(self._reader, self._point, Tables.of(n), self.probe_space)
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        return await _read_tiles(self._reader, keys, self._t)
+        return await read_tiles_async(self._reader, keys, self._t)
 
     async def latest(self) -> CheckpointRecord | None:
-        return await _latest(self._reader, self._t)
+        return await latest_async(self._reader, self._t)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        return await _history(self._reader, self._t, limit)
+        return await history_async(self._reader, self._t, limit)
 
     async def witness_state(self) -> WitnessState | None:
         row = self._point.execute("SELECT note FROM witness_published WHERE one = 1").fetchone()
@@ -566,10 +475,6 @@ class SqliteStore:
         await self._write_locked(lambda conn: conn.execute(
             "INSERT OR REPLACE INTO write_probe (one, data) VALUES (1, ?)", (bytes(nbytes),)))
         await self._write_locked(lambda conn: conn.execute("DELETE FROM write_probe"))
-
-    def _last_history_time(self) -> float:
-        row = self._wconn.execute(f"SELECT max(time) FROM {self._t.checkpoints}").fetchone()
-        return float(row[0]) if row and row[0] is not None else float("-inf")
 
     def _lock(self) -> None:
         """``BEGIN IMMEDIATE``: the write lock, waiting up to the busy timeout."""
@@ -680,7 +585,7 @@ class SqliteStore:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[SqliteWriteTx]:
-        if self._last_adds > LONE_ENTRIES:  # entries are arriving together: gather them
+        if self._w.last_adds > LONE_ENTRIES:  # entries are arriving together: gather them
             for _ in range(GATHER_TURNS):
                 await asyncio.sleep(0)
         async with self._wlock:
@@ -707,19 +612,19 @@ class SqliteStore:
         try:
             tx.active_log = _active_sync(self._wconn)
             yield tx
-            lone = tx._adds <= LONE_ENTRIES and self._last_adds <= LONE_ENTRIES
-            self._last_adds = tx._adds
+            lone = tx.adds <= LONE_ENTRIES and self._w.last_adds <= LONE_ENTRIES
+            self._w.last_adds = tx.adds
             if lone:
-                self._finish(tx._statements)
+                self._finish(tx.statements)
             else:
-                await self._writer.run(self._finish, tx._statements)
+                await self._writer.run(self._finish, tx.statements)
         except BaseException as e:
             await self._writer.run(self._abort)
             full = self._full(e)
             if full is not None:
                 raise full from e
             raise
-        tx._committed()
+        tx.committed()
 
     def transaction(self) -> AbstractAsyncContextManager[SqliteWriteTx]:
         return self._transaction()
@@ -737,45 +642,35 @@ class SqliteStore:
             self._queue.close()
 
 
-async def _history(conn: aiosqlite.Connection, t: Tables, limit: int) -> list[CheckpointRecord]:
-    try:
-        rows = await conn.execute_fetchall(
-            f"SELECT size, time, note FROM {t.checkpoints} ORDER BY size DESC LIMIT ?", (limit,))
-    except sqlite3.OperationalError as e:
-        if "no such table" in str(e):
-            return []
-        raise
-    return [CheckpointRecord(r[0], r[1], bytes(r[2])) for r in rows]
-
-
 class SqliteLogView(ReadOnlyLogView):
     """A read-only view of one log of a store (``SqliteStore.for_log``), on its connections."""
 
-    def __init__(self, store: SqliteStore, tables: Tables) -> None:
-        self._store = store
+    def __init__(self, reader: aiosqlite.Connection, point: sqlite3.Connection, tables: Tables,
+                 probe_space: Callable[[int], Awaitable[None]]) -> None:
+        self._reader = reader
+        self._point = point
         self._t = tables
+        self._probe_space = probe_space  # the store's
 
     async def read_tiles(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        return await _read_tiles(self._store._reader, keys, self._t)
+        return await read_tiles_async(self._reader, keys, self._t)
 
     def read_tiles_now(self, keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
         try:
-            return read_tiles_sync(self._store._point, keys, self._t)
+            return read_tiles_sync(self._point, keys, self._t)
         except sqlite3.OperationalError as e:
             if "no such table" in str(e):
                 return {}
             raise
 
     async def latest(self) -> CheckpointRecord | None:
-        return await _latest(self._store._reader, self._t)
+        return await latest_async(self._reader, self._t)
 
     async def history(self, limit: int = 100) -> list[CheckpointRecord]:
-        return await _history(self._store._reader, self._t, limit)
-
+        return await history_async(self._reader, self._t, limit)
 
     async def probe_space(self, nbytes: int) -> None:
-        await self._store.probe_space(nbytes)
-
+        await self._probe_space(nbytes)
 
 
 def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:
@@ -787,104 +682,3 @@ def _connect_writer(path: Path, busy_ms: int) -> sqlite3.Connection:
     conn.executescript(_SCHEMA)
     return conn
 
-
-class _Work(Protocol):
-    """What the writer thread does with a job: :meth:`call` it, then have its loop
-    :meth:`settle` it (a :class:`_Job` of any result type)."""
-
-    loop: asyncio.AbstractEventLoop
-
-    def call(self) -> None: ...
-
-    def settle(self) -> None: ...
-
-
-class _Job(Generic[_T]):
-    """One call for the writer thread, and how its waiter hears of the outcome."""
-
-    __slots__ = ("after", "args", "error", "finished", "fn", "fut", "loop", "result")
-
-    result: _T
-    """What ``fn`` returned, once it returned (unset before, and when it raised)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., _T],
-                 args: tuple[object, ...]) -> None:
-        self.loop = loop
-        self.fn = fn
-        self.args = args
-        self.fut: asyncio.Future[_T] = loop.create_future()
-        self.after: asyncio.Future[None] | None = None  # set by a cancelled waiter
-        self.finished = False
-        self.error: BaseException | None = None
-
-    def call(self) -> None:
-        """On the writer thread: run the call, keep what it returned or raised."""
-        try:
-            self.result = self.fn(*self.args)
-        except BaseException as e:  # handed to the waiter, whatever it is
-            self.error = e
-
-    def settle(self) -> None:
-        """On the loop's thread, once the call returned or raised."""
-        self.finished = True
-        if not self.fut.done():
-            if self.error is not None:
-                self.fut.set_exception(self.error)
-            else:
-                self.fut.set_result(self.result)
-        if self.after is not None and not self.after.done():
-            self.after.set_result(None)
-        self.error = None  # no cycle through the traceback
-
-
-class _WriterThread:
-    """The thread that runs a store's writer-connection work, one job at a time, in order.
-
-    A dedicated thread with a plain queue, rather than ``asyncio.to_thread``: a trip through
-    the default executor (its concurrent future, the chained asyncio future, the task around
-    ``to_thread``, ``asyncio.shield``) cost about 1.5 times the event loop's CPU of this one
-    (benchmarks/docs/history.md, notarize_cpu), and every commit makes one. The jobs are already
-    serialized by the store's ``_wlock``, so one thread loses nothing; it is a daemon and
-    started on first use.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._jobs: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def _serve(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            job.call()
-            with contextlib.suppress(RuntimeError):  # the loop closed without waiting
-                job.loop.call_soon_threadsafe(job.settle)
-            del job
-
-    async def run(self, fn: Callable[[*_Args], _T], *args: *_Args) -> _T:
-        """``fn(*args)`` on the thread, waited for even if the caller is cancelled.
-
-        A commit that has started must finish (or fail) before anything else touches the
-        connection, or a rollback could race it; the cancellation is delivered afterwards.
-        """
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
-            self._thread.start()
-        loop = asyncio.get_running_loop()
-        job = _Job(loop, fn, args)
-        self._jobs.put(job)
-        try:
-            return await job.fut
-        except asyncio.CancelledError:
-            if not job.finished:  # the call still runs (or is queued): wait for its end
-                job.after = loop.create_future()
-                await job.after
-            raise
-
-    def stop(self) -> None:
-        """Let the thread end once its queued jobs are done."""
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread = None

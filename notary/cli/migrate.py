@@ -20,7 +20,7 @@ from notary.core.databases import is_postgres
 
 if TYPE_CHECKING:
     from notary.store.base import NotaryStore
-    from notary.store.sqlite_schema import MigrationReport
+    from notary.store.sqlite_migrations import MigrationReport
 
 __all__ = ["register"]
 

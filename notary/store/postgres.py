@@ -30,6 +30,7 @@ import asyncio
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import Self, cast
 
 import asyncpg
@@ -40,7 +41,6 @@ from notary.core.logs import position, split_position
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
 from notary.core.server_names import (
-    SKELETON_VERSION,
     NameHold,
     holds_from_rows,
     name_skeleton,
@@ -59,8 +59,20 @@ from notary.store.base import (
     check_skeletons,
     new_claims,
 )
+from notary.store.postgres_schema import (
+    ADD_CTES,
+    BY_DIGESTS,
+    BY_ID,
+    KEYS_CHANNEL,
+    LOG_LOCK,
+    NOTARY_MIGRATIONS,
+    RECEIPT,
+    SCREEN,
+    USAGE,
+    refresh_skeletons,
+    resolve_refs,
+)
 from notary.store.sqlite_schema import (
-    Needed,
     Refs,
     digest_key,
     entry_at,
@@ -72,151 +84,6 @@ from notary.store.sqlite_schema import (
 
 __all__ = ["NOTARY_MIGRATIONS", "PgNotaryStore", "PgNotaryWriteTx"]
 
-NOTARY_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE notary_accounts (
-        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text NOT NULL UNIQUE,
-        monthly_allowance bigint, created double precision NOT NULL);
-    CREATE TABLE notary_api_keys (
-        key_id text PRIMARY KEY, account integer NOT NULL REFERENCES notary_accounts (id),
-        secret_sha256 bytea NOT NULL, created double precision NOT NULL,
-        revoked double precision);
-    CREATE TABLE notary_usage (
-        account integer NOT NULL REFERENCES notary_accounts (id), month text NOT NULL,
-        count bigint NOT NULL, PRIMARY KEY (account, month));
-    CREATE TABLE notary_receipt_keys (
-        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kid text NOT NULL UNIQUE,
-        jwk text NOT NULL, created double precision NOT NULL);
-    CREATE TABLE notary_ledgers (
-        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, origin text NOT NULL,
-        entry_url_prefix text NOT NULL, UNIQUE (origin, entry_url_prefix));
-    CREATE TABLE notary_names (
-        id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text NOT NULL UNIQUE);
-    CREATE TABLE notary_receipts (
-        idx bigint PRIMARY KEY, sig bytea NOT NULL, kid integer NOT NULL, ledger integer NOT NULL,
-        account integer NOT NULL, server integer NOT NULL, tool integer NOT NULL,
-        id_k integer NOT NULL, digest_k bigint NOT NULL);
-    CREATE INDEX notary_receipts_by_id ON notary_receipts (id_k);
-    CREATE INDEX notary_receipts_by_digest ON notary_receipts (digest_k);
-    CREATE INDEX notary_receipts_by_server ON notary_receipts (server, idx);
-    CREATE INDEX notary_receipts_by_tool ON notary_receipts (tool, idx);
-    CREATE INDEX notary_receipts_by_server_tool ON notary_receipts (server, tool, idx);
-    CREATE TABLE notary_state (
-        one smallint PRIMARY KEY CHECK (one = 1), lookup_salt bytea NOT NULL,
-        last_issued_at text);
-    INSERT INTO notary_state (one, lookup_salt)
-        VALUES (1, decode(replace(gen_random_uuid()::text, '-', ''), 'hex'));
-    CREATE TABLE notary_key_version (one smallint PRIMARY KEY CHECK (one = 1), n bigint NOT NULL);
-    INSERT INTO notary_key_version (one, n) VALUES (1, 0);
-    CREATE FUNCTION notary_bump_key_version() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN UPDATE notary_key_version SET n = n + 1 WHERE one = 1; RETURN NULL; END $$;
-    CREATE TRIGGER notary_api_keys_version AFTER INSERT OR UPDATE OR DELETE ON notary_api_keys
-        FOR EACH STATEMENT EXECUTE FUNCTION notary_bump_key_version();
-    CREATE TRIGGER notary_accounts_version AFTER INSERT OR UPDATE OR DELETE ON notary_accounts
-        FOR EACH STATEMENT EXECUTE FUNCTION notary_bump_key_version();
-    """,
-    # Version 2: every change to keys or accounts is also announced (at commit) to the
-    # frontends LISTENing on the channel, which keep their key cache current from it.
-    """
-    CREATE OR REPLACE FUNCTION notary_bump_key_version() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            UPDATE notary_key_version SET n = n + 1 WHERE one = 1;
-            PERFORM pg_notify('notary_key_version', '');
-            RETURN NULL;
-        END $$;
-    """,
-    # Version 3: server names belong to accounts. Names logged before go to the account of
-    # their first receipt; their UTS #39 skeletons are filled in by the first frontend that
-    # opens the store (PgNotaryStore.open: the skeleton is ICU's, not SQL's).
-    """
-    CREATE TABLE notary_server_names (
-        name text PRIMARY KEY, skeleton text,
-        account integer NOT NULL REFERENCES notary_accounts (id),
-        since double precision NOT NULL);
-    CREATE INDEX notary_server_names_by_skeleton ON notary_server_names (skeleton);
-    INSERT INTO notary_server_names (name, account, since)
-        SELECT DISTINCT ON (r.server) n.name, r.account, 0
-        FROM notary_receipts r JOIN notary_names n ON n.id = r.server
-        ORDER BY r.server, r.idx;
-    """,
-    # Version 4: the data the stored skeletons were computed with ('': unknown); the first
-    # frontend that opens the store with other data recomputes them (_refresh_skeletons).
-    """
-    CREATE TABLE notary_skeleton_version (
-        one smallint PRIMARY KEY CHECK (one = 1), version text NOT NULL);
-    INSERT INTO notary_skeleton_version (one, version) VALUES (1, '');
-    """,
-)
-"""Versioned like the log's (``schema_versions``, component ``notary``); append, never edit."""
-
-_RECEIPT = ("SELECT r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data "
-            "FROM notary_receipts r "
-            "JOIN notary_receipt_keys k ON k.id = r.kid "
-            "JOIN notary_ledgers l ON l.id = r.ledger "
-            "LEFT JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8 ")
-# LEFT: a receipt of a later log (its position is n << 40 | index) has its bundle in that
-# log's tables, read apart (_receipts); log 0's, as always, in the same statement.
-_BY_DIGESTS = _RECEIPT + "WHERE r.digest_k = ANY($1::bigint[])"
-_BY_ID = _RECEIPT + "WHERE r.id_k = $1"
-_USAGE = ("SELECT a.name, u.month, u.count FROM notary_usage u "
-          "JOIN notary_accounts a ON a.id = u.account "
-          "JOIN unnest($1::text[], $2::text[]) AS q(name, month) "
-          "ON a.name = q.name AND u.month = q.month")
-# The batch's rows, as data-modifying CTEs of the statement that writes the log's tiles and
-# checkpoint at commit (PostgresWriteTx._more_writes): one round trip for all of it.
-_ADD_CTES = (
-    """r AS (
-    INSERT INTO notary_receipts (idx, sig, kid, ledger, account, server, tool, id_k, digest_k)
-    SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::integer[], $4::integer[],
-                         $5::integer[], $6::integer[], $7::integer[], $8::integer[],
-                         $9::bigint[]))""",
-    """u AS (
-    INSERT INTO notary_usage (account, month, count)
-    SELECT * FROM unnest($10::integer[], $11::text[], $12::bigint[])
-    ON CONFLICT (account, month) DO UPDATE SET count = notary_usage.count + excluded.count)""",
-    """n AS (
-    UPDATE notary_state SET last_issued_at = $13
-    WHERE one = 1 AND $13::text IS NOT NULL
-        AND (last_issued_at IS NULL OR last_issued_at < $13))""",
-    # A claim the screen found free; a name held after all fails the commit (never hidden).
-    """sn AS (
-    INSERT INTO notary_server_names (name, skeleton, account, since)
-    SELECT * FROM unnest($14::text[], $15::text[], $16::integer[], $17::float8[]))""",
-)
-# The screen's reads in one round trip: the batch's known digests and their accounts (kind 0),
-# the holders of the batch's server names (by exact name) and their look-alikes (by skeleton;
-# kind 3), the asked usage (kind 1), and the latest issued_at with the database server's clock
-# and the stored skeletons' version (kind 2, always exactly one row: frontends on other
-# machines compare their clocks with it).
-_SCREEN = """
-SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, a.name, NULL, NULL
-FROM notary_receipts r
-JOIN notary_receipt_keys k ON k.id = r.kid
-JOIN notary_ledgers l ON l.id = r.ledger
-LEFT JOIN ledger_tile_data t ON t.level = -1 AND t.idx = r.idx >> 8
-JOIN notary_accounts a ON a.id = r.account
-WHERE r.digest_k = ANY($1::bigint[])
-UNION ALL
-SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, a.name, u.month, u.count
-FROM notary_usage u
-JOIN notary_accounts a ON a.id = u.account
-JOIN unnest($2::text[], $3::text[]) AS q(name, month) ON a.name = q.name AND u.month = q.month
-UNION ALL
-SELECT 2, NULL, NULL, sv.version, NULL, NULL, NULL, s.last_issued_at,
-    to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), v.n
-FROM notary_state s, notary_key_version v, notary_skeleton_version sv
-WHERE s.one = 1 AND v.one = 1 AND sv.one = 1
-UNION ALL
-SELECT 3, NULL, NULL, s.name, s.skeleton, NULL, NULL, a.name, NULL, NULL
-FROM notary_server_names s JOIN notary_accounts a ON a.id = s.account
-WHERE s.skeleton = ANY($4::text[]) OR s.name = ANY($5::text[])
-"""
-_LOG_LOCK = "SELECT 1 FROM ledger_state WHERE one = 1 FOR UPDATE"
-"""The log's write lock (the state row every batch locks first), for administrative writes
-that a batch's screen must not interleave with (who holds a server name)."""
-KEYS_CHANNEL = "notary_key_version"  # notified by notary_bump_key_version() on every change
-
-
 async def _receipts(conn: PgConnection, rows: Sequence[asyncpg.Record], at: int = 0
                     ) -> list[Receipt]:
     return [r for _, r in await _placed_receipts(conn, rows, at)]
@@ -224,7 +91,7 @@ async def _receipts(conn: PgConnection, rows: Sequence[asyncpg.Record], at: int 
 
 async def _placed_receipts(conn: PgConnection, rows: Sequence[asyncpg.Record], at: int = 0
                            ) -> list[tuple[int, Receipt]]:
-    """(position, receipt) of the six columns of ``rows`` from ``at`` on (``_RECEIPT``'s):
+    """(position, receipt) of the six columns of ``rows`` from ``at`` on (``RECEIPT``'s):
     a later log's entries are read from its own tables (one statement a log); a log 0 row
     without its bundle is left out, as the inner join before later logs left it out."""
     wanted: dict[int, set[int]] = {}
@@ -260,7 +127,7 @@ async def _receipts_by_digest(conn: PgConnection, digests: Collection[str], salt
     if not wanted:
         return {}
     out: dict[str, Receipt | None] = {}
-    rows = await conn.fetch(_BY_DIGESTS, sorted({digest_key(d, salt) for d in wanted}))
+    rows = await conn.fetch(BY_DIGESTS, sorted({digest_key(d, salt) for d in wanted}))
     for receipt in await _receipts(conn, rows):
         if receipt.call_sha256 in wanted:  # a short key: confirmed against the entry
             out[receipt.call_sha256] = receipt
@@ -271,68 +138,9 @@ async def _usage(conn: PgConnection, keys: Collection[UsageKey]) -> dict[UsageKe
     out = dict.fromkeys(keys, 0)
     if keys:
         names, months = zip(*keys, strict=True)
-        for name, month, count in await conn.fetch(_USAGE, list(names), list(months)):
+        for name, month, count in await conn.fetch(USAGE, list(names), list(months)):
             out[(name, month)] = int(count)
     return out
-
-
-async def _resolve_refs(conn: PgConnection, needed: Needed) -> Refs:
-    """The ids of ``needed``, creating name and ledger rows that do not exist yet; receipt keys
-    and accounts must exist."""
-    new = Refs()
-    if needed.kids:
-        new.kids.update(await _existing_ids(
-            conn, "SELECT kid, id FROM notary_receipt_keys WHERE kid = ANY($1)", needed.kids,
-            lambda kid: f"receipt key {kid} is not registered in the store"))
-    for origin, prefix in sorted(needed.ledgers):
-        await conn.execute("INSERT INTO notary_ledgers (origin, entry_url_prefix) VALUES ($1, $2) "
-                           "ON CONFLICT DO NOTHING", origin, prefix)
-        new.ledgers[(origin, prefix)] = await conn.fetchval(
-            "SELECT id FROM notary_ledgers WHERE origin = $1 AND entry_url_prefix = $2",
-            origin, prefix)
-    if needed.names:
-        await conn.execute("INSERT INTO notary_names (name) SELECT unnest($1::text[]) "
-                           "ON CONFLICT DO NOTHING", sorted(needed.names))
-        rows = await conn.fetch("SELECT name, id FROM notary_names WHERE name = ANY($1)",
-                                sorted(needed.names))
-        new.names.update((r[0], r[1]) for r in rows)
-    if needed.accounts:
-        new.accounts.update(await _existing_ids(
-            conn, "SELECT name, id FROM notary_accounts WHERE name = ANY($1)", needed.accounts,
-            lambda name: f"account {name!r} does not exist"))
-    return new
-
-
-async def _existing_ids(conn: PgConnection, sql: str, wanted: set[str],
-                        missing: Callable[[str], str]) -> dict[str, int]:
-    """{name: id} of rows that must exist already; the first one missing is a StoreError."""
-    found = {r[0]: r[1] for r in await conn.fetch(sql, sorted(wanted))}
-    absent = wanted - found.keys()
-    if absent:
-        raise StoreError(missing(min(absent)))
-    return found
-
-
-async def _refresh_skeletons(conn: PgConnection) -> None:
-    """Recompute the stored UTS #39 skeletons (those the version-3 migration left out too) if
-    they were computed with other data than this process's (:data:`SKELETON_VERSION`), under
-    the log's lock so that no batch screens names meanwhile. Holds are unaffected (a holder is
-    found by the exact name)."""
-    if await conn.fetchval("SELECT version FROM notary_skeleton_version WHERE one = 1"
-                           ) == SKELETON_VERSION:
-        return  # the usual open: no lock taken
-    async with conn.transaction():
-        await conn.execute(_LOG_LOCK)
-        stored = await conn.fetchval(
-            "SELECT version FROM notary_skeleton_version WHERE one = 1 FOR UPDATE")
-        if stored == SKELETON_VERSION:
-            return
-        rows = await conn.fetch("SELECT name, skeleton FROM notary_server_names")
-        changed = [(r[0], new) for r in rows if (new := name_skeleton(r[0])) != r[1]]
-        await conn.executemany(
-            "UPDATE notary_server_names SET skeleton = $2 WHERE name = $1", changed)
-        await conn.execute("UPDATE notary_skeleton_version SET version = $1 WHERE one = 1",
-                           SKELETON_VERSION)
 
 
 async def _account_id(conn: PgConnection, account: str) -> int:
@@ -354,13 +162,25 @@ async def _holds(conn: PgConnection, name: str) -> NameHold:
     return holds_from_rows(asked, [(r[0], r[1], r[2]) for r in rows])[name]
 
 
+@dataclass
+class PgNotaryState:
+    """What a :class:`PgNotaryStore` shares with its transactions: the lookup salt (read at
+    open), the ids of the small tables a receipt row refers to (trusted once committed), and
+    how a screen tells the store's key cache which ``key_version`` it saw under the lock
+    (whether it moved: :meth:`PgNotaryStore._keys_screened`)."""
+
+    keys_screened: Callable[[int | None], bool]
+    salt: bytes = b""
+    refs: Refs = field(default_factory=Refs)
+
+
 class PgNotaryWriteTx(PostgresWriteTx):
     """The log's transaction plus the notary's screen and receipt rows."""
 
-    def __init__(self, store: PgNotaryStore, conn: PgConnection, latest: CheckpointRecord | None,
-                 history_time: float) -> None:
+    def __init__(self, conn: PgConnection, latest: CheckpointRecord | None,
+                 history_time: float, notary: PgNotaryState) -> None:
         super().__init__(conn, latest, history_time)
-        self._notary = store
+        self._notary = notary
         self._new_refs = Refs()
         self._rows: list[object] | None = None
         self._held: dict[str, str] = {}  # server names' holders, as screened, and claims
@@ -368,7 +188,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
                      servers: Collection[str] = ()) -> Screening:
         wanted = set(digests)
-        salt = self._notary._salt
+        salt = self._notary.salt
         names, months = (list(c) for c in zip(*usage, strict=True)) if usage else ([], [])
         asked = skeletons(servers)
         found: dict[str, Receipt | None] = {}
@@ -380,7 +200,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
         version: int | None = None
         clock: str | None = None
         rows = await self._conn.fetch(
-            _SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
+            SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
             sorted(set(asked.values())), sorted(asked))
         logged = [row for row in rows if row[0] == 0]
         accounts = {int(row[1]): row[7] for row in logged}
@@ -397,10 +217,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
                 spent[(row[7], row[8])] = int(row[9])
             else:
                 last, clock, version, skeleton_version = row[7], row[8], row[9], row[3]
-        store = self._notary
-        changed = version != store._keys_version
-        if changed:  # a notification may still be on its way: do not trust the cache now
-            store._keys_fresh = False
+        changed = self._notary.keys_screened(version)
         if asked:
             check_skeletons(skeleton_version)
         holds = holds_from_rows(asked, held)
@@ -411,12 +228,12 @@ class PgNotaryWriteTx(PostgresWriteTx):
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
-        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary._refs,
+        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary.refs,
                                  self._new_refs)
         if missing:
-            self._new_refs.merge(await _resolve_refs(self._conn, missing))
+            self._new_refs.merge(await resolve_refs(self._conn, missing))
             refs.merge(self._new_refs)
-        salt = self._notary._salt
+        salt = self._notary.salt
         cols: list[list[object]] = [[] for _ in range(9)]
         now = time.time()
         claims = [(name, name_skeleton(name), refs.accounts[account], now)
@@ -438,20 +255,21 @@ class PgNotaryWriteTx(PostgresWriteTx):
             ucols[1].append(month)
             ucols[2].append(n)
         if self._rows is not None:  # a second call in one transaction: store the first now
-            ctes, args = self._more_writes(1)
+            ctes, args = self.more_writes(1)
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
         ccols: list[list[object]] = [list(c) for c in zip(*claims, strict=True)] \
             if claims else [[], [], [], []]
         self._rows = [*cols, *ucols, latest, *ccols]
 
-    def _more_writes(self, first: int) -> tuple[list[str], list[object]]:
+    def more_writes(self, first: int) -> tuple[list[str], list[object]]:
         rows, self._rows = self._rows, None
         if rows is None:
             return [], []
-        return [shift_params(cte, first - 1) for cte in _ADD_CTES], rows
+        return [shift_params(cte, first - 1) for cte in ADD_CTES], rows
 
-    def _committed(self) -> None:
-        self._notary._refs.merge(self._new_refs)
+    def committed(self) -> None:
+        super().committed()
+        self._notary.refs.merge(self._new_refs)
 
 
 class PgNotaryStore(PostgresStore):
@@ -460,8 +278,7 @@ class PgNotaryStore(PostgresStore):
     def __init__(self, pool: asyncpg.Pool, url: str, *, retry_for: float, lock_timeout: float
                  ) -> None:
         super().__init__(pool, url, retry_for=retry_for, lock_timeout=lock_timeout)
-        self._refs = Refs()
-        self._salt = b""
+        self._notary = PgNotaryState(self._keys_screened)  # the salt is read at open
         self._keys: dict[str, ApiKeyRecord] = {}
         self._keys_version: int | None = None
         # The key cache is "fresh" while a LISTEN connection is up and nothing was notified
@@ -486,8 +303,8 @@ class PgNotaryStore(PostgresStore):
                 "SELECT lookup_salt FROM notary_state WHERE one = 1"))
             if salt is None:
                 raise StoreError("the store has no lookup salt (a damaged notary schema)")
-            store._salt = bytes(salt)
-            await store._retrying(_refresh_skeletons)
+            store._notary.salt = bytes(salt)
+            await store._retrying(refresh_skeletons)
             await store._listen()
         except BaseException:
             await store.close()
@@ -496,7 +313,7 @@ class PgNotaryStore(PostgresStore):
 
     def _new_tx(self, conn: PgConnection, latest: CheckpointRecord | None, history_time: float
                 ) -> PgNotaryWriteTx:
-        return PgNotaryWriteTx(self, conn, latest, history_time)
+        return PgNotaryWriteTx(conn, latest, history_time, self._notary)
 
     def transaction(self) -> AbstractAsyncContextManager[PgNotaryWriteTx]:
         # The base transaction yields what _new_tx made, which is a PgNotaryWriteTx here.
@@ -510,7 +327,7 @@ class PgNotaryStore(PostgresStore):
         except ValueError:
             return None
         async def read(conn: PgConnection) -> list[Receipt]:
-            return await _receipts(conn, await conn.fetch(_BY_ID, key))
+            return await _receipts(conn, await conn.fetch(BY_ID, key))
 
         for receipt in await self._retrying(read):
             if receipt.id == receipt_id:
@@ -519,7 +336,7 @@ class PgNotaryStore(PostgresStore):
 
     async def receipt_by_digest(self, call_sha256: str) -> Receipt | None:
         found = await self._retrying(
-            lambda conn: _receipts_by_digest(conn, [call_sha256], self._salt))
+            lambda conn: _receipts_by_digest(conn, [call_sha256], self._notary.salt))
         return found.get(call_sha256)
 
     async def search_receipts(self, *, server: str | None = None, tool: str | None = None,
@@ -554,7 +371,7 @@ class PgNotaryStore(PostgresStore):
             if lo >= hi or limit <= 0:
                 return []
             rows = await conn.fetch(
-                _RECEIPT + "WHERE " + " AND ".join(where)
+                RECEIPT + "WHERE " + " AND ".join(where)
                 + f" ORDER BY r.idx DESC LIMIT ${len(args) + 3}", lo, hi, *args, limit)
             placed = await _placed_receipts(conn, rows)
         # The cursor's second half is a position (the index, in log 0).
@@ -589,6 +406,14 @@ class PgNotaryStore(PostgresStore):
         # Listening since before the read, and no notice since: any later change will notify.
         self._keys_fresh = listening and self._listener is not None and notices == self._notices
         return self._keys.get(key_id)
+
+    def _keys_screened(self, version: int | None) -> bool:
+        """Whether ``version``, read by a batch's screen under the lock, is not the cache's;
+        then a notification may still be on its way, and the cache is not trusted now."""
+        changed = version != self._keys_version
+        if changed:
+            self._keys_fresh = False
+        return changed
 
     async def _listen(self) -> None:
         """Open the LISTEN connection for key changes; on failure stay on per-request reads
@@ -692,7 +517,7 @@ class PgNotaryStore(PostgresStore):
             for row in await conn.fetch(
                     "SELECT r.idx, a.name FROM notary_receipts r "
                     "JOIN notary_accounts a ON a.id = r.account "
-                    "WHERE r.digest_k = $1", digest_key(call_sha256, self._salt)):
+                    "WHERE r.digest_k = $1", digest_key(call_sha256, self._notary.salt)):
                 n, index = split_position(int(row[0]))
                 data = await conn.fetchval(
                     f"SELECT data FROM ledger_tile_data{log_suffix(n)} WHERE level = -1 "
@@ -716,7 +541,7 @@ class PgNotaryStore(PostgresStore):
     async def grant_server_name(self, name: str, account: str) -> bool:
         async def write(conn: PgConnection) -> bool:
             async with conn.transaction():
-                await conn.execute(_LOG_LOCK)  # no batch screens names meanwhile
+                await conn.execute(LOG_LOCK)  # no batch screens names meanwhile
                 account_id = await _account_id(conn, account)
                 hold = await _holds(conn, name)
                 if hold.holder == account:
@@ -735,7 +560,7 @@ class PgNotaryStore(PostgresStore):
     async def move_server_name(self, name: str, account: str) -> str:
         async def write(conn: PgConnection) -> str:
             async with conn.transaction():
-                await conn.execute(_LOG_LOCK)
+                await conn.execute(LOG_LOCK)
                 account_id = await _account_id(conn, account)
                 held = await conn.fetchval(
                     "SELECT a.name FROM notary_server_names s JOIN notary_accounts a "

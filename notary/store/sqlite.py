@@ -1,13 +1,16 @@
 """The notary's store on SQLite: the log's file (``ledger.storage.sqlite``) with the notary's
 tables beside the tiles, so that a receipt row and the log entry it points at commit in one
-transaction. The layout and its migrations are in :mod:`notary.store.sqlite_schema`.
+transaction. The layout is :mod:`notary.store.sqlite_schema`, its migrations
+:mod:`notary.store.sqlite_migrations`.
 
 Point reads (a receipt, usage) are indexed lookups in a WAL database, where readers never wait
 for the writer: they take microseconds, less than a hop to a worker thread, so they run on the
 caller's thread on their own connection. A receipt's id and digest lead to it through the lookup
 tables and the keys appended since (:mod:`notary.store.sqlite_lookup`), which each commit
 appends to and merges a slice of. API keys are answered from memory while no change is
-signalled across processes (:class:`_KeySignal`, :meth:`SqliteNotaryStore.api_key`).
+signalled across processes (:class:`~notary.store.sqlite_state.KeyCache`). These caches are
+one :class:`~notary.store.sqlite_state.NotaryState`, which the store shares with its
+transactions.
 Batch writes are buffered into the log's transaction and run in its commit trip; the screen of
 a batch (duplicates, usage) reads on the writer connection under the lock, on the caller's
 thread (a worker-thread trip only for a batch of more than 512 digests: see _SCREEN_NOW).
@@ -17,8 +20,6 @@ process or another.
 
 from __future__ import annotations
 
-import mmap
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -32,6 +33,7 @@ from ledger.core.tiles import ENTRIES_LEVEL
 from ledger.storage.base import CheckpointRecord, StoreError
 from ledger.storage.sqlite import (
     SqliteStore,
+    SqliteWriter,
     SqliteWriteTx,
     Tables,
     latest_sync,
@@ -61,26 +63,27 @@ from notary.store.sqlite_lookup import (
     APPEND,
     LookupView,
     MergeState,
+    Runs,
     build_runs,
     merge_statements,
     read_since,
 )
+from notary.store.sqlite_migrations import MigrationReport, prepare
 from notary.store.sqlite_schema import (
     RECEIPT_COLUMNS,
     RECEIPT_JOINS,
-    MigrationReport,
     Refs,
     digest_key,
     entry_at,
     id_key,
     key_rows,
     lookup_salt,
-    prepare,
     receipt_from_row,
     receipt_statements,
     refs_for,
     resolve_refs,
 )
+from notary.store.sqlite_state import KeyCache, NotaryState
 
 __all__ = ["SqliteNotaryStore"]
 
@@ -100,46 +103,9 @@ _AT = f"SELECT {RECEIPT_COLUMNS} FROM receipts r {RECEIPT_JOINS} WHERE r.idx IN 
 
 _T = TypeVar("_T")
 
-KEYS_RECHECK_SECONDS = 1.0
-"""How stale the API-key cache may get when no change was signalled (a writer that died between
-its commit and its signal, or one that does not signal, such as the ``sqlite3`` shell): it is
-re-read at least this often. Issuing never depends on it: the screen re-checks under the lock."""
-
 _SCREEN_STATE = ("SELECT (SELECT last_issued_at FROM notary_state WHERE one = 1), "
                  "(SELECT n FROM key_version WHERE one = 1), "
                  "(SELECT version FROM skeleton_version WHERE one = 1)")
-
-
-class _KeySignal:
-    """Eight bytes in ``<database>-keys`` (0600), shared by every process through ``mmap``:
-    each administrative write of the store sets them to fresh random bytes once it has
-    committed, so a frontend learns that API keys may have changed without reading the
-    database on every request (a read of shared memory, the same whatever key is asked for).
-
-    Random rather than counted: two writers racing on a counter could set it back to a value a
-    reader holds, and that reader would miss the later change.
-    """
-
-    SIZE = 8
-
-    def __init__(self, database: Path) -> None:
-        self.path = database.with_name(database.name + "-keys")
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            if os.fstat(fd).st_size < self.SIZE:
-                os.ftruncate(fd, self.SIZE)
-            self._map = mmap.mmap(fd, self.SIZE)
-        finally:
-            os.close(fd)
-
-    def read(self) -> bytes:
-        return self._map[: self.SIZE]
-
-    def bump(self) -> None:
-        self._map[: self.SIZE] = os.urandom(self.SIZE)
-
-    def close(self) -> None:
-        self._map.close()
 
 
 def _rows_in(conn: sqlite3.Connection, query: str, values: Sequence[int]
@@ -320,12 +286,15 @@ def _account_id(conn: sqlite3.Connection, account: str) -> int:
 class SqliteNotaryWriteTx(SqliteWriteTx):
     """The log's transaction plus the notary's screen and receipt rows."""
 
-    def __init__(self, store: SqliteNotaryStore, latest: CheckpointRecord | None) -> None:
-        super().__init__(store, latest)
-        self._notary = store
+    def __init__(self, writer: SqliteWriter, latest: CheckpointRecord | None,
+                 notary: NotaryState) -> None:
+        super().__init__(writer, latest)
+        self._notary = notary
         self._new_refs = Refs()
-        # The merge's state after this commit and the keys it appends (for the view).
-        self._lookup_after: tuple[MergeState, list[tuple[int, int, int]]] | None = None
+        # The merge's state after this commit, the keys it appends and the runs it merged
+        # from (for the view, once committed).
+        self._lookup_after: tuple[MergeState, list[tuple[int, int, int]], Runs | None] | None \
+            = None
         self._caught_up = False
         self._held: dict[str, str] = {}  # server names' holders, as screened, and claims
 
@@ -334,10 +303,10 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         what other processes logged and merged since. Once per transaction (no other writer
         commits while it holds the lock), and not at all when the log is as this store left it
         (nobody else logged anything)."""
-        if self._caught_up or self._alone_since_last_commit():
+        if self._caught_up or self.alone_since_last_commit():
             return
-        view = self._notary._lookup
-        view.apply(*self._read_locked_now(lambda conn: read_since(conn, view.seen)))
+        view = self._notary.lookup
+        view.apply(*self.read_locked_now(lambda conn: read_since(conn, view.seen)))
         self._caught_up = True
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
@@ -345,17 +314,15 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         self._catch_up()  # every digest logged by any process is found below
 
         def read(conn: sqlite3.Connection) -> Screening:
-            store = self._notary
-            found = (_receipts_by_digest(conn, digests, store._salt, store._may_withhold,
-                                         store._lookup) if digests else {})
+            notary = self._notary
+            found = (_receipts_by_digest(conn, digests, notary.salt, notary.may_withhold,
+                                         notary.lookup) if digests else {})
             tail, version, skeleton_version = conn.execute(_SCREEN_STATE).fetchone()
             if servers:
                 check_skeletons(skeleton_version)
             # Under the lock: a key revoked (committed) by any process, signalled or not, is
             # seen here, and the batch's keys are then re-checked (Notary.screen).
-            changed = version != store._keys_version
-            if changed:
-                store._load_keys(conn, version)
+            changed = notary.keys.screen(conn, version)
             holds = _holds(conn, servers)
             self._held.update((n, h.holder) for n, h in holds.items() if h.holder is not None)
             return Screening(found, _usage(conn, usage), tail, keys_changed=changed,
@@ -364,13 +331,13 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         if len(digests) + len(usage) + len(servers) <= _SCREEN_NOW:
             # Index lookups of a few microseconds each: less than the trip to the worker
             # thread would cost (see _SCREEN_NOW).
-            return self._read_locked_now(read)
-        return await self._read_locked(read)
+            return self.read_locked_now(read)
+        return await self.read_locked(read)
 
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
-        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary._refs,
+        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary.refs,
                                  self._new_refs)
         if missing:
             # New names (a server's first receipt, or the first batch since start): one trip,
@@ -378,74 +345,65 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
             def resolve(conn: sqlite3.Connection) -> Refs:
                 return resolve_refs(conn, missing)
 
-            self._new_refs.merge(await self._read_locked(resolve))
+            self._new_refs.merge(await self.read_locked(resolve))
             refs.merge(self._new_refs)
         for sql, rows in receipt_statements(pairs, refs, new_claims(pairs, self._held),
                                             self.log_number):
-            self._queue(sql, rows)
+            self.queue(sql, rows)
         await self._lookup_keys([r.receipt for r in receipts])
         if usage:
-            self._queue("INSERT INTO usage (account, month, count) VALUES (?, ?, ?) "
-                        "ON CONFLICT (account, month) DO UPDATE SET count = count + excluded.count",
-                        [(refs.accounts[a], m, n) for (a, m), n in usage.items()])
+            self.queue("INSERT INTO usage (account, month, count) VALUES (?, ?, ?) "
+                       "ON CONFLICT (account, month) DO UPDATE SET count = count + excluded.count",
+                       [(refs.accounts[a], m, n) for (a, m), n in usage.items()])
 
     async def _lookup_keys(self, receipts: Sequence[Receipt]) -> None:
         """Append the receipts' lookup keys, and merge a slice of the generation being merged
         (closing one first when it is time): a quarter more keys of each table than are
         appended, so a generation is merged before the next one is due, and every commit does
         about the same share of the work."""
-        view = self._notary._lookup
-        keys = key_rows(receipts, self._notary._salt, self.log_number)
-        self._queue(APPEND, keys)
+        view = self._notary.lookup
+        keys = key_rows(receipts, self._notary.salt, self.log_number)
+        self.queue(APPEND, keys)
         self._catch_up()  # the merge's state as committed, whoever committed it
+        runs: Runs | None = None
         if self._lookup_after is not None:  # receipts added twice in one transaction
-            state, earlier = self._lookup_after
+            state, earlier, runs = self._lookup_after
             keys = earlier + keys
         else:
             state = view.closes() or view.state
         if state.merging:
-            runs = view.runs
+            runs = runs if runs is not None else view.runs
             if runs is None or not runs.covers(state):
                 closing = state  # built once per generation and process, off the loop
-                runs = await self._read_locked(lambda conn: build_runs(conn, closing))
-                view.use_runs(runs)
+                runs = await self.read_locked(lambda conn: build_runs(conn, closing))
             statements, state = merge_statements(state, runs, len(receipts) * 5 // 4 + 1)
             for sql, rows in statements:
-                self._queue(sql, rows)
-        self._lookup_after = (state, keys)
+                self.queue(sql, rows)
+        self._lookup_after = (state, keys, runs)
 
-    def _committed(self) -> None:
-        super()._committed()
-        self._notary._refs.merge(self._new_refs)
+    def committed(self) -> None:
+        super().committed()
+        self._notary.refs.merge(self._new_refs)
         if self._lookup_after is not None:
-            self._notary._lookup.apply(*self._lookup_after)
+            self._notary.lookup.apply(*self._lookup_after)
 
 
 class SqliteNotaryStore(SqliteStore):
     """The log and the notary's tables in one SQLite file. Open with :meth:`open`.
 
     ``migration`` tells what opening did to the notary's tables (created, migrated from an
-    older layout, receipts withheld): see :func:`notary.store.sqlite_schema.prepare`.
+    older layout, receipts withheld): see :func:`notary.store.sqlite_migrations.prepare`.
     """
 
     def __init__(self, path: Path, writer: sqlite3.Connection,
                  reader: aiosqlite.Connection) -> None:
         super().__init__(path, writer, reader)
-        self._refs = Refs()
-        self._salt = b""  # the store's lookup salt, read at open
-        self._lookup = LookupView(sqlite_lookup.GENERATION)  # read at open
-        # Only a migration withholds receipts, and only when it opens a version-1 store (before
-        # any current server runs on it); so "none withheld at open" stays true.
-        self._may_withhold = True
+        # The lookup view and the salt are read at open.
+        self._notary = NotaryState(KeyCache(path), LookupView(sqlite_lookup.GENERATION))
         self.migration: MigrationReport | None = None
-        self._keys: dict[str, ApiKeyRecord] = {}
-        self._keys_version: int | None = None
-        self._signal: _KeySignal | None = None  # None: read key_version on every lookup
-        self._keys_signal = b""  # the signal's bytes when the keys were last checked
-        self._keys_checked = float("-inf")  # time.monotonic() of that check
 
     def _new_tx(self, latest: CheckpointRecord | None) -> SqliteNotaryWriteTx:
-        return SqliteNotaryWriteTx(self, latest)
+        return SqliteNotaryWriteTx(self._w, latest, self._notary)
 
     def transaction(self) -> AbstractAsyncContextManager[SqliteNotaryWriteTx]:
         # _transaction yields what _new_tx made, which is a SqliteNotaryWriteTx here.
@@ -461,14 +419,11 @@ class SqliteNotaryStore(SqliteStore):
         """
         store = await super().open(path, create=create, busy_timeout=busy_timeout)
         try:
-            try:
-                store._signal = _KeySignal(store.path)
-            except OSError:  # e.g. a read-only directory: every lookup reads key_version
-                store._signal = None
             store.migration = await store._write_keys(lambda c: prepare(c, entry_url_bases))
-            store._salt = lookup_salt(store._point)
-            store._lookup.refresh(store._point)
-            store._may_withhold = store._point.execute(
+            notary, conn = store._notary, store._point
+            notary.salt = lookup_salt(conn)
+            notary.lookup.refresh(conn)
+            notary.may_withhold = conn.execute(
                 "SELECT 1 FROM withheld_receipts LIMIT 1").fetchone() is not None
         except BaseException:
             await store.close()
@@ -478,7 +433,7 @@ class SqliteNotaryStore(SqliteStore):
     # Receipts -------------------------------------------------------------------------------
 
     def _withheld(self, column: str, value: str) -> None:
-        if not self._may_withhold:
+        if not self._notary.may_withhold:
             return
         row = self._point.execute(f"SELECT id, problem FROM withheld_receipts WHERE {column} = ?",
                                   (value,)).fetchone()
@@ -490,13 +445,13 @@ class SqliteNotaryStore(SqliteStore):
             key = id_key(receipt_id)
         except ValueError:
             return None
-        conn = self._point
+        conn, view = self._point, self._notary.lookup
         for _ in range(2):  # again after reading what other processes logged since
-            rows = _candidates(conn, _BY_ID, [key], self._lookup.ids([key]))
+            rows = _candidates(conn, _BY_ID, [key], view.ids([key]))
             for receipt in _receipts(conn, rows):
                 if receipt.id == receipt_id:
                     return receipt
-            if not self._lookup.refresh(conn):
+            if not view.refresh(conn):
                 break
         self._withheld("id", receipt_id)
         return None
@@ -505,10 +460,11 @@ class SqliteNotaryStore(SqliteStore):
         """:func:`_receipts_by_digest` of one digest, outside the lock (so read again after
         what other processes logged since when it finds nothing)."""
         found: dict[str, Receipt | None] = {}
+        notary = self._notary
         for _ in range(2):
-            found = _receipts_by_digest(self._point, [call_sha256], self._salt,
-                                        self._may_withhold, self._lookup)
-            if found or not self._lookup.refresh(self._point):
+            found = _receipts_by_digest(self._point, [call_sha256], notary.salt,
+                                        notary.may_withhold, notary.lookup)
+            if found or not notary.lookup.refresh(self._point):
                 break
         return found
 
@@ -558,38 +514,8 @@ class SqliteNotaryStore(SqliteStore):
     # Accounts, API keys and usage -----------------------------------------------------------
 
     async def api_key(self, key_id: str) -> ApiKeyRecord | None:
-        """The key, or None; the work is the same either way.
-
-        A lookup of one key costs measurably more when the row exists (it is read and joined),
-        which would let a client learn which key ids exist. So every key is cached, and a call
-        re-reads the one-row ``key_version`` (which triggers bump on any change to keys or
-        accounts from any process) only when the shared signal moved (:class:`_KeySignal`:
-        another process, or this one, changed keys) or at least every
-        :data:`KEYS_RECHECK_SECONDS`; it reloads all keys when the version moved (a cost
-        unrelated to the key asked for) and ends in a dict lookup. A key created or revoked
-        by any store is signalled once committed, so it takes effect at once; the batch
-        screen re-checks the version under the log's lock, so a revoked key issues nothing
-        after its revocation committed, signalled or not.
-        """
-        signal = self._signal.read() if self._signal is not None else None
-        now = time.monotonic()
-        if (signal is None or signal != self._keys_signal
-                or now - self._keys_checked >= KEYS_RECHECK_SECONDS):
-            self._keys_signal = signal or b""  # read before the version: a change reloads
-            self._keys_checked = now
-            (version,) = self._point.execute(
-                "SELECT n FROM key_version WHERE one = 1").fetchone()
-            if version != self._keys_version:
-                self._load_keys(self._point, version)
-        return self._keys.get(key_id)
-
-    def _load_keys(self, conn: sqlite3.Connection, version: int) -> None:
-        """Every key, as of ``version`` (read before the keys: a change in between reloads)."""
-        rows = conn.execute(
-            "SELECT k.key_id, a.name, k.secret_sha256, k.revoked, a.monthly_allowance "
-            "FROM api_keys k JOIN accounts a ON a.id = k.account").fetchall()
-        self._keys = {r[0]: ApiKeyRecord(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows}
-        self._keys_version = version
+        """The key, or None; the work is the same either way (:meth:`KeyCache.get`)."""
+        return self._notary.keys.get(self._point, key_id)
 
     async def _write_keys(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """:meth:`_write_locked` for a write that may change keys or accounts (the only ones:
@@ -598,14 +524,11 @@ class SqliteNotaryStore(SqliteStore):
         try:
             return await self._write_locked(fn)
         finally:
-            if self._signal is not None:
-                self._signal.bump()
+            self._notary.keys.changed()
 
     async def close(self) -> None:
         await super().close()
-        if self._signal is not None:
-            self._signal.close()
-            self._signal = None
+        self._notary.keys.close()
 
     async def usage(self, account: str, month: str) -> int:
         return _usage(self._point, [(account, month)])[(account, month)]
@@ -710,7 +633,7 @@ class SqliteNotaryStore(SqliteStore):
     async def reclaim_receipts(self, lo: int, hi: int,
                                keys: Sequence[tuple[int, str, str]]) -> int:
         return await self._write_locked(
-            lambda c: sqlite_reclaim.reclaim_rows(c, lo, hi, keys, self._salt))
+            lambda c: sqlite_reclaim.reclaim_rows(c, lo, hi, keys, self._notary.salt))
 
     async def free_bytes(self) -> int | None:
         return sqlite_reclaim.free_bytes(self._point)

@@ -186,11 +186,12 @@ class LookupView:
     """This process's view of ``receipt_keys_recent``: the keys of every row it has read or
     committed that is not merged yet, by key, and the merge's state as last seen.
 
-    The rows of the generation being merged are held in :class:`Runs` once they are built (a
-    process that merges needs them in that form), in dictionaries before. Only the event
-    loop's thread changes a view: it adds keys in place, and drops them by replacing a
-    dictionary whole, so a lookup on another thread (a large batch's screen) sees every key
-    that is not in a lookup table.
+    The rows of the generation being merged are held in :class:`Runs` once a commit that
+    merges has built them (a process that merges needs them in that form), in dictionaries
+    before. A view changes only through :meth:`apply`, with a committed state, and only on the
+    event loop's thread: it adds keys in place, and drops them by replacing a dictionary
+    whole, so a lookup on another thread (a large batch's screen) sees every key that is not
+    in a lookup table.
     """
 
     def __init__(self, generation: int = GENERATION) -> None:
@@ -228,10 +229,14 @@ class LookupView:
         self.apply(state, rows)
         return changed
 
-    def apply(self, state: MergeState, rows: Rows) -> None:
+    def apply(self, state: MergeState, rows: Rows, runs: Runs | None = None) -> None:
         """A committed state of the store: ``rows`` are recent rows from ``self.seen`` on (or
-        a commit's own), ``state`` the merge's state with them."""
+        a commit's own), ``state`` the merge's state with them; ``runs``: those of the
+        generation that commit merged from, built under its lock (kept while they cover
+        ``state``; the dictionaries keep their keys until then)."""
         self.state = state
+        if runs is not None:
+            self.runs = runs
         if self.runs is not None and not self.runs.covers(state):
             self.runs = None  # merged, or closed in a commit that failed
         self._drop_below(state.merged_below)  # merged: in the tables
@@ -253,11 +258,6 @@ class LookupView:
         else:
             self._ids, self._digests = _from(self._ids, lowest), _from(self._digests, lowest)
         self._low = lowest
-
-    def use_runs(self, runs: Runs) -> None:
-        """The runs of the generation being merged, built under the lock for a merge; the
-        dictionaries keep its keys until its state is known committed (:meth:`apply`)."""
-        self.runs = runs
 
     def closes(self) -> MergeState | None:
         """The state that closes the open rows as a generation, if it is time: no generation

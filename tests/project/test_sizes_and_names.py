@@ -28,11 +28,6 @@ MAX_BRANCHES = 30
 
 # module path -> why it may be longer (ARCHITECTURE.md, "Size exceptions").
 MODULE_EXCEPTIONS: dict[str, str] = {
-    "ledger/storage/sqlite.py": "pending: the transaction hooks as a named API, views and "
-                                "registry in modules of their own (issue 36 item 1)",
-    "ledger/storage/postgres.py": "pending: as ledger/storage/sqlite.py (issue 36 item 1)",
-    "notary/store/sqlite.py": "pending: the per-store state as one object (issue 36 item 1)",
-    "notary/store/postgres.py": "pending: as notary/store/sqlite.py (issue 36 item 1)",
     "ledger/log/sequencer.py": "pending: the commit as stages, the tree-state helpers in a "
                                "module of their own (issue 36 item 2)",
 }
@@ -46,10 +41,7 @@ FUNCTION_EXCEPTIONS: dict[str, str] = {
 }
 
 # class name -> why it may be defined more than once.
-CLASS_NAME_EXCEPTIONS: dict[str, str] = {
-    "Account": "pending: notary/store/memory.py's private _Account (a store's row) is renamed "
-               "with the store seam (issue 36 item 1), which owns the stores",
-}
+CLASS_NAME_EXCEPTIONS: dict[str, str] = {}
 
 
 def production_modules(root: Path = ROOT) -> Iterator[Path]:

@@ -17,7 +17,8 @@ from ledger.core.note import Ed25519Signer
 from ledger.core.tiles import ENTRIES_LEVEL, tiles_for_size
 from ledger.log.facade import Log
 from ledger.storage.base import TileKey
-from ledger.storage.sqlite import SqliteStore, _tile_id, read_tiles_sync
+from ledger.storage.sqlite import SqliteStore
+from ledger.storage.sqlite_layout import read_tiles_sync, tile_id
 
 SIGNER = Ed25519Signer.generate("parts.test/log")
 
@@ -96,7 +97,7 @@ async def test_a_store_with_its_edge_written_whole_gains_parts_after_it(tmp_path
         edge = read_tiles_sync(db, _every_key(300))
         db.execute("DELETE FROM tile_parts")
         db.executemany("INSERT OR REPLACE INTO tiles (id, data) VALUES (?, ?)",
-                       [(_tile_id(key), data) for key, data in edge.items()])
+                       [(tile_id(key), data) for key, data in edge.items()])
     assert edge == _expected(300)
 
     store = await SqliteStore.open(path)
@@ -162,7 +163,7 @@ async def test_catching_up_reads_only_the_other_writers_parts(
     with sqlite3.connect(path) as conn:
         starts = [row[0] & 0xFF for row in conn.execute(
             "SELECT id FROM tile_parts WHERE id >> 8 = ? ORDER BY id",
-            (_tile_id((ENTRIES_LEVEL, 0)),))]
+            (tile_id((ENTRIES_LEVEL, 0)),))]
     assert starts == [10, 11, 13]
     monkeypatch.undo()
     for got in await _stored(a.store, 14):  # type: ignore[arg-type]

@@ -11,7 +11,8 @@ import pytest
 
 from ledger.core.note import Ed25519Signer
 from ledger.log.facade import Log
-from ledger.storage.sqlite import LONE_ENTRIES, SqliteStore, _WriterThread
+from ledger.storage.sqlite import LONE_ENTRIES, SqliteStore
+from ledger.storage.sqlite_thread import WriterThread
 
 
 async def test_batches_commit_on_the_stores_own_thread_and_an_idle_logs_on_the_loops(
@@ -48,7 +49,7 @@ async def test_batches_commit_on_the_stores_own_thread_and_an_idle_logs_on_the_l
 
 
 async def test_calls_run_in_order_and_errors_reach_the_caller() -> None:
-    thread = _WriterThread("test writer")
+    thread = WriterThread("test writer")
     seen: list[int] = []
 
     def note(i: int) -> int:
@@ -69,7 +70,7 @@ async def test_calls_run_in_order_and_errors_reach_the_caller() -> None:
 
 async def test_a_cancelled_caller_is_answered_only_after_the_call_ended() -> None:
     # A commit that has started must end before anything else touches the connection.
-    thread = _WriterThread("test writer")
+    thread = WriterThread("test writer")
     started, release = threading.Event(), threading.Event()
     ended: list[str] = []
 

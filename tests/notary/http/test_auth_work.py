@@ -82,7 +82,7 @@ async def test_unknown_key_id_and_wrong_secret_do_the_same_work(tmp_path: Path) 
         known = await _work(notary, wrong_secret)
         unknown = await _work(notary, unknown_id)
         # No statement at all: the keys are answered from memory while no change is
-        # signalled (notary.store.sqlite._KeySignal), whichever key id is asked for.
+        # signalled (notary.store.sqlite_state.KeySignal), whichever key id is asked for.
         assert known[0] == unknown[0] == [], (known[0], unknown[0])
         assert known[1] == unknown[1], f"SQLite VM steps: {known[1]} vs {unknown[1]}"
         assert known[2] == unknown[2]

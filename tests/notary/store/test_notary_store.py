@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from ledger.core.compact import bundle_entry, encode_bundle_entry
 from ledger.storage.base import WitnessState
-from ledger.storage.memory import MemoryStore, MemoryWriteTx
+from ledger.storage.memory import MemoryLogs, MemoryWriteTx
 from notary.core.canonical import canonical_json
 from notary.core.entry import decode_entry
 from notary.core.ids import b64url_decode, new_receipt_id
@@ -136,7 +136,7 @@ async def test_screen_reads_committed_receipts_and_usage(tmp_path: Path, backend
 
 def test_notary_tx_refuses_a_plain_log_transaction() -> None:
     with pytest.raises(TypeError, match="not a notary store"):
-        notary_tx(MemoryWriteTx(MemoryStore()))
+        notary_tx(MemoryWriteTx(MemoryLogs()))
 
 
 async def test_issued_at_never_decreases_along_the_log(tmp_path: Path, shared: str) -> None:

@@ -20,8 +20,8 @@ import pytest
 
 from notary.operator import admin
 from notary.serving.refusals import Unauthorized
-from notary.store import sqlite as sqlite_store
 from notary.store.sqlite import SqliteNotaryStore
+from notary.store.sqlite_state import KEYS_RECHECK_SECONDS
 from tests.notary_server import digest, headless_notary, issue
 
 
@@ -77,8 +77,8 @@ async def test_an_unsignalled_change_is_seen_within_the_recheck_interval(
         shell.close()
         cached = await store.api_key(key.key_id)
         assert cached is not None and cached.revoked is None  # not signalled: still cached
-        monkeypatch.setattr(store, "_keys_checked", time.monotonic() -
-                            sqlite_store.KEYS_RECHECK_SECONDS)
+        monkeypatch.setattr(store._notary.keys, "checked",
+                            time.monotonic() - KEYS_RECHECK_SECONDS)
         fresh = await store.api_key(key.key_id)
         assert fresh is not None and fresh.revoked is not None
     finally:
@@ -109,15 +109,16 @@ async def test_only_key_and_account_writes_signal(tmp_path: Path) -> None:
 
     store = await SqliteNotaryStore.open(tmp_path / "n.db", create=True)
     try:
-        assert store._signal is not None
-        before = store._signal.read()
+        signal = store._notary.keys.signal
+        assert signal is not None
+        before = signal.read()
         await store.save_witness_state(WitnessState({}, None))  # frequent, and no key change
         await store.add_receipt_key("kid", "{}", 0.0)
-        assert store._signal.read() == before
+        assert signal.read() == before
         key = await admin.create_api_key(store, "alice")
-        created = store._signal.read()
+        created = signal.read()
         assert created != before
         await admin.revoke_api_key(store, key.key_id)
-        assert store._signal.read() != created
+        assert signal.read() != created
     finally:
         await store.close()

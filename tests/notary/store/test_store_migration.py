@@ -227,7 +227,7 @@ async def test_a_version_1_key_cache_keeps_working_after_migration(tmp_path: Pat
                           (v1.api_key.key_id,))
         # That writer signals nothing (not a store of ours): the key_version its trigger
         # bumped is read at the next periodic re-check (the screen reads it under the lock).
-        store._keys_checked = float("-inf")
+        store._notary.keys.checked = float("-inf")
         now = await store.api_key(v1.api_key.key_id)
         assert now is not None and now.revoked == 1
     finally:
