@@ -32,15 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import errno
 import os
 import resource
 import socket
 import time
-import types
 from collections import OrderedDict
-from collections.abc import Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -167,7 +164,7 @@ class Connection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._deadline: float | None = None  # loop time the current phase must end by
         self._body: Body | None = None  # aiohttp's: the request body being waited for
-        self._task: asyncio.Task[bool] | None = None  # the plain request being handled
+        self._task: asyncio.Task[None] | None = None  # the plain request being handled
         self._unfinished_at = 0.0  # perf_counter() when a pending body's head was read
         self._reading = True
         self._closing = False
@@ -303,69 +300,43 @@ class Connection(asyncio.Protocol):
     # The plain path ------------------------------------------------------------------------
 
     def _next(self) -> None:
-        """Start the next plain request, wait for (the rest of) it, or hand over.
-
-        A request's handler runs at once, in this callback, up to its first real wait (the
-        commit); only then does it become a task (:func:`_resumed`), which a handler that
-        answers without waiting (a refusal) never needs. That saves a request the loop's pass
-        that would start a task (asyncio's eager tasks, which Python 3.11 lacks). Requests
-        the state has ready one after another are served in this loop, not by recursion."""
-        while True:
-            event = self._state.next_event()
-            if event is NEED_DATA:
-                return
-            if isinstance(event, Request):
-                self._arm()
-                head = event.head
-                handler = self._plain.routes[head.method, head.target]
-                if not self._start(self._serve(handler, head, event.body)):
-                    return  # it waits (the task goes on from there), or the connection ended
-                continue
-            if isinstance(event, BodyPending):
-                self._unfinished_at = time.perf_counter()
-                self._arm()
-            else:
-                assert isinstance(event, HandOver)
-                self._hand_over(event.data)
+        """Start the next plain request, wait for (the rest of) it, or hand over."""
+        event = self._state.next_event()
+        if event is NEED_DATA:
             return
+        if isinstance(event, Request):
+            self._arm()
+            head = event.head
+            handler = self._plain.routes[head.method, head.target]
+            self._task = self._loop.create_task(self._serve(handler, head, event.body))
+        elif isinstance(event, BodyPending):
+            self._unfinished_at = time.perf_counter()
+            self._arm()
+        else:
+            assert isinstance(event, HandOver)
+            self._hand_over(event.data)
 
-    def _start(self, coro: Coroutine[Any, Any, bool]) -> bool:
-        """Run ``coro`` (:meth:`_serve`) to its first wait, in a context of its own as a task's
-        would be; what it returned if it finished meanwhile, else False: it goes on as
-        ``self._task``."""
-        context = contextvars.copy_context()
-        try:
-            waiting = context.run(coro.send, None)
-        except StopIteration as done:
-            return bool(done.value)
-        self._task = self._loop.create_task(_resumed(coro, waiting), context=context)
-        return False
-
-    async def _serve(self, handler: PlainHandler, head: RequestHead, body: bytes) -> bool:
-        """Answer one request. Run as a task (it waited), it starts the next one itself if
-        there is one; run within :meth:`_next` (it never waited), it returns whether
-        :meth:`_next` may."""
+    async def _serve(self, handler: PlainHandler, head: RequestHead, body: bytes) -> None:
         try:
             response = await handler(head, body)
         except Exception as e:  # a handler's bug: answered as aiohttp's path would
             self._listener.log("http_unhandled_error", status=500,
                                exception_type=type(e).__name__, where=safe_traceback(e))
             response = plain_from_response(json_error(500, "internal", "internal server error"))
-        task, self._task = self._task, None
+        self._task = None
         transport = self._transport
         if transport is None:  # the client left; the request's work is done anyway
-            return False
+            return
         transport.write(response)
         if self._closing:
             transport.close()
-            return False
+            return
         state = self._state
         state.response_sent()
         self._arm()
-        if task is not None and state.may_start():
+        if state.may_start():
             self._next()
         self._flow()
-        return task is None and state.may_start()
 
     def _flow(self) -> None:
         """Read the socket or not, as the state says."""
@@ -413,7 +384,7 @@ class Connection(asyncio.Protocol):
         elif self._transport is not None:
             self._transport.close()
 
-    def stop(self) -> asyncio.Task[bool] | None:
+    def stop(self) -> asyncio.Task[None] | None:
         """Close a plain connection once the request in progress is answered (that task,
         if any); a handed-over one is aiohttp's to close (``runner.cleanup``)."""
         if self._aiohttp is not None:
@@ -422,26 +393,6 @@ class Connection(asyncio.Protocol):
         if self._task is None:
             self.force_close()
         return self._task
-
-
-@types.coroutine
-def _resumed(coro: Coroutine[Any, Any, bool], waiting: Any) -> Generator[Any, None, bool]:
-    """``coro``, started already and now waiting on ``waiting`` (what it yielded), as the
-    rest of a task: each wait is passed up to the task and each wake-up (or cancellation)
-    down to ``coro``."""
-    while True:
-        try:
-            yield waiting
-        except BaseException as e:  # the task's cancellation, passed down
-            try:
-                waiting = coro.throw(e)
-            except StopIteration as done:
-                return bool(done.value)
-        else:
-            try:
-                waiting = coro.send(None)
-            except StopIteration as done:
-                return bool(done.value)
 
 
 class Listener:
