@@ -25,6 +25,7 @@ from ledger.core.note import Ed25519Verifier
 from notary.core.accounts import month_of
 from notary.core.jwks import Jwks
 from notary.core.records import CallRecord, new_salt
+from notary.core.server_names import server_name_problem
 from notary.core.verification import verify_receipt
 from notary.http.routes import tool_calls
 from notary.store.memory import MemoryNotaryStore
@@ -212,7 +213,7 @@ async def test_a_server_name_is_judged_once(server: Server,
     loop); a refused one stays refused, and a value that is not a string is never taken for
     an equal string's answer."""
     judged: list[object] = []
-    real = tool_calls.server_name_problem
+    real = server_name_problem
 
     def counting(value: object) -> str | None:
         judged.append(value)
