@@ -611,9 +611,10 @@ class Notary:
                     for index, pending in items]
         # A batch of SIGN_OFF_LOOP receipts or more is signed on a worker thread: libsodium
         # signs without the GIL, so the loop parses and queues the next requests meanwhile on
-        # the other core (measured: the loop's CPU a receipt 25-30 µs lower at 16 and 64 in
-        # flight, the process's about the same). A small batch, whose request waits for it,
-        # is signed here: the hand-off would cost it more than the signing.
+        # the other core (measured on a loaded 2-core AMD EPYC: the loop's CPU a receipt 20-34
+        # µs lower at 16 and 64 in flight, the process's the same or up to ~10 µs more, for
+        # the hand-off; benchmarks/docs/http_notarize.md). A small batch, whose request waits
+        # for it, is signed here: the hand-off would cost it more than the signing.
         signed = (key.sign_receipts(unsigned) if len(unsigned) < SIGN_OFF_LOOP else
                   await asyncio.get_running_loop().run_in_executor(
                       None, key.sign_receipts, unsigned))
