@@ -7,6 +7,7 @@ through the typed contract (``notary.operator.admin``), as any backend's user wo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 import sqlite3
@@ -24,7 +25,9 @@ from ledger.core.note import Ed25519Verifier
 from notary.core.accounts import month_of
 from notary.core.jwks import Jwks
 from notary.core.records import CallRecord, new_salt
+from notary.core.server_names import server_name_problem
 from notary.core.verification import verify_receipt
+from notary.http.routes import tool_calls
 from notary.store.memory import MemoryNotaryStore
 from tests.notary_server import AppNotary, app_notary
 from tests.pgcluster import pg_dump_tables
@@ -201,6 +204,41 @@ async def test_validation(server: Server, raw: bytes, code: str) -> None:
     assert (status, err["error"]["code"]) == (400, code)
     _, ledger = await server.get("/v1/ledger")
     assert ledger["size"] == 0
+
+
+async def test_a_server_name_is_judged_once(server: Server,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each request's server name is judged by the same rules, but a name the notary saw
+    already costs no second judgement (ICU's checks were a tenth of a receipt's work on the
+    loop); a refused one stays refused, and a value that is not a string is never taken for
+    an equal string's answer."""
+    judged: list[object] = []
+    real = server_name_problem
+
+    def counting(value: object) -> str | None:
+        judged.append(value)
+        return real(value)
+
+    monkeypatch.setattr(tool_calls, "server_name_problem", counting)
+    key = await server.new_key()
+    name = f"judged-once-{new_salt()[:8]}"
+    for n in range(3):
+        digest = hashlib.sha256(f"{name} {n}".encode()).hexdigest()
+        status, _, _ = await server.post("/v1/tool-calls", {
+            "server": name, "tool": "t", "call_sha256": digest}, key)
+        assert status == 201
+    assert judged == [name]
+    blank = f"judged\u2800once-{new_salt()[:8]}"
+    for _ in range(2):
+        status, err, _ = await server.post("/v1/tool-calls", {
+            "server": blank, "tool": "t", "call_sha256": "a" * 64}, key)
+        assert (status, err["error"]["code"]) == (400, "invalid_name")
+        assert "U+2800" in err["error"]["message"]
+    assert judged == [name, blank]
+    for odd in (1, True):
+        status, err, _ = await server.post("/v1/tool-calls", {
+            "server": odd, "tool": "t", "call_sha256": "a" * 64}, key)
+        assert (status, err["error"]["code"]) == (400, "invalid_name")
 
 
 async def test_conflict_and_body_limit(server: Server) -> None:
