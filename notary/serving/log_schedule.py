@@ -71,14 +71,7 @@ class PeriodRolls:
         return done
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # the store is unavailable: try again at the next look
-                _log.warning("log_period_roll_failed", error=type(e).__name__, detail=str(e))
-            await asyncio.sleep(self.poll)
+        await _every(self.poll, self.check, "log_period_roll_failed")
 
 
 class Retention:
@@ -103,11 +96,17 @@ class Retention:
 
     async def run(self) -> None:
         """The lease's job: a pass now, then one every ``every`` seconds."""
-        while True:
-            try:
-                await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # the store is unavailable: the next pass does it
-                _log.warning("log_retention_failed", error=type(e).__name__, detail=str(e))
-            await asyncio.sleep(self.every)
+        await _every(self.every, self.check, "log_retention_failed")
+
+
+async def _every(seconds: float, check: Callable[[], Awaitable[object]], failed: str) -> None:
+    """``check`` now and every ``seconds`` after; a failure (the store unavailable) is logged as
+    ``failed`` and the next look tries again."""
+    while True:
+        try:
+            await check()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            _log.warning(failed, error=type(e).__name__, detail=str(e))
+        await asyncio.sleep(seconds)
