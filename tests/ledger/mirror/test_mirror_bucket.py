@@ -194,7 +194,10 @@ def test_bad_publish_values_are_usage_errors(tmp_path: Path,
     base = ["mirror", "serve", "--key", str(key), "--log", f"{ORIGIN}={vkey}",
             "--data", str(tmp_path / "d"), "--listen", "127.0.0.1:0"]
     capsys.readouterr()
-    for bad in ("s3://", "s3:///prefix", "gs://bucket/p", "s3://Not_A_Bucket/p"):
+    for bad, why in (("s3://", "needs a bucket name"), ("s3:///prefix", "needs a bucket name"),
+                     ("gs://bucket/p", "unknown scheme gs://"),
+                     ("s3://Not_A_Bucket/p", "not a valid S3 bucket name")):
         assert ledger_main([*base, "--publish", bad]) == 2, bad
-        assert "--publish" in capsys.readouterr().err, bad
+        err = capsys.readouterr().err
+        assert "--publish" in err and why in err, err
     assert not (tmp_path / "d").exists()  # refused before anything was created
