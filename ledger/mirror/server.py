@@ -16,6 +16,9 @@ The update process is the spec's three stages, each a small durable transaction:
 3. Once the copy holds every entry up to ``upload_end`` (durably), the copy's root there is
    checked against the checkpoint, and the mirror checkpoint moves to it if it is not smaller,
    in one transaction that also writes the mirror's cosignatures; only then are they sent.
+   With a bucket (``--publish``, :mod:`ledger.mirror.bucket`), its tiles for that size are
+   stored there first and the bucket's checkpoint after the commit, before the answer; a
+   bucket that fails makes it a 503 with nothing cosigned.
    A body that ends early after at least one saved package is a 202 (the mirror-info body
    says where to resume); one with no saved package, a 400.
 
