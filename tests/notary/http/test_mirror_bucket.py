@@ -2,7 +2,7 @@
 real object store (SeaweedFS on loopback): the mirror cosigns for the notary only what the
 bucket stores; with the bucket down the notary's newer checkpoint goes uncosigned and the
 notary retries until the bucket is back; and with the notary and the mirror both gone, the
-bucket alone serves `notary monitor --audit` and `notary verify --log-url`."""
+bucket alone serves `notary monitor --audit` and both verifiers' `--log-url` (Python, JS)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.cosigner.cosigner import origin_hash
 from notary.serving.config import Settings
 from notary.serving.startup import init_data_dir
-from tests.node_tools import REPO_ROOT
+from tests.node_tools import REPO_ROOT, node_binary
 from tests.notary_server import (
     CALL_RECORDS,
     ServedNotary,
@@ -120,3 +120,12 @@ async def test_the_mirror_cosigns_what_its_bucket_stores_and_the_bucket_outlives
         signer.verifier_key_text(), "--upgrade", "--log-url", log_url, "--no-state", "--json")
     assert code == 0, out + err
     assert json.loads(out)["levels"]["witnesses"]["status"] == "passed", out
+    js = await asyncio.to_thread(
+        subprocess.run,
+        [node_binary(), str(REPO_ROOT / "js" / "bin" / "mcp-notary.js"), "verify",
+         "--receipt", str(receipt), "--record", str(record), "--jwks", str(keys),
+         "--log-key", first.vkey, "--witness", signer.verifier_key_text(), "--upgrade",
+         "--log-url", log_url, "--no-state", "--json"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert js.returncode == 0, js.stdout + js.stderr
+    assert json.loads(js.stdout)["levels"]["witnesses"]["status"] == "passed", js.stdout
