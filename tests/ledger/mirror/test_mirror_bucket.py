@@ -24,7 +24,9 @@ from ledger.core.publish_target import BucketTarget
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.tiles import tiles_for_size
 from ledger.cosigner.cosigner import origin_hash
+from ledger.jobs.sinks import DirectorySink
 from ledger.log.facade import Log
+from ledger.mirror.bucket import MirrorBucket
 from ledger.mirror.server import create_mirror_app
 from ledger.storage.memory import MemoryStore
 from tests.seaweed import Seaweed
@@ -201,3 +203,53 @@ def test_bad_publish_values_are_usage_errors(tmp_path: Path,
         err = capsys.readouterr().err
         assert "--publish" in err and why in err, err
     assert not (tmp_path / "d").exists()  # refused before anything was created
+
+
+class CheckpointFailsOnce(DirectorySink):
+    """A directory whose first checkpoint write fails (the bucket went away just then)."""
+
+    failed = False
+
+    async def write_checkpoint(self, note: bytes) -> None:
+        if not self.failed:
+            self.failed = True
+            raise OSError("the bucket went away")
+        await super().write_checkpoint(note)
+
+
+async def test_a_cosignature_whose_checkpoint_was_not_stored_is_sent_on_the_retry(
+        tmp_path: Path, serve: Serve) -> None:
+    """Cosigned, then the bucket's checkpoint failed: not sent (503); the retry stores the
+    checkpoint and sends the same cosignature. A mirror given --publish later catches up the
+    same way, at the log's next push."""
+    signer = SubtreeCosignatureSigner.generate("mirror.test/retry")
+    log, log_key = await grown_log(40)
+    logs = {ORIGIN: [log_key.verifier()]}
+    out = tmp_path / "published"
+    sink = CheckpointFailsOnce(out / HASHED)
+    mirror = await open_mirror([signer], logs, tmp_path / "data")
+    mirror.bucket = MirrorBucket({ORIGIN: sink}, logs)
+    try:
+        served = await serve(create_mirror_app(mirror))
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises(MirrorUnavailable, match="503"):
+                await push(http, served.url, signer, log)
+            first = await mirror.state.mirrored(ORIGIN)
+            assert first is not None and not (out / HASHED / "checkpoint").exists()
+            await push(http, served.url, signer, log)
+        assert (out / HASHED / "checkpoint").read_bytes() == first.note
+    finally:
+        await close_mirror(mirror)
+    # The same state, now with --publish to an empty directory: the next push fills it.
+    later = tmp_path / "later"
+    mirror = await open_mirror([signer], logs, tmp_path / "data", publish=later)
+    try:
+        served = await serve(create_mirror_app(mirror))
+        async with aiohttp.ClientSession() as http:
+            await push(http, served.url, signer, log)
+        assert (later / HASHED / "checkpoint").read_bytes() == first.note
+        for tile in tiles_for_size(40, entries=True):
+            assert (later / HASHED / tile.path()).exists(), tile.path()
+    finally:
+        await close_mirror(mirror)
+        await log.close()
