@@ -42,6 +42,10 @@ _log = structlog.get_logger("ledger.mirror")
 
 _Step = Callable[[Sink], Awaitable[None]]
 
+#: Entries written to the bucket per step of a catch-up (a level-2 tile's worth: each step
+#: writes 256 bundles and 257 hash tiles; the step's partial level-2 tile is one small object).
+_STEP = 256 * 256
+
 
 class BucketUnavailable(LedgerError):
     """The bucket did not store what the mirror would cosign; the log should retry."""
@@ -96,9 +100,10 @@ class MirrorBucket:
         durably; raise :class:`BucketUnavailable` (or :class:`BucketStopped`) if it does not."""
         async def store(sink: Sink) -> None:
             done = await self._tiles_size(origin, sink)
-            if size > done:
-                await write_tree(sink, copy.store, copy.reader, done, size)
-                self._tiles[origin] = size
+            while done < size:  # in steps, so that a long catch-up cut short keeps its progress
+                step = min(size, (done // _STEP + 1) * _STEP)
+                await write_tree(sink, copy.store, copy.reader, done, step)
+                self._tiles[origin] = done = step
 
         await self._guarded(origin, store)
 

@@ -167,7 +167,10 @@ async def test_an_object_with_other_bytes_is_an_alarm_and_nothing_is_cosigned(
         await log.close()
 
 
-async def test_a_directory_holds_the_copy_too(tmp_path: Path, serve: Serve) -> None:
+async def test_a_directory_holds_the_copy_too(tmp_path: Path, serve: Serve,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # Steps of 16 entries (65,536 in use): the copy written in three steps is the same.
+    monkeypatch.setattr("ledger.mirror.bucket._STEP", 16)
     signer = SubtreeCosignatureSigner.generate("mirror.test/dir")
     log, log_key = await grown_log(40)
     out = tmp_path / "published"
@@ -183,6 +186,7 @@ async def test_a_directory_holds_the_copy_too(tmp_path: Path, serve: Serve) -> N
         for tile in tiles_for_size(40, entries=True):
             assert (out / HASHED / tile.path()).read_bytes() == await log.reader.tile(
                 tile.level, tile.index, tile.width)
+        assert (out / HASHED / "tile/entries/000.p/16").exists()  # the first step's
     finally:
         await close_mirror(mirror)
         await log.close()
