@@ -30,9 +30,10 @@ from ledger.core.checkpoint import parse_checkpoint_text
 from ledger.core.errors import LedgerError
 from ledger.core.note import NoteError, NoteVerifier, open_note
 from ledger.core.publish_target import BucketTarget
+from ledger.core.tiles import Tile
 from ledger.cosigner.cosigner import origin_hash
 from ledger.jobs.export import ExportError
-from ledger.jobs.publish import write_tree
+from ledger.jobs.publish import PARTIAL_GRACE, write_tree
 from ledger.jobs.sinks import DirectorySink, ObjectConflict, S3Sink, Sink
 from ledger.mirror.copy import LogCopy
 
@@ -67,6 +68,7 @@ class MirrorBucket:
         self.where = {origin: sink.where for origin, sink in self.sinks.items()}
         self._tiles: dict[str, int] = {}  # origin -> size the stored tiles reach
         self._checkpoint: dict[str, int] = {}  # origin -> size of the bucket's checkpoint
+        self._written: dict[str, list[Tile]] = {}  # origin -> tiles not yet pruned after
         self._locks = {origin: asyncio.Lock() for origin in self.sinks}
         self.stopped: dict[str, str] = {}  # origin -> why (an alarm)
         self.failing: dict[str, str] = {}  # origin -> the current failure (retried)
@@ -102,8 +104,9 @@ class MirrorBucket:
             done = await self._tiles_size(origin, sink)
             while done < size:  # in steps, so that a long catch-up cut short keeps its progress
                 step = min(size, (done // _STEP + 1) * _STEP)
-                await write_tree(sink, copy.store, copy.reader, done, step)
+                written = await write_tree(sink, copy.store, copy.reader, done, step)
                 self._tiles[origin] = done = step
+                self._written.setdefault(origin, []).extend(written)
 
         await self._guarded(origin, store)
 
@@ -114,6 +117,8 @@ class MirrorBucket:
             if size > await self._checkpoint_size(origin, sink):
                 await sink.write_checkpoint(note)
                 self._checkpoint[origin] = size
+                # A directory drops the partial tiles this made redundant (a bucket keeps them)
+                await sink.prune(self._written.pop(origin, []), PARTIAL_GRACE)
 
         await self._guarded(origin, store)
 
