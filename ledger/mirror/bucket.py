@@ -65,7 +65,6 @@ class MirrorBucket:
                  ) -> None:
         self.sinks = dict(sinks)
         self.logs = {origin: list(keys) for origin, keys in logs.items()}
-        self.where = {origin: sink.where for origin, sink in self.sinks.items()}
         self._tiles: dict[str, int] = {}  # origin -> size the stored tiles reach
         self._checkpoint: dict[str, int] = {}  # origin -> size of the bucket's checkpoint
         self._written: dict[str, list[Tile]] = {}  # origin -> tiles not yet pruned after
