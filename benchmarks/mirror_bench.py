@@ -10,7 +10,12 @@
    ``--seconds``; for each receipt, the time from its 201 to the first mirror checkpoint (polled
    every 20 ms at ``<mirror>/<origin hash>/checkpoint``) that covers it.
 
+With ``--publish s3://BUCKET/PREFIX`` (or a directory) both mirrors keep their copies there
+too (the AWS_* environment says where the bucket is), and cosign only what it stores: the
+figures then include the bucket's writes.
+
     .venv/bin/python -m benchmarks.mirror_bench [--entries N] [--rate R] [--seconds S]
+        [--publish s3://BUCKET/PREFIX]
 """
 
 from __future__ import annotations
@@ -63,11 +68,14 @@ def disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def start_mirror(key: Path, data: Path, logs: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+def start_mirror(key: Path, data: Path, logs: list[str], publish: str | None = None
+                 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     args = [sys.executable, "-m", "ledger.cli.main", "mirror", "serve", "--key", str(key),
             "--listen", f"127.0.0.1:{port}", "--data", str(data), "--log-format", "json",
             "--log-level", "warning"]
+    if publish is not None:
+        args += ["--publish", publish]
     for spec in logs:
         args += ["--log", spec]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -87,7 +95,7 @@ def mirror_key(tmp: Path) -> tuple[Path, SubtreeCosignatureSigner]:
     return key, signer
 
 
-async def ingest(tmp: Path, entries: int) -> dict[str, Any]:
+async def ingest(tmp: Path, entries: int, publish: str | None) -> dict[str, Any]:
     signer = Ed25519Signer.generate(ORIGIN)
     db = tmp / "origin.db"
     log = await Log.open(await SqliteStore.open(db, create=True), signer=signer)
@@ -100,7 +108,8 @@ async def ingest(tmp: Path, entries: int) -> dict[str, Any]:
     assert head is not None and head.size == entries
     key, msigner = mirror_key(tmp)
     proc, url = start_mirror(key, tmp / "mirror-ingest",
-                             [f"{ORIGIN}={signer.verifier_key_text()}"])
+                             [f"{ORIGIN}={signer.verifier_key_text()}"],
+                             None if publish is None else f"{publish.rstrip('/')}/ingest")
     try:
         async with aiohttp.ClientSession() as session:
             client = MirrorClient(url, [msigner.verifier()], HttpClient(session))
@@ -125,7 +134,7 @@ async def ingest(tmp: Path, entries: int) -> dict[str, Any]:
     }
 
 
-async def lag(tmp: Path, rate: float, seconds: float) -> dict[str, Any]:
+async def lag(tmp: Path, rate: float, seconds: float, publish: str | None) -> dict[str, Any]:
     key, msigner = mirror_key(tmp)
     data = tmp / "notary"
     # The notary makes its log key on first start; the mirror must know it, so: start once,
@@ -135,7 +144,8 @@ async def lag(tmp: Path, rate: float, seconds: float) -> dict[str, Any]:
     proc.wait(15)
     vkey = (data / "log.vkey").read_text().strip()
     origin = vkey.split("+", 1)[0]
-    mproc, murl = start_mirror(key, tmp / "mirror-lag", [f"{origin}={vkey}"])
+    mproc, murl = start_mirror(key, tmp / "mirror-lag", [f"{origin}={vkey}"],
+                               None if publish is None else f"{publish.rstrip('/')}/lag")
     nproc, nurl, api_key = start_notary(
         data, "--mirror", f"{murl}={msigner.verifier_key_text()}", "--witness-interval", "0.05")
     issued: list[tuple[int, float]] = []
@@ -185,6 +195,9 @@ def main() -> None:
     p.add_argument("--entries", type=int, default=200_000, help="entries pushed in the ingest")
     p.add_argument("--rate", type=float, default=50.0, help="receipts per second (lag)")
     p.add_argument("--seconds", type=float, default=20.0, help="how long the steady load runs")
+    p.add_argument("--publish", metavar="s3://BUCKET/PREFIX|DIR",
+                   help="the mirrors keep their copies there too (cosigning only what it "
+                        "stores); each run under its own PREFIX/ingest and PREFIX/lag")
     p.add_argument("--save", action="store_true",
                    help="write benchmarks/results/mirror_bench.json (the tracked figures)")
     p.add_argument("--out", type=Path, help="JSON output (default: results/local/)")
@@ -193,8 +206,8 @@ def main() -> None:
         tmp = Path(d)
         (tmp / "a").mkdir()
         (tmp / "b").mkdir()
-        got = asyncio.run(ingest(tmp / "a", args.entries))
-        lagged = asyncio.run(lag(tmp / "b", args.rate, args.seconds))
+        got = asyncio.run(ingest(tmp / "a", args.entries, args.publish))
+        lagged = asyncio.run(lag(tmp / "b", args.rate, args.seconds, args.publish))
     print(table(["ingest", "value"], [
         ["entries", got["entries"]],
         ["entries/s", f"{got['entries_per_second']:.0f}"],
@@ -209,7 +222,7 @@ def main() -> None:
         lagged["receipts"]]]))
     out = write_json(result_path("mirror_bench", save=args.save, out=args.out), {
         "benchmark": "mirror_bench", "date": now_utc(), "command": command_line(),
-        "machine": machine_info(), "ingest": got, "lag": lagged})
+        "machine": machine_info(), "publish": args.publish, "ingest": got, "lag": lagged})
     print(f"wrote {out}")
 
 

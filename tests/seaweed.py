@@ -109,8 +109,11 @@ class Seaweed:
         for part in _PARTS:
             args += [f"-{part}.port={p[part]}", f"-{part}.port.grpc={p[part + '.grpc']}"]
         log = open(self.data.parent / "weed.log", "ab")  # noqa: SIM115 (the child keeps it)
+        # Without the AWS_* a test may have set (configure()): weed makes an admin identity of
+        # AWS_ACCESS_KEY_ID, and then refuses anonymous requests, its own bucket PUT included.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         with log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT
         while True:

@@ -10,7 +10,8 @@ given with ``--log ORIGIN=VKEY`` (split at the first ``=``; the log key is Ed255
 ML-DSA-44; once per key the log signs with, since the mirror serves the log signature lines
 it verified and no others). State: ``--data DIR/mirror.db`` (checkpoints) and
 ``DIR/logs/<origin hash>.db`` (each log's copy), or with ``--database postgresql://…`` a schema
-per log in that database.
+per log in that database. ``--publish s3://BUCKET/PREFIX`` (or a directory) keeps each copy
+there too, under ``PREFIX/<origin hash>/``, and a size is cosigned only once the bucket holds it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ledger.process.netaddr import parse_host_port
 
 if TYPE_CHECKING:
     from ledger.core.note import NoteVerifier
+    from ledger.core.publish_target import BucketTarget
     from ledger.cosigner.cosigner import WitnessSigner
     from ledger.mirror.server import Mirror
 
@@ -52,10 +54,13 @@ def parse_min_index(text: str, origins: set[str]) -> tuple[str, int]:
 
 async def open_mirror(signers: Sequence[WitnessSigner],
                       logs: Mapping[str, Sequence[NoteVerifier]], data: Path,
-                      database: str | None = None) -> Mirror:
+                      database: str | None = None,
+                      publish: BucketTarget | Path | None = None) -> Mirror:
     """The mirror over ``data``: its state and a copy per log (a SQLite file, or a schema in
-    the PostgreSQL ``database``), created if missing."""
+    the PostgreSQL ``database``), created if missing; each copy published under ``publish``
+    too (a bucket prefix or a directory), when given."""
     # deferred: the mirror's stores and server, not for `--help`
+    from ledger.mirror.bucket import MirrorBucket
     from ledger.mirror.copy import LogCopy
     from ledger.mirror.server import Mirror
     from ledger.mirror.state import MirrorState
@@ -73,21 +78,25 @@ async def open_mirror(signers: Sequence[WitnessSigner],
             await copy.close()
         await state.close()
         raise
-    return Mirror(signers, logs, state, copies)
+    bucket = None if publish is None else MirrorBucket.at(publish, logs)
+    return Mirror(signers, logs, state, copies, bucket=bucket)
 
 
 async def close_mirror(mirror: Mirror) -> None:
     for copy in mirror.copies.values():
         await copy.close()
+    if mirror.bucket is not None:
+        await mirror.bucket.close()
     await mirror.state.close()
 
 
 async def _serve(signers: list[WitnessSigner], logs: dict[str, list[NoteVerifier]],
-                 data: Path, database: str | None, host: str, port: int) -> None:
+                 data: Path, database: str | None, publish: BucketTarget | Path | None,
+                 host: str, port: int) -> None:
     # deferred: the mirror's server, not for `--help`
     from ledger.mirror.server import create_mirror_app
 
-    mirror = await open_mirror(signers, logs, data, database)
+    mirror = await open_mirror(signers, logs, data, database, publish)
     try:
         await shared.serve(create_mirror_app(mirror), "mirror", signers, logs, host, port)
     finally:
@@ -106,9 +115,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         parse_min_index(spec, set(logs))
     if args.database is not None and not is_postgres_url(args.database):
         raise UsageError(f"--database {args.database[:40]!r}: want a postgresql:// URL")
+    publish = None if args.publish is None else _publish_target(args.publish)
     host, port = parse_host_port(args.listen, what="--listen")
-    event_loop.run(_serve(signers, logs, Path(args.data), args.database, host, port))
+    event_loop.run(_serve(signers, logs, Path(args.data), args.database, publish, host, port))
     return 0
+
+
+def _publish_target(value: str) -> BucketTarget | Path:
+    """``--publish``: a bucket prefix (``s3://``, with the S3 client installed) or a
+    directory; anything else a usage error, before anything is opened."""
+    # deferred: the target parser and the sinks, not for `--help`
+    from ledger.core.publish_target import PublishTargetError, parse_publish_target
+    from ledger.jobs.sinks import s3_client_missing
+
+    try:
+        target = parse_publish_target(value)
+    except PublishTargetError as e:
+        raise UsageError(f"--publish {value[:60]!r}: {e}") from None
+    if isinstance(target, str):
+        return Path(target)
+    missing = s3_client_missing()
+    if missing is not None:
+        raise UsageError(f"--publish: {missing}")
+    return target
 
 
 def _expected() -> tuple[type[Exception], ...]:
@@ -140,4 +169,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--database", metavar="URL",
                    help="keep the logs' copies in this PostgreSQL database (a schema per log) "
                         "instead of SQLite files under DIR/logs/")
+    p.add_argument("--publish", metavar="s3://BUCKET/PREFIX|DIR",
+                   help="keep each log's copy in this bucket prefix (or directory) too, as "
+                        "tlog-tiles under PREFIX/<origin hash>/; a size is cosigned only once "
+                        "the bucket stores it (AWS_* environment; docs/object-storage.md)")
     p.set_defaults(func=_run(cmd_serve))

@@ -71,4 +71,7 @@ def response(answer: CosignerAnswer) -> web.Response:
 
 
 async def _healthz(request: web.Request) -> web.Response:
+    problem = request.app[COSIGNER].health()
+    if problem is not None:
+        return web.Response(status=503, text=f"failing: {problem}\n")
     return web.Response(text="ok\n")

@@ -225,6 +225,11 @@ class Cosigner:
                 for s in self.subtree_signers]
         return CosignerAnswer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
 
+    def health(self) -> str | None:
+        """What ``/healthz`` reports as failing (a 503 with this reason), or None when all is
+        well (the mirror says so of its bucket)."""
+        return None
+
     async def checkpoint(self, hashed_origin: str) -> CosignerAnswer:
         """The checkpoint served for the log whose origin hashes to ``hashed_origin``, with
         the log signatures verified and this cosigner's cosignatures (404 if none)."""

@@ -41,8 +41,11 @@ from ledger.core.tiles import Tile, tiles_between
 from ledger.jobs.export import ExportError, check_full_tile
 from ledger.jobs.sinks import DirectorySink, ObjectConflict, S3Sink, Sink
 from ledger.log.facade import Head, Log
+from ledger.log.reader import LogReader
+from ledger.storage.base import LogStore
 
-__all__ = ["LOCK_FILE", "PublishMetrics", "PublishStatus", "Publisher", "public_problem"]
+__all__ = ["LOCK_FILE", "PublishMetrics", "PublishStatus", "Publisher", "public_problem",
+           "write_tree"]
 
 LOCK_FILE = ".publish.lock"
 """In the directory: held by the one process that publishes there (see :mod:`ledger.jobs.lease`)."""
@@ -63,6 +66,35 @@ FINAL_ROUND_TIMEOUT = 10.0
 
 MAX_DELAY = 30.0
 """The longest wait between two tries while the sink fails."""
+
+
+async def write_tree(sink: Sink, store: LogStore, reader: LogReader, old: int, new: int
+                     ) -> list[Tile]:
+    """Write the tiles and bundles a tree of size ``new`` adds to one of size ``old`` (full
+    ones once each, the new partial ones), from ``store``; return once the sink says they are
+    durable, with the tiles written. The one way a tree reaches a sink: the publisher's rounds
+    and the mirror's copies (:mod:`ledger.mirror.bucket`) both use it."""
+    tiles = tiles_between(old, new)
+    for i in range(0, len(tiles), _CHUNK):
+        await sink.write_tiles(await _tile_bytes(store, reader, tiles[i : i + _CHUNK], new))
+    await sink.commit()
+    return tiles
+
+
+async def _tile_bytes(store: LogStore, reader: LogReader, chunk: list[Tile], size: int
+                      ) -> list[tuple[Tile, bytes]]:
+    full = await store.read_tiles([(t.level, t.index) for t in chunk if t.is_full])
+    out = []
+    for t in chunk:
+        if t.is_full:
+            data = check_full_tile(t, full.get((t.level, t.index)))
+        else:
+            partial = await reader.tile(t.level, t.index, t.width)
+            if partial is None:
+                raise ExportError(f"{t.path()} (tree size {size}) is missing from the store")
+            data = partial
+        out.append((t, data))
+    return out
 
 
 @dataclass
@@ -192,11 +224,7 @@ class Publisher:
         cp, _ = open_checkpoint(note, self.log.verifier)
         if cp.size < self.size:
             return False  # a witnessed checkpoint lagging what was published: wait for it
-        tiles = tiles_between(self.size, cp.size)
-        for i in range(0, len(tiles), _CHUNK):
-            pairs = await self._tile_bytes(tiles[i : i + _CHUNK], cp.size)
-            await self.sink.write_tiles(pairs)
-        await self.sink.commit()
+        tiles = await write_tree(self.sink, self.log.store, self.log.reader, self.size, cp.size)
         if await self._overtaken(cp.size):
             return False
         await self.sink.write_checkpoint(note)
@@ -228,20 +256,6 @@ class Publisher:
             self.status.size = self.size
         self.status.behind = max(0, head_size - self.status.size)
         self.m_lag.set(self.status.behind)
-
-    async def _tile_bytes(self, chunk: list[Tile], size: int) -> list[tuple[Tile, bytes]]:
-        full = await self.log.store.read_tiles([(t.level, t.index) for t in chunk if t.is_full])
-        out = []
-        for t in chunk:
-            if t.is_full:
-                data = check_full_tile(t, full.get((t.level, t.index)))
-            else:
-                partial = await self.log.reader.tile(t.level, t.index, t.width)
-                if partial is None:
-                    raise ExportError(f"{t.path()} (tree size {size}) is missing from the store")
-                data = partial
-            out.append((t, data))
-        return out
 
     async def run(self) -> None:
         """Publish every ``interval`` seconds until cancelled; errors are retried with a

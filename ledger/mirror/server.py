@@ -16,6 +16,9 @@ The update process is the spec's three stages, each a small durable transaction:
 3. Once the copy holds every entry up to ``upload_end`` (durably), the copy's root there is
    checked against the checkpoint, and the mirror checkpoint moves to it if it is not smaller,
    in one transaction that also writes the mirror's cosignatures; only then are they sent.
+   With a bucket (``--publish``, :mod:`ledger.mirror.bucket`), its tiles for that size are
+   stored there first and the bucket's checkpoint after the commit, before the answer; a
+   bucket that fails makes it a 503 with nothing cosigned.
    A body that ends early after at least one saved package is a 202 (the mirror-info body
    says where to resume); one with no saved package, a 400.
 
@@ -68,6 +71,7 @@ from ledger.core.tiles import TILE_WIDTH, TilePathError, parse_tile_path, tile_c
 from ledger.core.witness_protocol import format_cosignatures
 from ledger.cosigner.app import cosigner_app, response
 from ledger.cosigner.cosigner import Cosigner, CosignerAnswer, WitnessSigner
+from ledger.mirror.bucket import BucketStopped, BucketUnavailable, MirrorBucket
 from ledger.mirror.copy import LogCopy
 from ledger.mirror.state import MirrorState, PendingCheckpoint
 
@@ -110,7 +114,8 @@ class Mirror(Cosigner):
     def __init__(self, signers: Sequence[WitnessSigner],
                  logs: Mapping[str, Sequence[NoteVerifier]], state: MirrorState,
                  copies: Mapping[str, LogCopy], *, clock: Callable[[], float] = time.time,
-                 max_body: int = DEFAULT_MAX_BODY) -> None:
+                 max_body: int = DEFAULT_MAX_BODY, bucket: MirrorBucket | None = None
+                 ) -> None:
         super().__init__(signers, logs, state, role="mirror", clock=clock)
         if set(copies) != set(logs):
             raise ValueError("every mirrored log needs its copy")
@@ -118,6 +123,8 @@ class Mirror(Cosigner):
         self.own_ids = {(s.name, s.key_id) for s in self.signers}
         self.copies = dict(copies)
         self.max_body = max_body
+        #: Where the copies are published too (``--publish``): cosigned only once stored.
+        self.bucket = bucket
         self._warned_origins: set[str] = set()
 
     def _signed_by_log(self, origin: str, signatures: Sequence[NoteSignature],
@@ -219,11 +226,32 @@ class Mirror(Cosigner):
         if root != upload.target.root:  # cannot happen while every package is proven
             self._log.error("copy_root_mismatch", origin=origin, size=end)
             return _info(409, upload.pending_size, copy)
-        _, sigs = await self.state.commit(origin, upload.target, self._cosign, self.own_ids)
+        if self.bucket is None:
+            sigs = await self._commit(upload)
+        else:
+            try:
+                async with self.bucket.lock(origin):
+                    await self.bucket.store_tiles(origin, copy, end)
+                    sigs = await self._commit(upload)
+            except BucketUnavailable as e:
+                return CosignerAnswer.text(503, _bucket_refusal(e))
         if not sigs:
             return _info(409, upload.pending_size, copy)
         self._log.debug("mirrored", origin=origin, size=end)
         return CosignerAnswer(200, format_cosignatures(sigs), "text/plain; charset=utf-8")
+
+    async def _commit(self, upload: _Upload) -> list[NoteSignature]:
+        """Move the mirror checkpoint to ``upload_end`` (the copy holds it, and the bucket if
+        there is one); its cosignatures, once that and the bucket's checkpoint are stored."""
+        mirrored, sigs = await self.state.commit(upload.origin, upload.target, self._cosign,
+                                                 self.own_ids)
+        if sigs and self.bucket is not None and mirrored is not None:
+            # Cosigned durably already; a retry after a failure here finds it and sends it.
+            await self.bucket.store_checkpoint(upload.origin, mirrored.size, mirrored.note)
+        return sigs
+
+    def health(self) -> str | None:
+        return None if self.bucket is None else self.bucket.problem()
 
     # -- monitoring ----------------------------------------------------------------------------
 
@@ -245,6 +273,14 @@ class Mirror(Cosigner):
         if data is None:
             raise RuntimeError(f"{path} is within the mirror checkpoint but not in the copy")
         return CosignerAnswer(200, data, "application/octet-stream")
+
+
+def _bucket_refusal(error: BucketUnavailable) -> str:
+    """The 503's reason: the kind of failure, never the bucket's address or the error text."""
+    if isinstance(error, BucketStopped):
+        return ("the mirror's bucket holds other bytes where this log's copy goes; nothing "
+                "more is cosigned for it until an operator looks")
+    return "the mirror's bucket did not store this size; nothing was cosigned: retry later"
 
 
 def _info(status: int, tree_size: int, copy: LogCopy) -> CosignerAnswer:
