@@ -32,7 +32,7 @@ COMMANDS = {
     "add": Command("ledger.cli.add", "append files, or stdin lines, as entries"),
     "serve": Command("ledger.cli.serve", "serve the tlog-tiles and JSON read API"),
     "export": Command("ledger.cli.export",
-                      "write the static tlog-tiles tree to a directory"),
+                      "write the static tlog-tiles tree to a directory or an S3 bucket"),
     "verify": Command("ledger.cli.verify",
                       "check the database pages, recompute every tile from the entries and "
                       "compare (a notary's data directory too)"),
