@@ -73,7 +73,7 @@ class Log:
 
         ``trusted`` is a checkpoint of this log seen committed before (by an earlier run): the
         writer refuses a store whose tree does not extend it
-        (:class:`~ledger.log.sequencer.LogRollbackError`).
+        (:class:`~ledger.log.errors.LogRollbackError`).
         """
         if signer is None and verifier is None:
             raise ValueError("a log needs its signer (to write) or its verifier (to read)")

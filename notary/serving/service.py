@@ -24,15 +24,10 @@ import structlog
 from ledger.core.note import Ed25519Signer
 from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tlog_proof import ProofBundle
+from ledger.log.errors import LogHaltedError
 from ledger.log.facade import Head, Log
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import (
-    Appended,
-    BatchObserver,
-    LogHaltedError,
-    Sequencer,
-    WriterState,
-)
+from ledger.log.sequencer import Appended, BatchObserver, Sequencer, WriterState
 from ledger.process import tracing
 from ledger.storage.base import CheckpointRecord, WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key

@@ -16,14 +16,13 @@ from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
+from ledger.log.errors import LogIntegrityError, LogRollbackError
 from ledger.log.facade import Log
 from ledger.log.reader import LogReader
 from ledger.log.sequencer import (
     CATCH_UP_ENTRIES,
     Appended,
     AppendedRun,
-    LogIntegrityError,
-    LogRollbackError,
     Sequencer,
     WriterState,
 )
