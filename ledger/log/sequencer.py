@@ -15,7 +15,7 @@ import enum
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar, overload
+from typing import Generic, TypeVar
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, integrate
@@ -23,6 +23,7 @@ from ledger.core.errors import LedgerError
 from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.proofs import newest_leaf_proof
 from ledger.core.tiles import MAX_ENTRY_SIZE, TILE_WIDTH
+from ledger.log.appended import Appended, AppendedRun
 from ledger.log.errors import (
     LogHaltedError,
     LogIntegrityError,
@@ -45,9 +46,14 @@ Ctx = TypeVar("Ctx")
 the ledger: None). :class:`Sequencer` is generic in it, so a context reaches the hook and the
 screen with the type it was appended with."""
 
-BatchHook = Callable[[WriteTx, Sequence[tuple[int, Ctx]]], Awaitable[None]]
+Out = TypeVar("Out")
+"""What the hook answers for each entry (the notary: its signed receipt), handed back to the
+entry's caller (:attr:`Appended.result`); None for a writer without a hook."""
+
+BatchHook = Callable[[WriteTx, Sequence[tuple[int, Ctx]]], Awaitable[Sequence[Out]]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
-commit atomically with the entries."""
+commit atomically with the entries. It answers one result per entry, in order, which reaches
+the entry's caller once the transaction is durable (never before)."""
 
 BatchScreen = Callable[[WriteTx, Sequence[Ctx]], Awaitable[Sequence[Exception | bytes | None]]]
 """Runs inside the batch's transaction, under the log's lock and before anything is integrated,
@@ -114,28 +120,29 @@ class WriterStatus:
 _WRITING = WriterStatus(WriterState.WRITING)
 
 
-_Landed = tuple[int, CheckpointRecord, list[tuple[bytes, ...]] | None]
-"""What a group's future resolves to: its first index, the checkpoint, its entries' proofs."""
+_Landed = tuple[int, CheckpointRecord, list[tuple[bytes, ...]] | None, Sequence[Out] | None]
+"""What a group's future resolves to: its first index, the checkpoint, its entries' proofs and
+the hook's results for them."""
 
 
 @dataclass(frozen=True)
-class _Group(Generic[Ctx]):
+class _Group(Generic[Ctx, Out]):
     """Entries queued together by one caller, answered by one future."""
 
     entries: list[bytes]
     contexts: list[Ctx]
-    future: asyncio.Future[_Landed]
+    future: asyncio.Future[_Landed[Out]]
     proof: bool = False  # answer with each entry's inclusion proof too
     trace: object = None  # the caller's trace context, while tracing (ledger.process.tracing)
 
 
 @dataclass
-class _Batch(Generic[Ctx]):
+class _Batch(Generic[Ctx, Out]):
     """One commit's work, filled in by the stages of :meth:`Sequencer._commit_batch`."""
 
-    groups: list[_Group[Ctx]] = dataclasses.field(default_factory=list)
+    groups: list[_Group[Ctx, Out]] = dataclasses.field(default_factory=list)
     """Taken under the lock; once screened, the admitted ones."""
-    refused: list[tuple[_Group[Ctx], Exception]] = dataclasses.field(default_factory=list)
+    refused: list[tuple[_Group[Ctx, Out], Exception]] = dataclasses.field(default_factory=list)
     """The screen's refusals, answered once the transaction has ended (not before a rollback)."""
     switched: Ed25519Signer | None = None
     """The key of the log the writer moved to (a roll), told once the move has committed."""
@@ -145,53 +152,15 @@ class _Batch(Generic[Ctx]):
     """The index of the first entry written."""
     done: Integrated | None = None  # the new tiles and tree state, once integrated
     record: CheckpointRecord | None = None  # the checkpoint signed for ``done``
+    results: Sequence[Out] = ()  # the hook's, one per entry written
 
 
-@dataclass(frozen=True)
-class Appended:
-    """Where an entry landed, and the durable signed checkpoint that first commits to it.
-
-    ``proof`` is the entry's inclusion proof in that checkpoint when it was asked for
-    (``append(..., proof=True)``) and could be computed from cached tiles; else None."""
-
-    index: int
-    size: int
-    checkpoint: bytes
-    proof: tuple[bytes, ...] | None = None
-
-
-class AppendedRun(Sequence[Appended]):
-    """Where a group of entries landed: consecutive indexes from ``first``, all first committed
-    by one checkpoint. A sequence of :class:`Appended` made when read, so a bulk append of a
-    hundred thousand entries does not build a hundred thousand objects nobody looks at."""
-
-    __slots__ = ("checkpoint", "first", "length", "size")
-
-    def __init__(self, first: int, length: int, size: int, checkpoint: bytes) -> None:
-        self.first, self.length, self.size, self.checkpoint = first, length, size, checkpoint
-
-    def __len__(self) -> int:
-        return self.length
-
-    @overload
-    def __getitem__(self, i: int) -> Appended: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Appended]: ...
-    def __getitem__(self, i: int | slice) -> Appended | Sequence[Appended]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.length))]
-        if i < 0:
-            i += self.length
-        if not 0 <= i < self.length:
-            raise IndexError("AppendedRun index out of range")
-        return Appended(self.first + i, self.size, self.checkpoint)
-
-
-class Sequencer(Generic[Ctx]):
+class Sequencer(Generic[Ctx, Out]):
     """Owns appends to one log. Create, ``await start()``, then ``append`` from any task.
 
     Each entry is queued with a context of type ``Ctx``, which the screen and the hook get
-    back, in the batch's order, inside the transaction that commits the entry."""
+    back, in the batch's order, inside the transaction that commits the entry; what the hook
+    answers for it, of type ``Out``, comes back to its caller."""
 
     def __init__(
         self,
@@ -200,7 +169,7 @@ class Sequencer(Generic[Ctx]):
         *,
         reader: LogReader | None = None,
         max_batch: int = 4096,
-        hook: BatchHook[Ctx] | None = None,
+        hook: BatchHook[Ctx, Out] | None = None,
         screen: BatchScreen[Ctx] | None = None,
         observer: BatchObserver | None = None,
         clock: Callable[[], float] = time.time,
@@ -234,7 +203,7 @@ class Sequencer(Generic[Ctx]):
         #: When (``clock`` seconds) this process last committed a write transaction, or None
         #: before its first: until then nobody knows whether its writes will get through.
         self.committed_at: float | None = None
-        self._pending: list[_Group[Ctx]] = []
+        self._pending: list[_Group[Ctx, Out]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -368,15 +337,17 @@ class Sequencer(Generic[Ctx]):
         note = sign_checkpoint(Checkpoint(self.origin, state.size, state.root()), self.signer)
         return CheckpointRecord(state.size, self.clock(), note)
 
-    async def append(self, entry: bytes, context: Ctx, *, proof: bool = False) -> Appended:
+    async def append(self, entry: bytes, context: Ctx, *, proof: bool = False
+                     ) -> Appended[Out]:
         """Resolve, once durable, to the entry's index and the checkpoint that commits to it.
 
         ``proof``: also its inclusion proof in that checkpoint. The proofs of a batch are
         computed together after its commit (neighbours share all but their lowest levels:
         :meth:`LogReader.inclusion_proofs`), which costs a fraction of one proof each.
         """
-        first, record, proofs = await self._enqueue([entry], [context], proof)
-        return Appended(first, record.size, record.note, proofs[0] if proofs else None)
+        first, record, proofs, results = await self._enqueue([entry], [context], proof)
+        return Appended(first, record.size, record.note, proofs[0] if proofs else None,
+                        results[0] if results else None)
 
     async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Ctx]
                           ) -> AppendedRun:
@@ -390,18 +361,18 @@ class Sequencer(Generic[Ctx]):
             raise ValueError("give one context per entry")
         if not entries:
             return AppendedRun(0, 0, 0, b"")
-        first, record, _ = await self._enqueue(list(entries), list(contexts))
+        first, record, _, _ = await self._enqueue(list(entries), list(contexts))
         return AppendedRun(first, len(entries), record.size, record.note)
 
     async def _enqueue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False
-                       ) -> _Landed:
+                       ) -> _Landed[Out]:
         if entries and (longest := max(map(len, entries))) > MAX_ENTRY_SIZE:
             raise EntryTooLargeError(longest)
         if self.status.state is WriterState.HALTED:
             raise LogHaltedError(self.status.reason)
         if self._closing or self._task is None:
             raise SequencerClosedError("the log is not accepting appends")
-        fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[_Landed[Out]] = asyncio.get_running_loop().create_future()
         trace = None if tracing.TRACER is None else tracing.current()
         self._pending.append(_Group(entries, contexts, fut, proof, trace))
         self._wake.set()
@@ -431,7 +402,7 @@ class Sequencer(Generic[Ctx]):
             if self._closing:
                 return
 
-    def _next_batch(self) -> list[_Group[Ctx]]:
+    def _next_batch(self) -> list[_Group[Ctx, Out]]:
         """The pending groups of the next batch, in order: up to ``max_batch`` entries, or one
         larger group alone."""
         take, count = 0, 0
@@ -442,8 +413,9 @@ class Sequencer(Generic[Ctx]):
         del self._pending[:take]
         return batch
 
-    async def _screened(self, tx: WriteTx, batch: list[_Group[Ctx]],
-                        refused: list[tuple[_Group[Ctx], Exception]]) -> list[_Group[Ctx]]:
+    async def _screened(self, tx: WriteTx, batch: list[_Group[Ctx, Out]],
+                        refused: list[tuple[_Group[Ctx, Out], Exception]]
+                        ) -> list[_Group[Ctx, Out]]:
         """The groups of ``batch`` the screen admits; the others go to ``refused``, answered
         with their refusal once the transaction has ended (never before a rollback). An entry
         the screen replaced is checked for size by :func:`integrate`, with the rest."""
@@ -452,7 +424,7 @@ class Sequencer(Generic[Ctx]):
         verdicts = list(await self.screen(tx, [c for g in batch for c in g.contexts]))
         if len(verdicts) != sum(len(g.contexts) for g in batch):
             raise RuntimeError("the batch screen must answer once per entry")
-        admitted: list[_Group[Ctx]] = []
+        admitted: list[_Group[Ctx, Out]] = []
         at = 0
         for group in batch:
             mine = verdicts[at:at + len(group.contexts)]
@@ -483,12 +455,12 @@ class Sequencer(Generic[Ctx]):
                                  "ledger.commit.entries": sum(len(g.entries) for g in batch),
                                  "ledger.tree.size": self.state.size})
 
-    async def _commit_batch(self) -> list[_Group[Ctx]]:
+    async def _commit_batch(self) -> list[_Group[Ctx, Out]]:
         """Commit the next batch: :meth:`_apply` it in one transaction, then :meth:`_settle`
         it once that is durable, or :meth:`_fail` it; the groups it committed (none if it
         failed)."""
         started = time.perf_counter()
-        batch: _Batch[Ctx] = _Batch()
+        batch: _Batch[Ctx, Out] = _Batch()
         try:
             async with self.store.transaction() as tx:
                 await self._apply(tx, batch)
@@ -499,7 +471,7 @@ class Sequencer(Generic[Ctx]):
             return []
         return await self._settle(batch, started)
 
-    async def _apply(self, tx: WriteTx, batch: _Batch[Ctx]) -> None:
+    async def _apply(self, tx: WriteTx, batch: _Batch[Ctx, Out]) -> None:
         """Inside the transaction, holding the log's lock: take the batch, follow a roll,
         catch up with other processes' commits, screen, then integrate, sign and write the
         admitted entries and run the hook. Nothing of it is durable or answered before the
@@ -542,7 +514,7 @@ class Sequencer(Generic[Ctx]):
         self.state = await self._catch_up(tx, latest)
         return latest
 
-    async def _write(self, tx: WriteTx, batch: _Batch[Ctx], entries: list[bytes]) -> None:
+    async def _write(self, tx: WriteTx, batch: _Batch[Ctx, Out], entries: list[bytes]) -> None:
         """Integrate the admitted entries, sign the new checkpoint, write both, then run the
         hook with each entry's index and context (what it adds commits with them)."""
         batch.first = self.state.size
@@ -551,9 +523,12 @@ class Sequencer(Generic[Ctx]):
         await tx.write(batch.done.tiles, batch.record)
         if self.hook is not None:
             contexts = [c for g in batch.groups for c in g.contexts]
-            await self.hook(tx, [(batch.first + i, c) for i, c in enumerate(contexts)])
+            batch.results = await self.hook(
+                tx, [(batch.first + i, c) for i, c in enumerate(contexts)])
+            if len(batch.results) != len(contexts):
+                raise RuntimeError("the batch hook must answer once per entry")
 
-    def _fail(self, batch: _Batch[Ctx], e: BaseException) -> None:
+    def _fail(self, batch: _Batch[Ctx, Out], e: BaseException) -> None:
         """The transaction failed, so nothing of it was written: each waiter of the batch
         gets the error, which the status keeps until a commit succeeds."""
         # No groups: the lock could not be taken, and the batch it was for fails.
@@ -565,7 +540,7 @@ class Sequencer(Generic[Ctx]):
         if isinstance(e, Exception):
             self._set(dataclasses.replace(self.status, error=e))
 
-    async def _settle(self, batch: _Batch[Ctx], started: float) -> list[_Group[Ctx]]:
+    async def _settle(self, batch: _Batch[Ctx, Out], started: float) -> list[_Group[Ctx, Out]]:
         """After the commit: the writer's state, then the answers (the refused groups', then
         the others'); the groups whose entries it wrote."""
         self.committed_at = self.clock()
@@ -592,11 +567,13 @@ class Sequencer(Generic[Ctx]):
             if not group.future.done():
                 mine = None if proofs is None or not group.proof else [
                     proofs[i] for i in range(index, index + len(group.entries))]
-                group.future.set_result((index, batch.record, mine))
+                at = index - batch.first
+                group.future.set_result((index, batch.record, mine, batch.results[
+                    at:at + len(group.entries)] if batch.results else None))
             index += len(group.entries)
         return batch.groups
 
-    def _settle_unwritten(self, batch: _Batch[Ctx]) -> None:
+    def _settle_unwritten(self, batch: _Batch[Ctx, Out]) -> None:
         """After a commit that wrote no entry (all refused, or only empty groups: a follow):
         what it caught up with is now known to be durable, and an empty group is answered
         with the checkpoint."""
@@ -608,9 +585,9 @@ class Sequencer(Generic[Ctx]):
             if self.checkpoint is None:
                 group.future.set_exception(LogRollbackError(self.status.reason))
             else:
-                group.future.set_result((self.state.size, self.checkpoint, None))
+                group.future.set_result((self.state.size, self.checkpoint, None, None))
 
-    async def _proofs(self, batch: list[_Group[Ctx]], first: int, size: int, prior: TreeState
+    async def _proofs(self, batch: list[_Group[Ctx, Out]], first: int, size: int, prior: TreeState
                       ) -> dict[int, tuple[bytes, ...]] | None:
         """The inclusion proofs that ``batch`` asked for, by index, computed together; None
         if none was asked for or they cannot be computed (each caller then gets none and
@@ -658,7 +635,7 @@ class Sequencer(Generic[Ctx]):
         except Exception:  # the store is unreachable now: the next commit will tell
             return
         if rolled and not self._closing:
-            fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
+            fut: asyncio.Future[_Landed[Out]] = asyncio.get_running_loop().create_future()
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # nobody waits
             self._pending.append(_Group([], [], fut, False))
 

@@ -22,16 +22,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import structlog
 
 from ledger.core.note import Ed25519Signer
 from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tlog_proof import ProofBundle
+from ledger.log.appended import Appended
 from ledger.log.errors import LogHaltedError
 from ledger.log.facade import Head, Log
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import Appended, BatchObserver, Sequencer, WriterState
+from ledger.log.sequencer import BatchObserver, Sequencer, WriterState
 from ledger.process import tracing
 from ledger.storage.base import CheckpointRecord, WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
@@ -96,21 +98,28 @@ class Account:
 
 @dataclass
 class _Pending:
-    """One request's entry on its way through the sequencer (its context in the batch)."""
+    """One request's entry on its way through the sequencer (its context in the batch). The
+    screen may give it the log's latest ``issued_at``; what the hook signs for it comes back
+    to the request as :class:`Signed`, not on this object."""
 
     entry: LogEntry
     account: Account
     month: str
     now: datetime
-    receipt: Receipt | None = None  # set by the hook: signed, stored with the entry
-    batch: int = 0  # set by the hook: how many entries its commit logged (for a trace)
 
     @property
     def usage_key(self) -> UsageKey:
         return (self.account.name, self.month)
 
 
-_Found = tuple[Receipt, str | None, Appended | None]
+class Signed(NamedTuple):
+    """What the hook answers for one entry, handed to its request once the commit is durable."""
+
+    receipt: Receipt  # signed, and stored with the entry
+    batch: int  # how many entries its commit logged (for a trace)
+
+
+_Found = tuple[Receipt, str | None, Appended[Signed] | None]
 """A digest's receipt (without a proof), the account it is logged under, and where its entry
 landed when this request logged it (None: it was logged before). What the in-flight future of
 a digest resolves to."""
@@ -210,7 +219,7 @@ class Notary:
         reader = LogReader(store)
         #: The log's one writer: its contexts are the requests' pending receipts, which the
         #: screen admits and the hook signs, inside the transaction that commits their entries.
-        self.sequencer: Sequencer[_Pending] = Sequencer(
+        self.sequencer: Sequencer[_Pending, Signed] = Sequencer(
             store, signer, reader=reader, max_batch=max_batch, hook=self.hook,
             screen=self.screen, observer=observer, trusted=trusted,
             on_roll=self.logs.signer, on_switched=self._switched,
@@ -442,10 +451,11 @@ class Notary:
             return logged.receipt, logged.account, None
         except LogHaltedError as e:
             raise store_corrupt(str(e)) from None
-        assert pending.receipt is not None  # the hook signed it in the commit
+        signed = appended.result
+        assert signed is not None  # the hook signed it in the commit
         if tracing.TRACER is not None:
-            tracing.annotate({"notary.batch.size": pending.batch})
-        return pending.receipt, pending.account.name, appended
+            tracing.annotate({"notary.batch.size": signed.batch})
+        return signed.receipt, pending.account.name, appended
 
     async def _logged_or(self, call_sha256: str, refusal: ServiceRefusal) -> _Found:
         """The digest's stored receipt and its account, for a request refused before it was
@@ -556,8 +566,9 @@ class Notary:
                 out.add(key_id)
         return out
 
-    async def hook(self, tx: WriteTx, items: Sequence[tuple[int, _Pending]]) -> None:
-        """Inside the log's batch transaction: sign and store each receipt, count usage."""
+    async def hook(self, tx: WriteTx, items: Sequence[tuple[int, _Pending]]) -> list[Signed]:
+        """Inside the log's batch transaction: sign and store each receipt, count usage; each
+        entry's receipt, which the writer hands to its request once the commit is durable."""
         key = self.current_key
         origin = self.sequencer.origin  # the log written now (a roll moved it in this batch)
         log = notary_tx(tx).log_number
@@ -576,10 +587,10 @@ class Notary:
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}
         for (_, pending), receipt in zip(items, signed, strict=True):
-            pending.receipt, pending.batch = receipt, len(items)
             issued.append(IssuedReceipt(receipt, pending.account.name))
             usage[pending.usage_key] = usage.get(pending.usage_key, 0) + 1
         await notary_tx(tx).add_receipts(issued, usage)
+        return [Signed(receipt, len(items)) for receipt in signed]
 
     # Read and verify ------------------------------------------------------------------------
 
