@@ -44,7 +44,7 @@ async def grow_ours(path: Path, size: int, batch: int, progress: bool) -> dict[s
     rss_start = proc_status_kib("VmRSS")
     store = await SqliteStore.open(path, create=True)
     reader = LogReader(store)  # as Log.open wires it: committed tiles are offered to its cache
-    seq: Sequencer[None] = Sequencer(store, signer(), reader=reader, max_batch=batch)
+    seq: Sequencer[None, None] = Sequencer(store, signer(), reader=reader, max_batch=batch)
     await seq.start()
     assert seq.state.size == 0, "not an empty log"
     start = time.perf_counter()

@@ -23,7 +23,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from ledger.core.errors import LedgerError, RefusedRequest
-from ledger.log.sequencer import LogRollbackError
+from ledger.log.errors import LogRollbackError
 from ledger.process.structured_logs import LogThrottle, safe_traceback
 from ledger.storage.base import StorageFullError, StoreUnavailableError, WriterBusyError
 

@@ -14,8 +14,9 @@ from typing import Any
 from ledger.core.checkpoint import Checkpoint, open_checkpoint
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.tlog_proof import ProofBundle
+from ledger.log.appended import Appended, AppendedRun
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import Appended, AppendedRun, BatchObserver, Sequencer, WriterState
+from ledger.log.sequencer import BatchObserver, Sequencer, WriterState
 from ledger.storage.base import CheckpointRecord, LogStore
 
 
@@ -44,7 +45,7 @@ class Log:
     """
 
     def __init__(self, store: LogStore, verifier: Ed25519Verifier, reader: LogReader,
-                 sequencer: Sequencer[Any] | None) -> None:
+                 sequencer: Sequencer[Any, Any] | None) -> None:
         self.store = store
         self.verifier = verifier
         self.reader = reader
@@ -73,12 +74,12 @@ class Log:
 
         ``trusted`` is a checkpoint of this log seen committed before (by an earlier run): the
         writer refuses a store whose tree does not extend it
-        (:class:`~ledger.log.sequencer.LogRollbackError`).
+        (:class:`~ledger.log.errors.LogRollbackError`).
         """
         if signer is None and verifier is None:
             raise ValueError("a log needs its signer (to write) or its verifier (to read)")
         reader = LogReader(store, cache_tiles=cache_tiles)
-        sequencer: Sequencer[None] | None = None
+        sequencer: Sequencer[None, None] | None = None
         if signer is not None:
             sequencer = Sequencer(store, signer, reader=reader, max_batch=max_batch,
                                   observer=observer, trusted=trusted)
@@ -133,7 +134,7 @@ class Log:
         cp, _ = open_checkpoint(rec.note, self.verifier)
         self._head = Head(rec, cp)
 
-    async def append(self, entry: bytes) -> Appended:
+    async def append(self, entry: bytes) -> Appended[Any]:
         if self.sequencer is None:
             raise RuntimeError("this log was opened read-only")
         return await self.sequencer.append(entry, None)

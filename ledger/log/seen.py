@@ -1,7 +1,7 @@
 """The newest checkpoint a writer has seen committed, remembered across restarts.
 
 A writer refuses to sign a tree that does not extend the newest checkpoint it saw committed
-(:class:`~ledger.log.sequencer.LogRollbackError`). In memory that protects a running process; this
+(:class:`~ledger.log.errors.LogRollbackError`). In memory that protects a running process; this
 file carries it over a restart, so a frontend restarted against a database restored from an
 older backup (or a standby that lost commits) refuses to write instead of forking the log.
 

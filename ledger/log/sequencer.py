@@ -13,26 +13,31 @@ import asyncio
 import dataclasses
 import enum
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar, overload
+from typing import Generic, TypeVar
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, decode_bundle, integrate
+from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, integrate
 from ledger.core.errors import LedgerError
-from ledger.core.hashing import HASH_SIZE, fold_right
 from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.proofs import newest_leaf_proof
-from ledger.core.tilehash import ExpandedTile, tile_of
-from ledger.core.tiles import ENTRIES_LEVEL, MAX_ENTRY_SIZE, TILE_WIDTH
-from ledger.log.reader import LogReader, edge_tiles_needed, stack_coords
+from ledger.core.tiles import MAX_ENTRY_SIZE, TILE_WIDTH
+from ledger.log.appended import Appended, AppendedRun
+from ledger.log.errors import (
+    LogHaltedError,
+    LogIntegrityError,
+    LogRollbackError,
+    SequencerClosedError,
+)
+from ledger.log.reader import LogReader
+from ledger.log.tree_state import ReadTiles, load_state, prefetching, root_at, root_tiles
 from ledger.process import tracing
 from ledger.storage.base import (
     CheckpointRecord,
     LogStore,
     StorageFullError,
     StoreError,
-    TileKey,
     WriteTx,
 )
 
@@ -41,9 +46,14 @@ Ctx = TypeVar("Ctx")
 the ledger: None). :class:`Sequencer` is generic in it, so a context reaches the hook and the
 screen with the type it was appended with."""
 
-BatchHook = Callable[[WriteTx, Sequence[tuple[int, Ctx]]], Awaitable[None]]
+Out = TypeVar("Out")
+"""What the hook answers for each entry (the notary: its signed receipt), handed back to the
+entry's caller (:attr:`Appended.result`); None for a writer without a hook."""
+
+BatchHook = Callable[[WriteTx, Sequence[tuple[int, Ctx]]], Awaitable[Sequence[Out]]]
 """Runs inside the batch's transaction with (index, context) of each entry: rows added there
-commit atomically with the entries."""
+commit atomically with the entries. It answers one result per entry, in order, which reaches
+the entry's caller once the transaction is durable (never before)."""
 
 BatchScreen = Callable[[WriteTx, Sequence[Ctx]], Awaitable[Sequence[Exception | bytes | None]]]
 """Runs inside the batch's transaction, under the log's lock and before anything is integrated,
@@ -80,27 +90,6 @@ PROBE_BYTES = 64 * 1024
 """Size of the write that tests whether a full store has room again (about a large batch)."""
 
 
-class LogIntegrityError(LedgerError, RuntimeError):
-    """The stored tiles do not match the signed checkpoint: the log must not run."""
-
-
-class LogRollbackError(LogIntegrityError):
-    """The store holds a tree that is not an extension of one this process saw committed.
-
-    A database restored from an older backup, or a failover that lost acknowledged commits,
-    looks like this. Signing on top of it would fork the log (two checkpoints that no
-    consistency proof links), so the writer refuses every batch until the store is back.
-    """
-
-
-class LogHaltedError(LogIntegrityError):
-    """Appends are refused: damage was found in the stored log (:meth:`Sequencer.halt`)."""
-
-
-class SequencerClosedError(LedgerError, RuntimeError):
-    pass
-
-
 class WriterState(enum.Enum):
     """Whether the writer signs: what ``/healthz``, the 503 answers and the metrics read."""
 
@@ -131,151 +120,47 @@ class WriterStatus:
 _WRITING = WriterStatus(WriterState.WRITING)
 
 
-_Landed = tuple[int, CheckpointRecord, list[tuple[bytes, ...]] | None]
-"""What a group's future resolves to: its first index, the checkpoint, its entries' proofs."""
+_Landed = tuple[int, CheckpointRecord, list[tuple[bytes, ...]] | None, Sequence[Out] | None]
+"""What a group's future resolves to: its first index, the checkpoint, its entries' proofs and
+the hook's results for them."""
 
 
 @dataclass(frozen=True)
-class _Group(Generic[Ctx]):
+class _Group(Generic[Ctx, Out]):
     """Entries queued together by one caller, answered by one future."""
 
     entries: list[bytes]
     contexts: list[Ctx]
-    future: asyncio.Future[_Landed]
+    future: asyncio.Future[_Landed[Out]]
     proof: bool = False  # answer with each entry's inclusion proof too
     trace: object = None  # the caller's trace context, while tracing (ledger.process.tracing)
 
 
-@dataclass(frozen=True)
-class Appended:
-    """Where an entry landed, and the durable signed checkpoint that first commits to it.
+@dataclass
+class _Batch(Generic[Ctx, Out]):
+    """One commit's work, filled in by the stages of :meth:`Sequencer._commit_batch`."""
 
-    ``proof`` is the entry's inclusion proof in that checkpoint when it was asked for
-    (``append(..., proof=True)``) and could be computed from cached tiles; else None."""
-
-    index: int
-    size: int
-    checkpoint: bytes
-    proof: tuple[bytes, ...] | None = None
-
-
-class AppendedRun(Sequence[Appended]):
-    """Where a group of entries landed: consecutive indexes from ``first``, all first committed
-    by one checkpoint. A sequence of :class:`Appended` made when read, so a bulk append of a
-    hundred thousand entries does not build a hundred thousand objects nobody looks at."""
-
-    __slots__ = ("checkpoint", "first", "length", "size")
-
-    def __init__(self, first: int, length: int, size: int, checkpoint: bytes) -> None:
-        self.first, self.length, self.size, self.checkpoint = first, length, size, checkpoint
-
-    def __len__(self) -> int:
-        return self.length
-
-    @overload
-    def __getitem__(self, i: int) -> Appended: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Appended]: ...
-    def __getitem__(self, i: int | slice) -> Appended | Sequence[Appended]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.length))]
-        if i < 0:
-            i += self.length
-        if not 0 <= i < self.length:
-            raise IndexError("AppendedRun index out of range")
-        return Appended(self.first + i, self.size, self.checkpoint)
+    groups: list[_Group[Ctx, Out]] = dataclasses.field(default_factory=list)
+    """Taken under the lock; once screened, the admitted ones."""
+    refused: list[tuple[_Group[Ctx, Out], Exception]] = dataclasses.field(default_factory=list)
+    """The screen's refusals, answered once the transaction has ended (not before a rollback)."""
+    switched: Ed25519Signer | None = None
+    """The key of the log the writer moved to (a roll), told once the move has committed."""
+    caught_up: CheckpointRecord | None = None
+    """The stored checkpoint of other processes' commits that the writer caught up with."""
+    first: int = 0
+    """The index of the first entry written."""
+    done: Integrated | None = None  # the new tiles and tree state, once integrated
+    record: CheckpointRecord | None = None  # the checkpoint signed for ``done``
+    results: Sequence[Out] = ()  # the hook's, one per entry written
 
 
-ReadTiles = Callable[[Sequence[TileKey]], Awaitable[dict[TileKey, bytes]]]
-
-
-def root_tiles(size: int) -> list[TileKey]:
-    """The tiles :func:`root_at` reads for ``size``."""
-    return list(dict.fromkeys(tile_of(c)[:2] for c in stack_coords(size)))
-
-
-def prefetching(read_tiles: ReadTiles, also: Sequence[TileKey]) -> ReadTiles:
-    """``read_tiles`` that fetches ``also`` with its first read and remembers what it read,
-    so tiles known to be needed next cost no read of their own."""
-    cache: dict[TileKey, bytes] = {}
-    extra = list(also)
-
-    async def read(keys: Sequence[TileKey]) -> dict[TileKey, bytes]:
-        nonlocal extra
-        missing = [k for k in keys if k not in cache]
-        if missing:
-            cache.update(await read_tiles(list(dict.fromkeys([*missing, *extra]))))
-            extra = []
-        return {k: cache[k] for k in keys if k in cache}
-
-    return read
-
-
-def _missing(key: TileKey, size: int) -> LogIntegrityError:
-    return LogIntegrityError(f"tile {key} needed at size {size} is missing from the store")
-
-
-def _stack_at(got: Mapping[TileKey, bytes], size: int) -> list[bytes]:
-    """The roots of the perfect subtrees that make up the first ``size`` leaves (the compact
-    range, largest first), from the tiles :func:`root_tiles` names."""
-    expanded: dict[TileKey, ExpandedTile] = {}
-    stack = []
-    for c in stack_coords(size):
-        key = tile_of(c)[:2]
-        if key not in got:
-            raise _missing(key, size)
-        tile = expanded.get(key) or expanded.setdefault(key, ExpandedTile(got[key]))
-        try:
-            stack.append(tile.get(c))
-        except KeyError as e:
-            raise LogIntegrityError(f"tile {key} is too short for size {size}") from e
-    return stack
-
-
-async def root_at(read_tiles: ReadTiles, size: int) -> bytes:
-    """The root of the first ``size`` leaves, from tiles of a tree at least that large.
-
-    Only complete subtrees are read, and those never change as the tree grows, so this is how
-    a writer checks that the stored tree extends a checkpoint it saw before (a consistency
-    check with the tiles as the proof).
-    """
-    return fold_right(_stack_at(await read_tiles(root_tiles(size)), size))
-
-
-async def load_state(read_tiles: ReadTiles, size: int) -> TreeState:
-    """Rebuild the writer's state at ``size`` from stored tiles (O(log n) hashes, few reads)."""
-    edges = edge_tiles_needed(size)
-    keys = list(dict.fromkeys([*root_tiles(size), *(k for k, _ in edges)]))
-    got = await read_tiles(keys)
-    for key in keys:
-        if key not in got:
-            raise _missing(key, size)
-    stack = _stack_at(got, size)
-    edge_tiles: dict[int, bytes] = {}
-    bundle = b""
-    for key, width in edges:
-        data = got[key]
-        if key[0] == ENTRIES_LEVEL:
-            entries = decode_bundle(data)
-            if len(entries) != width:
-                raise LogIntegrityError(
-                    f"entry bundle {key[1]} holds {len(entries)} entries, expected {width}"
-                )
-            bundle = data
-        else:
-            if len(data) != width * HASH_SIZE:
-                raise LogIntegrityError(
-                    f"tile {key} holds {len(data) // HASH_SIZE} hashes, expected {width}"
-                )
-            edge_tiles[key[0]] = data
-    return TreeState(size, tuple(stack), edge_tiles, bundle)
-
-
-class Sequencer(Generic[Ctx]):
+class Sequencer(Generic[Ctx, Out]):
     """Owns appends to one log. Create, ``await start()``, then ``append`` from any task.
 
     Each entry is queued with a context of type ``Ctx``, which the screen and the hook get
-    back, in the batch's order, inside the transaction that commits the entry."""
+    back, in the batch's order, inside the transaction that commits the entry; what the hook
+    answers for it, of type ``Out``, comes back to its caller."""
 
     def __init__(
         self,
@@ -284,7 +169,7 @@ class Sequencer(Generic[Ctx]):
         *,
         reader: LogReader | None = None,
         max_batch: int = 4096,
-        hook: BatchHook[Ctx] | None = None,
+        hook: BatchHook[Ctx, Out] | None = None,
         screen: BatchScreen[Ctx] | None = None,
         observer: BatchObserver | None = None,
         clock: Callable[[], float] = time.time,
@@ -318,7 +203,7 @@ class Sequencer(Generic[Ctx]):
         #: When (``clock`` seconds) this process last committed a write transaction, or None
         #: before its first: until then nobody knows whether its writes will get through.
         self.committed_at: float | None = None
-        self._pending: list[_Group[Ctx]] = []
+        self._pending: list[_Group[Ctx, Out]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -452,15 +337,17 @@ class Sequencer(Generic[Ctx]):
         note = sign_checkpoint(Checkpoint(self.origin, state.size, state.root()), self.signer)
         return CheckpointRecord(state.size, self.clock(), note)
 
-    async def append(self, entry: bytes, context: Ctx, *, proof: bool = False) -> Appended:
+    async def append(self, entry: bytes, context: Ctx, *, proof: bool = False
+                     ) -> Appended[Out]:
         """Resolve, once durable, to the entry's index and the checkpoint that commits to it.
 
         ``proof``: also its inclusion proof in that checkpoint. The proofs of a batch are
         computed together after its commit (neighbours share all but their lowest levels:
         :meth:`LogReader.inclusion_proofs`), which costs a fraction of one proof each.
         """
-        first, record, proofs = await self._enqueue([entry], [context], proof)
-        return Appended(first, record.size, record.note, proofs[0] if proofs else None)
+        first, record, proofs, results = await self._enqueue([entry], [context], proof)
+        return Appended(first, record.size, record.note, proofs[0] if proofs else None,
+                        results[0] if results else None)
 
     async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Ctx]
                           ) -> AppendedRun:
@@ -474,18 +361,18 @@ class Sequencer(Generic[Ctx]):
             raise ValueError("give one context per entry")
         if not entries:
             return AppendedRun(0, 0, 0, b"")
-        first, record, _ = await self._enqueue(list(entries), list(contexts))
+        first, record, _, _ = await self._enqueue(list(entries), list(contexts))
         return AppendedRun(first, len(entries), record.size, record.note)
 
     async def _enqueue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False
-                       ) -> _Landed:
+                       ) -> _Landed[Out]:
         if entries and (longest := max(map(len, entries))) > MAX_ENTRY_SIZE:
             raise EntryTooLargeError(longest)
         if self.status.state is WriterState.HALTED:
             raise LogHaltedError(self.status.reason)
         if self._closing or self._task is None:
             raise SequencerClosedError("the log is not accepting appends")
-        fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[_Landed[Out]] = asyncio.get_running_loop().create_future()
         trace = None if tracing.TRACER is None else tracing.current()
         self._pending.append(_Group(entries, contexts, fut, proof, trace))
         self._wake.set()
@@ -515,7 +402,7 @@ class Sequencer(Generic[Ctx]):
             if self._closing:
                 return
 
-    def _next_batch(self) -> list[_Group[Ctx]]:
+    def _next_batch(self) -> list[_Group[Ctx, Out]]:
         """The pending groups of the next batch, in order: up to ``max_batch`` entries, or one
         larger group alone."""
         take, count = 0, 0
@@ -526,8 +413,9 @@ class Sequencer(Generic[Ctx]):
         del self._pending[:take]
         return batch
 
-    async def _screened(self, tx: WriteTx, batch: list[_Group[Ctx]],
-                        refused: list[tuple[_Group[Ctx], Exception]]) -> list[_Group[Ctx]]:
+    async def _screened(self, tx: WriteTx, batch: list[_Group[Ctx, Out]],
+                        refused: list[tuple[_Group[Ctx, Out], Exception]]
+                        ) -> list[_Group[Ctx, Out]]:
         """The groups of ``batch`` the screen admits; the others go to ``refused``, answered
         with their refusal once the transaction has ended (never before a rollback). An entry
         the screen replaced is checked for size by :func:`integrate`, with the rest."""
@@ -536,7 +424,7 @@ class Sequencer(Generic[Ctx]):
         verdicts = list(await self.screen(tx, [c for g in batch for c in g.contexts]))
         if len(verdicts) != sum(len(g.contexts) for g in batch):
             raise RuntimeError("the batch screen must answer once per entry")
-        admitted: list[_Group[Ctx]] = []
+        admitted: list[_Group[Ctx, Out]] = []
         at = 0
         for group in batch:
             mine = verdicts[at:at + len(group.contexts)]
@@ -567,95 +455,139 @@ class Sequencer(Generic[Ctx]):
                                  "ledger.commit.entries": sum(len(g.entries) for g in batch),
                                  "ledger.tree.size": self.state.size})
 
-    async def _commit_batch(self) -> list[_Group[Ctx]]:
-        """Commit the next batch; the groups it committed (none if it failed)."""
+    async def _commit_batch(self) -> list[_Group[Ctx, Out]]:
+        """Commit the next batch: :meth:`_apply` it in one transaction, then :meth:`_settle`
+        it once that is durable, or :meth:`_fail` it; the groups it committed (none if it
+        failed)."""
         started = time.perf_counter()
-        batch: list[_Group[Ctx]] = []
-        refused: list[tuple[_Group[Ctx], Exception]] = []
-        done: Integrated | None = None
-        caught_up: CheckpointRecord | None = None
-        switched: Ed25519Signer | None = None
+        batch: _Batch[Ctx, Out] = _Batch()
         try:
             async with self.store.transaction() as tx:
-                # Taken once the log's lock is held: what arrived while this process waited
-                # for it (another process committing) joins this batch, not the next one.
-                batch = self._next_batch()
-                active = getattr(tx, "active_log", None)
-                if self.on_roll is not None and active is not None and (
-                        active != self.log_number or tx.log_number != active):  # type: ignore[attr-defined]
-                    # A roll: nothing more goes to this log. (Also after a switch whose
-                    # transaction rolled back: the store handle is still on the old log.)
-                    switched = await self._switch(tx)
-                latest = await tx.latest()
-                if latest is None or self.checkpoint is None or latest.size != self.state.size \
-                        or latest.note != self.checkpoint.note:
-                    # Another process appended since our last commit: catch up from its tiles.
-                    # ``self.checkpoint`` stays what it was until this transaction commits:
-                    # only then is what it read known to be durable (with synchronous
-                    # replication, on the standby too), and a failed commit binds nothing.
-                    if latest is None:
-                        raise LogRollbackError("the stored checkpoint disappeared")
-                    self.state = await self._catch_up(tx, latest)
-                    caught_up = latest
-                if self.status.state is WriterState.REFUSING:  # the store is back
-                    self._set(WriterStatus(WriterState.WRITING, error=self.status.error))
-                batch = await self._screened(tx, batch, refused)
-                entries = [e for g in batch for e in g.entries]
-                if entries:
-                    first = self.state.size
-                    done = integrate(self.state, entries)
-                    record = self._sign(done.state)
-                    await tx.write(done.tiles, record)
-                    if self.hook is not None:
-                        contexts = [c for g in batch for c in g.contexts]
-                        await self.hook(tx, [(first + i, c) for i, c in enumerate(contexts)])
+                await self._apply(tx, batch)
         except BaseException as e:
-            if not batch:  # the lock could not be taken: the batch it was for fails
-                batch = self._next_batch()
-            for group in [*batch, *(g for g, _ in refused)]:
-                if not group.future.done():
-                    group.future.set_exception(
-                        e if isinstance(e, Exception) else RuntimeError(str(e)))
+            self._fail(batch, e)
             if not isinstance(e, Exception):
                 raise
-            self._set(dataclasses.replace(self.status, error=e))
             return []
+        return await self._settle(batch, started)
+
+    async def _apply(self, tx: WriteTx, batch: _Batch[Ctx, Out]) -> None:
+        """Inside the transaction, holding the log's lock: take the batch, follow a roll,
+        catch up with other processes' commits, screen, then integrate, sign and write the
+        admitted entries and run the hook. Nothing of it is durable or answered before the
+        commit."""
+        # Taken once the log's lock is held: what arrived while this process waited for it
+        # (another process committing) joins this batch, not the next one.
+        batch.groups = self._next_batch()
+        if self._rolled(tx):
+            # A roll: nothing more goes to this log. (Also after a switch whose transaction
+            # rolled back: the store handle is still on the old log.)
+            batch.switched = await self._switch(tx)
+        batch.caught_up = await self._follow_store(tx)
+        if self.status.state is WriterState.REFUSING:  # the store is back
+            self._set(WriterStatus(WriterState.WRITING, error=self.status.error))
+        batch.groups = await self._screened(tx, batch.groups, batch.refused)
+        entries = [e for g in batch.groups for e in g.entries]
+        if entries:
+            await self._write(tx, batch, entries)
+
+    def _rolled(self, tx: WriteTx) -> bool:
+        """Whether the store's active log is another than the writer's or the transaction's
+        (``notary log roll`` ran): only for a writer that follows rolls."""
+        active = getattr(tx, "active_log", None)
+        return self.on_roll is not None and active is not None and (
+            active != self.log_number or tx.log_number != active)  # type: ignore[attr-defined]
+
+    async def _follow_store(self, tx: WriteTx) -> CheckpointRecord | None:
+        """The stored checkpoint, caught up with, when another process appended since this
+        one's last commit (from its tiles: :meth:`_catch_up`); None when nobody did.
+
+        ``self.checkpoint`` stays what it was until this transaction commits: only then is
+        what it read known to be durable (with synchronous replication, on the standby too),
+        and a failed commit binds nothing."""
+        latest = await tx.latest()
+        if latest is None:
+            raise LogRollbackError("the stored checkpoint disappeared")
+        if self.checkpoint is not None and latest.size == self.state.size \
+                and latest.note == self.checkpoint.note:
+            return None
+        self.state = await self._catch_up(tx, latest)
+        return latest
+
+    async def _write(self, tx: WriteTx, batch: _Batch[Ctx, Out], entries: list[bytes]) -> None:
+        """Integrate the admitted entries, sign the new checkpoint, write both, then run the
+        hook with each entry's index and context (what it adds commits with them)."""
+        batch.first = self.state.size
+        batch.done = integrate(self.state, entries)
+        batch.record = self._sign(batch.done.state)
+        await tx.write(batch.done.tiles, batch.record)
+        if self.hook is not None:
+            contexts = [c for g in batch.groups for c in g.contexts]
+            batch.results = await self.hook(
+                tx, [(batch.first + i, c) for i, c in enumerate(contexts)])
+            if len(batch.results) != len(contexts):
+                raise RuntimeError("the batch hook must answer once per entry")
+
+    def _fail(self, batch: _Batch[Ctx, Out], e: BaseException) -> None:
+        """The transaction failed, so nothing of it was written: each waiter of the batch
+        gets the error, which the status keeps until a commit succeeds."""
+        # No groups: the lock could not be taken, and the batch it was for fails.
+        groups = batch.groups or self._next_batch()
+        for group in [*groups, *(g for g, _ in batch.refused)]:
+            if not group.future.done():
+                group.future.set_exception(
+                    e if isinstance(e, Exception) else RuntimeError(str(e)))
+        if isinstance(e, Exception):
+            self._set(dataclasses.replace(self.status, error=e))
+
+    async def _settle(self, batch: _Batch[Ctx, Out], started: float) -> list[_Group[Ctx, Out]]:
+        """After the commit: the writer's state, then the answers (the refused groups', then
+        the others'); the groups whose entries it wrote."""
         self.committed_at = self.clock()
-        if switched is not None and self.on_switched is not None:
-            self.on_switched(switched)
+        if batch.switched is not None and self.on_switched is not None:
+            self.on_switched(batch.switched)
         if self.status is not _WRITING:
             self._set(_WRITING)
-        for group, refusal in refused:
+        for group, refusal in batch.refused:
             if not group.future.done():
                 group.future.set_exception(refusal)
-        if done is None:
-            if caught_up is not None:  # what it read is now known to be durable
-                self.checkpoint = caught_up
-            for group in batch:  # empty groups (follow): answered with the checkpoint
-                if group.future.done():
-                    continue
-                if self.checkpoint is None:
-                    group.future.set_exception(LogRollbackError(self.status.reason))
-                else:
-                    group.future.set_result((self.state.size, self.checkpoint, None))
+        if batch.done is None or batch.record is None:
+            self._settle_unwritten(batch)
             return []
-        prior, self.state = self.state, done.state
-        self.checkpoint = record
+        prior, self.state = self.state, batch.done.state
+        self.checkpoint = batch.record
         if self.reader is not None:
-            self.reader.offer(done.tiles)
+            self.reader.offer(batch.done.tiles)
         if self.observer is not None:
-            self.observer(sum(len(g.entries) for g in batch), time.perf_counter() - started)
-        proofs = await self._proofs(batch, first, record.size, prior)
-        index = first
-        for group in batch:
+            self.observer(sum(len(g.entries) for g in batch.groups),
+                          time.perf_counter() - started)
+        proofs = await self._proofs(batch.groups, batch.first, batch.record.size, prior)
+        index = batch.first
+        for group in batch.groups:
             if not group.future.done():
                 mine = None if proofs is None or not group.proof else [
                     proofs[i] for i in range(index, index + len(group.entries))]
-                group.future.set_result((index, record, mine))
+                at = index - batch.first
+                group.future.set_result((index, batch.record, mine, batch.results[
+                    at:at + len(group.entries)] if batch.results else None))
             index += len(group.entries)
-        return batch
+        return batch.groups
 
-    async def _proofs(self, batch: list[_Group[Ctx]], first: int, size: int, prior: TreeState
+    def _settle_unwritten(self, batch: _Batch[Ctx, Out]) -> None:
+        """After a commit that wrote no entry (all refused, or only empty groups: a follow):
+        what it caught up with is now known to be durable, and an empty group is answered
+        with the checkpoint."""
+        if batch.caught_up is not None:
+            self.checkpoint = batch.caught_up
+        for group in batch.groups:
+            if group.future.done():
+                continue
+            if self.checkpoint is None:
+                group.future.set_exception(LogRollbackError(self.status.reason))
+            else:
+                group.future.set_result((self.state.size, self.checkpoint, None, None))
+
+    async def _proofs(self, batch: list[_Group[Ctx, Out]], first: int, size: int, prior: TreeState
                       ) -> dict[int, tuple[bytes, ...]] | None:
         """The inclusion proofs that ``batch`` asked for, by index, computed together; None
         if none was asked for or they cannot be computed (each caller then gets none and
@@ -703,7 +635,7 @@ class Sequencer(Generic[Ctx]):
         except Exception:  # the store is unreachable now: the next commit will tell
             return
         if rolled and not self._closing:
-            fut: asyncio.Future[_Landed] = asyncio.get_running_loop().create_future()
+            fut: asyncio.Future[_Landed[Out]] = asyncio.get_running_loop().create_future()
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # nobody waits
             self._pending.append(_Group([], [], fut, False))
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from ledger.core.compact import TreeState, integrate
 from ledger.core.hashing import fold_right
 from ledger.log.reader import LogReader, stack_coords
-from ledger.log.sequencer import load_state
+from ledger.log.tree_state import load_state
 from ledger.storage.base import CheckpointRecord, LogStore
 
 __all__ = ["LogCopy"]

@@ -107,7 +107,7 @@ def _failed(args: argparse.Namespace, e: Exception) -> int:
         return ExitCode.USAGE
     # (already loaded by a command that raised one of their errors; the settings are not)
     # deferred: the modules of the other errors a command may raise
-    from ledger.log.sequencer import LogIntegrityError
+    from ledger.log.errors import LogIntegrityError
     from ledger.process.keyfile import KeyFileError
     from ledger.storage.base import StoreError
     from notary.serving.config import ConfigError

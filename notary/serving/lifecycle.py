@@ -22,9 +22,10 @@ from ledger.core.compact import TreeState, integrate
 from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError, merge_signatures, parse_note
 from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
 from ledger.core.timestamps import rfc3339
+from ledger.log.errors import LogIntegrityError
 from ledger.log.facade import Head, Log
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import LogIntegrityError, load_state
+from ledger.log.tree_state import load_state
 from ledger.storage.base import CheckpointRecord, LogRecord, RollingTx, StoreError
 from notary.core.entry import EntryError, decode_entry
 from notary.core.errors import NotaryBaseError

@@ -42,7 +42,7 @@ class DigestConflict(ServiceRefusal):
 
 class ClockBehindLog(ServiceRefusal):
     """503: the log's latest ``issued_at`` is more than
-    :data:`notary.serving.service.MAX_AHEAD` past this process's clock (another frontend's
+    :data:`notary.serving.clock_guard.MAX_AHEAD` past this process's clock (another frontend's
     clock ran ahead, or this one's is behind). ``issued_at`` never decreases along the log, so
     a receipt issued now would carry that future time: refused."""
 
@@ -50,7 +50,7 @@ class ClockBehindLog(ServiceRefusal):
 
 
 class ClockAheadOfDatabase(ServiceRefusal):
-    """503: this process's clock is more than :data:`notary.serving.service.MAX_AHEAD` ahead
+    """503: this process's clock is more than :data:`notary.serving.clock_guard.MAX_AHEAD` ahead
     of the database server's (PostgreSQL, which every frontend shares): its receipts would
     carry a time in the future of the others', and pin ``issued_at`` for them. Refused until
     the clock is fixed."""

@@ -8,6 +8,10 @@ a spent allowance refuses; no future ``issued_at``) and :meth:`Notary.hook` sign
 and stores it next to its entry with the account's usage (``notary.store.base``, theory of
 operation). So a receipt exists if and only if its entry does, two processes never log one
 digest twice nor both claim one server name, and a retried digest finds its receipt.
+
+The rules run as stages, in order: dedupe (:meth:`Notary._notarize`), halted, keys, quota,
+append (:meth:`Notary._find_or_log`), and, under the lock, the screen's per-entry rules
+(:class:`_BatchRules`); the clock policy is :mod:`notary.serving.clock_guard`'s.
 """
 
 from __future__ import annotations
@@ -17,37 +21,32 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
+from typing import NamedTuple
 
 import structlog
 
 from ledger.core.note import Ed25519Signer
 from ledger.core.paths import ENTRIES_PATH
 from ledger.core.tlog_proof import ProofBundle
+from ledger.log.appended import Appended
+from ledger.log.errors import LogHaltedError
 from ledger.log.facade import Head, Log
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import (
-    Appended,
-    BatchObserver,
-    LogHaltedError,
-    Sequencer,
-    WriterState,
-)
+from ledger.log.sequencer import BatchObserver, Sequencer, WriterState
 from ledger.process import tracing
 from ledger.storage.base import CheckpointRecord, WriteTx
 from notary.core.accounts import digests_match, month_of, seconds_until_next_month, split_api_key
 from notary.core.entry import LogEntry
 from notary.core.errors import NotaryBaseError
-from notary.core.ids import format_issued_at, parse_issued_at
 from notary.core.jwks import Jwks
 from notary.core.paths import receipt_path
 from notary.core.receipts import Receipt, ReceiptKey
 from notary.core.server_names import NameHold, refusal_reason, skeletons
+from notary.serving.clock_guard import ClockGuard, utc_now
 from notary.serving.keys import Paths, current_receipt_key, jwks_from_records
 from notary.serving.lifecycle import LogBook, log_path
 from notary.serving.refusals import (
-    ClockAheadOfDatabase,
-    ClockBehindLog,
     DigestConflict,
     DigestTaken,
     NotFound,
@@ -64,6 +63,7 @@ from notary.store.base import (
     IssuedReceipt,
     NotaryStore,
     ReceiptWithheldError,
+    Screening,
     UsageKey,
     notary_tx,
 )
@@ -73,20 +73,10 @@ KEY_REFRESH_SECONDS = 5.0
 current one (``notary keys rotate``). What is published or checked against does not wait for it:
 ``/.well-known/jwks.json`` reads the keys on every request, and a receipt whose kid is not known
 yet reads them at once (:meth:`Notary.jwks_with`)."""
-MAX_AHEAD = timedelta(seconds=5)
-"""How far past this process's clock an ``issued_at`` may be: the log's latest one may be
-ahead by this much (another frontend's clock a little ahead, a batch's commit wait) and a new
-receipt still take it; further ahead, writes are refused rather than signed with a future
-time (:class:`ClockBehindLog`)."""
 SIGN_OFF_LOOP = 8
 """Receipts in a batch from which the hook signs them on a worker thread (:meth:`Notary.hook`)."""
 _log = structlog.get_logger("notary")
 _NO_DIGEST = b"\1" * 32  # what a malformed key is compared as: never a stored digest
-
-
-def utc_now() -> datetime:
-    """This process's clock (what :attr:`Notary.clock` reads unless a test sets another)."""
-    return datetime.now(UTC)
 
 
 class AlreadyLogged(NotaryBaseError):
@@ -108,24 +98,104 @@ class Account:
 
 @dataclass
 class _Pending:
-    """One request's entry on its way through the sequencer (its context in the batch)."""
+    """One request's entry on its way through the sequencer (its context in the batch). The
+    screen may give it the log's latest ``issued_at``; what the hook signs for it comes back
+    to the request as :class:`Signed`, not on this object."""
 
     entry: LogEntry
     account: Account
     month: str
     now: datetime
-    receipt: Receipt | None = None  # set by the hook: signed, stored with the entry
-    batch: int = 0  # set by the hook: how many entries its commit logged (for a trace)
 
     @property
     def usage_key(self) -> UsageKey:
         return (self.account.name, self.month)
 
 
-_Found = tuple[Receipt, str | None, Appended | None]
+class Signed(NamedTuple):
+    """What the hook answers for one entry, handed to its request once the commit is durable."""
+
+    receipt: Receipt  # signed, and stored with the entry
+    batch: int  # how many entries its commit logged (for a trace)
+
+
+_Found = tuple[Receipt, str | None, Appended[Signed] | None]
 """A digest's receipt (without a proof), the account it is logged under, and where its entry
 landed when this request logged it (None: it was logged before). What the in-flight future of
 a digest resolves to."""
+
+
+def quota_exceeded(account: Account, now: datetime) -> QuotaExceeded:
+    """The refusal for a write past ``account``'s monthly allowance."""
+    return QuotaExceeded(
+        f"account {account.name!r} has used its monthly allowance of "
+        f"{account.monthly_allowance} writes; it resets at the start of the next UTC month",
+        headers={"Retry-After": str(seconds_until_next_month(now))},
+    )
+
+
+class _BatchRules:
+    """The screen's rules for one batch (:meth:`Notary.screen`), applied to its entries in
+    order, so that each sees what the ones before it were admitted with: their usage, their
+    digests, the server names they claimed and their ``issued_at``."""
+
+    def __init__(self, found: Screening, revoked: set[str], clock: ServiceRefusal | None,
+                 on_clock_refusal: Callable[[], None] | None) -> None:
+        self.found, self.revoked, self.clock = found, revoked, clock
+        self.on_clock_refusal = on_clock_refusal
+        self.holds = dict(found.servers)
+        self.skeleton_of = skeletons(self.holds)
+        self.tail = found.last_issued_at
+        self.admitted: dict[UsageKey, int] = {}
+        self.digests: set[str] = set()  # admitted in this batch (one account's: see notarize)
+
+    def verdict(self, c: _Pending) -> Exception | bytes | None:
+        """The entry's answer: the refusal of the first rule it breaks, in order (keys, dedupe,
+        server name, quota, clock), else what :meth:`_admit` logs."""
+        if c.account.key_id in self.revoked:  # keys: revoked since the request was read
+            return Unauthorized("this API key has been revoked", invalid_token=True)
+        digest = c.entry.call_sha256_hex
+        if digest in self.found.logged:  # dedupe: another process logged it first
+            return AlreadyLogged(self.found.logged[digest], self.found.logged_by.get(digest))
+        if digest in self.digests:  # dedupe: another account's request admitted it just before
+            return DigestTaken()
+        server = c.entry.server
+        refused = refusal_reason(c.account.name, self.holds.get(server, NameHold()))
+        if refused is not None:
+            return ServerNotAllowed(
+                f"this API key's account may not notarize under the server name "
+                f"{server!r}: {refused} (the first account to notarize under a name "
+                "holds it; the operator can grant names with `notary names grant`)")
+        allowance = c.account.monthly_allowance
+        taken = self.admitted.get(c.usage_key, 0)
+        if allowance is not None and self.found.usage.get(c.usage_key, 0) + taken >= allowance:
+            return quota_exceeded(c.account, c.now)
+        if self.clock is not None:
+            if self.on_clock_refusal is not None:
+                self.on_clock_refusal()
+            return self.clock
+        self.admitted[c.usage_key] = taken + 1
+        self.digests.add(digest)
+        return self._admit(c)
+
+    def _admit(self, c: _Pending) -> bytes | None:
+        """Log the entry: it claims its server name if free, and takes the log's latest
+        ``issued_at`` if its own is earlier (then its entry is encoded again: the bytes)."""
+        self._claim(c.entry.server, c.account.name)
+        if self.tail is not None and c.entry.issued_at < self.tail:
+            c.entry = dataclasses.replace(c.entry, issued_at=self.tail)
+            return c.entry.encode()
+        self.tail = c.entry.issued_at
+        return None
+
+    def _claim(self, server: str, account: str) -> None:
+        """A receipt of this batch takes ``server`` (if free): later requests of the same
+        batch see the claim, on that name and on every name confusable with it."""
+        if self.holds.get(server, NameHold()).holder is not None:
+            return
+        for name, hold in self.holds.items():
+            if self.skeleton_of[name] == self.skeleton_of[server]:
+                self.holds[name] = hold.with_claim(name, server, account)
 
 
 class Notary:
@@ -149,7 +219,7 @@ class Notary:
         reader = LogReader(store)
         #: The log's one writer: its contexts are the requests' pending receipts, which the
         #: screen admits and the hook signs, inside the transaction that commits their entries.
-        self.sequencer: Sequencer[_Pending] = Sequencer(
+        self.sequencer: Sequencer[_Pending, Signed] = Sequencer(
             store, signer, reader=reader, max_batch=max_batch, hook=self.hook,
             screen=self.screen, observer=observer, trusted=trusted,
             on_roll=self.logs.signer, on_switched=self._switched,
@@ -181,12 +251,10 @@ class Notary:
         self._reserved: dict[UsageKey, int] = {}
         #: The clock receipts are stamped with and the log's latest time is checked against.
         self.clock: Callable[[], datetime] = utc_now
-        #: Called once per request refused because the log's time is ahead (a metric).
+        #: Whether a batch may be stamped by :attr:`clock`, and why not (for /healthz).
+        self.clock_guard = ClockGuard()
+        #: Called once per request refused for the clock (a metric).
         self.on_clock_refusal: Callable[[], None] | None = None
-        #: While refusing: the log's latest ``issued_at`` that is too far ahead (for /healthz).
-        self.clock_behind: str | None = None
-        #: While refusing: the database's clock that this one is too far ahead of.
-        self.clock_ahead_of: str | None = None
 
     async def start(self) -> None:
         """Read the receipt keys, then start the log's writer (which checks the stored tree)."""
@@ -303,7 +371,8 @@ class Notary:
         one account for one digest share one entry however the store's reads are scheduled;
         it is resolved here and nowhere else, as soon as the digest's receipt is known.
         Requests of different accounts never share it: the batch's screen decides between
-        them (the first admitted logs the digest; the other is :class:`DigestTaken`).
+        them (the first admitted logs the digest; the other is :class:`DigestTaken`). This is
+        the first stage, dedupe; :meth:`_find_or_log` runs the others.
         """
         flight = (account.name, call_sha256)
         waiting = self._inflight.get(flight)
@@ -341,37 +410,52 @@ class Notary:
         (writes stopped, allowance spent) looks first, because a known digest is answered with
         its receipt even then. The write is reserved against the allowance from before the
         check until its batch has committed (or refused it), when the store counts it.
+
+        The stages after :meth:`_notarize`'s dedupe, in order: halted, keys, quota
+        (:meth:`_within_allowance`), append (:meth:`_append`; under the lock, the screen's
+        :class:`_BatchRules`).
         """
         status = self.sequencer.status
-        if status.state is WriterState.HALTED:
+        if status.state is WriterState.HALTED:  # halted: only a logged digest is answered
             return await self._logged_or(call_sha256, store_corrupt(status.reason))
-        if time.monotonic() - self._keys_read >= KEY_REFRESH_SECONDS:
+        if time.monotonic() - self._keys_read >= KEY_REFRESH_SECONDS:  # keys: a rotation
             await self.refresh_keys()
         now = self.clock()
-        month = month_of(now)
-        key = (account.name, month)
+        key = (account.name, month_of(now))
         self._reserved[key] = self._reserved.get(key, 0) + 1
         try:
-            if account.monthly_allowance is None or await self.store.usage(*key) + \
-                    self._reserved[key] <= account.monthly_allowance:
+            if await self._within_allowance(account, key):
                 entry = LogEntry.fresh(server, tool, bytes.fromhex(call_sha256), now)
-                pending = _Pending(entry, account, month, now)
-                try:
-                    appended = await self.sequencer.append(entry.encode(), pending, proof=True)
-                except AlreadyLogged as logged:  # by another process, under the log's lock
-                    if logged.receipt is None:
-                        raise withheld() from None
-                    return logged.receipt, logged.account, None
-                except LogHaltedError as e:
-                    raise store_corrupt(str(e)) from None
-                assert pending.receipt is not None  # the hook signed it in the commit
-                if tracing.TRACER is not None:
-                    tracing.annotate({"notary.batch.size": pending.batch})
-                return pending.receipt, account.name, appended
+                return await self._append(_Pending(entry, account, key[1], now))
         finally:
             self._reserved[key] -= 1
         # Over the allowance even by this process's count: refused, unless logged already.
-        return await self._logged_or(call_sha256, self._quota_exceeded(account, now))
+        return await self._logged_or(call_sha256, quota_exceeded(account, now))
+
+    async def _within_allowance(self, account: Account, key: UsageKey) -> bool:
+        """The quota stage: whether the account's writes this month, stored and reserved by
+        this process (this one's included), stay within its allowance. The screen decides
+        again under the lock, with what other processes stored meanwhile."""
+        return account.monthly_allowance is None or \
+            await self.store.usage(*key) + self._reserved[key] <= account.monthly_allowance
+
+    async def _append(self, pending: _Pending) -> _Found:
+        """The append stage: the entry goes to the log's writer, whose screen admits it (or
+        answers with the receipt another process logged for the digest meanwhile) and whose
+        hook signs its receipt in the commit."""
+        try:
+            appended = await self.sequencer.append(pending.entry.encode(), pending, proof=True)
+        except AlreadyLogged as logged:  # by another process, under the log's lock
+            if logged.receipt is None:
+                raise withheld() from None
+            return logged.receipt, logged.account, None
+        except LogHaltedError as e:
+            raise store_corrupt(str(e)) from None
+        signed = appended.result
+        assert signed is not None  # the hook signed it in the commit
+        if tracing.TRACER is not None:
+            tracing.annotate({"notary.batch.size": signed.batch})
+        return signed.receipt, pending.account.name, appended
 
     async def _logged_or(self, call_sha256: str, refusal: ServiceRefusal) -> _Found:
         """The digest's stored receipt and its account, for a request refused before it was
@@ -440,13 +524,6 @@ class Notary:
                 "this call_sha256 was already notarized for another server or tool"
             )
 
-    def _quota_exceeded(self, account: Account, now: datetime) -> QuotaExceeded:
-        return QuotaExceeded(
-            f"account {account.name!r} has used its monthly allowance of "
-            f"{account.monthly_allowance} writes; it resets at the start of the next UTC month",
-            headers={"Retry-After": str(seconds_until_next_month(now))},
-        )
-
     async def screen(self, tx: WriteTx, pendings: Sequence[_Pending]
                      ) -> list[Exception | bytes | None]:
         """Inside the batch transaction, under the log's lock: refuse what another process
@@ -457,10 +534,9 @@ class Notary:
         clocks: an entry stamped before a later-stamped one that was logged first takes that
         one's time (a few milliseconds at most, the commit's wait). Time order is then log
         order, which is what lets a store search by time without an index of times. A latest
-        time more than :data:`MAX_AHEAD` past this process's clock (another frontend's clock
-        ran ahead) is never taken: the batch is refused (:class:`ClockBehindLog`), so no
-        receipt carries a time in this clock's future; nor is a time stamped by this clock
-        when it is that far ahead of the database server's (:class:`ClockAheadOfDatabase`).
+        time too far past this process's clock, or this clock too far ahead of the database
+        server's, refuses the batch instead (:mod:`notary.serving.clock_guard`), so no receipt
+        carries a time in the future of a frontend's clock.
 
         A request under a server name that another account holds, or that looks like one
         another account holds, is refused (:class:`ServerNotAllowed`); one under a free name
@@ -471,127 +547,14 @@ class Notary:
             [p.entry.call_sha256_hex for p in pendings],
             {p.usage_key for p in pendings if p.account.monthly_allowance is not None},
             {p.entry.server for p in pendings})
-        holds = dict(found.servers)
-        skeleton_of = skeletons(holds)
         revoked = await self._revoked_keys(pendings) if found.keys_changed else set()
-        tail = found.last_issued_at
-        ahead = self._clock_refusal(tail, found.store_clock)
-        admitted: dict[UsageKey, int] = {}
-        batch_digests: set[str] = set()  # admitted in this batch (one account's, see notarize)
-        verdicts: list[Exception | bytes | None] = []
-        for c in pendings:
-            if c.account.key_id in revoked:
-                verdicts.append(Unauthorized("this API key has been revoked",
-                                             invalid_token=True))
-                continue
-            digest = c.entry.call_sha256_hex
-            if digest in found.logged:
-                verdicts.append(AlreadyLogged(found.logged[digest], found.logged_by.get(digest)))
-                continue
-            if digest in batch_digests:  # another account's request admitted it just before
-                verdicts.append(DigestTaken())
-                continue
-            server = c.entry.server
-            refused = refusal_reason(c.account.name, holds.get(server, NameHold()))
-            if refused is not None:
-                verdicts.append(ServerNotAllowed(
-                    f"this API key's account may not notarize under the server name "
-                    f"{server!r}: {refused} (the first account to notarize under a name "
-                    "holds it; the operator can grant names with `notary names grant`)"))
-                continue
-            allowance = c.account.monthly_allowance
-            taken = admitted.get(c.usage_key, 0)
-            if allowance is not None and found.usage.get(c.usage_key, 0) + taken >= allowance:
-                verdicts.append(self._quota_exceeded(c.account, c.now))
-                continue
-            if ahead is not None:
-                verdicts.append(ahead)
-                if self.on_clock_refusal is not None:
-                    self.on_clock_refusal()
-                continue
-            admitted[c.usage_key] = taken + 1
-            batch_digests.add(digest)
-            self._claim(holds, skeleton_of, server, c.account.name)
-            if tail is not None and c.entry.issued_at < tail:
-                c.entry = dataclasses.replace(c.entry, issued_at=tail)
-                verdicts.append(c.entry.encode())
-            else:
-                tail = c.entry.issued_at
-                verdicts.append(None)
-        return verdicts
+        clock = self.clock_guard.refusal(found.last_issued_at, found.store_clock, self.clock())
+        rules = _BatchRules(found, revoked, clock, self.on_clock_refusal)
+        return [rules.verdict(p) for p in pendings]
 
     def clock_problem(self) -> str | None:
-        """Why writes are refused for the clock (for /healthz), or None: the last batch found
-        this clock too far ahead of the database's, or the log's latest ``issued_at`` too far
-        ahead of this clock (and it has not caught up since)."""
-        if self.clock_ahead_of is not None:
-            return (f"writes are refused: this process's clock is more than "
-                    f"{MAX_AHEAD.total_seconds():g} s ahead of the database server's "
-                    f"({self.clock_ahead_of} when last compared); fix this machine's clock")
-        behind = self.clock_behind
-        if behind is None or behind <= format_issued_at(self.clock() + MAX_AHEAD):
-            return None
-        return (f"writes are refused: the log's latest issued_at ({behind}) is more than "
-                f"{MAX_AHEAD.total_seconds():g} s ahead of this process's clock; check the "
-                "clocks of the notary's frontends")
-
-    def _clock_refusal(self, tail: str | None, store_clock: str | None
-                       ) -> ServiceRefusal | None:
-        """The refusal for a batch when this clock is too far ahead of the database's (so it
-        would stamp the future), or the log's latest time too far ahead of this clock (so it
-        would take a future time), else None."""
-        now = self.clock()
-        if store_clock is not None and \
-                format_issued_at(now) > format_issued_at(parse_issued_at(store_clock) + MAX_AHEAD):
-            if self.clock_ahead_of is None:
-                _log.error("clock_ahead_of_database", database_time=store_clock,
-                           local_time=format_issued_at(now),
-                           detail="this process's clock is ahead of the database server's; "
-                                  "writes are refused rather than signed with a future time")
-            self.clock_ahead_of = store_clock
-            return ClockAheadOfDatabase(
-                f"this notary's clock ({format_issued_at(now)}) is ahead of its database "
-                f"server's ({store_clock}) by more than {MAX_AHEAD.total_seconds():g} s; no "
-                "receipt is issued with a time in the future of the other frontends' (the "
-                "operator must fix this frontend's clock)")
-        if self.clock_ahead_of is not None:
-            _log.info("clock_back_in_step", database_time=store_clock)
-            self.clock_ahead_of = None
-        return self._too_far_ahead(tail, now)
-
-    def _too_far_ahead(self, tail: str | None, now: datetime) -> ClockBehindLog | None:
-        """The refusal for a batch whose latest logged ``issued_at`` is more than
-        :data:`MAX_AHEAD` past this process's clock, else None; one log line when refusing
-        starts and one when it ends (:attr:`clock_behind` says so in between)."""
-        if tail is None or tail <= format_issued_at(now + MAX_AHEAD):
-            if self.clock_behind is not None:
-                _log.info("clock_caught_up", log_latest_issued_at=self.clock_behind)
-                self.clock_behind = None
-            return None
-        if self.clock_behind is None:
-            _log.error("clock_behind_log", log_latest_issued_at=tail,
-                       local_time=format_issued_at(now),
-                       detail="the log's latest issued_at is ahead of this process's clock; "
-                              "writes are refused rather than signed with a future time")
-        self.clock_behind = tail
-        wait = (parse_issued_at(tail) - now - MAX_AHEAD).total_seconds()
-        return ClockBehindLog(
-            f"the log's latest issued_at ({tail}) is ahead of this notary's clock "
-            f"({format_issued_at(now)}) by more than {MAX_AHEAD.total_seconds():g} s; a receipt "
-            "issued now would carry a future time, so none is issued (the operator must check "
-            "the clocks of the notary's frontends)",
-            headers={"Retry-After": str(max(1, min(3600, int(wait) + 1)))})
-
-    @staticmethod
-    def _claim(holds: dict[str, NameHold], skeleton_of: dict[str, str], server: str,
-               account: str) -> None:
-        """A receipt of this batch takes ``server`` (if free): later requests of the same
-        batch see the claim, on that name and on every name confusable with it."""
-        if holds.get(server, NameHold()).holder is not None:
-            return
-        for name, hold in holds.items():
-            if skeleton_of[name] == skeleton_of[server]:
-                holds[name] = hold.with_claim(name, server, account)
+        """Why writes are refused for the clock (for /healthz), or None: :class:`ClockGuard`."""
+        return self.clock_guard.problem(self.clock())
 
     async def _revoked_keys(self, pendings: Sequence[_Pending]) -> set[str]:
         """The batch's API keys that are revoked (or gone) now: the store said keys changed
@@ -603,8 +566,9 @@ class Notary:
                 out.add(key_id)
         return out
 
-    async def hook(self, tx: WriteTx, items: Sequence[tuple[int, _Pending]]) -> None:
-        """Inside the log's batch transaction: sign and store each receipt, count usage."""
+    async def hook(self, tx: WriteTx, items: Sequence[tuple[int, _Pending]]) -> list[Signed]:
+        """Inside the log's batch transaction: sign and store each receipt, count usage; each
+        entry's receipt, which the writer hands to its request once the commit is durable."""
         key = self.current_key
         origin = self.sequencer.origin  # the log written now (a roll moved it in this batch)
         log = notary_tx(tx).log_number
@@ -623,10 +587,10 @@ class Notary:
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}
         for (_, pending), receipt in zip(items, signed, strict=True):
-            pending.receipt, pending.batch = receipt, len(items)
             issued.append(IssuedReceipt(receipt, pending.account.name))
             usage[pending.usage_key] = usage.get(pending.usage_key, 0) + 1
         await notary_tx(tx).add_receipts(issued, usage)
+        return [Signed(receipt, len(items)) for receipt in signed]
 
     # Read and verify ------------------------------------------------------------------------
 

@@ -27,17 +27,12 @@ MAX_FUNCTION_LINES = 80
 MAX_BRANCHES = 30
 
 # module path -> why it may be longer (ARCHITECTURE.md, "Size exceptions").
-MODULE_EXCEPTIONS: dict[str, str] = {
-    "ledger/log/sequencer.py": "pending: the commit as stages, the tree-state helpers in a "
-                               "module of their own (issue 36 item 2)",
-}
+MODULE_EXCEPTIONS: dict[str, str] = {}
 
 # "path::Qualified.name" -> why it may be longer or branchier.
 FUNCTION_EXCEPTIONS: dict[str, str] = {
     "notary/cli/gateway.py::register": "a flat table: the `notary gateway` command's "
                                        "arguments and subcommands, one add_argument a line",
-    "ledger/log/sequencer.py::Sequencer._commit_batch": "pending: apply / settle / fail "
-                                                        "(issue 36 item 2)",
 }
 
 # class name -> why it may be defined more than once.

@@ -23,8 +23,8 @@ from ledger.core.tiles import TILE_WIDTH, tiles_for_size
 from ledger.core.tlog_proof import decode_proof_bundle
 from ledger.http.errors import ApiError, error_middleware
 from ledger.http.routes import LOG, PUBLISHED_CHECKPOINT, add_ledger_routes, create_ledger_app
+from ledger.log.errors import LogRollbackError
 from ledger.log.facade import Log
-from ledger.log.sequencer import LogRollbackError
 from ledger.storage.base import StoreUnavailableError
 from ledger.storage.sqlite import SqliteStore
 from tests.servers import Serve

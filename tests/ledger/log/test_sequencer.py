@@ -16,17 +16,11 @@ from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
+from ledger.log.appended import Appended, AppendedRun
+from ledger.log.errors import LogIntegrityError, LogRollbackError
 from ledger.log.facade import Log
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import (
-    CATCH_UP_ENTRIES,
-    Appended,
-    AppendedRun,
-    LogIntegrityError,
-    LogRollbackError,
-    Sequencer,
-    WriterState,
-)
+from ledger.log.sequencer import CATCH_UP_ENTRIES, Sequencer, WriterState
 from ledger.storage.base import CheckpointRecord, WriteTx
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from ledger.storage.sqlite import SqliteStore
@@ -272,7 +266,7 @@ async def test_a_screen_refuses_and_finalizes_entries_under_the_lock(
 
     store = MemoryStore()
     reader = LogReader(store)
-    seq: Sequencer[str] = Sequencer(store, signer, reader=reader, screen=screen)
+    seq: Sequencer[str, None] = Sequencer(store, signer, reader=reader, screen=screen)
     await seq.start()
     log = Log(store, signer.verifier(), reader, seq)
     results = await asyncio.gather(
@@ -457,3 +451,35 @@ async def test_a_batch_of_one_has_its_proof_without_the_reader(
         cp, _ = open_checkpoint(r.checkpoint, signer.verifier())
         verify_inclusion(r.index, r.size, leaf_hash(entry), r.proof, cp.root_hash)
     await log.close()
+
+
+async def test_the_hook_s_results_reach_each_caller_once_durable(
+        signer: Ed25519Signer) -> None:
+    """What the hook answers for each entry comes back to that entry's caller (in the batch's
+    order, refused entries left out); a hook that does not answer once per entry fails its
+    batch, which writes nothing."""
+
+    async def hook(tx: WriteTx, items: Any) -> list[str]:
+        return [f"{c}@{i}" for i, c in items]
+
+    async def screen(tx: WriteTx, contexts: Any) -> list[Exception | bytes | None]:
+        return [ValueError("no") if c == "refuse" else None for c in contexts]
+
+    store = MemoryStore()
+    seq: Sequencer[str, str] = Sequencer(store, signer, hook=hook, screen=screen)
+    await seq.start()
+    got = await asyncio.gather(seq.append(b"a", "x"), seq.append(b"b", "refuse"),
+                               seq.append(b"c", "y"), return_exceptions=True)
+    assert isinstance(got[1], ValueError)
+    assert [(a.index, a.result) for a in (got[0], got[2]) if isinstance(a, Appended)] == [
+        (0, "x@0"), (1, "y@1")]
+
+    async def short(tx: WriteTx, items: Any) -> list[str]:
+        return []
+
+    seq.hook = short
+    with pytest.raises(RuntimeError, match="once per entry"):
+        await seq.append(b"d", "z")
+    latest = await store.latest()
+    assert latest is not None and latest.size == 2
+    await seq.close()

@@ -61,7 +61,7 @@ async def test_a_copy_built_in_pieces_is_the_log_tile_for_tile(stores: StoreFact
 
 
 async def _root(log: Log, size: int) -> bytes:
-    from ledger.log.sequencer import root_at  # deferred: only this check needs it
+    from ledger.log.tree_state import root_at  # deferred: only this check needs it
 
     return await root_at(log.store.read_tiles, size)
 

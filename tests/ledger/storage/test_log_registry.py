@@ -12,7 +12,7 @@ from ledger.core.compact import TreeState
 from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
 from ledger.log.facade import Log
-from ledger.log.sequencer import load_state
+from ledger.log.tree_state import load_state
 from ledger.storage.base import CheckpointRecord, LogRecord, RollingStore, RollingTx, StoreError
 from tests.stores import StoreFactory
 

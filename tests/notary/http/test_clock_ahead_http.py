@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 
 from notary.core.records import CallRecord, new_salt
-from notary.serving.service import utc_now
+from notary.serving.clock_guard import utc_now
 from tests.notary_server import app_notary
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from notary.core.ids import parse_issued_at
+from notary.serving.clock_guard import MAX_AHEAD, utc_now
 from notary.serving.refusals import ClockAheadOfDatabase, ClockBehindLog
-from notary.serving.service import MAX_AHEAD, utc_now
 from tests.notary_server import digest, headless_notary, issue
 
 

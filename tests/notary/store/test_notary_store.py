@@ -32,7 +32,7 @@ from notary.core.entry import decode_entry
 from notary.core.ids import b64url_decode, new_receipt_id
 from notary.core.receipts import Receipt
 from notary.operator import admin
-from notary.serving import service
+from notary.serving.clock_guard import utc_now
 from notary.serving.keys import Paths
 from notary.serving.refusals import DigestConflict, QuotaExceeded, StoreCorrupt
 from notary.serving.service import Account, Notary
@@ -140,23 +140,13 @@ def test_notary_tx_refuses_a_plain_log_transaction() -> None:
 
 
 async def test_issued_at_never_decreases_along_the_log(tmp_path: Path, shared: str) -> None:
-    """B's clock is behind A's (by less than service.MAX_AHEAD; further, B refuses: see
+    """B's clock is behind A's (by less than clock_guard.MAX_AHEAD; further, B refuses: see
     test_clock_ahead.py): B's receipt, logged after A's, is issued at A's time."""
     data = tmp_path / "d"
     async with headless_notary(data, shared) as a, headless_notary(data, shared) as b:
         ahead, _ = await issue(a, 1)
-        real = service.datetime
-
-        class Behind(real):  # type: ignore[misc,valid-type]
-            @classmethod
-            def now(cls, tz: object = None) -> real:  # type: ignore[override,valid-type]
-                return real.now(tz) - timedelta(seconds=2)  # type: ignore[arg-type]
-
-        service.datetime = Behind  # type: ignore[misc]
-        try:
-            late, _ = await issue(b, 2)
-        finally:
-            service.datetime = real  # type: ignore[misc]
+        b.clock = lambda: utc_now() - timedelta(seconds=2)
+        late, _ = await issue(b, 2)
         assert late.index == ahead.index + 1 and late.issued_at == ahead.issued_at
         stored = await a.store.receipt_by_id(late.id)
         assert stored is not None and stored.issued_at == ahead.issued_at

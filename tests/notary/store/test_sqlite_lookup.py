@@ -149,9 +149,9 @@ async def test_receipts_added_in_two_steps_of_one_transaction(tmp_path: Path) ->
         assert notary.log is not None and notary.log.sequencer is not None
         one_call = notary.hook
 
-        async def two_calls(tx: WriteTx, items: Sequence[tuple[int, Any]]) -> None:
-            await one_call(tx, items[: len(items) // 2])
-            await one_call(tx, items[len(items) // 2 :])
+        async def two_calls(tx: WriteTx, items: Sequence[tuple[int, Any]]) -> list[Any]:
+            return [*await one_call(tx, items[: len(items) // 2]),
+                    *await one_call(tx, items[len(items) // 2 :])]
 
         notary.log.sequencer.hook = two_calls
         issued: list[Receipt] = []
