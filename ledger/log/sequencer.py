@@ -142,6 +142,8 @@ class _Batch(Generic[Ctx, Out]):
 
     groups: list[_Group[Ctx, Out]] = dataclasses.field(default_factory=list)
     """Taken under the lock; once screened, the admitted ones."""
+    taken: bool = False
+    """Whether the lock was taken and the batch with it (else a failure fails the next one)."""
     refused: list[tuple[_Group[Ctx, Out], Exception]] = dataclasses.field(default_factory=list)
     """The screen's refusals, answered once the transaction has ended (not before a rollback)."""
     switched: Ed25519Signer | None = None
@@ -478,7 +480,7 @@ class Sequencer(Generic[Ctx, Out]):
         commit."""
         # Taken once the log's lock is held: what arrived while this process waited for it
         # (another process committing) joins this batch, not the next one.
-        batch.groups = self._next_batch()
+        batch.groups, batch.taken = self._next_batch(), True
         if self._rolled(tx):
             # A roll: nothing more goes to this log. (Also after a switch whose transaction
             # rolled back: the store handle is still on the old log.)
@@ -531,8 +533,9 @@ class Sequencer(Generic[Ctx, Out]):
     def _fail(self, batch: _Batch[Ctx, Out], e: BaseException) -> None:
         """The transaction failed, so nothing of it was written: each waiter of the batch
         gets the error, which the status keeps until a commit succeeds."""
-        # No groups: the lock could not be taken, and the batch it was for fails.
-        groups = batch.groups or self._next_batch()
+        # Not taken: the lock could not be, and the batch it was for fails. (Taken and every
+        # group refused: only the refused ones fail; what queued since is the next batch's.)
+        groups = batch.groups if batch.taken else self._next_batch()
         for group in [*groups, *(g for g, _ in batch.refused)]:
             if not group.future.done():
                 group.future.set_exception(

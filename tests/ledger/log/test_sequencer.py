@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -482,4 +484,40 @@ async def test_the_hook_s_results_reach_each_caller_once_durable(
         await seq.append(b"d", "z")
     latest = await store.latest()
     assert latest is not None and latest.size == 2
+    await seq.close()
+
+
+async def test_a_failed_commit_of_a_batch_refused_whole_fails_no_later_batch(
+        signer: Ed25519Signer) -> None:
+    """A batch whose every entry the screen refused, whose transaction then fails: its
+    callers get the error, and an append queued meanwhile is not failed with it (it was never
+    in that transaction) but commits in the next batch."""
+    failing: list[bool] = []
+    later: list[asyncio.Task[Appended[None]]] = []
+
+    class FailingStore(MemoryStore):
+        @asynccontextmanager
+        async def _transaction(self) -> AsyncIterator[MemoryWriteTx]:
+            async with super()._transaction() as tx:
+                yield tx
+                if failing:
+                    failing.clear()
+                    raise OSError("the commit failed")
+
+    async def screen(tx: WriteTx, contexts: Any) -> list[Exception | bytes | None]:
+        if "refuse" in contexts:  # queued after this batch was taken: the next batch's
+            later.append(asyncio.create_task(seq.append(b"y", "keep")))
+            await asyncio.sleep(0)
+            failing.append(True)
+        return [ValueError("no") if c == "refuse" else None for c in contexts]
+
+    store = FailingStore()
+    seq: Sequencer[str, None] = Sequencer(store, signer, screen=screen)
+    await seq.start()
+    with pytest.raises(OSError, match="the commit failed"):
+        await seq.append(b"x", "refuse")
+    appended = await later[0]
+    assert appended.index == 0
+    latest = await store.latest()
+    assert latest is not None and latest.size == 1
     await seq.close()
