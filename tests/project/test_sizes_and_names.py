@@ -1,4 +1,4 @@
-"""Rooms a newcomer can hold (issue 36, item 5), enforced rather than remembered.
+"""Rooms a newcomer can hold, enforced rather than remembered.
 
 - No production module over :data:`MAX_MODULE_LINES` lines.
 - No production function over :data:`MAX_FUNCTION_LINES` lines or :data:`MAX_BRANCHES`
