@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ledger.core.publish_target import BucketTarget, PublishTargetError, parse_publish_target
-from ledger.process.exitcodes import UsageError
+from ledger.cli.publish_arg import publish_target
+from ledger.core.publish_target import BucketTarget
 
 
 async def _export_to_bucket(directory: Path, target: BucketTarget, pq_checkpoints: bool) -> str:
@@ -63,18 +63,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     # deferred: the event loop, not for `--help`
     from ledger.process import event_loop
 
-    try:
-        target = parse_publish_target(args.out)
-    except PublishTargetError as e:
-        raise UsageError(f"OUT: {e}") from None
-    if not isinstance(target, str):
-        from ledger.jobs.sinks import s3_client_missing  # deferred: the jobs, not for `--help`
-
-        missing = s3_client_missing()
-        if missing is not None:
-            raise UsageError(f"OUT: {missing}")
+    target = publish_target(args.out, "OUT")
     pq = args.pq_checkpoints == "on"
-    print(event_loop.run(_export(Path(args.dir), Path(target), pq) if isinstance(target, str)
+    print(event_loop.run(_export(Path(args.dir), target, pq) if isinstance(target, Path)
                          else _export_to_bucket(Path(args.dir), target, pq)))
     return 0
 

@@ -115,29 +115,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         parse_min_index(spec, set(logs))
     if args.database is not None and not is_postgres_url(args.database):
         raise UsageError(f"--database {args.database[:40]!r}: want a postgresql:// URL")
-    publish = None if args.publish is None else _publish_target(args.publish)
+    # deferred: the target parser, not for `--help`
+    from ledger.cli.publish_arg import publish_target
+
+    publish = None if args.publish is None else publish_target(args.publish)
     host, port = parse_host_port(args.listen, what="--listen")
     event_loop.run(_serve(signers, logs, Path(args.data), args.database, publish, host, port))
     return 0
-
-
-def _publish_target(value: str) -> BucketTarget | Path:
-    """``--publish``: a bucket prefix (``s3://``, with the S3 client installed) or a
-    directory; anything else a usage error, before anything is opened."""
-    # deferred: the target parser and the sinks, not for `--help`
-    from ledger.core.publish_target import PublishTargetError, parse_publish_target
-    from ledger.jobs.sinks import s3_client_missing
-
-    try:
-        target = parse_publish_target(value)
-    except PublishTargetError as e:
-        raise UsageError(f"--publish {value[:60]!r}: {e}") from None
-    if isinstance(target, str):
-        return Path(target)
-    missing = s3_client_missing()
-    if missing is not None:
-        raise UsageError(f"--publish: {missing}")
-    return target
 
 
 def _expected() -> tuple[type[Exception], ...]:

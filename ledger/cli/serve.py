@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.core.publish_target import BucketTarget, PublishTargetError, parse_publish_target
+from ledger.cli.publish_arg import publish_target
+from ledger.core.publish_target import BucketTarget
 from ledger.process.dirlock import DirectoryInUseError, ServingLock
 from ledger.process.exitcodes import UsageError
 from ledger.process.netaddr import parse_host_port
@@ -91,20 +92,7 @@ async def _first_round(publisher: Publisher) -> None:
 
 
 def _publish_target(value: str | None) -> Path | BucketTarget | None:
-    if not value:
-        return None
-    try:
-        target = parse_publish_target(value)
-    except PublishTargetError as e:
-        raise UsageError(f"--publish: {e}") from None
-    if isinstance(target, str):
-        return Path(target)
-    from ledger.jobs.sinks import s3_client_missing  # deferred: the jobs, not for `--help`
-
-    missing = s3_client_missing()
-    if missing is not None:
-        raise UsageError(f"--publish: {missing}")
-    return target
+    return publish_target(value) if value else None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
