@@ -8,8 +8,9 @@ Against a real object store on loopback (SeaweedFS, ``weed server -s3``, as the 
    anonymous GET, as a reader would), p50/p99; then objects and bytes in the bucket per entry
    and the S3 requests per second the notary made (``ledger_publish_requests_total``).
 2. **Overhead**: the closed-loop load generator (``benchmarks/_loadgen.py``) against a notary
-   without ``--publish`` and one with ``--publish s3://``, one after the other in the same run:
-   receipts per second of each and their ratio.
+   without ``--publish`` and one with ``--publish s3://``, ``--rounds`` times, the order
+   alternating: the medians of receipts per second, of the notary's CPU a receipt and of the
+   object store's, and their ratios.
 3. **Catch-up**: the bucket is down (the SeaweedFS process killed) for ``--down`` seconds while
    receipts go on at ``--catchup-rate``; then it starts again, and the time until the bucket's
    checkpoint covers every receipt issued is reported.
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,7 @@ from benchmarks._common import (
     table,
     write_json,
 )
+from benchmarks.http_notarize import cpu_seconds
 from tests.seaweed import Seaweed
 
 _IN_FLIGHT = 256  # open-loop requests outstanding at most (beyond that the notary is the limit)
@@ -149,17 +152,45 @@ def loadgen(url: str, key: str, seconds: float) -> dict[str, Any]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def overhead(tmp: Path, weed: Seaweed, seconds: float) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, extra in (("without", ()), ("with", ("--publish", f"s3://{weed.bucket}/load"))):
-        proc, url, key = start_notary(tmp / f"notary-load-{name}", *extra, env=weed.env())
-        try:
-            out[name] = loadgen(url, key, seconds)
-        finally:
-            proc.terminate()
-            proc.wait(30)
+def overhead(tmp: Path, weed: Seaweed, seconds: float, rounds: int) -> dict[str, Any]:
+    """Receipts/s without and with ``--publish s3://``, in ``rounds`` rounds whose order
+    alternates (this VM's speed drifts within minutes), medians reported; and what each
+    receipt cost in CPU: the notary's own (its publishing included) and the object store's
+    (which shares the cores here), from ``/proc``: figures other load barely moves."""
+    runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
+    for n in range(rounds):
+        kinds = {"without": (), "with": ("--publish", f"s3://{weed.bucket}/load-{n}")}
+        for name in (("without", "with") if n % 2 == 0 else ("with", "without")):
+            runs[name].append(_one_load(tmp / f"notary-load-{name}-{n}", weed, kinds[name],
+                                        seconds))
+    out: dict[str, Any] = {"rounds": runs}
+    for name, got in runs.items():
+        out[name] = {k: statistics.median(r[k] for r in got) for k in (
+            "requests_per_s", "notary_cpu_us_per_receipt", "store_cpu_us_per_receipt")}
     out["ratio"] = out["with"]["requests_per_s"] / max(out["without"]["requests_per_s"], 1e-9)
+    out["notary_cpu_ratio"] = (out["with"]["notary_cpu_us_per_receipt"]
+                               / max(out["without"]["notary_cpu_us_per_receipt"], 1e-9))
     return out
+
+
+def _one_load(data: Path, weed: Seaweed, extra: tuple[str, ...], seconds: float
+              ) -> dict[str, Any]:
+    proc, url, key = start_notary(data, *extra, env=weed.env())
+    store_pid = weed.proc.pid if weed.proc is not None else None
+    try:
+        notary_cpu, store_cpu = cpu_seconds(proc.pid), _store_cpu(store_pid)
+        got = loadgen(url, key, seconds)
+        done = max(got["completed"], 1)
+        got["notary_cpu_us_per_receipt"] = (cpu_seconds(proc.pid) - notary_cpu) / done * 1e6
+        got["store_cpu_us_per_receipt"] = (_store_cpu(store_pid) - store_cpu) / done * 1e6
+        return got
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _store_cpu(pid: int | None) -> float:
+    return 0.0 if pid is None else cpu_seconds(pid)
 
 
 async def catch_up(tmp: Path, weed: Seaweed, down: float, rate: float) -> dict[str, Any]:
@@ -195,7 +226,8 @@ async def run(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     await asyncio.to_thread(weed.start)
     try:
         lags = [await lag_and_cost(tmp, weed, r, args.seconds) for r in args.rates]
-        over = await asyncio.to_thread(overhead, tmp, weed, args.throughput_seconds)
+        over = await asyncio.to_thread(overhead, tmp, weed, args.throughput_seconds,
+                                       args.rounds)
         caught = await catch_up(tmp, weed, args.down, args.catchup_rate)
     finally:
         await asyncio.to_thread(weed.stop)
@@ -210,6 +242,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=20.0, help="how long each rate runs")
     p.add_argument("--throughput-seconds", type=float, default=20.0,
                    help="how long each closed-loop run (with and without --publish) lasts")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="closed-loop rounds, the order alternating (medians reported)")
     p.add_argument("--down", type=float, default=60.0, help="seconds the bucket is down")
     p.add_argument("--catchup-rate", type=float, default=100.0,
                    help="receipts per second while the bucket is down")
@@ -226,9 +260,14 @@ def main() -> None:
         f"{g['bytes_per_entry']:.0f}", f"{g['s3_requests_per_second']:.1f}"]
         for g in got["lag"]]))
     over = got["overhead"]
-    print(table(["receipts/s", "without --publish", "with --publish s3://", "ratio"], [[
-        "closed loop, 32 connections", f"{over['without']['requests_per_s']:.0f}",
-        f"{over['with']['requests_per_s']:.0f}", f"{over['ratio']:.3f}"]]))
+    print(table(["closed loop, 32 connections", "without --publish", "with --publish s3://",
+                 "ratio"], [
+        ["receipts/s", f"{over['without']['requests_per_s']:.0f}",
+         f"{over['with']['requests_per_s']:.0f}", f"{over['ratio']:.3f}"],
+        ["notary CPU µs a receipt", f"{over['without']['notary_cpu_us_per_receipt']:.0f}",
+         f"{over['with']['notary_cpu_us_per_receipt']:.0f}", f"{over['notary_cpu_ratio']:.3f}"],
+        ["object store CPU µs a receipt", f"{over['without']['store_cpu_us_per_receipt']:.0f}",
+         f"{over['with']['store_cpu_us_per_receipt']:.0f}", ""]]))
     c = got["catch_up"]
     print(table(["catch-up", "value"], [
         ["bucket down (s)", f"{c['down_seconds']:g}"],
