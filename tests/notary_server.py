@@ -826,3 +826,18 @@ async def issue(notary: Notary, n: int, account: Account = UNLIMITED, *, server:
                 tool: str = "tool") -> tuple[Receipt, bool]:
     """Notarize the ``n``th digest through the real write path."""
     return await notary.notarize(account, server, tool, digest(n))
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (``notary serve --workers``' workers), from
+    ``/proc``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out

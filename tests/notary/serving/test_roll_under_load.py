@@ -47,7 +47,7 @@ from notary.core.verification import verify_receipt
 from notary.serving.keys import Paths, load_log_key
 from notary.serving.lifecycle import log_signer
 from notary.store import open_store
-from tests.notary_server import REPO_ROOT, NotaryProcess
+from tests.notary_server import REPO_ROOT, NotaryProcess, child_pids
 from tests.waiting import until
 
 CLIENTS = 4
@@ -371,18 +371,6 @@ async def test_roll_under_load_across_postgresql_frontends(
             await asyncio.to_thread(server.stop)
 
 
-def _workers(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry.name))
-    return out
-
 
 async def test_roll_under_load_with_sqlite_workers(tmp_path: Path,
                                                    seeded_rng: random.Random) -> None:
@@ -392,8 +380,8 @@ async def test_roll_under_load_with_sqlite_workers(tmp_path: Path,
     async def kill_a_worker() -> None:
         assert server.proc is not None
         pid = server.proc.pid
-        await until(lambda: len(_workers(pid)) == 2, "both workers", 30)
-        os.kill(seeded_rng.choice(_workers(pid)), signal.SIGKILL)
+        await until(lambda: len(child_pids(pid)) == 2, "both workers", 30)
+        os.kill(seeded_rng.choice(child_pids(pid)), signal.SIGKILL)
 
     async def crash() -> None:
         await asyncio.to_thread(server.restart, crash=True)

@@ -18,20 +18,7 @@ from ledger.core.note import Ed25519Verifier
 from notary.core.jwks import Jwks
 from notary.core.records import CallRecord, new_salt
 from notary.core.verification import verify_receipt
-from tests.notary_server import NotaryProcess
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry.name))
-    return out
+from tests.notary_server import NotaryProcess, child_pids
 
 
 def notarize(server: NotaryProcess, key: str, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -56,17 +43,17 @@ def test_workers_share_one_log_and_replace_a_killed_one(tmp_path: Path) -> None:
     with NotaryProcess(tmp_path / "data", args=("--workers", "2")) as server:
         assert server.proc is not None
         deadline = time.monotonic() + 30
-        while len(children(server.proc.pid)) < 2:
+        while len(child_pids(server.proc.pid)) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        workers = children(server.proc.pid)
+        workers = child_pids(server.proc.pid)
         key = server.create_api_key("w")
         with ThreadPoolExecutor(16) as pool:
             first = list(pool.map(lambda n: notarize(server, key, n), range(200)))
             os.kill(workers[0], signal.SIGKILL)
             second = list(pool.map(lambda n: notarize(server, key, n), range(200, 400)))
         deadline = time.monotonic() + 30  # the supervisor starts a new worker
-        while len(now := children(server.proc.pid)) < 2 or workers[0] in now:
+        while len(now := child_pids(server.proc.pid)) < 2 or workers[0] in now:
             assert time.monotonic() < deadline, now
             time.sleep(0.05)
         got = first + second
@@ -110,10 +97,10 @@ def test_workers_exit_when_their_parent_is_killed(tmp_path: Path) -> None:
     with server:
         assert server.proc is not None
         deadline = time.monotonic() + 30
-        while len(children(server.proc.pid)) < 2:
+        while len(child_pids(server.proc.pid)) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        workers = children(server.proc.pid)
+        workers = child_pids(server.proc.pid)
         os.kill(server.proc.pid, signal.SIGKILL)  # the parent alone, not its process group
         server.proc.wait(10)
         try:
@@ -187,10 +174,10 @@ def test_every_scrape_describes_the_whole_service(tmp_path: Path) -> None:
     with NotaryProcess(tmp_path / "data", args=("--workers", "2")) as server:
         assert server.proc is not None
         deadline = time.monotonic() + 30
-        while len(children(server.proc.pid)) < 2:
+        while len(child_pids(server.proc.pid)) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        workers = children(server.proc.pid)
+        workers = child_pids(server.proc.pid)
         key = server.create_api_key("m")
         with ThreadPoolExecutor(8) as pool:
             issued = list(pool.map(lambda n: notarize(server, key, n), range(60)))
@@ -215,7 +202,7 @@ def test_every_scrape_describes_the_whole_service(tmp_path: Path) -> None:
         assert metrics_dir.stat().st_mode & 0o777 == 0o700
         os.kill(workers[0], signal.SIGKILL)
         deadline = time.monotonic() + 30  # the supervisor starts a new worker
-        while len(now := children(server.proc.pid)) < 2 or workers[0] in now:
+        while len(now := child_pids(server.proc.pid)) < 2 or workers[0] in now:
             assert time.monotonic() < deadline, now
             time.sleep(0.05)
         every_scrape_shows(60)
