@@ -64,6 +64,17 @@ def database(shared: str) -> dict[str, str]:
     return {} if shared == "sqlite" else {"database": shared}
 
 
+
+async def receipts_around_a_roll(http: aiohttp.ClientSession, url: str, key: str, data: Path
+                                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A receipt, then `notary log roll`, then another: (the frozen log's, the new log's)."""
+    _, old = await post(http, url, key, call(1))
+    code, _, err = await capture_cli("log", "roll", "--data", str(data))
+    assert code == 0, err
+    status, new = await post(http, url, key, call(2))
+    assert status == 201, new
+    return old, new
+
 async def test_a_roll_while_serving(shared: str, tmp_path: Path) -> None:
     data = tmp_path / "data"
     where = ["--data", str(data), *(["--database", shared] if shared != "sqlite" else [])]
@@ -169,10 +180,7 @@ async def test_notary_verify_checks_receipts_of_a_frozen_log_and_the_next(
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
         key = notary.create_api_key("a")
-        _, old = await post(http, notary.url, key, call(1))
-        code, _, err = await capture_cli("log", "roll", "--data", str(data))
-        assert code == 0, err
-        _, new = await post(http, notary.url, key, call(2))
+        old, new = await receipts_around_a_roll(http, notary.url, key, data)
         ledger = await get_json(http, notary.url + "/v1/ledger")
         vkey1 = ledger["logs"][1]["vkeys"][0]
         for receipt, trust in [
@@ -209,11 +217,7 @@ async def test_cose_receipts_follow_the_roll(tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
         key = notary.create_api_key("a")
-        _, before = await post(http, notary.url, key, call(1))
-        code, _, err = await capture_cli("log", "roll", "--data", str(data))
-        assert code == 0, err
-        status, after = await post(http, notary.url, key, call(2))
-        assert status == 201, after
+        before, after = await receipts_around_a_roll(http, notary.url, key, data)
         logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
         for got, log in ((after, logs[1]), (before, logs[0])):
             verifier = Ed25519Verifier.from_vkey(log["vkeys"][0])
@@ -260,10 +264,7 @@ async def test_a_policy_naming_both_logs_is_their_log_keys(tmp_path: Path) -> No
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
         key = notary.create_api_key("a")
-        _, old = await post(http, notary.url, key, call(1))
-        code, _, err = await capture_cli("log", "roll", "--data", str(data))
-        assert code == 0, err
-        _, new = await post(http, notary.url, key, call(2))
+        old, new = await receipts_around_a_roll(http, notary.url, key, data)
         logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
         jwks = tmp_path / "jwks.json"
         jwks.write_text(json.dumps(await get_json(http, notary.url + "/.well-known/jwks.json")))
