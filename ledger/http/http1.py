@@ -443,7 +443,12 @@ def format_response(status: int, body: bytes, *, content_type: str, date: str, s
     """A complete HTTP/1.1 response, its headers in the order aiohttp writes them (so a client
     sees the same answer whichever server sent it). ``headers`` must be valid field lines: they
     come from the server's code, never from a request. The lines before ``Content-Length`` are
-    made once per kind of answer."""
+    made once per kind of answer, those after it once per ``date``."""
+    return b"".join((_framing(status, content_type, headers, reason), b"%d" % len(body),
+                     _tail(date, server, close), body))
+
+
+@lru_cache(maxsize=8)
+def _tail(date: str, server: str, close: bool) -> bytes:
     end = "\r\nConnection: close\r\n\r\n" if close else "\r\n\r\n"
-    tail = f"{len(body)}\r\nDate: {date}\r\nServer: {server}{end}".encode("latin-1")
-    return b"".join((_framing(status, content_type, headers, reason), tail, body))
+    return f"\r\nDate: {date}\r\nServer: {server}{end}".encode("latin-1")
