@@ -241,13 +241,15 @@ class Connection(asyncio.Protocol):
         state = self._state
         idle = state.phase is Phase.IDLE
         state.receive_data(data)
-        if idle:
-            self._arm()
         if self._aiohttp is not None:
+            if idle:
+                self._arm()
             self._aiohttp.data_received(data)
             return
         if self._task is None and state.may_start():
-            self._next()
+            self._next()  # arms the phase of a request it takes (or of a body awaited)
+        if idle and state.phase is Phase.HEAD:  # a head begun: the header timeout runs
+            self._arm()  # (not for a request that came whole: no idle-then-busy round trip)
         self._flow()
 
     def eof_received(self) -> bool | None:

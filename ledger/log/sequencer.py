@@ -15,7 +15,7 @@ import enum
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, integrate
@@ -125,9 +125,9 @@ _Landed = tuple[int, CheckpointRecord, list[tuple[bytes, ...]] | None, Sequence[
 the hook's results for them."""
 
 
-@dataclass(frozen=True)
-class _Group(Generic[Ctx, Out]):
-    """Entries queued together by one caller, answered by one future."""
+class _Group(NamedTuple, Generic[Ctx, Out]):
+    """Entries queued together by one caller, answered by one future. (A named tuple: one is
+    made per request, and a frozen dataclass costs several times as much to make.)"""
 
     entries: list[bytes]
     contexts: list[Ctx]
@@ -347,7 +347,7 @@ class Sequencer(Generic[Ctx, Out]):
         computed together after its commit (neighbours share all but their lowest levels:
         :meth:`LogReader.inclusion_proofs`), which costs a fraction of one proof each.
         """
-        first, record, proofs, results = await self._enqueue([entry], [context], proof)
+        first, record, proofs, results = await self._queue([entry], [context], proof)
         return Appended(first, record.size, record.note, proofs[0] if proofs else None,
                         results[0] if results else None)
 
@@ -363,11 +363,13 @@ class Sequencer(Generic[Ctx, Out]):
             raise ValueError("give one context per entry")
         if not entries:
             return AppendedRun(0, 0, 0, b"")
-        first, record, _, _ = await self._enqueue(list(entries), list(contexts))
+        first, record, _, _ = await self._queue(list(entries), list(contexts))
         return AppendedRun(first, len(entries), record.size, record.note)
 
-    async def _enqueue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False
-                       ) -> _Landed[Out]:
+    def _queue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False
+               ) -> asyncio.Future[_Landed[Out]]:
+        """Queue a group; the future its commit resolves. Not a coroutine: the caller awaits
+        the future itself, a frame less to suspend and resume for every request."""
         if entries and (longest := max(map(len, entries))) > MAX_ENTRY_SIZE:
             raise EntryTooLargeError(longest)
         if self.status.state is WriterState.HALTED:
@@ -381,7 +383,7 @@ class Sequencer(Generic[Ctx, Out]):
         # No asyncio.shield: if the caller is cancelled, ``fut`` is cancelled with it, but the
         # entries stay queued and are committed all the same (the commit skips futures that are
         # already done), which is the outcome shielding would give, at a lower cost.
-        return await fut
+        return fut
 
     async def _run(self) -> None:
         while True:
@@ -645,7 +647,7 @@ class Sequencer(Generic[Ctx, Out]):
     async def follow(self) -> None:
         """Take the lock once with nothing to write: moves the writer to the active log if a
         roll happened (for a reader that met a receipt of the new log first)."""
-        await self._enqueue([], [])
+        await self._queue([], [])
 
     async def probe_storage(self) -> bool:
         """After a commit failed for lack of space: can the store take a write again? Clears

@@ -390,3 +390,65 @@ def test_format_response_reads_back() -> None:
                 and (b"X: 1\r\n" in got) == bool(headers))
         assert b"Content-Length: 2\r\nDate: D\r\nServer: S\r\n\r\n" in got
         assert reason is None or b" 2%02d R\r\n" % (status % 100) in got
+
+
+# A pool of whole requests in which heads repeat byte for byte (bodies of one length), differ
+# only in case or spacing, or are not plain, for the connection's memory of its last head.
+_POOL = [plain(body=b"ab"), plain(body=b"cd"), plain(body=b"abc"),
+         plain(body=b"ab", headers=(("Authorization", "Bearer k"),)),
+         plain(body=b"ab").replace(b"Host:", b"host:"),
+         plain(body=b"ab", headers=(("X-A", "1 "),)), plain(body=b"ab", headers=(("X-A", "1"),)),
+         plain(body=b"", headers=(("Connection", "close"),)), b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"]
+
+
+def one_by_one(requests: list[bytes]) -> list[Request | HandOver]:
+    """The events of ``requests`` sent in turn, each read by a connection of its own: what one
+    connection must give whatever it remembers (the first not plain hands over the rest)."""
+    out: list[Request | HandOver] = []
+    for i, data in enumerate(requests):
+        (event,) = events(data)
+        if isinstance(event, HandOver):
+            return [*out, HandOver(b"".join(requests[i:]))]
+        out.append(event)
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_POOL), min_size=1, max_size=6), st.integers(0, 40))
+def test_a_repeated_head_reads_as_if_parsed_again(requests: list[bytes], step: int) -> None:
+    assert events(b"".join(requests), step=step) == one_by_one(requests)
+
+
+class _CountingParser:
+    def __init__(self, parser: Any) -> None:
+        self.parser, self.fed = parser, 0
+
+    def feed_data(self, data: bytes) -> None:
+        self.fed += 1
+        self.parser.feed_data(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.parser, name)
+
+
+def test_a_repeated_head_is_not_parsed_again() -> None:
+    """A keep-alive client's requests with the same head (wrk's, a gateway's) are taken from
+    the remembered head; another head, or a body not complete yet, goes to llhttp."""
+    conn = connection()
+    counting = _CountingParser(conn._parser)
+    conn._parser = counting  # type: ignore[assignment]
+    got = []
+    for data in (plain(body=b"ab"), plain(body=b"cd"), plain(body=b"ef") + plain(body=b"gh"),
+                 plain(body=b"ijk"), plain(body=b"lmn"), plain(body=b"op")):
+        conn.receive_data(data)
+        while isinstance(event := conn.next_event(), Request):
+            got.append(event.body)
+            conn.response_sent()
+    assert got == [b"ab", b"cd", b"ef", b"gh", b"ijk", b"lmn", b"op"]
+    assert counting.fed == 3  # the first head, the first of length 3 and the next of length 2
+    split = plain(body=b"qr")
+    conn.receive_data(split[:-1])  # the head again, its body not complete: llhttp's
+    assert isinstance(conn.next_event(), BodyPending) and counting.fed == 4
+    conn.receive_data(split[-1:])
+    event = conn.next_event()
+    assert isinstance(event, Request) and event.body == b"qr" and counting.fed == 5

@@ -166,3 +166,31 @@ def test_pipelined_bytes_behind_a_pending_request_are_bounded() -> None:
             writer.close()
 
     run(main)
+
+
+def test_a_request_that_comes_whole_goes_from_idle_to_busy_at_once() -> None:
+    """A keep-alive request read in one piece is handled at once: the connection is not told
+    idle in its header phase first (a listener round trip and a timer per request), only once
+    it is answered; one that comes in pieces has its header timeout as before."""
+    async def main() -> None:
+        hot = Hot()
+        hot.gate.set()
+        async with serving(hot, ServerLimits(header_timeout=0.3)) as listener:
+            told: list[str] = []
+            idle, busy = listener.idle, listener.busy
+            listener.idle = lambda conn: (told.append("idle"), idle(conn))[1]  # type: ignore[method-assign]
+            listener.busy = lambda conn: (told.append("busy"), busy(conn))[1]  # type: ignore[method-assign]
+            reader, writer = await connect(listener)
+            await asyncio.sleep(0.05)
+            told.clear()
+            for body in (b"a", b"b"):
+                writer.write(post(body))
+                (answer,) = await read_answers(reader, 1)
+                assert answer.body == b"plain:" + body
+            assert told == ["busy", "idle", "busy", "idle"]
+            writer.write(post(b"c")[:10])  # a head begun: its timeout runs, and closes it
+            (late,) = await read_answers(reader, 1)
+            assert late.status == 408 and told[4:] == ["idle"]
+            writer.close()
+
+    run(main)
