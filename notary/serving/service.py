@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -343,7 +344,11 @@ class Notary:
 
     def entry_url(self, index: int, log: int = 0) -> str:
         """Where a receipt issued now points for its entry (old receipts keep theirs)."""
-        return f"{self.base_url}{log_path(log)}{ENTRIES_PATH}{index}"
+        return f"{self.entry_url_prefix(log)}{index}"
+
+    def entry_url_prefix(self, log: int = 0) -> str:
+        """:meth:`entry_url` without the index."""
+        return f"{self.base_url}{log_path(log)}{ENTRIES_PATH}"
 
     def receipt_url(self, receipt_id: str) -> str:
         return self.base_url + receipt_path(receipt_id)
@@ -571,19 +576,17 @@ class Notary:
         entry's receipt, which the writer hands to its request once the commit is durable."""
         key = self.current_key
         origin = self.sequencer.origin  # the log written now (a roll moved it in this batch)
-        log = notary_tx(tx).log_number
-        unsigned = [Receipt.for_entry(pending.entry, origin=origin, index=index,
-                                      entry_url=self.entry_url(index, log))
-                    for index, pending in items]
+        prefix = self.entry_url_prefix(notary_tx(tx).log_number)
+        entries = [(index, pending.entry) for index, pending in items]
         # A batch of SIGN_OFF_LOOP receipts or more is signed on a worker thread: libsodium
         # signs without the GIL, so the loop parses and queues the next requests meanwhile on
         # the other core (measured on a loaded 2-core AMD EPYC: the loop's CPU a receipt 20-34
         # µs lower at 16 and 64 in flight, the process's the same or up to ~10 µs more, for
         # the hand-off; benchmarks/docs/http_notarize.md). A small batch, whose request waits
         # for it, is signed here: the hand-off would cost it more than the signing.
-        signed = (key.sign_receipts(unsigned) if len(unsigned) < SIGN_OFF_LOOP else
-                  await asyncio.get_running_loop().run_in_executor(
-                      None, key.sign_receipts, unsigned))
+        sign = functools.partial(key.sign_entries, entries, origin=origin, url_prefix=prefix)
+        signed = sign() if len(entries) < SIGN_OFF_LOOP else \
+            await asyncio.get_running_loop().run_in_executor(None, sign)
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}
         for (_, pending), receipt in zip(items, signed, strict=True):
