@@ -29,7 +29,7 @@ import structlog
 
 from ledger.core.note import Ed25519Signer
 from ledger.core.paths import ENTRIES_PATH
-from ledger.core.tlog_proof import ProofBundle
+from ledger.core.tlog_proof import proof_text
 from ledger.log.appended import Appended
 from ledger.log.errors import LogHaltedError
 from ledger.log.facade import Head, Log
@@ -482,8 +482,7 @@ class Notary:
 
     @staticmethod
     def _complete(receipt: Receipt, proof: Sequence[bytes], checkpoint: bytes) -> Receipt:
-        return receipt.with_proof(
-            ProofBundle(receipt.index, tuple(proof), checkpoint).encode().decode())
+        return receipt.with_proof(proof_text(receipt.index, proof, checkpoint))
 
     async def proof_target(self, receipt: Receipt) -> tuple[Head, int, bytes]:
         """The head, and the checkpoint (size, note) a stored receipt's proof leads to: the
