@@ -78,6 +78,7 @@ SIGN_OFF_LOOP = 8
 """Receipts in a batch from which the hook signs them on a worker thread (:meth:`Notary.hook`)."""
 _log = structlog.get_logger("notary")
 _NO_DIGEST = b"\1" * 32  # what a malformed key is compared as: never a stored digest
+_FREE = NameHold()  # a name nobody holds (one value: the screen asks for it per receipt)
 
 
 class AlreadyLogged(NotaryBaseError):
@@ -161,7 +162,7 @@ class _BatchRules:
         if digest in self.digests:  # dedupe: another account's request admitted it just before
             return DigestTaken()
         server = c.entry.server
-        refused = refusal_reason(c.account.name, self.holds.get(server, NameHold()))
+        refused = refusal_reason(c.account.name, self.holds.get(server, _FREE))
         if refused is not None:
             return ServerNotAllowed(
                 f"this API key's account may not notarize under the server name "
@@ -192,7 +193,7 @@ class _BatchRules:
     def _claim(self, server: str, account: str) -> None:
         """A receipt of this batch takes ``server`` (if free): later requests of the same
         batch see the claim, on that name and on every name confusable with it."""
-        if self.holds.get(server, NameHold()).holder is not None:
+        if self.holds.get(server, _FREE).holder is not None:
             return
         for name, hold in self.holds.items():
             if self.skeleton_of[name] == self.skeleton_of[server]:
@@ -590,7 +591,8 @@ class Notary:
         usage: dict[UsageKey, int] = {}
         for (_, pending), receipt in zip(items, signed, strict=True):
             issued.append(IssuedReceipt(receipt, pending.account.name))
-            usage[pending.usage_key] = usage.get(pending.usage_key, 0) + 1
+            month = pending.usage_key
+            usage[month] = usage.get(month, 0) + 1
         await notary_tx(tx).add_receipts(issued, usage)
         return [Signed(receipt, len(items)) for receipt in signed]
 
