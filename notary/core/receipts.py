@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 from binascii import b2a_base64
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
@@ -459,10 +459,6 @@ class ReceiptKey:
         raw = self._sign(message)
         return Receipt(r.id, r.server, r.tool, r.call_sha256, r.issued_at, r.origin, r.index,
                        r.entry_url, ReceiptSignature.from_raw(self.kid, raw), r.proof)
-
-    def sign_receipts(self, receipts: Iterable[Receipt]) -> list[Receipt]:
-        """:meth:`sign_receipt` of each (a batch, e.g. for one worker-thread call)."""
-        return [self.sign_receipt(r) for r in receipts]
 
     def sign_entries(self, entries: Sequence[tuple[int, LogEntry]], *, origin: str,
                      url_prefix: str) -> list[Receipt]:
