@@ -103,12 +103,10 @@ class LogEntry:
         as the receipt's signature); ``tests/notary/core/test_entry.py`` checks, with property
         tests, that the bytes are cbor2's for any valid values.
         """
-        # The id and the time are ASCII of a fixed length (their one spelling): their heads
-        # are constants; only the names are measured.
         data = b"".join((
-            _HEAD_ID, self.id.encode("ascii"), _KEY_SPEC, _SPEC_TEXT,
+            b"\xa6", _KEY_ID, _cbor_text(self.id), _KEY_SPEC, _SPEC_TEXT,
             _KEY_TOOL, _cbor_text(self.tool), _KEY_SERVER, _cbor_text(self.server),
-            _HEAD_ISSUED_AT, self.issued_at.encode("ascii"), _HEAD_CALL_SHA256,
+            _KEY_ISSUED_AT, _cbor_text(self.issued_at), _KEY_CALL_SHA256, b"\x58\x20",
             self.call_sha256))
         if len(data) > MAX_ENTRY_SIZE:  # pragma: no cover - names are capped well below
             raise _too_large(data)
@@ -180,9 +178,6 @@ def _cbor_text(value: str) -> bytes:
 _KEY_ID, _KEY_SPEC, _KEY_TOOL, _KEY_SERVER, _KEY_ISSUED_AT, _KEY_CALL_SHA256 = (
     _cbor_text(k) for k in ("id", "spec", "tool", "server", "issued_at", "call_sha256"))
 _SPEC_TEXT = _cbor_text(SPEC)
-_HEAD_ID = b"\xa6" + _KEY_ID + _cbor_head(3, len("tc_") + 22)  # the map, then the id's key
-_HEAD_ISSUED_AT = _KEY_ISSUED_AT + _cbor_head(3, len("2026-11-29T20:49:44.123Z"))
-_HEAD_CALL_SHA256 = _KEY_CALL_SHA256 + b"\x58\x20"  # a byte string of 32 bytes
 
 
 def _text(source: Mapping[str, object], key: str) -> str:
