@@ -8,13 +8,16 @@ folds them into the proof. Verification needs nothing but the proof.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from ledger.core.errors import LedgerError
-from ledger.core.hashing import HASH_SIZE, fold_right, node_hash
+from ledger.core.hashing import HASH_SIZE, NODE_PREFIX, fold_right, node_hash
 
 Coord = tuple[int, int]  # (tree level, index at that level): root of leaves [i·2^l, (i+1)·2^l)
 Range = tuple[int, int]  # leaves [start, end)
+_sha256 = hashlib.sha256
+_NODE = NODE_PREFIX
 
 
 class ProofError(LedgerError, ValueError):
@@ -90,6 +93,66 @@ def newest_leaf_proof(stack: Sequence[bytes]) -> list[bytes]:
     flight every batch is one entry, and its proof cost as much as its checkpoint's signature.
     """
     return list(reversed(stack))
+
+
+def newest_leaves_proofs(stack: Sequence[bytes], old: int, leaves: Sequence[bytes]
+                         ) -> list[list[bytes]]:
+    """The inclusion proofs of the ``len(leaves)`` leaves appended to a tree of size ``old``
+    whose compact range was ``stack`` (largest subtree first), in the tree of size
+    ``old + len(leaves)``: ``[PATH(old + k, D[0:size]) for k ...]``, by hashing alone.
+
+    A writer has exactly this after a batch: no stored hash is needed. Every sibling on such a
+    path is a node of the new leaves' levels, or a node that starts before ``old``: that one is
+    either a root of the compact range (a left sibling whose leaves all precede ``old``) or a
+    node whose leaves are those roots' then new leaves, which the level by level pairing below
+    builds (the compact range's root at a level goes first when ``old``'s bit there is set).
+    About n node hashes for n leaves; above the height where the new leaves share an ancestor
+    their siblings are the same, so that part is listed once and shared by every proof.
+    """
+    n = len(leaves)
+    if not n:
+        return []
+    size = old + n
+    if len(stack) != old.bit_count():
+        raise ProofError(f"a compact range of size {old} has {old.bit_count()} roots, "
+                         f"not {len(stack)}")
+    carry = dict(zip([lv for lv in range(old.bit_length() - 1, -1, -1) if old >> lv & 1],
+                     stack, strict=True))
+    sha = _sha256
+    levels: list[tuple[int, list[bytes]]] = []  # (index of the first node, the nodes) by height
+    nodes, first, height = list(leaves), old, 0
+    while True:
+        if first & 1:  # a right child first: its left sibling is the compact range's root
+            nodes.insert(0, carry[height])
+            first -= 1
+        if first == 0 and len(nodes) == 1:  # the root
+            break
+        levels.append((first, nodes))
+        pairs = iter(nodes)
+        paired = [sha(_NODE + left + right).digest()
+                  for left, right in zip(pairs, pairs, strict=False)]
+        if len(nodes) & 1:  # the right edge's node has no sibling: it is promoted
+            paired.append(nodes[-1])
+        nodes, first, height = paired, first >> 1, height + 1
+    # Siblings from ``split`` up are the same for every new leaf (one ancestor there).
+    split = min((old ^ (size - 1)).bit_length(), len(levels))
+    upper: list[bytes] = []
+    for h in range(split, len(levels)):
+        at, row = levels[h]
+        s = ((old >> h) ^ 1) - at
+        if s < len(row):
+            upper.append(row[s])
+    out: list[list[bytes]] = []
+    low = levels[:split]
+    for index in range(old, size):
+        path: list[bytes] = []
+        for h, (at, row) in enumerate(low):
+            s = ((index >> h) ^ 1) - at
+            if s < len(row):
+                path.append(row[s])
+        path += upper
+        out.append(path)
+    return out
 
 
 def consistency_plan(old: int, new: int) -> list[Range]:

@@ -8,6 +8,7 @@ tile is always a prefix of the tile it will become.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ledger.core.errors import LedgerError
@@ -159,4 +160,20 @@ def tiles_between(old_size: int, new_size: int, *, entries: bool = True) -> list
         if new % TILE_WIDTH and new != old:
             out.append(Tile(level, new // TILE_WIDTH, new % TILE_WIDTH))
         level += 1
+    return out
+
+
+def leaf_hashes_in(tiles: Mapping[tuple[int, int], bytes], start: int, end: int
+                   ) -> list[bytes] | None:
+    """The hashes of leaves [start, end) read from level-0 ``tiles`` (keyed (level, index),
+    each tile's bytes from its first leaf on, as a writer's batch returns them), or None if
+    one of them is missing or too short."""
+    out: list[bytes] = []
+    for n in range(start >> TILE_HEIGHT, ((end - 1) >> TILE_HEIGHT) + 1 if end > start else 0):
+        row = tiles.get((0, n))
+        base = n << TILE_HEIGHT
+        lo, hi = max(start, base) - base, min(end, base + TILE_WIDTH) - base
+        if row is None or len(row) < hi * 32:
+            return None
+        out += [row[at:at + 32] for at in range(lo * 32, hi * 32, 32)]
     return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import re
 from binascii import b2a_base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ledger.core.checkpoint import check_checkpoint_note
@@ -32,6 +33,7 @@ __all__ = [
     "ProofBundle",
     "ProofBundleError",
     "decode_proof_bundle",
+    "proof_text",
 ]
 
 HEADER = "c2sp.org/tlog-proof@v1"
@@ -101,6 +103,32 @@ class ProofBundle:
         head = "".join(line + "\n" for line in lines).encode("ascii")
         hashes = b"".join(map(b2a_base64, self.proof))  # _b64_line's lines, a call less each
         return b"".join((head, hashes, b"\n", self.checkpoint))
+
+
+def proof_text(index: int, proof: Sequence[bytes], checkpoint: bytes) -> str:
+    """``ProofBundle(index, tuple(proof), checkpoint).encode().decode()``, with the same checks,
+    without the bundle object: the text a log answers each entry of a batch with (one per
+    receipt, so the dataclass and a decode of the whole text per answer were worth saving).
+    The checkpoint's text is decoded once per distinct note (the batch's entries share it)."""
+    if type(index) is not int or not 0 <= index <= _MAX_INDEX:
+        raise ProofBundleError(f"index {index!r} is not an integer from 0 to 2^64-1")
+    if len(proof) > MAX_PROOF_HASHES:
+        raise ProofBundleError(f"proof has more than {MAX_PROOF_HASHES} hashes")
+    if not set(map(type, proof)) <= {bytes} or not set(map(len, proof)) <= {_HASH_SIZE}:
+        raise ProofBundleError("every proof hash must be exactly 32 bytes")
+    global _last_note
+    note, text = _last_note
+    if checkpoint is not note:
+        if not isinstance(checkpoint, bytes):
+            raise ProofBundleError("checkpoint must be the signed note bytes")
+        _check_checkpoint(checkpoint)
+        note, text = _last_note = checkpoint, checkpoint.decode("utf-8")
+    lines = b"".join(map(b2a_base64, proof)).decode("ascii")
+    return f"{HEADER}\nindex {index}\n{lines}\n{text}"
+
+
+_last_note: tuple[bytes, str] = (b"", "")
+"""The checkpoint :func:`proof_text` decoded last (a note is valid UTF-8 once checked)."""
 
 
 def decode_proof_bundle(data: bytes) -> ProofBundle:

@@ -21,8 +21,8 @@ from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, integrate
 from ledger.core.errors import LedgerError
 from ledger.core.note import Ed25519Signer, NoteError
-from ledger.core.proofs import newest_leaf_proof
-from ledger.core.tiles import MAX_ENTRY_SIZE, TILE_WIDTH
+from ledger.core.proofs import newest_leaf_proof, newest_leaves_proofs
+from ledger.core.tiles import MAX_ENTRY_SIZE, TILE_WIDTH, leaf_hashes_in
 from ledger.log.appended import Appended, AppendedRun
 from ledger.log.errors import (
     LogHaltedError,
@@ -566,7 +566,8 @@ class Sequencer(Generic[Ctx, Out]):
         if self.observer is not None:
             self.observer(sum(len(g.entries) for g in batch.groups),
                           time.perf_counter() - started)
-        proofs = await self._proofs(batch.groups, batch.first, batch.record.size, prior)
+        proofs = await self._proofs(batch.groups, batch.first, batch.record.size, prior,
+                                    batch.done.tiles)
         index = batch.first
         for group in batch.groups:
             if not group.future.done():
@@ -592,13 +593,16 @@ class Sequencer(Generic[Ctx, Out]):
             else:
                 group.future.set_result((self.state.size, self.checkpoint, None, None))
 
-    async def _proofs(self, batch: list[_Group[Ctx, Out]], first: int, size: int, prior: TreeState
+    async def _proofs(self, batch: list[_Group[Ctx, Out]], first: int, size: int, prior: TreeState,
+                      tiles: dict[tuple[int, int], bytes]
                       ) -> dict[int, tuple[bytes, ...]] | None:
         """The inclusion proofs that ``batch`` asked for, by index, computed together; None
         if none was asked for or they cannot be computed (each caller then gets none and
         reads its own: the commit is durable either way and must still be answered).
-        ``prior`` is the state the batch was appended to: a batch of one entry has its proof
-        in it (:func:`newest_leaf_proof`)."""
+        ``prior`` is the state the batch was appended to and ``tiles`` what it wrote: the
+        proofs follow from its compact range and the batch's leaf hashes by hashing alone
+        (:func:`newest_leaves_proofs`; a batch of one entry has its proof in the compact range,
+        :func:`newest_leaf_proof`), with no tile lookup."""
         wanted: list[int] = []
         index = first
         for group in batch:
@@ -609,9 +613,13 @@ class Sequencer(Generic[Ctx, Out]):
             return None
         if wanted == [size - 1] and prior.size == size - 1:
             return {size - 1: tuple(newest_leaf_proof(prior.stack))}
-        if self.reader is None:
-            return None
         try:
+            leaves = leaf_hashes_in(tiles, first, size) if prior.size == first else None
+            if leaves is not None:
+                every = newest_leaves_proofs(prior.stack, first, leaves)
+                return {i: tuple(every[i - first]) for i in wanted}
+            if self.reader is None:
+                return None
             got = await self.reader.inclusion_proofs(wanted, size)
         except Exception:  # e.g. a tile evicted and its read failing: callers fall back
             return None

@@ -19,7 +19,8 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from binascii import b2a_base64
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
 
@@ -59,6 +60,7 @@ _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 _PLAIN_JSON = re.compile(r'[ !#-\[\]-~]*')
 """Printable ASCII but ``"`` and ``\\``: the characters ``json.dumps`` writes unescaped."""
 _MAX_INDEX = 2**53 - 1  # JSON number a JavaScript verifier reads exactly
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")  # b64url_encode's, inlined where it signs
 
 
 class ReceiptFormatError(NotaryBaseError, ValueError):
@@ -458,9 +460,47 @@ class ReceiptKey:
         return Receipt(r.id, r.server, r.tool, r.call_sha256, r.issued_at, r.origin, r.index,
                        r.entry_url, ReceiptSignature.from_raw(self.kid, raw), r.proof)
 
-    def sign_receipts(self, receipts: Iterable[Receipt]) -> list[Receipt]:
-        """:meth:`sign_receipt` of each (a batch, e.g. for one worker-thread call)."""
-        return [self.sign_receipt(r) for r in receipts]
+    def sign_entries(self, entries: Sequence[tuple[int, LogEntry]], *, origin: str,
+                     url_prefix: str) -> list[Receipt]:
+        """The signed receipts of a batch's entries, each at its index in the log ``origin``
+        with ``entry_url`` = ``url_prefix`` + its index: what :meth:`Receipt.for_entry` then
+        :meth:`sign_receipt` give for each, made directly.
+
+        The issuing hook signs every receipt so (on a worker thread for a large batch): the
+        ledger part is checked once for the batch, and each receipt costs its JCS, written
+        in one format when its names need no escaping (the entry's id, digest and time never
+        do), its signature, and one :class:`Receipt`, with no unsigned receipt or signature
+        object in between.
+        """
+        kid, sign, secret = self._kid, nacl.bindings.crypto_sign, self._secret
+        if not isinstance(origin, str) or not origin or not isinstance(url_prefix, str):
+            raise ReceiptFormatError("$.ledger: origin must be a non-empty string, and the "
+                                     "entry_url prefix a string")
+        plain = _PLAIN_JSON.fullmatch(origin + url_prefix) is not None
+        out: list[Receipt] = []
+        for index, entry in entries:
+            if not isinstance(entry, LogEntry):
+                raise ReceiptFormatError(
+                    f"a receipt is for a LogEntry, not {type(entry).__name__}")
+            if type(index) is not int or not 0 <= index <= _MAX_INDEX:
+                raise ReceiptFormatError("$.ledger.index must be an integer from 0 to 2^53-1")
+            i, server, tool, digest, at = (entry.id, entry.server, entry.tool,
+                                           entry.call_sha256.hex(), entry.issued_at)
+            url = f"{url_prefix}{index}"
+            if plain and _PLAIN_JSON.fullmatch(server + tool) is not None:
+                message = (f'{{"call_sha256":"{digest}","id":"{i}","issued_at":"{at}",'
+                           f'"ledger":{{"entry_url":"{url}","index":{index},'
+                           f'"origin":"{origin}"}},"server":"{server}","spec":"{SPEC}",'
+                           f'"tool":"{tool}"}}').encode("ascii")
+            else:
+                message = unsigned_receipt_jcs(
+                    spec=SPEC, id=i, server=server, tool=tool, call_sha256=digest,
+                    issued_at=at, origin=origin, index=index, entry_url=url)
+            raw = sign(message, secret)[:64]
+            sig = b2a_base64(raw, newline=False).translate(_TO_URLSAFE).rstrip(b"=")
+            out.append(Receipt(i, server, tool, digest, at, origin, index, url,
+                               ReceiptSignature(kid, sig.decode("ascii"), RECEIPT_ALG, raw)))
+        return out
 
     def __repr__(self) -> str:
         return f"ReceiptKey(kid={self.kid!r})"

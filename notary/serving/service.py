@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ import structlog
 
 from ledger.core.note import Ed25519Signer
 from ledger.core.paths import ENTRIES_PATH
-from ledger.core.tlog_proof import ProofBundle
+from ledger.core.tlog_proof import proof_text
 from ledger.log.appended import Appended
 from ledger.log.errors import LogHaltedError
 from ledger.log.facade import Head, Log
@@ -77,6 +78,7 @@ SIGN_OFF_LOOP = 8
 """Receipts in a batch from which the hook signs them on a worker thread (:meth:`Notary.hook`)."""
 _log = structlog.get_logger("notary")
 _NO_DIGEST = b"\1" * 32  # what a malformed key is compared as: never a stored digest
+_FREE = NameHold()  # a name nobody holds (one value: the screen asks for it per receipt)
 
 
 class AlreadyLogged(NotaryBaseError):
@@ -160,7 +162,7 @@ class _BatchRules:
         if digest in self.digests:  # dedupe: another account's request admitted it just before
             return DigestTaken()
         server = c.entry.server
-        refused = refusal_reason(c.account.name, self.holds.get(server, NameHold()))
+        refused = refusal_reason(c.account.name, self.holds.get(server, _FREE))
         if refused is not None:
             return ServerNotAllowed(
                 f"this API key's account may not notarize under the server name "
@@ -191,7 +193,7 @@ class _BatchRules:
     def _claim(self, server: str, account: str) -> None:
         """A receipt of this batch takes ``server`` (if free): later requests of the same
         batch see the claim, on that name and on every name confusable with it."""
-        if self.holds.get(server, NameHold()).holder is not None:
+        if self.holds.get(server, _FREE).holder is not None:
             return
         for name, hold in self.holds.items():
             if self.skeleton_of[name] == self.skeleton_of[server]:
@@ -343,7 +345,11 @@ class Notary:
 
     def entry_url(self, index: int, log: int = 0) -> str:
         """Where a receipt issued now points for its entry (old receipts keep theirs)."""
-        return f"{self.base_url}{log_path(log)}{ENTRIES_PATH}{index}"
+        return f"{self.entry_url_prefix(log)}{index}"
+
+    def entry_url_prefix(self, log: int = 0) -> str:
+        """:meth:`entry_url` without the index."""
+        return f"{self.base_url}{log_path(log)}{ENTRIES_PATH}"
 
     def receipt_url(self, receipt_id: str) -> str:
         return self.base_url + receipt_path(receipt_id)
@@ -477,8 +483,7 @@ class Notary:
 
     @staticmethod
     def _complete(receipt: Receipt, proof: Sequence[bytes], checkpoint: bytes) -> Receipt:
-        return receipt.with_proof(
-            ProofBundle(receipt.index, tuple(proof), checkpoint).encode().decode())
+        return receipt.with_proof(proof_text(receipt.index, proof, checkpoint))
 
     async def proof_target(self, receipt: Receipt) -> tuple[Head, int, bytes]:
         """The head, and the checkpoint (size, note) a stored receipt's proof leads to: the
@@ -571,24 +576,23 @@ class Notary:
         entry's receipt, which the writer hands to its request once the commit is durable."""
         key = self.current_key
         origin = self.sequencer.origin  # the log written now (a roll moved it in this batch)
-        log = notary_tx(tx).log_number
-        unsigned = [Receipt.for_entry(pending.entry, origin=origin, index=index,
-                                      entry_url=self.entry_url(index, log))
-                    for index, pending in items]
+        prefix = self.entry_url_prefix(notary_tx(tx).log_number)
+        entries = [(index, pending.entry) for index, pending in items]
         # A batch of SIGN_OFF_LOOP receipts or more is signed on a worker thread: libsodium
         # signs without the GIL, so the loop parses and queues the next requests meanwhile on
         # the other core (measured on a loaded 2-core AMD EPYC: the loop's CPU a receipt 20-34
         # µs lower at 16 and 64 in flight, the process's the same or up to ~10 µs more, for
         # the hand-off; benchmarks/docs/http_notarize.md). A small batch, whose request waits
         # for it, is signed here: the hand-off would cost it more than the signing.
-        signed = (key.sign_receipts(unsigned) if len(unsigned) < SIGN_OFF_LOOP else
-                  await asyncio.get_running_loop().run_in_executor(
-                      None, key.sign_receipts, unsigned))
+        sign = functools.partial(key.sign_entries, entries, origin=origin, url_prefix=prefix)
+        signed = sign() if len(entries) < SIGN_OFF_LOOP else \
+            await asyncio.get_running_loop().run_in_executor(None, sign)
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}
         for (_, pending), receipt in zip(items, signed, strict=True):
             issued.append(IssuedReceipt(receipt, pending.account.name))
-            usage[pending.usage_key] = usage.get(pending.usage_key, 0) + 1
+            month = pending.usage_key
+            usage[month] = usage.get(month, 0) + 1
         await notary_tx(tx).add_receipts(issued, usage)
         return [Signed(receipt, len(items)) for receipt in signed]
 

@@ -13,11 +13,12 @@ from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.proofs import (
     ProofError,
     inclusion_plan,
+    newest_leaves_proofs,
     shared_inclusion_plans,
     verify_consistency,
     verify_inclusion,
 )
-from ledger.core.tiles import ENTRIES_LEVEL
+from ledger.core.tiles import ENTRIES_LEVEL, leaf_hashes_in
 from ledger.log.reader import LogReader
 from ledger.storage.memory import MemoryStore
 
@@ -211,3 +212,42 @@ def test_the_newest_leafs_proof_is_the_compact_range_before_it() -> None:
         verify_inclusion(n, n + 1, leaf_hash(entry), proof, done.state.root())
         assert proof == asyncio.run(reader.inclusion_proof(n, n + 1))
         state = done.state
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(min_value=0, max_value=700), st.integers(min_value=1, max_value=300))
+def test_a_batch_s_proofs_by_hashing_equal_the_per_leaf_proofs(old: int, n: int) -> None:
+    # What a writer answers a batch with (ledger.log.sequencer): from the compact range the
+    # batch was appended to and its leaves only, equal to each leaf's proof read from tiles.
+    entries = [b"leaf %d" % i for i in range(old + n)]
+    prior, store = build(entries[:old], [])
+    done = integrate(prior, entries[old:])
+    store.tiles.update(done.tiles)
+    leaves = [leaf_hash(e) for e in entries]
+    assert leaf_hashes_in(done.tiles, old, old + n) == leaves[old:]  # the batch's own tiles
+    got = newest_leaves_proofs(prior.stack, old, leaves[old:])
+    reader = LogReader(store, cache_tiles=4)
+    assert got == [asyncio.run(reader.inclusion_proof(i, old + n)) for i in range(old, old + n)]
+    root = done.state.root()
+    for i, proof in zip(range(old, old + n), got, strict=True):
+        verify_inclusion(i, old + n, leaves[i], proof, root)
+
+
+def test_leaf_hashes_in_tiles_missing_or_short_are_none() -> None:
+    done = integrate(TreeState(), [b"e%d" % i for i in range(300)])
+    assert leaf_hashes_in(done.tiles, 250, 300) == [
+        leaf_hash(b"e%d" % i) for i in range(250, 300)]
+    assert leaf_hashes_in(done.tiles, 5, 5) == []
+    assert leaf_hashes_in({**done.tiles, (0, 1): done.tiles[(0, 1)][:32]}, 250, 300) is None
+    assert leaf_hashes_in({k: v for k, v in done.tiles.items() if k != (0, 0)}, 250, 300) is None
+
+
+def test_a_batch_s_proofs_need_the_compact_range_of_its_start() -> None:
+    assert newest_leaves_proofs([], 0, []) == []
+    assert newest_leaves_proofs([], 0, [leaf_hash(b"a")]) == [[]]
+    for stack, old in (([], 1), ([b"\0" * 32], 3), ([b"\0" * 32] * 2, 4)):
+        try:
+            newest_leaves_proofs(stack, old, [leaf_hash(b"a")])
+        except ProofError:
+            continue
+        raise AssertionError(f"{len(stack)} roots taken for size {old}")

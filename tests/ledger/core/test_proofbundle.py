@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from ledger.core.tlog_proof import (
     ProofBundle,
     ProofBundleError,
     decode_proof_bundle,
+    proof_text,
 )
 
 LOG = Ed25519Signer("example.com/fancylog", hashlib.sha256(b"test log key, not secret").digest())
@@ -197,3 +199,34 @@ def test_what_sign_checkpoint_makes_parses_back(origin: str, size: int, root: by
     cp = Checkpoint(origin, size, root, tuple(ext))
     note = sign_checkpoint(cp, Ed25519Signer(origin, root))
     assert parse_checkpoint_text(parse_note(note).text) == cp
+
+
+OTHER_CP = sign_checkpoint(Checkpoint("example.com/fancylog", 7, hashlib.sha256(b"r").digest()),
+                           LOG)
+
+
+@settings(max_examples=100, deadline=None)
+@given(index=st.integers(0, (1 << 64) - 1),
+       proof=st.lists(st.binary(min_size=32, max_size=32), max_size=MAX_PROOF_HASHES),
+       checkpoint=st.sampled_from([SIGNED_CP, OTHER_CP]))
+def test_proof_text_is_the_bundle_s_text(index: int, proof: list[bytes],
+                                         checkpoint: bytes) -> None:
+    # What the notary answers a new receipt with (Notary._complete): the bundle's exact text,
+    # whichever checkpoint it was called with last.
+    want = ProofBundle(index, tuple(proof), checkpoint).encode().decode()
+    assert proof_text(index, proof, checkpoint) == want
+    assert proof_text(index, tuple(proof), bytes(checkpoint)) == want  # an equal note
+
+
+@pytest.mark.parametrize(("index", "proof", "checkpoint"), [
+    (-1, [], SIGNED_CP), (1 << 64, [], SIGNED_CP), (True, [], SIGNED_CP), ("1", [], SIGNED_CP),
+    (0, [b"\0" * 31], SIGNED_CP), (0, ["00" * 32], SIGNED_CP),
+    (0, [b"\0" * 32] * (MAX_PROOF_HASHES + 1), SIGNED_CP),
+    (0, [], b"not a checkpoint\n"), (0, [], "text, not bytes"),
+])
+def test_proof_text_refuses_what_the_bundle_refuses(index: Any, proof: Any,
+                                                    checkpoint: Any) -> None:
+    with pytest.raises(ProofBundleError):
+        ProofBundle(index, tuple(proof), checkpoint)
+    with pytest.raises(ProofBundleError):
+        proof_text(index, proof, checkpoint)

@@ -16,8 +16,9 @@ from ledger.core.checkpoint import open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError
 from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
-from ledger.core.proofs import verify_inclusion
+from ledger.core.proofs import ProofError, verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
+from ledger.log import sequencer as sequencer_module
 from ledger.log.appended import Appended, AppendedRun
 from ledger.log.errors import LogIntegrityError, LogRollbackError
 from ledger.log.facade import Log
@@ -360,7 +361,7 @@ async def test_append_with_proof_answers_each_entry_s_inclusion_proof(
 
 
 async def test_append_with_proof_is_answered_when_proofs_fail(
-        stores: StoreFactory, signer: Ed25519Signer) -> None:
+        stores: StoreFactory, signer: Ed25519Signer, monkeypatch: pytest.MonkeyPatch) -> None:
     """The commit is durable whatever happens to the proofs: the caller gets no proof (and
     reads its own), never an error for an entry that was logged."""
     log = await open_log(stores, signer)
@@ -369,7 +370,11 @@ async def test_append_with_proof_is_answered_when_proofs_fail(
     async def broken(indexes: Any, tree_size: int) -> Any:
         raise OSError("tile read failed")
 
+    def broken_batch(*args: Any) -> Any:
+        raise ProofError("a compact range of another size")
+
     log.reader.inclusion_proofs = broken  # type: ignore[method-assign]
+    monkeypatch.setattr(sequencer_module, "newest_leaves_proofs", broken_batch)
     # Two in one batch (a batch of one has its proof without the reader).
     got = await asyncio.gather(log.sequencer.append(b"x", None, proof=True),
                                log.sequencer.append(b"y", None, proof=True))
@@ -452,6 +457,33 @@ async def test_a_batch_of_one_has_its_proof_without_the_reader(
         assert list(r.proof) == await log.reader.inclusion_proof(r.index, r.size)
         cp, _ = open_checkpoint(r.checkpoint, signer.verifier())
         verify_inclusion(r.index, r.size, leaf_hash(entry), r.proof, cp.root_hash)
+    await log.close()
+
+
+async def test_a_batch_s_proofs_need_no_tile_lookup(
+        stores: StoreFactory, signer: Ed25519Signer) -> None:
+    # The proofs of a batch follow from the compact range it was appended to and the leaf
+    # hashes it wrote (ledger.core.proofs.newest_leaves_proofs): the reader is not asked.
+    log = await open_log(stores, signer)
+    assert log.sequencer is not None
+    real = log.reader.inclusion_proofs
+
+    async def refuse(indexes: Any, tree_size: int) -> Any:
+        raise AssertionError("the reader was asked for a batch's proofs")
+
+    entries = [b"b%d" % i for i in range(600)]
+    log.reader.inclusion_proofs = refuse  # type: ignore[method-assign]
+    got = []
+    for at in range(0, 600, 75):  # batches across tile boundaries (256 leaves a tile)
+        got += await asyncio.gather(*(log.sequencer.append(e, None, proof=True)
+                                      for e in entries[at:at + 75]))
+    log.reader.inclusion_proofs = real  # type: ignore[method-assign]
+    assert len({r.size for r in got}) < 600, "concurrent appends were not grouped"
+    for i, r in enumerate(got):
+        assert r.proof is not None and r.index == i
+        assert list(r.proof) == await log.reader.inclusion_proof(r.index, r.size)
+        cp, _ = open_checkpoint(r.checkpoint, signer.verifier())
+        verify_inclusion(r.index, r.size, leaf_hash(entries[i]), r.proof, cp.root_hash)
     await log.close()
 
 

@@ -584,3 +584,47 @@ def test_receipt_keys_sign_exactly_as_pynacl(seed: bytes, message: bytes) -> Non
     """Receipt keys sign through libsodium's binding: exactly PyNaCl's detached signature."""
     assert ReceiptKey.from_seed(seed)._sign(message) == (
         nacl.signing.SigningKey(seed).sign(message).signature)
+
+
+_entries = st.builds(
+    LogEntry,
+    id=st.binary(min_size=16, max_size=16).map(lambda b: "tc_" + b64url_encode(b)),
+    server=_names, tool=_names,
+    call_sha256=st.binary(min_size=32, max_size=32),
+    issued_at=st.datetimes(timezones=st.just(UTC)).map(format_issued_at))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**53 - 1), _entries), max_size=6), _names,
+       st.sampled_from(["https://n.example/v1/ledger/entries/", "", "u\"\\é/",
+                        "https://n.example/log/1/v1/ledger/entries/"]),
+       st.sampled_from(KEYS))
+def test_sign_entries_is_for_entry_then_sign_receipt(
+        entries: list[tuple[int, LogEntry]], origin: str, prefix: str, key: ReceiptKey) -> None:
+    # The issuing hook's one pass (Notary.hook): the same receipts, signature bytes included,
+    # as building each unsigned receipt and signing it, for names that need escaping too.
+    got = key.sign_entries(entries, origin=origin, url_prefix=prefix)
+    want = [key.sign_receipt(Receipt.for_entry(e, origin=origin, index=i,
+                                               entry_url=f"{prefix}{i}")) for i, e in entries]
+    assert got == want
+    for g, w in zip(got, want, strict=True):
+        assert g.signature is not None and w.signature is not None
+        assert g.signature.known_raw == w.signature.known_raw == b64url_decode(g.signature.sig)
+        assert g.proof is None
+        Jwks.from_keys([key]).verify(g)
+        assert g.to_json_bytes() == w.to_json_bytes()
+
+
+@pytest.mark.parametrize(("entries", "ledger"), [
+    ([(0, "not an entry")], {"origin": "o", "url_prefix": "u/"}),
+    ([(-1, None)], {"origin": "o", "url_prefix": "u/"}),
+    ([(2**53, None)], {"origin": "o", "url_prefix": "u/"}),
+    ([(True, None)], {"origin": "o", "url_prefix": "u/"}),
+    ([(0, None)], {"origin": "", "url_prefix": "u/"}),
+    ([(0, None)], {"origin": 1, "url_prefix": "u/"}),
+])
+def test_sign_entries_checks_what_for_entry_checks(entries: list[tuple[Any, Any]],
+                                                   ledger: dict[str, Any]) -> None:
+    with pytest.raises(ReceiptFormatError):
+        ReceiptKey.generate().sign_entries(
+            [(i, _entry() if e is None else e) for i, e in entries], **ledger)

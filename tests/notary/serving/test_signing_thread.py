@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from notary.core.entry import LogEntry
 from notary.core.receipts import Receipt, ReceiptKey
 from notary.serving.service import SIGN_OFF_LOOP
 from tests.notary_server import app_notary
@@ -20,14 +21,15 @@ from tests.notary_server import app_notary
 async def test_a_large_batch_is_signed_off_the_loop(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     signed: list[tuple[int, int]] = []  # (receipts, thread)
-    real = ReceiptKey.sign_receipts
+    real = ReceiptKey.sign_entries
 
-    def recorded(self: ReceiptKey, receipts: Iterable[Receipt]) -> list[Receipt]:
-        out = real(self, receipts)
+    def recorded(self: ReceiptKey, entries: Sequence[tuple[int, LogEntry]], **ledger: str
+                 ) -> list[Receipt]:
+        out = real(self, entries, **ledger)
         signed.append((len(out), threading.get_ident()))
         return out
 
-    monkeypatch.setattr(ReceiptKey, "sign_receipts", recorded)
+    monkeypatch.setattr(ReceiptKey, "sign_entries", recorded)
     loop_thread = threading.get_ident()
     async with app_notary(tmp_path / "n") as served:
         notary = served.notary
