@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -209,9 +210,10 @@ _PUT_LOG = (f"INSERT INTO ledger_logs ({_LOG_COLUMNS}) VALUES "
 _PARAM = re.compile(r"\$(\d+)")
 
 
+@functools.lru_cache(maxsize=256)
 def shift_params(sql: str, by: int) -> str:
     """``sql`` with each ``$n`` renumbered ``$(n + by)``, to follow ``by`` earlier arguments
-    in one statement."""
+    in one statement (remembered: every commit shifts the same few statements alike)."""
     return _PARAM.sub(lambda m: f"${int(m.group(1)) + by}", sql)
 
 
