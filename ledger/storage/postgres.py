@@ -147,13 +147,6 @@ _LOG0 = _Sql.of(0)
 _LOCK_STATE = ("SELECT size, time, note, history_time, active_log FROM ledger_state "
                "WHERE one = 1 FOR UPDATE")
 """The write lock of every log: log 0's state row, always (a roll and a commit serialize)."""
-_COMMIT_AND_BEGIN = "COMMIT; BEGIN"
-"""How a write transaction ends: one round trip that commits it and begins the next one on
-the same connection, which the store keeps for its next write, so that one starts with the
-lock's statement. A ``BEGIN`` alone takes no snapshot, lock or transaction id (under READ
-COMMITTED each statement reads afresh), so the connection waits idle holding nothing. Should
-the ``COMMIT`` fail, the ``BEGIN`` never runs (the rest of a simple query is skipped); should the
-connection be lost, the outcome is in doubt, as for a ``COMMIT`` alone."""
 _LOG_COLUMNS = ("n, origin, shard, state, started, frozen_at, final_size, min_index, vkeys, "
                 "reason")
 _READ_LOGS = f"SELECT {_LOG_COLUMNS} FROM ledger_logs ORDER BY n"
@@ -332,15 +325,6 @@ async def _read_tiles(conn: PgConnection, keys: Sequence[TileKey], sql: _Sql = _
     return {(r[0], r[1]): bytes(r[2]) for r in rows}
 
 
-def _open(conn: PgConnection) -> bool:
-    """Whether a connection kept out of the pool is still open (one that closed was handed
-    back to the pool by asyncpg, and its proxy refuses every call)."""
-    try:
-        return not conn.is_closed()
-    except asyncpg.InterfaceError:
-        return False
-
-
 async def _no_reset(conn: PgConnection) -> None:
     """What a connection needs between uses here: nothing. No session state is ever left on
     one (settings are per pool, transactions always end), and asyncpg's default reset would
@@ -388,8 +372,6 @@ class PostgresStore:
         self.retry_for = retry_for
         self.lock_timeout = lock_timeout
         self._wlock = asyncio.Lock()  # one write transaction per process at a time
-        # The connection of the last write transaction, its next one begun (see _begin).
-        self._writer: PgConnection | None = None
         self._bundle_end: BundleEnd | None = None  # as this store last committed it
         self._sql = _LOG0
         self.log_number = 0
@@ -527,28 +509,23 @@ class PostgresStore:
 
         await self._retrying(probe)
 
-    async def _begin(self) -> tuple[PgConnection, asyncpg.Record]:
-        """A connection in a transaction holding the state row's lock, retrying while the
-        server is unreachable. The connection is the one the last commit left with its next
-        transaction begun (:data:`_COMMIT_AND_BEGIN`), else a pooled one and a ``BEGIN``.
+    async def _begin(self) -> tuple[PgConnection, asyncpg.transaction.Transaction,
+                                    asyncpg.Record]:
+        """Acquire a connection, BEGIN and lock the state row, retrying while unreachable.
 
         Nothing has been written yet at any point where this retries.
         """
         backoff = Backoff(self.retry_for)
         while True:
-            conn, self._writer = self._writer, None
-            if conn is not None and not _open(conn):  # ended while idle (by the server?)
-                await self._discard(conn)
-                conn = None
-            kept = conn is not None
+            conn = None
             try:
-                if conn is None:
-                    conn = await self._pool.acquire()
-                    await conn.execute("BEGIN")
+                conn = await self._pool.acquire()
+                tr = conn.transaction()
+                await tr.start()
                 row = await conn.fetchrow(_LOCK_STATE)
                 if row is None:
                     raise StoreError("the log's state row is missing: the schema is damaged")
-                return conn, row
+                return conn, tr, row
             except asyncpg.exceptions.LockNotAvailableError as e:
                 await self._discard(conn)
                 raise WriterBusyError(
@@ -556,8 +533,7 @@ class PostgresStore:
                     f"{self.lock_timeout:.0f}s") from e
             except Exception as e:
                 await self._discard(conn)
-                if not (kept and transient(e)):  # a kept connection lost while idle: at once
-                    await backoff.after(e)
+                await backoff.after(e)
 
     async def _discard(self, conn: PgConnection | None) -> None:
         """Drop a connection after any failure on it: closed, never reused in whatever state
@@ -580,7 +556,7 @@ class PostgresStore:
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[PostgresWriteTx]:
         async with self._wlock:
-            conn, row = await self._begin()
+            conn, tr, row = await self._begin()
             committing = False
             try:
                 active = int(row["active_log"])
@@ -593,7 +569,7 @@ class PostgresStore:
                 yield tx
                 await tx.flush()
                 committing = True
-                await conn.execute(_COMMIT_AND_BEGIN)
+                await tr.commit()
             except BaseException as e:
                 await self._discard(conn)
                 if isinstance(e, asyncpg.exceptions.DiskFullError):
@@ -608,7 +584,7 @@ class PostgresStore:
                         f"the PostgreSQL database became unavailable ({describe(e)}): "
                         f"{what}") from None
                 raise
-            self._writer = conn  # committed: a connection that dies now changes nothing
+            await self._release(conn)  # committed: a connection that dies now changes nothing
             self.use_log(tx.log_number)
             self._bundle_end = tx.bundle_end
             tx.committed()
@@ -618,8 +594,6 @@ class PostgresStore:
         return PostgresLease(self.url, name)
 
     async def close(self) -> None:
-        writer, self._writer = self._writer, None
-        await self._discard(writer)  # its begun transaction ends with it
         try:
             await asyncio.wait_for(self._pool.close(), 10.0)
         except (TimeoutError, Exception):
