@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -53,6 +54,7 @@ from ledger.storage.base import (
 )
 from ledger.storage.postgres_failures import Backoff, describe, transient
 from ledger.storage.postgres_lease import PostgresLease
+from ledger.storage.postgres_schema import LEDGER_MIGRATIONS, lz4
 
 try:
     import asyncpg
@@ -69,57 +71,6 @@ T = TypeVar("T")
 
 PgConnection: TypeAlias = "asyncpg.Connection | asyncpg.pool.PoolConnectionProxy"
 """A connection of its own (``asyncpg.connect``) or the pool's proxy for one (``acquire``)."""
-
-# Versioned schema of the log. Each entry upgrades from the version before it; never edit one
-# that has shipped, append a new one.
-LEDGER_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE ledger_tiles (
-        level smallint NOT NULL, idx bigint NOT NULL, data bytea NOT NULL,
-        PRIMARY KEY (level, idx));
-    CREATE TABLE ledger_state (
-        one smallint PRIMARY KEY CHECK (one = 1),
-        size bigint, time double precision, note bytea,
-        history_time double precision NOT NULL DEFAULT '-infinity');
-    INSERT INTO ledger_state (one) VALUES (1);
-    CREATE TABLE ledger_checkpoints (
-        size bigint PRIMARY KEY, time double precision NOT NULL, note bytea NOT NULL);
-    CREATE TABLE ledger_witness_sizes (vkey text PRIMARY KEY, size bigint NOT NULL);
-    CREATE TABLE ledger_witness_published (
-        one smallint PRIMARY KEY CHECK (one = 1), note bytea);
-    CREATE TABLE ledger_write_probe (one smallint PRIMARY KEY CHECK (one = 1), data bytea);
-    """,
-    # Version 2: a right-edge tile or bundle grows by appended parts (ledger.core.tileparts)
-    # instead of being rewritten, with its TOAST chunks and WAL, by every commit; reads go
-    # through ledger_tile_data, each tile's row followed by its parts.
-    """
-    CREATE TABLE ledger_tile_parts (
-        level smallint NOT NULL, idx bigint NOT NULL, start smallint NOT NULL,
-        data bytea NOT NULL, PRIMARY KEY (level, idx, start));
-    CREATE VIEW ledger_tile_data AS
-    SELECT t.level, t.idx, t.data || COALESCE(
-        (SELECT string_agg(p.data, ''::bytea ORDER BY p.start) FROM ledger_tile_parts p
-         WHERE p.level = t.level AND p.idx = t.idx), ''::bytea) AS data
-    FROM ledger_tiles t;
-    """,
-    # Version 3: a sequence of logs (DESIGN-33). The registry; log 0's state row, the one
-    # write lock of every log, says which log is active, so that a writer that waited for the
-    # lock reads the active log from the row it locked (fresh under READ COMMITTED, where a
-    # joined or sub-selected table would be read as of before the wait).
-    """
-    CREATE TABLE ledger_logs (
-        n integer PRIMARY KEY, origin text NOT NULL UNIQUE, shard text NOT NULL,
-        state text NOT NULL CHECK (state IN ('active', 'frozen')),
-        started double precision NOT NULL, frozen_at double precision, final_size bigint,
-        min_index bigint NOT NULL DEFAULT 0, vkeys text NOT NULL, reason text);
-    ALTER TABLE ledger_state ADD COLUMN active_log integer NOT NULL DEFAULT 0;
-    """,
-    # Version 4: each frozen log's final checkpoint with the cosignatures collected for it
-    # (ledger.jobs.final_checkpoint), kept until every witness and mirror has cosigned it.
-    """
-    CREATE TABLE ledger_witness_finals (origin text PRIMARY KEY, note bytea NOT NULL);
-    """,
-)
 
 @dataclass(frozen=True)
 class _Sql:
@@ -189,7 +140,7 @@ class _Sql:
         (SELECT string_agg(p.data, ''::bytea ORDER BY p.start) FROM ledger_tile_parts{x} p
          WHERE p.level = t.level AND p.idx = t.idx), ''::bytea) AS data
     FROM ledger_tiles{x} t;
-    """)
+    """ + lz4(x))
 
 
 _LOG0 = _Sql.of(0)
@@ -209,9 +160,10 @@ _PUT_LOG = (f"INSERT INTO ledger_logs ({_LOG_COLUMNS}) VALUES "
 _PARAM = re.compile(r"\$(\d+)")
 
 
+@functools.lru_cache(maxsize=256)
 def shift_params(sql: str, by: int) -> str:
     """``sql`` with each ``$n`` renumbered ``$(n + by)``, to follow ``by`` earlier arguments
-    in one statement."""
+    in one statement (remembered: every commit shifts the same few statements alike)."""
     return _PARAM.sub(lambda m: f"${int(m.group(1)) + by}", sql)
 
 

@@ -27,6 +27,7 @@ is ever withheld.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -59,6 +60,7 @@ from notary.store.base import (
     check_skeletons,
     new_claims,
 )
+from notary.store.postgres_rows import receipt_columns
 from notary.store.postgres_schema import (
     ADD_CTES,
     BY_DIGESTS,
@@ -79,7 +81,6 @@ from notary.store.sqlite_schema import (
     id_key,
     receipt_from_row,
     refs_for,
-    split_entry_url,
 )
 
 __all__ = ["NOTARY_MIGRATIONS", "PgNotaryStore", "PgNotaryWriteTx"]
@@ -184,6 +185,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
         self._new_refs = Refs()
         self._rows: list[object] | None = None
         self._held: dict[str, str] = {}  # server names' holders, as screened, and claims
+        self._digest_keys: dict[str, int] = {}  # the screen's, for the rows
 
     async def screen(self, digests: Collection[str], usage: Collection[UsageKey],
                      servers: Collection[str] = ()) -> Screening:
@@ -199,8 +201,10 @@ class PgNotaryWriteTx(PostgresWriteTx):
         last: str | None = None
         version: int | None = None
         clock: str | None = None
+        keys = {d: digest_key(d, salt) for d in wanted}
+        self._digest_keys.update(keys)
         rows = await self._conn.fetch(
-            SCREEN, sorted({digest_key(d, salt) for d in wanted}), names, months,
+            SCREEN, sorted(set(keys.values())), names, months,
             sorted(set(asked.values())), sorted(asked))
         logged = [row for row in rows if row[0] == 0]
         accounts = {int(row[1]): row[7] for row in logged}
@@ -228,27 +232,24 @@ class PgNotaryWriteTx(PostgresWriteTx):
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
-        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary.refs,
-                                 self._new_refs)
-        if missing:
-            self._new_refs.merge(await resolve_refs(self._conn, missing))
-            refs.merge(self._new_refs)
         salt = self._notary.salt
-        cols: list[list[object]] = [[] for _ in range(9)]
+        known = self._notary.refs
+        new = self._new_refs
+        refs, cols = known, None
+        if not (new.kids or new.ledgers or new.names or new.accounts) \
+                and all(a in known.accounts for a, _ in usage):
+            with contextlib.suppress(KeyError):  # the usual batch: every id cached already
+                cols = receipt_columns(pairs, known, self.log_number, salt, self._digest_keys)
+        if cols is None:
+            refs, missing = refs_for(pairs, (a for a, _ in usage), known, new)
+            if missing:
+                new.merge(await resolve_refs(self._conn, missing))
+                refs.merge(new)
+            cols = receipt_columns(pairs, refs, self.log_number, salt, self._digest_keys)
         now = time.time()
         claims = [(name, name_skeleton(name), refs.accounts[account], now)
                   for name, account in new_claims(pairs, self._held)]
-        latest: str | None = None
-        for r, account in pairs:
-            assert r.signature is not None
-            row = (position(self.log_number, r.index), r.signature.raw,
-                   refs.kids[r.signature.kid],
-                   refs.ledgers[(r.origin, split_entry_url(r))], refs.accounts[account],
-                   refs.names[r.server], refs.names[r.tool], id_key(r.id),
-                   digest_key(r.call_sha256, salt))
-            for col, value in zip(cols, row, strict=True):
-                col.append(value)
-            latest = r.issued_at if latest is None else max(latest, r.issued_at)
+        latest = max((r.issued_at for r, _ in pairs), default=None)
         ucols: list[list[object]] = [[], [], []]
         for (account, month), n in usage.items():
             ucols[0].append(refs.accounts[account])

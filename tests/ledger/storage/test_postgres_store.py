@@ -217,3 +217,24 @@ async def test_a_version_1_log_is_migrated_and_its_whole_edge_gains_parts_after_
         TreeState(), [_entry(i) for i in range(20)]).tiles
     await conn.close()
     await log.close()
+
+
+async def test_tile_data_is_compressed_with_lz4_in_an_upgraded_database_and_later_logs(
+        pg_url: str) -> None:
+    """Version 5, and the tables of each later log: LZ4 costs the server about half the CPU
+    of PostgreSQL's default pglz for a commit's bundle part, for the same size."""
+    conn = await asyncpg.connect(pg_url)
+    try:
+        async with conn.transaction():
+            await migrate(conn, "ledger", LEDGER_MIGRATIONS[:4])  # a version 4 database
+        store = await PostgresStore.open(pg_url)
+        async with store.transaction() as tx:
+            await tx.switch_log(1, create=True)
+        await store.close()
+        for table in ("ledger_tiles", "ledger_tile_parts", "ledger_tiles_1",
+                      "ledger_tile_parts_1"):
+            assert await conn.fetchval(
+                "SELECT attcompression FROM pg_attribute WHERE attrelid = $1::regclass "
+                "AND attname = 'data'", table) == b"l", table
+    finally:
+        await conn.close()
