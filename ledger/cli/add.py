@@ -99,4 +99,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("files", metavar="FILE", nargs="*")
     s.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
                    help="how long to wait for another writer (default 10)")
-    s.set_defaults(func=cmd_add)
+    # nothing on its path logs (structlog is not even imported): no logging set-up
+    s.set_defaults(func=cmd_add, structured_logs=False)
