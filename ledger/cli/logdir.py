@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.process.exitcodes import UsageError
+from ledger.storage.damage import corruption_in
 
 if TYPE_CHECKING:
     from ledger.core.note import Ed25519Verifier
@@ -39,8 +40,6 @@ def db_path(directory: Path) -> Path:
 def holds_log(path: Path) -> bool:
     """Whether ``path`` is an SQLite file with a log's tables (a damaged one counts: opening it
     then says what is wrong)."""
-    from ledger.storage.damage import corruption_in
-
     try:
         with path.open("rb") as f:
             if f.read(16) != _SQLITE_MAGIC:
@@ -74,6 +73,7 @@ def find_db(directory: Path) -> Path:
 
 def verifier_of(directory: Path) -> Ed25519Verifier:
     """The log's public key, from ``log.vkey``."""
+    # deferred: the key code, not for `init` and `add` (which import their own)
     from ledger.core.note import Ed25519Verifier, NoteError
 
     try:
@@ -89,6 +89,7 @@ def verifier_of(directory: Path) -> Ed25519Verifier:
 async def open_readonly(directory: Path) -> Log:
     """The log in ``directory`` opened for reading with its public key, checked against the
     stored checkpoint now rather than on the first request."""
+    # deferred: the log and the store, for the commands that read
     from ledger.log.facade import Log
     from ledger.storage.sqlite import SqliteStore
 
@@ -106,6 +107,7 @@ async def open_readonly(directory: Path) -> Log:
 def post_quantum(directory: Path) -> PostQuantumCheckpoints | None:
     """The log's ML-DSA-44 line, when its key file is in ``directory`` (the ML-DSA-44 key is
     derived from it); a directory holding only the verifier key serves Ed25519 checkpoints."""
+    # deferred: ML-DSA-44 (cryptography), only to serve or export post-quantum checkpoints
     from ledger.core.note import Ed25519Signer, NoteError
     from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
     from ledger.log.pq_checkpoints import PostQuantumCheckpoints

@@ -52,8 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser(argv).parse_args(argv)
     if getattr(args, "structured_logs", True):
-        # deferred: structlog (and rich, when installed: ~0.1 s) only for a command that logs,
-        # not for --help nor for one that declares it writes no structured logs (`add`, `init`)
+        # Not for --help, nor for a command that writes no structured logs (`add`, `init`).
+        # deferred: structlog (and rich, when installed: ~0.1 s) only for a command that logs
         from ledger.process.structured_logs import configure
 
         configure("json")  # structured logs on stderr; stdout carries only results
