@@ -77,4 +77,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("dir", metavar="DIR")
     s.add_argument("--origin", required=True, help="the log's origin line and key name")
     s.add_argument("--key", help="existing PRIVATE+KEY+… to use ('-' reads it from stdin)")
-    s.set_defaults(func=cmd_init)
+    # nothing on its path logs (structlog is not even imported): no logging set-up
+    s.set_defaults(func=cmd_init, structured_logs=False)

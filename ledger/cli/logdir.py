@@ -4,21 +4,24 @@ verifier key). Only ``init`` and ``add`` read the private key; ``serve``, ``expo
 ``verify`` need the public key alone, so they can run where the signing key is not. Those three
 also read a directory whose log lives in another SQLite file beside ``log.vkey`` (a notary's data
 directory): the one file there that holds a log's tables.
+
+Each helper imports what it uses (the log, the store, the post-quantum signer): ``init`` and
+``add`` want only the file names and :func:`db_path`, and should not pay for the rest.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.core.note import Ed25519Signer, Ed25519Verifier, NoteError
-from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
-from ledger.log.facade import Log
-from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 from ledger.process.exitcodes import UsageError
-from ledger.process.keyfile import read_secret
 from ledger.storage.damage import corruption_in
-from ledger.storage.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from ledger.core.note import Ed25519Verifier
+    from ledger.log.facade import Log
+    from ledger.log.pq_checkpoints import PostQuantumCheckpoints
 
 DB, KEY, VKEY = "log.db", "log.key", "log.vkey"
 
@@ -70,6 +73,9 @@ def find_db(directory: Path) -> Path:
 
 def verifier_of(directory: Path) -> Ed25519Verifier:
     """The log's public key, from ``log.vkey``."""
+    # deferred: the key code, not for `init` and `add` (which import their own)
+    from ledger.core.note import Ed25519Verifier, NoteError
+
     try:
         text = (directory / VKEY).read_text().strip()
     except FileNotFoundError:
@@ -83,6 +89,10 @@ def verifier_of(directory: Path) -> Ed25519Verifier:
 async def open_readonly(directory: Path) -> Log:
     """The log in ``directory`` opened for reading with its public key, checked against the
     stored checkpoint now rather than on the first request."""
+    # deferred: the log and the store, for the commands that read
+    from ledger.log.facade import Log
+    from ledger.storage.sqlite import SqliteStore
+
     verifier = verifier_of(directory)
     store = await SqliteStore.open(find_db(directory))
     try:
@@ -97,6 +107,12 @@ async def open_readonly(directory: Path) -> Log:
 def post_quantum(directory: Path) -> PostQuantumCheckpoints | None:
     """The log's ML-DSA-44 line, when its key file is in ``directory`` (the ML-DSA-44 key is
     derived from it); a directory holding only the verifier key serves Ed25519 checkpoints."""
+    # deferred: ML-DSA-44 (cryptography), only to serve or export post-quantum checkpoints
+    from ledger.core.note import Ed25519Signer, NoteError
+    from ledger.core.subtree_cosignature import SubtreeCosignatureSigner
+    from ledger.log.pq_checkpoints import PostQuantumCheckpoints
+    from ledger.process.keyfile import read_secret
+
     if not (directory / KEY).exists():
         return None
     try:

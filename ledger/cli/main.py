@@ -51,10 +51,12 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser(argv).parse_args(argv)
-    # deferred: structlog (and rich, when installed) only once a command runs, not for --help
-    from ledger.process.structured_logs import configure
+    if getattr(args, "structured_logs", True):
+        # Not for --help, nor for a command that writes no structured logs (`add`, `init`).
+        # deferred: structlog (and rich, when installed: ~0.1 s) only for a command that logs
+        from ledger.process.structured_logs import configure
 
-    configure("json")  # structured logs on stderr; stdout carries only results
+        configure("json")  # structured logs on stderr; stdout carries only results
     try:
         code: int = args.func(args)
         sys.stdout.flush()  # here, not at exit: a reader that went away is caught below
