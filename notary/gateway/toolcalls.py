@@ -3,8 +3,7 @@
 1. the policy file is re-read if its mtime, size or inode changed, and the new policy's
    commitment is notarized (``policy.commit``) before it is used;
 2. for a non-idempotent tool: the idempotency key is required, and a key seen before returns
-   its recorded outcome here, without evaluating or forwarding anything; a new key is claimed
-   (``pending``, fsync'ed) while step 3 runs, and given up again unless step 3 authorizes;
+   its recorded outcome here, without evaluating or forwarding anything;
 3. **authorization** (:func:`notary.gateway.authorization.authorize`): the facts are extracted
    (path facts resolved through symlinks on this host when the upstream runs here), the
    policy evaluated, and the decision record (with a fresh salt) notarized
@@ -22,7 +21,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import functools
@@ -139,21 +137,10 @@ async def _keyed_call(runtime: GatewayRuntime, state: PolicyState, tool: str,
     replay = await _replay(runtime, key, digest)
     if replay is not None:
         return replay
-    # The key is claimed (an fsync'ed write) while the decision is made and notarized, not
-    # after: the claim is durable before anything is forwarded either way, and its fsync
-    # overlaps the notary's round trip. A call that is not authorized gives the claim up.
-    claim = asyncio.ensure_future(runtime.store.begin(key, tool, digest, now_issued_at()))
-    try:
-        auth = await authorize(runtime, state, tool, arguments, agent)
-        claimed = await claim
-    except BaseException:
-        await _give_up(runtime, key, claim)
-        raise
+    auth = await authorize(runtime, state, tool, arguments, agent)
     if not isinstance(auth, Authorized):
-        if claimed:
-            await runtime.store.release(key)
         return auth  # denied: nothing is recorded under the key, a retry is re-evaluated
-    if not claimed:
+    if not await runtime.store.begin(key, tool, digest, now_issued_at()):
         replay = await _replay(runtime, key, digest)  # claimed by another gateway process
         assert replay is not None
         return replay
@@ -170,23 +157,6 @@ async def _keyed_call(runtime: GatewayRuntime, state: PolicyState, tool: str,
         return result
     await runtime.store.finish(key, result)
     return result
-
-
-async def _give_up(runtime: GatewayRuntime, key: str, claim: asyncio.Future[bool]) -> None:
-    """Release ``claim`` once it has settled: the call failed before anything was forwarded.
-
-    Shielded, so that a cancelled call still releases its key (a claim left running would
-    commit after the release and leave the key pending: a retry would be refused)."""
-    async def settle_and_release() -> None:
-        try:
-            claimed = await claim
-        except Exception:
-            return  # not claimed
-        if claimed:
-            await runtime.store.release(key)
-
-    with contextlib.suppress(Exception):
-        await asyncio.shield(settle_and_release())
 
 
 async def _replay(runtime: GatewayRuntime, key: str, digest: str) -> dict[str, object] | None:

@@ -361,9 +361,9 @@ async def test_idempotent_retries_never_run_twice(rig: Rig) -> None:
 
 async def test_a_keyed_call_not_authorized_leaves_its_key_free(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The key is claimed while the decision is made: a call that is denied, whose decision
-    the ledger did not take, or whose authorization failed gives the claim up, so the key
-    holds nothing and a retry under it is evaluated afresh (and runs once)."""
+    """A call that is denied, whose decision the ledger did not take, or whose authorization
+    failed records nothing under its key (however the claim is ordered around the decision):
+    a retry under it is evaluated afresh, and runs once."""
     real_notarize, real_save = NotaryClient.notarize, GatewayStore.save_decision
     failures = {"notarize": 0, "save": 0}
 
