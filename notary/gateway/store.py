@@ -110,7 +110,9 @@ class GatewayStore:
         await db.execute("PRAGMA busy_timeout=10000")
         await db.executescript(SCHEMA)
         await db.commit()
-        log = await aiosqlite.connect(self.path)
+        # Autocommit: each decision's INSERT is its own transaction, committed by the one
+        # statement, so saving a decision costs one trip to aiosqlite's thread, not two.
+        log = await aiosqlite.connect(self.path, isolation_level=None)
         await log.execute("PRAGMA synchronous=NORMAL")
         await log.execute("PRAGMA busy_timeout=10000")
         self._db, self._log = db, log
@@ -147,6 +149,8 @@ class GatewayStore:
         await self.db.commit()
 
     async def save_decision(self, evidence: DecisionEvidence) -> None:
+        """Save one decision's evidence (committed when this returns: the connection is in
+        autocommit mode)."""
         record = evidence.record
         await self.log.execute(
             "INSERT INTO decisions (time, tool, decision, record, facts, receipt) "
@@ -154,7 +158,6 @@ class GatewayStore:
             (record["time"], record["tool"], record["decision"], _dumps(record),
              _dumps(evidence.facts),
              None if evidence.receipt is None else _dumps(evidence.receipt)))
-        await self.log.commit()
 
     # Idempotency --------------------------------------------------------------------------
 

@@ -73,11 +73,14 @@ _client_capabilities: contextvars.ContextVar[dict[str, object] | None] = context
     "notary_gateway_client_capabilities", default=None)
 
 
+_RawRequest: Final = types.Request[dict[str, object] | None, str]
+"""Parametrized once: subscripting a generic model is a cache lookup per call."""
+
+
 def raw_request(method: str, params: Mapping[str, object] | None
                 ) -> types.Request[dict[str, object] | None, str]:
     """A request for ``ClientSession.send_request`` with ``params`` exactly as given."""
-    return types.Request[dict[str, object] | None, str](
-        method=method, params=dict(params) if params is not None else None)
+    return _RawRequest(method=method, params=dict(params) if params is not None else None)
 
 
 @asynccontextmanager

@@ -92,6 +92,10 @@ def test_gateway_bench_measures_tools_resources_and_prompts(tmp_path: Path) -> N
         timings = disk[kind]
         assert timings["direct_p50_ms"] > 0 and timings["gateway_p50_ms"] > 0
         assert timings["parts_p50_ms"]["notarize decision"] > 0
+        assert timings["parts_p50_ms"]["upstream call"] > 0  # timed for every kind
+        # What no part covers, split: inside the gateway's handler, and outside it.
+        assert timings["gateway_cpu_in_handler_p50_ms"] > 0
+        assert timings["mcp_plumbing_p50_ms"] > 0
 
 
 def test_cose_receipts_compares_the_signer_on_and_off_and_serves_cose_receipts(

@@ -41,7 +41,13 @@ from notary.gateway.policy import PolicyError, facts_sha256, sha256_jcs
 from notary.gateway.server import GatewayStartError
 from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
 from notary.gateway.toolcalls import request_digest
-from notary.sdk import NotaryClient, NotaryHTTPError, received_wire, verify_tool_result
+from notary.sdk import (
+    NotaryClient,
+    NotaryHTTPError,
+    NotaryUnavailableError,
+    received_wire,
+    verify_tool_result,
+)
 from tests.gateway_rig import (
     GATEWAY,
     POLICY,
@@ -351,6 +357,53 @@ async def test_idempotent_retries_never_run_twice(rig: Rig) -> None:
         unknown = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("K3"))
         assert_refused(unknown, codes.IDEMPOTENCY_OUTCOME_UNKNOWN)
     assert len(rig.calls("payments.transfer")) == 2
+
+
+async def test_a_keyed_call_not_authorized_leaves_its_key_free(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that is denied, whose decision the ledger did not take, or whose authorization
+    failed records nothing under its key (however the claim is ordered around the decision):
+    a retry under it is evaluated afresh, and runs once."""
+    real_notarize, real_save = NotaryClient.notarize, GatewayStore.save_decision
+    failures = {"notarize": 0, "save": 0}
+
+    async def notarize(self: NotaryClient, server: str, tool: str, digest: str) -> Any:
+        if tool == codes.POLICY_DECISION_TOOL and failures["notarize"]:
+            failures["notarize"] -= 1
+            raise NotaryUnavailableError("down for the test", attempts=1)
+        return await real_notarize(self, server, tool, digest)
+
+    async def save_decision(self: GatewayStore, evidence: Any) -> None:
+        if failures["save"]:
+            failures["save"] -= 1
+            raise OSError("disk gone for the test")
+        await real_save(self, evidence)
+
+    monkeypatch.setattr(NotaryClient, "notarize", notarize)
+    monkeypatch.setattr(GatewayStore, "save_decision", save_decision)
+    async with Client(build_gateway(rig.config()), mode="auto") as client:
+        denied = await client.call_tool("payments.transfer", {**APPROVED, "amount": 9000},
+                                        meta=key_meta("N1"))
+        assert_refused(denied, codes.AUTHORIZATION_DENIED)
+        failures["notarize"] = 1
+        unrecorded = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("N2"))
+        assert_refused(unrecorded, codes.AUTHORIZATION_UNAVAILABLE)
+        failures["save"] = 1
+        with contextlib.suppress(MCPError):  # the SDK's generic error, or a refusal
+            await client.call_tool("payments.transfer", APPROVED, meta=key_meta("N3"))
+        assert rig.calls("payments.transfer") == []
+        store = await GatewayStore(rig.state).open()
+        try:
+            for key in ("N1", "N2", "N3"):
+                assert await store.lookup(key) is None, key
+        finally:
+            await store.close()
+        for n, key in enumerate(("N1", "N2", "N3"), 1):
+            result = await client.call_tool("payments.transfer", APPROVED, meta=key_meta(key))
+            assert_authorized(rig, result, "payments.transfer")
+            again = await client.call_tool("payments.transfer", APPROVED, meta=key_meta(key))
+            assert (again.meta or {})[codes.REPLAY_META_KEY] is True
+            assert len(rig.calls("payments.transfer")) == n
 
 
 # Ledger, audit, reload ------------------------------------------------------------------------

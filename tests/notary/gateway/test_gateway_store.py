@@ -1,0 +1,80 @@
+"""The gateway's state file (:mod:`notary.gateway.store`): what a write leaves on disk when it
+returns, seen from another connection and after the writing process is killed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+
+from notary.gateway.store import DecisionEvidence, GatewayStore, read_decisions
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def evidence(n: int) -> DecisionEvidence:
+    record = {"decision": "allow", "tool": "echo", "facts_sha256": "f" * 64,
+              "policy_commitment": "c" * 64, "time": f"2026-12-07T00:00:0{n}Z",
+              "salt": f"{n:032x}"}
+    return DecisionEvidence(record, {"tool": "echo", "n": n}, {"id": f"receipt-{n}"})
+
+
+async def saved(path: Path) -> list[dict[str, object]]:
+    return [e.to_json() async for e in read_decisions(path)]
+
+
+async def test_a_saved_decision_is_committed_when_save_returns(tmp_path: Path) -> None:
+    """Committed, not left in an open transaction: another connection reads it at once and
+    can take the write lock (a second gateway process, the durable connection)."""
+    path = tmp_path / "state.db"
+    store = await GatewayStore(path).open()
+    try:
+        await store.save_decision(evidence(1))
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # "database is locked" if a write is still open
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert await saved(path) == [evidence(1).to_json()]
+        assert await store.begin("key", "echo", "d" * 64, "now")  # the durable connection
+        await store.save_decision(evidence(2))
+        assert await saved(path) == [evidence(1).to_json(), evidence(2).to_json()]
+    finally:
+        await store.close()
+
+
+async def test_a_saved_decision_survives_kill_9(tmp_path: Path) -> None:
+    """Decision evidence is durable across a crash of the gateway (synchronous=NORMAL: not
+    across a power loss): once save_decision returned, kill -9 loses nothing."""
+    path = tmp_path / "state.db"
+    rows = json.dumps([[evidence(n).record, evidence(n).facts, evidence(n).receipt]
+                       for n in (1, 2, 3)])
+    script = f"""
+import asyncio, sys
+from pathlib import Path
+from notary.gateway.store import DecisionEvidence, GatewayStore
+async def main():
+    store = await GatewayStore(Path({str(path)!r})).open()
+    for row in {rows}:
+        await store.save_decision(DecisionEvidence(*row))
+    print("saved", flush=True)
+    await asyncio.sleep(60)
+asyncio.run(main())
+"""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line == b"saved\n"
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    assert await saved(path) == [evidence(n).to_json() for n in (1, 2, 3)]
