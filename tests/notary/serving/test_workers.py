@@ -186,6 +186,10 @@ def test_every_scrape_describes_the_whole_service(tmp_path: Path) -> None:
         assert resp.status == 200, resp.body
 
         def every_scrape_shows(issued: int) -> None:
+            # The tree size a worker reports is its log's head, which it re-reads from the
+            # store at most every 0.2 s (Log.head): the other worker's last commit may take
+            # that long to show in its scrapes.
+            time.sleep(0.3)
             for _ in range(12):
                 got = scraped(server)
                 assert got["notary_receipts_issued_total"] == issued, got
