@@ -42,7 +42,10 @@ async def test_a_policy_of_ml_dsa_keys_verifies_a_receipt_end_to_end(tmp_path: P
         store = await WitnessStore.open(tmp_path / "w.db", witness_signer.verifier_key_text())
         witness = Witness(witness_signer, {log_pq.name: [log_pq.verifier()]}, store)
         async with serving(create_witness_app(witness), sock=wsock):
-            key = notary.create_api_key("a")
+            # Through the app's store, not `notary apikey create`: the CLI would block this
+            # event loop, whose notary may hold SQLite's write lock (its witnessing job runs
+            # every 50 ms), until the CLI's busy timeout.
+            key = await notary.new_api_key("a")
             record = CallRecord(server="srv", tool="echo", arguments={"n": 1},
                                 result={"content": [{"type": "text", "text": "1"}]},
                                 salt=new_salt())
