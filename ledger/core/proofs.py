@@ -17,7 +17,6 @@ from ledger.core.hashing import HASH_SIZE, NODE_PREFIX, fold_right, node_hash
 Coord = tuple[int, int]  # (tree level, index at that level): root of leaves [i·2^l, (i+1)·2^l)
 Range = tuple[int, int]  # leaves [start, end)
 _sha256 = hashlib.sha256
-_NODE = NODE_PREFIX
 
 
 class ProofError(LedgerError, ValueError):
@@ -129,7 +128,7 @@ def newest_leaves_proofs(stack: Sequence[bytes], old: int, leaves: Sequence[byte
             break
         levels.append((first, nodes))
         pairs = iter(nodes)
-        paired = [sha(_NODE + left + right).digest()
+        paired = [sha(NODE_PREFIX + left + right).digest()
                   for left, right in zip(pairs, pairs, strict=False)]
         if len(nodes) & 1:  # the right edge's node has no sibling: it is promoted
             paired.append(nodes[-1])

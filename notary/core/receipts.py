@@ -19,7 +19,6 @@ import dataclasses
 import hashlib
 import json
 import re
-from binascii import b2a_base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
@@ -60,7 +59,6 @@ _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 _PLAIN_JSON = re.compile(r'[ !#-\[\]-~]*')
 """Printable ASCII but ``"`` and ``\\``: the characters ``json.dumps`` writes unescaped."""
 _MAX_INDEX = 2**53 - 1  # JSON number a JavaScript verifier reads exactly
-_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")  # b64url_encode's, inlined where it signs
 
 
 class ReceiptFormatError(NotaryBaseError, ValueError):
@@ -497,9 +495,8 @@ class ReceiptKey:
                     spec=SPEC, id=i, server=server, tool=tool, call_sha256=digest,
                     issued_at=at, origin=origin, index=index, entry_url=url)
             raw = sign(message, secret)[:64]
-            sig = b2a_base64(raw, newline=False).translate(_TO_URLSAFE).rstrip(b"=")
             out.append(Receipt(i, server, tool, digest, at, origin, index, url,
-                               ReceiptSignature(kid, sig.decode("ascii"), RECEIPT_ALG, raw)))
+                               ReceiptSignature(kid, b64url_encode(raw), RECEIPT_ALG, raw)))
         return out
 
     def __repr__(self) -> str:
