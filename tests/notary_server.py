@@ -541,6 +541,7 @@ class NotaryProcess(LoopbackHttp):
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _auto_port: bool = field(default=False, init=False, repr=False)
     _starts: int = field(default=0, init=False, repr=False)
+    _log_start: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -616,6 +617,7 @@ class NotaryProcess(LoopbackHttp):
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
         with self.log_path.open("ab") as log, self.stderr_path.open("ab") as err:
+            self._log_start = log.tell()
             log.write(f"--- start {self._starts}: {' '.join(cmd)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
@@ -637,9 +639,11 @@ class NotaryProcess(LoopbackHttp):
                 )
             try:
                 resp = self.request("GET", "/healthz", timeout=2.0)
-                if resp.status == 200:
+                # Another test's notary may hold this port (free_port() is a moment old);
+                # the answer counts once this process has said it listens.
+                if resp.status == 200 and self._announced():
                     return
-                last = f"/healthz answered {resp.status}"
+                last = f"/healthz answered {resp.status}, before this process said it listens"
             except OSError as e:
                 last = repr(e)
             time.sleep(0.05)
@@ -647,6 +651,15 @@ class NotaryProcess(LoopbackHttp):
             f"notary serve did not answer /healthz within the timeout ({last}); "
             f"log:\n{self.log_text()}"
         )
+
+    def _announced(self) -> bool:
+        """Whether this start's output says it is serving (printed once its socket is bound)."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start)
+                return b"Serving on " in log.read()
+        except OSError:
+            return False
 
     def stop(self, timeout: float | None = None) -> int | None:
         """SIGTERM, then SIGKILL if it has not exited within ``timeout``; the exit code."""

@@ -1,7 +1,9 @@
 """``notary serve`` checks the database before it creates anything in ``--data``: a frontend
 joining an existing PostgreSQL log without its key is told to copy ``log.key`` and changes no
 file; a start that fails (database unreachable, asyncpg missing, a store without its key)
-leaves the data directory exactly as it was, with no "Created a new notary" and no traceback."""
+leaves the data directory exactly as it was, with no "Created a new notary" and no traceback;
+a start on a port another notary holds fails (and the test harness does not take the other
+notary's answer for its own)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 
 from ledger.core.note import Ed25519Signer
 from ledger.process.keyfile import write_secret
-from tests.notary_server import REPO_ROOT, NotaryProcess, _child_env, free_port
+from tests.notary_server import REPO_ROOT, NotaryProcess, NotaryStartError, _child_env, free_port
 
 BLOCK_ASYNCPG = """
 import sys
@@ -168,3 +170,20 @@ def test_a_database_password_is_never_printed(tmp_path: Path, pg_url: str) -> No
         text = "\n".join(printed) + server.stderr_bytes().decode()
         assert "Create an API key" in text and "--database" in text, text
         assert "s3cret-pw" not in text, text
+
+
+def test_a_second_serve_on_a_taken_port_fails_and_is_not_taken_for_the_first(
+        tmp_path: Path) -> None:
+    """The test harness's readiness wait must not accept the answer of another notary on the
+    port: ``notary serve`` exits (address in use) and the start fails, or with an automatic
+    port, starts again on another one."""
+    with NotaryProcess(tmp_path / "first") as first:
+        second = NotaryProcess(tmp_path / "second", port=first.port)
+        with pytest.raises(NotaryStartError, match=r"(?i)address already in use"):
+            second.start()
+        moved = NotaryProcess(tmp_path / "third")
+        moved.port = first.port  # as if free_port() had handed out the same port twice
+        with moved:
+            assert moved.port != first.port
+            key = first.get("/v1/ledger").json()["vkey"]
+            assert moved.get("/v1/ledger").json()["vkey"] != key
