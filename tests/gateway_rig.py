@@ -136,9 +136,9 @@ async def gateway_rig(tmp: Path) -> AsyncIterator[Rig]:
     async with app_notary(tmp / "notary-data") as app:
         async with NotaryClient(app.url) as c:
             jwks = Jwks(await c.jwks())
-        yield Rig(app.url, app.data, app.create_api_key("gateway"), jwks,
+        yield Rig(app.url, app.data, await app.new_api_key("gateway"), jwks,
                   Ed25519Verifier.from_vkey(app.vkey), app.vkey, tmp,
-                  app.create_api_key("tenant-b"))
+                  await app.new_api_key("tenant-b"))
 
 
 def assert_receipt_verifies(rig: Rig, receipt: dict[str, Any]) -> None:

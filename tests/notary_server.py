@@ -159,13 +159,16 @@ class AppNotary:
     def notary(self) -> Notary:
         return self.runner.app[NOTARY]
 
-    def create_api_key(self, account: str = "test", allowance: int | None = None) -> str:
-        """A new key through ``notary apikey create`` (the SQLite store only)."""
-        return create_api_key(self.data, account, allowance)
-
     async def new_api_key(self, account: str = "test", allowance: int | None = None) -> str:
         """A new key through the running app's store (any backend)."""
         return (await admin.create_api_key(self.store, account, allowance)).token
+
+    async def cli_api_key(self, account: str = "test", allowance: int | None = None) -> str:
+        """A new key through ``notary apikey create``, another writer of the database (the
+        SQLite store only). In a worker thread: run inline it would block this event loop,
+        and with it a background job of this notary holding SQLite's write lock that the
+        command then waits for until it times out."""
+        return await asyncio.to_thread(create_api_key, self.data, account, allowance)
 
     async def revoke_api_key(self, key: str) -> None:
         await admin.revoke_api_key(self.store, key)
@@ -364,8 +367,8 @@ class LiveNotary:
         """The same trust as ``notary verify`` flags."""
         return ["--jwks", str(self.jwks_file), "--log-key", self.vkey]
 
-    def new_key(self, account: str, allowance: int | None = None) -> str:
-        return self.app.create_api_key(account, allowance)
+    async def new_key(self, account: str, allowance: int | None = None) -> str:
+        return await self.app.new_api_key(account, allowance)
 
     def client(self, **kwargs: Any) -> NotaryClient:
         """A client for this notary, closed at teardown (servers without a lifespan that
@@ -432,7 +435,7 @@ async def live_notary(tmp: Path, **settings: Any) -> AsyncIterator[LiveNotary]:
     async with app_notary(tmp / "data", **settings) as app, aiohttp.ClientSession() as http:
         async with http.get(app.url + "/.well-known/jwks.json") as r:
             jwks = await r.json()
-        notary = LiveNotary(app, app.create_api_key("t"), jwks, http, tmp)
+        notary = LiveNotary(app, await app.new_api_key("t"), jwks, http, tmp)
         try:
             yield notary
         finally:

@@ -1207,7 +1207,7 @@ async def _bom_origin(corpus: Corpus) -> None:
         async with app_notary(Path(tmp) / "data", origin="\ufeffcorpus.example/bom") as app:
             async with corpus.http.get(app.url + "/.well-known/jwks.json") as r:
                 jwks = await r.json()
-            log = Corpus(corpus.out, app.url, app.create_api_key("corpus"), jwks, app.vkey,
+            log = Corpus(corpus.out, app.url, await app.new_api_key("corpus"), jwks, app.vkey,
                          load_log_key(Paths(app.data)), corpus.http, corpus.cases)
             issued = await log.notarize("echo", x=1)
             pq_vkey, upgraded = await _dual_signed(log, issued.receipt["id"])
@@ -1234,7 +1234,7 @@ async def _frozen_log(corpus: Corpus) -> None:
         async with app_notary(Path(tmp) / "data", origin="corpus.example/rolled") as app:
             async with corpus.http.get(app.url + "/.well-known/jwks.json") as r:
                 jwks = await r.json()
-            log = Corpus(corpus.out, app.url, app.create_api_key("corpus"), jwks, app.vkey,
+            log = Corpus(corpus.out, app.url, await app.new_api_key("corpus"), jwks, app.vkey,
                          load_log_key(Paths(app.data)), corpus.http, corpus.cases)
             issued = await log.notarize("echo", x=1)
             store = await SqliteNotaryStore.open(Paths(app.data).db)  # as `notary log roll` does
@@ -1297,7 +1297,7 @@ async def build(out: Path) -> list[Json]:
             corpus = Corpus(
                 out,
                 app.url,
-                app.create_api_key("corpus"),
+                await app.new_api_key("corpus"),
                 jwks,
                 app.vkey,
                 load_log_key(Paths(app.data)),

@@ -218,7 +218,7 @@ async def test_both_sdks_answer_a_failed_notarization_identically(
     """
     async with app_notary(tmp_path / "data") as app, AsyncExitStack() as stack:
         # One account: a server name belongs to one account, and both servers use one name.
-        keys = (app.create_api_key("sdks"), app.create_api_key("sdks"))
+        keys = (await app.new_api_key("sdks"), await app.new_api_key("sdks"))
         servers = await _both_servers(stack, server_script, app.url, keys, sdk, mode)
         for client in servers.values():
             first = await client.call_tool("add", {"a": 1, "b": 2})

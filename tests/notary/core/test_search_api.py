@@ -22,9 +22,8 @@ from tests.notary_server import AppNotary, app_notary
 
 
 class Client:
-    def __init__(self, notary: AppNotary, http: aiohttp.ClientSession) -> None:
-        self.notary, self.http = notary, http
-        self.key = notary.create_api_key("search")
+    def __init__(self, notary: AppNotary, http: aiohttp.ClientSession, key: str) -> None:
+        self.notary, self.http, self.key = notary, http, key
 
     async def issue(self, server: str, tool: str) -> dict[str, Any]:
         body = {"server": server, "tool": tool, "call_sha256": secrets.token_hex(32)}
@@ -59,7 +58,7 @@ class Client:
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[Client]:
     async with app_notary(tmp_path / "data") as notary, aiohttp.ClientSession() as http:
-        yield Client(notary, http)
+        yield Client(notary, http, await notary.new_api_key("search"))
 
 
 def newest_first(receipts: list[dict[str, Any]]) -> list[str]:

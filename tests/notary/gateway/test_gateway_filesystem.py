@@ -93,7 +93,7 @@ async def filesystem_gateway(tmp_path: Path, server_script: Path
                                          args=[str(server_script), str(public)])
         config = GatewayConfig(upstream=upstream, policy_path=policy,
                                salt_path=tmp_path / "gw.salt", state_path=tmp_path / "gw.db",
-                               notary_url=app.url, api_key=app.create_api_key("fs"))
+                               notary_url=app.url, api_key=await app.new_api_key("fs"))
         from notary.gateway.salt import ensure_salt
 
         ensure_salt(config.salt_path)

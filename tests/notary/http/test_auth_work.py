@@ -8,6 +8,7 @@ cost an extra joined row and a row object, about 5 µs of difference per request
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from types import FrameType
@@ -58,9 +59,9 @@ async def _work(notary: Notary, token: str) -> tuple[list[str], int, list[tuple[
 
 async def test_unknown_key_id_and_wrong_secret_do_the_same_work(tmp_path: Path) -> None:
     async with app_notary(tmp_path / "data") as served:
-        key = served.create_api_key("alice")
+        key = await served.new_api_key("alice")
         for i in range(20):
-            served.create_api_key(f"other{i}")
+            await served.new_api_key(f"other{i}")
         key_id, secret = key[3:15], key[16:]  # nk_<12 hex>_<43 chars, "_" among them>
         wrong_secret = f"nk_{key_id}_{('B' if secret[0] == 'A' else 'A')}{secret[1:]}"
         unknown_id = f"nk_{'0' * 12}_{secret}"
@@ -93,12 +94,13 @@ async def test_revocation_and_new_keys_take_effect_at_once(tmp_path: Path) -> No
     request (the cache is keyed by a version that triggers bump)."""
     async with app_notary(tmp_path / "data") as served:
         notary = served.app[NOTARY]
-        first = served.create_api_key("alice")
+        first = await served.new_api_key("alice")
         assert (await notary.authenticate(f"Bearer {first}")).name == "alice"
-        second = served.create_api_key("bob", allowance=7)  # another process (the CLI)
+        second = await served.cli_api_key("bob", allowance=7)  # another process (the CLI)
         account = await notary.authenticate(f"bearer {second}")
         assert (account.name, account.monthly_allowance) == ("bob", 7)
-        code, _ = run_cli("apikey", "revoke", "--data", str(served.data), first)
+        code, _ = await asyncio.to_thread(
+            run_cli, "apikey", "revoke", "--data", str(served.data), first)
         assert code == 0
         try:
             await notary.authenticate(f"Bearer {first}")

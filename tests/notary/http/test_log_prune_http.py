@@ -54,7 +54,7 @@ async def test_pruning_a_frozen_log_while_serving(tmp_path: Path) -> None:
     data = tmp_path / "data"
     where = ["--data", str(data)]
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         auth = {"Authorization": f"Bearer {key}"}
         receipts: list[dict[str, Any]] = []
 

@@ -23,7 +23,7 @@ async def test_reclaiming_a_pruned_range_while_serving(tmp_path: Path) -> None:
     data = tmp_path / "data"
     where = ["--data", str(data)]
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        auth = {"Authorization": f"Bearer {notary.create_api_key('a')}"}
+        auth = {"Authorization": f"Bearer {await notary.new_api_key('a')}"}
         receipts: list[dict[str, Any]] = []
 
         async def post(n: int) -> None:

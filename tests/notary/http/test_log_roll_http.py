@@ -161,7 +161,7 @@ def _record(logs: list[dict[str, Any]], n: int) -> LogRecord:
 async def test_an_idle_server_follows_a_roll_within_seconds(tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         await post(http, notary.url, key, call(1))
         code, _, err = await capture_cli("log", "roll", "--data", str(data))
         assert code == 0, err
@@ -179,7 +179,7 @@ async def test_notary_verify_checks_receipts_of_a_frozen_log_and_the_next(
         tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         old, new = await receipts_around_a_roll(http, notary.url, key, data)
         ledger = await get_json(http, notary.url + "/v1/ledger")
         vkey1 = ledger["logs"][1]["vkeys"][0]
@@ -216,7 +216,7 @@ async def test_cose_receipts_follow_the_roll(tmp_path: Path) -> None:
     log's key."""
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         before, after = await receipts_around_a_roll(http, notary.url, key, data)
         logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
         for got, log in ((after, logs[1]), (before, logs[0])):
@@ -263,7 +263,7 @@ async def test_a_policy_naming_both_logs_is_their_log_keys(tmp_path: Path) -> No
     pinned: the notary's list adds none)."""
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         old, new = await receipts_around_a_roll(http, notary.url, key, data)
         logs = (await get_json(http, notary.url + "/v1/ledger"))["logs"]
         jwks = tmp_path / "jwks.json"
@@ -301,7 +301,7 @@ async def test_notary_verify_follows_the_chain_from_log_0s_key(tmp_path: Path) -
     A pinned key that is not log 0's breaks the chain at its first link, and says so."""
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         await post(http, notary.url, key, call(1))
         for _ in range(2):
             code, _, err = await capture_cli("log", "roll", "--data", str(data))
@@ -336,7 +336,7 @@ async def test_receipt_key_rotations_compose_with_a_roll(tmp_path: Path) -> None
     its own log's key)."""
     data = tmp_path / "data"
     async with app_notary(data) as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         receipts: list[dict[str, Any]] = []
 
         async def issue(n: int) -> dict[str, Any]:

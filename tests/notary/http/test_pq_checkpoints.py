@@ -44,7 +44,7 @@ def proof_note(receipt: dict[str, Any]) -> bytes:
 
 async def test_published_checkpoints_carry_both_signatures(tmp_path: Path) -> None:
     async with app_notary(tmp_path / "data") as notary, aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         async with http.get(notary.url + "/v1/ledger") as r:
             info = await r.json()
         ed_vkey, pq_vkey = info["vkeys"]
@@ -90,7 +90,7 @@ async def test_published_checkpoints_carry_both_signatures(tmp_path: Path) -> No
 async def test_pq_checkpoints_off(tmp_path: Path) -> None:
     async with app_notary(tmp_path / "data", pq_checkpoints="off") as notary, \
             aiohttp.ClientSession() as http:
-        key = notary.create_api_key("a")
+        key = await notary.new_api_key("a")
         receipt = await issue(http, notary.url, key, 1)
         async with http.get(notary.url + "/v1/ledger") as r:
             info = await r.json()

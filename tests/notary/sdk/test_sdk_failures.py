@@ -92,7 +92,7 @@ def _failure_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord
 
 async def test_a_revoked_key_or_a_stopped_notary_gives_the_documented_error(
         notary_app: AppNotary, mode: str, caplog: pytest.LogCaptureFixture) -> None:
-    key = notary_app.create_api_key("failures")
+    key = await notary_app.new_api_key("failures")
     notarizer = Notarizer(NotaryClient(notary_app.url, key, retries=1, backoff=0.01), "example")
     async with Client(example_server.build_server(notarizer), mode=mode) as client:
         first = await client.call_tool("add", {"a": 1, "b": 2})
@@ -132,7 +132,7 @@ async def test_an_unexpected_failure_after_the_tool_ran_is_still_the_documented_
     # the tool has run, so the client must still learn that (and not retry blindly).
     session = aiohttp.ClientSession()
     await session.close()
-    key = notary_app.create_api_key("failures")
+    key = await notary_app.new_api_key("failures")
     notarizer = Notarizer(NotaryClient(notary_app.url, key, session=session), "example")
     async with Client(example_server.build_server(notarizer), mode=mode) as client:
         with caplog.at_level(logging.WARNING), pytest.raises(MCPError) as info:

@@ -466,8 +466,8 @@ async def test_unreachable_notary_mark_policy_marks_the_result(mode: str) -> Non
 
 async def test_refusals_follow_the_policy(notary: LiveNotary) -> None:
     # A key with an allowance of one call: the second distinct call is refused (429).
-    limited = Notarizer(notary.client(api_key=notary.new_key("small", allowance=1)), "example",
-                        on_unavailable="mark")
+    small = await notary.new_key("small", allowance=1)
+    limited = Notarizer(notary.client(api_key=small), "example", on_unavailable="mark")
     async with Client(example_server.build_server(limited), mode="auto") as client:
         first = await client.call_tool("add", {"a": 1, "b": 1})
         assert_verifies(notary, "add", {"a": 1, "b": 1}, first)

@@ -50,7 +50,7 @@ async def _set_max_pages(store: SqliteStore, pages: int | None) -> None:
 async def test_sqlite_full_is_503_then_recovers(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     async with app_notary(tmp_path / "data") as served, aiohttp.ClientSession() as http:
-        key = served.create_api_key("full")
+        key = await served.new_api_key("full")
         auth = {"Authorization": f"Bearer {key}"}
         store = served.app[LOG].store
         assert isinstance(store, SqliteStore)

@@ -78,7 +78,7 @@ async def notarize_many(http: aiohttp.ClientSession, url: str, key: str, n: int)
 
 async def filled_store(data: Path, n: int = ENTRIES) -> None:
     async with app_notary(data, scrub_rate=0) as app, aiohttp.ClientSession() as http:
-        await notarize_many(http, app.url, app.create_api_key(), n)
+        await notarize_many(http, app.url, await app.new_api_key(), n)
 
 
 # Where to flip (level, index, byte) and the tile the check must name. A bundle's byte 5 is in
@@ -223,7 +223,7 @@ async def test_a_request_that_hits_a_damaged_page_stops_writes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data"
     async with app_notary(data, scrub_rate=0) as app, aiohttp.ClientSession() as http:
-        key = app.create_api_key()
+        key = await app.new_api_key()
         status, receipt = await issue_status(http, app.url, key)
         assert status == 201
         notary = app.app[NOTARY]
