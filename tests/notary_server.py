@@ -243,6 +243,11 @@ class ServedNotary:
         CALL_RECORDS[receipt["id"]] = rec.to_json()
         return receipt
 
+    async def new_api_key(self, account: str = "test", allowance: int | None = None) -> str:
+        """A new key through this notary's store (not ``notary apikey create`` waited for on
+        this loop: see :meth:`AppNotary.cli_api_key`)."""
+        return (await admin.create_api_key(self.runner.app[STORE], account, allowance)).token
+
 
 async def start_notary(settings: Settings, http: aiohttp.ClientSession, vkey: str,
                        sock: socket.socket | None = None) -> ServedNotary:

@@ -25,7 +25,6 @@ from tests.notary_server import (
     ServedNotary,
     capture_cli,
     checkpoint_size,
-    create_api_key,
     start_notary,
 )
 from tests.servers import bound_socket
@@ -82,7 +81,7 @@ async def test_a_witness_down_at_the_roll_cosigns_the_final_checkpoint_later(
                         witness_quorum=1, witness_interval=0.1, witness_timeout=1.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         receipt = await notary.issue(key, 0)
         for n in range(1, 3):
             await notary.issue(key, n)

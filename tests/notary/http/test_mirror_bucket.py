@@ -26,7 +26,6 @@ from tests.notary_server import (
     ServedNotary,
     capture_cli_sync,
     checkpoint_size,
-    create_api_key,
     start_notary,
 )
 from tests.seaweed import Seaweed
@@ -73,7 +72,7 @@ async def test_the_mirror_cosigns_what_its_bucket_stores_and_the_bucket_outlives
     notary = await start_notary(settings, http, first.vkey, sock)
     hashed = origin_hash(base.default_origin)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         receipts = [await notary.issue(key, n) for n in range(260)]
 
         async def cosigned(size: int) -> bool | None:

@@ -35,7 +35,6 @@ from tests.notary_server import (
     ServedNotary,
     capture_cli_sync,
     checkpoint_size,
-    create_api_key,
     start_notary,
 )
 from tests.servers import bound_socket, start_server
@@ -99,7 +98,7 @@ async def test_a_mirror_alone_cosigns_and_resumes_after_a_restart(
     log_verifier = Ed25519Verifier.from_vkey(first.vkey)
     mirror_verifier = signer.verifier()
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         receipts = [await notary.issue(key, n) for n in range(300)]  # two entry packages
 
         async def cosigned(min_size: int) -> bytes | None:
@@ -238,7 +237,7 @@ async def test_a_policy_counts_a_mirror_named_by_its_key(
                         witness_policy=str(policy), witness_interval=0.05)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         for n in range(3):
             await notary.issue(key, n)
 
@@ -275,7 +274,7 @@ async def test_hanging_mirror_never_blocks_writes(tmp_path: Path,
                         witness_interval=0.05, witness_timeout=30.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         # The mirror holds its request for 30 s; issuance must not wait for it.
         receipts = await asyncio.wait_for(
             asyncio.gather(*(notary.issue(key, n) for n in range(20))), 10)
@@ -320,7 +319,7 @@ async def test_a_lying_mirror_is_never_merged(tmp_path: Path,
                         witness_interval=0.02, witness_timeout=2.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         for n in range(5):
             await notary.issue(key, n)
 
@@ -359,7 +358,7 @@ async def test_a_mirror_the_policy_does_not_name_is_pushed_but_not_counted(
                         witness_interval=0.05, witness_timeout=30.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         for n in range(4):
             await notary.issue(key, n)
 

@@ -41,7 +41,6 @@ from tests.notary_server import (
     capture_cli,
     capture_cli_sync,
     checkpoint_size,
-    create_api_key,
     start_notary,
 )
 from tests.servers import bound_socket
@@ -82,7 +81,7 @@ async def test_two_of_three_with_one_witness_down(tmp_path: Path,
     notary = await start_notary(settings, http, first.vkey, sock)
     log_verifier = Ed25519Verifier.from_vkey(first.vkey)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         receipts = [await notary.issue(key, n) for n in range(5)]
 
         async def witnessed_checkpoint(min_size: int) -> bytes | None:
@@ -177,7 +176,7 @@ async def test_hanging_witness_never_blocks_writes(tmp_path: Path,
                         witness_interval=0.05, witness_timeout=30.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         # The witness holds its request for 30 s; issuance must not wait for it.
         receipts = await asyncio.wait_for(
             asyncio.gather(*(notary.issue(key, n) for n in range(20))), 10)
@@ -224,7 +223,7 @@ async def test_two_processes_on_one_log_submit_from_one_and_serve_from_both(
         notaries.append(await start_notary(settings, http, first.vkey, sock))
     a, b = notaries
     try:
-        key = create_api_key(base.data, "a")
+        key = await a.new_api_key("a")
         for n in range(3):
             await a.issue(key, n)
 
@@ -283,7 +282,7 @@ async def test_witness_policy_file_counts_truthfully_and_verify_upgrades(
     with capture_logs() as logs:
         notary = await start_notary(settings, http, first.vkey, sock)
         try:
-            key = create_api_key(settings.data, "a")
+            key = await notary.new_api_key("a")
             receipt = await notary.issue(key, 1)
 
             async def all_three() -> Any:
@@ -426,7 +425,7 @@ async def test_an_ml_dsa_witness_cosigns_the_published_checkpoint(
     log_verifier = Ed25519Verifier.from_vkey(first.vkey)
     verifiers = [s.verifier() for s in signers]
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         receipt = await notary.issue(key, 1)
 
         async def witnessed() -> bytes | None:
@@ -484,7 +483,7 @@ async def test_a_witness_that_knows_only_the_logs_ml_dsa_key_cosigns(
                         witness_interval=0.05, witness_timeout=2.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         await notary.issue(key, 1)
 
         async def witnessed() -> bytes | None:
@@ -590,7 +589,7 @@ async def test_a_roll_while_witnessed_feeds_both_logs_to_the_witnesses(
                         witness_quorum=1, witness_interval=0.05, witness_timeout=1.0)
     notary = await start_notary(settings, http, first.vkey, sock)
     try:
-        key = create_api_key(settings.data, "a")
+        key = await notary.new_api_key("a")
         for n in range(3):
             await notary.issue(key, n)
 
