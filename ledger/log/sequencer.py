@@ -231,6 +231,14 @@ class Sequencer(Generic[Ctx, Out]):
                 pass
         self._task = asyncio.create_task(self._run(), name=f"sequencer {self.origin}")
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the writer runs on (the running one when it does not run): what
+        the hot path makes its futures with, since ``asyncio.get_running_loop()`` asks the
+        OS for the process id on every call (CPython 3.11)."""
+        task = self._task
+        return asyncio.get_running_loop() if task is None else task.get_loop()
+
     async def _verified_state(self, read_tiles: ReadTiles, latest: CheckpointRecord
                               ) -> TreeState:
         try:
@@ -376,7 +384,7 @@ class Sequencer(Generic[Ctx, Out]):
             raise LogHaltedError(self.status.reason)
         if self._closing or self._task is None:
             raise SequencerClosedError("the log is not accepting appends")
-        fut: asyncio.Future[_Landed[Out]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[_Landed[Out]] = self._task.get_loop().create_future()
         trace = None if tracing.TRACER is None else tracing.current()
         self._pending.append(_Group(entries, contexts, fut, proof, trace))
         self._wake.set()

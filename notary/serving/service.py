@@ -385,7 +385,7 @@ class Notary:
         if waiting is not None:
             receipt, owner, _ = await asyncio.shield(waiting)
             return await self._logged_before(receipt, owner, account, server, tool), False
-        fut: asyncio.Future[_Found] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[_Found] = self.sequencer.loop.create_future()
         self._inflight[flight] = fut
         try:
             try:

@@ -128,12 +128,16 @@ def _candidates(conn: sqlite3.Connection, query: str, keys: Sequence[int],
 
 
 def _receipts_by_digest(conn: sqlite3.Connection, digests: Collection[str], salt: bytes,
-                        withheld: bool, view: LookupView) -> dict[str, Receipt | None]:
+                        withheld: bool, view: LookupView, keyed: dict[str, int] | None = None
+                        ) -> dict[str, Receipt | None]:
     """The stored receipts of these digests (None for a withheld one, looked for only when
-    ``withheld``); absent ones left out."""
+    ``withheld``); absent ones left out. ``keyed`` gets each digest's lookup key."""
     wanted = set(digests)
     out: dict[str, Receipt | None] = {}
-    keys = sorted({digest_key(d, salt) for d in wanted})
+    lookup = {d: digest_key(d, salt) for d in wanted}
+    if keyed is not None:
+        keyed.update(lookup)
+    keys = sorted(set(lookup.values()))
     for receipt in _receipts(conn, _candidates(conn, _BY_DIGEST, keys, view.digests(keys))):
         if receipt.call_sha256 in wanted:
             out[receipt.call_sha256] = receipt
@@ -297,6 +301,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
             = None
         self._caught_up = False
         self._held: dict[str, str] = {}  # server names' holders, as screened, and claims
+        self._digest_keys: dict[str, int] = {}  # the screen's, for the receipts' key rows
 
     def _catch_up(self) -> None:
         """Bring this process's view of the recent lookup keys to the store's, under the lock:
@@ -316,7 +321,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         def read(conn: sqlite3.Connection) -> Screening:
             notary = self._notary
             found = (_receipts_by_digest(conn, digests, notary.salt, notary.may_withhold,
-                                         notary.lookup) if digests else {})
+                                         notary.lookup, self._digest_keys) if digests else {})
             tail, version, skeleton_version = conn.execute(_SCREEN_STATE).fetchone()
             if servers:
                 check_skeletons(skeleton_version)
@@ -362,7 +367,7 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
         appended, so a generation is merged before the next one is due, and every commit does
         about the same share of the work."""
         view = self._notary.lookup
-        keys = key_rows(receipts, self._notary.salt, self.log_number)
+        keys = key_rows(receipts, self._notary.salt, self.log_number, self._digest_keys)
         self.queue(APPEND, keys)
         self._catch_up()  # the merge's state as committed, whoever committed it
         runs: Runs | None = None

@@ -62,7 +62,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.core.compact import bundle_entry
@@ -377,10 +377,13 @@ def receipt_statements(receipts: Sequence[tuple[Receipt, str]], refs: Refs,
     ]
 
 
-def key_rows(receipts: Iterable[Receipt], salt: bytes, log: int = 0
-             ) -> list[tuple[int, int, int]]:
-    """Each receipt's (position, id key, digest key): a row of ``receipt_keys_recent``."""
-    return [(position(log, r.index), _id_key(r.id), digest_key(r.call_sha256, salt))
+def key_rows(receipts: Iterable[Receipt], salt: bytes, log: int = 0,
+             keyed: Mapping[str, int] | None = None) -> list[tuple[int, int, int]]:
+    """Each receipt's (position, id key, digest key): a row of ``receipt_keys_recent``.
+    ``keyed``: digest keys already computed (by the batch's screen), by digest."""
+    known = keyed or {}
+    return [(position(log, r.index), _id_key(r.id),
+             known[d] if (d := r.call_sha256) in known else digest_key(d, salt))
             for r in receipts]
 
 

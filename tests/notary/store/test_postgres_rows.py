@@ -1,7 +1,8 @@
 """The PostgreSQL write statement's receipt columns (``notary.store.postgres_rows``): built in
 one pass for speed, they must be exactly the per-receipt values the lookups search by
 (``id_key``, ``digest_key``, ``position``, the entry URL's prefix), or a stored receipt could no
-longer be found by its id or digest."""
+longer be found by its id or digest; and the SQLite key rows (``key_rows``), which take the
+screen's digest keys the same way."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from notary.core.ids import RECEIPT_ID_PREFIX, b64url_encode, new_receipt_id
 from notary.core.logs import position
 from notary.core.receipts import Receipt, ReceiptKey
 from notary.store.postgres_rows import id_keys, receipt_columns
-from notary.store.sqlite_schema import Refs, digest_key, id_key, split_entry_url
+from notary.store.sqlite_schema import Refs, digest_key, id_key, key_rows, split_entry_url
 
 SALT = b"0123456789abcdef"
 ORIGIN = "notary.example/log"
@@ -74,6 +75,15 @@ def test_a_wrong_screened_key_is_not_recomputed() -> None:
     receipts = _receipts(1)
     cols = receipt_columns(receipts, _refs(receipts), 0, SALT, {receipts[0][0].call_sha256: 42})
     assert cols[8] == [42]
+
+
+def test_sqlite_key_rows_take_the_screens_keys_and_compute_the_others() -> None:
+    receipts = [r for r, _ in _receipts(5)]
+    screened = {receipts[1].call_sha256: digest_key(receipts[1].call_sha256, SALT),
+                receipts[3].call_sha256: 42}
+    assert key_rows(receipts, SALT, 2, screened) == [
+        (position(2, r.index), id_key(r.id),
+         42 if i == 3 else digest_key(r.call_sha256, SALT)) for i, r in enumerate(receipts)]
 
 
 def test_a_name_without_an_id_is_a_key_error() -> None:
