@@ -189,8 +189,14 @@ class CallRecord:
         }
 
     def canonical_bytes(self) -> bytes:
-        """The JCS bytes that ``call_sha256`` is computed over."""
-        return canonical_json(self.to_json())
+        """The JCS bytes that ``call_sha256`` is computed over; made once per record (a
+        record, checked whole when built, is not changed after: the gateway describes the
+        record the notarizer hashed without encoding it again)."""
+        made: bytes | None = self.__dict__.get("_jcs")
+        if made is None:
+            made = canonical_json(self.to_json())
+            object.__setattr__(self, "_jcs", made)
+        return made
 
     def call_sha256(self) -> str:
         """Lower-case hex SHA-256 of :meth:`canonical_bytes`."""

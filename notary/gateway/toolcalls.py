@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import hashlib
@@ -39,9 +38,7 @@ from notary.core.canonical import CanonicalizationError
 from notary.core.errors import NotaryBaseError
 from notary.core.ids import now_issued_at
 from notary.core.meta import AER1_META_KEY
-from notary.core.receipts import Receipt, ReceiptFormatError
-from notary.core.records import CallRecord, RecordError, name_problem, new_salt, record_from_json
-from notary.core.toolcall import RebuildError, notarization_block, rebuild_record
+from notary.core.records import CallRecord, RecordError, name_problem, new_salt
 from notary.gateway import codes
 from notary.gateway.authorization import Authorized, authorize, check_grant
 from notary.gateway.forwarding import Inbound, aside_upstream_meta
@@ -54,7 +51,7 @@ from notary.gateway.replies import (
     refusal,
     string_meta,
 )
-from notary.sdk import received_wire, structured_for
+from notary.sdk import Notarized, received_wire, structured_for
 
 if TYPE_CHECKING:
     from notary.gateway.runtime import GatewayRuntime, PolicyState
@@ -258,8 +255,9 @@ async def run(runtime: GatewayRuntime, auth: Authorized, arguments: dict[str, ob
         else:
             wire = _shape(runtime, tool, upstream, client_version)
     wire["_meta"] = {**meta_of(wire), codes.AUTH_RECEIPT_META_KEY: auth.block}
-    wire = await runtime.notarizer.notarize_wire(tool, record_arguments, wire)
-    receipt = _aer1(runtime, tool, record_arguments, wire, observed)
+    notarized = await runtime.notarizer.notarized(tool, record_arguments, wire)
+    wire = notarized.wire
+    receipt = _aer1(runtime, tool, record_arguments, notarized, observed)
     wire["_meta"] = {**meta_of(wire), AER1_META_KEY: receipt}
     if rpc_error is not None:
         raise UpstreamRpcError(rpc_error, wire)
@@ -297,16 +295,11 @@ def _shape(runtime: GatewayRuntime, tool: str, result: types.CallToolResult,
 
 
 def _aer1(runtime: GatewayRuntime, tool: str, arguments: dict[str, object],
-          wire: dict[str, object], observed: bool) -> aer1.Aer1Receipt:
-    """The AER-1 receipt of the final result, from the SDK's notarization block."""
-    block = notarization_block(wire) or {}
-    receipt: Receipt | None = None
-    try:
-        # The record the notarizer hashed, rebuilt as every verifier rebuilds it.
-        record = record_from_json(rebuild_record(tool, arguments, wire, server=runtime.name))
-        with contextlib.suppress(KeyError, ReceiptFormatError):
-            receipt = Receipt.from_json(block["receipt"])
-    except (RebuildError, RecordError, CanonicalizationError):
+          notarized: Notarized, observed: bool) -> aer1.Aer1Receipt:
+    """The AER-1 receipt of the final result: of the record the notarizer hashed, anchored
+    to its receipt."""
+    wire, record, receipt = notarized
+    if record is None:
         # Not notarized (the notarizer refused the same record, or the notary was out of
         # reach). AER-1 still needs bytes: it describes the result, without the arguments
         # when they are what cannot be encoded, under a salt of its own.

@@ -19,6 +19,7 @@ from notary.sdk.client import (
 from notary.sdk.mcp import (
     TOOL_CALL_META_KEY,
     NotarizationFailedError,
+    Notarized,
     Notarizer,
     OnUnavailable,
     notarization_of,
@@ -33,6 +34,7 @@ from notary.sdk.mcp import (
 __all__ = [
     "TOOL_CALL_META_KEY",
     "NotarizationFailedError",
+    "Notarized",
     "Notarizer",
     "NotaryClient",
     "NotaryError",

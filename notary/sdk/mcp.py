@@ -47,7 +47,7 @@ import copy
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -75,6 +75,7 @@ from notary.sdk.client import MISSING_API_KEY, NotaryClient, NotaryError
 __all__ = [
     "TOOL_CALL_META_KEY",
     "NotarizationFailedError",
+    "Notarized",
     "Notarizer",
     "OnUnavailable",
     "notarization_of",
@@ -92,6 +93,15 @@ _log = logging.getLogger("notary.sdk")
 OnUnavailable = Literal["fail", "mark"]
 
 _HASHED_KEYS = ("content", "structuredContent", "isError")
+
+
+class Notarized(NamedTuple):
+    """A result with its notarization block (:meth:`Notarizer.notarized`), and the record
+    that was hashed and the notary's receipt for it (both None when it was not notarized)."""
+
+    wire: dict[str, object]
+    record: CallRecord | None
+    receipt: Receipt | None
 
 
 class NotarizationFailedError(MCPError, NotaryBaseError):
@@ -254,8 +264,15 @@ class Notarizer:
         arguments exactly as received (None means the call had none and is recorded as
         ``{}``). Raises :class:`NotarizationFailedError` under ``on_unavailable="fail"``.
         """
+        return (await self.notarized(tool, arguments, result)).wire
+
+    async def notarized(self, tool: str, arguments: Mapping[str, object] | None,
+                        result: Mapping[str, object]) -> Notarized:
+        """:meth:`notarize_wire`, with the record it hashed and the notary's receipt: for a
+        caller that describes the same record again (the gateway's AER-1 receipt), which
+        then neither rebuilds nor re-canonicalizes it."""
         if not is_final(result):
-            return dict(result)
+            return Notarized(dict(result), None, None)
         wire = _normalized(result)
         args = {} if arguments is None else arguments
         try:
@@ -271,7 +288,8 @@ class Notarizer:
             # shape rather than with a bare "Internal server error"; only an error nobody
             # expected (a bug, a closed shared session) puts a traceback in the log.
             expected = isinstance(exc, _EXPECTED_FAILURES)
-            return self._failed(tool, wire, _describe(exc), None if expected else exc)
+            return Notarized(self._failed(tool, wire, _describe(exc), None if expected else exc),
+                             None, None)
         block: dict[str, object] = {
             "spec": SPEC,
             "id": receipt.id,
@@ -282,7 +300,7 @@ class Notarizer:
         }
         if self.embed_receipt:
             block["receipt"] = receipt.to_json()
-        return self._with_block(tool, wire, block)
+        return Notarized(self._with_block(tool, wire, block), record, receipt)
 
     def _with_block(self, tool: str, wire: dict[str, object], block: dict[str, object]
                     ) -> dict[str, object]:

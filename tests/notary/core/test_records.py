@@ -78,6 +78,22 @@ def test_call_sha256_of_a_fixed_record() -> None:
     assert re.fullmatch(r"[0-9a-f]{64}", digest)
 
 
+def test_a_record_is_encoded_once_and_stays_equal_to_a_fresh_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import notary.core.records as records
+
+    calls: list[object] = []
+    encode = records.canonical_json
+    monkeypatch.setattr(records, "canonical_json",
+                        lambda doc: calls.append(doc) or encode(doc))
+    record = fixed_record()
+    assert record.call_sha256() == NODE_DIGEST
+    assert record.canonical_bytes() == EXPECTED_CANONICAL
+    assert len(calls) == 1
+    assert record == fixed_record()
+    assert repr(record) == repr(fixed_record())
+
+
 def test_meta_and_result_type_are_not_hashed() -> None:
     bare = {"content": RESULT["content"], "structuredContent": {"sky": "sunny", "tempC": 21.5}}
     bare["isError"] = False
