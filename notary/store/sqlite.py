@@ -20,6 +20,7 @@ process or another.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -342,18 +343,26 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
     async def add_receipts(self, receipts: Sequence[IssuedReceipt],
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
-        refs, missing = refs_for(pairs, (a for a, _ in usage), self._notary.refs,
-                                 self._new_refs)
-        if missing:
-            # New names (a server's first receipt, or the first batch since start): one trip,
-            # inside this transaction; the ids are trusted by others only after the commit.
-            def resolve(conn: sqlite3.Connection) -> Refs:
-                return resolve_refs(conn, missing)
+        claims = new_claims(pairs, self._held)
+        refs, statements = self._notary.refs, None
+        if not self._new_refs and all(a in refs.accounts for a, _ in usage):
+            # The usual batch: every id is cached already, so the cache itself serves (a copy
+            # of it a batch would cost as much as the names it holds).
+            with contextlib.suppress(KeyError):
+                statements = receipt_statements(pairs, refs, claims, self.log_number)
+        if statements is None:
+            refs, missing = refs_for(pairs, (a for a, _ in usage), refs, self._new_refs)
+            if missing:
+                # New names (a server's first receipt, or the first batch since start): one
+                # trip, inside this transaction; the ids are trusted by others only after the
+                # commit.
+                def resolve(conn: sqlite3.Connection) -> Refs:
+                    return resolve_refs(conn, missing)
 
-            self._new_refs.merge(await self.read_locked(resolve))
-            refs.merge(self._new_refs)
-        for sql, rows in receipt_statements(pairs, refs, new_claims(pairs, self._held),
-                                            self.log_number):
+                self._new_refs.merge(await self.read_locked(resolve))
+                refs.merge(self._new_refs)
+            statements = receipt_statements(pairs, refs, claims, self.log_number)
+        for sql, rows in statements:
             self.queue(sql, rows)
         await self._lookup_keys([r.receipt for r in receipts])
         if usage:
