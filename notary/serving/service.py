@@ -60,7 +60,6 @@ from notary.serving.refusals import (
     withheld,
 )
 from notary.serving.root_key import root_for
-from notary.serving.sign_ahead import SignedAhead
 from notary.store.base import (
     IssuedReceipt,
     NotaryStore,
@@ -212,14 +211,12 @@ class Notary:
     def __init__(self, store: NotaryStore, paths: Paths, base_url: str, signer: Ed25519Signer,
                  *, max_batch: int = 4096, observer: BatchObserver | None = None,
                  trusted: CheckpointRecord | None = None, root: Ed25519Signer | None = None,
-                 sign_ahead: bool = False) -> None:
+                 sign_off_loop: bool = True) -> None:
         self.store = store
-        #: Whether a batch of SIGN_OFF_LOOP receipts or more is signed on a worker thread while
-        #: its screen's round trip is in flight (:mod:`notary.serving.sign_ahead`), rather
-        #: than after it: for a store whose commit the event loop drives while it holds a lock
-        #: other processes wait on (PostgreSQL).
-        self.sign_ahead = sign_ahead
-        self._ahead: SignedAhead | None = None
+        #: Whether a batch of SIGN_OFF_LOOP receipts or more is signed on a worker thread
+        #: (:meth:`hook`); False for a store whose commit the event loop drives while it holds
+        #: a lock other processes wait on (PostgreSQL).
+        self.sign_off_loop = sign_off_loop
         self.paths = paths
         self.base_url = base_url.rstrip("/")
         #: Every log of the store (``signer`` is the active one's key, ``root`` log 0's).
@@ -555,12 +552,6 @@ class Notary:
         claims it for its account (the store records the claim with the receipt), and the
         batch's later requests see that claim.
         """
-        if self.sign_ahead and len(pendings) >= SIGN_OFF_LOOP:
-            latest = await tx.latest()  # the batch's first index, once caught up
-            self._ahead = SignedAhead.start(
-                tx, self.current_key, self.sequencer.origin,
-                self.entry_url_prefix(notary_tx(tx).log_number),
-                latest.size if latest is not None else 0, [p.entry for p in pendings])
         found = await notary_tx(tx).screen(
             [p.entry.call_sha256_hex for p in pendings],
             {p.usage_key for p in pendings if p.account.monthly_allowance is not None},
@@ -596,23 +587,15 @@ class Notary:
         # the other core (measured on a loaded 2-core AMD EPYC: the loop's CPU a receipt 20-34
         # µs lower at 16 and 64 in flight, the process's the same or up to ~10 µs more, for
         # the hand-off; benchmarks/docs/http_notarize.md). A small batch, whose request waits
-        # for it, is signed here: the hand-off would cost it more than the signing. On
-        # PostgreSQL (sign_ahead) a large batch was signed during its screen's round trip,
-        # and what the screen changed since is signed here: the hand-off after the screen
-        # lengthened the hold of the log's lock, which every frontend queues on
-        # (benchmarks/docs/pg_frontends.md).
-        ahead, self._ahead = self._ahead, None
-        if self.sign_ahead:
-            got = await ahead.take(tx, key, origin, prefix, entries) if ahead is not None \
-                else [None] * len(entries)
-            rest = [e for e, r in zip(entries, got, strict=True) if r is None]
-            more = iter(key.sign_entries(rest, origin=origin, url_prefix=prefix) if rest else ())
-            signed = [r if r is not None else next(more) for r in got]
-        else:
-            sign = functools.partial(key.sign_entries, entries, origin=origin,
-                                     url_prefix=prefix)
-            signed = sign() if len(entries) < SIGN_OFF_LOOP else \
-                await asyncio.get_running_loop().run_in_executor(None, sign)
+        # for it, is signed here: the hand-off would cost it more than the signing. So is
+        # every batch on PostgreSQL (sign_off_loop False): there the loop drives the commit's
+        # round trips while the log's lock, which every frontend queues on, is held, and the
+        # hand-off to a thread and back made that hold longer (AMD EPYC, 2 vCPUs, one run,
+        # alternating: one frontend at 64 connections 1.22-1.40x the receipts/s, 11-24 µs
+        # less CPU a receipt; benchmarks/docs/pg_frontends.md).
+        sign = functools.partial(key.sign_entries, entries, origin=origin, url_prefix=prefix)
+        signed = sign() if len(entries) < SIGN_OFF_LOOP or not self.sign_off_loop else \
+            await asyncio.get_running_loop().run_in_executor(None, sign)
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}
         for (_, pending), receipt in zip(items, signed, strict=True):

@@ -177,7 +177,7 @@ async def open_notary(settings: Settings, *, observer: BatchObserver | None = No
             trusted = None  # a checkpoint of a log frozen since: not this writer's tree
         notary = Notary(store, paths, settings.base_url, signer, max_batch=settings.max_batch,
                         observer=observer, trusted=trusted, root=root,
-                        sign_ahead=is_postgres(settings.database))
+                        sign_off_loop=not is_postgres(settings.database))
         await notary.start()
     except BaseException:
         await store.close()
