@@ -485,7 +485,7 @@ class Sequencer(Generic[Ctx, Out]):
 
     async def _apply(self, tx: WriteTx, batch: _Batch[Ctx, Out]) -> None:
         """Inside the transaction, holding the log's lock: take the batch, follow a roll,
-        catch up with other processes' commits, screen, then integrate, sign and write the
+        screen, catch up with other processes' commits, then integrate, sign and write the
         admitted entries and run the hook. Nothing of it is durable or answered before the
         commit."""
         # Taken once the log's lock is held: what arrived while this process waited for it
@@ -495,10 +495,13 @@ class Sequencer(Generic[Ctx, Out]):
             # A roll: nothing more goes to this log. (Also after a switch whose transaction
             # rolled back: the store handle is still on the old log.)
             batch.switched = await self._switch(tx)
+        # The screen before the catch-up (neither depends on the other): a store may read
+        # what the catch-up needs with the screen's reads (PostgreSQL: one round trip less
+        # under the lock, PostgresWriteTx.catch_up_read).
+        batch.groups = await self._screened(tx, batch.groups, batch.refused)
         batch.caught_up = await self._follow_store(tx)
         if self.status.state is WriterState.REFUSING:  # the store is back
             self._set(WriterStatus(WriterState.WRITING, error=self.status.error))
-        batch.groups = await self._screened(tx, batch.groups, batch.refused)
         entries = [e for g in batch.groups for e in g.entries]
         if entries:
             await self._write(tx, batch, entries)

@@ -199,8 +199,10 @@ class PostgresWriteTx(TxHooks):
 
     Its extension API (the notary's store subclasses it): the hooks of
     :class:`~ledger.storage.base.TxHooks`, of which :meth:`more_writes` adds a subclass's rows
-    to the commit's one statement, and :attr:`handle`, the connection, for reads under the
-    lock. The store starts it on its log (:meth:`begin_on`) and sends it (:meth:`flush`).
+    to the commit's one statement, :attr:`handle`, the connection, for reads under the
+    lock, and :meth:`catch_up_read`, the log's own read under the lock, to be sent with the
+    subclass's first statement. The store starts it on its log (:meth:`begin_on`) and sends
+    it (:meth:`flush`).
     """
 
     def __init__(self, conn: PgConnection, latest: CheckpointRecord | None,
@@ -217,6 +219,11 @@ class PostgresWriteTx(TxHooks):
         # The base of the pending write: the stored checkpoint, or (after a switch with
         # writes before it) what the last write left.
         self._base: CheckpointRecord | None = latest
+        # The edge bundle's parts read ahead with a subclass's statement (catch_up_read):
+        # (bundle, first position) asked, then with its parts from there on, until
+        # read_entries takes them.
+        self._ahead_of: tuple[int, int] | None = None
+        self._read_ahead: tuple[int, int, list[tuple[int, bytes]]] | None = None
 
     def begin_on(self, sql: _Sql, log_number: int, active_log: int,
                  bundle_end: BundleEnd | None) -> None:
@@ -261,6 +268,7 @@ class PostgresWriteTx(TxHooks):
             await self._conn.execute(sql.schema)
         row = await self._conn.fetchrow(sql.latest)
         self._sql, self.log_number, self.switched = sql, n, True
+        self._ahead_of = self._read_ahead = None
         self._latest = self._base = _record(row)
         self._history_time = float(row["history_time"])
         self.bundle_end = None
@@ -270,14 +278,50 @@ class PostgresWriteTx(TxHooks):
         round trip, as the whole bundle would be), and where they end is remembered."""
         out: list[bytes] = []
         if start & (TILE_WIDTH - 1) and start < end:
-            rows = await self._conn.fetch(self._sql.read_parts, ENTRIES_LEVEL, start >> TILE_HEIGHT,
-                                          start & (TILE_WIDTH - 1))
-            out, start, self.bundle_end = entries_from_parts(
-                [(r[0], bytes(r[1])) for r in rows], start, end, self.bundle_end)
+            parts = self._parts_read_ahead(start)
+            if parts is None:
+                rows = await self._conn.fetch(self._sql.read_parts, ENTRIES_LEVEL,
+                                              start >> TILE_HEIGHT, start & (TILE_WIDTH - 1))
+                parts = [(r[0], bytes(r[1])) for r in rows]
+            out, start, self.bundle_end = entries_from_parts(parts, start, end, self.bundle_end)
         if start < end:
             out.extend(entries_between(await self.read_tiles(bundle_keys(start, end)),
                                        start, end))
         return out
+
+    def catch_up_read(self, first: int) -> tuple[str, list[object]] | None:
+        """For a subclass's first statement under the lock: the read with which the writer
+        will catch up on another process's commit, so that it costs no round trip of its own.
+
+        When the stored log grew past where this store last committed its edge bundle (another
+        process appended), that read is the bundle's parts from there on (``read_entries``):
+        given here as a query of (start, data) rows, its arguments numbered from ``$first``,
+        to be sent with the subclass's statement; the rows come back through
+        :meth:`parts_read_ahead`. None when no such read is due."""
+        edge, latest = self.bundle_end, self._latest
+        if edge is None or latest is None or self.switched or self._pending is not None \
+                or not 0 < edge[1] < TILE_WIDTH \
+                or not (edge[0] << TILE_HEIGHT) + edge[1] < latest.size:
+            return None
+        self._ahead_of = (edge[0], edge[1])
+        return shift_params(self._sql.read_parts, first - 1), [ENTRIES_LEVEL, edge[0], edge[1]]
+
+    def parts_read_ahead(self, rows: Sequence[tuple[int, bytes]]) -> None:
+        """The rows of :meth:`catch_up_read`'s query, as the subclass's statement returned
+        them (in any order)."""
+        if self._ahead_of is not None:
+            self._read_ahead = (*self._ahead_of, sorted((int(s), bytes(d)) for s, d in rows))
+            self._ahead_of = None
+
+    def _parts_read_ahead(self, start: int) -> list[tuple[int, bytes]] | None:
+        """The edge bundle's parts from ``start`` on, as :meth:`catch_up_read` read them under
+        this lock (nothing of this transaction is written before its commit, so they are what
+        a read now would give); None if they were not read ahead for that position."""
+        ahead, self._read_ahead = self._read_ahead, None
+        if ahead is None or start >> TILE_HEIGHT != ahead[0] \
+                or (start & (TILE_WIDTH - 1)) < ahead[1]:
+            return None
+        return [(s, d) for s, d in ahead[2] if s >= start & (TILE_WIDTH - 1)]
 
     async def write(self, tiles: Mapping[TileKey, bytes], checkpoint: CheckpointRecord) -> None:
         # Written at commit, in one statement; a later write in the same transaction wins.

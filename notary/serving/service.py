@@ -210,9 +210,13 @@ class Notary:
 
     def __init__(self, store: NotaryStore, paths: Paths, base_url: str, signer: Ed25519Signer,
                  *, max_batch: int = 4096, observer: BatchObserver | None = None,
-                 trusted: CheckpointRecord | None = None, root: Ed25519Signer | None = None
-                 ) -> None:
+                 trusted: CheckpointRecord | None = None, root: Ed25519Signer | None = None,
+                 sign_off_loop: bool = True) -> None:
         self.store = store
+        #: Whether a batch of SIGN_OFF_LOOP receipts or more is signed on a worker thread
+        #: (:meth:`hook`); False for a store whose commit the event loop drives while it holds
+        #: a lock other processes wait on (PostgreSQL).
+        self.sign_off_loop = sign_off_loop
         self.paths = paths
         self.base_url = base_url.rstrip("/")
         #: Every log of the store (``signer`` is the active one's key, ``root`` log 0's).
@@ -583,9 +587,14 @@ class Notary:
         # the other core (measured on a loaded 2-core AMD EPYC: the loop's CPU a receipt 20-34
         # µs lower at 16 and 64 in flight, the process's the same or up to ~10 µs more, for
         # the hand-off; benchmarks/docs/http_notarize.md). A small batch, whose request waits
-        # for it, is signed here: the hand-off would cost it more than the signing.
+        # for it, is signed here: the hand-off would cost it more than the signing. So is
+        # every batch on PostgreSQL (sign_off_loop False): there the loop drives the commit's
+        # round trips while the log's lock, which every frontend queues on, is held, and the
+        # hand-off to a thread and back made that hold longer (AMD EPYC, 2 vCPUs, one run,
+        # alternating: one frontend at 64 connections 1.22-1.40x the receipts/s, 11-24 µs
+        # less CPU a receipt; benchmarks/docs/pg_frontends.md).
         sign = functools.partial(key.sign_entries, entries, origin=origin, url_prefix=prefix)
-        signed = sign() if len(entries) < SIGN_OFF_LOOP else \
+        signed = sign() if len(entries) < SIGN_OFF_LOOP or not self.sign_off_loop else \
             await asyncio.get_running_loop().run_in_executor(None, sign)
         issued: list[IssuedReceipt] = []
         usage: dict[UsageKey, int] = {}

@@ -176,7 +176,8 @@ async def open_notary(settings: Settings, *, observer: BatchObserver | None = No
         if trusted is not None and not trusted.note.startswith(f"{signer.name}\n".encode()):
             trusted = None  # a checkpoint of a log frozen since: not this writer's tree
         notary = Notary(store, paths, settings.base_url, signer, max_batch=settings.max_batch,
-                        observer=observer, trusted=trusted, root=root)
+                        observer=observer, trusted=trusted, root=root,
+                        sign_off_loop=not is_postgres(settings.database))
         await notary.start()
     except BaseException:
         await store.close()

@@ -70,6 +70,7 @@ from notary.store.postgres_schema import (
     NOTARY_MIGRATIONS,
     RECEIPT,
     SCREEN,
+    SCREEN_PARTS,
     USAGE,
     refresh_skeletons,
     resolve_refs,
@@ -203,9 +204,13 @@ class PgNotaryWriteTx(PostgresWriteTx):
         clock: str | None = None
         keys = {d: digest_key(d, salt) for d in wanted}
         self._digest_keys.update(keys)
+        ahead = self.catch_up_read(6)  # the log's catch-up read, in the same round trip
         rows = await self._conn.fetch(
-            SCREEN, sorted(set(keys.values())), names, months,
-            sorted(set(asked.values())), sorted(asked))
+            SCREEN if ahead is None else SCREEN + SCREEN_PARTS.format(ahead[0]),
+            sorted(set(keys.values())), names, months, sorted(set(asked.values())),
+            sorted(asked), *(ahead[1] if ahead is not None else ()))
+        if ahead is not None:
+            self.parts_read_ahead([(row[1], row[6]) for row in rows if row[0] == 4])
         logged = [row for row in rows if row[0] == 0]
         accounts = {int(row[1]): row[7] for row in logged}
         for pos, receipt in await _placed_receipts(self._conn, logged, 1):
@@ -213,7 +218,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
                 found[receipt.call_sha256] = receipt
                 logged_by[receipt.call_sha256] = accounts[pos]
         for row in rows:
-            if row[0] == 0:
+            if row[0] == 0 or row[0] == 4:
                 continue
             if row[0] == 3:
                 held.append((row[3], row[4], row[7]))

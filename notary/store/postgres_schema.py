@@ -14,7 +14,7 @@ from notary.core.server_names import SKELETON_VERSION, name_skeleton
 from notary.store.sqlite_schema import Needed, Refs
 
 __all__ = ["ADD_CTES", "BY_DIGESTS", "BY_ID", "KEYS_CHANNEL", "LOG_LOCK", "NOTARY_MIGRATIONS",
-           "RECEIPT", "SCREEN", "USAGE", "refresh_skeletons", "resolve_refs"]
+           "RECEIPT", "SCREEN", "SCREEN_PARTS", "USAGE", "refresh_skeletons", "resolve_refs"]
 
 NOTARY_MIGRATIONS: tuple[str, ...] = (
     """
@@ -131,7 +131,7 @@ ADD_CTES = (
 # the holders of the batch's server names (by exact name) and their look-alikes (by skeleton;
 # kind 3), the asked usage (kind 1), and the latest issued_at with the database server's clock
 # and the stored skeletons' version (kind 2, always exactly one row: frontends on other
-# machines compare their clocks with it).
+# machines compare their clocks with it). SCREEN_PARTS adds the log's catch-up read (kind 4).
 SCREEN = """
 SELECT 0, r.idx, r.sig, k.kid, l.origin, l.entry_url_prefix, t.data, a.name, NULL, NULL
 FROM notary_receipts r
@@ -155,6 +155,12 @@ SELECT 3, NULL, NULL, s.name, s.skeleton, NULL, NULL, a.name, NULL, NULL
 FROM notary_server_names s JOIN notary_accounts a ON a.id = s.account
 WHERE s.skeleton = ANY($4::text[]) OR s.name = ANY($5::text[])
 """
+SCREEN_PARTS = """UNION ALL
+SELECT 4, q.start, NULL, NULL, NULL, NULL, q.data, NULL, NULL, NULL FROM ({}) AS q
+"""
+"""Appended to SCREEN (formatted with the query of PostgresWriteTx.catch_up_read): the edge
+bundle's parts that the writer catches up from after another frontend's commit, (start, data)
+as kind 4, read with the screen rather than in a round trip of their own under the lock."""
 LOG_LOCK = "SELECT 1 FROM ledger_state WHERE one = 1 FOR UPDATE"
 """The log's write lock (the state row every batch locks first), for administrative writes
 that a batch's screen must not interleave with (who holds a server name)."""

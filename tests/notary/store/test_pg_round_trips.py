@@ -136,6 +136,39 @@ async def test_a_notarization_is_its_commit_and_nothing_more(
         assert all(s.startswith("SELECT size, time, note FROM") for s in sent[4:]), sent
 
 
+async def test_a_commit_after_another_frontends_catches_up_in_the_screens_round_trip(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two frontends of one log taking turns, as under load: each commit follows the other's,
+    and the other's entries, which it catches up from, come with the screen's reads, so the
+    commit is the same five statements as a lone frontend's (no read of its own under the
+    lock); the receipts issued in turns are each at their own index of one log."""
+    async with serving(tmp_path / "a", pg_url) as a:
+        token = await a.new_key("alice")
+        second = tmp_path / "b" / "data"
+        second.mkdir(parents=True, mode=0o700)
+        for name in ("log.key", "log.vkey"):
+            (second / name).write_bytes((a.served.data / name).read_bytes())
+            (second / name).chmod(0o600)
+        async with app_notary(second, database=pg_url) as served_b, \
+                aiohttp.ClientSession() as http_b:
+            b = Served(served_b, http_b, pg_url)
+            indexes = []
+            for n in range(4):  # warm both: statements prepared, names and keys cached
+                front = (a, b)[n % 2]
+                status, body = await front.post(n, token)
+                assert status == 201, body
+                indexes.append(body["ledger"]["index"])
+            for n in range(4, 10):
+                front = (a, b)[n % 2]
+                with counted(monkeypatch) as sent:
+                    status, body = await front.post(n, token)
+                assert status == 201 and _matches(sent, COMMIT), sent
+                indexes.append(body["ledger"]["index"])
+            assert indexes == list(range(10))
+            head = await b.store.latest()
+            assert head is not None and head.size == 10
+
+
 async def test_a_key_revoked_elsewhere_issues_nothing_before_its_notice(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cache trusted by authentication is a notification behind at worst; the screen,
