@@ -9,7 +9,7 @@ hash per merge of two equal perfect subtrees (n − popcount merges overall).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledger.core.errors import LedgerError
@@ -176,17 +176,33 @@ class BatchHashes:
 
 def batch_hashes(start: int, entries: Sequence[bytes]) -> BatchHashes:
     """:class:`BatchHashes` of ``entries`` appended at index ``start`` (pure)."""
-    nodes = leaf_hashes(entries)
+    for hashes in batch_hashes_in_steps(start, entries, len(entries) or 1):
+        if hashes is not None:
+            return hashes
+    raise AssertionError("batch_hashes_in_steps ends with its result")  # pragma: no cover
+
+
+def batch_hashes_in_steps(start: int, entries: Sequence[bytes], step: int
+                          ) -> Iterator[BatchHashes | None]:
+    """:func:`batch_hashes`, yielding None after each ``step`` hashes or so, then the result:
+    for a caller that has other work to let through meanwhile (an event loop)."""
+    nodes = leaf_hashes(entries[:step])
+    for at in range(step, len(entries), step):
+        yield None
+        nodes += leaf_hashes(entries[at : at + step])
     levels = [nodes]
     first = start  # the index of nodes[0] at this level
     while len(nodes) > 1:
         skip = first & 1  # nodes[0] is a right child: its sibling lies before the batch
-        nodes = _parents(nodes[skip:] if skip else nodes)
+        below, nodes = nodes, []
+        for at in range(skip, len(below) - 1, 2 * step):
+            yield None
+            nodes += _parents(below[at : at + 2 * step])
         if not nodes:
             break
         levels.append(nodes)
         first = (first + skip) >> 1
-    return BatchHashes(start, levels)
+    yield BatchHashes(start, levels)
 
 
 def integrate(state: TreeState, entries: Sequence[bytes],

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, integrate
+from ledger.core.compact import BatchHashes, EntryTooLargeError, Integrated, TreeState, integrate
 from ledger.core.errors import LedgerError
 from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.proofs import newest_leaf_proof, newest_leaves_proofs
@@ -134,6 +134,7 @@ class _Group(NamedTuple, Generic[Ctx, Out]):
     future: asyncio.Future[_Landed[Out]]
     proof: bool = False  # answer with each entry's inclusion proof too
     trace: object = None  # the caller's trace context, while tracing (ledger.process.tracing)
+    hashes: BatchHashes | None = None  # its batch_hashes, made beforehand (append_many)
 
 
 @dataclass
@@ -351,23 +352,25 @@ class Sequencer(Generic[Ctx, Out]):
         return Appended(first, record.size, record.note, proofs[0] if proofs else None,
                         results[0] if results else None)
 
-    async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Ctx]
-                          ) -> AppendedRun:
+    async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Ctx], *,
+                          hashes: BatchHashes | None = None) -> AppendedRun:
         """Append entries that are known together, at consecutive indexes, in one commit.
 
         For bulk producers (``ledger add``, imports): one waiter for the whole group instead of
         one per entry, which is most of the cost of a large batch in asyncio. A group larger
-        than ``max_batch`` is committed as one batch of its own.
+        than ``max_batch`` is committed as one batch of its own. ``hashes``: the entries'
+        :func:`~ledger.core.compact.batch_hashes` at the index they are expected at, made
+        beforehand (while the last batch commits); used if they land there in a batch alone.
         """
         if len(contexts) != len(entries):
             raise ValueError("give one context per entry")
         if not entries:
             return AppendedRun(0, 0, 0, b"")
-        first, record, _, _ = await self._queue(list(entries), list(contexts))
+        first, record, _, _ = await self._queue(list(entries), list(contexts), hashes=hashes)
         return AppendedRun(first, len(entries), record.size, record.note)
 
-    def _queue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False
-               ) -> asyncio.Future[_Landed[Out]]:
+    def _queue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False,
+               hashes: BatchHashes | None = None) -> asyncio.Future[_Landed[Out]]:
         """Queue a group; the future its commit resolves. Not a coroutine: the caller awaits
         the future itself, a frame less to suspend and resume for every request."""
         if entries and (longest := max(map(len, entries))) > MAX_ENTRY_SIZE:
@@ -378,7 +381,7 @@ class Sequencer(Generic[Ctx, Out]):
             raise SequencerClosedError("the log is not accepting appends")
         fut: asyncio.Future[_Landed[Out]] = asyncio.get_running_loop().create_future()
         trace = None if tracing.TRACER is None else tracing.current()
-        self._pending.append(_Group(entries, contexts, fut, proof, trace))
+        self._pending.append(_Group(entries, contexts, fut, proof, trace, hashes))
         self._wake.set()
         # No asyncio.shield: if the caller is cancelled, ``fut`` is cancelled with it, but the
         # entries stay queued and are committed all the same (the commit skips futures that are
@@ -491,7 +494,8 @@ class Sequencer(Generic[Ctx, Out]):
         if self.status.state is WriterState.REFUSING:  # the store is back
             self._set(WriterStatus(WriterState.WRITING, error=self.status.error))
         batch.groups = await self._screened(tx, batch.groups, batch.refused)
-        entries = [e for g in batch.groups for e in g.entries]
+        groups = batch.groups
+        entries = groups[0].entries if len(groups) == 1 else [e for g in groups for e in g.entries]
         if entries:
             await self._write(tx, batch, entries)
 
@@ -522,7 +526,8 @@ class Sequencer(Generic[Ctx, Out]):
         """Integrate the admitted entries, sign the new checkpoint, write both, then run the
         hook with each entry's index and context (what it adds commits with them)."""
         batch.first = self.state.size
-        batch.done = integrate(self.state, entries)
+        alone = batch.groups[0].hashes if len(batch.groups) == 1 else None
+        batch.done = integrate(self.state, entries, alone)
         batch.record = self._sign(batch.done.state)
         await tx.write(batch.done.tiles, batch.record)
         if self.hook is not None:
