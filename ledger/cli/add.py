@@ -16,11 +16,19 @@ if TYPE_CHECKING:
     from ledger.core.compact import BatchHashes
     from ledger.core.note import Ed25519Signer
 
-APPEND_BATCH = 1 << 16
+APPEND_BATCH = 1 << 15
 """Entries committed per transaction, at most. Each commit prints its indexes, so a long ``add``
-shows progress on stdout and an interrupted one has logged a known prefix; but each also costs an
-fsync and a signed checkpoint whatever its size: a 100,000-line ``add`` is 2 commits, not the 25
-of batches of 4,096 (the same time on a quiet disk; 2-12 ms an fsync on a busy shared one)."""
+shows progress on stdout and an interrupted one has logged a known prefix. Each also costs an
+fsync and a signed checkpoint whatever its size, but runs on the writer thread while the next
+batch is hashed on this one, so only the last commit is waited for: 32,768 entries a commit
+(a 100,000-line ``add`` is 4) took 0.28-0.30 s where 65,536 (2 commits, the last of 34,464
+entries) took 0.30-0.32 and 16,384 (7) the same as 32,768 (benchmarks/docs/http_notarize.md)."""
+
+SWITCH_INTERVAL = 0.0002
+"""Seconds the thread that hashes keeps the GIL while the writer thread wants it
+(``sys.setswitchinterval``; Python's default is 0.005). The writer needs it briefly between
+SQLite calls that let it go; at 5 ms a wait, a commit overlapped with hashing took longer than
+the hashing it hid (0.30-0.36 s for 100,000 lines against 0.28-0.33 at 0.2 ms)."""
 
 APPEND_BATCH_BYTES = 32 << 20
 """Bytes of entries committed per transaction, at most: a batch's entry bundles (a copy of its
@@ -98,6 +106,8 @@ async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
     done = 0
     first: int | None = None
     last = 0
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         batches = list(_batches(entries))
         at = log.sequencer.state.size if log.sequencer is not None else 0
@@ -123,6 +133,7 @@ async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
     except (StoreError, sqlite3.Error) as e:
         raise UsageError(f"appended {done} of {len(entries)} entries, then: {e}") from None
     finally:
+        sys.setswitchinterval(interval)
         await log.close()
     # The indexes go to stdout, one a line, for scripts; the summary to stderr, for people.
     where = f"index {first}" if first == last else f"indexes {first}-{last}"

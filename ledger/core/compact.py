@@ -216,7 +216,8 @@ def integrate(state: TreeState, entries: Sequence[bytes],
     (by a caller that guarantees they are of these ``entries``); used only if made for this
     start and this many entries, else computed here.
     """
-    longest = max(map(len, entries)) if entries else 0
+    lengths = set(map(len, entries))  # one pass: the longest, and whether all are alike
+    longest = max(lengths, default=0)
     if longest > MAX_ENTRY_SIZE:
         for e in entries:
             encode_bundle_entry(e)  # raises EntryTooLargeError for the first one too large
@@ -230,7 +231,7 @@ def integrate(state: TreeState, entries: Sequence[bytes],
 
     # Entry bundles: each entry prefixed by its uint16 length, cut every 256 entries.
     bundle = bytearray(state.edge_bundle)
-    same = longest == min(map(len, entries))  # lines of one length: one join a bundle
+    same = len(lengths) == 1  # lines of one length: one join a bundle
     prefix = longest.to_bytes(2, "big")
     pos, count, index = 0, len(entries), old
     while pos < count:

@@ -20,10 +20,10 @@ from ledger.storage.sqlite import SqliteStore
 
 
 def test_lines_go_in_few_large_commits() -> None:
-    """100,000 short lines are two commits (each an fsync and a signed checkpoint), in order."""
+    """100,000 short lines are four commits (each an fsync and a signed checkpoint), in order."""
     entries = [b"%064x" % i for i in range(100_000)]
     batches = list(add._batches(entries))
-    assert [len(b) for b in batches] == [add.APPEND_BATCH, 100_000 - add.APPEND_BATCH]
+    assert [len(b) for b in batches] == [add.APPEND_BATCH] * 3 + [100_000 - 3 * add.APPEND_BATCH]
     assert [e for b in batches for e in b] == entries
 
 
@@ -73,7 +73,9 @@ def test_each_batch_is_hashed_while_the_last_one_commits(
     entries = [b"line %d" % i for i in range(1000)]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n".join(entries) + b"\n")))
     capsys.readouterr()
+    interval = sys.getswitchinterval()
     assert main(["add", str(log)]) == 0
+    assert sys.getswitchinterval() == interval  # lowered while it ran (SWITCH_INTERVAL) only
     assert capsys.readouterr().out == "".join(f"{i}\n" for i in range(1000))
     assert made == [(0, 300)]  # the first batch, by the command; then none by the writer
     assert asyncio.run(_root_and_entries(log)) == (
