@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import subprocess
 import sys
 from pathlib import Path
 
@@ -92,3 +93,18 @@ async def _root_and_entries(log: Path) -> tuple[bytes, list[bytes]]:
         return cp.root_hash, await LogReader(store).entries(0, rec.size)
     finally:
         await store.close()
+
+
+def test_the_process_exits_without_scanning_its_objects_for_cycles(tmp_path: Path) -> None:
+    """Once ``ledger add`` is done, its objects are frozen before Python's exit collects
+    garbage (what an ``atexit`` hook registered before it sees, as it runs after it)."""
+    log = tmp_path / "log"
+    assert main(["init", str(log), "--origin", "example.com/add-exit"]) == 0
+    probe = ("import atexit, gc, sys; "
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, "
+             "file=sys.stderr)); from ledger.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    run = subprocess.run([sys.executable, "-c", probe, "add", str(log)], input=b"a\nb\n",
+                         capture_output=True, timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [b"0", b"1"]
+    assert run.stderr.splitlines()[-1] == b"frozen True"
