@@ -205,6 +205,31 @@ def batch_hashes_in_steps(start: int, entries: Sequence[bytes], step: int
     yield BatchHashes(start, levels)
 
 
+def _bundle(state: TreeState, entries: Sequence[bytes], same: int | None,
+            out: dict[tuple[int, int], bytes]) -> bytearray:
+    """The entry bundles ``entries`` fill or start after ``state``, into ``out``: each entry
+    prefixed by its uint16 length, cut every 256 entries; the new partial one returned.
+    ``same``: the length of every entry, when they are all alike (lines): one join a bundle."""
+    bundle = bytearray(state.edge_bundle)
+    prefix = (same or 0).to_bytes(2, "big")
+    pos, count, index = 0, len(entries), state.size
+    while pos < count:
+        take = min(count - pos, TILE_WIDTH - (index & 0xFF))
+        if same is not None:
+            bundle += prefix
+            bundle += prefix.join(entries[pos : pos + take])
+        else:
+            bundle += b"".join([len(e).to_bytes(2, "big") + e for e in entries[pos : pos + take]])
+        pos += take
+        index += take
+        if not index & 0xFF:
+            out[(ENTRIES_LEVEL, (index - 1) >> TILE_HEIGHT)] = bytes(bundle)
+            bundle.clear()
+    if bundle:
+        out[(ENTRIES_LEVEL, index >> TILE_HEIGHT)] = bytes(bundle)
+    return bundle
+
+
 def integrate(state: TreeState, entries: Sequence[bytes],
               hashes: BatchHashes | None = None) -> Integrated:
     """Append ``entries`` after ``state``; pure and all-or-nothing (bad input raises first).
@@ -226,29 +251,9 @@ def integrate(state: TreeState, entries: Sequence[bytes],
     if not entries:
         edge = {lv: bytes(b) for lv, b in state.edge_tiles.items() if b}
         return Integrated(TreeState(old, tuple(state.stack), edge, bytes(state.edge_bundle)), {})
-    size = old + len(entries)
+    size, count = old + len(entries), len(entries)
     out: dict[tuple[int, int], bytes] = {}
-
-    # Entry bundles: each entry prefixed by its uint16 length, cut every 256 entries.
-    bundle = bytearray(state.edge_bundle)
-    same = len(lengths) == 1  # lines of one length: one join a bundle
-    prefix = longest.to_bytes(2, "big")
-    pos, count, index = 0, len(entries), old
-    while pos < count:
-        take = min(count - pos, TILE_WIDTH - (index & 0xFF))
-        if same:
-            bundle += prefix
-            bundle += prefix.join(entries[pos : pos + take])
-        else:
-            bundle += b"".join([len(e).to_bytes(2, "big") + e for e in entries[pos : pos + take]])
-        pos += take
-        index += take
-        if not index & 0xFF:
-            out[(ENTRIES_LEVEL, (index - 1) >> TILE_HEIGHT)] = bytes(bundle)
-            bundle.clear()
-    if bundle:
-        out[(ENTRIES_LEVEL, size >> TILE_HEIGHT)] = bytes(bundle)
-
+    bundle = _bundle(state, entries, longest if len(lengths) == 1 else None, out)
     if hashes is None or hashes.start != old or len(hashes.levels[0]) != count:
         hashes = batch_hashes(old, entries)
     levels = hashes.levels
