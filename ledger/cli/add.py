@@ -22,15 +22,17 @@ APPEND_BATCH = 1 << 15
 """Entries committed per transaction, at most. Each commit prints its indexes, so a long ``add``
 shows progress on stdout and an interrupted one has logged a known prefix. Each also costs an
 fsync and a signed checkpoint whatever its size, but runs on the writer thread while the next
-batch is hashed on this one, so only the last commit is waited for: 32,768 entries a commit
-(a 100,000-line ``add`` is 4) took 0.28-0.30 s where 65,536 (2 commits, the last of 34,464
-entries) took 0.30-0.32 and 16,384 (7) the same as 32,768 (benchmarks/docs/http_notarize.md)."""
+batch is hashed on this one, so mostly the last commit is waited for: with 32,768 entries a
+commit (a 100,000-line ``add`` is 4 commits, the last of 1,696) it took 0.284 s (best) and
+0.306 s (median) where 65,536 (2, the last of 34,464) took 0.302 and 0.332, and 16,384 (7)
+the same as 32,768 (one run, alternating; benchmarks/docs/http_notarize.md)."""
 
 SWITCH_INTERVAL = 0.0002
 """Seconds the thread that hashes keeps the GIL while the writer thread wants it
-(``sys.setswitchinterval``; Python's default is 0.005). The writer needs it briefly between
-SQLite calls that let it go; at 5 ms a wait, a commit overlapped with hashing took longer than
-the hashing it hid (0.30-0.36 s for 100,000 lines against 0.28-0.33 at 0.2 ms)."""
+(``sys.setswitchinterval``; Python's default is 0.005). The writer needs it briefly before and
+after each SQLite call that lets it go; at 5 ms a wait, the first commit of a 100,000-line
+``add`` reached SQLite 49 ms after its batch was integrated (5 ms at 0.2 ms), and the command
+took 0.317 s (best) and 0.358 s (median) against 0.302 and 0.332 (batches of 65,536)."""
 
 APPEND_BATCH_BYTES = 32 << 20
 """Bytes of entries committed per transaction, at most: a batch's entry bundles (a copy of its
@@ -69,6 +71,9 @@ def _read_entries(files: Sequence[str]) -> tuple[list[bytes], Callable[[int], st
     return lines, lambda i: f"stdin line {i + 1}"
 
 
+_ENDINGS = [f"{i:02d}" for i in range(100)]
+
+
 def _indexes_text(first: int, last: int) -> str:
     """``first`` to ``last``, one a line: what a commit prints.
 
@@ -82,9 +87,6 @@ def _indexes_text(first: int, last: int) -> str:
     tail = "".join([f"{i}\n" for i in range(hi * 100, last + 1)])
     return head + "".join([p + ("\n" + p).join(_ENDINGS) + "\n"
                            for p in map(str, range(lo, hi))]) + tail
-
-
-_ENDINGS = [f"{i:02d}" for i in range(100)]
 
 
 async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
@@ -119,9 +121,10 @@ async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
             at += len(batch)
             if i + 1 < len(batches):
                 # The next batch's hashes, for where it should land, while this one commits:
-                # in steps, so that its commit starts after the first one and then runs on
-                # the writer thread (SQLite's writes and fsync let go of the GIL). If another
-                # process appends meanwhile, they are for the wrong place: the writer hashes again.
+                # in steps with a turn of the loop between them, in which this batch is
+                # integrated, signed and handed to the writer thread, where its commit runs
+                # (SQLite's writes and fsync let go of the GIL). If another process appends
+                # meanwhile, they are for the wrong place: the writer hashes the batch again.
                 for hashes in batch_hashes_in_steps(at, batches[i + 1], HASH_STEP):
                     if hashes is None:
                         await asyncio.sleep(0)
@@ -146,9 +149,9 @@ async def _append(directory: Path, signer: Ed25519Signer, entries: list[bytes],
 
 def cmd_add(args: argparse.Namespace) -> int:
     # This process ends once the entries are appended, and Python's exit scans every object it
-    # still tracks for reference cycles, several times over (15 ms after 100,000 lines: half as
-    # long as hashing them all); frozen first, they are skipped. Nothing here waits on that
-    # collector: the log is closed, its commits durable and stdout flushed before the exit.
+    # still tracks for reference cycles, several times over (17-24 ms from the end of main()
+    # to the exit after 100,000 lines, 6-8 ms with them frozen first). Nothing here waits on
+    # that collector: the log is closed, its commits durable and stdout flushed before exit.
     atexit.register(gc.freeze)
     # deferred: the log, its key and the event loop only to append, not for `--help`
     from ledger.cli.logdir import KEY, db_path
