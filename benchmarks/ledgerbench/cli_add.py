@@ -83,3 +83,17 @@ def whole_command(lines: int = 100_000, rounds: int = 3) -> dict[str, Any]:
     else:
         out["pymerkle"] = f"not installed ({peer.INSTALL_HINT})"
     return out
+
+
+if __name__ == "__main__":
+    # Just this comparison, outside the scorecard: python -m benchmarks.ledgerbench.cli_add
+    import argparse
+    import json
+
+    from benchmarks._common import cpu_model
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--lines", type=int, default=100_000, help="lines to add (default 100,000)")
+    p.add_argument("--rounds", type=int, default=3, help="best of (default 3)")
+    a = p.parse_args()
+    print(json.dumps({"cpu": cpu_model(), **whole_command(a.lines, a.rounds)}, indent=2))

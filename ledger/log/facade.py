@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint
+from ledger.core.compact import BatchHashes
 from ledger.core.note import Ed25519Signer, Ed25519Verifier
 from ledger.core.tlog_proof import ProofBundle
 from ledger.log.appended import Appended, AppendedRun
@@ -139,10 +140,11 @@ class Log:
             raise RuntimeError("this log was opened read-only")
         return await self.sequencer.append(entry, None)
 
-    async def append_many(self, entries: Sequence[bytes]) -> AppendedRun:
+    async def append_many(self, entries: Sequence[bytes], hashes: BatchHashes | None = None
+                          ) -> AppendedRun:
         if self.sequencer is None:
             raise RuntimeError("this log was opened read-only")
-        return await self.sequencer.append_many(entries, [None] * len(entries))
+        return await self.sequencer.append_many(entries, [None] * len(entries), hashes=hashes)
 
     async def proof_bundle(self, index: int, head: Head) -> ProofBundle:
         """The tlog-proof bundle of entry ``index`` against ``head``."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
-from ledger.core.compact import EntryTooLargeError, Integrated, TreeState, integrate
+from ledger.core.compact import BatchHashes, EntryTooLargeError, Integrated, TreeState, integrate
 from ledger.core.errors import LedgerError
 from ledger.core.note import Ed25519Signer, NoteError
 from ledger.core.proofs import newest_leaf_proof, newest_leaves_proofs
@@ -81,7 +81,6 @@ ROLL_POLL_SECONDS = 2.0
 SwitchObserver = Callable[[Ed25519Signer], None]
 """Told, once the transaction that moved the writer to another log committed, that log's key."""
 
-
 CATCH_UP_ENTRIES = 4 * TILE_WIDTH
 """At most this many entries appended by another process are caught up by integrating them
 (``Sequencer._grown``); more are caught up from the stored tiles."""
@@ -134,6 +133,7 @@ class _Group(NamedTuple, Generic[Ctx, Out]):
     future: asyncio.Future[_Landed[Out]]
     proof: bool = False  # answer with each entry's inclusion proof too
     trace: object = None  # the caller's trace context, while tracing (ledger.process.tracing)
+    hashes: BatchHashes | None = None  # its batch_hashes, made beforehand (append_many)
 
 
 @dataclass
@@ -233,11 +233,9 @@ class Sequencer(Generic[Ctx, Out]):
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        """The event loop the writer runs on (the running one when it does not run): what
-        the hot path makes its futures with, since ``asyncio.get_running_loop()`` asks the
-        OS for the process id on every call (CPython 3.11)."""
-        task = self._task
-        return asyncio.get_running_loop() if task is None else task.get_loop()
+        """The writer's event loop (else the running one), for the hot path's futures:
+        ``asyncio.get_running_loop()`` makes a getpid syscall each call (CPython 3.11)."""
+        return asyncio.get_running_loop() if self._task is None else self._task.get_loop()
 
     async def _verified_state(self, read_tiles: ReadTiles, latest: CheckpointRecord
                               ) -> TreeState:
@@ -359,25 +357,26 @@ class Sequencer(Generic[Ctx, Out]):
         return Appended(first, record.size, record.note, proofs[0] if proofs else None,
                         results[0] if results else None)
 
-    async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Ctx]
-                          ) -> AppendedRun:
+    async def append_many(self, entries: Sequence[bytes], contexts: Sequence[Ctx], *,
+                          hashes: BatchHashes | None = None) -> AppendedRun:
         """Append entries that are known together, at consecutive indexes, in one commit.
 
         For bulk producers (``ledger add``, imports): one waiter for the whole group instead of
         one per entry, which is most of the cost of a large batch in asyncio. A group larger
-        than ``max_batch`` is committed as one batch of its own.
+        than ``max_batch`` is committed as one batch of its own. ``hashes``: their
+        :func:`~ledger.core.compact.batch_hashes`, made beforehand, used if they land alone.
         """
         if len(contexts) != len(entries):
             raise ValueError("give one context per entry")
         if not entries:
             return AppendedRun(0, 0, 0, b"")
-        first, record, _, _ = await self._queue(list(entries), list(contexts))
+        first, record, _, _ = await self._queue(list(entries), list(contexts), hashes=hashes)
         return AppendedRun(first, len(entries), record.size, record.note)
 
-    def _queue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False
-               ) -> asyncio.Future[_Landed[Out]]:
-        """Queue a group; the future its commit resolves. Not a coroutine: the caller awaits
-        the future itself, a frame less to suspend and resume for every request."""
+    def _queue(self, entries: list[bytes], contexts: list[Ctx], proof: bool = False,
+               hashes: BatchHashes | None = None) -> asyncio.Future[_Landed[Out]]:
+        """Queue a group; the future its commit resolves (not a coroutine: a frame less to
+        suspend and resume for every request)."""
         if entries and (longest := max(map(len, entries))) > MAX_ENTRY_SIZE:
             raise EntryTooLargeError(longest)
         if self.status.state is WriterState.HALTED:
@@ -386,7 +385,7 @@ class Sequencer(Generic[Ctx, Out]):
             raise SequencerClosedError("the log is not accepting appends")
         fut: asyncio.Future[_Landed[Out]] = self._task.get_loop().create_future()
         trace = None if tracing.TRACER is None else tracing.current()
-        self._pending.append(_Group(entries, contexts, fut, proof, trace))
+        self._pending.append(_Group(entries, contexts, fut, proof, trace, hashes))
         self._wake.set()
         # No asyncio.shield: if the caller is cancelled, ``fut`` is cancelled with it, but the
         # entries stay queued and are committed all the same (the commit skips futures that are
@@ -502,7 +501,8 @@ class Sequencer(Generic[Ctx, Out]):
         batch.caught_up = await self._follow_store(tx)
         if self.status.state is WriterState.REFUSING:  # the store is back
             self._set(WriterStatus(WriterState.WRITING, error=self.status.error))
-        entries = [e for g in batch.groups for e in g.entries]
+        groups = batch.groups
+        entries = groups[0].entries if len(groups) == 1 else [e for g in groups for e in g.entries]
         if entries:
             await self._write(tx, batch, entries)
 
@@ -533,7 +533,8 @@ class Sequencer(Generic[Ctx, Out]):
         """Integrate the admitted entries, sign the new checkpoint, write both, then run the
         hook with each entry's index and context (what it adds commits with them)."""
         batch.first = self.state.size
-        batch.done = integrate(self.state, entries)
+        alone = batch.groups[0].hashes if len(batch.groups) == 1 else None
+        batch.done = integrate(self.state, entries, alone)
         batch.record = self._sign(batch.done.state)
         await tx.write(batch.done.tiles, batch.record)
         if self.hook is not None:
@@ -608,12 +609,10 @@ class Sequencer(Generic[Ctx, Out]):
                       tiles: dict[tuple[int, int], bytes]
                       ) -> dict[int, tuple[bytes, ...]] | None:
         """The inclusion proofs that ``batch`` asked for, by index, computed together; None
-        if none was asked for or they cannot be computed (each caller then gets none and
-        reads its own: the commit is durable either way and must still be answered).
-        ``prior`` is the state the batch was appended to and ``tiles`` what it wrote: the
-        proofs follow from its compact range and the batch's leaf hashes by hashing alone
-        (:func:`newest_leaves_proofs`; a batch of one entry has its proof in the compact range,
-        :func:`newest_leaf_proof`), with no tile lookup."""
+        if none was asked for or they cannot be computed (each caller then reads its own: the
+        commit is durable either way). ``prior`` is the state the batch was appended to and
+        ``tiles`` what it wrote: the proofs follow from its compact range and leaf hashes by
+        hashing alone (:func:`newest_leaves_proofs`, :func:`newest_leaf_proof`)."""
         wanted: list[int] = []
         index = first
         for group in batch:

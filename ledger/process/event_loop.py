@@ -39,8 +39,9 @@ def _uvloop_factory() -> LoopFactory | None:
     return factory
 
 
-def chosen(environ: Mapping[str, str] = os.environ) -> str:
-    """The loop :func:`run` will use: ``LEDGER_EVENT_LOOP`` when set, else uvloop if installed.
+def chosen(environ: Mapping[str, str] = os.environ, auto: str = UVLOOP) -> str:
+    """The loop :func:`run` will use: ``LEDGER_EVENT_LOOP`` when set, else ``auto``: uvloop if
+    installed, or asyncio's.
 
     An unknown value, or ``uvloop`` where it is not installed, is a :class:`UsageError`: a
     forced choice that silently fell back would make a comparison of the two loops a lie.
@@ -49,7 +50,7 @@ def chosen(environ: Mapping[str, str] = os.environ) -> str:
     if wanted not in (AUTO, UVLOOP, ASYNCIO):
         raise UsageError(f"{ENV_VAR}={wanted!r}: want {UVLOOP}, {ASYNCIO} or {AUTO} "
                          "(unset: uvloop where it is installed)")
-    if wanted == ASYNCIO:
+    if wanted == ASYNCIO or (wanted == AUTO and auto == ASYNCIO):
         return ASYNCIO
     if _uvloop_factory() is None:
         if wanted == UVLOOP:
@@ -60,11 +61,15 @@ def chosen(environ: Mapping[str, str] = os.environ) -> str:
     return UVLOOP
 
 
-def run(main: Coroutine[Any, Any, _T]) -> _T:
+def run(main: Coroutine[Any, Any, _T], *, auto: str = UVLOOP) -> _T:
     """Run ``main`` to completion on a new loop of the :func:`chosen` kind, as ``asyncio.run``
-    does (the loop is closed, its async generators and default executor shut down after)."""
+    does (the loop is closed, its async generators and default executor shut down after).
+
+    ``auto``: the loop unless ``LEDGER_EVENT_LOOP`` says: :data:`ASYNCIO` for a command that
+    serves no connection and exits (``ledger add``), where importing uvloop (~5 ms) costs
+    more than its loop saves."""
     try:
-        factory = _uvloop_factory() if chosen() == UVLOOP else None
+        factory = _uvloop_factory() if chosen(auto=auto) == UVLOOP else None
     except UsageError:
         main.close()  # never awaited: no "coroutine was never awaited" warning on top
         raise

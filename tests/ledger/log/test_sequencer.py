@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ledger.core import compact as compact_module
 from ledger.core.checkpoint import open_checkpoint, sign_checkpoint
 from ledger.core.compact import EntryTooLargeError
 from ledger.core.hashing import leaf_hash, merkle_root
@@ -99,6 +100,42 @@ async def test_two_writers_share_one_log(stores: StoreFactory, signer: Ed25519Si
     assert [r.index for r in got] == list(range(20))
     head = await a.head(0)
     assert head is not None and head.size == 20
+    await a.close()
+    await b.close()
+
+
+async def test_hashes_made_beforehand_are_used_where_the_batch_lands(
+        stores: StoreFactory, signer: Ed25519Signer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``append_many(hashes=...)`` (``ledger add`` hashes the next batch while the last one
+    commits): the writer hashes nothing more when the batch lands where they were made for;
+    when another writer appended first, they are for the wrong place and it hashes the batch
+    again. Either way the tree is the one of every entry in order."""
+    a = await open_log(stores, signer)
+    b = await open_log(stores, signer)
+    made: list[tuple[int, int]] = []  # (start, entries) of each batch the writers hash
+    plain = compact_module.batch_hashes
+
+    def counted(start: int, entries: Any) -> compact_module.BatchHashes:
+        made.append((start, len(entries)))
+        return plain(start, entries)
+
+    monkeypatch.setattr(compact_module, "batch_hashes", counted)
+    first = [b"a%d" % i for i in range(700)]
+    run = await a.append_many(first, plain(0, first))
+    assert (run.first, made) == (0, [])  # landed at 0: nothing hashed again
+    late = [b"c%d" % i for i in range(300)]
+    stale = plain(700, late)
+    await b.append_many([b"b0", b"b1"])  # another writer appends first
+    made.clear()
+    run = await a.append_many(late, stale)
+    # a catches up with b's two entries, then hashes its batch again, for where it lands
+    assert (run.first, made) == (702, [(700, 2), (702, 300)])
+    everything = [*first, b"b0", b"b1", *late]
+    head = await a.head(0)
+    assert head is not None
+    cp, _ = open_checkpoint(head.note, signer.verifier())
+    assert cp.root_hash == merkle_root([leaf_hash(e) for e in everything])
+    assert await a.reader.entries(0, 1002) == everything
     await a.close()
     await b.close()
 

@@ -34,6 +34,15 @@ def test_uvloop_unless_asyncio_is_asked_for(value: str | None, expected: str) ->
     assert chosen({} if value is None else {ENV_VAR: value}) == expected
 
 
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, ASYNCIO), ("", ASYNCIO), ("auto", ASYNCIO), ("uvloop", UVLOOP), ("asyncio", ASYNCIO),
+])
+def test_a_short_command_runs_asyncio_s_loop_unless_uvloop_is_asked_for(
+        value: str | None, expected: str) -> None:
+    """``auto=ASYNCIO`` (``ledger add``): the standard loop when the variable does not choose."""
+    assert chosen({} if value is None else {ENV_VAR: value}, auto=ASYNCIO) == expected
+
+
 @pytest.mark.parametrize("value", ["UVLOOP", "trio", "uvloop ", "default", "0"])
 def test_an_unknown_value_is_refused_with_the_choices(value: str) -> None:
     with pytest.raises(UsageError) as e:
