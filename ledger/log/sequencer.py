@@ -17,27 +17,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
-from ledger.core.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from ledger.core.checkpoint import Checkpoint, sign_checkpoint
 from ledger.core.compact import BatchHashes, EntryTooLargeError, Integrated, TreeState, integrate
-from ledger.core.errors import LedgerError
-from ledger.core.note import Ed25519Signer, NoteError
+from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import newest_leaf_proof, newest_leaves_proofs
-from ledger.core.tiles import MAX_ENTRY_SIZE, TILE_WIDTH, leaf_hashes_in
+from ledger.core.tiles import MAX_ENTRY_SIZE, leaf_hashes_in
 from ledger.log.appended import Appended, AppendedRun
+from ledger.log.catch_up import caught_up
 from ledger.log.errors import (
     LogHaltedError,
-    LogIntegrityError,
     LogRollbackError,
     SequencerClosedError,
 )
 from ledger.log.reader import LogReader
-from ledger.log.tree_state import ReadTiles, load_state, prefetching, root_at, root_tiles
 from ledger.process import tracing
 from ledger.storage.base import (
     CheckpointRecord,
     LogStore,
     StorageFullError,
-    StoreError,
     WriteTx,
 )
 
@@ -80,10 +77,6 @@ ROLL_POLL_SECONDS = 2.0
 
 SwitchObserver = Callable[[Ed25519Signer], None]
 """Told, once the transaction that moved the writer to another log committed, that log's key."""
-
-CATCH_UP_ENTRIES = 4 * TILE_WIDTH
-"""At most this many entries appended by another process are caught up by integrating them
-(``Sequencer._grown``); more are caught up from the stored tiles."""
 
 PROBE_BYTES = 64 * 1024
 """Size of the write that tests whether a full store has room again (about a large batch)."""
@@ -237,99 +230,20 @@ class Sequencer(Generic[Ctx, Out]):
         ``asyncio.get_running_loop()`` makes a getpid syscall each call (CPython 3.11)."""
         return asyncio.get_running_loop() if self._task is None else self._task.get_loop()
 
-    async def _verified_state(self, read_tiles: ReadTiles, latest: CheckpointRecord
-                              ) -> TreeState:
-        try:
-            cp, _ = open_checkpoint(latest.note, self.signer.verifier())
-        except NoteError as e:
-            raise LogIntegrityError(
-                f"the stored checkpoint does not verify under this log's key: {e}"
-            ) from e
-        if cp.origin != self.origin or cp.size != latest.size:
-            raise LogIntegrityError(
-                f"the stored checkpoint is for {cp.origin!r} size {cp.size}, expected "
-                f"{self.origin!r} size {latest.size}"
-            )
-        state = await load_state(read_tiles, cp.size)
-        if state.root() != cp.root_hash:
-            raise LogIntegrityError(
-                f"the root recomputed from stored tiles at size {cp.size} is "
-                f"{state.root().hex()}, but the signed checkpoint says {cp.root_hash.hex()}"
-            )
-        return state
-
     async def _catch_up(self, tx: WriteTx, latest: CheckpointRecord) -> TreeState:
-        """The verified state at the stored checkpoint, refusing one that does not extend the
-        newest checkpoint this process saw committed (``self.checkpoint``)."""
-        grown = await self._grown(tx, latest)
-        if grown is not None:
-            return grown
-        seen = self.checkpoint
-        check_seen = seen is not None and seen.size > 0 and seen.note != latest.note
-        # The tiles for the check below are read with the state's, in one read of the store
-        # (on PostgreSQL a round trip less while the log's lock is held).
-        read_tiles = prefetching(tx.read_tiles, root_tiles(seen.size) if check_seen and
-                                 seen is not None and seen.size < latest.size else [])
+        """The verified state at the stored checkpoint (:func:`caught_up`); a writer whose
+        store lost commits it saw refuses to write until the store is back."""
         try:
-            if seen is not None and latest.size < seen.size:
-                raise LogRollbackError(
-                    f"the store's checkpoint is at size {latest.size}, older than size "
-                    f"{seen.size} that this process saw committed: the database was restored "
-                    "or failed over and lost commits; refusing to sign (it would fork the log)")
-            state = await self._verified_state(read_tiles, latest)
-            if check_seen and seen is not None:
-                try:
-                    seen_cp, _ = open_checkpoint(seen.note, self.signer.verifier())
-                except NoteError as e:
-                    raise LogIntegrityError(f"a remembered checkpoint does not verify: {e}") from e
-                root = state.root() if seen.size == state.size else await root_at(
-                    read_tiles, seen.size)
-                if root != seen_cp.root_hash:
-                    raise LogRollbackError(
-                        f"the stored tree (size {latest.size}) does not contain the tree of "
-                        f"size {seen.size} that this process saw committed: the store was "
-                        "replaced or forked; refusing to sign")
+            return await caught_up(tx, latest, self.checkpoint, self.state, self.origin,
+                                   self.signer)
         except LogRollbackError as e:
             self._set(WriterStatus(WriterState.REFUSING, str(e)))
             raise
-        return state
 
     def _set(self, status: WriterStatus) -> None:
         """The writer's new status: any but a halted writer's (which stays halted)."""
         if self.status.state is not WriterState.HALTED:
             self.status = status
-
-    async def _grown(self, tx: WriteTx, latest: CheckpointRecord) -> TreeState | None:
-        """The stored checkpoint's state from this process's own, when another process only
-        appended a few entries since this one's last commit: their entries, read from the
-        store, integrated here, and the checkpoint this process would sign for the result
-        compared with the stored one.
-
-        Ed25519 signatures are deterministic (RFC 8032), and every process of a log signs with
-        the log key: the stored note is byte for byte the one signed here exactly when it
-        commits to the same tree and its signature is the log key's. That proves the stored
-        tree extends the one this process saw committed, for one signature (cheaper than
-        verifying one) and the hashes of the new entries, where rebuilding the state from
-        stored tiles (``_verified_state``) hashes whole tiles and verifies two signatures;
-        with several processes on one log, small batches catch up on nearly every commit.
-        None when it does not apply or the notes differ: the caller then takes the full path,
-        which says what is wrong."""
-        seen, state = self.checkpoint, self.state
-        if seen is None or state.size != seen.size or \
-                not 0 < latest.size - state.size <= CATCH_UP_ENTRIES:
-            return None
-        try:
-            new = await tx.read_entries(state.size, latest.size)
-            if len(new) != latest.size - state.size:
-                return None
-            done = integrate(state, new)
-            note = sign_checkpoint(Checkpoint(self.origin, latest.size, done.state.root()),
-                                   self.signer)
-        except StoreError:  # the store itself failed: not a reason to take the slow path
-            raise
-        except (ValueError, LedgerError):  # a malformed bundle, an entry too large
-            return None
-        return done.state if note == latest.note else None
 
     def halt(self, reason: str) -> None:
         """Refuse every append from now on, queued ones included.

@@ -19,12 +19,14 @@ from ledger.core.hashing import leaf_hash, merkle_root
 from ledger.core.note import Ed25519Signer
 from ledger.core.proofs import ProofError, verify_inclusion
 from ledger.core.tiles import MAX_ENTRY_SIZE
+from ledger.log import catch_up
 from ledger.log import sequencer as sequencer_module
 from ledger.log.appended import Appended, AppendedRun
+from ledger.log.catch_up import CATCH_UP_ENTRIES
 from ledger.log.errors import LogIntegrityError, LogRollbackError
 from ledger.log.facade import Log
 from ledger.log.reader import LogReader
-from ledger.log.sequencer import CATCH_UP_ENTRIES, Sequencer, WriterState
+from ledger.log.sequencer import Sequencer, WriterState
 from ledger.storage.base import CheckpointRecord, WriteTx
 from ledger.storage.memory import MemoryStore, MemoryWriteTx
 from ledger.storage.sqlite import SqliteStore
@@ -176,13 +178,13 @@ async def test_a_few_entries_of_another_writer_are_caught_up_by_integrating_them
     a = await open_log(stores, signer)
     b = await open_log(stores, signer)
     rebuilt: list[int] = []
-    full = Sequencer._verified_state
+    full = catch_up.verified_state
 
-    async def verified_state(self: Sequencer, read_tiles: Any, latest: Any) -> Any:
+    async def verified_state(read_tiles: Any, latest: Any, *args: Any) -> Any:
         rebuilt.append(latest.size)
-        return await full(self, read_tiles, latest)
+        return await full(read_tiles, latest, *args)
 
-    monkeypatch.setattr(Sequencer, "_verified_state", verified_state)
+    monkeypatch.setattr(catch_up, "verified_state", verified_state)
     size = 0
     for n in (1, 1, 255, 2, 600, 1, CATCH_UP_ENTRIES - 1, 1):  # + a's single one after b's
         await a.append_many([b"a%d" % i for i in range(size, size + n)])
