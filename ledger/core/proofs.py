@@ -8,15 +8,13 @@ folds them into the proof. Verification needs nothing but the proof.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from ledger.core.errors import LedgerError
-from ledger.core.hashing import HASH_SIZE, NODE_PREFIX, fold_right, node_hash
+from ledger.core.hashing import HASH_SIZE, fold_right, node_hash, parent_hashes
 
 Coord = tuple[int, int]  # (tree level, index at that level): root of leaves [i·2^l, (i+1)·2^l)
 Range = tuple[int, int]  # leaves [start, end)
-_sha256 = hashlib.sha256
 
 
 class ProofError(LedgerError, ValueError):
@@ -117,7 +115,6 @@ def newest_leaves_proofs(stack: Sequence[bytes], old: int, leaves: Sequence[byte
                          f"not {len(stack)}")
     carry = dict(zip([lv for lv in range(old.bit_length() - 1, -1, -1) if old >> lv & 1],
                      stack, strict=True))
-    sha = _sha256
     levels: list[tuple[int, list[bytes]]] = []  # (index of the first node, the nodes) by height
     nodes, first, height = list(leaves), old, 0
     while True:
@@ -127,9 +124,7 @@ def newest_leaves_proofs(stack: Sequence[bytes], old: int, leaves: Sequence[byte
         if first == 0 and len(nodes) == 1:  # the root
             break
         levels.append((first, nodes))
-        pairs = iter(nodes)
-        paired = [sha(NODE_PREFIX + left + right).digest()
-                  for left, right in zip(pairs, pairs, strict=False)]
+        paired = parent_hashes(nodes)
         if len(nodes) & 1:  # the right edge's node has no sibling: it is promoted
             paired.append(nodes[-1])
         nodes, first, height = paired, first >> 1, height + 1

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ledger.core.errors import LedgerError
+from ledger.core.hashing import HASH_SIZE
 
 TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT  # 256
@@ -173,7 +174,8 @@ def leaf_hashes_in(tiles: Mapping[tuple[int, int], bytes], start: int, end: int
         row = tiles.get((0, n))
         base = n << TILE_HEIGHT
         lo, hi = max(start, base) - base, min(end, base + TILE_WIDTH) - base
-        if row is None or len(row) < hi * 32:
+        if row is None or len(row) < hi * HASH_SIZE:
             return None
-        out += [row[at:at + 32] for at in range(lo * 32, hi * 32, 32)]
+        out += [row[at:at + HASH_SIZE]
+                for at in range(lo * HASH_SIZE, hi * HASH_SIZE, HASH_SIZE)]
     return out
