@@ -88,6 +88,21 @@ async def issue_round(notary: Notary, in_flight: int, each: int) -> list[Receipt
     return [r for rs in await asyncio.gather(*(one() for _ in range(in_flight))) for r in rs]
 
 
+@given(rows=st.lists(st.tuples(st.integers(-(1 << 47), (1 << 47) - 1), st.integers(0, 1 << 40)),
+                     max_size=300),
+       others=st.lists(st.integers(-(1 << 47), (1 << 47) - 1), max_size=50))
+def test_a_run_finds_exactly_its_keys_indexes(rows: list[tuple[int, int]],
+                                              others: list[int]) -> None:
+    """A run of the generation being merged answers every key, its own (signed, repeated,
+    sharing low bits) and any other, as a scan of its rows would: the filter in front of its
+    binary search never hides a key."""
+    rows = sorted(set(rows))
+    run = sqlite_lookup._Run(rows)
+    near = [k ^ (1 << b) for k, _ in rows[:20] for b in (0, 7, 20)]  # same low bits, or next
+    for key in [k for k, _ in rows] + others + near:
+        assert run.find(key) == [idx for k, idx in rows if k == key]
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 4), st.booleans()),
                        min_size=3, max_size=8))
