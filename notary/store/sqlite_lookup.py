@@ -93,13 +93,14 @@ class MergeState:
 
 
 _BITS_PER_KEY = 16
-"""Bits of a run's filter (:class:`_Run`) per key: about one key in sixteen that is not in
-the run passes it and is looked for (the number of ones in the filter over its size)."""
+"""Bits of a run's filter (:class:`_Run`) per key, at least (its size is a power of two): at
+most about one key in sixteen that is not in the run passes it and is looked for (the ones
+in the filter over its size)."""
 
 
 class _Run:
     """One table's keys of the generation being merged, in ``(key, idx)`` order: the order
-    they are merged in, and searchable (16 bytes a key, and 2 of filter).
+    they are merged in, and searchable (16 bytes a key, and 2 to 4 of filter).
 
     The filter is a bitmap by the key's low bits (keys are random: the first bytes of a random
     id, or of a keyed hash). Nearly every key the screen looks for is a new digest's, absent
@@ -115,7 +116,7 @@ class _Run:
         for key, idx in rows:
             self.keys.append(key)
             self.idxs.append(idx)
-        self.mask = (1 << max(6, (len(self.keys) * _BITS_PER_KEY).bit_length())) - 1
+        self.mask = (1 << max(6, (len(self.keys) * _BITS_PER_KEY - 1).bit_length())) - 1
         self.filter = bytearray((self.mask + 1) >> 3)
         for key in self.keys:
             bit = key & self.mask
