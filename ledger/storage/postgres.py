@@ -66,6 +66,10 @@ __all__ = ["HISTORY_INTERVAL", "PgConnection", "PostgresLease", "PostgresStore",
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 SCHEMA_LOCK = 0x6C6F67736368656D  # advisory lock key held while creating or migrating the schema
+PLANNER_SETTINGS = {"enable_seqscan": "off"}
+"""Every statement here finds its rows by an indexed key, but a cached plan is made from the
+sizes of the tables when it is made: a batch's screen planned on a new database (a few hundred
+receipts) scanned all of ``notary_receipts`` at every later batch. Index lookups at any size."""
 
 T = TypeVar("T")
 
@@ -461,7 +465,7 @@ class PostgresStore:
                     url, min_size=1, max_size=pool_size, command_timeout=max(retry_for, 5.0),
                     reset=_no_reset,
                     server_settings={"lock_timeout": str(int(lock_timeout * 1000)),
-                                     "application_name": "ledger"})
+                                     "application_name": "ledger", **PLANNER_SETTINGS})
                 break
             except Exception as e:
                 if not transient(e):  # a wrong password or database name: no use retrying
