@@ -66,10 +66,11 @@ __all__ = ["HISTORY_INTERVAL", "PgConnection", "PostgresLease", "PostgresStore",
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 SCHEMA_LOCK = 0x6C6F67736368656D  # advisory lock key held while creating or migrating the schema
-PLANNER_SETTINGS = {"enable_seqscan": "off"}
+PLANNER_SETTINGS = {"enable_seqscan": "off", "jit": "off"}
 """Every statement here finds its rows by an indexed key, but a cached plan is made from the
 sizes of the tables when it is made: a batch's screen planned on a new database (a few hundred
-receipts) scanned all of ``notary_receipts`` at every later batch. Index lookups at any size."""
+receipts) scanned all of ``notary_receipts`` at every later batch. Index lookups at any size;
+no JIT, which a plan with a scan no index can replace (its cost inflated) compiled each time."""
 
 T = TypeVar("T")
 

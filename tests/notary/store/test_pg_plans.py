@@ -50,3 +50,17 @@ async def test_a_screen_planned_while_the_log_is_small_looks_digests_up_by_index
     assert "$1" in text, text  # the generic plan: the one every later batch runs
     assert "Seq Scan on notary_receipts" not in text, text
     assert "notary_receipts_by_digest" in text, text
+
+
+async def test_a_statement_with_no_index_to_use_is_not_compiled(pg_url: str) -> None:
+    """Without sequential scans, a plan that needs one anyway (no index serves its order)
+    costs more than the JIT threshold, and PostgreSQL would compile it at every execution
+    (0.3-0.5 s for the API keys' reload); the store's sessions have JIT off."""
+    store = await PgNotaryStore.open(pg_url)
+    try:
+        plan = await store._retrying(lambda conn: conn.fetchval(
+            "EXPLAIN (ANALYZE, FORMAT JSON) "
+            "SELECT kid, jwk, created FROM notary_receipt_keys ORDER BY created, id"))
+    finally:
+        await store.close()
+    assert '"JIT"' not in plan, plan
