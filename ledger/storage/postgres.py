@@ -62,10 +62,15 @@ except ImportError as e:  # pragma: no cover - exercised only where the extra is
     raise StoreError(POSTGRES_EXTRA_MISSING) from e
 
 __all__ = ["HISTORY_INTERVAL", "PgConnection", "PostgresLease", "PostgresStore",
-           "PostgresWriteTx", "is_postgres_url", "migrate", "shift_params"]
+           "PostgresWriteTx", "is_postgres_url", "migrate", "numbered", "shift_params"]
 
 HISTORY_INTERVAL = 60.0  # keep at least one checkpoint a minute in the history
 SCHEMA_LOCK = 0x6C6F67736368656D  # advisory lock key held while creating or migrating the schema
+PLANNER_SETTINGS = {"enable_seqscan": "off", "jit": "off"}
+"""Every statement here finds its rows by an indexed key, but a cached plan is made from the
+sizes of the tables when it is made: a batch's screen planned on a new database (a few hundred
+receipts) scanned all of ``notary_receipts`` at every later batch. Index lookups at any size;
+no JIT, which a plan with a scan no index can replace (its cost inflated) compiled each time."""
 
 T = TypeVar("T")
 
@@ -98,28 +103,29 @@ class _Sql:
             head=f"SELECT size, time, note FROM ledger_state{x} WHERE one = 1",
             history=(f"SELECT size, time, note FROM ledger_checkpoints{x} "
                      "ORDER BY size DESC LIMIT $1"),
-            # Tiles, bundles and their parts, the checkpoint and (every HISTORY_INTERVAL) a
-            # history row: data-modifying CTEs of one statement, to which a subclass adds
-            # its own rows (see PostgresWriteTx._flush).
+            # The checkpoint; tiles, bundles and their parts; (every HISTORY_INTERVAL) a
+            # history row: data-modifying CTEs of one statement, each numbering its own
+            # arguments from $1, to which a subclass adds its own rows (see flush).
             write_ctes=(
+                f"""s AS (
+    UPDATE ledger_state{x} SET size = $1, time = $2, note = $3,
+        history_time = CASE WHEN $4 THEN $2 ELSE history_time END
+    WHERE one = 1)""",
                 f"""t AS (
     INSERT INTO ledger_tiles{x} (level, idx, data)
-    SELECT * FROM unnest($1::smallint[], $2::bigint[], $3::bytea[])
+    SELECT unnest($1::smallint[]), unnest($2::bigint[]), unnest($3::bytea[])
     ON CONFLICT (level, idx) DO UPDATE SET data = excluded.data)""",
                 f"""p AS (
     INSERT INTO ledger_tile_parts{x} (level, idx, start, data)
-    SELECT * FROM unnest($8::smallint[], $9::bigint[], $10::smallint[], $11::bytea[])
+    SELECT unnest($1::smallint[]), unnest($2::bigint[]), unnest($3::smallint[]),
+        unnest($4::bytea[])
     ON CONFLICT (level, idx, start) DO UPDATE SET data = excluded.data)""",
                 f"""c AS (
-    DELETE FROM ledger_tile_parts{x} d USING unnest($12::smallint[], $13::bigint[]) AS k(level, idx)
+    DELETE FROM ledger_tile_parts{x} d USING unnest($1::smallint[], $2::bigint[]) AS k(level, idx)
     WHERE d.level = k.level AND d.idx = k.idx)""",
                 f"""h AS (
-    INSERT INTO ledger_checkpoints{x} (size, time, note) SELECT $4, $5, $6 WHERE $7
+    INSERT INTO ledger_checkpoints{x} (size, time, note) VALUES ($1, $2, $3)
     ON CONFLICT (size) DO NOTHING)""",
-                f"""s AS (
-    UPDATE ledger_state{x} SET size = $4, time = $5, note = $6,
-        history_time = CASE WHEN $7 THEN $5 ELSE history_time END
-    WHERE one = 1)""",
             ),
             schema=f"""
     CREATE TABLE ledger_tiles{x} (
@@ -327,37 +333,60 @@ class PostgresWriteTx(TxHooks):
         # Written at commit, in one statement; a later write in the same transaction wins.
         self._pending = (tiles, checkpoint)
 
-    def _log_ctes(self) -> tuple[list[str], list[object]]:
-        """The pending write of the log's tiles and checkpoint, as CTEs and arguments."""
+    def _log_ctes(self) -> list[tuple[str, list[object]]]:
+        """The pending write of the log's tiles and checkpoint: its CTEs, each with its
+        arguments. One with nothing to write is left out (every CTE a statement has costs
+        the server its plan's set-up and its tables' locks at each execution)."""
         if self._pending is None:
-            return [], []
+            return []
         tiles, cp = self._pending
         history = cp.time - self._history_time >= HISTORY_INTERVAL
         base = self._base
         before = base.size if base is not None else 0
         plan = plan_writes(tiles, before, cp.size, self.bundle_end)
         self.bundle_end = plan.bundle_end or self.bundle_end
-        return list(self._sql.write_ctes), [
-            [k[0] for k, _ in plan.whole], [k[1] for k, _ in plan.whole],
-            [d for _, d in plan.whole], cp.size, cp.time, cp.note, history,
-            [k[0] for k, _, _ in plan.parts], [k[1] for k, _, _ in plan.parts],
-            [start for _, start, _ in plan.parts], [d for _, _, d in plan.parts],
-            [k[0] for k in plan.cleared], [k[1] for k in plan.cleared]]
+        state, whole, parts, cleared, row = self._sql.write_ctes
+        out: list[tuple[str, list[object]]] = [(state, [cp.size, cp.time, cp.note, history])]
+        if plan.whole:
+            out.append((whole, [[k[0] for k, _ in plan.whole], [k[1] for k, _ in plan.whole],
+                                [d for _, d in plan.whole]]))
+        if plan.parts:
+            out.append((parts, [[k[0] for k, _, _ in plan.parts],
+                                [k[1] for k, _, _ in plan.parts],
+                                [start for _, start, _ in plan.parts],
+                                [d for _, _, d in plan.parts]]))
+        if plan.cleared:
+            out.append((cleared, [[k[0] for k in plan.cleared], [k[1] for k in plan.cleared]]))
+        if history:
+            out.append((row, [cp.size, cp.time, cp.note]))
+        return out
 
     def _log_writes(self) -> tuple[str, list[object]]:
-        ctes, args = self._log_ctes()
+        ctes, args = numbered(self._log_ctes())
         return "WITH " + ",\n".join(ctes) + "\nSELECT 1", args
 
     async def flush(self) -> None:
         """Send what the transaction wrote (the log's and :meth:`more_writes`), before
         ``COMMIT``: one statement."""
-        ctes, args = self._log_ctes()
+        ctes, args = numbered(self._log_ctes())
         more, more_args = self.more_writes(len(args) + 1)
         ctes.extend(more)
         args.extend(more_args)
         if ctes:
             # Each data-modifying CTE runs exactly once, whether or not the query reads it.
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
+
+
+def numbered(ctes: Sequence[tuple[str, Sequence[object]]], first: int = 1
+             ) -> tuple[list[str], list[object]]:
+    """CTEs given each with its arguments numbered from ``$1``, renumbered to follow one
+    another in one statement from ``$first``; and their arguments, in order."""
+    out: list[str] = []
+    args: list[object] = []
+    for cte, cte_args in ctes:
+        out.append(shift_params(cte, first - 1 + len(args)))
+        args.extend(cte_args)
+    return out, args
 
 
 async def _read_tiles(conn: PgConnection, keys: Sequence[TileKey], sql: _Sql = _LOG0
@@ -437,7 +466,7 @@ class PostgresStore:
                     url, min_size=1, max_size=pool_size, command_timeout=max(retry_for, 5.0),
                     reset=_no_reset,
                     server_settings={"lock_timeout": str(int(lock_timeout * 1000)),
-                                     "application_name": "ledger"})
+                                     "application_name": "ledger", **PLANNER_SETTINGS})
                 break
             except Exception as e:
                 if not transient(e):  # a wrong password or database name: no use retrying

@@ -37,7 +37,7 @@ from typing import Self, cast
 import asyncpg
 
 from ledger.storage.base import CheckpointRecord, StoreError, log_suffix
-from ledger.storage.postgres import PgConnection, PostgresStore, PostgresWriteTx, shift_params
+from ledger.storage.postgres import PgConnection, PostgresStore, PostgresWriteTx, numbered
 from notary.core.logs import position, split_position
 from notary.core.receipts import Receipt
 from notary.core.search import in_window
@@ -184,7 +184,7 @@ class PgNotaryWriteTx(PostgresWriteTx):
         super().__init__(conn, latest, history_time)
         self._notary = notary
         self._new_refs = Refs()
-        self._rows: list[object] | None = None
+        self._rows: list[tuple[str, list[object]]] = []  # (CTE, its arguments) to write
         self._held: dict[str, str] = {}  # server names' holders, as screened, and claims
         self._digest_keys: dict[str, int] = {}  # the screen's, for the rows
 
@@ -260,18 +260,22 @@ class PgNotaryWriteTx(PostgresWriteTx):
             ucols[0].append(refs.accounts[account])
             ucols[1].append(month)
             ucols[2].append(n)
-        if self._rows is not None:  # a second call in one transaction: store the first now
+        if self._rows:  # a second call in one transaction: store the first now
             ctes, args = self.more_writes(1)
             await self._conn.execute("WITH " + ",\n".join(ctes) + "\nSELECT 1", *args)
-        ccols: list[list[object]] = [list(c) for c in zip(*claims, strict=True)] \
-            if claims else [[], [], [], []]
-        self._rows = [*cols, *ucols, latest, *ccols]
+        receipts_cte, usage_cte, latest_cte, claims_cte = ADD_CTES
+        rows: list[tuple[str, list[object]]] = [(receipts_cte, [*cols])] if pairs else []
+        if usage:
+            rows.append((usage_cte, [*ucols]))
+        if latest is not None:
+            rows.append((latest_cte, [latest]))
+        if claims:
+            rows.append((claims_cte, [list(c) for c in zip(*claims, strict=True)]))
+        self._rows = rows
 
     def more_writes(self, first: int) -> tuple[list[str], list[object]]:
-        rows, self._rows = self._rows, None
-        if rows is None:
-            return [], []
-        return [shift_params(cte, first - 1) for cte in ADD_CTES], rows
+        rows, self._rows = self._rows, []
+        return numbered(rows, first)
 
     def committed(self) -> None:
         super().committed()

@@ -107,25 +107,30 @@ USAGE = ("SELECT a.name, u.month, u.count FROM notary_usage u "
           "JOIN unnest($1::text[], $2::text[]) AS q(name, month) "
           "ON a.name = q.name AND u.month = q.month")
 # The batch's rows, as data-modifying CTEs of the statement that writes the log's tiles and
-# checkpoint at commit (PostgresWriteTx.more_writes): one round trip for all of it.
+# checkpoint at commit (PostgresWriteTx.more_writes): one round trip for all of it. Each CTE
+# numbers its arguments from $1 (ledger.storage.postgres.numbered), and one with no row to
+# write is left out of the statement. Each array is unnested in the select list (a
+# ProjectSet, arrays of one length in step), not by unnest(a, b, ...) in FROM: that is a
+# function scan which first copies each array into a tuple store of its own; the rows are
+# the same, at ~0.5-1 µs less of the server's CPU a row.
 ADD_CTES = (
     """r AS (
     INSERT INTO notary_receipts (idx, sig, kid, ledger, account, server, tool, id_k, digest_k)
-    SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::integer[], $4::integer[],
-                         $5::integer[], $6::integer[], $7::integer[], $8::integer[],
-                         $9::bigint[]))""",
+    SELECT unnest($1::bigint[]), unnest($2::bytea[]), unnest($3::integer[]),
+        unnest($4::integer[]), unnest($5::integer[]), unnest($6::integer[]),
+        unnest($7::integer[]), unnest($8::integer[]), unnest($9::bigint[]))""",
     """u AS (
     INSERT INTO notary_usage (account, month, count)
-    SELECT * FROM unnest($10::integer[], $11::text[], $12::bigint[])
+    SELECT unnest($1::integer[]), unnest($2::text[]), unnest($3::bigint[])
     ON CONFLICT (account, month) DO UPDATE SET count = notary_usage.count + excluded.count)""",
     """n AS (
-    UPDATE notary_state SET last_issued_at = $13
-    WHERE one = 1 AND $13::text IS NOT NULL
-        AND (last_issued_at IS NULL OR last_issued_at < $13))""",
+    UPDATE notary_state SET last_issued_at = $1
+    WHERE one = 1 AND (last_issued_at IS NULL OR last_issued_at < $1))""",
     # A claim the screen found free; a name held after all fails the commit (never hidden).
     """sn AS (
     INSERT INTO notary_server_names (name, skeleton, account, since)
-    SELECT * FROM unnest($14::text[], $15::text[], $16::integer[], $17::float8[]))""",
+    SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::integer[]),
+        unnest($4::float8[]))""",
 )
 # The screen's reads in one round trip: the batch's known digests and their accounts (kind 0),
 # the holders of the batch's server names (by exact name) and their look-alikes (by skeleton;
