@@ -104,14 +104,14 @@ class GatewayStore:
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _private_file(self.path)
-        db = await aiosqlite.connect(self.path)
+        # Autocommit (both connections): each write is one statement, its own transaction,
+        # committed (and on the durable connection fsync'ed) by that statement, so it costs
+        # one trip to aiosqlite's thread, not two.
+        db = await aiosqlite.connect(self.path, isolation_level=None)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=FULL")
         await db.execute("PRAGMA busy_timeout=10000")
         await db.executescript(SCHEMA)
-        await db.commit()
-        # Autocommit: each decision's INSERT is its own transaction, committed by the one
-        # statement, so saving a decision costs one trip to aiosqlite's thread, not two.
         log = await aiosqlite.connect(self.path, isolation_level=None)
         await log.execute("PRAGMA synchronous=NORMAL")
         await log.execute("PRAGMA busy_timeout=10000")
@@ -146,7 +146,6 @@ class GatewayStore:
             "INSERT INTO policies (commitment, first_used, receipt) VALUES (?, ?, ?) "
             "ON CONFLICT(commitment) DO UPDATE SET receipt = COALESCE(excluded.receipt, receipt)",
             (commitment, when, None if receipt is None else _dumps(receipt)))
-        await self.db.commit()
 
     async def save_decision(self, evidence: DecisionEvidence) -> None:
         """Save one decision's evidence (committed when this returns: the connection is in
@@ -162,12 +161,12 @@ class GatewayStore:
     # Idempotency --------------------------------------------------------------------------
 
     async def lookup(self, key: str) -> IdempotencyRow | None:
-        async with self.db.execute(
-                "SELECT key, tool, request_sha256, state, result FROM idempotency WHERE key = ?",
-                (key,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
+        rows = list(await self.db.execute_fetchall(
+            "SELECT key, tool, request_sha256, state, result FROM idempotency WHERE key = ?",
+            (key,)))
+        if not rows:
             return None
+        row = rows[0]
         return IdempotencyRow(row[0], row[1], row[2], row[3],
                               None if row[4] is None else json.loads(row[4]))
 
@@ -176,20 +175,17 @@ class GatewayStore:
         cur = await self.db.execute(
             "INSERT OR IGNORE INTO idempotency (key, tool, request_sha256, state, created) "
             "VALUES (?, ?, ?, 'pending', ?)", (key, tool, request_sha256, when))
-        await self.db.commit()
         return cur.rowcount == 1
 
     async def release(self, key: str) -> None:
         """Give up a ``pending`` claim whose call reached no outcome (it asked for input)."""
         await self.db.execute("DELETE FROM idempotency WHERE key = ? AND state = 'pending'",
                               (key,))
-        await self.db.commit()
 
     async def finish(self, key: str, result: Mapping[str, object]) -> None:
         """Record the outcome sent for ``key`` (durable before the answer goes out)."""
         await self.db.execute("UPDATE idempotency SET state = 'done', result = ? WHERE key = ?",
                               (_dumps(result), key))
-        await self.db.commit()
 
 
 async def read_decisions(path: Path) -> AsyncIterator[DecisionEvidence]:
