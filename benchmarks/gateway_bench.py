@@ -197,9 +197,12 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
         def notary_label(_self: Any, server: str, tool: str, digest: str) -> str:
             return "notarize decision" if tool == "policy.decision" else "notarize result"
 
+        def save_label(_self: Any, _evidence: Any, claim: Any = None) -> str:
+            return ("save decision (SQLite, no fsync)" if claim is None
+                    else "save decision + claim key (SQLite fsync)")
+
         parts.wrap(NotaryClient, "notarize", notary_label)
-        parts.wrap(GatewayStore, "save_decision", "save decision (SQLite, no fsync)")
-        parts.wrap(GatewayStore, "begin", "claim key (SQLite fsync)")
+        parts.wrap(GatewayStore, "save_decision", save_label)
         parts.wrap(GatewayStore, "finish", "record outcome (SQLite fsync)")
         parts.wrap(GatewayRuntime, "send_upstream", "upstream call")
         parts.wrap(authorization, "decide", "policy evaluation")
