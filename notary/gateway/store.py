@@ -38,6 +38,8 @@ from typing import Literal, TypeVar
 
 import aiosqlite
 
+from notary.core.errors import NotaryBaseError
+
 __all__ = ["DecisionEvidence", "GatewayStore", "IdempotencyRow", "KeyClaim", "KeyTaken",
            "read_decisions"]
 
@@ -75,7 +77,7 @@ class KeyClaim:
     created: str
 
 
-class KeyTaken(Exception):
+class KeyTaken(NotaryBaseError):
     """The key was claimed already (by another gateway process): nothing may be forwarded.
 
     The decision evidence it came with is saved all the same."""
