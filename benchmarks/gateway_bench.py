@@ -10,8 +10,9 @@ gateway adds. The notary is the real ``notary serve`` in its own process on loop
 Per call the gateway does: the policy evaluation, the decision record hashed and notarized
 (before forwarding), one local SQLite write of the decision evidence, the upstream call, the
 final result's record hashed and notarized, and the receipts (authorization block,
-rs-tool-call/1, AER-1). A non-idempotent tool adds the request's hash and two fsync'ed SQLite
-writes (the key claimed before the upstream call, the outcome recorded before the answer).
+rs-tool-call/1, AER-1). A non-idempotent tool adds the request's hash, a lookup of its key,
+and two fsync'ed SQLite writes: the decision evidence written with the key claimed in one
+transaction before the upstream call, the outcome recorded before the answer.
 Each part is timed separately and printed; what is left is split in two: the gateway's own
 CPU inside its request handler (what no part covers), and the in-process MCP plumbing between
 the client and the gateway (the SDK's request and result handling outside the handler). The

@@ -7,7 +7,8 @@
 3. **authorization** (:func:`notary.gateway.authorization.authorize`): the facts are extracted
    (path facts resolved through symlinks on this host when the upstream runs here), the
    policy evaluated, and the decision record (with a fresh salt) notarized
-   (``policy.decision``) and saved with its facts, allowed or denied;
+   (``policy.decision``) and saved with its facts, allowed or denied (an allowed keyed
+   call's key claimed ``pending`` in the same fsync'ed transaction, before step 4);
 4. only with the resulting :class:`Authorized` value can :func:`forward` be called, and it is
    the only code that sends ``tools/call`` upstream: no path reaches the upstream before
    step 3 succeeded (a denial, or a decision the ledger did not take, returns before it);
