@@ -199,6 +199,10 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
         future.set_exception(value)
 
 
+_INSERT_DECISION = ("INSERT INTO decisions (time, tool, decision, record, facts, receipt) "
+                    "VALUES (?, ?, ?, ?, ?, ?)")
+
+
 def _claim_with(conn: sqlite3.Connection, decision: tuple[object, ...],
                 claim: KeyClaim) -> bool:
     """One transaction: the decision's evidence, and ``claim`` ``pending`` unless taken."""
@@ -229,10 +233,6 @@ def _lookup(conn: sqlite3.Connection, key: str) -> IdempotencyRow | None:
 
 def _execute(conn: sqlite3.Connection, sql: str, parameters: tuple[object, ...]) -> None:
     conn.execute(sql, parameters)
-
-
-_INSERT_DECISION = ("INSERT INTO decisions (time, tool, decision, record, facts, receipt) "
-                    "VALUES (?, ?, ?, ?, ?, ?)")
 
 
 class GatewayStore:
