@@ -10,8 +10,9 @@ gateway adds. The notary is the real ``notary serve`` in its own process on loop
 Per call the gateway does: the policy evaluation, the decision record hashed and notarized
 (before forwarding), one local SQLite write of the decision evidence, the upstream call, the
 final result's record hashed and notarized, and the receipts (authorization block,
-rs-tool-call/1, AER-1). A non-idempotent tool adds the request's hash and two fsync'ed SQLite
-writes (the key claimed before the upstream call, the outcome recorded before the answer).
+rs-tool-call/1, AER-1). A non-idempotent tool adds the request's hash, a lookup of its key,
+and two fsync'ed SQLite writes: the decision evidence written with the key claimed in one
+transaction before the upstream call, the outcome recorded before the answer.
 Each part is timed separately and printed; what is left is split in two: the gateway's own
 CPU inside its request handler (what no part covers), and the in-process MCP plumbing between
 the client and the gateway (the SDK's request and result handling outside the handler). The
@@ -197,9 +198,12 @@ async def run_setting(name: str, base: Path, calls: int, warmup: int) -> dict[st
         def notary_label(_self: Any, server: str, tool: str, digest: str) -> str:
             return "notarize decision" if tool == "policy.decision" else "notarize result"
 
+        def save_label(_self: Any, _evidence: Any, claim: Any = None) -> str:
+            return ("save decision (SQLite, no fsync)" if claim is None
+                    else "save decision + claim key (SQLite fsync)")
+
         parts.wrap(NotaryClient, "notarize", notary_label)
-        parts.wrap(GatewayStore, "save_decision", "save decision (SQLite, no fsync)")
-        parts.wrap(GatewayStore, "begin", "claim key (SQLite fsync)")
+        parts.wrap(GatewayStore, "save_decision", save_label)
         parts.wrap(GatewayStore, "finish", "record outcome (SQLite fsync)")
         parts.wrap(GatewayRuntime, "send_upstream", "upstream call")
         parts.wrap(authorization, "decide", "policy evaluation")

@@ -7,7 +7,9 @@ is appended to FILE as one JSON line ``{"tool", "arguments", "meta_keys"}`` and 
 
 Tools (a low-level ``Server``, so output schemas and results are exactly as written here):
 
-- ``payments.transfer`` {amount, recipient, memo, approval?}: structured result with an id
+- ``payments.transfer`` {amount, recipient, memo, approval?}: structured result with an id;
+  with the memo ``HOLD`` it never answers: it waits until the gateway that started it dies
+  (its parent changes), then exits (a gateway killed while a call is upstream)
 - ``echo`` {text}: text, with an upstream ``_meta`` key of its own
 - ``weather.forecast`` {city}: structured content only, empty ``content`` (projection adds text)
 - ``weather.legacy`` {city}: declares an output schema, returns it only as JSON text
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,8 @@ TRANSFER_SCHEMA: dict[str, Any] = {
                    "recipient": {"type": "string"}},
     "required": ["transfer_id", "amount", "recipient"],
 }
+
+HOLD = "hold until the gateway dies"
 
 TOOLS = [
     types.Tool(name="payments.transfer", description="Move money.", input_schema={
@@ -87,6 +92,11 @@ def build_server(log_path: Path | None) -> Server[Any]:
                 f.write(json.dumps(line) + "\n")
                 f.flush()
         name = params.name
+        if name == "payments.transfer" and args.get("memo") == HOLD:
+            parent = os.getppid()
+            while os.getppid() == parent:
+                await anyio.sleep(0.05)
+            os._exit(0)
         if name == "payments.transfer":
             counter["transfers"] += 1
             tid = f"tr_{counter['transfers']}"

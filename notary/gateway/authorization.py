@@ -28,7 +28,7 @@ from notary.gateway.hostpaths import has_path_facts, resolve_path_facts
 from notary.gateway.policy import Decision, Kind, sha256_jcs
 from notary.gateway.policy.commitment import DecisionRecord, decision_record
 from notary.gateway.replies import DENIED, UNRECORDED, auth_error, denial_error, refusal
-from notary.gateway.store import DecisionEvidence
+from notary.gateway.store import DecisionEvidence, KeyClaim
 from notary.sdk import NotaryError
 
 if TYPE_CHECKING:
@@ -114,21 +114,28 @@ async def _notarize(runtime: GatewayRuntime, tool: str, record: DecisionRecord
 async def authorize(runtime: GatewayRuntime, state: PolicyState, tool: str,
                     arguments: dict[str, object] | None, agent: str | None, *,
                     kind: str = "tool",
-                    prepared: tuple[dict[str, object], list[str]] | None = None
-                    ) -> Authorized | dict[str, object]:
-    """Evaluate, notarize and save the decision; an :class:`Authorized` or a refusal."""
+                    prepared: tuple[dict[str, object], list[str]] | None = None,
+                    claim: KeyClaim | None = None) -> Authorized | dict[str, object]:
+    """Evaluate, notarize and save the decision; an :class:`Authorized` or a refusal.
+
+    ``claim`` (a non-idempotent call's key) is claimed ``pending`` in the transaction that
+    saves an allowed, notarized decision, durably, before this returns; it raises
+    :class:`notary.gateway.store.KeyTaken` when the key was claimed already.
+    """
     k = cast(Kind, kind)
     decision = await decide(runtime, state, tool, arguments, agent, k, prepared)
     record = decision_record(decision.value, tool, decision.facts_sha256, state.commitment,
                              now_issued_at(), new_salt(), kind)
     receipt = await _notarize(runtime, tool, record)
-    # Saved before anything is forwarded. Written while the request is forwarded instead, the
-    # write (on aiosqlite's thread) competes with the busy event loop for the GIL and made
-    # calls slower, not faster (gateway_bench, 2026-12-07).
-    await runtime.store.save_decision(DecisionEvidence(record, decision.facts, receipt))
     # On the span of the MCP request (the mcp SDK's, in the caller's trace).
     tracing.annotate({"notary.policy.decision": decision.value,
                       "notary.policy.receipt_id": str((receipt or {}).get("id", ""))})
+    # Saved before anything is forwarded. Written while the request is forwarded instead, the
+    # write (on the store's thread) competes with the busy event loop for the GIL and made
+    # calls slower, not faster (gateway_bench, 2026-12-07).
+    await runtime.store.save_decision(
+        DecisionEvidence(record, decision.facts, receipt),
+        claim if decision.allowed and receipt is not None else None)
     if not decision.allowed:
         # The reason is the operator's alone: the caller gets the generic code.
         _log.info("denied", kind=kind, tool=tool, agent=agent, reasons=list(decision.reasons),

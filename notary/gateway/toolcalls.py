@@ -7,7 +7,8 @@
 3. **authorization** (:func:`notary.gateway.authorization.authorize`): the facts are extracted
    (path facts resolved through symlinks on this host when the upstream runs here), the
    policy evaluated, and the decision record (with a fresh salt) notarized
-   (``policy.decision``) and saved with its facts, allowed or denied;
+   (``policy.decision``) and saved with its facts, allowed or denied (an allowed keyed
+   call's key claimed ``pending`` in the same fsync'ed transaction, before step 4);
 4. only with the resulting :class:`Authorized` value can :func:`forward` be called, and it is
    the only code that sends ``tools/call`` upstream: no path reaches the upstream before
    step 3 succeeded (a denial, or a decision the ledger did not take, returns before it);
@@ -51,6 +52,7 @@ from notary.gateway.replies import (
     refusal,
     string_meta,
 )
+from notary.gateway.store import KeyClaim, KeyTaken
 from notary.sdk import Notarized, received_wire, structured_for
 
 if TYPE_CHECKING:
@@ -134,13 +136,16 @@ async def _keyed_call(runtime: GatewayRuntime, state: PolicyState, tool: str,
     replay = await _replay(runtime, key, digest)
     if replay is not None:
         return replay
-    auth = await authorize(runtime, state, tool, arguments, agent)
-    if not isinstance(auth, Authorized):
-        return auth  # denied: nothing is recorded under the key, a retry is re-evaluated
-    if not await runtime.store.begin(key, tool, digest, now_issued_at()):
+    try:
+        # Claimed durably with the decision's evidence, before anything is forwarded.
+        auth = await authorize(runtime, state, tool, arguments, agent,
+                               claim=KeyClaim(key, tool, digest, now_issued_at()))
+    except KeyTaken:
         replay = await _replay(runtime, key, digest)  # claimed by another gateway process
         assert replay is not None
         return replay
+    if not isinstance(auth, Authorized):
+        return auth  # denied: nothing is recorded under the key, a retry is re-evaluated
     try:
         result = await run(runtime, auth, arguments, meta, client_version=client_version,
                            inbound=inbound)

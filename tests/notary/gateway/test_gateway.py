@@ -39,7 +39,13 @@ from notary.gateway import GatewayConfig, build_gateway, codes
 from notary.gateway.agent import AgentRecorder, aer1_of, to_wire
 from notary.gateway.policy import PolicyError, facts_sha256, sha256_jcs
 from notary.gateway.server import GatewayStartError
-from notary.gateway.store import GatewayStore, read_decisions, read_policy_receipts
+from notary.gateway.store import (
+    DecisionEvidence,
+    GatewayStore,
+    KeyClaim,
+    read_decisions,
+    read_policy_receipts,
+)
 from notary.gateway.toolcalls import request_digest
 from notary.sdk import (
     NotaryClient,
@@ -351,7 +357,9 @@ async def test_idempotent_retries_never_run_twice(rig: Rig) -> None:
         store = await GatewayStore(rig.state).open()
         try:
             digest = request_digest("payments.transfer", APPROVED, "LegalAgent")
-            assert await store.begin("K3", "payments.transfer", digest, "now")
+            allowed = {"time": "now", "tool": "payments.transfer", "decision": "allow"}
+            await store.save_decision(DecisionEvidence(allowed, {}, None),
+                                      KeyClaim("K3", "payments.transfer", digest, "now"))
         finally:
             await store.close()
         unknown = await client.call_tool("payments.transfer", APPROVED, meta=key_meta("K3"))
@@ -373,11 +381,11 @@ async def test_a_keyed_call_not_authorized_leaves_its_key_free(
             raise NotaryUnavailableError("down for the test", attempts=1)
         return await real_notarize(self, server, tool, digest)
 
-    async def save_decision(self: GatewayStore, evidence: Any) -> None:
+    async def save_decision(self: GatewayStore, evidence: Any, claim: Any = None) -> None:
         if failures["save"]:
             failures["save"] -= 1
             raise OSError("disk gone for the test")
-        await real_save(self, evidence)
+        await real_save(self, evidence, claim)
 
     monkeypatch.setattr(NotaryClient, "notarize", notarize)
     monkeypatch.setattr(GatewayStore, "save_decision", save_decision)

@@ -11,7 +11,15 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from notary.gateway.store import DecisionEvidence, GatewayStore, read_decisions
+import pytest
+
+from notary.gateway.store import (
+    DecisionEvidence,
+    GatewayStore,
+    KeyClaim,
+    KeyTaken,
+    read_decisions,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -41,9 +49,10 @@ async def test_a_saved_decision_is_committed_when_save_returns(tmp_path: Path) -
         finally:
             other.close()
         assert await saved(path) == [evidence(1).to_json()]
-        assert await store.begin("key", "echo", "d" * 64, "now")  # the durable connection
-        await store.save_decision(evidence(2))
-        assert await saved(path) == [evidence(1).to_json(), evidence(2).to_json()]
+        # The durable connection (a claim with its evidence) takes the write lock too.
+        await store.save_decision(evidence(2), KeyClaim("key", "echo", "d" * 64, "now"))
+        await store.save_decision(evidence(3))
+        assert await saved(path) == [evidence(n).to_json() for n in (1, 2, 3)]
     finally:
         await store.close()
 
@@ -78,3 +87,76 @@ asyncio.run(main())
             proc.send_signal(signal.SIGKILL)
         await proc.wait()
     assert await saved(path) == [evidence(n).to_json() for n in (1, 2, 3)]
+
+
+def idempotency_rows(path: Path) -> list[tuple[str, str]]:
+    other = sqlite3.connect(path)
+    try:
+        return other.execute("SELECT key, state FROM idempotency ORDER BY key").fetchall()
+    finally:
+        other.close()
+
+
+async def test_a_claim_is_saved_with_its_decision_in_one_transaction(tmp_path: Path) -> None:
+    """A non-idempotent call's key is claimed ``pending`` in the transaction that saves its
+    decision: both are committed when save_decision returns; a key claimed already raises
+    KeyTaken (its evidence saved all the same); a claim that fails saves no evidence either
+    and leaves the write lock free."""
+    path = tmp_path / "state.db"
+    store = await GatewayStore(path).open()
+    try:
+        await store.save_decision(evidence(1), KeyClaim("K", "echo", "d" * 64, "now"))
+        assert idempotency_rows(path) == [("K", "pending")]
+        assert await saved(path) == [evidence(1).to_json()]
+        with pytest.raises(KeyTaken):
+            await store.save_decision(evidence(2), KeyClaim("K", "echo", "e" * 64, "now"))
+        row = await store.lookup("K")
+        assert row is not None and (row.state, row.request_sha256) == ("pending", "d" * 64)
+        assert await saved(path) == [evidence(1).to_json(), evidence(2).to_json()]
+
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("DROP TABLE idempotency")  # the claim's INSERT now fails
+            with pytest.raises(sqlite3.OperationalError, match="no such table"):
+                await store.save_decision(evidence(3), KeyClaim("L", "echo", "d" * 64, "now"))
+            other.execute("BEGIN IMMEDIATE")  # "database is locked" if it were left open
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert await saved(path) == [evidence(1).to_json(), evidence(2).to_json()]
+    finally:
+        await store.close()
+
+
+async def test_a_claim_survives_kill_9(tmp_path: Path) -> None:
+    """Once save_decision with a claim returned, kill -9 loses neither the ``pending`` key nor
+    its decision (synchronous=FULL: nor would a power loss), and a finished key is ``done``."""
+    path = tmp_path / "state.db"
+    script = f"""
+import asyncio
+from pathlib import Path
+from notary.gateway.store import DecisionEvidence, GatewayStore, KeyClaim
+async def main():
+    store = await GatewayStore(Path({str(path)!r})).open()
+    for n, key in enumerate(("A", "B"), 1):
+        record = {json.dumps(evidence(1).record)}
+        await store.save_decision(DecisionEvidence(record, {{"n": n}}, None),
+                                  KeyClaim(key, "echo", "d" * 64, "now"))
+    await store.finish("A", {{"content": []}})
+    print("saved", flush=True)
+    await asyncio.sleep(60)
+asyncio.run(main())
+"""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line == b"saved\n"
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    assert idempotency_rows(path) == [("A", "done"), ("B", "pending")]
+    assert [e.facts async for e in read_decisions(path)] == [{"n": 1}, {"n": 2}]
