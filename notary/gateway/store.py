@@ -25,21 +25,18 @@ loop.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
-import queue
 import sqlite3
 import stat
-import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import aiosqlite
 
+from ledger.storage.sqlite_thread import WriterThread
 from notary.core.errors import NotaryBaseError
 
 __all__ = ["DecisionEvidence", "GatewayStore", "IdempotencyRow", "KeyClaim", "KeyTaken",
@@ -117,86 +114,55 @@ def _dumps(value: object) -> str:
 
 
 class _Connection:
-    """A sqlite3 connection (autocommit) used only from a thread of its own.
+    """A sqlite3 connection (autocommit) used only from a thread of its own, the ledger's
+    :class:`~ledger.storage.sqlite_thread.WriterThread` (a bare queue: an executor's futures
+    cost 10-25 µs more a trip).
 
     Each :meth:`run` is one trip to that thread, however many statements the function runs:
     a transaction of several statements costs one trip (aiosqlite needs one per statement and
-    one for the commit), and every fsync stays off the event loop. A bare queue and
-    ``call_soon_threadsafe``, as in aiosqlite: an executor's futures cost 10-25 µs more a trip.
-    The thread is a daemon: a gateway that exits without closing its store leaves what a
-    crash leaves (the last transaction rolled back), never a process that cannot exit.
+    one for the commit), and every fsync stays off the event loop. A call that started is
+    waited out even if its caller is cancelled, so a transaction never races the next. The
+    thread is a daemon: a gateway that exits without closing its store leaves what a crash
+    leaves (the last transaction rolled back), never a process that cannot exit.
     """
 
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._conn: sqlite3.Connection | None = None
-        threading.Thread(target=_serve, args=(self._jobs,), name="gateway-state",
-                         daemon=True).start()
+    def __init__(self, thread: WriterThread, conn: sqlite3.Connection) -> None:
+        self._thread = thread
+        self._conn: sqlite3.Connection | None = conn
 
     @classmethod
     async def open(cls, path: Path, *pragmas: str) -> _Connection:
-        self = cls()
-
-        def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(path, isolation_level=None)
-            try:
-                for pragma in pragmas:
-                    conn.execute(pragma)
-            except BaseException:
-                conn.close()
-                raise
-            return conn
-
+        thread = WriterThread("gateway-state")
         try:
-            self._conn = await self._call(connect)
+            return cls(thread, await thread.run(_connect, path, pragmas))
         except BaseException:
-            self._jobs.put(None)
+            thread.stop()
             raise
-        return self
-
-    def _call(self, fn: Callable[..., _T], *args: object) -> asyncio.Future[_T]:
-        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
-        self._jobs.put((future, fn, args))
-        return future
 
     async def run(self, fn: Callable[..., _T], *args: object) -> _T:
         """``fn(connection, *args)`` on the connection's thread."""
         if self._conn is None:
             raise RuntimeError("the gateway store is closed")
-        return await self._call(fn, self._conn, *args)
+        return await self._thread.run(fn, self._conn, *args)
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None
         try:
             if conn is not None:
-                await self._call(conn.close)
+                await self._thread.run(conn.close)
         finally:
-            self._jobs.put(None)
+            self._thread.stop()
 
 
-_Job = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[object, ...]]
-
-
-def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
-    """A connection's thread: run each job, hand its outcome to the job's event loop."""
-    while (job := jobs.get()) is not None:
-        future, fn, args = job
-        try:
-            outcome: tuple[bool, Any] = (True, fn(*args))
-        except BaseException as e:  # handed over to the caller, whatever it is
-            outcome = (False, e)
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits for it
-            future.get_loop().call_soon_threadsafe(_settle, future, outcome)
-
-
-def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
-    if future.done():  # cancelled while the job ran
-        return
-    ok, value = outcome
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
+def _connect(path: Path, pragmas: tuple[str, ...]) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for pragma in pragmas:
+            conn.execute(pragma)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 _INSERT_DECISION = ("INSERT INTO decisions (time, tool, decision, record, facts, receipt) "
