@@ -57,6 +57,22 @@ async def test_a_saved_decision_is_committed_when_save_returns(tmp_path: Path) -
         await store.close()
 
 
+async def kill_9_once_saved(script: str) -> None:
+    """Run ``script`` (a Python program that prints "saved" once its writes returned, then
+    waits) and kill -9 it as soon as it has said so."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line == b"saved\n"
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+
+
 async def test_a_saved_decision_survives_kill_9(tmp_path: Path) -> None:
     """Decision evidence is durable across a crash of the gateway (synchronous=NORMAL: not
     across a power loss): once save_decision returned, kill -9 loses nothing."""
@@ -75,17 +91,7 @@ async def main():
     await asyncio.sleep(60)
 asyncio.run(main())
 """
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
-        assert line == b"saved\n"
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
-        await proc.wait()
+    await kill_9_once_saved(script)
     assert await saved(path) == [evidence(n).to_json() for n in (1, 2, 3)]
 
 
@@ -147,16 +153,6 @@ async def main():
     await asyncio.sleep(60)
 asyncio.run(main())
 """
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
-        assert line == b"saved\n"
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
-        await proc.wait()
+    await kill_9_once_saved(script)
     assert idempotency_rows(path) == [("A", "done"), ("B", "pending")]
     assert [e.facts async for e in read_decisions(path)] == [{"n": 1}, {"n": 2}]
