@@ -113,7 +113,7 @@ def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-class _Connection:
+class _StateConnection:
     """A sqlite3 connection (autocommit) used only from a thread of its own, the ledger's
     :class:`~ledger.storage.sqlite_thread.WriterThread` (a bare queue: an executor's futures
     cost 10-25 µs more a trip).
@@ -131,7 +131,7 @@ class _Connection:
         self._conn: sqlite3.Connection | None = conn
 
     @classmethod
-    async def open(cls, path: Path, *pragmas: str) -> _Connection:
+    async def open(cls, path: Path, *pragmas: str) -> _StateConnection:
         thread = WriterThread("gateway-state")
         try:
             return cls(thread, await thread.run(_connect, path, pragmas))
@@ -206,8 +206,8 @@ class GatewayStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._db: _Connection | None = None
-        self._log: _Connection | None = None
+        self._db: _StateConnection | None = None
+        self._log: _StateConnection | None = None
 
     async def open(self) -> GatewayStore:
         """Open (creating it, mode 0600) the state file; a file others can read is fixed.
@@ -220,11 +220,11 @@ class GatewayStore:
         _private_file(self.path)
         # Autocommit (both connections): a write of one statement is its own transaction,
         # committed (and on the durable connection fsync'ed) by that statement.
-        db = await _Connection.open(self.path, "PRAGMA journal_mode=WAL",
+        db = await _StateConnection.open(self.path, "PRAGMA journal_mode=WAL",
                                     "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=10000")
         try:
             await db.run(sqlite3.Connection.executescript, SCHEMA)
-            log = await _Connection.open(self.path, "PRAGMA synchronous=NORMAL",
+            log = await _StateConnection.open(self.path, "PRAGMA synchronous=NORMAL",
                                          "PRAGMA busy_timeout=10000")
         except BaseException:
             await db.close()
@@ -239,14 +239,14 @@ class GatewayStore:
         self._db = self._log = None
 
     @property
-    def db(self) -> _Connection:
+    def db(self) -> _StateConnection:
         """The durable connection (``synchronous=FULL``)."""
         if self._db is None:
             raise RuntimeError("the gateway store is not open")
         return self._db
 
     @property
-    def log(self) -> _Connection:
+    def log(self) -> _StateConnection:
         """The decision-evidence connection (``synchronous=NORMAL``)."""
         if self._log is None:
             raise RuntimeError("the gateway store is not open")
