@@ -221,11 +221,11 @@ class GatewayStore:
         # Autocommit (both connections): a write of one statement is its own transaction,
         # committed (and on the durable connection fsync'ed) by that statement.
         db = await _StateConnection.open(self.path, "PRAGMA journal_mode=WAL",
-                                    "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=10000")
+                                         "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=10000")
         try:
             await db.run(sqlite3.Connection.executescript, SCHEMA)
             log = await _StateConnection.open(self.path, "PRAGMA synchronous=NORMAL",
-                                         "PRAGMA busy_timeout=10000")
+                                              "PRAGMA busy_timeout=10000")
         except BaseException:
             await db.close()
             raise

@@ -27,7 +27,6 @@ is ever withheld.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -79,6 +78,7 @@ from notary.store.sqlite_schema import (
     Refs,
     digest_key,
     entry_at,
+    from_cache,
     id_key,
     receipt_from_row,
     refs_for,
@@ -238,13 +238,11 @@ class PgNotaryWriteTx(PostgresWriteTx):
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
         salt = self._notary.salt
-        known = self._notary.refs
+        refs = known = self._notary.refs
         new = self._new_refs
-        refs, cols = known, None
-        if not (new.kids or new.ledgers or new.names or new.accounts) \
-                and all(a in known.accounts for a, _ in usage):
-            with contextlib.suppress(KeyError):  # the usual batch: every id cached already
-                cols = receipt_columns(pairs, known, self.log_number, salt, self._digest_keys)
+        cols = from_cache(known, new, (a for a, _ in usage),
+                          lambda cached: receipt_columns(pairs, cached, self.log_number, salt,
+                                                         self._digest_keys))
         if cols is None:
             refs, missing = refs_for(pairs, (a for a, _ in usage), known, new)
             if missing:

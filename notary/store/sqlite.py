@@ -20,7 +20,6 @@ process or another.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -76,6 +75,7 @@ from notary.store.sqlite_schema import (
     Refs,
     digest_key,
     entry_at,
+    from_cache,
     id_key,
     key_rows,
     lookup_salt,
@@ -344,12 +344,10 @@ class SqliteNotaryWriteTx(SqliteWriteTx):
                            usage: Mapping[UsageKey, int]) -> None:
         pairs = [(r.receipt, r.account) for r in receipts]
         claims = new_claims(pairs, self._held)
-        refs, statements = self._notary.refs, None
-        if not self._new_refs and all(a in refs.accounts for a, _ in usage):
-            # The usual batch: every id is cached already, so the cache itself serves (a copy
-            # of it a batch would cost as much as the names it holds).
-            with contextlib.suppress(KeyError):
-                statements = receipt_statements(pairs, refs, claims, self.log_number)
+        refs = self._notary.refs
+        statements = from_cache(refs, self._new_refs, (a for a, _ in usage),
+                                lambda cached: receipt_statements(pairs, cached, claims,
+                                                                  self.log_number))
         if statements is None:
             refs, missing = refs_for(pairs, (a for a, _ in usage), refs, self._new_refs)
             if missing:

@@ -62,8 +62,9 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ledger.core.compact import bundle_entry
 from ledger.storage.base import StoreError
@@ -81,6 +82,7 @@ __all__ = [
     "create_tables",
     "ddl_statements",
     "digest_key",
+    "from_cache",
     "id_key",
     "last_issued_at",
     "lookup_salt",
@@ -274,6 +276,9 @@ class Refs:
         self.names.update(other.names)
         self.accounts.update(other.accounts)
 
+    def __bool__(self) -> bool:
+        return bool(self.kids or self.ledgers or self.names or self.accounts)
+
 
 @dataclass
 class Needed:
@@ -313,6 +318,24 @@ def refs_for(receipts: Iterable[tuple[Receipt, str]], usage_accounts: Iterable[s
     missing = Needed.of(receipts).missing_from(refs)
     missing.accounts |= set(usage_accounts) - refs.accounts.keys()
     return refs, missing
+
+
+_T = TypeVar("_T")
+
+
+def from_cache(cache: Refs, pending: Refs, accounts: Iterable[str],
+               build: Callable[[Refs], _T]) -> _T | None:
+    """``build(cache)`` for the usual batch, whose rows' ids the cache of committed ids holds
+    already: the cache serves as it is (merging a copy of it for each batch, as
+    :func:`refs_for` does, costs as much as the names it holds). None when the transaction has
+    ids of its own (``pending``) or ``build`` meets a name the cache lacks (``KeyError``): the
+    caller then takes :func:`refs_for`'s way. ``accounts``: the usage rows' accounts."""
+    if pending or not all(a in cache.accounts for a in accounts):
+        return None
+    try:
+        return build(cache)
+    except KeyError:
+        return None
 
 
 def resolve_refs(conn: sqlite3.Connection, needed: Needed, *, create_accounts: bool = False

@@ -553,3 +553,34 @@ def test_id_key_is_the_first_four_bytes_of_a_receipt_id() -> None:
     for bad in ("tc_short", "tc_AAECAwQFBgcICQoLDA0ODx", "xx_AAECAwQFBgcICQoLDA0ODw", ""):
         with pytest.raises(ValueError):
             id_key(bad)
+
+
+# --- the ids a receipt row refers to ---------------------------------------------------------
+
+
+async def test_a_batch_of_known_names_takes_its_ids_from_the_cache(
+        tmp_path: Path, shared: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a batch has resolved a server's, a tool's, a key's and an account's ids, later
+    batches of the same names take them from the cache of committed ids as it is, with no
+    merged copy of it (``refs_for``) and no trip; a new name is resolved again."""
+    from notary.store import postgres as pg_store
+    from notary.store import sqlite as sqlite_store
+
+    merged: list[int] = []
+    for module in (sqlite_store, pg_store):
+        real = module.refs_for
+
+        def counted(*args: object, real: object = real) -> object:
+            merged.append(1)
+            return real(*args)  # type: ignore[operator]
+
+        monkeypatch.setattr(module, "refs_for", counted)
+    async with headless_notary(tmp_path / "n", shared) as notary:
+        await issue(notary, 1)
+        assert len(merged) == 1  # the first batch: the names are new to the store
+        for n in range(2, 6):
+            await issue(notary, n)
+        assert len(merged) == 1
+        receipt, _ = await issue(notary, 6, server="another")
+        assert len(merged) == 2 and receipt.server == "another"
+        assert (await notary.store.receipt_by_digest(digest(6))) == receipt.without_proof()
