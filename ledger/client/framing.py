@@ -9,7 +9,7 @@ out in order (:meth:`ResponseParser.next`), and tell it when the connection ends
 It accepts only what an honest tile server sends and refuses the rest with
 :class:`FramingError`, on which the caller falls back to a general HTTP client:
 
-- a status line ``HTTP/1.0`` or ``HTTP/1.1``, three-digit status; interim 1xx answers are
+- a status line ``HTTP/1.0`` or ``HTTP/1.1``, a three-digit status from 100; interim 1xx answers are
   skipped (101 is refused); 204 and 304 have no body;
 - header lines ``name: value`` with a token name, no obs-fold, no bare CR or LF, no NUL;
 - a body framed by ``Transfer-Encoding: chunked`` (alone), by ``Content-Length`` (digits;
@@ -36,11 +36,11 @@ MAX_HEAD = 64 * 1024
 _MAX_CHUNK_LINE = 1024
 _MAX_LENGTH_DIGITS = 18
 
-_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: [\t\x20-\x7e\x80-\xff]*)?")
+_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9]{2})(?: [\t\x20-\x7e\x80-\xff]*)?")
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # A whole head in one C-level match: status line, then fields "token:value" whose values hold
 # no CR, LF, NUL or DEL (so no obs-fold, no bare line ends).
-_HEAD_RE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: [\t\x20-\x7e\x80-\xff]*)?"
+_HEAD_RE = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9]{2})(?: [\t\x20-\x7e\x80-\xff]*)?"
                       rb"((?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*)*)")
 _DIGITS = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"[0-9A-Fa-f]+")

@@ -172,6 +172,8 @@ def test_buffering_is_bounded_without_a_head_end(size_kib: int) -> None:
     b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
     b"HTTP/2 200 OK\r\nContent-Length: 0\r\n\r\n",
     b"HTTP/1.1 20 OK\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 000 OK\r\nContent-Length: 0\r\n\r\n",  # a status code is 100-999
+    b"HTTP/1.1 099 OK\r\nContent-Length: 0\r\n\r\n",
     b"\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 0\r\n\r\n",
 ])
